@@ -1,0 +1,53 @@
+# Every target that runs code bootstraps .venv first: on a fresh machine
+# `make plan` and `make test` are all the set-up there is.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+CATALOGUE ?= seats/catalogue/fv-ml1.yaml
+SNAPSHOT  ?= seats/catalogue/fv-ml1.snapshot.json
+SEAT ?=
+GPU ?=
+LIVE ?=
+
+SOURCE := $(if $(LIVE),--live,--snapshot $(SNAPSHOT))
+ADD    := $(if $(SEAT),--add $(SEAT),)
+
+.PHONY: plan test lint check report bench test-gpu venv clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+plan: $(STAMP)
+	$(BIN)/gpuplan plan --catalogue $(CATALOGUE) $(SOURCE) $(ADD)
+
+check: $(STAMP)
+	@test -n "$(SEAT)" -a -n "$(GPU)" || { echo "usage: make check SEAT=name GPU=n[,m]"; exit 2; }
+	$(BIN)/gpuplan check $(SEAT) --gpu $(GPU) --catalogue $(CATALOGUE) $(SOURCE)
+
+report: $(STAMP)
+	$(BIN)/gpuplan demo-ledger --catalogue $(CATALOGUE) --snapshot $(SNAPSHOT) --out out/demo-ledger.sqlite --force
+	$(BIN)/gpuplan report --catalogue $(CATALOGUE) --ledger out/demo-ledger.sqlite --format html --out out/report
+	$(BIN)/gpuplan report --catalogue $(CATALOGUE) --ledger out/demo-ledger.sqlite --format md --out out/report
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test-gpu: $(STAMP)
+	$(BIN)/python scripts/gpu_check.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache

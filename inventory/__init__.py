@@ -1,0 +1,1 @@
+"""Inventory: NVML readings, snapshots, process attribution and the SQLite ledger."""

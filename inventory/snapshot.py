@@ -1,0 +1,218 @@
+"""The snapshot: one NVML reading of every card of a host, as frozen data (DESIGN.md, Snapshot).
+
+`used_bytes` excludes the driver's reserve (NVML v2); where only v1 answered,
+`reserved_bytes` is None and `used_bytes` is v1's, reserve included (FACTS.md section 1).
+A card that failed to read carries `error` and None figures, never zeros.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from seats.errors import BadInputError
+from seats.loader import format_loc
+
+SCHEMA_VERSION = 1
+MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
+_FROZEN = ConfigDict(extra="ignore", frozen=True)
+
+
+class SnapshotError(BadInputError):
+    """A snapshot file that cannot be used, with the file and the field path."""
+
+    def __init__(self, source: str, loc: str, msg: str) -> None:
+        self.source = source
+        self.loc = loc
+        self.msg = msg
+        where = f"{source}: {loc}" if loc else source
+        super().__init__(f"{where}: {msg}")
+
+
+class Process(BaseModel):
+    """One compute process on a card, as NVML lists it."""
+
+    model_config = _FROZEN
+
+    pid: int = Field(ge=0)
+    used_bytes: int | None = Field(default=None, ge=0, description="None when NVML cannot say")
+    cmdline: str | None = Field(default=None, description="None when the PID vanished before /proc was read")
+    seat: str | None = Field(default=None, description="seat name when attributed at capture")
+
+    @field_validator("used_bytes", "pid", mode="before")
+    @classmethod
+    def _strict_int(cls, value: object) -> object:
+        return _require_int(value)
+
+
+class Card(BaseModel):
+    """One GPU of the host, by NVML index."""
+
+    model_config = _FROZEN
+
+    index: int = Field(ge=0)
+    uuid: str | None = None
+    name: str | None = None
+    total_bytes: int | None = Field(default=None, ge=0)
+    reserved_bytes: int | None = Field(default=None, ge=0)
+    used_bytes: int | None = Field(default=None, ge=0)
+    free_bytes: int | None = Field(default=None, ge=0)
+    utilization_percent: int | None = Field(default=None, ge=0, le=100)
+    processes: tuple[Process, ...] = ()
+    error: str | None = None
+
+    @field_validator("total_bytes", "reserved_bytes", "used_bytes", "free_bytes", "index", mode="before")
+    @classmethod
+    def _strict_int(cls, value: object) -> object:
+        return _require_int(value)
+
+    @model_validator(mode="after")
+    def _figures_present(self) -> Card:
+        figures = {
+            "total_bytes": self.total_bytes,
+            "used_bytes": self.used_bytes,
+            "free_bytes": self.free_bytes,
+        }
+        if self.error is not None:
+            present = [k for k, v in {**figures, "reserved_bytes": self.reserved_bytes}.items() if v is not None]
+            if present:
+                raise ValueError(
+                    f"card in error ({self.error}) must have null figures, has {', '.join(present)}"
+                )
+            return self
+        missing = [k for k, v in figures.items() if v is None]
+        if missing:
+            raise ValueError(
+                f"card {self.index} lacks {', '.join(missing)} (a card that failed to read has \"error\")"
+            )
+        return self
+
+    @property
+    def ok(self) -> bool:
+        """True when the card was read; False for a card in error."""
+        return self.error is None
+
+    @property
+    def cuda_total_bytes(self) -> int | None:
+        """What a CUDA process calls total: NVML total − v2 reserve (FACTS.md section 1).
+
+        With NVML v1 only (reserve unknown) this is the NVML total, stricter for gates.
+        """
+        if self.total_bytes is None:
+            return None
+        return self.total_bytes - (self.reserved_bytes or 0)
+
+
+class Snapshot(BaseModel):
+    """Every card of one host at one moment."""
+
+    model_config = _FROZEN
+
+    schema_: int = Field(default=SCHEMA_VERSION, alias="schema")
+    host: str = Field(min_length=1)
+    taken_at: datetime
+    driver: str | None = None
+    nvml_version: str | None = None
+    cards: tuple[Card, ...]
+
+    @field_validator("taken_at")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            raise ValueError("taken_at needs a timezone; write UTC as e.g. 2026-09-16T14:02:11Z")
+        return value.astimezone(UTC)
+
+    @field_validator("schema_")
+    @classmethod
+    def _known_schema(cls, value: int) -> int:
+        if value != SCHEMA_VERSION:
+            raise ValueError(f"snapshot schema {value} is not supported (this gpuplan reads {SCHEMA_VERSION})")
+        return value
+
+    @model_validator(mode="after")
+    def _indices_unique(self) -> Snapshot:
+        seen: set[int] = set()
+        for card in self.cards:
+            if card.index in seen:
+                raise ValueError(f"card index {card.index} appears twice")
+            seen.add(card.index)
+        return self
+
+    def card(self, index: int) -> Card:
+        """The card with NVML index `index`; KeyError if absent."""
+        for card in self.cards:
+            if card.index == index:
+                return card
+        raise KeyError(index)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The DESIGN.md JSON shape, `taken_at` as `…Z`."""
+        data = self.model_dump(by_alias=True, mode="json")
+        data["taken_at"] = format_utc(self.taken_at)
+        return data
+
+
+def _require_int(value: object) -> object:
+    # JSON floats and bools are not byte counts: refuse instead of truncating.
+    if isinstance(value, bool) or isinstance(value, float) or isinstance(value, str):
+        raise ValueError(f"expected an integer, got {value!r}")
+    return value
+
+
+def format_utc(moment: datetime) -> str:
+    """2026-09-16T14:02:11Z (seconds, UTC)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_snapshot(data: Any, source: str) -> Snapshot:
+    """Validate plain JSON data as a snapshot, or raise `SnapshotError` naming the field."""
+    if not isinstance(data, dict):
+        raise SnapshotError(source, "", "a snapshot is a JSON object with host, taken_at and cards")
+    try:
+        return Snapshot.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = format_loc(tuple("schema" if p == "schema_" else p for p in first["loc"]))
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        raise SnapshotError(source, loc, msg) from exc
+
+
+def loads_snapshot(text: str, source: str) -> Snapshot:
+    """Parse JSON text as a snapshot."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SnapshotError(source, "", f"not valid JSON: {exc.msg} (line {exc.lineno})") from exc
+    return parse_snapshot(data, source)
+
+
+def load_snapshot(path: str | Path) -> Snapshot:
+    """Read and validate the snapshot file at `path`."""
+    name = str(path)
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_SNAPSHOT_BYTES + 1)
+    except FileNotFoundError as exc:
+        raise SnapshotError(name, "", "no such file") from exc
+    except OSError as exc:
+        raise SnapshotError(name, "", f"cannot read: {exc.strerror}") from exc
+    if len(raw) > MAX_SNAPSHOT_BYTES:
+        raise SnapshotError(name, "", "the file is over 64 MiB; a snapshot is far smaller")
+    return loads_snapshot(raw.decode("utf-8", errors="replace"), name)
+
+
+def dumps_snapshot(snapshot: Snapshot) -> str:
+    """The snapshot as pretty JSON text."""
+    return json.dumps(snapshot.to_json_dict(), indent=2) + "\n"
+
+
+def save_snapshot(snapshot: Snapshot, path: str | Path) -> None:
+    """Write the snapshot to `path` atomically (a temporary file, then rename)."""
+    target = Path(path)
+    temporary = target.with_name(target.name + ".tmp")
+    temporary.write_text(dumps_snapshot(snapshot), encoding="utf-8")
+    temporary.replace(target)

@@ -1,0 +1,5 @@
+"""`python -m placement` is `gpuplan`."""
+
+from placement.cli import entry
+
+entry()

@@ -1,0 +1,127 @@
+"""Per-card accounting shared by the ledger view, the verifier, `check` and the report.
+
+The formulas are DESIGN.md's "What fits means", in exact integer bytes:
+
+    cuda_total(c)  = total_bytes − reserved_bytes          (NVML v1 only: total_bytes)
+    engine_free(c) = free_bytes − cuda_context(host)
+    reserve_bytes(r) = cuda_total(c) if r.bytes == "card" else r.bytes
+    held(c, s) = Σ_{r on c, s ∉ for(r)} max(0, reserve_bytes(r) − Σ resident of r's own seats on c)
+               + Σ resident of running seats declared on c (other than s) whose `match` finds no process on c
+    plannable(c) = max(0, free − held(c, ·) − margin)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from inventory.snapshot import Card, Snapshot
+from seats.model import Catalogue, Reserve, Seat
+
+
+def cuda_total(card: Card) -> int:
+    """What a CUDA process on `card` calls total (FACTS.md section 1); 0 for a card in error."""
+    return card.cuda_total_bytes or 0
+
+
+def reserve_bytes(reserve: Reserve, card: Card) -> int:
+    """Bytes a reserve holds on its card; `card` means the whole CUDA total."""
+    return cuda_total(card) if reserve.bytes == "card" else int(reserve.bytes)
+
+
+def seats_declared_on(catalogue: Catalogue, host: str, index: int) -> list[Seat]:
+    """Running seats the catalogue pins to card `index` of `host`."""
+    return [
+        seat
+        for seat in catalogue.seats
+        if seat.state == "running" and seat.host == host and index in (seat.pinned_cards or ())
+    ]
+
+
+def present_seats(card: Card) -> set[str]:
+    """Names of seats with an attributed process on `card` (run `attribute` first)."""
+    return {process.seat for process in card.processes if process.seat is not None}
+
+
+def absent_seats(catalogue: Catalogue, host: str, card: Card) -> list[Seat]:
+    """Running seats declared on `card` that have a `match` and no process there (down, keeps its place)."""
+    present = present_seats(card)
+    return [
+        seat
+        for seat in seats_declared_on(catalogue, host, card.index)
+        if seat.match is not None and seat.name not in present
+    ]
+
+
+@dataclass(frozen=True)
+class HeldPart:
+    """One contribution to `held`: a reserve's unconsumed bytes or an absent seat's resident."""
+
+    kind: str  # "reserve" or "absent"
+    name: str
+    bytes: int
+
+
+def held_parts(
+    catalogue: Catalogue,
+    host: str,
+    card: Card,
+    seat: str | None = None,
+    placed_here: Collection[str] = (),
+) -> list[HeldPart]:
+    """What is held on `card` against `seat` (None: against any seat), part by part.
+
+    `placed_here` names new seats this plan puts on the card; a reserve's own seats among
+    them consume it, so it is not counted twice.
+    """
+    parts: list[HeldPart] = []
+    declared = {s.name: s for s in seats_declared_on(catalogue, host, card.index)}
+    residents = {s.name: s.resident for s in catalogue.seats}
+    for reserve in catalogue.reserves:
+        if reserve.host != host or reserve.gpu != card.index:
+            continue
+        if seat is not None and seat in reserve.for_:
+            continue
+        own = sum(
+            residents[name]
+            for name in reserve.for_
+            if name != seat and (name in declared or name in placed_here)
+        )
+        left = max(0, reserve_bytes(reserve, card) - own)
+        if left:
+            parts.append(HeldPart("reserve", reserve.name, left))
+    for absent in absent_seats(catalogue, host, card):
+        if absent.name != seat:
+            parts.append(HeldPart("absent", absent.name, absent.resident))
+    return parts
+
+
+def held_bytes(
+    catalogue: Catalogue,
+    host: str,
+    card: Card,
+    seat: str | None = None,
+    placed_here: Collection[str] = (),
+) -> int:
+    """Σ of `held_parts`: bytes on `card` that `seat` may not plan into."""
+    return sum(part.bytes for part in held_parts(catalogue, host, card, seat, placed_here))
+
+
+def margin_bytes(catalogue: Catalogue, host: str) -> int:
+    """The host's margin, 0 for a host the catalogue does not describe."""
+    described = catalogue.hosts.get(host)
+    return described.margin if described is not None else 0
+
+
+def cuda_context_bytes(catalogue: Catalogue, host: str) -> int:
+    """The host's cuda_context, 0 when not given (output should say so for vLLM seats)."""
+    described = catalogue.hosts.get(host)
+    return described.cuda_context if described is not None else 0
+
+
+def plannable_bytes(catalogue: Catalogue, snapshot: Snapshot, card: Card) -> int:
+    """max(0, free − held − margin); 0 for a card in error."""
+    if card.free_bytes is None:
+        return 0
+    held = held_bytes(catalogue, snapshot.host, card)
+    return max(0, card.free_bytes - held - margin_bytes(catalogue, snapshot.host))

@@ -1,0 +1,1 @@
+"""One module per `gpuplan` subcommand: HELP, add_arguments(parser), run(args) -> int."""

@@ -1,0 +1,169 @@
+"""Read a catalogue file: safe YAML with size and alias caps, then validation with errors that point.
+
+Reading and validating are separate steps (STYLE.md): `read_yaml` turns text into plain
+data and refuses anything a YAML file should not do to us; `load_catalogue` validates the
+data with the pydantic model and then the cross-field rules of `seats.rules`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from seats.errors import CatalogueError
+from seats.model import Catalogue
+from seats.rules import check_rules
+
+MAX_DOCUMENT_BYTES = 1024 * 1024
+# A billion-laughs document is small on disk and huge once aliases are expanded:
+# count the expanded nodes and scalar characters, and stop long before memory suffers.
+MAX_EXPANDED_NODES = 200_000
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys instead of keeping the last one silently."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            try:
+                duplicate = key in seen
+            except TypeError:
+                duplicate = False
+            if duplicate:
+                line = key_node.start_mark.line + 1
+                raise CatalogueError(self._path, "", f"duplicate key {key!r} at line {line}")
+            try:
+                seen.add(key)
+            except TypeError:
+                pass
+        return super().construct_mapping(node, deep=deep)
+
+    _path = "<catalogue>"
+
+
+def _expanded_size(node: yaml.Node, path: str) -> None:
+    """Walk the node graph as if aliases were copies; refuse past the caps."""
+    nodes = 0
+    chars = 0
+    stack: list[yaml.Node] = [node]
+    while stack:
+        current = stack.pop()
+        nodes += 1
+        if isinstance(current, yaml.ScalarNode):
+            chars += len(str(current.value))
+        elif isinstance(current, yaml.SequenceNode):
+            stack.extend(current.value)
+        elif isinstance(current, yaml.MappingNode):
+            for key, value in current.value:
+                stack.append(key)
+                stack.append(value)
+        if nodes > MAX_EXPANDED_NODES or chars > MAX_DOCUMENT_BYTES:
+            raise CatalogueError(
+                path, "", "the document expands past 1 MiB through YAML aliases; refusing to read it"
+            )
+
+
+def read_yaml(text: str, path: str) -> Any:
+    """Plain data from YAML `text`, refusing tags, duplicate keys and oversized documents."""
+    if len(text.encode("utf-8", errors="replace")) > MAX_DOCUMENT_BYTES:
+        raise CatalogueError(path, "", "the file is over 1 MiB; a catalogue is far smaller")
+    loader = _UniqueKeyLoader(text)
+    loader._path = path
+    try:
+        node = loader.get_single_node()  # type: ignore[no-untyped-call]
+        if node is None:
+            return None
+        _expanded_size(node, path)
+        return loader.construct_document(node)  # type: ignore[no-untyped-call]
+    except CatalogueError:
+        raise
+    except yaml.constructor.ConstructorError as exc:
+        # A python tag (!!python/object/apply:…) lands here: safe_load never constructs it.
+        raise CatalogueError(path, "", f"not plain YAML data: {exc.problem} {_mark(exc)}".strip()) from exc
+    except yaml.YAMLError as exc:
+        raise CatalogueError(path, "", f"not valid YAML: {_describe(exc)}") from exc
+    finally:
+        loader.dispose()  # type: ignore[no-untyped-call]
+
+
+def _mark(exc: yaml.MarkedYAMLError) -> str:
+    mark = exc.problem_mark
+    return f"(line {mark.line + 1})" if mark is not None else ""
+
+
+def _describe(exc: yaml.YAMLError) -> str:
+    if isinstance(exc, yaml.MarkedYAMLError):
+        return f"{exc.problem or exc.context} {_mark(exc)}".strip()
+    return str(exc)
+
+
+def format_loc(loc: tuple[int | str, ...]) -> str:
+    """('seats', 2, 'resident') → 'seats[2].resident'."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _message(error: Any) -> str:
+    msg = str(error["msg"])
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            msg = msg[len(prefix) :]
+    if error["type"] == "extra_forbidden":
+        msg = "unknown key (check its spelling against `gpuplan schema`)"
+    return msg
+
+
+def _pydantic_loc(error: Any) -> tuple[int | str, ...]:
+    # pydantic appends the union member or validator name to loc ("int", "function-before[...]");
+    # those are not fields, so drop them.
+    loc = []
+    for part in error["loc"]:
+        if isinstance(part, str) and ("[" in part or part in {"int", "str", "tuple[int, ...]"}):
+            continue
+        loc.append("for" if part == "for_" else part)
+    return tuple(loc)
+
+
+def parse_catalogue(data: Any, path: str) -> Catalogue:
+    """Validate plain data as a catalogue; the first error becomes a `CatalogueError`."""
+    if data is None:
+        raise CatalogueError(path, "", "the file is empty; a catalogue needs at least `hosts:`")
+    if not isinstance(data, dict):
+        raise CatalogueError(path, "", f"a catalogue is a mapping with `hosts:`, got {type(data).__name__}")
+    try:
+        catalogue = Catalogue.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise CatalogueError(path, format_loc(_pydantic_loc(first)), _message(first) + more) from exc
+    check_rules(catalogue, path)
+    return catalogue
+
+
+def load_catalogue(path: str | Path) -> Catalogue:
+    """Read and validate the catalogue at `path`."""
+    name = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError as exc:
+        raise CatalogueError(name, "", "no such file") from exc
+    except OSError as exc:
+        raise CatalogueError(name, "", f"cannot read: {exc.strerror}") from exc
+    if len(raw) > MAX_DOCUMENT_BYTES:
+        raise CatalogueError(name, "", "the file is over 1 MiB; a catalogue is far smaller")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CatalogueError(name, "", "not UTF-8 text") from exc
+    return parse_catalogue(read_yaml(text, name), name)

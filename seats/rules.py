@@ -1,0 +1,117 @@
+"""Cross-field rules of a catalogue (DESIGN.md, "Rules a loader enforces").
+
+Each failure names the file, the path of the field and a sentence. Rules that need a
+snapshot (a reserve against a card's CUDA total when `card_total` is not given) are
+checked where the snapshot is met, in `placement`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from seats.errors import CatalogueError
+from seats.model import Catalogue
+from seats.units import format_bytes
+
+
+def check_rules(catalogue: Catalogue, path: str) -> None:
+    """Raise `CatalogueError` at the first broken rule."""
+    _names_unique(catalogue, path)
+    _seats_on_hosts(catalogue, path)
+    _reserves(catalogue, path)
+
+
+def _names_unique(catalogue: Catalogue, path: str) -> None:
+    seen: dict[str, str] = {}
+    for i, seat in enumerate(catalogue.seats):
+        loc = f"seats[{i}].name"
+        if seat.name in seen:
+            raise CatalogueError(path, loc, f"name {seat.name!r} is already used by {seen[seat.name]}")
+        seen[seat.name] = f"seats[{i}]"
+    for i, reserve in enumerate(catalogue.reserves):
+        loc = f"reserves[{i}].name"
+        if reserve.name in seen:
+            raise CatalogueError(
+                path, loc, f"name {reserve.name!r} is already used by {seen[reserve.name]}"
+            )
+        seen[reserve.name] = f"reserves[{i}]"
+
+
+def _seats_on_hosts(catalogue: Catalogue, path: str) -> None:
+    for i, seat in enumerate(catalogue.seats):
+        at = f"seats[{i}]"
+        if seat.host is not None and seat.host not in catalogue.hosts:
+            raise CatalogueError(
+                path, f"{at}.host", f"host {seat.host!r} is not among hosts ({', '.join(catalogue.hosts)})"
+            )
+        pinned = seat.pinned_cards
+        if seat.state == "running":
+            if pinned is None:
+                raise CatalogueError(
+                    path, f"{at}.gpus", f"running seat {seat.name!r} needs a card list, e.g. gpus: [0]"
+                )
+            if seat.host is None:
+                raise CatalogueError(path, f"{at}.host", f"running seat {seat.name!r} needs its host")
+        if pinned is not None and seat.host is None:
+            raise CatalogueError(
+                path, f"{at}.host", f"seat {seat.name!r} pins cards {list(pinned)} but names no host"
+            )
+        if seat.host is None:
+            if not any(seat.card_count <= host.cards for host in catalogue.hosts.values()):
+                raise CatalogueError(
+                    path, f"{at}.gpus", f"seat {seat.name!r} needs {seat.card_count} cards; no host has that many"
+                )
+            continue
+        cards = catalogue.hosts[seat.host].cards
+        if pinned is not None:
+            for j, card in enumerate(pinned):
+                if card >= cards:
+                    raise CatalogueError(
+                        path,
+                        f"{at}.gpus[{j}]",
+                        f"host {seat.host!r} has cards 0–{cards - 1}; there is no card {card}",
+                    )
+        elif seat.card_count > cards:
+            raise CatalogueError(
+                path, f"{at}.gpus", f"seat {seat.name!r} needs {seat.card_count} cards; host {seat.host!r} has {cards}"
+            )
+
+
+def _reserves(catalogue: Catalogue, path: str) -> None:
+    seat_names = {seat.name for seat in catalogue.seats}
+    per_card: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for i, reserve in enumerate(catalogue.reserves):
+        at = f"reserves[{i}]"
+        host = catalogue.hosts.get(reserve.host)
+        if host is None:
+            raise CatalogueError(
+                path, f"{at}.host", f"host {reserve.host!r} is not among hosts ({', '.join(catalogue.hosts)})"
+            )
+        if reserve.gpu >= host.cards:
+            raise CatalogueError(
+                path, f"{at}.gpu", f"host {reserve.host!r} has cards 0–{host.cards - 1}; there is no card {reserve.gpu}"
+            )
+        for j, name in enumerate(reserve.for_):
+            if name not in seat_names:
+                raise CatalogueError(path, f"{at}.for[{j}]", f"{name!r} names no seat of this catalogue")
+        per_card[(reserve.host, reserve.gpu)].append(i)
+    for (host_name, gpu), indices in per_card.items():
+        host = catalogue.hosts[host_name]
+        wholes = [i for i in indices if catalogue.reserves[i].bytes == "card"]
+        if wholes and len(indices) > 1:
+            raise CatalogueError(
+                path,
+                f"reserves[{indices[-1]}]",
+                f"card {host_name}:{gpu} is held whole by {catalogue.reserves[wholes[0]].name!r}; "
+                "no other reserve fits beside it",
+            )
+        if host.card_total is None or wholes:
+            continue
+        total = sum(int(catalogue.reserves[i].bytes) for i in indices)
+        if total > host.card_total:
+            raise CatalogueError(
+                path,
+                f"reserves[{indices[-1]}].bytes",
+                f"reserves on {host_name}:{gpu} add up to {format_bytes(total)} ({total} B), "
+                f"more than the card's {format_bytes(host.card_total)} ({host.card_total} B)",
+            )
