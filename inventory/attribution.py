@@ -16,7 +16,9 @@ from seats.model import Catalogue, Seat
 
 def host_seats(catalogue: Catalogue, host: str) -> list[Seat]:
     """Seats of `catalogue` that may run on `host`: those naming it and those naming no host."""
-    return [seat for seat in catalogue.seats if seat.host in (host, None) and seat.state != "retired"]
+    return [
+        seat for seat in catalogue.seats if seat.host in (host, None) and seat.state != "retired"
+    ]
 
 
 def match_seat(cmdline: str | None, seats: Iterable[Seat]) -> str | None:

@@ -47,7 +47,9 @@ def parse_age(text: str) -> timedelta:
             return timedelta(seconds=float(text[:-1]) * units[text[-1]])
         return timedelta(seconds=float(text))
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"cannot read {text!r} as an age; write e.g. 15m, 90s, 2h") from exc
+        raise argparse.ArgumentTypeError(
+            f"cannot read {text!r} as an age; write e.g. 15m, 90s, 2h"
+        ) from exc
 
 
 def add_source_arguments(parser: argparse.ArgumentParser, *, multiple: bool = False) -> None:
@@ -57,7 +59,8 @@ def add_source_arguments(parser: argparse.ArgumentParser, *, multiple: bool = Fa
         "--snapshot",
         metavar="FILE",
         action="append" if multiple else "store",
-        help="read cards from a snapshot JSON file" + (" (repeatable, or a directory)" if multiple else ""),
+        help="read cards from a snapshot JSON file"
+        + (" (repeatable, or a directory)" if multiple else ""),
     )
     group.add_argument("--live", action="store_true", help="read cards from NVML now")
     group.add_argument(
@@ -104,7 +107,9 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def resolve_snapshots(args: argparse.Namespace, catalogue: Catalogue | None, now: datetime) -> list[Snapshot]:
+def resolve_snapshots(
+    args: argparse.Namespace, catalogue: Catalogue | None, now: datetime
+) -> list[Snapshot]:
     """The snapshots the options name: one per host.
 
     --snapshot FILE: read the file (a stale one warns, exits 3 only with --max-age).
@@ -146,7 +151,9 @@ def resolve_snapshots(args: argparse.Namespace, catalogue: Catalogue | None, now
     hosts = [s.host for s in snapshots]
     duplicates = {h for h in hosts if hosts.count(h) > 1}
     if duplicates:
-        raise BadInputError(f"one snapshot per host: {', '.join(sorted(duplicates))} given more than once")
+        raise BadInputError(
+            f"one snapshot per host: {', '.join(sorted(duplicates))} given more than once"
+        )
     return snapshots
 
 
