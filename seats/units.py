@@ -42,7 +42,9 @@ def parse_bytes(value: object, field: str = "", *, allow_zero: bool = True) -> i
     optional). A decimal number with a unit is rounded down to whole bytes.
     """
     if isinstance(value, bool):
-        raise ByteSizeError(f"{_at(field)}{value!r} is a bool, not a byte size; write e.g. '10740 MiB'")
+        raise ByteSizeError(
+            f"{_at(field)}{value!r} is a bool, not a byte size; write e.g. '10740 MiB'"
+        )
     if isinstance(value, int):
         return _checked(value, field, allow_zero)
     if isinstance(value, float):
@@ -55,7 +57,9 @@ def parse_bytes(value: object, field: str = "", *, allow_zero: bool = True) -> i
             f"{_at(field)}bare number {value!r} has no unit; write an int of bytes or e.g. '{value} GiB'"
         )
     if not isinstance(value, str):
-        raise ByteSizeError(f"{_at(field)}expected bytes as an int or e.g. '10740 MiB', got {type(value).__name__}")
+        raise ByteSizeError(
+            f"{_at(field)}expected bytes as an int or e.g. '10740 MiB', got {type(value).__name__}"
+        )
     text = value.strip()
     if len(text) > _MAX_INPUT_CHARS:
         raise ByteSizeError(f"{_at(field)}{len(text)} characters is too long for a byte size")
@@ -63,12 +67,14 @@ def parse_bytes(value: object, field: str = "", *, allow_zero: bool = True) -> i
         raise ByteSizeError(f"{_at(field)}{value!r} is negative; a byte size is 0 or more")
     match = _QUANTITY.match(text)
     if match is None:
-        raise ByteSizeError(f"{_at(field)}cannot read {value!r} as bytes; write an int or e.g. '10740 MiB', '93 GiB'")
+        raise ByteSizeError(
+            f"{_at(field)}cannot read {value!r} as bytes; write an int or e.g. '10740 MiB', '93 GiB'"
+        )
     number, unit = match.group(1), match.group(2).lower()
     if unit in _DECIMAL_HINT:
         raise ByteSizeError(
             f"{_at(field)}{value!r} uses the ambiguous unit '{match.group(2)}'; "
-            f"write binary units, e.g. '{number} {_DECIMAL_HINT[unit]}' (nvidia-smi prints MiB)"
+            f"write binary units, e.g. '{number} {_DECIMAL_HINT[unit]}'{_smi_hint(number, unit)}"
         )
     if unit == "":
         if "." in number:
@@ -77,7 +83,9 @@ def parse_bytes(value: object, field: str = "", *, allow_zero: bool = True) -> i
                     f"{_at(field)}{value!r} looks like a fraction; a byte size is needed here "
                     "(write e.g. '47100 MiB', not a share of the card)"
                 )
-            raise ByteSizeError(f"{_at(field)}{value!r} has no unit; write an int of bytes or e.g. '{number} GiB'")
+            raise ByteSizeError(
+                f"{_at(field)}{value!r} has no unit; write an int of bytes or e.g. '{number} GiB'"
+            )
         return _checked(int(number), field, allow_zero)
     if unit not in _BINARY:
         raise ByteSizeError(
@@ -87,7 +95,19 @@ def parse_bytes(value: object, field: str = "", *, allow_zero: bool = True) -> i
         amount = Decimal(number) * _BINARY[unit]
     except InvalidOperation as exc:  # cannot happen with the regex above; kept for safety
         raise ByteSizeError(f"{_at(field)}cannot read {value!r}") from exc
-    return _checked(int(math.floor(amount)), field, allow_zero)
+    return _checked(math.floor(amount), field, allow_zero)
+
+
+def _smi_hint(number: str, unit: str) -> str:
+    # The seed's "47.1 GB" was nvidia-smi's 47,100 MiB read as thousands (FACTS.md section 3).
+    if unit not in ("gb", "g"):
+        return " (nvidia-smi prints MiB)"
+    shown = format((Decimal(number) * 1000).normalize(), "f")
+    return f", or '{shown} MiB' if the figure is nvidia-smi's MiB read as thousands"
+
+
+BYTES_PATTERN = r"^\s*[0-9]+(\.[0-9]+)?\s*([Bb]|[KkMmGgTt][Ii][Bb])?\s*$"
+"""What `parse_bytes` reads from a string, for JSON Schema (a fraction without a unit is refused later)."""
 
 
 def _at(field: str) -> str:
