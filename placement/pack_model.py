@@ -1,0 +1,379 @@
+"""Integer programs for bin packing: Valério de Carvalho's arc-flow model, and an assignment model.
+
+`pack` calls `solve_bin_packing` only when the greedy answer exceeds the lower bound. This module
+and placement/model.py are the only importers of pulp.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Hashable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pulp
+
+Solver = Literal["cbc", "highs"]
+SOLVERS: tuple[str, ...] = ("cbc", "highs")
+MAX_ARCS = 2_000_000
+
+
+@dataclass(frozen=True)
+class BinSolution:
+    """A packing the solver found: bins of item indices, and how much it proved."""
+
+    bins: tuple[tuple[int, ...], ...]
+    proven: bool  # the solver proved no packing uses fewer bins
+    model: str  # "arc-flow" or "assignment"
+    status: str  # "optimal", "time limit" …
+    unit: int  # bytes per model unit (the gcd of the sizes)
+    arcs: int  # arcs of the arc-flow graph, or x variables of the assignment model
+    build_seconds: float
+    solve_seconds: float
+    note: str | None = None
+
+
+@contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    # PuLP's HiGHS interface prints its banner on stdout even with msg=False (FACTS.md §4):
+    # point fd 1 at stderr while it runs, so `--json` output stays clean.
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _solver(name: str, time_limit: float) -> Any:
+    if name == "cbc":
+        return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit)
+    if name == "highs":
+        return pulp.HiGHS(msg=False, timeLimit=time_limit)
+    raise ValueError(f"unknown solver {name!r}; choose one of {', '.join(SOLVERS)}")
+
+
+def _run(problem: pulp.LpProblem, solver: str, time_limit: float) -> tuple[str, bool, bool]:
+    """Solve; (status text, has an integer solution, proven optimal)."""
+    with _stdout_to_stderr():
+        problem.solve(_solver(solver, time_limit))
+    sol = problem.sol_status
+    if sol == pulp.LpSolutionOptimal:
+        return "optimal", True, True
+    if sol == pulp.LpSolutionIntegerFeasible:
+        return "time limit", True, False
+    if sol == pulp.LpSolutionInfeasible:
+        return "infeasible", False, False
+    return "time limit, no solution", False, False
+
+
+def _value(var: Any) -> int:
+    value = var.value()
+    return 0 if value is None else round(value)
+
+
+def arc_flow_graph(
+    sizes: Sequence[int], capacity: int
+) -> tuple[list[int], list[tuple[int, int, int]], dict[int, int]]:
+    """The reduced arc-flow graph over nodes 0..capacity.
+
+    Returns (item sizes, decreasing, one per type; item arcs (tail, head, type index);
+    demand per type index). An item arc of type t leaves node 0 or a node reached by an
+    arc of a type no smaller than t, in chains of at most demand(t) arcs (Valério de
+    Carvalho 1999): every packing, its items taken in decreasing size, is still a path.
+    """
+    demand_by_size = Counter(sizes)
+    types = sorted(demand_by_size, reverse=True)
+    demand = {t: demand_by_size[w] for t, w in enumerate(types)}
+    reached = {0}
+    arcs: set[tuple[int, int, int]] = set()
+    for t, w in enumerate(types):
+        new: set[int] = set()
+        for start in reached:
+            node = start
+            for _ in range(demand[t]):
+                if node + w > capacity:
+                    break
+                arcs.add((node, node + w, t))
+                node += w
+                new.add(node)
+        reached |= new
+    return types, _compress(arcs, types, capacity), demand
+
+
+def _compress(
+    arcs: set[tuple[int, int, int]], types: list[int], capacity: int
+) -> list[tuple[int, int, int]]:
+    """Relabel each node u as capacity − (heaviest path from u to a full bin); merge equal labels.
+
+    Brandão and Pedroso's main compression (2016): a label rises by at least the item size
+    along every arc, so every path still fits a bin, and every packing is still a path,
+    while nodes that can be finished by the same items fold into one.
+    """
+    heaviest: dict[int, int] = {}
+    out: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for tail, head, t in arcs:
+        out[tail].append((head, types[t]))
+    nodes = sorted({0} | {h for _, h, _ in arcs} | set(out), reverse=True)
+    for node in nodes:
+        heaviest[node] = max((w + heaviest[h] for h, w in out[node]), default=0)
+    label = {node: capacity - heaviest[node] for node in nodes}
+    return sorted({(label[tail], label[head], t) for tail, head, t in arcs})
+
+
+def _solve_arc_flow(
+    units: list[int],
+    capacity: int,
+    solver: str,
+    time_limit: float,
+    lower_bound: int,
+    upper_bound: int,
+    max_arcs: int,
+) -> tuple[list[list[int]], str, bool, int, float, float] | None:
+    """Arc-flow solve in model units; None when the graph is over `max_arcs`."""
+    started = time.perf_counter()
+    types, item_arcs, demand = arc_flow_graph(units, capacity)
+    source = min((tail for tail, _, _ in item_arcs), default=0)
+    nodes = sorted({source} | {h for _, h, _ in item_arcs})
+    # Loss arcs: one from each node short of a full bin straight to the sink, the fewest
+    # that let every path end at `capacity` (unused room is loss).
+    sink = capacity
+    loss = [n for n in nodes if n != sink]
+    if len(item_arcs) + len(loss) > max_arcs:
+        return None
+    problem = pulp.LpProblem("arc_flow", pulp.LpMinimize)
+    flow = [
+        pulp.LpVariable(f"f{k}", lowBound=0, upBound=demand[t], cat="Integer")
+        for k, (_, _, t) in enumerate(item_arcs)
+    ]
+    slack = [pulp.LpVariable(f"l{k}", lowBound=0, cat="Integer") for k in range(len(loss))]
+    bins = pulp.LpVariable("z", lowBound=lower_bound, upBound=upper_bound, cat="Integer")
+
+    # Objective: the number of bins, which is the flow out of node 0.
+    problem += bins
+    out_arcs: dict[int, list[Any]] = defaultdict(list)
+    in_arcs: dict[int, list[Any]] = defaultdict(list)
+    for var, (tail, head, _) in zip(flow, item_arcs, strict=True):
+        out_arcs[tail].append(var)
+        in_arcs[head].append(var)
+    for var, tail in zip(slack, loss, strict=True):
+        out_arcs[tail].append(var)
+        in_arcs[sink].append(var)
+
+    # 1. Flow conservation: z leaves node 0, z reaches the sink, every other node balances.
+    for node in nodes:
+        if node == source:
+            problem += pulp.lpSum(out_arcs[node]) == bins
+        elif node != sink:
+            problem += pulp.lpSum(in_arcs[node]) == pulp.lpSum(out_arcs[node])
+    if sink != source:
+        problem += pulp.lpSum(in_arcs[sink]) == bins
+
+    # 2. Demand: each item size is carried by at least as many arcs as there are items of it
+    #    (a surplus arc is an empty slot, dropped when bins are read back).
+    by_type: dict[int, list[Any]] = defaultdict(list)
+    for var, (_, _, t) in zip(flow, item_arcs, strict=True):
+        by_type[t].append(var)
+    for t, need in demand.items():
+        problem += pulp.lpSum(by_type[t]) >= need
+    built = time.perf_counter()
+
+    status, found, proven = _run(problem, solver, time_limit)
+    solved = time.perf_counter()
+    if not found:
+        return [], status, False, len(item_arcs) + len(loss), built - started, solved - built
+
+    # Read the bins back: walk 0 → sink along arcs with flow left, z times.
+    remaining: dict[int, list[tuple[int, int | None, int]]] = defaultdict(list)
+    for k, (tail, head, kind) in enumerate(item_arcs):
+        for _ in range(_value(flow[k])):
+            remaining[tail].append((head, kind, k))
+    for k, tail in enumerate(loss):
+        for _ in range(_value(slack[k])):
+            remaining[tail].append((sink, None, -1))
+    patterns: list[list[int]] = []
+    for _ in range(_value(bins)):
+        node, pattern = source, []
+        while node != sink and remaining[node]:
+            head, item_type, _ = remaining[node].pop()
+            if item_type is not None:
+                pattern.append(types[item_type])
+            node = head
+        patterns.append(pattern)
+    return patterns, status, proven, len(item_arcs) + len(loss), built - started, solved - built
+
+
+def _assign_items(
+    patterns: list[list[int]],
+    units: list[int],
+    groups: Sequence[Hashable | None] | None,
+) -> list[list[int]] | None:
+    """Give concrete items to size patterns; None when group conflicts cannot be avoided.
+
+    Items of one size are interchangeable except for their group (parts of one multi-card
+    seat must sit in different bins): largest groups first, each part into the bin with the
+    most open slots of that size — the Gale–Ryser construction, which succeeds whenever
+    any assignment does.
+    """
+    slots: dict[int, list[int]] = defaultdict(lambda: [0] * len(patterns))
+    for b, pattern in enumerate(patterns):
+        for size in pattern:
+            slots[size][b] += 1
+    by_size: dict[int, dict[Hashable, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for i, size in enumerate(units):
+        group: Hashable = groups[i] if groups is not None and groups[i] is not None else ("item", i)
+        by_size[size][group].append(i)
+    bins: list[list[int]] = [[] for _ in patterns]
+    for size, members in by_size.items():
+        open_slots = slots[size]
+        for _, items in sorted(members.items(), key=lambda kv: -len(kv[1])):
+            order = sorted(range(len(patterns)), key=lambda b: (-open_slots[b], b))
+            chosen = [b for b in order[: len(items)] if open_slots[b] > 0]
+            if len(chosen) < len(items):
+                return None
+            for item, b in zip(items, chosen, strict=True):
+                bins[b].append(item)
+                open_slots[b] -= 1
+    return [b for b in bins if b]
+
+
+def _solve_assignment(
+    units: list[int],
+    capacity: int,
+    groups: Sequence[Hashable | None] | None,
+    solver: str,
+    time_limit: float,
+    lower_bound: int,
+    upper_bound: int,
+) -> tuple[list[list[int]], str, bool, int, float, float]:
+    """Item-to-bin assignment with symmetry breaking, for graphs too big or group conflicts.
+
+    Notation: items i sorted by decreasing size w_i (position p(i)), bins b < U (the greedy
+    count), x[i,b] = item i in bin b, y[b] = bin b used. Symmetry breaking: number bins by
+    their first item, so x[i,b] exists only for b ≤ p(i), and used bins come first.
+    """
+    started = time.perf_counter()
+    order = sorted(range(len(units)), key=lambda i: (-units[i], i))
+    position = {item: p for p, item in enumerate(order)}
+    nbins = upper_bound
+    problem = pulp.LpProblem("assignment", pulp.LpMinimize)
+    used = [pulp.LpVariable(f"y{b}", cat="Binary") for b in range(nbins)]
+    x = {
+        (i, b): pulp.LpVariable(f"x{i}_{b}", cat="Binary")
+        for i in range(len(units))
+        for b in range(min(nbins, position[i] + 1))
+    }
+    # Objective: bins used.
+    problem += pulp.lpSum(used)
+    # 1. Every item in exactly one bin.
+    for i in range(len(units)):
+        problem += pulp.lpSum(x[i, b] for b in range(nbins) if (i, b) in x) == 1
+    # 2. A bin's load fits its capacity, and only a used bin has a load.
+    for b in range(nbins):
+        problem += pulp.lpSum(units[i] * x[i, b] for i in range(len(units)) if (i, b) in x) <= (
+            capacity * used[b]
+        )
+    # 3. Used bins come first, and there are at least the lower bound of them.
+    for b in range(nbins - 1):
+        problem += used[b] >= used[b + 1]
+    problem += pulp.lpSum(used) >= lower_bound
+    # 4. Parts of one group (a multi-card seat) in different bins.
+    if groups is not None:
+        members: dict[Hashable, list[int]] = defaultdict(list)
+        for i, group in enumerate(groups):
+            if group is not None:
+                members[group].append(i)
+        for items in members.values():
+            if len(items) > 1:
+                for b in range(nbins):
+                    present = [x[i, b] for i in items if (i, b) in x]
+                    if len(present) > 1:
+                        problem += pulp.lpSum(present) <= 1
+    built = time.perf_counter()
+    status, found, proven = _run(problem, solver, time_limit)
+    solved = time.perf_counter()
+    bins: list[list[int]] = []
+    if found:
+        for b in range(nbins):
+            members_b = [i for i in range(len(units)) if (i, b) in x and _value(x[i, b]) == 1]
+            if members_b:
+                bins.append(members_b)
+    return bins, status, proven, len(x), built - started, solved - built
+
+
+def solve_bin_packing(
+    sizes: Sequence[int],
+    capacity: int,
+    *,
+    groups: Sequence[Hashable | None] | None = None,
+    solver: str = "cbc",
+    time_limit: float = 60.0,
+    lower_bound: int = 0,
+    upper_bound: int | None = None,
+    max_arcs: int = MAX_ARCS,
+) -> BinSolution | None:
+    """Fewest bins of `capacity` for integer `sizes` (bytes or any unit); None when none found in time.
+
+    Works in units of the gcd of the sizes: any bin's load is a multiple of it, so the
+    capacity rounds down to a multiple of it with nothing lost, and the arc-flow graph has
+    capacity/gcd + 1 nodes at most (MiB-sized seats on a card: ~10^5). Items of one non-None
+    `groups` entry never share a bin. `upper_bound` is a known packing's bin count (greedy).
+    """
+    if solver not in SOLVERS:
+        raise ValueError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
+    if not sizes:
+        return BinSolution((), True, "none", "optimal", 1, 0, 0.0, 0.0)
+    if any(w <= 0 or w > capacity for w in sizes):
+        raise ValueError("every size must be in (0, capacity]")
+    unit = math.gcd(*sizes)
+    units = [w // unit for w in sizes]
+    cap = capacity // unit
+    upper = upper_bound if upper_bound is not None else len(sizes)
+    lower = max(0, min(lower_bound, upper))
+
+    note: str | None = None
+    arc = _solve_arc_flow(units, cap, solver, time_limit, lower, upper, max_arcs)
+    if arc is not None:
+        patterns, status, proven, arcs, build_s, solve_s = arc
+        if not patterns:
+            return None
+        bins = _assign_items(patterns, units, groups)
+        if bins is not None:
+            return BinSolution(
+                tuple(tuple(b) for b in bins),
+                proven,
+                "arc-flow",
+                status,
+                unit,
+                arcs,
+                build_s,
+                solve_s,
+            )
+        note = "the arc-flow packing put two parts of a multi-card seat on one card; re-solved by assignment"
+        time_limit = max(1.0, time_limit - solve_s)
+    else:
+        note = f"arc-flow graph over {max_arcs:,} arcs; solved by the assignment model instead"
+    bins_a, status, proven, nvars, build_s, solve_s = _solve_assignment(
+        units, cap, groups, solver, time_limit, lower, upper
+    )
+    if not bins_a:
+        return None
+    return BinSolution(
+        tuple(tuple(b) for b in bins_a),
+        proven,
+        "assignment",
+        status,
+        unit,
+        nvars,
+        build_s,
+        solve_s,
+        note,
+    )
