@@ -53,7 +53,7 @@ def parse_age(text: str) -> timedelta:
 
 
 def add_source_arguments(parser: argparse.ArgumentParser, *, multiple: bool = False) -> None:
-    """--snapshot FILE | --live | --ledger DB, and --max-age."""
+    """--snapshot FILE | --live | --ledger DB | --prometheus URL, and --max-age."""
     group = parser.add_mutually_exclusive_group()
     group.add_argument(
         "--snapshot",
@@ -69,6 +69,11 @@ def add_source_arguments(parser: argparse.ArgumentParser, *, multiple: bool = Fa
         nargs="?",
         const=DEFAULT_LEDGER,
         help=f"read the latest snapshot from the ledger (default file {DEFAULT_LEDGER})",
+    )
+    group.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="read every host's cards from a Prometheus server (gpuplan exporter or DCGM metrics)",
     )
     parser.add_argument(
         "--max-age",
@@ -131,6 +136,8 @@ def resolve_snapshots(
         for snapshot in snapshots:
             check_age(snapshot, now, args.max_age or DEFAULT_MAX_AGE, f"ledger {args.ledger}")
         return snapshots
+    if getattr(args, "prometheus", None):
+        return _prometheus_snapshots(args, catalogue, now)
     paths = args.snapshot
     if not paths:
         raise BadInputError("no cards to read: pass --snapshot FILE, --live or --ledger DB")
@@ -170,3 +177,47 @@ def _expand(paths: list[str]) -> list[str]:
         else:
             out.append(path)
     return out
+
+
+def _prometheus_snapshots(
+    args: argparse.Namespace, catalogue: Catalogue | None, now: datetime
+) -> list[Snapshot]:
+    """--prometheus URL: one snapshot per usable host (see inventory.prometheus).
+
+    A stale or incomplete host is warned about and left out, so nothing is planned on it;
+    `args.unusable_hosts` maps each such host to the reason, for commands that show it.
+    `check` exits 3 when its seat's host (or, when that cannot be told, any host) is unusable.
+    """
+    from inventory.prometheus import read_fleet
+
+    expected = {name: host.cards for name, host in catalogue.hosts.items()} if catalogue else None
+    fleet = read_fleet(
+        args.prometheus, now=now, max_age=args.max_age or DEFAULT_MAX_AGE, expected_cards=expected
+    )
+    for warning in fleet.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    args.unusable_hosts = {problem.host: problem.text for problem in fleet.problems}
+    if getattr(args, "command", None) == "check" and fleet.problems:
+        host = _checked_host(args, catalogue)
+        blocking = [p for p in fleet.problems if host is None or p.host == host]
+        if blocking:
+            raise CannotDecideError(
+                f"Prometheus at {args.prometheus}: {blocking[0].text}; cannot check on that host"
+            )
+    for problem in fleet.problems:
+        print(f"warning: {problem.text}; nothing is planned on {problem.host}", file=sys.stderr)
+    if not fleet.snapshots:
+        raise CannotDecideError(f"Prometheus at {args.prometheus} gives no usable host")
+    return list(fleet.snapshots)
+
+
+def _checked_host(args: argparse.Namespace, catalogue: Catalogue | None) -> str | None:
+    host = getattr(args, "host", None)
+    if isinstance(host, str) and host:
+        return host
+    name = getattr(args, "seat", None)
+    if isinstance(name, str) and catalogue is not None:
+        seat = next((s for s in catalogue.seats if s.name == name), None)
+        if seat is not None and seat.host is not None:
+            return seat.host
+    return None
