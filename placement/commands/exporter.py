@@ -64,16 +64,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _stop_event() -> threading.Event:
-    """An event set by SIGTERM or SIGINT, so both end the exporter cleanly."""
+def _stop_event() -> tuple[threading.Event, Callable[[], None]]:
+    """An event set by SIGTERM or SIGINT (so both end the exporter cleanly), and an undo."""
     stop = threading.Event()
 
     def handler(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
-    return stop
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def restore() -> None:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+    return stop, restore
 
 
 def _warn(exc: Exception) -> None:
@@ -110,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         poll = live_poll(source, host=host, catalogue=catalogue, clock=utc_now)
 
     registry = registry_for(SnapshotCollector(host, poll, on_error=_warn))
-    stop = _stop_event()
+    stop, restore = _stop_event()
     try:
         if args.textfile is not None:
             while True:
@@ -130,4 +134,5 @@ def run(args: argparse.Namespace) -> int:
         server.server_close()
         return 0
     finally:
+        restore()
         close()
