@@ -28,8 +28,10 @@ class FakeNvml:
         driver: str = H200_DRIVER,
         nvml: str | None = "13.580.159.04",
         absent: str | None = None,
+        cmdlines: dict[int, str | None] | None = None,
     ) -> None:
         self.cards = tuple(cards)
+        self.cmdlines = cmdlines
         self.driver = driver
         self.nvml = nvml
         self.absent = absent
@@ -49,6 +51,14 @@ class FakeNvml:
         self._check()
         return self.nvml
 
+    def read_cmdline(self, pid: int) -> str | None:
+        """A replay's recorded cmdline; without recorded ones, this machine's /proc."""
+        if self.cmdlines is None:
+            from inventory.poller import read_proc_cmdline
+
+            return read_proc_cmdline(pid)
+        return self.cmdlines.get(pid)
+
     def read_cards(self) -> list[RawCard]:
         """The configured cards, in index order; counts the reads."""
         self._check()
@@ -57,7 +67,7 @@ class FakeNvml:
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> FakeNvml:
-        """Replays a recorded snapshot's readings (its cmdlines and seats are not NVML's; dropped)."""
+        """Replays a recorded snapshot's readings and cmdlines (its seats are attribution's; dropped)."""
         cards = [
             RawCard(
                 index=card.index,
@@ -73,7 +83,13 @@ class FakeNvml:
             )
             for card in snapshot.cards
         ]
-        return cls(cards, driver=snapshot.driver or "unknown", nvml=snapshot.nvml_version)
+        cmdlines = {p.pid: p.cmdline for card in snapshot.cards for p in card.processes}
+        return cls(
+            cards,
+            driver=snapshot.driver or "unknown",
+            nvml=snapshot.nvml_version,
+            cmdlines=cmdlines,
+        )
 
 
 def h200_idle_card(index: int = 0, processes: tuple[RawProcess, ...] = ()) -> RawCard:

@@ -108,11 +108,15 @@ class Ledger:
 
     def append(self, snapshot: Snapshot) -> int:
         """Store one snapshot in one transaction; return its id (the existing id if already stored)."""
+        return self.store(snapshot)[0]
+
+    def store(self, snapshot: Snapshot) -> tuple[int, bool]:
+        """Like `append`, and say whether the snapshot was new (False: same host and second stored)."""
         with self._transaction() as cursor:
             found = self._existing(cursor, snapshot)
             if found is not None:
-                return found
-            return self._insert(cursor, snapshot)
+                return found, False
+            return self._insert(cursor, snapshot), True
 
     def append_many(self, snapshots: Iterable[Snapshot]) -> int:
         """Store many snapshots in one transaction (for generators); return how many were new."""

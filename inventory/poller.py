@@ -6,8 +6,10 @@ needs `--pid=host`, or its /proc shows other processes (or none) under those num
 
 from __future__ import annotations
 
+import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 from inventory.attribution import attribute
@@ -16,6 +18,7 @@ from inventory.snapshot import Card, Process, Snapshot
 from seats.model import Catalogue
 
 CMDLINE_LIMIT = 64 * 1024
+FAKE_ENV = "GPUPLAN_FAKE_NVML"
 
 
 def read_proc_cmdline(pid: int) -> str | None:
@@ -64,16 +67,18 @@ def take_snapshot(
     host: str,
     *,
     catalogue: Catalogue | None = None,
-    read_cmdline: Callable[[int], str | None] = read_proc_cmdline,
+    read_cmdline: Callable[[int], str | None] | None = None,
 ) -> Snapshot:
     """Read every card of `source` now and return the snapshot of DESIGN.md.
 
     `taken_at` is `now` cut to whole seconds (the ledger keys snapshots by host and second).
     With a catalogue, each process's `seat` is filled by the seats' `match` regexes.
+    Cmdlines come from `read_cmdline`, else the source's own `read_cmdline` (a replay), else /proc.
     """
+    reader = read_cmdline or getattr(source, "read_cmdline", None) or read_proc_cmdline
     driver = source.driver_version()
     nvml_version = source.nvml_version()
-    cards = tuple(card_from_raw(raw, read_cmdline) for raw in source.read_cards())
+    cards = tuple(card_from_raw(raw, reader) for raw in source.read_cards())
     snapshot = Snapshot(
         host=host,
         taken_at=now.astimezone(UTC).replace(microsecond=0),
@@ -86,9 +91,27 @@ def take_snapshot(
     return snapshot
 
 
+@contextmanager
+def open_source() -> Iterator[NvmlSource]:
+    """The NVML of this machine; or, when $GPUPLAN_FAKE_NVML names a snapshot JSON, its replay.
+
+    The replay lets the CLI's polling loop and demos run on machines without a GPU; every
+    command that reads it still goes through the same poller and ledger code.
+    """
+    fake = os.environ.get(FAKE_ENV)
+    if fake:
+        from inventory.fake import FakeNvml
+        from inventory.snapshot import load_snapshot
+
+        yield FakeNvml.from_snapshot(load_snapshot(fake))
+        return
+    with PynvmlSource() as source:
+        yield source
+
+
 def live_snapshot(
     *, catalogue: Catalogue | None, now: datetime, host: str | None = None
 ) -> Snapshot:
     """A snapshot of this machine's cards through NVML (exit 3 via NvmlUnavailableError without it)."""
-    with PynvmlSource() as source:
+    with open_source() as source:
         return take_snapshot(source, now, host or default_host(catalogue), catalogue=catalogue)
