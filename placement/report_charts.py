@@ -1,0 +1,101 @@
+"""Charts of the weekly report: per card, used memory over the window stacked by seat, as PNG bytes.
+
+matplotlib with the Agg backend only (no display); nothing here writes files.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import zlib
+from datetime import UTC, datetime
+
+from placement.report import ChartSeries
+from seats.units import GiB
+
+# tab20 without its greys: stable colours per seat name on every card and every week.
+_PALETTE = (
+    "#1f77b4", "#aec7e8", "#ff7f0e", "#ffbb78", "#2ca02c", "#98df8a", "#d62728", "#ff9896",
+    "#9467bd", "#c5b0d5", "#8c564b", "#c49c94", "#e377c2", "#f7b6d2", "#bcbd22", "#dbdb8d",
+    "#17becf", "#9edae5",
+)  # fmt: skip
+_OTHER_COLOUR = "#7f7f7f"
+
+
+def seat_colour(name: str) -> str:
+    """A colour fixed by the seat's name (crc32, not hash(): that changes per process)."""
+    return _PALETTE[zlib.crc32(name.encode()) % len(_PALETTE)]
+
+
+def chart_filename(series: ChartSeries) -> str:
+    """chart-fv-ml1-gpu0.png: safe in a file name and a URL."""
+    host = re.sub(r"[^A-Za-z0-9._-]+", "_", series.host)
+    return f"chart-{host}-gpu{series.card}.png"
+
+
+def render_chart(series: ChartSeries, *, dpi: int = 90) -> bytes:
+    """One card's chart as PNG bytes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.dates as mdates
+    from matplotlib.figure import Figure
+
+    # A bare Figure (not pyplot) keeps no global state between charts and frees with its last reference.
+    figure = Figure(figsize=(10, 3.4), dpi=dpi)
+    figure.subplots_adjust(left=0.06, right=0.78, top=0.9, bottom=0.12)
+    axes = figure.add_subplot()
+    times = mdates.date2num([datetime.fromtimestamp(t, UTC) for t in series.times_s])  # type: ignore[no-untyped-call]
+    names = [name for name, _ in series.layers]
+    values = [[v / GiB for v in layer] for _, layer in series.layers]
+    colours = [_OTHER_COLOUR if name == "other" else seat_colour(name) for name in names]
+    labels = ["unexplained (no seat)" if name == "other" else name for name in names]
+    if len(times):
+        stacks = axes.stackplot(
+            times, *values, labels=labels, colors=colours, linewidth=0, alpha=0.9
+        )
+        if names and names[-1] == "other":
+            stacks[-1].set_hatch("///")
+    total = series.cuda_total_bytes
+    if total is not None:
+        axes.axhline(
+            total / GiB, color="black", linewidth=1.4, label=f"CUDA total {total / GiB:.2f} GiB"
+        )
+    if series.declared_bytes:
+        axes.axhline(
+            series.declared_bytes / GiB,
+            color="#1f4e9e",
+            linewidth=1.2,
+            linestyle="--",
+            label=f"declared {series.declared_bytes / GiB:.2f} GiB",
+        )
+    if series.held_bytes and total is not None:
+        floor = max(0, total - series.held_bytes) / GiB
+        axes.axhspan(
+            floor, total / GiB, facecolor="none", edgecolor="#b22222", hatch="\\\\", linewidth=0
+        )
+        axes.axhline(
+            floor,
+            color="#b22222",
+            linewidth=1.2,
+            linestyle=":",
+            label=f"held by reserve {series.held_bytes / GiB:.2f} GiB",
+        )
+    top = max(
+        [total or 0, series.declared_bytes, *(sum(col) * GiB for col in zip(*values, strict=True))]
+    )
+    axes.set_ylim(0, max(1.0, top / GiB * 1.06))
+    axes.set_ylabel("GiB")
+    axes.set_title(
+        f"{series.host} · card {series.card} · used memory (means per {series.bucket_s // 60} min)",
+        loc="left",
+    )
+    locator = mdates.AutoDateLocator(minticks=5, maxticks=10, tz=UTC)  # type: ignore[no-untyped-call]
+    axes.xaxis.set_major_locator(locator)
+    axes.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=UTC))  # type: ignore[no-untyped-call]
+    axes.grid(axis="y", color="#dddddd", linewidth=0.6)
+    axes.margins(x=0)
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
