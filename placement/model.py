@@ -1,0 +1,352 @@
+"""The integer program that proposes where new seats go; the only module that imports pulp.
+
+It proposes only: `placement.verify` re-checks every proposal in exact bytes before it is shown.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pulp
+
+from placement.problem import CardKey, PairKey, Problem
+from seats.errors import CannotDecideError
+from seats.units import MiB
+
+SolverName = Literal["cbc", "highs"]
+DEFAULT_TIME_LIMIT_S = 10.0
+# Relative MIP gap: small enough that one seat (weight ≥ 2 in an objective of a few thousand)
+# is never traded away by the solver's tolerance.
+GAP_REL = 1e-7
+TIGHT_WEIGHT = 1e-3
+
+
+class SolverError(CannotDecideError):
+    """The solver ended in a status we cannot read a placement from (exit 3)."""
+
+
+@dataclass
+class ModelMaps:
+    """Our own maps from (seat, host, card) to the model's variables; PuLP names are never parsed."""
+
+    x: dict[PairKey, Any]
+    y: dict[tuple[str, str], Any]
+    placed: dict[str, Any]
+    load: dict[CardKey, Any]
+    weights: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Solution:
+    """What the solver proposed: per seat its host and cards (placed seats only)."""
+
+    assignment: dict[str, tuple[str, tuple[int, ...]]]
+    status: Literal["optimal", "time_limit", "no_solution"]
+    solver: SolverName
+    objective: float | None
+    gap: float | None
+    build_s: float
+    solve_s: float
+    variables: int
+    constraints: int
+
+    @property
+    def optimal(self) -> bool:
+        """True only when the solver proved optimality."""
+        return self.status == "optimal"
+
+
+def priority_weights(problem: Problem) -> dict[str, float]:
+    """Per seat, the objective weight of placing it, making priority strict.
+
+    Levels ascending: W_0 = 2 (more than every tie-break term together, < 1.001), and
+    W_k = Σ_{j<k} n_j·W_j + 2, so one seat of a level outweighs every seat below it.
+    """
+    counts: dict[int, int] = defaultdict(int)
+    for new in problem.seats:
+        counts[new.seat.priority] += 1
+    level_weight: dict[int, float] = {}
+    below = 0.0
+    for priority in sorted(counts):
+        level_weight[priority] = below + 2.0
+        below += counts[priority] * level_weight[priority]
+    return {new.name: level_weight[new.seat.priority] for new in problem.seats}
+
+
+def _mib(n: int) -> float:
+    return n / MiB
+
+
+def build_model(problem: Problem) -> tuple[pulp.LpProblem, ModelMaps]:
+    """Build the placement integer program for `problem`.
+
+    Notation (bytes scaled to MiB inside the model):
+      S new seats, s ∈ S with N_s cards, priority p_s and weight W_s (see `priority_weights`);
+      H hosts, C_h the usable cards of host h; E ⊆ S × C the eligible pairs (the seat could go
+      on the card alone — everything else is pruned before the model sees it);
+      need[s,c] what s takes on c; cap_c = free_c − margin_h; A_c the absent seats' residents;
+      reserves r on c with base_r = bytes_r − residents of its running own seats.
+    Variables:
+      x[s,c] ∈ {0,1} s on c; y[s,h] ∈ {0,1} multi-card s on host h; placed[s] ∈ {0,1};
+      load_c = Σ_s need[s,c]·x[s,c]; h_r ≥ max(0, base_r − Σ_{u ∈ for(r)} resident_u·x[u,c]);
+      z[c,G] ∈ {0,1} some seat of room group G (seats exempt from the same reserves) is on c;
+      b_c ∈ {0,1} c is its host's kept hole; m_h ≥ 0 the kept hole of h.
+    Constraints:
+      (1) assignment: Σ_c x[s,c] = placed[s] (one card) or Σ_h y[s,h] = placed[s] and
+          Σ_{c ∈ C_h} x[s,c] = N_s·y[s,h] (N cards of one host);
+      (2) room, every seat as if started last: load_c + A_c + Σ_{r not exempting G} h_r ≤ cap_c
+          when z[c,G] = 1 (x[s,c] ≤ z[c,G] for s in G);
+      (3) gate, as if started last (vLLM's own check, margin and reserves play no part):
+          load_c ≤ free_c − ctx_h + need[s,c] − requested[s,c] when x[s,c] = 1 (big-M), kept
+          only where (2) does not already imply it;
+      (4) exclusive: Σ_{t≠s} x[t,c] ≤ K_c·(1 − x[s,c]);
+      (5) hole: Σ_{c ∈ C_h} b_c = 1 and m_h ≤ cap_c − A_c − Σ_r h_r − load_c + M·(1 − b_c).
+    Objective (maximise, lexicographic through weights):
+      Σ_s W_s·placed[s]                 strict priority, then the most seats;
+      + Σ_h m_h / (|H|·max cuda_total)  then the largest free hole per host (< 1 in all);
+      − 1e-3/|S| · Σ x[s,c]·slack[s,c]  then tighter fits (slack = room left alone / total).
+    """
+    prob = pulp.LpProblem("gpuplan_placement", pulp.LpMaximize)
+    weights = priority_weights(problem)
+    by_seat: dict[str, list[PairKey]] = defaultdict(list)
+    by_card: dict[CardKey, list[PairKey]] = defaultdict(list)
+    for pair in problem.need:
+        by_seat[pair[0]].append(pair)
+        by_card[(pair[1], pair[2])].append(pair)
+    residents = {new.name: new.seat.resident for new in problem.seats}
+    exclusive = {new.name for new in problem.seats if new.seat.exclusive}
+
+    x = {pair: pulp.LpVariable(f"x_{i}", cat=pulp.LpBinary) for i, pair in enumerate(problem.need)}
+    placed = {
+        new.name: pulp.LpVariable(f"placed_{i}", cat=pulp.LpBinary)
+        for i, new in enumerate(problem.seats)
+    }
+    y: dict[tuple[str, str], Any] = {}
+    objective: list[Any] = []
+
+    # (1) Each seat is placed on N cards of one host, or not at all.
+    for i, new in enumerate(problem.seats):
+        pairs = by_seat.get(new.name, [])
+        count = new.seat.card_count
+        objective.append(weights[new.name] * placed[new.name])
+        if not pairs:
+            prob += placed[new.name] == 0, f"none_{i}"
+            continue
+        if count == 1:
+            prob += pulp.lpSum(x[p] for p in pairs) == placed[new.name], f"assign_{i}"
+            continue
+        per_host: dict[str, list[PairKey]] = defaultdict(list)
+        for pair in pairs:
+            per_host[pair[1]].append(pair)
+        for j, (host, host_pairs) in enumerate(per_host.items()):
+            var = pulp.LpVariable(f"y_{i}_{j}", cat=pulp.LpBinary)
+            y[(new.name, host)] = var
+            if len(host_pairs) < count:
+                prob += var == 0, f"few_{i}_{j}"
+            prob += pulp.lpSum(x[p] for p in host_pairs) == count * var, f"ncards_{i}_{j}"
+        prob += (
+            pulp.lpSum(y[(new.name, h)] for h in per_host) == placed[new.name],
+            f"onehost_{i}",
+        )
+
+    load: dict[CardKey, Any] = {}
+    card_held: dict[CardKey, dict[str, Any]] = {}
+    max_total = max((slot.cuda_total for slot in problem.cards), default=1) or 1
+    for k, slot in enumerate(problem.cards):
+        if not slot.ok:
+            continue
+        pairs = by_card.get(slot.key, [])
+        cap = _mib(slot.free_bytes - slot.margin_bytes)
+        absent = _mib(slot.absent_bytes)
+        load_var = pulp.LpVariable(f"load_{k}", lowBound=0)
+        load[slot.key] = load_var
+        prob += (
+            load_var == pulp.lpSum(_mib(problem.need[p]) * x[p] for p in pairs),
+            f"load_{k}",
+        )
+        # Held reserves: a constant, or a variable its own new seats may consume.
+        held_terms: dict[str, Any] = {}
+        card_held[slot.key] = held_terms
+        held_max = 0.0
+        for r_i, reserve in enumerate(slot.reserves):
+            base = reserve.bytes - reserve.running_own_bytes
+            own = [p for p in pairs if p[0] in reserve.for_]
+            held_max += _mib(max(0, base))
+            if not own:
+                held_terms[reserve.name] = _mib(max(0, base))
+                continue
+            h = pulp.LpVariable(f"held_{k}_{r_i}", lowBound=0)
+            prob += (
+                h >= _mib(base) - pulp.lpSum(_mib(residents[p[0]]) * x[p] for p in own),
+                f"reserve_{k}_{r_i}",
+            )
+            held_terms[reserve.name] = h
+        load_max = sum(_mib(problem.need[p]) for p in pairs)
+        big_m = max(0.0, load_max + absent + held_max - cap) + 1.0
+
+        # (2) Room, per group of seats exempt from the same reserves on this card.
+        groups: dict[frozenset[str], list[PairKey]] = defaultdict(list)
+        for pair in pairs:
+            exempt = frozenset(r.name for r in slot.reserves if pair[0] in r.for_)
+            groups[exempt].append(pair)
+        for g_i, (exempt, members) in enumerate(groups.items()):
+            held = pulp.lpSum(term for name, term in held_terms.items() if name not in exempt)
+            constant_held = sum(
+                max(0, r.bytes - r.running_own_bytes) for r in slot.reserves if r.name not in exempt
+            )
+            needs_switch = len(groups) > 1 or any(
+                not isinstance(term, float) for term in held_terms.values()
+            )
+            if (
+                not needs_switch
+                and slot.absent_bytes + constant_held <= slot.free_bytes - slot.margin_bytes
+            ):
+                # Holds with nothing placed, and every seat here meets the same held bytes.
+                prob += load_var + absent + held <= cap, f"room_{k}_{g_i}"
+                continue
+            z = pulp.LpVariable(f"z_{k}_{g_i}", cat=pulp.LpBinary)
+            for m_i, pair in enumerate(members):
+                prob += x[pair] <= z, f"group_{k}_{g_i}_{m_i}"
+            prob += load_var + absent + held <= cap + big_m * (1 - z), f"room_{k}_{g_i}"
+
+        # (3) vLLM's gate for each gated seat, as if it started last.
+        for p_i, pair in enumerate(pairs):
+            bound = problem.gate_bound.get(pair)
+            if bound is None:
+                continue
+            gate_m = max(0.0, load_max - _mib(bound)) + 1.0
+            prob += load_var <= _mib(bound) + gate_m * (1 - x[pair]), f"gate_{k}_{p_i}"
+
+        # (4) An exclusive seat shares its card with no other new seat.
+        for p_i, pair in enumerate(pairs):
+            if pair[0] not in exclusive:
+                continue
+            rest = [x[q] for q in pairs if q[0] != pair[0]]
+            if rest:
+                prob += pulp.lpSum(rest) <= len(rest) * (1 - x[pair]), f"excl_{k}_{p_i}"
+
+        # Tie-break: tighter fits (less room left beside the seat when alone on the card).
+        for pair in pairs:
+            slack = max(0.0, cap - absent - _mib(problem.need[pair])) / _mib(max_total)
+            objective.append(-TIGHT_WEIGHT / max(1, len(problem.seats)) * slack * x[pair])
+
+    # (5) Keep each host's largest free hole as large as possible.
+    hosts = [h for h, cards in problem.hosts.items() if any(c.ok for c in cards)]
+    hole_weight = 1.0 / (max(1, len(hosts)) * _mib(max_total))
+    for h_i, host in enumerate(hosts):
+        cards = [c for c in problem.hosts[host] if c.ok]
+        if not any(slot.key in by_card for slot in cards):
+            continue  # nothing new can land here: its hole is fixed
+        hole = pulp.LpVariable(f"hole_{h_i}", lowBound=0, upBound=_mib(max_total))
+        chosen = {
+            c.key: pulp.LpVariable(f"b_{h_i}_{j}", cat=pulp.LpBinary) for j, c in enumerate(cards)
+        }
+        prob += pulp.lpSum(chosen.values()) == 1, f"holepick_{h_i}"
+        for j, slot in enumerate(cards):
+            after = _mib(slot.free_bytes - slot.margin_bytes - slot.absent_bytes) - load[slot.key]
+            held_now = pulp.lpSum(card_held.get(slot.key, {}).values())
+            big_m = _mib(max_total) * 2 + _mib(sum(r.bytes for r in slot.reserves))
+            prob += (
+                hole <= after - held_now + big_m * (1 - chosen[slot.key]),
+                f"hole_{h_i}_{j}",
+            )
+        objective.append(hole_weight * hole)
+
+    prob += pulp.lpSum(objective)
+    return prob, ModelMaps(x=x, y=y, placed=placed, load=load, weights=weights)
+
+
+@contextmanager
+def _quiet_stdout() -> Iterator[None]:
+    """PuLP's HiGHS prints its banner on stdout even with msg=False (FACTS.md §4): hide fd 1."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+
+
+def solve(
+    problem: Problem, *, solver: SolverName = "cbc", time_limit: float = DEFAULT_TIME_LIMIT_S
+) -> Solution:
+    """Build and solve; return the proposed placement (verify it before showing it)."""
+    started = time.perf_counter()
+    prob, maps = build_model(problem)
+    built = time.perf_counter()
+    if solver == "cbc":
+        command: Any = pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, gapRel=GAP_REL, threads=1)
+    elif solver == "highs":
+        command = pulp.HiGHS(msg=False, timeLimit=time_limit, gapRel=GAP_REL, threads=1)
+    else:
+        raise SolverError(f"unknown solver {solver!r}; use cbc or highs")
+    try:
+        with _quiet_stdout():
+            prob.solve(command)
+    except pulp.PulpSolverError as exc:
+        raise SolverError(f"{solver} failed: {exc}") from exc
+    solved = time.perf_counter()
+    status = _status(prob, solver)
+    assignment: dict[str, tuple[str, tuple[int, ...]]] = {}
+    if status != "no_solution":
+        chosen: dict[str, list[tuple[str, int]]] = defaultdict(list)
+        for pair, var in maps.x.items():
+            value = var.varValue
+            if value is not None and value > 0.5:
+                chosen[pair[0]].append((pair[1], pair[2]))
+        for name, cards in chosen.items():
+            hosts = {host for host, _ in cards}
+            if len(hosts) != 1:
+                raise SolverError(f"solver put {name} on cards of several hosts: {sorted(hosts)}")
+            assignment[name] = (cards[0][0], tuple(sorted(index for _, index in cards)))
+    objective = pulp.value(prob.objective) if status != "no_solution" else None
+    return Solution(
+        assignment=assignment,
+        status=status,
+        solver=solver,
+        objective=float(objective) if objective is not None else None,
+        gap=_gap(command, solver)
+        if status == "time_limit"
+        else (0.0 if status == "optimal" else None),
+        build_s=built - started,
+        solve_s=solved - built,
+        variables=len(prob.variables()),
+        constraints=len(prob.constraints),
+    )
+
+
+def _status(prob: pulp.LpProblem, solver: str) -> Literal["optimal", "time_limit", "no_solution"]:
+    sol = prob.sol_status
+    if sol == pulp.LpSolutionOptimal and prob.status == pulp.LpStatusOptimal:
+        return "optimal"
+    if sol == pulp.LpSolutionIntegerFeasible:
+        return "time_limit"
+    if sol == pulp.LpSolutionNoSolutionFound or prob.status == pulp.LpStatusNotSolved:
+        return "no_solution"
+    raise SolverError(
+        f"{solver} ended with status {pulp.LpStatus.get(prob.status, prob.status)} "
+        f"(solution status {sol}); the model is always feasible, so this is a solver failure"
+    )
+
+
+def _gap(command: Any, solver: str) -> float | None:
+    """The relative MIP gap of a time-limited answer, where the solver reports it (HiGHS)."""
+    if solver != "highs":
+        return None
+    model = getattr(command, "solverModel", None) or getattr(command, "_solverModel", None)
+    try:
+        return float(model.getInfo().mip_gap) if model is not None else None
+    except Exception:  # a solver interface without the figure: say nothing rather than fail
+        return None

@@ -1,0 +1,389 @@
+"""The numbers the placement model sees: cards of every host, new seats, and per (seat, card) needs.
+
+Built from a catalogue and one attributed snapshot per host; fleet-aware (hosts of any size,
+seats free to go to any host). The same engine and capacity functions as the verifier.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from inventory.attribution import attribute
+from inventory.snapshot import Snapshot
+from placement.capacity import (
+    absent_seats,
+    cuda_context_bytes,
+    cuda_total,
+    margin_bytes,
+    seats_declared_on,
+)
+from placement.engines import (
+    UTIL_STEP,
+    GateRule,
+    gate_rule,
+    need_bytes,
+)
+from placement.engines import requested_bytes as _requested_exact
+from placement.verify import kv_bytes, proposed_util
+from seats.errors import BadInputError, CatalogueError
+from seats.loader import MAX_DOCUMENT_BYTES, format_loc, read_yaml
+from seats.model import Catalogue, Seat
+
+CardKey = tuple[str, int]
+PairKey = tuple[str, str, int]  # (seat, host, card)
+
+
+@lru_cache(maxsize=65536)
+def requested_bytes(util: Decimal, total: int) -> int:
+    """Cached exact ceil(util × total): a fleet has few distinct (util, card size) pairs."""
+    return _requested_exact(util, total)
+
+
+@dataclass(frozen=True)
+class ReserveSlot:
+    """A reserve on one card: what it holds, for whom, and what its running seats already use."""
+
+    name: str
+    bytes: int
+    for_: frozenset[str]
+    running_own_bytes: int
+
+
+@dataclass(frozen=True)
+class CardSlot:
+    """One card of one host as the model sees it (exact bytes)."""
+
+    host: str
+    index: int
+    ok: bool
+    free_bytes: int
+    cuda_total: int
+    margin_bytes: int
+    cuda_context: int
+    absent_bytes: int
+    reserves: tuple[ReserveSlot, ...]
+    occupied: bool  # a process or a declared running seat is on it
+    exclusive_running: bool  # a running exclusive seat is on it
+
+    @property
+    def key(self) -> CardKey:
+        """(host, index)."""
+        return (self.host, self.index)
+
+    @property
+    def plannable_bytes(self) -> int:
+        """free − absent − every reserve − margin, as nothing new were placed (may be negative)."""
+        held = self.absent_bytes + sum(max(0, r.bytes - r.running_own_bytes) for r in self.reserves)
+        return self.free_bytes - held - self.margin_bytes
+
+
+@dataclass(frozen=True)
+class NewSeat:
+    """A seat to place: a `planned` catalogue seat or one from an --add file."""
+
+    seat: Seat
+    origin: str
+
+    @property
+    def name(self) -> str:
+        """The seat's name."""
+        return self.seat.name
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Everything the model needs, and the inputs the verifier re-checks it with."""
+
+    catalogue: Catalogue
+    snapshots: tuple[Snapshot, ...]
+    seats: tuple[NewSeat, ...]
+    cards: tuple[CardSlot, ...]
+    hosts: dict[str, tuple[CardSlot, ...]]
+    need: dict[PairKey, int]  # eligible (seat, host, card) pairs only
+    gate_bound: dict[PairKey, int]  # load on the card must stay ≤ this when the seat is there
+    warnings: tuple[str, ...] = ()
+    notes: dict[str, list[str]] = field(default_factory=dict)
+
+    def seat(self, name: str) -> NewSeat:
+        """The new seat called `name`."""
+        for new in self.seats:
+            if new.name == name:
+                return new
+        raise KeyError(name)
+
+    def snapshot(self, host: str) -> Snapshot:
+        """The snapshot of `host`."""
+        for snapshot in self.snapshots:
+            if snapshot.host == host:
+                return snapshot
+        raise KeyError(host)
+
+    def eligible_hosts(self, name: str) -> list[str]:
+        """Hosts with at least as many eligible cards as the seat takes."""
+        count = self.seat(name).seat.card_count
+        out = []
+        for host, cards in self.hosts.items():
+            eligible = sum(1 for card in cards if (name, host, card.index) in self.need)
+            if eligible >= count:
+                out.append(host)
+        return out
+
+
+def load_add_file(path: str | Path) -> list[Seat]:
+    """Seats from an --add YAML file: one seat mapping or a list of them, validated like the catalogue's."""
+    name = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError as exc:
+        raise CatalogueError(name, "", "no such file") from exc
+    except OSError as exc:
+        raise CatalogueError(name, "", f"cannot read: {exc.strerror}") from exc
+    if len(raw) > MAX_DOCUMENT_BYTES:
+        raise CatalogueError(name, "", "the file is over 1 MiB; a seat file is far smaller")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CatalogueError(name, "", "not UTF-8 text") from exc
+    data = read_yaml(text, name)
+    items: list[Any]
+    if isinstance(data, dict) and "seats" in data and len(data) == 1:
+        items, prefix = list(data["seats"] or []), "seats"
+    elif isinstance(data, dict):
+        items, prefix = [data], ""
+    elif isinstance(data, list):
+        items, prefix = data, ""
+    else:
+        raise CatalogueError(name, "", "a seat file holds one seat mapping or a list of seats")
+    if not items:
+        raise CatalogueError(name, "", "the file names no seat")
+    seats: list[Seat] = []
+    for i, item in enumerate(items):
+        at: tuple[int | str, ...] = (
+            (prefix, i) if prefix else ((i,) if isinstance(data, list) else ())
+        )
+        if not isinstance(item, dict):
+            raise CatalogueError(name, format_loc(at), "a seat is a mapping with name and resident")
+        try:
+            seat = Seat.model_validate(item)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = [p for p in first["loc"] if not (isinstance(p, str) and "[" in p)]
+            msg = str(first["msg"]).removeprefix("Value error, ")
+            if first["type"] == "extra_forbidden":
+                msg = "unknown key (check its spelling against `gpuplan schema`)"
+            raise CatalogueError(name, format_loc(at + tuple(loc)), msg) from exc
+        if seat.state != "planned":
+            raise CatalogueError(
+                name, format_loc((*at, "state")), f"an added seat is planned, not {seat.state!r}"
+            )
+        seats.append(seat)
+    return seats
+
+
+def new_seats(catalogue: Catalogue, adds: Sequence[tuple[str, Seat]] = ()) -> list[NewSeat]:
+    """Every `planned` catalogue seat, then each added seat (names unique, hosts and cards real)."""
+    out = [NewSeat(seat, "catalogue") for seat in catalogue.seats if seat.state == "planned"]
+    taken = {seat.name: "the catalogue" for seat in catalogue.seats}
+    taken.update({r.name: "a reserve" for r in catalogue.reserves})
+    for origin, seat in adds:
+        if seat.name in taken:
+            raise CatalogueError(
+                origin, "name", f"seat name {seat.name!r} is already used by {taken[seat.name]}"
+            )
+        taken[seat.name] = origin
+        if seat.host is not None and seat.host not in catalogue.hosts:
+            raise CatalogueError(
+                origin,
+                "host",
+                f"host {seat.host!r} is not among hosts ({', '.join(catalogue.hosts)})",
+            )
+        if seat.pinned_cards is not None:
+            if seat.host is None:
+                raise CatalogueError(
+                    origin, "host", f"seat {seat.name!r} pins cards but names no host"
+                )
+            count = catalogue.hosts[seat.host].cards
+            bad = [c for c in seat.pinned_cards if c >= count]
+            if bad:
+                raise CatalogueError(
+                    origin,
+                    "gpus",
+                    f"host {seat.host!r} has cards 0–{count - 1}; there is no card {bad[0]}",
+                )
+        out.append(NewSeat(seat, origin))
+    return out
+
+
+def check_snapshots(
+    catalogue: Catalogue, snapshots: Sequence[Snapshot], sources: Sequence[str]
+) -> list[str]:
+    """Snapshot vs catalogue: a card count that differs is bad input; unknown hosts warn."""
+    warnings: list[str] = []
+    for snapshot, source in zip(snapshots, sources, strict=True):
+        host = catalogue.hosts.get(snapshot.host)
+        if host is None:
+            warnings.append(
+                f"host {snapshot.host} ({source}) is not in the catalogue: margin 0 and cuda_context 0 assumed"
+            )
+            continue
+        if len(snapshot.cards) != host.cards:
+            raise BadInputError(
+                f"{source}: host {snapshot.host} has {len(snapshot.cards)} cards in the snapshot, "
+                f"{host.cards} in the catalogue"
+            )
+        # The consistency checks (card_total, reserves vs the card) live in their own module.
+        try:
+            consistency = importlib.import_module("placement.consistency")
+        except ModuleNotFoundError:
+            continue
+        check_snapshot = consistency.check_snapshot
+        warnings.extend(check_snapshot(catalogue, snapshot, source))
+    return warnings
+
+
+def _card_slot(catalogue: Catalogue, snapshot: Snapshot, index: int) -> CardSlot:
+    card = snapshot.card(index)
+    host = snapshot.host
+    if not card.ok:
+        return CardSlot(host, index, False, 0, 0, 0, 0, 0, (), True, False)
+    declared = seats_declared_on(catalogue, host, index)
+    declared_names = {seat.name for seat in declared}
+    residents = {seat.name: seat.resident for seat in catalogue.seats}
+    total = cuda_total(card)
+    reserves = tuple(
+        ReserveSlot(
+            r.name,
+            total if r.bytes == "card" else int(r.bytes),
+            frozenset(r.for_),
+            sum(residents[name] for name in r.for_ if name in declared_names),
+        )
+        for r in catalogue.reserves
+        if r.host == host and r.gpu == index
+    )
+    return CardSlot(
+        host=host,
+        index=index,
+        ok=True,
+        free_bytes=card.free_bytes or 0,
+        cuda_total=total,
+        margin_bytes=margin_bytes(catalogue, host),
+        cuda_context=cuda_context_bytes(catalogue, host),
+        absent_bytes=sum(seat.resident for seat in absent_seats(catalogue, host, card)),
+        reserves=reserves,
+        occupied=bool(card.processes) or bool(declared),
+        exclusive_running=any(seat.exclusive for seat in declared),
+    )
+
+
+def build_problem(
+    catalogue: Catalogue,
+    snapshots: Sequence[Snapshot],
+    seats: Sequence[NewSeat],
+    *,
+    attributed: bool = False,
+) -> Problem:
+    """The model's numbers for placing `seats` on the cards of `snapshots` (one per host)."""
+    snaps = tuple(snapshots if attributed else [attribute(s, catalogue) for s in snapshots])
+    cards: list[CardSlot] = []
+    hosts: dict[str, tuple[CardSlot, ...]] = {}
+    for snapshot in snaps:
+        slots = tuple(_card_slot(catalogue, snapshot, card.index) for card in snapshot.cards)
+        hosts[snapshot.host] = slots
+        cards.extend(slots)
+    need: dict[PairKey, int] = {}
+    gate_bound: dict[PairKey, int] = {}
+    new_residents = {new.name: new.seat.resident for new in seats}
+    for new in seats:
+        seat = new.seat
+        rule = gate_rule(seat.engine, propose=True)
+        for host, slots in hosts.items():
+            if seat.host is not None and seat.host != host:
+                continue
+            pinned = seat.pinned_cards
+            ok_slots = [slot for slot in slots if slot.ok]
+            if len(ok_slots) < seat.card_count:
+                continue
+            util: Decimal | None = None
+            if seat.card_count > 1:
+                util = _util(
+                    seat, rule, [slot.cuda_total for slot in ok_slots], ok_slots[0].cuda_context
+                )
+            for slot in ok_slots:
+                if pinned is not None and slot.index not in pinned:
+                    continue
+                if seat.card_count == 1:
+                    util = _util(seat, rule, [slot.cuda_total], slot.cuda_context)
+                pair = _pair(seat, rule, util, slot, new_residents)
+                if pair is not None:
+                    need[(seat.name, host, slot.index)] = pair[0]
+                    if pair[1] is not None:
+                        gate_bound[(seat.name, host, slot.index)] = pair[1]
+    return Problem(
+        catalogue=catalogue,
+        snapshots=snaps,
+        seats=tuple(seats),
+        cards=tuple(cards),
+        hosts=hosts,
+        need=need,
+        gate_bound=gate_bound,
+    )
+
+
+def _util(seat: Seat, rule: GateRule, totals: list[int], ctx: int) -> Decimal | None:
+    if rule.gating != "gated":
+        return None
+    if rule.util is not None:
+        return rule.util
+    util = proposed_util(seat, totals, ctx)
+    return util if util is not None else Decimal(1)
+
+
+def _pair(
+    seat: Seat,
+    rule: GateRule,
+    util: Decimal | None,
+    slot: CardSlot,
+    new_residents: dict[str, int],
+) -> tuple[int, int | None] | None:
+    """(need, gate bound) when the seat could go on the card alone, else None (pruned)."""
+    if seat.exclusive and slot.occupied:
+        return None
+    if slot.exclusive_running:
+        return None
+    kv = kv_bytes(seat)
+    need = seat.resident
+    if seat.engine.kind == "vllm" and rule.gating == "gated":
+        need = need_bytes(seat.resident, kv, util, slot.cuda_total, slot.cuda_context)
+    # The least this seat could meet as held: reserves it is not for, less what their own
+    # new seats would consume if the plan put them here too.
+    held_min = slot.absent_bytes
+    for reserve in slot.reserves:
+        if seat.name in reserve.for_:
+            continue
+        own_new = sum(new_residents.get(name, 0) for name in reserve.for_)
+        held_min += max(0, reserve.bytes - reserve.running_own_bytes - own_new)
+    if need > slot.free_bytes - held_min - slot.margin_bytes:
+        return None
+    if seat.engine.kind != "vllm" or rule.gating != "gated" or util is None:
+        return need, None
+    if rule.source == "proposed" and kv is not None:
+        # The plan falls back to the largest util that passes: the least it can ask is 0.001.
+        requested = requested_bytes(UTIL_STEP, slot.cuda_total)
+    else:
+        requested = requested_bytes(util, slot.cuda_total)
+    gate_free = slot.free_bytes - slot.cuda_context
+    if requested > gate_free:
+        return None
+    # Gate as if started last: load on the card (this seat included) ≤ free − ctx + need − requested.
+    bound = gate_free + need - requested
+    if bound >= slot.free_bytes - slot.margin_bytes - slot.absent_bytes:
+        return need, None  # the room constraint already implies it
+    return need, bound
