@@ -444,7 +444,7 @@ def _gpuplan_snapshot(
             "incomplete", f"{m.PROCESS_USED} names gpu {stray[0]}, which has no card series"
         )
 
-    moments = [t.at for t in times] + [s.at for s in samples if s.name == m.POLL_SUCCESS]
+    moments = [_number(t, host) for t in times]
     recorded = host_series.get((m.SNAPSHOT_TIMESTAMP, host))
     if recorded is not None:
         moments.append(_number(recorded, host))
@@ -517,7 +517,7 @@ def _dcgm_snapshot(
                 processes=(),
             )
         )
-    moments = [t.at for t in times] or [s.at for s in samples]
+    moments = [_number(t, host) for t in times]
     driver = next(
         (
             s.labels["DCGM_FI_DRIVER_VERSION"]
