@@ -25,7 +25,7 @@ from placement.capacity import (
     seats_declared_on,
 )
 from seats.errors import BadInputError, CannotDecideError
-from seats.model import Catalogue, Seat
+from seats.model import Catalogue, Engine, Seat
 from seats.units import GiB, format_bytes, parse_bytes
 
 # Percentiles are nearest-rank: the p-th percentile of N ascending samples is the sample
@@ -956,6 +956,58 @@ def _charts(
 # --- the headline -----------------------------------------------------------------------
 
 
+def verifier_probe(
+    catalogue: Catalogue, snapshot: Snapshot, card: int, resident: int, vllm: bool
+) -> tuple[bool, str, str | None]:
+    """Ask the shared verifier whether a new seat of `resident` bytes may start on `card` now.
+
+    The vLLM probe pins its KV cache and asks for the smallest 3-decimal util that covers its
+    resident (the seed's practice), so vLLM's own gate checks the whole seat: gates included.
+    """
+    from placement.engines import smallest_util_covering
+    from placement.verify import judge
+
+    host = snapshot.host
+    name = "(largest new seat)"
+    if not vllm:
+        seat = Seat(name=name, host=host, gpus=(card,), resident=resident)
+        verdict = judge(catalogue, snapshot, seat, [card], mode="plan")
+        return verdict.passed, _rules(verdict.reasons), None
+    total = cuda_total(snapshot.card(card))
+    util = smallest_util_covering(resident, total)
+    if util is None:
+        return False, "gate", None
+    seat = Seat(
+        name=name,
+        host=host,
+        gpus=(card,),
+        resident=resident,
+        engine=Engine(
+            kind="vllm",
+            version=_vllm_version(catalogue, host),
+            kv_cache_memory=max(1, resident // 4),
+        ),
+    )
+    verdict = judge(catalogue, snapshot, seat, [card], mode="check", util=util)
+    return verdict.passed, _rules(verdict.reasons), str(util)
+
+
+def _rules(reasons: Sequence[Any]) -> str:
+    return ", ".join(sorted({str(reason.rule) for reason in reasons}))
+
+
+def _vllm_version(catalogue: Catalogue, host: str) -> str:
+    """The vLLM version most of the host's seats run (the next seat likely runs it too)."""
+    versions = [
+        s.engine.version
+        for s in catalogue.seats
+        if s.host == host and s.engine.kind == "vllm" and s.engine.version is not None
+    ]
+    if not versions:
+        return "0.11.0"
+    return max(sorted(set(versions)), key=versions.count)
+
+
 def largest_fit(
     probe: Probe, catalogue: Catalogue, snapshot: Snapshot, card: int, vllm: bool
 ) -> tuple[int, str, str | None]:
@@ -1046,11 +1098,7 @@ def _headline(
         actions.append(
             f"{s.seat} (card {s.card}) {verb} than declared: p95 {format_bytes(s.p95_bytes)} vs "
             f"{format_bytes(s.declared_bytes)} ({_signed(s.drift_bytes)}); "
-            + (
-                "set its resident to the p95 or pin its KV cache"
-                if (s.drift_bytes or 0) > 0
-                else "lower its declared resident to free plannable room"
-            )
+            + _drift_advice(catalogue, s)
         )
     for s in seats:
         if s.host == host and s.grew and not s.flagged:
@@ -1091,6 +1139,21 @@ def _headline(
         action=actions[0] if actions else "nothing needs acting on",
         other_actions=tuple(actions[1:]),
     )
+
+
+def _drift_advice(catalogue: Catalogue, row: SeatRow) -> str:
+    if (row.drift_bytes or 0) < 0:
+        return "lower its declared resident to free plannable room"
+    try:
+        seat = catalogue.seat(row.seat)
+    except KeyError:
+        return "declare it in the catalogue"
+    if seat.engine.kind == "vllm" and seat.engine.kv_cache_memory is None:
+        # The seed: a vLLM seat without a pinned KV cache grows to its util's request.
+        return "pin its KV cache (--kv-cache-memory-bytes) or set its resident to the p95"
+    if row.grew:
+        return f"it grew {_signed(row.growth_bytes)} in the window: look for a leak, or set its resident to the p95"
+    return "set its resident to the p95"
 
 
 def _signed(n: int | None) -> str:

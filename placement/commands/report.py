@@ -1,0 +1,194 @@
+"""`gpuplan report`: the weekly capacity report from the ledger, as Markdown, HTML or JSON.
+
+Reads the ledger only (opened read-only); writes report files under --out, or prints to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from placement.sources import (
+    DEFAULT_LEDGER,
+    add_catalogue_argument,
+    load_catalogue_argument,
+    parse_age,
+    utc_now,
+)
+from seats.errors import BadInputError, CannotDecideError
+
+if TYPE_CHECKING:
+    from placement.report import Report
+
+HELP = "the weekly capacity report from the ledger (Markdown, HTML with charts, or JSON)"
+DESCRIPTION = (
+    "What the ledger saw in a window (default: the 7 days up to its newest snapshot): the largest "
+    "seat that fits each card now, per-card and per-seat memory (nearest-rank p50/p95/max), drift "
+    "against the catalogue, reserves broken, foreign processes, decisions, LoRA carriers, and charts. "
+    "Exit 0; 2 bad arguments; 3 a missing, empty or foreign ledger."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """--ledger, --catalogue, --since | --week, --until, --format, --out, --drift-threshold."""
+    parser.add_argument(
+        "--ledger",
+        metavar="DB",
+        default=DEFAULT_LEDGER,
+        help=f"the SQLite ledger to read (default {DEFAULT_LEDGER})",
+    )
+    add_catalogue_argument(parser)
+    window = parser.add_mutually_exclusive_group()
+    window.add_argument(
+        "--since",
+        type=parse_age,
+        default=None,
+        metavar="AGE",
+        help="the window: this long up to --until (default 7d)",
+    )
+    window.add_argument(
+        "--week",
+        metavar="YYYY-Www",
+        help="an ISO week instead, e.g. 2026-W38 (Monday 00:00 UTC on)",
+    )
+    parser.add_argument(
+        "--until",
+        metavar="ISO",
+        help="end of a --since window, e.g. 2026-09-16T14:00:00Z (default: the newest snapshot)",
+    )
+    parser.add_argument(
+        "--format", choices=("md", "html", "json"), default="md", help="output format (default md)"
+    )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write report.<format> (and chart PNGs for md) into DIR instead of stdout",
+    )
+    parser.add_argument(
+        "--drift-threshold",
+        default="5%,1GiB",
+        metavar="P%,BYTES",
+        help="flag a seat whose drift reaches either bound (default 5%%,1GiB)",
+    )
+
+
+def _parse_until(text: str) -> int:
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError as exc:
+        raise BadInputError(
+            f"--until {text!r}: write a UTC time like 2026-09-16T14:00:00Z"
+        ) from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp())
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the report and write or print it; exit 0."""
+    from inventory.ledger import open_ledger
+    from placement.demo import demo_note
+    from placement.report import (
+        Window,
+        build_report,
+        ledger_span,
+        parse_threshold,
+        parse_week,
+        verifier_probe,
+        window_since,
+    )
+
+    catalogue = load_catalogue_argument(args)
+    threshold = parse_threshold(args.drift_threshold)
+    week: Window | None = parse_week(args.week) if args.week else None
+    if week is not None and args.until:
+        raise BadInputError("--until goes with --since, not with --week")
+    until = _parse_until(args.until) if args.until else None
+    now = utc_now()
+    with open_ledger(args.ledger, readonly=True) as ledger:
+        conn = ledger.connection
+        span = ledger_span(conn)
+        if span is None:
+            raise CannotDecideError(f"ledger {args.ledger} holds no snapshot yet")
+        window = week or window_since(
+            args.since or timedelta(days=7), until if until is not None else span[1]
+        )
+        newest = conn.execute(
+            "SELECT host, MAX(taken_at_s) FROM snapshots WHERE taken_at_s >= ? AND taken_at_s < ? "
+            "GROUP BY host ORDER BY host",
+            (window.start_s, window.end_s),
+        ).fetchall()
+        if not newest:
+            first = datetime.fromtimestamp(span[0], UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            last = datetime.fromtimestamp(span[1], UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            raise CannotDecideError(
+                f"ledger {args.ledger} holds no snapshot in {window.label} "
+                f"(it holds {span[2]:,} from {first} to {last})"
+            )
+        latest = []
+        for host, seconds in newest:
+            moment = datetime.fromtimestamp(int(seconds), UTC)
+            latest += list(ledger.snapshots(host, moment, moment + timedelta(seconds=1)))
+        report = build_report(
+            conn,
+            catalogue,
+            window,
+            latest,
+            ledger_name=str(args.ledger),
+            now=now,
+            threshold=threshold,
+            probe=verifier_probe,
+        )
+        demo = demo_note(conn)
+    return _emit(report, args.format, args.out, demo)
+
+
+def _emit(report: Report, fmt: str, out: str | None, demo: str | None) -> int:
+    from placement.report_charts import chart_filename, render_chart
+    from placement.report_render import blocks, to_html, to_markdown
+
+    target = Path(out) if out else None
+    if target is not None:
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BadInputError(
+                f"--out {out}: cannot create the directory ({exc.strerror})"
+            ) from exc
+    if fmt == "json":
+        data = report.to_json()
+        if demo:
+            data["demo"] = demo
+        text = json.dumps(data, indent=2) + "\n"
+        return _write(text, target, "report.json")
+    # Markdown without --out has nowhere to put PNG files: it prints without charts.
+    draw = fmt == "html" or target is not None
+    charts = [(s, chart_filename(s), render_chart(s) if draw else None) for s in report.charts]
+    if fmt == "md" and target is not None:
+        for _, name, png in charts:
+            if png is not None:
+                (target / name).write_bytes(png)
+    items = blocks(report, charts if draw else [], demo=demo)
+    if fmt == "html":
+        return _write(
+            to_html(items, f"gpuplan capacity report · {report.window.label}"),
+            target,
+            "report.html",
+        )
+    return _write(to_markdown(items), target, "report.md")
+
+
+def _write(text: str, target: Path | None, name: str) -> int:
+    if target is None:
+        sys.stdout.write(text)
+        return 0
+    path = target / name
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    temporary.replace(path)
+    print(f"wrote {path}")
+    return 0
