@@ -102,12 +102,16 @@ seats:
 
 
 def gpuplan_check(
-    catalogue: Path, snapshot: Path, gpu: int, util: Decimal, *, as_json: bool
+    catalogue: Path, snapshot: Path | None, gpu: int, util: Decimal, *, as_json: bool
 ) -> tuple[int, str]:
-    """Run the real CLI, `python -m placement check probe --gpu N --util U`, and return (exit, stdout)."""
+    """Run the real CLI, `python -m placement check probe --gpu N --util U`, and return (exit, stdout).
+
+    `snapshot` None reads the card live through NVML (`--live`).
+    """
+    source = ["--live"] if snapshot is None else ["--snapshot", str(snapshot), "--max-age", "10m"]
     argv = [
         sys.executable, "-m", "placement", "check", "probe", "--gpu", str(gpu), "--util", str(util),
-        "--catalogue", str(catalogue), "--snapshot", str(snapshot), "--max-age", "10m",
+        "--catalogue", str(catalogue), *source,
     ]  # fmt: skip
     if as_json:
         argv.append("--json")
@@ -266,8 +270,13 @@ def main(argv: list[str] | None = None) -> int:
                     except (ValueError, KeyError):
                         rules, verdict = [], f"unreadable output {text[:200]!r}"
                     report.say(
-                        f"- util {util}: exit {code}, verdict {verdict}, rules {rules or '-'}"
+                        f"- util {util}, --snapshot: exit {code}, verdict {verdict}, rules {rules or '-'}"
                     )
+                live: dict[Decimal, int] = {}
+                for util in (cut, above):
+                    live[util], text = gpuplan_check(catalogue_path, None, gpu, util, as_json=False)
+                    headline = text.splitlines()[0] if text else "(no output)"
+                    report.say(f"- util {util}, --live: exit {live[util]} — {headline}")
                 code, human = gpuplan_check(
                     catalogue_path, snapshot_path, gpu, above, as_json=False
                 )
@@ -283,6 +292,9 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 report.check(
                     "check refuses one step above", verdicts[above] == 1, f"exit {verdicts[above]}"
+                )
+                report.check(
+                    "the --live check agrees", live == verdicts, f"exits {live[cut]}/{live[above]}"
                 )
                 report.say()
 
