@@ -7,6 +7,7 @@ data with the pydantic model and then the cross-field rules of `seats.rules`.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -37,35 +38,97 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             if duplicate:
                 line = key_node.start_mark.line + 1
                 raise CatalogueError(self._path, "", f"duplicate key {key!r} at line {line}")
-            try:
+            with contextlib.suppress(TypeError):
                 seen.add(key)
-            except TypeError:
-                pass
         return super().construct_mapping(node, deep=deep)
 
     _path = "<catalogue>"
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        # PyYAML composes recursively: without this cap `[[[[…` thousands deep spends
+        # seconds unwinding a RecursionError instead of failing at once.
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise CatalogueError(
+                    self._path, "", f"the document nests deeper than {MAX_DEPTH} levels"
+                )
+            return super().compose_node(parent, index)  # type: ignore[no-untyped-call]
+        finally:
+            self._depth -= 1
 
 
-def _expanded_size(node: yaml.Node, path: str) -> None:
-    """Walk the node graph as if aliases were copies; refuse past the caps."""
+def _check_nodes(node: yaml.Node, path: str) -> None:
+    """Walk the node graph as if aliases were copies, before anything is constructed.
+
+    Refuses past the size caps (aliases are followed lazily, so a bomb stops after
+    MAX_EXPANDED_NODES steps, not after expanding) and past MAX_DEPTH (which an alias
+    that contains itself reaches at once), and names the first duplicate key by its
+    field path, which the constructor alone cannot know.
+    """
     nodes = 0
     chars = 0
-    stack: list[yaml.Node] = [node]
+    # Each entry carries (node, depth, its key or index, its parent's entry): the field
+    # path is rebuilt only when an error needs it, so the walk stays linear.
+    root: _Entry = (node, 0, None, None)
+    stack: list[_Entry] = [root]
     while stack:
-        current = stack.pop()
+        entry = stack.pop()
+        current, depth, _, _ = entry
         nodes += 1
+        if nodes > MAX_EXPANDED_NODES or chars > MAX_DOCUMENT_BYTES:
+            raise CatalogueError(
+                path,
+                "",
+                "the document expands past 1 MiB through YAML aliases; refusing to read it",
+            )
+        if depth > MAX_DEPTH:
+            raise CatalogueError(
+                path,
+                format_loc(_loc_of(entry)[:MAX_DEPTH_SHOWN]) + "…",
+                f"the document nests deeper than {MAX_DEPTH} levels (or an alias contains itself)",
+            )
         if isinstance(current, yaml.ScalarNode):
             chars += len(str(current.value))
         elif isinstance(current, yaml.SequenceNode):
-            stack.extend(current.value)
-        elif isinstance(current, yaml.MappingNode):
-            for key, value in current.value:
-                stack.append(key)
-                stack.append(value)
-        if nodes > MAX_EXPANDED_NODES or chars > MAX_DOCUMENT_BYTES:
-            raise CatalogueError(
-                path, "", "the document expands past 1 MiB through YAML aliases; refusing to read it"
+            stack.extend(
+                (item, depth + 1, i, entry) for i, item in reversed(list(enumerate(current.value)))
             )
+        elif isinstance(current, yaml.MappingNode):
+            seen: dict[tuple[str, str], int] = {}
+            children: list[_Entry] = []
+            for key, value in current.value:
+                if isinstance(key, yaml.ScalarNode):
+                    ident = (str(key.tag), str(key.value))
+                    if ident in seen:
+                        raise CatalogueError(
+                            path,
+                            format_loc((*_loc_of(entry), str(key.value))),
+                            f"duplicate key {key.value!r} at line {key.start_mark.line + 1} "
+                            f"(first at line {seen[ident]}); YAML would silently keep the last",
+                        )
+                    seen[ident] = key.start_mark.line + 1
+                    children.append((value, depth + 1, str(key.value), entry))
+                else:
+                    children.append((key, depth + 1, "?", entry))
+                    children.append((value, depth + 1, "?", entry))
+            stack.extend(reversed(children))
+
+
+_Entry = tuple[yaml.Node, int, "int | str | None", "Any"]
+MAX_DEPTH = 64
+MAX_DEPTH_SHOWN = 6
+
+
+def _loc_of(entry: _Entry) -> tuple[int | str, ...]:
+    parts: list[int | str] = []
+    current: _Entry | None = entry
+    while current is not None:
+        if current[2] is not None:
+            parts.append(current[2])
+        current = current[3]
+    return tuple(reversed(parts))
 
 
 def read_yaml(text: str, path: str) -> Any:
@@ -78,13 +141,33 @@ def read_yaml(text: str, path: str) -> Any:
         node = loader.get_single_node()  # type: ignore[no-untyped-call]
         if node is None:
             return None
-        _expanded_size(node, path)
+        _check_nodes(node, path)
         return loader.construct_document(node)  # type: ignore[no-untyped-call]
     except CatalogueError:
         raise
+    except RecursionError as exc:
+        # PyYAML composes and constructs recursively: `[[[[…` thousands deep ends here.
+        raise CatalogueError(path, "", "the document nests too deeply to be a catalogue") from exc
+    except yaml.composer.ComposerError as exc:
+        if exc.problem and "another document" in exc.problem:
+            raise CatalogueError(
+                path, "", f"a catalogue is one YAML document; found a second {_mark(exc)}"
+            ) from exc
+        raise CatalogueError(path, "", f"not valid YAML: {_describe(exc)}") from exc
     except yaml.constructor.ConstructorError as exc:
-        # A python tag (!!python/object/apply:…) lands here: safe_load never constructs it.
-        raise CatalogueError(path, "", f"not plain YAML data: {exc.problem} {_mark(exc)}".strip()) from exc
+        # A python tag (!!python/object/apply:…) lands here: the safe loader never constructs it.
+        problem = str(exc.problem or "")
+        if "tag" in problem:
+            shown = problem.split("tag ", 1)[-1].replace("tag:yaml.org,2002:", "!!")
+            raise CatalogueError(
+                path,
+                "",
+                f"the tag {shown} is not allowed {_mark(exc)}: a catalogue is plain data, "
+                "read with the safe loader, which never runs code",
+            ) from exc
+        raise CatalogueError(
+            path, "", f"not plain YAML data: {problem} {_mark(exc)}".strip()
+        ) from exc
     except yaml.YAMLError as exc:
         raise CatalogueError(path, "", f"not valid YAML: {_describe(exc)}") from exc
     finally:
@@ -120,6 +203,8 @@ def _message(error: Any) -> str:
             msg = msg[len(prefix) :]
     if error["type"] == "extra_forbidden":
         msg = "unknown key (check its spelling against `gpuplan schema`)"
+    elif error["type"] == "missing":
+        msg = "required key is missing"
     return msg
 
 
@@ -139,14 +224,20 @@ def parse_catalogue(data: Any, path: str) -> Catalogue:
     if data is None:
         raise CatalogueError(path, "", "the file is empty; a catalogue needs at least `hosts:`")
     if not isinstance(data, dict):
-        raise CatalogueError(path, "", f"a catalogue is a mapping with `hosts:`, got {type(data).__name__}")
+        raise CatalogueError(
+            path, "", f"a catalogue is a mapping with `hosts:`, got {type(data).__name__}"
+        )
     try:
         catalogue = Catalogue.model_validate(data)
     except ValidationError as exc:
         errors = exc.errors()
         first = errors[0]
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise CatalogueError(path, format_loc(_pydantic_loc(first)), _message(first) + more) from exc
+        # A union reports once per member for one field; count fields, not members.
+        locs = {_pydantic_loc(error) for error in errors} - {_pydantic_loc(first)}
+        more = f" (and {len(locs)} more)" if locs else ""
+        raise CatalogueError(
+            path, format_loc(_pydantic_loc(first)), _message(first) + more
+        ) from exc
     check_rules(catalogue, path)
     return catalogue
 

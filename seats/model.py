@@ -9,9 +9,17 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
-from seats.units import parse_bytes
+from seats.units import BYTES_PATTERN, parse_bytes
 
 
 def _bytes(value: object) -> int:
@@ -22,8 +30,44 @@ def _positive_bytes(value: object) -> int:
     return parse_bytes(value, allow_zero=False)
 
 
-Bytes = Annotated[int, BeforeValidator(_bytes)]
-PositiveBytes = Annotated[int, BeforeValidator(_positive_bytes)]
+def _card_or_bytes(value: object) -> object:
+    # One validator for the union, so a bad amount says what is wrong with it rather
+    # than pydantic's "Input should be 'card'" from the other branch.
+    if value == "card":
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("card", "whole", "all"):
+        raise ValueError(f"write the whole card as `card` (lower case), got {value!r}")
+    return parse_bytes(value, allow_zero=False)
+
+
+def _bytes_schema(minimum: int) -> WithJsonSchema:
+    # The validator reads strings like "10740 MiB"; editors must accept them too.
+    return WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": minimum},
+                {"type": "string", "pattern": BYTES_PATTERN},
+            ]
+        }
+    )
+
+
+Bytes = Annotated[int, BeforeValidator(_bytes), _bytes_schema(0)]
+PositiveBytes = Annotated[int, BeforeValidator(_positive_bytes), _bytes_schema(1)]
+ReserveBytes = Annotated[
+    Literal["card"] | int,
+    BeforeValidator(_card_or_bytes),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"const": "card"},
+                {"type": "integer", "minimum": 1},
+                {"type": "string", "pattern": BYTES_PATTERN},
+            ]
+        }
+    ),
+]
+CardIndex = Annotated[int, Field(ge=0)]
 _FROZEN = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
@@ -50,7 +94,7 @@ class Reserve(BaseModel):
     name: str = Field(min_length=1)
     host: str
     gpu: int = Field(ge=0)
-    bytes: Literal["card"] | PositiveBytes = Field(description="'card' for the whole card, or an amount")
+    bytes: ReserveBytes = Field(description="'card' for the whole card, or an amount")
     for_: tuple[str, ...] = Field(alias="for", min_length=1)
 
 
@@ -72,6 +116,16 @@ class Lora(BaseModel):
     max_lora_rank: int = Field(default=16, ge=1)
     adapters: tuple[Adapter, ...] = ()
 
+    @field_validator("adapters")
+    @classmethod
+    def _names_unique(cls, value: tuple[Adapter, ...]) -> tuple[Adapter, ...]:
+        # The adapter name is the request's `model` field: two of one name cannot both serve.
+        names = [adapter.name for adapter in value]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"adapter name {twice[0]!r} appears twice")
+        return value
+
 
 class Engine(BaseModel):
     """How the seat's server starts: vLLM (with a start-up gate) or anything else (none)."""
@@ -80,7 +134,12 @@ class Engine(BaseModel):
 
     kind: Literal["vllm", "other"] = "other"
     version: str | None = Field(default=None, description='quote it: "0.11.0"')
-    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
+    gpu_memory_utilization: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="--gpu-memory-utilization: a request against TOTAL memory",
+    )
     kv_cache_memory: PositiveBytes | None = Field(
         default=None, description="--kv-cache-memory-bytes"
     )
@@ -88,16 +147,26 @@ class Engine(BaseModel):
     @field_validator("version", mode="before")
     @classmethod
     def _version_is_text(cls, value: object) -> object:
-        # YAML reads 0.11 as a float and 0.11.0 as a string: a float here lost its digits.
+        # YAML reads 0.11 as a float and 0.11.0 as a string: a float here may have lost
+        # digits already (0.10 reads as 0.1), so only the author can say what was meant.
         if isinstance(value, int | float) and not isinstance(value, bool):
-            raise ValueError(f'version {value!r} must be quoted, e.g. "{value}"')
+            raise ValueError(
+                f'YAML read the version as the number {value!r}; quote it, e.g. "0.11.0" '
+                "(unquoted, 0.10 would read as 0.1)"
+            )
         return value
 
     @field_validator("gpu_memory_utilization", mode="before")
     @classmethod
     def _util_is_number(cls, value: object) -> object:
-        if isinstance(value, bool) or isinstance(value, str):
+        if isinstance(value, (bool, str)):
             raise ValueError(f"gpu_memory_utilization must be a number in (0, 1], got {value!r}")
+        if isinstance(value, int | float) and not 0 < value <= 1:
+            # vLLM's flag is a fraction of the card's total memory; 40 is not "40 %".
+            raise ValueError(
+                f"gpu_memory_utilization {value!r} is outside (0, 1]: it is a fraction of the "
+                "card's total memory, e.g. 0.11"
+            )
         return value
 
 
@@ -111,7 +180,7 @@ class Seat(BaseModel):
 
     name: str = Field(min_length=1)
     host: str | None = None
-    gpus: tuple[int, ...] | int = Field(
+    gpus: tuple[CardIndex, ...] | int = Field(
         default=1, description="card list (pinned) or how many cards (to be placed)"
     )
     resident: PositiveBytes = Field(description="bytes held on each card once up")
@@ -126,11 +195,14 @@ class Seat(BaseModel):
     @field_validator("gpus", mode="before")
     @classmethod
     def _gpus_shape(cls, value: object) -> object:
-        if isinstance(value, bool):
-            raise ValueError("gpus must be a card list like [0] or a count like 1")
+        if isinstance(value, (bool, str)):
+            raise ValueError(f"gpus must be a card list like [0] or a count like 1, got {value!r}")
         if isinstance(value, int) and value < 1:
             raise ValueError("gpus must be at least 1")
         if isinstance(value, list):
+            for card in value:
+                if isinstance(card, int) and not isinstance(card, bool) and card < 0:
+                    raise ValueError(f"card index {card} is negative; cards are numbered from 0")
             if not value:
                 raise ValueError("a card list needs at least one card")
             if len(set(value)) != len(value):
@@ -146,6 +218,15 @@ class Seat(BaseModel):
             except re.error as exc:
                 raise ValueError(f"match {value!r} is not a valid regex: {exc}") from exc
         return value
+
+    @model_validator(mode="after")
+    def _weights_within_resident(self) -> Seat:
+        if self.weights is not None and self.weights > self.resident:
+            raise ValueError(
+                f"weights ({self.weights} B) are more than resident ({self.resident} B): "
+                "resident is everything the seat holds on a card, weights included"
+            )
+        return self
 
     @property
     def card_count(self) -> int:

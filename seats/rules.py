@@ -26,7 +26,9 @@ def _names_unique(catalogue: Catalogue, path: str) -> None:
     for i, seat in enumerate(catalogue.seats):
         loc = f"seats[{i}].name"
         if seat.name in seen:
-            raise CatalogueError(path, loc, f"name {seat.name!r} is already used by {seen[seat.name]}")
+            raise CatalogueError(
+                path, loc, f"name {seat.name!r} is already used by {seen[seat.name]}"
+            )
         seen[seat.name] = f"seats[{i}]"
     for i, reserve in enumerate(catalogue.reserves):
         loc = f"reserves[{i}].name"
@@ -42,24 +44,34 @@ def _seats_on_hosts(catalogue: Catalogue, path: str) -> None:
         at = f"seats[{i}]"
         if seat.host is not None and seat.host not in catalogue.hosts:
             raise CatalogueError(
-                path, f"{at}.host", f"host {seat.host!r} is not among hosts ({', '.join(catalogue.hosts)})"
+                path,
+                f"{at}.host",
+                f"host {seat.host!r} is not among hosts ({', '.join(catalogue.hosts)})",
             )
         pinned = seat.pinned_cards
         if seat.state == "running":
             if pinned is None:
                 raise CatalogueError(
-                    path, f"{at}.gpus", f"running seat {seat.name!r} needs a card list, e.g. gpus: [0]"
+                    path,
+                    f"{at}.gpus",
+                    f"running seat {seat.name!r} needs a card list, e.g. gpus: [0]",
                 )
             if seat.host is None:
-                raise CatalogueError(path, f"{at}.host", f"running seat {seat.name!r} needs its host")
+                raise CatalogueError(
+                    path, f"{at}.host", f"running seat {seat.name!r} needs its host"
+                )
         if pinned is not None and seat.host is None:
             raise CatalogueError(
-                path, f"{at}.host", f"seat {seat.name!r} pins cards {list(pinned)} but names no host"
+                path,
+                f"{at}.host",
+                f"seat {seat.name!r} pins cards {list(pinned)} but names no host",
             )
         if seat.host is None:
             if not any(seat.card_count <= host.cards for host in catalogue.hosts.values()):
                 raise CatalogueError(
-                    path, f"{at}.gpus", f"seat {seat.name!r} needs {seat.card_count} cards; no host has that many"
+                    path,
+                    f"{at}.gpus",
+                    f"seat {seat.name!r} needs {seat.card_count} cards; no host has that many",
                 )
             continue
         cards = catalogue.hosts[seat.host].cards
@@ -73,27 +85,43 @@ def _seats_on_hosts(catalogue: Catalogue, path: str) -> None:
                     )
         elif seat.card_count > cards:
             raise CatalogueError(
-                path, f"{at}.gpus", f"seat {seat.name!r} needs {seat.card_count} cards; host {seat.host!r} has {cards}"
+                path,
+                f"{at}.gpus",
+                f"seat {seat.name!r} needs {seat.card_count} cards; host {seat.host!r} has {cards}",
             )
 
 
 def _reserves(catalogue: Catalogue, path: str) -> None:
-    seat_names = {seat.name for seat in catalogue.seats}
+    seat_hosts = {seat.name: seat.host for seat in catalogue.seats}
+    seat_names = set(seat_hosts)
     per_card: dict[tuple[str, int], list[int]] = defaultdict(list)
     for i, reserve in enumerate(catalogue.reserves):
         at = f"reserves[{i}]"
         host = catalogue.hosts.get(reserve.host)
         if host is None:
             raise CatalogueError(
-                path, f"{at}.host", f"host {reserve.host!r} is not among hosts ({', '.join(catalogue.hosts)})"
+                path,
+                f"{at}.host",
+                f"host {reserve.host!r} is not among hosts ({', '.join(catalogue.hosts)})",
             )
         if reserve.gpu >= host.cards:
             raise CatalogueError(
-                path, f"{at}.gpu", f"host {reserve.host!r} has cards 0–{host.cards - 1}; there is no card {reserve.gpu}"
+                path,
+                f"{at}.gpu",
+                f"host {reserve.host!r} has cards 0–{host.cards - 1}; there is no card {reserve.gpu}",
             )
         for j, name in enumerate(reserve.for_):
             if name not in seat_names:
-                raise CatalogueError(path, f"{at}.for[{j}]", f"{name!r} names no seat of this catalogue")
+                raise CatalogueError(
+                    path, f"{at}.for[{j}]", f"{name!r} names no seat of this catalogue"
+                )
+            if seat_hosts[name] not in (None, reserve.host):
+                # Such a reserve could never be used: it would hold its card for nobody.
+                raise CatalogueError(
+                    path,
+                    f"{at}.for[{j}]",
+                    f"seat {name!r} is on host {seat_hosts[name]!r}; this reserve is on {reserve.host!r}",
+                )
         per_card[(reserve.host, reserve.gpu)].append(i)
     for (host_name, gpu), indices in per_card.items():
         host = catalogue.hosts[host_name]
