@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import warnings
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -123,9 +124,11 @@ def build_model(problem: Problem) -> tuple[pulp.LpProblem, ModelMaps]:
     residents = {new.name: new.seat.resident for new in problem.seats}
     exclusive = {new.name for new in problem.seats if new.seat.exclusive}
 
-    x = {pair: pulp.LpVariable(f"x_{i}", cat=pulp.LpBinary) for i, pair in enumerate(problem.need)}
+    x = {
+        pair: prob.add_variable(f"x_{i}", cat=pulp.LpBinary) for i, pair in enumerate(problem.need)
+    }
     placed = {
-        new.name: pulp.LpVariable(f"placed_{i}", cat=pulp.LpBinary)
+        new.name: prob.add_variable(f"placed_{i}", cat=pulp.LpBinary)
         for i, new in enumerate(problem.seats)
     }
     y: dict[tuple[str, str], Any] = {}
@@ -146,7 +149,7 @@ def build_model(problem: Problem) -> tuple[pulp.LpProblem, ModelMaps]:
         for pair in pairs:
             per_host[pair[1]].append(pair)
         for j, (host, host_pairs) in enumerate(per_host.items()):
-            var = pulp.LpVariable(f"y_{i}_{j}", cat=pulp.LpBinary)
+            var = prob.add_variable(f"y_{i}_{j}", cat=pulp.LpBinary)
             y[(new.name, host)] = var
             if len(host_pairs) < count:
                 prob += var == 0, f"few_{i}_{j}"
@@ -165,7 +168,7 @@ def build_model(problem: Problem) -> tuple[pulp.LpProblem, ModelMaps]:
         pairs = by_card.get(slot.key, [])
         cap = _mib(slot.free_bytes - slot.margin_bytes)
         absent = _mib(slot.absent_bytes)
-        load_var = pulp.LpVariable(f"load_{k}", lowBound=0)
+        load_var = prob.add_variable(f"load_{k}", lowBound=0)
         load[slot.key] = load_var
         prob += (
             load_var == pulp.lpSum(_mib(problem.need[p]) * x[p] for p in pairs),
@@ -182,7 +185,7 @@ def build_model(problem: Problem) -> tuple[pulp.LpProblem, ModelMaps]:
             if not own:
                 held_terms[reserve.name] = _mib(max(0, base))
                 continue
-            h = pulp.LpVariable(f"held_{k}_{r_i}", lowBound=0)
+            h = prob.add_variable(f"held_{k}_{r_i}", lowBound=0)
             prob += (
                 h >= _mib(base) - pulp.lpSum(_mib(residents[p[0]]) * x[p] for p in own),
                 f"reserve_{k}_{r_i}",
@@ -211,7 +214,7 @@ def build_model(problem: Problem) -> tuple[pulp.LpProblem, ModelMaps]:
                 # Holds with nothing placed, and every seat here meets the same held bytes.
                 prob += load_var + absent + held <= cap, f"room_{k}_{g_i}"
                 continue
-            z = pulp.LpVariable(f"z_{k}_{g_i}", cat=pulp.LpBinary)
+            z = prob.add_variable(f"z_{k}_{g_i}", cat=pulp.LpBinary)
             for m_i, pair in enumerate(members):
                 prob += x[pair] <= z, f"group_{k}_{g_i}_{m_i}"
             prob += load_var + absent + held <= cap + big_m * (1 - z), f"room_{k}_{g_i}"
@@ -244,9 +247,9 @@ def build_model(problem: Problem) -> tuple[pulp.LpProblem, ModelMaps]:
         cards = [c for c in problem.hosts[host] if c.ok]
         if not any(slot.key in by_card for slot in cards):
             continue  # nothing new can land here: its hole is fixed
-        hole = pulp.LpVariable(f"hole_{h_i}", lowBound=0, upBound=_mib(max_total))
+        hole = prob.add_variable(f"hole_{h_i}", lowBound=0, upBound=_mib(max_total))
         chosen = {
-            c.key: pulp.LpVariable(f"b_{h_i}_{j}", cat=pulp.LpBinary) for j, c in enumerate(cards)
+            c.key: prob.add_variable(f"b_{h_i}_{j}", cat=pulp.LpBinary) for j, c in enumerate(cards)
         }
         prob += pulp.lpSum(chosen.values()) == 1, f"holepick_{h_i}"
         for j, slot in enumerate(cards):
@@ -287,7 +290,12 @@ def solve(
     prob, maps = build_model(problem)
     built = time.perf_counter()
     if solver == "cbc":
-        command: Any = pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, gapRel=GAP_REL, threads=1)
+        with warnings.catch_warnings():
+            # PuLP 3.3 calls its bundled CBC deprecated in favour of 4.x packaging; it is the one we pin.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            command: Any = pulp.PULP_CBC_CMD(
+                msg=False, timeLimit=time_limit, gapRel=GAP_REL, threads=1
+            )
     elif solver == "highs":
         command = pulp.HiGHS(msg=False, timeLimit=time_limit, gapRel=GAP_REL, threads=1)
     else:
@@ -322,8 +330,8 @@ def solve(
         else (0.0 if status == "optimal" else None),
         build_s=built - started,
         solve_s=solved - built,
-        variables=len(prob.variables()),
-        constraints=len(prob.constraints),
+        variables=prob.numVariables(),
+        constraints=prob.numConstraints(),
     )
 
 
