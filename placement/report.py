@@ -763,10 +763,9 @@ def _reserves(
         allowed = (
             "0" if fixed is None else "MAX(0, g.total_bytes - COALESCE(g.reserved_bytes, 0) - ?)"
         )
-        params: list[Any] = [*reserve.for_]
-        if fixed is not None:
-            params.append(fixed)
-        params += [reserve.host, reserve.gpu]
+        # Placeholders in the order they appear: the allowance, the reserve's seats, its card.
+        params: list[Any] = [] if fixed is None else [fixed]
+        params += [*reserve.for_, reserve.host, reserve.gpu]
         sql = (
             "SELECT g.taken_at_s, g.snapshot_id, g.used_bytes - COALESCE(o.bytes, 0) AS others, "
             f"  {allowed} AS allowed "
