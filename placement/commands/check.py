@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -166,6 +167,11 @@ def run(args: argparse.Namespace) -> int:
     now = utc_now()
     catalogue = load_catalogue_argument(args)
     snapshots = _snapshots(args, catalogue, now)
+    # Card count vs the catalogue is bad input; a host the catalogue lacks only warns.
+    from placement.problem import check_snapshots
+
+    for warning in check_snapshots(catalogue, snapshots, [_source(args)] * len(snapshots)):
+        print(f"warning: {warning}", file=sys.stderr)
     results: list[CheckResult]
     skipped: tuple[str, ...] = ()
     if args.compose is not None:

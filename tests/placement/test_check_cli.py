@@ -278,6 +278,21 @@ def test_bad_compose_exits_2(
     assert err.startswith("error: ") and str(compose) in err and message in err
 
 
+def test_snapshot_with_other_card_count_exits_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    at(monkeypatch, TAKEN + timedelta(minutes=5))
+    data = json.loads((ROOT / BEFORE).read_text())
+    data["cards"] = data["cards"][:3]
+    short = tmp_path / "three.json"
+    short.write_text(json.dumps(data), encoding="utf-8")
+    code, _, err = gpuplan(
+        capsys, "check", "vllm-voices", "--catalogue", CATALOGUE, "--snapshot", str(short)
+    )
+    assert code == 2
+    assert "3 cards in the snapshot, 4 in the catalogue" in err
+
+
 def test_card_in_error_exits_3(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
