@@ -174,7 +174,9 @@ def load_add_file(path: str | Path) -> list[Seat]:
         try:
             seat = Seat.model_validate(item)
         except ValidationError as exc:
-            first = exc.errors()[0]
+            errors = exc.errors()
+            # A misspelt key also shows as a missing one: name the spelling, the cause.
+            first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
             loc = [p for p in first["loc"] if not (isinstance(p, str) and "[" in p)]
             msg = str(first["msg"]).removeprefix("Value error, ")
             if first["type"] == "extra_forbidden":
