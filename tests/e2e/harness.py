@@ -1,0 +1,162 @@
+"""Processes for end-to-end runs: `gpuplan exporter`s and a real Prometheus on 127.0.0.1.
+
+Each process runs in its own process group and is stopped by `Processes.stop_all`, which the
+fixtures call as a finalizer, so nothing outlives a failed test. Shared with bench/.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+
+PROMETHEUS = "prometheus"
+
+
+def prometheus_binary() -> str | None:
+    """Path of Debian's prometheus (installed by .ci/run), or None."""
+    return shutil.which(PROMETHEUS) or (
+        "/usr/bin/prometheus" if os.access("/usr/bin/prometheus", os.X_OK) else None
+    )
+
+
+def install_prometheus() -> str | None:
+    """Install Debian's prometheus when missing and allowed (root with apt-get); its path or None."""
+    found = prometheus_binary()
+    if found or os.geteuid() != 0 or not shutil.which("apt-get"):
+        return found
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (
+        ["apt-get", "update", "-qq"],
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", PROMETHEUS],
+    ):
+        done = subprocess.run(command, env=env, capture_output=True, timeout=300, check=False)
+        if done.returncode != 0:
+            return None
+    return prometheus_binary()
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 now (the OS picks it)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class Processes:
+    """Started processes, each in its own session; `stop_all` ends every one of them."""
+
+    def __init__(self) -> None:
+        self.started: list[subprocess.Popen[str]] = []
+
+    def start(self, argv: Sequence[str], **kwargs: object) -> subprocess.Popen[str]:
+        process: subprocess.Popen[str] = subprocess.Popen(  # type: ignore[call-overload]
+            list(argv), text=True, start_new_session=True, **kwargs
+        )
+        self.started.append(process)
+        return process
+
+    def stop_all(self) -> None:
+        for process in self.started:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for process in self.started:
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+            for stream in (process.stdout, process.stderr):
+                if stream is not None:
+                    stream.close()
+        self.started.clear()
+
+
+def start_exporter(
+    processes: Processes,
+    snapshot: Path,
+    *,
+    catalogue: Path | None = None,
+    host: str | None = None,
+) -> subprocess.Popen[str]:
+    """Start `gpuplan exporter --port 0 --from SNAPSHOT`; `exporter_port` waits for its port."""
+    argv = [sys.executable, "-m", "placement", "exporter", "--port", "0", "--from", str(snapshot)]
+    if catalogue is not None:
+        argv += ["--catalogue", str(catalogue)]
+    if host is not None:
+        argv += ["--host", host]
+    return processes.start(argv, stderr=subprocess.PIPE)
+
+
+def exporter_port(process: subprocess.Popen[str]) -> int:
+    """The port a started exporter listens on, from its first line on stderr."""
+    assert process.stderr is not None
+    line = process.stderr.readline()  # "serving HOST on http://127.0.0.1:PORT/metrics"
+    if "/metrics" not in line:
+        raise RuntimeError(f"exporter did not start: {line}{process.stderr.read()}")
+    return int(line.rsplit(":", 1)[1].split("/", 1)[0])
+
+
+def start_prometheus(
+    processes: Processes,
+    binary: str,
+    targets: Sequence[str],
+    workdir: Path,
+    *,
+    interval: str = "1s",
+) -> str:
+    """Start Prometheus on a free loopback port scraping `targets` every `interval`; its URL."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = workdir / "prometheus.yml"
+    listed = ", ".join(f"'{target}'" for target in targets)
+    config.write_text(
+        f"global: {{scrape_interval: {interval}, scrape_timeout: {interval}, evaluation_interval: 1m}}\n"
+        "scrape_configs:\n"
+        "  - job_name: gpuplan\n"
+        f"    static_configs: [{{targets: [{listed}]}}]\n"
+    )
+    port = free_port()
+    log = (workdir / "prometheus.log").open("w")
+    processes.start(
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--log.level=warn",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    log.close()
+    url = f"http://127.0.0.1:{port}"
+    wait_until(lambda: _ready(url), 20, f"Prometheus at {url} ready ({workdir / 'prometheus.log'})")
+    return url
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def wait_until(predicate: object, seconds: float, what: str) -> None:
+    """Poll `predicate()` every 0.1 s until true; RuntimeError naming `what` after `seconds`."""
+    assert callable(predicate)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"timed out after {seconds:g} s waiting for {what}")

@@ -1,0 +1,273 @@
+"""End to end: a real Prometheus scrapes `gpuplan exporter`s serving fake hosts, and gpuplan
+reads the fleet back through its HTTP API — the same snapshots, plans and verdicts as from files.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from inventory.attribution import attribute
+from inventory.prometheus import Fleet, read_fleet
+from inventory.snapshot import Card, Process, Snapshot, load_snapshot, save_snapshot
+from placement.cli import main
+from seats.loader import load_catalogue
+from tests.conftest import FV_ML1_CATALOGUE, FV_ML1_SNAPSHOT
+from tests.e2e.harness import (
+    Processes,
+    exporter_port,
+    install_prometheus,
+    start_exporter,
+    start_prometheus,
+    wait_until,
+)
+
+MIB = 2**20
+GIB = 2**30
+# FACTS.md section 1: an NVIDIA H200, driver 580.159.04.
+H200_TOTAL = 150_754_820_096
+H200_RESERVED = 644_939_776
+H200_FREE_IDLE = 150_109_880_320
+
+
+@dataclass
+class Fleet2:
+    url: str
+    snapshots: dict[str, Path]  # fresh host → its snapshot file
+    stale_host: str
+    catalogue: Path
+    catalogue_with_stale: Path
+
+
+def fv_ml2(now: datetime) -> Snapshot:
+    """A second host: two H200s, one idle, one with a foreign 20 GiB process (+518 MiB context)."""
+    held = 20 * GIB + 518 * MIB
+    idle = Card(
+        index=0,
+        uuid="GPU-fv-ml2-0",
+        name="NVIDIA H200",
+        total_bytes=H200_TOTAL,
+        reserved_bytes=H200_RESERVED,
+        used_bytes=0,
+        free_bytes=H200_FREE_IDLE,
+    )
+    busy = idle.model_copy(
+        update={
+            "index": 1,
+            "uuid": "GPU-fv-ml2-1",
+            "used_bytes": held,
+            "free_bytes": H200_FREE_IDLE - held,
+            "processes": (Process(pid=7001, used_bytes=held, cmdline="python train.py"),),
+        }
+    )
+    return Snapshot(host="fv-ml2", taken_at=now, driver="580.159.04", cards=(idle, busy))
+
+
+def write_catalogues(folder: Path) -> tuple[Path, Path]:
+    """fv-ml1's catalogue plus fv-ml2 and a host-free planned seat; and one more with a stale fv-ml3."""
+    data = yaml.safe_load(FV_ML1_CATALOGUE.read_text())
+    data["hosts"]["fv-ml2"] = {"cards": 2, "cuda_context": "1277 MiB", "margin": "256 MiB"}
+    data["seats"].append(
+        {
+            "name": "batch-embed",
+            "state": "planned",
+            "resident": "20 GiB",
+            "engine": {
+                "kind": "vllm",
+                "version": "0.11.0",
+                "gpu_memory_utilization": 0.15,
+                "kv_cache_memory": "8 GiB",
+            },
+        }
+    )
+    plain = folder / "fleet.yaml"
+    plain.write_text(yaml.safe_dump(data))
+    data["hosts"]["fv-ml3"] = {"cards": 4, "cuda_context": "1183 MiB"}
+    data["seats"].append(
+        {"name": "probe", "state": "planned", "host": "fv-ml3", "resident": "1 GiB"}
+    )
+    with_stale = folder / "fleet-with-stale.yaml"
+    with_stale.write_text(yaml.safe_dump(data))
+    return plain, with_stale
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet2]:
+    binary = install_prometheus()
+    if binary is None:
+        pytest.skip(
+            "Debian's prometheus is not installed and could not be installed (needs root and apt-get)"
+        )
+    folder = tmp_path_factory.mktemp("e2e-prometheus")
+    now = datetime.now(UTC).replace(microsecond=0)
+    files = {"fv-ml1": folder / "fv-ml1.json", "fv-ml2": folder / "fv-ml2.json"}
+    save_snapshot(
+        load_snapshot(FV_ML1_SNAPSHOT).model_copy(update={"taken_at": now}), files["fv-ml1"]
+    )
+    save_snapshot(fv_ml2(now), files["fv-ml2"])
+    catalogue, with_stale = write_catalogues(folder)
+    processes = Processes()
+    try:
+        # Started together (each is a Python start-up), then asked for their ports.
+        exporters = [
+            start_exporter(processes, files[h], catalogue=catalogue) for h in sorted(files)
+        ]
+        # fv-ml3 serves the recorded 2026-09-16 snapshot: its figures keep their own, old time.
+        exporters.append(
+            start_exporter(processes, FV_ML1_SNAPSHOT, catalogue=with_stale, host="fv-ml3")
+        )
+        ports = [exporter_port(process) for process in exporters]
+        url = start_prometheus(
+            processes, binary, [f"127.0.0.1:{p}" for p in ports], folder / "prom"
+        )
+
+        def scraped() -> bool:
+            got = read_fleet(url, now=datetime.now(UTC), max_age=timedelta(days=3650))
+            return {s.host for s in got.snapshots} == {"fv-ml1", "fv-ml2", "fv-ml3"}
+
+        wait_until(scraped, 25, "Prometheus to scrape all three exporters")
+        yield Fleet2(url, files, "fv-ml3", catalogue, with_stale)
+    finally:
+        processes.stop_all()
+
+
+def read_now(fleet: Fleet2, **kwargs: Any) -> Fleet:
+    return read_fleet(fleet.url, now=datetime.now(UTC), max_age=timedelta(minutes=15), **kwargs)
+
+
+@dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def gpuplan(capsys: pytest.CaptureFixture[str]) -> Callable[..., Ran]:
+    """Run the gpuplan CLI in this process (the subprocess start-up would triple the test's time)."""
+
+    def run(*argv: str) -> Ran:
+        capsys.readouterr()
+        code = main(list(argv))
+        out, err = capsys.readouterr()
+        return Ran(code, out, err)
+
+    return run
+
+
+def comparable(snapshot: Snapshot) -> Snapshot:
+    """What survives Prometheus: everything but cmdlines; processes by pid."""
+    cards = tuple(
+        card.model_copy(
+            update={
+                "processes": tuple(
+                    sorted(
+                        (p.model_copy(update={"cmdline": None}) for p in card.processes),
+                        key=lambda p: p.pid,
+                    )
+                )
+            }
+        )
+        for card in snapshot.cards
+    )
+    return snapshot.model_copy(update={"cards": cards})
+
+
+def test_snapshots_through_prometheus_equal_the_files(fleet: Fleet2) -> None:
+    catalogue = load_catalogue(fleet.catalogue)
+    got = read_now(fleet, expected_cards={h: c.cards for h, c in catalogue.hosts.items()})
+    assert [s.host for s in got.snapshots] == ["fv-ml1", "fv-ml2"]
+    assert [(p.host, p.kind) for p in got.problems] == [("fv-ml3", "stale")]
+    for snapshot in got.snapshots:
+        direct = attribute(load_snapshot(fleet.snapshots[snapshot.host]), catalogue)
+        assert snapshot == comparable(direct)  # every byte, uuid, seat, driver and taken_at
+
+
+def test_plan_through_prometheus_equals_the_plan_from_files(
+    fleet: Fleet2, gpuplan: Callable[..., Ran]
+) -> None:
+    try:
+        import placement.commands.plan  # noqa: F401
+    except ModuleNotFoundError:
+        pytest.skip("the plan command is not in this checkout yet")
+    common = ["plan", "--json", "--catalogue", str(fleet.catalogue)]
+    direct = gpuplan(
+        *common,
+        *[a for h in sorted(fleet.snapshots) for a in ("--snapshot", str(fleet.snapshots[h]))],
+    )
+    through = gpuplan(*common, "--prometheus", fleet.url)
+    assert direct.returncode in (0, 1), direct.stderr
+    assert through.returncode == direct.returncode, through.stderr
+    assert _without_sources(json.loads(through.stdout)) == _without_sources(
+        json.loads(direct.stdout)
+    )
+
+
+def _without_sources(data: Any) -> Any:
+    """Drop keys that name where the cards were read from and when the plan ran."""
+    if isinstance(data, dict):
+        return {
+            k: _without_sources(v)
+            for k, v in data.items()
+            if k
+            not in ("source", "sources", "elapsed_s", "solve_s", "solver_seconds", "decided_at")
+        }
+    if isinstance(data, list):
+        return [_without_sources(v) for v in data]
+    return data
+
+
+def test_check_through_prometheus_matches_files_and_refuses_stale_hosts(
+    fleet: Fleet2, gpuplan: Callable[..., Ran]
+) -> None:
+    base = [
+        "check",
+        "vllm-voices",
+        "--gpu",
+        "0",
+        "--host",
+        "fv-ml1",
+        "--json",
+        "--catalogue",
+        str(fleet.catalogue_with_stale),
+    ]
+    direct = gpuplan(*base, "--snapshot", str(fleet.snapshots["fv-ml1"]))
+    through = gpuplan(*base, "--prometheus", fleet.url)
+    assert direct.returncode in (0, 1), direct.stderr
+    assert through.returncode == direct.returncode, through.stderr
+    assert json.loads(through.stdout)["verdict"] == json.loads(direct.stdout)["verdict"]
+
+    stale = gpuplan(
+        "check",
+        "probe",
+        "--gpu",
+        "0",
+        "--catalogue",
+        str(fleet.catalogue_with_stale),
+        "--prometheus",
+        fleet.url,
+    )
+    assert stale.returncode == 3, stale.stderr
+    assert "fv-ml3: stale" in stale.stderr
+
+
+def test_unreachable_prometheus_exits_3(fleet: Fleet2, gpuplan: Callable[..., Ran]) -> None:
+    done = gpuplan(
+        "check",
+        "vllm-voices",
+        "--gpu",
+        "0",
+        "--catalogue",
+        str(fleet.catalogue),
+        "--prometheus",
+        "http://127.0.0.1:9",
+    )
+    assert done.returncode == 3
+    assert "Prometheus at http://127.0.0.1:9 is unreachable" in done.stderr
