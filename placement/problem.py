@@ -6,7 +6,6 @@ seats free to go to any host). The same engine and capacity functions as the ver
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -25,6 +24,7 @@ from placement.capacity import (
     margin_bytes,
     seats_declared_on,
 )
+from placement.consistency import check_snapshot
 from placement.engines import (
     UTIL_STEP,
     GateRule,
@@ -33,7 +33,7 @@ from placement.engines import (
 )
 from placement.engines import requested_bytes as _requested_exact
 from placement.verify import kv_bytes, proposed_util
-from seats.errors import BadInputError, CatalogueError
+from seats.errors import CatalogueError
 from seats.loader import MAX_DOCUMENT_BYTES, format_loc, read_yaml
 from seats.model import Catalogue, Seat
 
@@ -227,26 +227,9 @@ def new_seats(catalogue: Catalogue, adds: Sequence[tuple[str, Seat]] = ()) -> li
 def check_snapshots(
     catalogue: Catalogue, snapshots: Sequence[Snapshot], sources: Sequence[str]
 ) -> list[str]:
-    """Snapshot vs catalogue: a card count that differs is bad input; unknown hosts warn."""
+    """Snapshot vs catalogue (placement.consistency): contradictions are bad input, the rest warns."""
     warnings: list[str] = []
     for snapshot, source in zip(snapshots, sources, strict=True):
-        host = catalogue.hosts.get(snapshot.host)
-        if host is None:
-            warnings.append(
-                f"host {snapshot.host} ({source}) is not in the catalogue: margin 0 and cuda_context 0 assumed"
-            )
-            continue
-        if len(snapshot.cards) != host.cards:
-            raise BadInputError(
-                f"{source}: host {snapshot.host} has {len(snapshot.cards)} cards in the snapshot, "
-                f"{host.cards} in the catalogue"
-            )
-        # The consistency checks (card_total, reserves vs the card) live in their own module.
-        try:
-            consistency = importlib.import_module("placement.consistency")
-        except ModuleNotFoundError:
-            continue
-        check_snapshot = consistency.check_snapshot
         warnings.extend(check_snapshot(catalogue, snapshot, source))
     return warnings
 
