@@ -4,17 +4,23 @@ from __future__ import annotations
 
 from dataclasses import replace
 from decimal import Decimal
+from functools import cache
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from inventory.snapshot import Card, Process, Snapshot
+from inventory.snapshot import Card, Process, Snapshot, load_snapshot
 from placement.check import check_seat, check_service, inputs_digest, pick_snapshot, worst_exit
 from placement.compose import ComposeError, ComposeService, load_compose
-from placement.engines import requested_bytes
+from placement.engines import UTIL_STEP, largest_util_within, requested_bytes
+from placement.verdict import Verdict
 from seats.errors import BadInputError, Exit
+from seats.loader import load_catalogue
 from seats.model import Catalogue
 from seats.units import MiB, format_bytes
+from tests.conftest import FV_ML1_BEFORE_VOICES, FV_ML1_CATALOGUE
 
 DATA = Path(__file__).parent / "data"
 VOICES = DATA / "voices-compose.yaml"
@@ -366,3 +372,42 @@ def test_inputs_digest_tracks_the_inputs(fv_ml1: Catalogue, fv_ml1_before_voices
     c = check_seat(fv_ml1, [fv_ml1_before_voices], "vllm-voices", [0], util=Decimal("0.12"))
     assert inputs_digest(a) == inputs_digest(b) != inputs_digest(c)
     assert len(inputs_digest(a)) == 64
+
+
+# --- the cut-off, for any free memory ---------------------------------------------------------
+
+
+@cache
+def _example() -> tuple[Catalogue, Snapshot]:
+    return load_catalogue(FV_ML1_CATALOGUE), load_snapshot(FV_ML1_BEFORE_VOICES)
+
+
+@settings(max_examples=30, deadline=None)
+@given(free=st.integers(min_value=12 * 2**30, max_value=90 * 2**30))
+def test_verdict_flips_at_the_predicted_cut_off(free: int) -> None:
+    """What scripts/check_gpu_proof.py shows on a real card: pass at the cut-off, refuse one step above."""
+    catalogue, before = _example()
+    card = before.card(3)
+    snapshot = before.model_copy(
+        update={"cards": (*before.cards[:3], card.model_copy(update={"free_bytes": free}))}
+    )
+    # flash-next owns card 3's reserve, so only vLLM's gate decides (its room is the whole card).
+    cut = largest_util_within(free - 1_183 * MiB, CUDA_TOTAL)
+    assert cut is not None
+
+    def judged(util: Decimal) -> Verdict:
+        return check_seat(
+            catalogue,
+            [snapshot],
+            "flash-next",
+            [3],
+            util=util,
+            resident_bytes=2**30,
+            kv_cache_bytes=2**29,
+        ).verdict
+
+    at, above = judged(cut), judged(cut + UTIL_STEP)
+    assert at.verdict == "pass", at.reasons
+    assert above.verdict == "refuse"
+    assert [r.rule for r in above.reasons] == ["gate"]
+    assert any(f"util ≤ {cut}" in n for n in above.nearest)
