@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from inventory.fake import FakeNvml
 from inventory.ledger import open_ledger
 from inventory.snapshot import load_snapshot
 from placement import cli
@@ -306,6 +307,26 @@ def test_card_in_error_exits_3(
     )
     assert code == 3
     assert out.startswith("UNKNOWN") and "GpuIsLost" in out
+
+
+class _NoNvml:
+    """Stands in for PynvmlSource on a machine whose driver library is missing."""
+
+    def __enter__(self) -> FakeNvml:
+        return FakeNvml([], absent="NVML Shared Library Not Found")
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def test_live_without_nvml_exits_3(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    at(monkeypatch, TAKEN)
+    monkeypatch.setattr("inventory.poller.PynvmlSource", _NoNvml)
+    code, out, err = gpuplan(capsys, "check", "vllm-voices", "--catalogue", CATALOGUE, "--live")
+    assert code == 3
+    assert out == "" and "no NVML" in err
 
 
 # --- the ledger --------------------------------------------------------------------------------
