@@ -8,7 +8,7 @@ A card that failed to read carries `error` and None figures, never zeros.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,9 @@ class Process(BaseModel):
 
     pid: int = Field(ge=0)
     used_bytes: int | None = Field(default=None, ge=0, description="None when NVML cannot say")
-    cmdline: str | None = Field(default=None, description="None when the PID vanished before /proc was read")
+    cmdline: str | None = Field(
+        default=None, description="None when the PID vanished before /proc was read"
+    )
     seat: str | None = Field(default=None, description="seat name when attributed at capture")
 
     @field_validator("used_bytes", "pid", mode="before")
@@ -65,7 +67,9 @@ class Card(BaseModel):
     processes: tuple[Process, ...] = ()
     error: str | None = None
 
-    @field_validator("total_bytes", "reserved_bytes", "used_bytes", "free_bytes", "index", mode="before")
+    @field_validator(
+        "total_bytes", "reserved_bytes", "used_bytes", "free_bytes", "index", mode="before"
+    )
     @classmethod
     def _strict_int(cls, value: object) -> object:
         return _require_int(value)
@@ -78,7 +82,11 @@ class Card(BaseModel):
             "free_bytes": self.free_bytes,
         }
         if self.error is not None:
-            present = [k for k, v in {**figures, "reserved_bytes": self.reserved_bytes}.items() if v is not None]
+            present = [
+                k
+                for k, v in {**figures, "reserved_bytes": self.reserved_bytes}.items()
+                if v is not None
+            ]
             if present:
                 raise ValueError(
                     f"card in error ({self.error}) must have null figures, has {', '.join(present)}"
@@ -87,7 +95,7 @@ class Card(BaseModel):
         missing = [k for k, v in figures.items() if v is None]
         if missing:
             raise ValueError(
-                f"card {self.index} lacks {', '.join(missing)} (a card that failed to read has \"error\")"
+                f'card {self.index} lacks {", ".join(missing)} (a card that failed to read has "error")'
             )
         return self
 
@@ -119,28 +127,48 @@ class Snapshot(BaseModel):
     nvml_version: str | None = None
     cards: tuple[Card, ...]
 
-    @field_validator("taken_at")
+    @field_validator("taken_at", mode="before")
     @classmethod
-    def _utc(cls, value: datetime) -> datetime:
-        if value.tzinfo is None:
-            raise ValueError("taken_at needs a timezone; write UTC as e.g. 2026-09-16T14:02:11Z")
-        return value.astimezone(UTC)
+    def _utc(cls, value: object) -> datetime:
+        # DESIGN.md: taken_at is UTC. In a file, a local time or an epoch number is refused
+        # rather than guessed at; in code, any aware datetime is converted.
+        example = "write UTC as e.g. 2026-09-16T14:02:11Z"
+        if isinstance(value, str):
+            try:
+                moment = datetime.fromisoformat(value)
+            except ValueError as exc:
+                raise ValueError(f"cannot read {value!r} as a time; {example}") from exc
+            if moment.tzinfo is None:
+                raise ValueError(f"{value!r} has no timezone; {example}")
+            if moment.utcoffset() != timedelta(0):
+                raise ValueError(f"{value!r} is not UTC (offset {moment:%z}); {example}")
+            return moment.astimezone(UTC)
+        if isinstance(value, datetime):
+            if value.tzinfo is None:
+                raise ValueError(f"taken_at needs a timezone; {example}")
+            return value.astimezone(UTC)
+        raise ValueError(f"expected a timestamp string, got {value!r}; {example}")
 
     @field_validator("schema_")
     @classmethod
     def _known_schema(cls, value: int) -> int:
         if value != SCHEMA_VERSION:
-            raise ValueError(f"snapshot schema {value} is not supported (this gpuplan reads {SCHEMA_VERSION})")
+            raise ValueError(
+                f"snapshot schema {value} is not supported (this gpuplan reads {SCHEMA_VERSION})"
+            )
         return value
 
-    @model_validator(mode="after")
-    def _indices_unique(self) -> Snapshot:
-        seen: set[int] = set()
-        for card in self.cards:
+    @field_validator("cards")
+    @classmethod
+    def _indices_unique(cls, cards: tuple[Card, ...]) -> tuple[Card, ...]:
+        seen: dict[int, int] = {}
+        for position, card in enumerate(cards):
             if card.index in seen:
-                raise ValueError(f"card index {card.index} appears twice")
-            seen.add(card.index)
-        return self
+                raise ValueError(
+                    f"card index {card.index} appears twice (cards[{seen[card.index]}] and cards[{position}])"
+                )
+            seen[card.index] = position
+        return cards
 
     def card(self, index: int) -> Card:
         """The card with NVML index `index`; KeyError if absent."""
@@ -158,8 +186,8 @@ class Snapshot(BaseModel):
 
 def _require_int(value: object) -> object:
     # JSON floats and bools are not byte counts: refuse instead of truncating.
-    if isinstance(value, bool) or isinstance(value, float) or isinstance(value, str):
-        raise ValueError(f"expected an integer, got {value!r}")
+    if isinstance(value, (bool, float, str)):
+        raise ValueError(f"expected an integer (bytes are whole), got {value!r}")
     return value
 
 
@@ -178,6 +206,10 @@ def parse_snapshot(data: Any, source: str) -> Snapshot:
         first = exc.errors()[0]
         loc = format_loc(tuple("schema" if p == "schema_" else p for p in first["loc"]))
         msg = str(first["msg"]).removeprefix("Value error, ")
+        if first["type"] == "missing":
+            msg = "required key is missing"
+        elif first["type"] == "greater_than_equal":
+            msg = f"{first['input']!r} is negative; a byte count or index is 0 or more"
         raise SnapshotError(source, loc, msg) from exc
 
 
