@@ -152,9 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         cards = source.card_count()
         report.say("# `gpuplan check` on a real card: the verdict flips where vLLM's gate does")
         report.say()
-        report.say(
-            f"Measured on an NVIDIA H200 ({card.name}), {datetime.now(UTC):%Y-%m-%d %H:%M} UTC."
-        )
+        report.say(f"Measured on an NVIDIA H200, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC.")
         report.say()
         report.say(f"- card {gpu} of {cards}: {card.name} ({card.uuid})")
         report.say(f"- driver {source.driver_version()}, NVML {source.nvml_version()}")
