@@ -125,3 +125,15 @@ def plannable_bytes(catalogue: Catalogue, snapshot: Snapshot, card: Card) -> int
         return 0
     held = held_bytes(catalogue, snapshot.host, card)
     return max(0, card.free_bytes - held - margin_bytes(catalogue, snapshot.host))
+
+
+def attributed_bytes(card: Card) -> int:
+    """Σ bytes of the processes on `card` matched to a seat (run `attribute` first); 0 in error."""
+    return sum(p.used_bytes or 0 for p in card.processes if p.seat is not None)
+
+
+def unexplained_bytes(card: Card) -> int | None:
+    """used − attributed: memory no seat explains (NVML v1: the driver reserve included); None in error."""
+    if card.used_bytes is None:
+        return None
+    return card.used_bytes - attributed_bytes(card)
