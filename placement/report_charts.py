@@ -7,24 +7,25 @@ from __future__ import annotations
 
 import io
 import re
-import zlib
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from placement.report import ChartSeries
 from seats.units import GiB
 
-# tab20 without its greys: stable colours per seat name on every card and every week.
+# tab20 without its greys, strong shades first: seats get them in name order.
 _PALETTE = (
-    "#1f77b4", "#aec7e8", "#ff7f0e", "#ffbb78", "#2ca02c", "#98df8a", "#d62728", "#ff9896",
-    "#9467bd", "#c5b0d5", "#8c564b", "#c49c94", "#e377c2", "#f7b6d2", "#bcbd22", "#dbdb8d",
-    "#17becf", "#9edae5",
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
+    "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2",
+    "#dbdb8d", "#9edae5",
 )  # fmt: skip
 _OTHER_COLOUR = "#7f7f7f"
 
 
-def seat_colour(name: str) -> str:
-    """A colour fixed by the seat's name (crc32, not hash(): that changes per process)."""
-    return _PALETTE[zlib.crc32(name.encode()) % len(_PALETTE)]
+def seat_colours(names: Iterable[str]) -> dict[str, str]:
+    """One distinct colour per seat, by sorted name: the same seat has the same colour on every card."""
+    ordered = sorted(set(names) - {"other"})
+    return {name: _PALETTE[i % len(_PALETTE)] for i, name in enumerate(ordered)}
 
 
 def chart_filename(series: ChartSeries) -> str:
@@ -33,8 +34,10 @@ def chart_filename(series: ChartSeries) -> str:
     return f"chart-{host}-gpu{series.card}.png"
 
 
-def render_chart(series: ChartSeries, *, dpi: int = 90) -> bytes:
-    """One card's chart as PNG bytes."""
+def render_chart(
+    series: ChartSeries, *, colours: dict[str, str] | None = None, dpi: int = 90
+) -> bytes:
+    """One card's chart as PNG bytes; pass `colours` from `seat_colours` to match other cards."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -48,11 +51,15 @@ def render_chart(series: ChartSeries, *, dpi: int = 90) -> bytes:
     times = mdates.date2num([datetime.fromtimestamp(t, UTC) for t in series.times_s])  # type: ignore[no-untyped-call]
     names = [name for name, _ in series.layers]
     values = [[v / GiB for v in layer] for _, layer in series.layers]
-    colours = [_OTHER_COLOUR if name == "other" else seat_colour(name) for name in names]
+    palette = colours if colours is not None else seat_colours(names)
+    fills = [
+        _OTHER_COLOUR if name == "other" else palette.get(name, _OTHER_COLOUR) for name in names
+    ]
     labels = ["unexplained (no seat)" if name == "other" else name for name in names]
     if len(times):
+        # Thin white edges keep neighbouring seats apart where their colours are close.
         stacks = axes.stackplot(
-            times, *values, labels=labels, colors=colours, linewidth=0, alpha=0.9
+            times, *values, labels=labels, colors=fills, edgecolor="white", linewidth=0.4
         )
         if names and names[-1] == "other":
             stacks[-1].set_hatch("///")

@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _emit(report: Report, fmt: str, out: str | None, demo: str | None) -> int:
-    from placement.report_charts import chart_filename, render_chart
+    from placement.report_charts import chart_filename, render_chart, seat_colours
     from placement.report_render import blocks, to_html, to_markdown
 
     target = Path(out) if out else None
@@ -167,7 +167,11 @@ def _emit(report: Report, fmt: str, out: str | None, demo: str | None) -> int:
         return _write(text, target, "report.json")
     # Markdown without --out has nowhere to put PNG files: it prints without charts.
     draw = fmt == "html" or target is not None
-    charts = [(s, chart_filename(s), render_chart(s) if draw else None) for s in report.charts]
+    colours = seat_colours(name for s in report.charts for name, _ in s.layers)
+    charts = [
+        (s, chart_filename(s), render_chart(s, colours=colours) if draw else None)
+        for s in report.charts
+    ]
     if fmt == "md" and target is not None:
         for _, name, png in charts:
             if png is not None:
