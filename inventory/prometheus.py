@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
@@ -41,9 +41,11 @@ QUERIES = (GPUPLAN_QUERY, GPUPLAN_TIMES, DCGM_QUERY, DCGM_TIMES)
 TARGET_LABELS = ("instance", "job")
 
 
-@dataclass(frozen=True)
-class Sample:
-    """One series of an instant-query answer: its labels, value text and sample time (unix s)."""
+class Sample(NamedTuple):
+    """One series of an instant-query answer: its labels, value text and evaluation time (unix s).
+
+    A tuple, not a dataclass: a 128-host fleet is some 13,000 of them per read.
+    """
 
     labels: Mapping[str, str]
     value: str
@@ -167,7 +169,7 @@ def parse_response(body: bytes, base: str, promql: str) -> list[Sample]:
     for series in result["result"]:
         try:
             at, value = series["value"]
-            samples.append(Sample(dict(series["metric"]), str(value), float(at)))
+            samples.append(Sample(series["metric"], str(value), float(at)))
         except (KeyError, TypeError, ValueError) as exc:
             raise CannotDecideError(
                 f"Prometheus at {base}: query {promql} returned a malformed series: {series!r:.200}"
@@ -355,15 +357,20 @@ def _missing_cards(seen: Iterable[int], count: int | None) -> list[int]:
 def _gpuplan_snapshot(
     host: str, samples: list[Sample], times: list[Sample], expected: Mapping[str, int]
 ) -> Snapshot:
-    card_key = ("host", "gpu")
-    host_series = _index(
-        [s for s in samples if not s.name.startswith("gpuplan_card_") and s.name != m.PROCESS_USED],
-        ("host",),
-    )
-    card_series = _index([s for s in samples if s.name.startswith("gpuplan_card_")], card_key)
-    process_series = _index(
-        [s for s in samples if s.name == m.PROCESS_USED], ("host", "gpu", "pid")
-    )
+    per_host: list[Sample] = []
+    per_card: list[Sample] = []
+    per_process: list[Sample] = []
+    for sample in samples:
+        name = sample.name
+        if name.startswith("gpuplan_card_"):
+            per_card.append(sample)
+        elif name == m.PROCESS_USED:
+            per_process.append(sample)
+        else:
+            per_host.append(sample)
+    host_series = _index(per_host, ("host",))
+    card_series = _index(per_card, ("host", "gpu"))
+    process_series = _index(per_process, ("host", "gpu", "pid"))
 
     success = host_series.get((m.POLL_SUCCESS, host))
     if success is not None and _number(success, host) != 1:
@@ -410,10 +417,10 @@ def _gpuplan_snapshot(
             raise _HostFault("incomplete", f"gpu {index} has no {m.CARD_ERROR} series")
         uuid = error_sample.labels.get("uuid") or None
         card_info = series.get(m.CARD_INFO)
-        name = (card_info.labels.get("name") or None) if card_info is not None else None
+        card_name = (card_info.labels.get("name") or None) if card_info is not None else None
         if _number(error_sample, host) != 0:
             error = error_sample.labels.get("error") or "unknown"
-            cards.append(Card(index=index, uuid=uuid, name=name, error=error))
+            cards.append(Card(index=index, uuid=uuid, name=card_name, error=error))
             continue
         need = [m.CARD_TOTAL, m.CARD_USED, m.CARD_FREE]
         version = series.get(m.CARD_MEMORY_VERSION)
@@ -429,7 +436,7 @@ def _gpuplan_snapshot(
                 host,
                 index=index,
                 uuid=uuid,
-                name=name,
+                name=card_name,
                 total_bytes=_bytes(series[m.CARD_TOTAL], host),
                 reserved_bytes=_bytes(series.get(m.CARD_RESERVED), host),
                 used_bytes=_bytes(series[m.CARD_USED], host),
