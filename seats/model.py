@@ -180,7 +180,7 @@ class Seat(BaseModel):
 
     name: str = Field(min_length=1)
     host: str | None = None
-    gpus: tuple[CardIndex, ...] | int = Field(
+    gpus: tuple[CardIndex, ...] | Annotated[int, Field(ge=1)] = Field(
         default=1, description="card list (pinned) or how many cards (to be placed)"
     )
     resident: PositiveBytes = Field(description="bytes held on each card once up")
