@@ -273,27 +273,28 @@ def dcgm(
     return QueryResults(dcgm=samples, dcgm_times=times)
 
 
-# FACTS.md section 1, the idle H200, as DCGM shows it: whole MiB, truncated. NVML says total
-# 150,754,820,096 B (143,771 MiB), reserve 644,939,776 B (615.06 MiB), free 150,109,880,320 B
-# (143,155.94 MiB), used 0 (v2).
-H200_IDLE = {"USED": "0", "FREE": "143155", "RESERVED": "615"}
+# The idle H200 in whole MiB, as nvidia-smi printed it on an NVIDIA H200 (driver 580.159.04):
+# total 143,771, reserved 616, used 0, free 143,156. NVML's bytes (FACTS.md section 1): total
+# 150,754,820,096 (143,771 MiB), reserve 644,939,776 (615.06 MiB), free 150,109,880,320
+# (143,155.94 MiB). DCGM speaks whole MiB the same way.
+H200_IDLE = {"USED": "0", "FREE": "143156", "RESERVED": "616"}
 
 
 def test_dcgm_host_mib_become_exact_bytes() -> None:
     fleet = build(
-        dcgm("dgx-7", {0: H200_IDLE, 1: {"USED": "20998", "FREE": "122157", "RESERVED": "615"}})
+        dcgm("dgx-7", {0: H200_IDLE, 1: {"USED": "20998", "FREE": "122158", "RESERVED": "616"}})
     )
     (got,) = fleet.snapshots
     assert got.host == "dgx-7" and got.driver == "580.159.04"
     card = got.card(0)
-    # MiB → bytes is exact; what DCGM's MiB lost is under 1 MiB per figure, and every loss
-    # errs to the safe side (fewer free bytes; a larger CUDA total, stricter for the gate).
-    assert (card.used_bytes, card.free_bytes, card.reserved_bytes) == (0, 143155 * MIB, 615 * MIB)
+    # MiB → bytes is exact; what whole MiB lose is under 1 MiB per figure (either direction),
+    # so the total (used + free + reserve) is within 2 MiB of NVML's.
+    assert (card.used_bytes, card.free_bytes, card.reserved_bytes) == (0, 143156 * MIB, 616 * MIB)
     assert card.free_bytes is not None and card.reserved_bytes is not None
-    assert 0 < 150_109_880_320 - card.free_bytes < MIB
-    assert 0 < 644_939_776 - card.reserved_bytes < MIB
-    assert card.total_bytes == 143770 * MIB  # used + free + reserve: NVML total less < 2 MiB
-    assert 0 < 150_754_820_096 - (card.total_bytes or 0) < 2 * MIB
+    assert abs(150_109_880_320 - card.free_bytes) < MIB
+    assert abs(644_939_776 - card.reserved_bytes) < MIB
+    assert card.total_bytes == 143772 * MIB
+    assert abs(150_754_820_096 - (card.total_bytes or 0)) < 2 * MIB
     assert got.card(1).used_bytes == 20998 * MIB
     assert (card.uuid, card.name, card.processes) == ("GPU-dcgm-0", "NVIDIA H200", ())
     assert any(
@@ -302,10 +303,10 @@ def test_dcgm_host_mib_become_exact_bytes() -> None:
 
 
 def test_dcgm_without_reserve_is_read_as_v1() -> None:
-    fleet = build(dcgm("dgx-7", {0: {"USED": "615", "FREE": "143155"}}))
+    fleet = build(dcgm("dgx-7", {0: {"USED": "616", "FREE": "143156"}}))
     card = fleet.snapshots[0].card(0)
     assert card.reserved_bytes is None
-    assert card.total_bytes == 143770 * MIB  # v1: used includes the reserve
+    assert card.total_bytes == 143772 * MIB  # v1: used includes the reserve
     assert any("driver reserve unknown" in w for w in fleet.warnings)
 
 
@@ -323,7 +324,7 @@ def test_dcgm_fractional_mib_are_refused() -> None:
 
 
 def test_dcgm_card_missing_a_metric_is_incomplete() -> None:
-    fleet = build(dcgm("dgx-7", {0: H200_IDLE, 1: {"USED": "0", "RESERVED": "615"}}))
+    fleet = build(dcgm("dgx-7", {0: H200_IDLE, 1: {"USED": "0", "RESERVED": "616"}}))
     (problem,) = fleet.problems
     assert problem.text == "dgx-7: gpu 1 lacks DCGM_FI_DEV_FB_FREE"
 
