@@ -1,0 +1,174 @@
+"""Benchmark of `gpuplan report`: a week of one-minute snapshots of an 8-card host, end to end, charts included.
+
+`run()` returns a Markdown section for `make bench`: median of 3 runs of the CLI and its peak memory.
+"""
+
+from __future__ import annotations
+
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from inventory.ledger import open_ledger
+from inventory.snapshot import Snapshot, load_snapshot
+from placement.demo import plan_story, write_demo
+from seats.loader import load_catalogue, parse_catalogue
+from seats.model import Catalogue
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "seats" / "catalogue"
+CARDS = 8
+TARGET_S = 3.0
+TARGET_RSS_MB = 500.0
+RUNS = 3
+
+
+def eight_cards() -> tuple[Catalogue, Snapshot, dict[str, Any]]:
+    """fv-ml1 twice over as one 8-card host: card c holds copies of fv-ml1 card c mod 4's seats.
+
+    Each copy's command line gains `--instance g<c>` and its `match` names that instance, so
+    attribution stays one process → one seat; cards 3 and 7 are held whole for flash-next.
+    """
+    base_catalogue = load_catalogue(EXAMPLE / "fv-ml1.yaml")
+    base = load_snapshot(EXAMPLE / "fv-ml1.snapshot.json")
+    host = "bench-8"
+    by_card: dict[int, list[Any]] = {}
+    for seat in base_catalogue.seats:
+        if seat.state == "running" and seat.pinned_cards:
+            by_card.setdefault(seat.pinned_cards[0], []).append(seat)
+    seats: list[dict[str, Any]] = []
+    cards = []
+    for c in range(CARDS):
+        source = base.card(c % 4)
+        processes = []
+        for process in source.processes:
+            processes.append(
+                process.model_copy(
+                    update={
+                        "pid": process.pid + 10000 * c,
+                        "cmdline": f"{process.cmdline} --instance g{c}",
+                    }
+                )
+            )
+        cards.append(
+            source.model_copy(
+                update={"index": c, "uuid": f"GPU-bench-{c:04d}", "processes": tuple(processes)}
+            )
+        )
+        for seat in by_card.get(c % 4, []):
+            data = seat.model_dump(by_alias=True, exclude_none=True)
+            data.update(
+                name=f"{seat.name}-g{c}",
+                host=host,
+                gpus=[c],
+                match=f"{seat.match}.*--instance g{c}$",
+            )
+            seats.append(data)
+    seats.append(
+        {"name": "flash-next", "host": host, "gpus": 1, "resident": 93 * 2**30, "exclusive": True}
+    )
+    hosts = base_catalogue.model_dump(by_alias=True, exclude_none=True)["hosts"]
+    data = {
+        "hosts": {host: {**hosts["fv-ml1"], "cards": CARDS}},
+        "reserves": [
+            {
+                "name": f"flash-next-hold-{g}",
+                "host": host,
+                "gpu": g,
+                "bytes": "card",
+                "for": ["flash-next"],
+            }
+            for g in (3, 7)
+        ],
+        "seats": seats,
+    }
+    catalogue = parse_catalogue(data, "bench-8.yaml")
+    snapshot = base.model_copy(update={"host": host, "cards": tuple(cards)})
+    return catalogue, snapshot, data
+
+
+def _peak_children_mb() -> float:
+    # ru_maxrss is KiB on Linux: the largest resident set of any child waited for so far.
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def measure(workdir: Path) -> dict[str, Any]:
+    """Build the 8-card week, then time `gpuplan report --format html` RUNS times."""
+    catalogue, base, data = eight_cards()
+    catalogue_path = workdir / "bench-8.yaml"
+    catalogue_path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    ledger_path = workdir / "bench-8.sqlite"
+    story = plan_story(catalogue, base, end=base.taken_at, days=7)
+    start = time.perf_counter()
+    with open_ledger(ledger_path) as ledger:
+        write_demo(ledger.connection, catalogue, base, story, seed=1)
+        counts = {
+            table: int(ledger.connection.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+            for table in ("snapshots", "cards", "processes")
+        }
+    build_s = time.perf_counter() - start
+    gpuplan = str(Path(sys.executable).with_name("gpuplan"))
+    command = [
+        gpuplan,
+        "report",
+        "--ledger",
+        str(ledger_path),
+        "--catalogue",
+        str(catalogue_path),
+        "--format",
+        "html",
+        "--out",
+        str(workdir / "out"),
+    ]
+    times = []
+    for _ in range(RUNS):
+        start = time.perf_counter()
+        subprocess.run(command, check=True, capture_output=True)
+        times.append(time.perf_counter() - start)
+    page = (workdir / "out" / "report.html").read_text(encoding="utf-8")
+    return {
+        "counts": counts,
+        "build_s": build_s,
+        "times": times,
+        "median_s": statistics.median(times),
+        "peak_mb": _peak_children_mb(),
+        "charts": len(re.findall(r"data:image/png;base64,", page)),
+        "html_kb": len(page.encode()) / 1024,
+    }
+
+
+def run() -> str:
+    """The Markdown section for `make bench`."""
+    with tempfile.TemporaryDirectory(prefix="gpuplan-bench-report-") as tmp:
+        m = measure(Path(tmp))
+    c = m["counts"]
+    ok_time = "yes" if m["median_s"] < TARGET_S else "**no**"
+    ok_rss = "yes" if m["peak_mb"] < TARGET_RSS_MB else "**no**"
+    lines = [
+        "## Weekly report: a week of one-minute snapshots of 8 cards",
+        "",
+        f"Ledger: {c['snapshots']:,} snapshots, {c['cards']:,} card rows, {c['processes']:,} process rows "
+        f"(demo data, built in {m['build_s']:.2f} s). Measured: `gpuplan report --format html` as a "
+        f"separate process, end to end (start-up, SQL aggregation, verifier headline, {m['charts']} charts, "
+        f"a {m['html_kb']:,.0f} KiB page), {RUNS} runs.",
+        "",
+        "| measure | value | target | met |",
+        "|---|---:|---:|:---:|",
+        f"| report, median of {RUNS} | {m['median_s']:.2f} s | < {TARGET_S:g} s | {ok_time} |",
+        f"| runs | {', '.join(f'{t:.2f}' for t in m['times'])} s | | |",
+        f"| peak resident memory (ru_maxrss) | {m['peak_mb']:.0f} MB | < {TARGET_RSS_MB:g} MB | {ok_rss} |",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(run())
