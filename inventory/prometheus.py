@@ -29,11 +29,13 @@ DCGM_MAX_MIB = 2**24
 DCGM_USED = "DCGM_FI_DEV_FB_USED"
 DCGM_FREE = "DCGM_FI_DEV_FB_FREE"
 DCGM_RESERVED = "DCGM_FI_DEV_FB_RESERVED"
+# Optional (not in dcgm-exporter's default counters): the exact total, where exported.
+DCGM_TOTAL = "DCGM_FI_DEV_FB_TOTAL"
 
 GPUPLAN_QUERY = '{__name__=~"gpuplan_.+"}'
 # One scrape carries all of a host's series, so the poll gauge's sample time is the host's.
 GPUPLAN_TIMES = f"timestamp({m.POLL_SUCCESS})"
-DCGM_QUERY = f'{{__name__=~"{DCGM_USED}|{DCGM_FREE}|{DCGM_RESERVED}"}}'
+DCGM_QUERY = f'{{__name__=~"{DCGM_USED}|{DCGM_FREE}|{DCGM_RESERVED}|{DCGM_TOTAL}"}}'
 DCGM_TIMES = f"timestamp({DCGM_FREE})"
 QUERIES = (GPUPLAN_QUERY, GPUPLAN_TIMES, DCGM_QUERY, DCGM_TIMES)
 
@@ -492,7 +494,12 @@ def _dcgm_snapshot(
         if lacking:
             raise _HostFault("incomplete", f"gpu {index} lacks {', '.join(lacking)}")
         figures: dict[str, int | None] = {}
-        for key, metric in (("used", DCGM_USED), ("free", DCGM_FREE), ("reserved", DCGM_RESERVED)):
+        for key, metric in (
+            ("used", DCGM_USED),
+            ("free", DCGM_FREE),
+            ("reserved", DCGM_RESERVED),
+            ("total", DCGM_TOTAL),
+        ):
             reading = card_series.get(metric)
             if reading is None:
                 figures[key] = None
@@ -516,7 +523,8 @@ def _dcgm_snapshot(
                 uuid=first.labels.get("UUID") or None,
                 name=first.labels.get("modelName") or None,
                 # NVML: total = reserved + used + free (v2); without a reserve, used includes it.
-                total_bytes=used + free + (reserved or 0),
+                # Whole MiB round each part, so the sum can miss the total by 2 MiB either way.
+                total_bytes=figures["total"] or used + free + (reserved or 0),
                 reserved_bytes=reserved,
                 used_bytes=used,
                 free_bytes=free,

@@ -302,6 +302,11 @@ def test_dcgm_host_mib_become_exact_bytes() -> None:
     )
 
 
+def test_dcgm_total_is_used_when_exported() -> None:
+    fleet = build(dcgm("dgx-7", {0: {**H200_IDLE, "TOTAL": "143771"}}))
+    assert fleet.snapshots[0].card(0).total_bytes == 150_754_820_096  # NVML's, to the byte
+
+
 def test_dcgm_without_reserve_is_read_as_v1() -> None:
     fleet = build(dcgm("dgx-7", {0: {"USED": "616", "FREE": "143156"}}))
     card = fleet.snapshots[0].card(0)
