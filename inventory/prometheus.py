@@ -523,7 +523,7 @@ def _dcgm_snapshot(
                 uuid=first.labels.get("UUID") or None,
                 name=first.labels.get("modelName") or None,
                 # NVML: total = reserved + used + free (v2); without a reserve, used includes it.
-                # Whole MiB round each part, so the sum can miss the total by 2 MiB either way.
+                # Whole MiB round each part, so their sum can miss the true total by up to 3 MiB.
                 total_bytes=figures["total"] or used + free + (reserved or 0),
                 reserved_bytes=reserved,
                 used_bytes=used,
