@@ -36,7 +36,7 @@ def check_snapshot(catalogue: Catalogue, snapshot: Snapshot, source: str) -> lis
         if len(snapshot.cards) != host.cards:
             raise BadInputError(
                 f"{source}: host {name} has {len(snapshot.cards)} cards in the snapshot, "
-                f"but hosts.{name}.cards in the catalogue says {host.cards}"
+                f"{host.cards} in the catalogue (hosts.{name}.cards)"
             )
         _pinned_cards_exist(catalogue, snapshot, source)
         if host.card_total is not None:

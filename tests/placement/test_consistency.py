@@ -33,7 +33,7 @@ def test_a_card_count_that_differs_is_bad_input(
     with pytest.raises(BadInputError, match="has 3 cards in the snapshot") as caught:
         check_snapshot(fv_ml1, three, SOURCE)
     assert str(caught.value).startswith(f"{SOURCE}: host fv-ml1")
-    assert "hosts.fv-ml1.cards in the catalogue says 4" in str(caught.value)
+    assert "4 in the catalogue (hosts.fv-ml1.cards)" in str(caught.value)
     assert caught.value.exit_code == Exit.BAD_INPUT
 
 
