@@ -399,6 +399,8 @@ def _held_table(cards: Sequence[CardRow]) -> str:
 
 def _seat_table(host: HostView) -> str:
     # Per-seat bytes in MiB, as nvidia-smi lists processes: the figures operators compare.
+    if not host.seats:
+        return f"seats: the catalogue places none on {host.host}"
     table = []
     for seat in host.seats:
         cards = ",".join(str(c) for c in seat.cards) if seat.cards else "-"

@@ -7,7 +7,6 @@ data with the pydantic model and then the cross-field rules of `seats.rules`.
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -25,22 +24,11 @@ MAX_EXPANDED_NODES = 200_000
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys instead of keeping the last one silently."""
+    """SafeLoader with a nesting cap; duplicate keys are refused on the node graph.
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
-            try:
-                duplicate = key in seen
-            except TypeError:
-                duplicate = False
-            if duplicate:
-                line = key_node.start_mark.line + 1
-                raise CatalogueError(self._path, "", f"duplicate key {key!r} at line {line}")
-            with contextlib.suppress(TypeError):
-                seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+    Duplicates are found by `_check_nodes` before construction, where the field path is
+    known and a merge key (`<<: *base`) can still be told from a repeated key.
+    """
 
     _path = "<catalogue>"
     _depth = 0

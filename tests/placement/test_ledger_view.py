@@ -346,3 +346,15 @@ def test_from_a_real_ledger(
     host = json.loads(out)["hosts"][0]
     assert host["source"] == f"ledger {db}"
     assert host["cards"][3]["plannable_bytes"] == 0
+
+
+def test_a_host_the_catalogue_does_not_know(fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot) -> None:
+    other = fv_ml1_snapshot.model_copy(update={"host": "fv-ml9"})
+    view = build_ledger(fv_ml1, [other, fv_ml1_snapshot], ["other.json", "fv-ml1.json"])
+    stranger, known = ledger_json(view)["hosts"]
+    assert stranger["seats"] == [] and stranger["margin_bytes"] == 0
+    assert len(stranger["foreign"]) == 8  # nothing claims its processes
+    assert stranger["cards"][0]["unexplained_bytes"] == stranger["cards"][0]["used_bytes"]
+    assert known["cards"][3]["plannable_bytes"] == 0
+    assert any("host fv-ml9 is not in the catalogue" in w for w in view.warnings)
+    assert "seats: the catalogue places none on fv-ml9" in render_ledger(view)

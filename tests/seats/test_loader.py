@@ -613,3 +613,30 @@ def test_read_yaml_and_parse_catalogue_are_separate_steps(tmp_path: Path) -> Non
     assert data["seats"][0]["resident"] == "47100 MiB"  # still text: units are the model's job
     catalogue = parse_catalogue(data, "inline")
     assert catalogue.seat("cyberprev").resident == 47_100 * MiB
+
+
+def test_yaml_merge_keys_work_and_explicit_keys_override(tmp_path: Path) -> None:
+    # `<<: *base` is common in compose-style YAML; overriding a merged key is not a duplicate.
+    text = (
+        "hosts:\n  fv-ml1: {cards: 4}\nseats:\n"
+        "  - &base {name: a, host: fv-ml1, gpus: [0], resident: 1 GiB, state: running}\n"
+        "  - <<: *base\n    name: b\n    gpus: [1]\n"
+    )
+    catalogue = load_catalogue(write(tmp_path, text))
+    assert [(s.name, s.gpus, s.resident) for s in catalogue.seats] == [
+        ("a", (0,), GiB),
+        ("b", (1,), GiB),
+    ]
+
+
+def test_a_key_repeated_beside_a_merge_is_still_a_duplicate(tmp_path: Path) -> None:
+    text = (
+        "hosts:\n  fv-ml1: {cards: 4}\nseats:\n"
+        "  - &base {name: a, host: fv-ml1, gpus: [0], resident: 1 GiB, state: running}\n"
+        "  - <<: *base\n    name: b\n    name: c\n"
+    )
+    with pytest.raises(
+        CatalogueError, match=r"duplicate key 'name' at line 7 \(first at line 6\)"
+    ) as caught:
+        load_catalogue(write(tmp_path, text))
+    assert caught.value.loc == "seats[1].name"
