@@ -6,6 +6,7 @@ GPUPLAN_UPDATE_GOLDEN=1 rewrites the golden file.
 
 from __future__ import annotations
 
+import ctypes.util
 import json
 import os
 from pathlib import Path
@@ -358,3 +359,32 @@ def test_a_host_the_catalogue_does_not_know(fv_ml1: Catalogue, fv_ml1_snapshot: 
     assert known["cards"][3]["plannable_bytes"] == 0
     assert any("host fv-ml9 is not in the catalogue" in w for w in view.warnings)
     assert "seats: the catalogue places none on fv-ml9" in render_ledger(view)
+
+
+def test_live_through_the_nvml_replay(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # $GPUPLAN_FAKE_NVML replays a snapshot through the poller, as NVML would answer now.
+    monkeypatch.setenv("GPUPLAN_FAKE_NVML", str(FV_ML1_SNAPSHOT))
+    argv = ["ledger", "--catalogue", str(FV_ML1_CATALOGUE), "--live", "--json"]
+    code, out, _ = _run(argv, capsys, monkeypatch)
+    assert code == 0
+    host = json.loads(out)["hosts"][0]
+    assert host["source"] == "NVML"
+    assert host["cards"][0]["free_bytes"] == 1871 * MiB
+    assert host["cards"][3]["plannable_bytes"] == 0
+    assert {s["seat"]: s["status"] for s in host["seats"]}["vllm-voices"] == "present"
+
+
+@pytest.mark.skipif(
+    ctypes.util.find_library("nvidia-ml") is not None, reason="this machine has NVML"
+)
+def test_live_without_nvml_exits_3(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GPUPLAN_FAKE_NVML", raising=False)
+    argv = ["ledger", "--catalogue", str(FV_ML1_CATALOGUE), "--live"]
+    code, out, err = _run(argv, capsys, monkeypatch)
+    assert code == 3
+    assert out == ""
+    assert err.startswith("error: no NVML")
