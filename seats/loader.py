@@ -123,7 +123,15 @@ def read_yaml(text: str, path: str) -> Any:
     """Plain data from YAML `text`, refusing tags, duplicate keys and oversized documents."""
     if len(text.encode("utf-8", errors="replace")) > MAX_DOCUMENT_BYTES:
         raise CatalogueError(path, "", "the file is over 1 MiB; a catalogue is far smaller")
-    loader = _UniqueKeyLoader(text)
+    try:
+        # The reader checks for control characters as soon as it is built.
+        loader = _UniqueKeyLoader(text)
+    except yaml.reader.ReaderError as exc:
+        raise CatalogueError(
+            path,
+            "",
+            f"not YAML text: control character #x{exc.character:04x} at offset {exc.position}",
+        ) from exc
     loader._path = path
     try:
         node = loader.get_single_node()  # type: ignore[no-untyped-call]

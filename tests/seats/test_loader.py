@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from seats.errors import CatalogueError, Exit
@@ -459,6 +461,13 @@ def test_missing_file(tmp_path: Path) -> None:
     assert caught.value.path == str(path)
 
 
+def test_control_characters(tmp_path: Path) -> None:
+    with pytest.raises(
+        CatalogueError, match=r"not YAML text: control character #x001f at offset 7"
+    ):
+        load_catalogue(write(tmp_path, "hosts: \x1f\n"))
+
+
 def test_not_utf8(tmp_path: Path) -> None:
     path = tmp_path / "latin1.yaml"
     path.write_bytes("hosts: {caf\xe9: {cards: 1}}\n".encode("latin-1"))
@@ -640,3 +649,64 @@ def test_a_key_repeated_beside_a_merge_is_still_a_duplicate(tmp_path: Path) -> N
     ) as caught:
         load_catalogue(write(tmp_path, text))
     assert caught.value.loc == "seats[1].name"
+
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats()
+    | st.text(max_size=12)
+    | st.sampled_from(["card", "10740 MiB", "47.1 GB", "0.4", "running", "vllm", "fv-ml1"])
+)
+_TREES = st.recursive(
+    _SCALARS,
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "hosts",
+                    "seats",
+                    "reserves",
+                    "fv-ml1",
+                    "cards",
+                    "name",
+                    "host",
+                    "gpus",
+                    "gpu",
+                    "resident",
+                    "bytes",
+                    "for",
+                    "state",
+                    "engine",
+                    "lora",
+                    "match",
+                    "margin",
+                    "x",
+                ]
+            ),
+            children,
+            max_size=4,
+        )
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_TREES)
+def test_any_data_is_a_catalogue_or_a_catalogue_error(data: object) -> None:
+    try:
+        parse_catalogue(data, "fuzz.yaml")
+    except CatalogueError as exc:
+        assert str(exc).startswith("fuzz.yaml")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=200))
+def test_any_text_is_a_catalogue_or_a_catalogue_error(text: str) -> None:
+    try:
+        parse_catalogue(read_yaml(text, "fuzz.yaml"), "fuzz.yaml")
+    except CatalogueError as exc:
+        assert str(exc).startswith("fuzz.yaml")
