@@ -483,3 +483,22 @@ def test_markdown_and_html_carry_the_numbers(tmp_path: Path, small: Catalogue) -
     page = to_html(blocks(report, [], demo="made up"), "t")
     assert page.startswith("<!DOCTYPE html>") and "DEMO DATA" in page and "<table>" in page
     assert "<script" not in page
+
+
+def test_cards_in_error_and_v1_cards_are_counted_not_zeroed(
+    tmp_path: Path, small: Catalogue
+) -> None:
+    snapshots = []
+    for i in range(6):
+        first = card(0, 10 * GiB, reserved=None if i % 2 else RESERVED)  # v1 every other minute
+        second = Card(index=1, error="GpuIsLost") if i < 2 else card(1, 0)
+        snapshots.append(
+            Snapshot(host="h1", taken_at=T0 + timedelta(minutes=i), cards=(first, second))
+        )
+    report = report_of(write_ledger(tmp_path / "l.sqlite", snapshots, decisions=False), small)
+    card0, card1 = report.cards
+    assert card0.nvml_v1 and not card1.nvml_v1
+    assert (card1.samples, card1.error_samples) == (4, 2)
+    assert any("NVML v1" in note for note in report.notes)
+    md = to_markdown(blocks(report, []))
+    assert "(+2 in error)" in md and "h1:0 (v1)" in md
