@@ -250,7 +250,7 @@ def build_fleet(
 
     fresh: list[Snapshot] = []
     stale: list[Snapshot] = []
-    for snapshot in built:
+    for snapshot in sorted(built, key=lambda s: s.host):
         age = now - snapshot.taken_at
         if age > max_age:
             stale.append(snapshot)

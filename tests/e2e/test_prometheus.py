@@ -22,6 +22,7 @@ from seats.loader import load_catalogue
 from tests.conftest import FV_ML1_CATALOGUE, FV_ML1_SNAPSHOT
 from tests.e2e.harness import (
     Processes,
+    StaticMetrics,
     exporter_port,
     install_prometheus,
     start_exporter,
@@ -70,10 +71,54 @@ def fv_ml2(now: datetime) -> Snapshot:
     return Snapshot(host="fv-ml2", taken_at=now, driver="580.159.04", cards=(idle, busy))
 
 
+# dgx-7 has only NVIDIA's dcgm-exporter: two H200s in whole MiB, as nvidia-smi printed the idle
+# card on an NVIDIA H200 (total 143,771, reserved 616, free 143,156); card 1 holds 20 GiB + 518 MiB.
+DGX_CARDS = {
+    0: {"USED": 0, "FREE": 143156, "RESERVED": 616, "TOTAL": 143771},
+    1: {"USED": 20998, "FREE": 122158, "RESERVED": 616, "TOTAL": 143771},
+}
+
+
+def dcgm_text(host: str) -> bytes:
+    """dcgm-exporter's exposition for `DGX_CARDS` (its label names and MiB units)."""
+    lines = []
+    for field in ("USED", "FREE", "RESERVED", "TOTAL"):
+        name = f"DCGM_FI_DEV_FB_{field}"
+        lines += [
+            f"# HELP {name} Framebuffer memory {field.lower()} (in MiB).",
+            f"# TYPE {name} gauge",
+        ]
+        for gpu, figures in DGX_CARDS.items():
+            labels = (
+                f'gpu="{gpu}",UUID="GPU-dgx-7-{gpu}",device="nvidia{gpu}",modelName="NVIDIA H200",'
+                f'Hostname="{host}",DCGM_FI_DRIVER_VERSION="580.159.04"'
+            )
+            lines.append(f"{name}{{{labels}}} {figures[field]}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def dgx_snapshot(now: datetime) -> Snapshot:
+    """What dgx-7's DCGM series say, as a snapshot file (MiB × 2^20, no processes)."""
+    cards = tuple(
+        Card(
+            index=gpu,
+            uuid=f"GPU-dgx-7-{gpu}",
+            name="NVIDIA H200",
+            total_bytes=f["TOTAL"] * MIB,
+            reserved_bytes=f["RESERVED"] * MIB,
+            used_bytes=f["USED"] * MIB,
+            free_bytes=f["FREE"] * MIB,
+        )
+        for gpu, f in DGX_CARDS.items()
+    )
+    return Snapshot(host="dgx-7", taken_at=now, driver="580.159.04", cards=cards)
+
+
 def write_catalogues(folder: Path) -> tuple[Path, Path]:
     """fv-ml1's catalogue plus fv-ml2 and a host-free planned seat; and one more with a stale fv-ml3."""
     data = yaml.safe_load(FV_ML1_CATALOGUE.read_text())
     data["hosts"]["fv-ml2"] = {"cards": 2, "cuda_context": "1277 MiB", "margin": "256 MiB"}
+    data["hosts"]["dgx-7"] = {"cards": 2, "card_total": "143771 MiB", "cuda_context": "1277 MiB"}
     data["seats"].append(
         {
             "name": "batch-embed",
@@ -107,35 +152,40 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet2]:
         )
     folder = tmp_path_factory.mktemp("e2e-prometheus")
     now = datetime.now(UTC).replace(microsecond=0)
-    files = {"fv-ml1": folder / "fv-ml1.json", "fv-ml2": folder / "fv-ml2.json"}
+    files = {h: folder / f"{h}.json" for h in ("dgx-7", "fv-ml1", "fv-ml2")}
     save_snapshot(
         load_snapshot(FV_ML1_SNAPSHOT).model_copy(update={"taken_at": now}), files["fv-ml1"]
     )
     save_snapshot(fv_ml2(now), files["fv-ml2"])
+    save_snapshot(dgx_snapshot(now), files["dgx-7"])
     catalogue, with_stale = write_catalogues(folder)
     processes = Processes()
+    servers: list[StaticMetrics] = []
     try:
         # Started together (each is a Python start-up), then asked for their ports.
         exporters = [
-            start_exporter(processes, files[h], catalogue=catalogue) for h in sorted(files)
+            start_exporter(processes, files[h], catalogue=catalogue) for h in ("fv-ml1", "fv-ml2")
         ]
         # fv-ml3 serves the recorded 2026-09-16 snapshot: its figures keep their own, old time.
         exporters.append(
             start_exporter(processes, FV_ML1_SNAPSHOT, catalogue=with_stale, host="fv-ml3")
         )
         ports = [exporter_port(process) for process in exporters]
-        url = start_prometheus(
-            processes, binary, [f"127.0.0.1:{p}" for p in ports], folder / "prom"
-        )
+        dcgm = StaticMetrics(dcgm_text("dgx-7"))
+        servers.append(dcgm)
+        targets = [f"127.0.0.1:{p}" for p in ports] + [dcgm.target]
+        url = start_prometheus(processes, binary, targets, folder / "prom")
 
         def scraped() -> bool:
             got = read_fleet(url, now=datetime.now(UTC), max_age=timedelta(days=3650))
-            return {s.host for s in got.snapshots} == {"fv-ml1", "fv-ml2", "fv-ml3"}
+            return {s.host for s in got.snapshots} == {"dgx-7", "fv-ml1", "fv-ml2", "fv-ml3"}
 
-        wait_until(scraped, 25, "Prometheus to scrape all three exporters")
+        wait_until(scraped, 25, "Prometheus to scrape the three exporters and dcgm-exporter")
         yield Fleet2(url, files, "fv-ml3", catalogue, with_stale)
     finally:
         processes.stop_all()
+        for server in servers:
+            server.close()
 
 
 def read_now(fleet: Fleet2, **kwargs: Any) -> Fleet:
@@ -183,10 +233,15 @@ def comparable(snapshot: Snapshot) -> Snapshot:
 def test_snapshots_through_prometheus_equal_the_files(fleet: Fleet2) -> None:
     catalogue = load_catalogue(fleet.catalogue)
     got = read_now(fleet, expected_cards={h: c.cards for h, c in catalogue.hosts.items()})
-    assert [s.host for s in got.snapshots] == ["fv-ml1", "fv-ml2"]
+    assert [s.host for s in got.snapshots] == ["dgx-7", "fv-ml1", "fv-ml2"]
     assert [(p.host, p.kind) for p in got.problems] == [("fv-ml3", "stale")]
+    assert [w.split(":")[0] for w in got.warnings] == ["dgx-7"]  # no per-process data there
     for snapshot in got.snapshots:
         direct = attribute(load_snapshot(fleet.snapshots[snapshot.host]), catalogue)
+        if snapshot.host == "dgx-7":
+            # DCGM carries no reading time: taken_at is Prometheus's sample time.
+            assert direct.taken_at <= snapshot.taken_at <= datetime.now(UTC)
+            direct = direct.model_copy(update={"taken_at": snapshot.taken_at})
         assert snapshot == comparable(direct)  # every byte, uuid, seat, driver and taken_at
 
 
@@ -197,7 +252,9 @@ def test_plan_through_prometheus_equals_the_plan_from_files(
         import placement.commands.plan  # noqa: F401
     except ModuleNotFoundError:
         pytest.skip("the plan command is not in this checkout yet")
-    common = ["plan", "--json", "--catalogue", str(fleet.catalogue)]
+    # A generous limit: on a loaded 2-core runner CBC can be starved past the 10 s default, and
+    # a time-limited answer need not be the same placement twice.
+    common = ["plan", "--json", "--time-limit", "120", "--catalogue", str(fleet.catalogue)]
     direct = gpuplan(
         *common,
         *[a for h in sorted(fleet.snapshots) for a in ("--snapshot", str(fleet.snapshots[h]))],
@@ -205,9 +262,12 @@ def test_plan_through_prometheus_equals_the_plan_from_files(
     through = gpuplan(*common, "--prometheus", fleet.url)
     assert direct.returncode in (0, 1), direct.stderr
     assert through.returncode == direct.returncode, through.stderr
-    assert _without_sources(json.loads(through.stdout)) == _without_sources(
-        json.loads(direct.stdout)
-    )
+    # taken_at is dgx-7's sample time through Prometheus (the snapshots test pins the rest).
+    drop = ("taken_at",)
+    plan = json.loads(through.stdout)
+    assert plan["optimal"] is True
+    assert _without_sources(plan, drop) == _without_sources(json.loads(direct.stdout), drop)
+    assert {c["host"] for c in plan["cards"]} == {"dgx-7", "fv-ml1", "fv-ml2"}
 
 
 def _without_sources(data: Any, also: tuple[str, ...] = ()) -> Any:
@@ -229,11 +289,11 @@ def test_ledger_view_through_prometheus_equals_the_files(
     through = gpuplan(*common, "--prometheus", fleet.url)
     assert (direct.returncode, through.returncode) == (0, 0), through.stderr
     view = json.loads(through.stdout)
-    assert [h["host"] for h in view["hosts"]] == ["fv-ml1", "fv-ml2"]
+    assert [h["host"] for h in view["hosts"]] == ["dgx-7", "fv-ml1", "fv-ml2"]
     # Held, attributed, unexplained and plannable bytes: the same from either source; only the
     # foreign process's cmdline does not travel through Prometheus.
-    assert view["hosts"][1]["foreign"][0]["cmdline"] is None
-    drop = ("cmdline",)
+    assert view["hosts"][2]["foreign"][0]["cmdline"] is None
+    drop = ("cmdline", "taken_at")
     assert _without_sources(view, drop) == _without_sources(json.loads(direct.stdout), drop)
     assert "fv-ml3: stale" in through.stderr
 
