@@ -219,6 +219,11 @@ def loads_snapshot(text: str, source: str) -> Snapshot:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SnapshotError(source, "", f"not valid JSON: {exc.msg} (line {exc.lineno})") from exc
+    except RecursionError as exc:
+        raise SnapshotError(source, "", "not a snapshot: JSON nested too deeply") from exc
+    except ValueError as exc:
+        # json.loads refuses integers over 4,300 digits with a plain ValueError.
+        raise SnapshotError(source, "", f"not a snapshot: {exc}") from exc
     return parse_snapshot(data, source)
 
 

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from inventory.snapshot import (
     Card,
@@ -18,6 +20,7 @@ from inventory.snapshot import (
     format_utc,
     load_snapshot,
     loads_snapshot,
+    parse_snapshot,
     save_snapshot,
 )
 from seats.errors import Exit
@@ -226,3 +229,66 @@ def test_a_card_is_frozen(fv_ml1_snapshot: Snapshot) -> None:
     card: Card = fv_ml1_snapshot.card(0)
     with pytest.raises(ValueError, match="frozen"):
         card.free_bytes = 0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[" * 100_000, "JSON nested too deeply"),
+        ('{"host": "x", "n": ' + "9" * 5000 + "}", "not a snapshot: Exceeds the limit"),
+        ('{"host": "x", "taken_at": "2026-09-16T14:02:11Z", "cards": [{"index": 0, '
+         '"total_bytes": NaN, "used_bytes": 0, "free_bytes": 0}]}', "expected an integer"),
+    ],
+)  # fmt: skip
+def test_hostile_json_is_a_snapshot_error(text: str, message: str) -> None:
+    with pytest.raises(SnapshotError, match=message):
+        loads_snapshot(text, "hostile.json")
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "schema",
+                    "host",
+                    "taken_at",
+                    "cards",
+                    "index",
+                    "total_bytes",
+                    "reserved_bytes",
+                    "used_bytes",
+                    "free_bytes",
+                    "processes",
+                    "pid",
+                    "cmdline",
+                    "seat",
+                    "error",
+                ]
+            ),
+            children,
+            max_size=5,
+        )
+    ),
+    max_leaves=14,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_JSON)
+def test_any_json_data_is_a_snapshot_or_a_snapshot_error(data: object) -> None:
+    try:
+        parse_snapshot(data, "fuzz.json")
+    except SnapshotError as exc:
+        assert str(exc).startswith("fuzz.json")
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=120))
+def test_any_text_is_a_snapshot_or_a_snapshot_error(text: str) -> None:
+    try:
+        loads_snapshot(text, "fuzz.json")
+    except SnapshotError as exc:
+        assert str(exc).startswith("fuzz.json")
