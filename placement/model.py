@@ -10,7 +10,7 @@ import sys
 import time
 import warnings
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -27,6 +27,11 @@ DEFAULT_TIME_LIMIT_S = 10.0
 # is never traded away by the solver's tolerance.
 GAP_REL = 1e-7
 TIGHT_WEIGHT = 1e-3
+# Past this many eligible (seat, card) pairs the exact hole term's binaries cost more than
+# they are worth (bench/bench_plan.py): a linear stand-in keeps the model fast.
+EXACT_HOLE_MAX_PAIRS = 2000
+TIE_BREAK_GAP_ABS = 0.01
+SEAT_GAP_ABS = 0.9
 
 
 class SolverError(CannotDecideError):
@@ -85,7 +90,9 @@ def _mib(n: int) -> float:
     return n / MiB
 
 
-def build_model(problem: Problem) -> tuple[pulp.LpProblem, ModelMaps]:
+def build_model(
+    problem: Problem, *, exact_hole: bool | None = None
+) -> tuple[pulp.LpProblem, ModelMaps]:
     """Build the placement integer program for `problem`.
 
     Notation (bytes scaled to MiB inside the model):
@@ -105,10 +112,14 @@ def build_model(problem: Problem) -> tuple[pulp.LpProblem, ModelMaps]:
       (2) room, every seat as if started last: load_c + A_c + Σ_{r not exempting G} h_r ≤ cap_c
           when z[c,G] = 1 (x[s,c] ≤ z[c,G] for s in G);
       (3) gate, as if started last (vLLM's own check, margin and reserves play no part):
-          load_c ≤ free_c − ctx_h + need[s,c] − requested[s,c] when x[s,c] = 1 (big-M), kept
-          only where (2) does not already imply it;
+          load_c ≤ B[s,c] = free_c − ctx_h + need[s,c] − requested[s,c] when x[s,c] = 1, kept
+          only where (2) does not already imply it; written as one staircase per card (the
+          smallest active bound binds; see the code) instead of a big-M per seat;
       (4) exclusive: Σ_{t≠s} x[t,c] ≤ K_c·(1 − x[s,c]);
-      (5) hole: Σ_{c ∈ C_h} b_c = 1 and m_h ≤ cap_c − A_c − Σ_r h_r − load_c + M·(1 − b_c).
+      (5) hole: Σ_{c ∈ C_h} b_c = 1 and m_h ≤ cap_c − A_c − Σ_r h_r − load_c + M·(1 − b_c)
+          (exact; used up to EXACT_HOLE_MAX_PAIRS eligible pairs or when `exact_hole`). Past
+          that, a linear stand-in: bytes placed on the host's widest card are charged, so it is
+          used only when the seat count needs it — no binaries, a much stronger relaxation.
     Objective (maximise, lexicographic through weights):
       Σ_s W_s·placed[s]                 strict priority, then the most seats;
       + Σ_h m_h / (|H|·max cuda_total)  then the largest free hole per host (< 1 in all);
@@ -132,18 +143,23 @@ def build_model(problem: Problem) -> tuple[pulp.LpProblem, ModelMaps]:
         for i, new in enumerate(problem.seats)
     }
     y: dict[tuple[str, str], Any] = {}
-    objective: list[Any] = []
+    # The objective as one coefficient map: PuLP's operator overloading is far too slow at
+    # fleet size (bench/bench_plan.py), so every expression is built from (variable, coef) lists.
+    objective: dict[Any, float] = defaultdict(float)
 
     # (1) Each seat is placed on N cards of one host, or not at all.
     for i, new in enumerate(problem.seats):
         pairs = by_seat.get(new.name, [])
         count = new.seat.card_count
-        objective.append(weights[new.name] * placed[new.name])
+        objective[placed[new.name]] += weights[new.name]
         if not pairs:
             prob += placed[new.name] == 0, f"none_{i}"
             continue
         if count == 1:
-            prob += pulp.lpSum(x[p] for p in pairs) == placed[new.name], f"assign_{i}"
+            prob += (
+                _lin([(x[p], 1.0) for p in pairs] + [(placed[new.name], -1.0)]) == 0,
+                f"assign_{i}",
+            )
             continue
         per_host: dict[str, list[PairKey]] = defaultdict(list)
         for pair in pairs:
@@ -153,9 +169,12 @@ def build_model(problem: Problem) -> tuple[pulp.LpProblem, ModelMaps]:
             y[(new.name, host)] = var
             if len(host_pairs) < count:
                 prob += var == 0, f"few_{i}_{j}"
-            prob += pulp.lpSum(x[p] for p in host_pairs) == count * var, f"ncards_{i}_{j}"
+            prob += (
+                _lin([(x[p], 1.0) for p in host_pairs] + [(var, -float(count))]) == 0,
+                f"ncards_{i}_{j}",
+            )
         prob += (
-            pulp.lpSum(y[(new.name, h)] for h in per_host) == placed[new.name],
+            _lin([(y[(new.name, h)], 1.0) for h in per_host] + [(placed[new.name], -1.0)]) == 0,
             f"onehost_{i}",
         )
 
@@ -171,7 +190,7 @@ def build_model(problem: Problem) -> tuple[pulp.LpProblem, ModelMaps]:
         load_var = prob.add_variable(f"load_{k}", lowBound=0)
         load[slot.key] = load_var
         prob += (
-            load_var == pulp.lpSum(_mib(problem.need[p]) * x[p] for p in pairs),
+            _lin([(x[p], _mib(problem.need[p])) for p in pairs] + [(load_var, -1.0)]) == 0,
             f"load_{k}",
         )
         # Held reserves: a constant, or a variable its own new seats may consume.
@@ -187,7 +206,7 @@ def build_model(problem: Problem) -> tuple[pulp.LpProblem, ModelMaps]:
                 continue
             h = prob.add_variable(f"held_{k}_{r_i}", lowBound=0)
             prob += (
-                h >= _mib(base) - pulp.lpSum(_mib(residents[p[0]]) * x[p] for p in own),
+                _lin([(h, 1.0)] + [(x[p], _mib(residents[p[0]])) for p in own]) >= _mib(base),
                 f"reserve_{k}_{r_i}",
             )
             held_terms[reserve.name] = h
@@ -216,37 +235,74 @@ def build_model(problem: Problem) -> tuple[pulp.LpProblem, ModelMaps]:
                 continue
             z = prob.add_variable(f"z_{k}_{g_i}", cat=pulp.LpBinary)
             for m_i, pair in enumerate(members):
-                prob += x[pair] <= z, f"group_{k}_{g_i}_{m_i}"
+                prob += _lin([(x[pair], 1.0), (z, -1.0)]) <= 0, f"group_{k}_{g_i}_{m_i}"
             prob += load_var + absent + held <= cap + big_m * (1 - z), f"room_{k}_{g_i}"
 
-        # (3) vLLM's gate for each gated seat, as if it started last.
-        for p_i, pair in enumerate(pairs):
-            bound = problem.gate_bound.get(pair)
-            if bound is None:
-                continue
-            gate_m = max(0.0, load_max - _mib(bound)) + 1.0
-            prob += load_var <= _mib(bound) + gate_m * (1 - x[pair]), f"gate_{k}_{p_i}"
+        # (3) vLLM's gate for each gated seat, as if it started last: the card's load may not
+        # pass the smallest bound among the gated seats on it. Bounds sorted B_1 < … < B_k,
+        # v_j ∈ [0,1] rising with j, v_j ≥ x[s,c] for seats with bound B_j, and
+        # load_c ≤ C − Σ_j d_j·v_j with d_j = B_{j+1} − B_j, d_k = C − B_k: the smallest
+        # active bound is exact at integers and far tighter than a big-M per seat.
+        gated = sorted({problem.gate_bound[p] for p in pairs if p in problem.gate_bound})
+        if gated:
+            loosest = _mib(slot.free_bytes - slot.margin_bytes - slot.absent_bytes)
+            levels = [_mib(b) for b in gated]
+            steps = [levels[j + 1] - levels[j] for j in range(len(levels) - 1)]
+            steps.append(max(0.0, loosest - levels[-1]))
+            level_var = [
+                prob.add_variable(f"gate_{k}_{j}", lowBound=0, upBound=1)
+                for j in range(len(levels))
+            ]
+            index = {bound: j for j, bound in enumerate(gated)}
+            for j in range(1, len(level_var)):
+                prob += (
+                    _lin([(level_var[j], 1.0), (level_var[j - 1], -1.0)]) >= 0,
+                    f"gaterise_{k}_{j}",
+                )
+            for p_i, pair in enumerate(pairs):
+                bound = problem.gate_bound.get(pair)
+                if bound is not None:
+                    prob += (
+                        _lin([(x[pair], 1.0), (level_var[index[bound]], -1.0)]) <= 0,
+                        f"gateon_{k}_{p_i}",
+                    )
+            prob += (
+                _lin([(load_var, 1.0)] + [(v, d) for v, d in zip(level_var, steps, strict=True)])
+                <= loosest,
+                f"gate_{k}",
+            )
 
         # (4) An exclusive seat shares its card with no other new seat.
         for p_i, pair in enumerate(pairs):
             if pair[0] not in exclusive:
                 continue
-            rest = [x[q] for q in pairs if q[0] != pair[0]]
+            rest = [(x[q], 1.0) for q in pairs if q[0] != pair[0]]
             if rest:
-                prob += pulp.lpSum(rest) <= len(rest) * (1 - x[pair]), f"excl_{k}_{p_i}"
+                prob += (
+                    _lin([*rest, (x[pair], float(len(rest)))]) <= len(rest),
+                    f"excl_{k}_{p_i}",
+                )
 
         # Tie-break: tighter fits (less room left beside the seat when alone on the card).
         for pair in pairs:
             slack = max(0.0, cap - absent - _mib(problem.need[pair])) / _mib(max_total)
-            objective.append(-TIGHT_WEIGHT / max(1, len(problem.seats)) * slack * x[pair])
+            objective[x[pair]] -= TIGHT_WEIGHT / max(1, len(problem.seats)) * slack
 
     # (5) Keep each host's largest free hole as large as possible.
     hosts = [h for h, cards in problem.hosts.items() if any(c.ok for c in cards)]
     hole_weight = 1.0 / (max(1, len(hosts)) * _mib(max_total))
+    exact = len(problem.need) <= EXACT_HOLE_MAX_PAIRS if exact_hole is None else exact_hole
     for h_i, host in enumerate(hosts):
         cards = [c for c in problem.hosts[host] if c.ok]
         if not any(slot.key in by_card for slot in cards):
             continue  # nothing new can land here: its hole is fixed
+        if not exact:
+            # Large fleets: leave the host's largest hole untouched where possible, by charging
+            # every byte placed on it (linear, no binaries; exact form below).
+            widest = max(cards, key=lambda c: (c.plannable_bytes, -c.index))
+            for p in by_card.get(widest.key, []):
+                objective[x[p]] -= hole_weight * _mib(problem.need[p])
+            continue
         hole = prob.add_variable(f"hole_{h_i}", lowBound=0, upBound=_mib(max_total))
         chosen = {
             c.key: prob.add_variable(f"b_{h_i}_{j}", cat=pulp.LpBinary) for j, c in enumerate(cards)
@@ -260,10 +316,26 @@ def build_model(problem: Problem) -> tuple[pulp.LpProblem, ModelMaps]:
                 hole <= after - held_now + big_m * (1 - chosen[slot.key]),
                 f"hole_{h_i}_{j}",
             )
-        objective.append(hole_weight * hole)
+        objective[hole] += hole_weight
 
-    prob += pulp.lpSum(objective)
+    prob += _lin(objective.items())
     return prob, ModelMaps(x=x, y=y, placed=placed, load=load, weights=weights)
+
+
+def _warm_start(maps: ModelMaps, initial: dict[str, tuple[str, tuple[int, ...]]]) -> None:
+    """Set every binary to the value `initial` gives it (0 where it places nothing)."""
+    chosen = {(name, host, card) for name, (host, cards) in initial.items() for card in cards}
+    for pair, var in maps.x.items():
+        var.setInitialValue(1 if pair in chosen else 0)
+    for name, var in maps.placed.items():
+        var.setInitialValue(1 if name in initial else 0)
+    for (name, host), var in maps.y.items():
+        var.setInitialValue(1 if initial.get(name, ("", ()))[0] == host else 0)
+
+
+def _lin(terms: Iterable[tuple[Any, float]]) -> Any:
+    """A linear expression from (variable, coefficient) pairs, without operator overloading."""
+    return pulp.LpAffineExpression(list(terms))
 
 
 @contextmanager
@@ -283,21 +355,46 @@ def _quiet_stdout() -> Iterator[None]:
 
 
 def solve(
-    problem: Problem, *, solver: SolverName = "cbc", time_limit: float = DEFAULT_TIME_LIMIT_S
+    problem: Problem,
+    *,
+    solver: SolverName = "cbc",
+    time_limit: float = DEFAULT_TIME_LIMIT_S,
+    initial: dict[str, tuple[str, tuple[int, ...]]] | None = None,
 ) -> Solution:
-    """Build and solve; return the proposed placement (verify it before showing it)."""
+    """Build and solve; return the proposed placement (verify it before showing it).
+
+    `time_limit` bounds build and solve together. `initial` (a verified placement, e.g. the
+    greedy one) is handed to CBC as a warm start, so a time-limited answer is never worse.
+    """
     started = time.perf_counter()
     prob, maps = build_model(problem)
     built = time.perf_counter()
+    remaining = max(1.0, time_limit - (built - started))
+    # Seats weigh ≥ 2 and every tie-break together < 1.001, so an absolute gap below 1 never
+    # trades a seat. Small models chase the tie-breaks (hole, tight fit) to 1 % of a card;
+    # large ones stop once the seat count is proven, tie-breaks as found.
+    gap_abs = TIE_BREAK_GAP_ABS if len(problem.need) <= EXACT_HOLE_MAX_PAIRS else SEAT_GAP_ABS
+    if initial:
+        _warm_start(maps, initial)
     if solver == "cbc":
         with warnings.catch_warnings():
             # PuLP 3.3 calls its bundled CBC deprecated in favour of 4.x packaging; it is the one we pin.
             warnings.simplefilter("ignore", DeprecationWarning)
             command: Any = pulp.PULP_CBC_CMD(
-                msg=False, timeLimit=time_limit, gapRel=GAP_REL, threads=1
+                msg=False,
+                timeLimit=remaining,
+                gapRel=GAP_REL,
+                gapAbs=gap_abs,
+                threads=1,
+                warmStart=bool(initial),
+                # CBC's preprocessing strengthens the load rows for seconds on large models
+                # and does not watch the time limit while it does (bench/bench_plan.py).
+                options=[] if len(problem.need) <= EXACT_HOLE_MAX_PAIRS else ["preprocess off"],
             )
     elif solver == "highs":
-        command = pulp.HiGHS(msg=False, timeLimit=time_limit, gapRel=GAP_REL, threads=1)
+        command = pulp.HiGHS(
+            msg=False, timeLimit=remaining, gapRel=GAP_REL, gapAbs=gap_abs, threads=1
+        )
     else:
         raise SolverError(f"unknown solver {solver!r}; use cbc or highs")
     try:
