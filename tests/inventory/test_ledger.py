@@ -375,7 +375,7 @@ from tests.inventory.helpers import make_snapshot
 with open_ledger(sys.argv[1]) as ledger:
     for minute in range(int(sys.argv[2])):
         ledger.append(make_snapshot(minute=minute))
-        time.sleep(0.003)
+        time.sleep(0.01)
 print("wrote", flush=True)
 """
 
@@ -386,6 +386,7 @@ from tests.inventory.helpers import make_snapshot
 reads = 0
 deadline = time.monotonic() + 60
 with open_ledger(sys.argv[1], readonly=True) as ledger:
+    print("ready", flush=True)
     while time.monotonic() < deadline:
         latest = ledger.latest("fv-ml1")
         if latest is not None:
@@ -403,20 +404,23 @@ print("reads", reads, flush=True)
 
 def test_a_writer_and_a_reader_process_neither_corrupt_nor_block(tmp_path: Path) -> None:
     path = tmp_path / "l.sqlite"
-    count = 150
+    count = 80
     with open_ledger(path) as ledger:
         ledger.append(make_snapshot(minute=0))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    writer = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(path), str(count)],
+    # The reader starts first and says when it is reading, so the two really overlap.
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(path), str(count)],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    reader = subprocess.Popen(
-        [sys.executable, "-c", READER, str(path), str(count)],
+    assert reader.stdout is not None
+    assert reader.stdout.readline().strip() == "ready"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path), str(count)],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -427,7 +431,7 @@ def test_a_writer_and_a_reader_process_neither_corrupt_nor_block(tmp_path: Path)
     r_out, r_err = reader.communicate(timeout=120)
     assert writer.returncode == 0, w_err
     assert reader.returncode == 0, r_err
-    assert int(r_out.split()[1]) > 1  # the reader read while the writer wrote
+    assert int(r_out.split()[-1]) > 1  # the reader read while the writer wrote
     with open_ledger(path, readonly=True) as ledger:
         assert ledger.count() == count
         assert ledger.connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
