@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
@@ -277,3 +278,30 @@ def test_served_exporter_answers_scrapes_and_stops_on_sigterm() -> None:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+def test_textfile_loop_rewrites_until_sigterm(tmp_path: Path) -> None:
+    argv = [sys.executable, "-m", "placement", "exporter", "--from", str(FV_ML1_SNAPSHOT)]
+    process = subprocess.Popen(
+        [*argv, "--textfile", str(tmp_path), "--interval", "0.2"],
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    target = tmp_path / TEXTFILE_NAME
+    try:
+        deadline = time.monotonic() + 20
+        while not target.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        first = target.stat().st_mtime_ns
+        while target.stat().st_mtime_ns == first and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert target.stat().st_mtime_ns != first  # rewritten on the interval
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    assert value(parse(target.read_text()), m.HOST_CARDS, host="fv-ml1") == 4
+    assert sorted(os.listdir(tmp_path)) == [TEXTFILE_NAME]
