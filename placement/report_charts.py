@@ -77,14 +77,15 @@ def render_chart(
         )
     if series.held_bytes and total is not None:
         floor = max(0, total - series.held_bytes) / GiB
-        axes.axhspan(floor, total / GiB, facecolor="#b22222", alpha=0.12, linewidth=0)
-        axes.axhline(
+        axes.axhspan(
             floor,
-            color="#b22222",
-            linewidth=1.2,
-            linestyle=":",
-            label=f"held by reserve {series.held_bytes / GiB:.2f} GiB",
+            total / GiB,
+            facecolor="#b22222",
+            alpha=0.12,
+            linewidth=0,
+            label=f"held {series.held_bytes / GiB:.2f} GiB (reserves, seats down)",
         )
+        axes.axhline(floor, color="#b22222", linewidth=1.0, linestyle=":")
     top = max(
         [total or 0, series.declared_bytes, *(sum(col) * GiB for col in zip(*values, strict=True))]
     )

@@ -102,9 +102,9 @@ def blocks(
     out.append(Heading(2, "Charts"))
     out.append(
         Para(
-            "Per card, used memory over the window stacked by seat (means per bucket); hatched grey is "
+            "Per card, used memory over the window stacked by seat (means per bucket); grey is "
             "memory no seat explains. Lines: the CUDA total (NVML total − driver reserve), the declared "
-            "total of the catalogue's seats, and the floor of what a reserve holds."
+            "total of the catalogue's seats; the red band is what reserves hold (and seats that are down keep)."
         )
     )
     if not charts:
