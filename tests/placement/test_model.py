@@ -320,3 +320,52 @@ def test_no_move_helps_says_so(fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot) -> 
     assert result.verdict == "refuse"
     assert result.moves == ()
     assert result.moves_note is not None and "no such order exists" in result.moves_note
+
+
+def test_before_voices_plan_judges_declared_util(
+    fv_ml1: Catalogue, fv_ml1_before_voices: Snapshot
+) -> None:
+    # The day's bring-up: vllm-voices was still a planned seat pinned to card 0.
+    def with_voices(util: float) -> Catalogue:
+        voices = fv_ml1.seat("vllm-voices")
+        planned = voices.model_copy(
+            update={
+                "state": "planned",
+                "engine": voices.engine.model_copy(update={"gpu_memory_utilization": util}),
+            }
+        )
+        return fv_ml1.model_copy(
+            update={"seats": tuple(planned if s.name == "vllm-voices" else s for s in fv_ml1.seats)}
+        )
+
+    refused = plan(with_voices(0.12), [fv_ml1_before_voices])
+    verdict = next(v for v in refused.verdicts if v.seat == "vllm-voices")
+    assert not verdict.passed
+    assert [(r.rule, r.card) for r in verdict.reasons] == [("gate", 0)]
+    assert "11.16 GiB" in verdict.reasons[0].text and "11.40 GiB" in verdict.reasons[0].text
+    assert "fits on card 0 with util ≤ 0.117" in verdict.nearest
+    passed = plan(with_voices(0.11), [fv_ml1_before_voices])
+    assert placed(passed)["vllm-voices"] == ("fv-ml1", (0,))
+    voices = next(v for v in passed.verdicts if v.seat == "vllm-voices")
+    assert voices.flags == (
+        "--gpu-memory-utilization",
+        "0.11",
+        "--kv-cache-memory-bytes",
+        str(2 * GiB),
+    )
+
+
+def test_large_fleet_keeps_a_greedy_that_places_every_seat(monkeypatch: pytest.MonkeyPatch) -> None:
+    import placement.model
+    import placement.planner
+
+    monkeypatch.setattr(placement.model, "EXACT_HOLE_MAX_PAIRS", 4)
+    monkeypatch.setattr(placement.planner, "SKIP_SOLVER_PAIRS", 4)
+    catalogue, snapshots = make_fleet({"a": [10 * GiB] * 3, "b": [10 * GiB] * 3})
+    seats = [seat(f"s{i}", 3 * GiB) for i in range(8)]
+    result = run_plan(catalogue, snapshots, seats)
+    assert result.status == "greedy"
+    assert result.gap == 0.0
+    assert len(placed(result)) == 8
+    assert any("seat count proven optimal" in w for w in result.warnings)
+    assert_verified(catalogue, snapshots, result)
