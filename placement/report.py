@@ -407,6 +407,11 @@ def build_report(
         notes.append(
             "some cards were read through NVML v1 only: their used bytes include the driver reserve"
         )
+    for host in sorted(set(current) - set(catalogue.hosts)):
+        notes.append(
+            f"host {host} is not in the catalogue: nothing is declared, held or reserved there, "
+            "and every process on it counts as matching no seat"
+        )
     seats = _seats(conn, catalogue, threshold, first_s, last_s)
     missing = _missing(conn, catalogue, window, {(s.seat, s.host) for s in seats})
     absent_now = tuple(

@@ -502,3 +502,13 @@ def test_cards_in_error_and_v1_cards_are_counted_not_zeroed(
     assert any("NVML v1" in note for note in report.notes)
     md = to_markdown(blocks(report, []))
     assert "(+2 in error)" in md and "h1:0 (v1)" in md
+
+
+def test_a_host_the_catalogue_does_not_know_is_reported_with_a_note(
+    tmp_path: Path, small: Catalogue
+) -> None:
+    stray = [s.model_copy(update={"host": "h9"}) for s in small_snapshots()]
+    report = report_of(write_ledger(tmp_path / "l.sqlite", stray, decisions=False), small)
+    assert any("host h9 is not in the catalogue" in note for note in report.notes)
+    assert {c.host for c in report.cards} == {"h9"} and report.cards[0].declared_bytes == 0
+    assert report.headlines[0].host == "h9" and report.headlines[0].fits[0].largest_bytes > 0
