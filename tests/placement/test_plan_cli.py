@@ -189,3 +189,33 @@ def test_ledger_records_each_verdict(capsys: pytest.CaptureFixture[str], tmp_pat
     flash = next(d for d in decisions if d["seat"] == "flash-next")
     assert flash["cards"] == [3] and flash["snapshot_id"] is not None
     assert len(six["inputs_digest"]) == 64
+
+
+def test_snapshot_directory(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "fv-ml1.json").write_text(FV_ML1_SNAPSHOT.read_text())
+    code = main(
+        ["plan", "--catalogue", str(FV_ML1_CATALOGUE), "--snapshot", str(tmp_path), "--json"]
+    )
+    assert code == 0
+    assert json.loads(capsys.readouterr().out)["snapshots"][0]["host"] == "fv-ml1"
+
+
+def test_card_in_error_is_skipped_with_a_reason(tmp_path: Path) -> None:
+    data = json.loads(FV_ML1_SNAPSHOT.read_text())
+    card = data["cards"][1]
+    for key in ("total_bytes", "reserved_bytes", "used_bytes", "free_bytes"):
+        card[key] = None
+    card["processes"] = []
+    card["error"] = "GpuIsLost"
+    broken = tmp_path / "lost.json"
+    broken.write_text(json.dumps(data))
+    catalogue = load_catalogue(FV_ML1_CATALOGUE)
+    adds = [("four", seat) for seat in load_add_file(EXAMPLES / "new-4gib.yaml")]
+    result = plan(catalogue, [load_snapshot(broken)], adds)
+    by_seat = {v.seat: v for v in result.verdicts}
+    assert by_seat["flash-next"].passed
+    four = by_seat["new-4gib"]
+    assert not four.passed
+    assert ("error", 1) in {(r.rule, r.card) for r in four.reasons}
+    text = render_plan(result)
+    assert "error: GpuIsLost" in text
