@@ -60,21 +60,21 @@ def test_bulk_rows_equal_the_snapshot_objects(
 def test_the_story_is_in_the_rows(
     tmp_path: Path, fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot
 ) -> None:
-    story = plan_story(fv_ml1, fv_ml1_snapshot, end=fv_ml1_snapshot.taken_at, days=7)
+    story = plan_story(fv_ml1, fv_ml1_snapshot, end=fv_ml1_snapshot.taken_at, days=3)
     assert (story.drift_seat, story.drift_card, story.foreign_card, story.check_seat) == (
         "embed",
         1,
         3,
         "vllm-voices",
     )
-    assert story.minutes == 10080 and story.end == fv_ml1_snapshot.taken_at.replace(second=0)
+    assert story.minutes == 3 * 1440 and story.end == fv_ml1_snapshot.taken_at.replace(second=0)
     path = tmp_path / "week.sqlite"
     with open_ledger(path) as ledger:
         kept = write_demo(ledger.connection, fv_ml1, fv_ml1_snapshot, story, seed=1)
         checks = record_demo_checks(ledger, fv_ml1, story, kept)
         conn = ledger.connection
-        assert conn.execute("SELECT COUNT(*) FROM snapshots").fetchone()[0] == 10080
-        assert conn.execute("SELECT COUNT(*) FROM cards").fetchone()[0] == 4 * 10080
+        assert conn.execute("SELECT COUNT(*) FROM snapshots").fetchone()[0] == 3 * 1440
+        assert conn.execute("SELECT COUNT(*) FROM cards").fetchone()[0] == 4 * 3 * 1440
         # Every process of a seat was attributed at generation, as a poller with a catalogue does.
         assert (
             conn.execute(
@@ -202,3 +202,14 @@ def test_report_on_the_demo_says_demo(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "**DEMO DATA — not measurements.**" in text
     assert "python3 /home/ops/notebooks/probe_embeddings.py" in text
     assert "| flash-next-hold" in text and "300 snapshots" in text
+
+
+def test_the_default_week_story(fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot) -> None:
+    story = plan_story(fv_ml1, fv_ml1_snapshot, end=fv_ml1_snapshot.taken_at, days=7)
+    assert story.minutes == 10080
+    assert story.end.isoformat() == "2026-09-16T14:02:00+00:00"
+    assert (story.foreign_start.isoformat(), story.foreign_end.isoformat()) == (
+        "2026-09-12T13:00:00+00:00",
+        "2026-09-12T18:00:00+00:00",
+    )
+    assert story.check_at.isoformat() == "2026-09-14T10:14:00+00:00"
