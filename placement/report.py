@@ -37,6 +37,7 @@ PERCENTILE_DEFINITION = (
 )
 
 _WEEK = re.compile(r"^(\d{4})-?W(\d{1,2})$", re.IGNORECASE)
+LOOKBACK_DAYS = 90  # how far before the window a missing seat's last sighting is searched
 _CHART_STEPS_S = (60, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)
 _CHART_POINTS = 400  # a week in 30-minute means
 
@@ -731,11 +732,13 @@ def _missing(
             continue
         if (seat.name, seat.host) in seen:
             continue
-        # Only rows that recorded the seat at capture can be searched cheaply before the window.
+        # Walk back from the window's start, newest first, and stop at the first sighting; only
+        # seats recorded at capture are searched, and no further back than LOOKBACK_DAYS.
         row = conn.execute(
-            "SELECT MAX(s.taken_at_s) FROM processes p JOIN snapshots s ON s.id = p.snapshot_id "
-            "WHERE p.seat = ? AND s.host = ? AND s.taken_at_s < ?",
-            (seat.name, seat.host, window.start_s),
+            "SELECT s.taken_at_s FROM snapshots s JOIN processes p ON p.snapshot_id = s.id "
+            "WHERE s.host = ? AND s.taken_at_s < ? AND s.taken_at_s >= ? AND p.seat = ? "
+            "ORDER BY s.taken_at_s DESC LIMIT 1",
+            (seat.host, window.start_s, window.start_s - LOOKBACK_DAYS * 86400, seat.name),
         ).fetchone()
         last = format_utc(_utc(int(row[0]))) if row and row[0] is not None else None
         out.append(MissingSeat(seat.name, seat.host, seat.pinned_cards or (), seat.resident, last))

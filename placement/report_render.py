@@ -13,7 +13,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from placement.report import PERCENTILE_DEFINITION, ChartSeries, Report
+from placement.report import LOOKBACK_DAYS, PERCENTILE_DEFINITION, ChartSeries, Report
 from seats.units import format_bytes
 
 # --- blocks -----------------------------------------------------------------------------
@@ -291,7 +291,7 @@ def _seats(report: Report) -> list[Block]:
                     + (
                         f"last seen {_at(m.last_seen)}"
                         if m.last_seen
-                        else "not seen before the window either"
+                        else f"not seen in the {LOOKBACK_DAYS} days before the window either"
                     )
                     for m in report.missing
                 )

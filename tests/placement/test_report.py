@@ -512,3 +512,13 @@ def test_a_host_the_catalogue_does_not_know_is_reported_with_a_note(
     assert any("host h9 is not in the catalogue" in note for note in report.notes)
     assert {c.host for c in report.cards} == {"h9"} and report.cards[0].declared_bytes == 0
     assert report.headlines[0].host == "h9" and report.headlines[0].fits[0].largest_bytes > 0
+
+
+def test_a_missing_seat_shows_when_it_was_last_seen(tmp_path: Path, small: Catalogue) -> None:
+    earlier = T0 - timedelta(days=3)
+    gone = Process(pid=5, used_bytes=1000 * MiB, cmdline="serve-gone", seat="gone")
+    before = Snapshot(host="h1", taken_at=earlier, cards=(card(0, 1000 * MiB, (gone,)), card(1, 0)))
+    path = write_ledger(tmp_path / "l.sqlite", [before, *small_snapshots()], decisions=False)
+    report = report_of(path, small, window=parse_week("2026-W38"))
+    assert [(m.seat, m.last_seen) for m in report.missing] == [("gone", "2026-09-11T08:00:00Z")]
+    assert "last seen 2026-09-11 08:00Z" in to_markdown(blocks(report, []))
