@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,7 +25,7 @@ from placement.sources import (
 from seats.errors import BadInputError, CannotDecideError
 
 if TYPE_CHECKING:
-    from placement.report import Report
+    from placement.report import ChartSeries, Report
 
 HELP = "the weekly capacity report from the ledger (Markdown, HTML with charts, or JSON)"
 DESCRIPTION = (
@@ -165,7 +167,7 @@ def _import_matplotlib() -> None:
 
 
 def _emit(report: Report, fmt: str, out: str | None, demo: str | None) -> int:
-    from placement.report_charts import chart_filename, render_chart, seat_colours
+    from placement.report_charts import chart_filename, seat_colours
     from placement.report_render import blocks, to_html, to_markdown
 
     target = Path(out) if out else None
@@ -185,10 +187,10 @@ def _emit(report: Report, fmt: str, out: str | None, demo: str | None) -> int:
     # Markdown without --out has nowhere to put PNG files: it prints without charts.
     draw = fmt == "html" or target is not None
     colours = seat_colours(name for s in report.charts for name, _ in s.layers)
-    charts = [
-        (s, chart_filename(s), render_chart(s, colours=colours) if draw else None)
-        for s in report.charts
-    ]
+    pngs: list[bytes | None] = (
+        _render_all(report.charts, colours) if draw else [None] * len(report.charts)
+    )
+    charts = [(s, chart_filename(s), png) for s, png in zip(report.charts, pngs, strict=True)]
     if fmt == "md" and target is not None:
         for _, name, png in charts:
             if png is not None:
@@ -201,6 +203,30 @@ def _emit(report: Report, fmt: str, out: str | None, demo: str | None) -> int:
             "report.html",
         )
     return _write(to_markdown(items), target, "report.md")
+
+
+def _render_all(series: Sequence[ChartSeries], colours: dict[str, str]) -> list[bytes | None]:
+    """Every card's PNG; with several cards and cores, two forked workers share them.
+
+    Drawing is pure Python and C under the GIL, so threads would not help; a fork inherits
+    matplotlib already imported. Any failure to fork falls back to drawing here.
+    """
+    import functools
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    from placement.report_charts import render_chart
+
+    draw = functools.partial(render_chart, colours=colours)
+    if len(series) >= 4 and (os.cpu_count() or 1) >= 2:
+        try:
+            context = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
+                return list(pool.map(draw, series))
+        except (OSError, BrokenProcessPool, ValueError):
+            pass
+    return [draw(s) for s in series]
 
 
 def _write(text: str, target: Path | None, name: str) -> int:
