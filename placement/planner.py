@@ -104,7 +104,7 @@ class PlanResult:
 
 # Past this many eligible (seat, card) pairs, a greedy placement that already places every
 # placeable seat is kept as it is: the model would only refine tie-breaks, at fleet-size cost.
-SKIP_SOLVER_PAIRS = 20_000
+SKIP_SOLVER_PAIRS = 2_000
 
 
 def plan(
