@@ -5,6 +5,7 @@ No I/O here: the command reads files and the ledger; `plan()` takes frozen data 
 
 from __future__ import annotations
 
+import re
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -351,7 +352,10 @@ def explain_refusal(
                 continue
             reasons.extend(r for r in verdict.reasons if r.rule != "host")
             shorts = [r.short_bytes for r in verdict.reasons if r.short_bytes is not None]
-            nearest.extend((min(shorts, default=1 << 62), text) for text in verdict.nearest)
+            texts = verdict.nearest
+            if len(hosts) > 1:
+                texts = tuple(re.sub(r"card (\d+)", rf"card {host}:\1", text) for text in texts)
+            nearest.extend((min(shorts, default=1 << 62), text) for text in texts)
             for reason in verdict.reasons:
                 if (
                     reason.rule == "room"
@@ -387,7 +391,10 @@ def explain_refusal(
                 )
             )
     for host, total in fragment_room.items():
-        if seat.card_count == 1 and total >= need:
+        largest = max(
+            (c.cuda_total - c.margin_bytes for c in problem.hosts[host] if c.ok), default=0
+        )
+        if seat.card_count == 1 and total >= need and need <= largest:
             nearest.append(
                 (
                     1 << 63,

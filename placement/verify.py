@@ -516,6 +516,14 @@ def _nearest(
     if "reserve" in rules and "room" not in rules and not gate_short:
         out.append((room_short, f"release {', '.join(state.reserve_names)}"))
     short = max(room_short, gate_short)
+    if need > state.total - state.margin:
+        # No amount of freeing makes a card hold more than its own total.
+        return [
+            (
+                short,
+                f"{_b(need)} is more than a card of {_b(state.total)} CUDA total holds",
+            )
+        ]
     if "reserve" not in rules and short:
         out.append((short, f"free {_b(short)} on card {index}"))
     return out

@@ -271,3 +271,8 @@ def test_verify_placement_judges_each_as_last(fv_ml1: Catalogue, snap: Snapshot)
         [Placement(x, "fv-ml1", (1,)) for x in (a, b, c)],
     )
     assert not any(v.passed for v in bad)
+
+
+def test_seat_larger_than_any_card_says_so(fv_ml1: Catalogue, snap: Snapshot) -> None:
+    verdict = judge(fv_ml1, snap, seat("huge", "100 GiB"), [3])
+    assert verdict.nearest == ("100.00 GiB is more than a card of 94.97 GiB CUDA total holds",)
