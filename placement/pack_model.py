@@ -10,6 +10,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
@@ -21,6 +22,8 @@ import pulp
 Solver = Literal["cbc", "highs"]
 SOLVERS: tuple[str, ...] = ("cbc", "highs")
 MAX_ARCS = 2_000_000
+# CBC does not stop its root LP at the time limit: a model this large is not started at all.
+MAX_ASSIGNMENT_VARS = 50_000
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,7 @@ class BinSolution:
     arcs: int  # arcs of the arc-flow graph, or x variables of the assignment model
     build_seconds: float
     solve_seconds: float
+    lower_bound: int  # the best proven bound: the caller's, L_LP, or the proven optimum
     note: str | None = None
 
 
@@ -55,7 +59,10 @@ def _stdout_to_stderr() -> Iterator[None]:
 
 def _solver(name: str, time_limit: float) -> Any:
     if name == "cbc":
-        return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit)
+        with warnings.catch_warnings():
+            # PuLP 3.3 warns that the bundled CBC goes away in 4.0; pyproject pins pulp < 4.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit)
     if name == "highs":
         return pulp.HiGHS(msg=False, timeLimit=time_limit)
     raise ValueError(f"unknown solver {name!r}; choose one of {', '.join(SOLVERS)}")
@@ -80,10 +87,11 @@ def _value(var: Any) -> int:
     return 0 if value is None else round(value)
 
 
-def arc_flow_graph(
-    sizes: Sequence[int], capacity: int
-) -> tuple[list[int], list[tuple[int, int, int]], dict[int, int]]:
-    """The reduced arc-flow graph over nodes 0..capacity.
+Graph = tuple[list[int], list[tuple[int, int, int]], dict[int, int]]
+
+
+def arc_flow_graph(sizes: Sequence[int], capacity: int, max_arcs: int = MAX_ARCS) -> Graph | None:
+    """The reduced arc-flow graph over nodes 0..capacity; None once it passes `max_arcs` arcs.
 
     Returns (item sizes, decreasing, one per type; item arcs (tail, head, type index);
     demand per type index). An item arc of type t leaves node 0 or a node reached by an
@@ -106,6 +114,8 @@ def arc_flow_graph(
                 node += w
                 new.add(node)
         reached |= new
+        if len(arcs) > max_arcs:
+            return None
     return types, _compress(arcs, types, capacity), demand
 
 
@@ -130,32 +140,29 @@ def _compress(
 
 
 def _solve_arc_flow(
-    units: list[int],
+    graph: Graph,
     capacity: int,
     solver: str,
     time_limit: float,
     lower_bound: int,
     upper_bound: int,
-    max_arcs: int,
-) -> tuple[list[list[int]], str, bool, int, float, float] | None:
-    """Arc-flow solve in model units; None when the graph is over `max_arcs`."""
+) -> tuple[list[list[int]], str, bool, float, float]:
+    """The arc-flow integer program in model units: (size patterns, status, proven, build s, solve s)."""
     started = time.perf_counter()
-    types, item_arcs, demand = arc_flow_graph(units, capacity)
+    types, item_arcs, demand = graph
     source = min((tail for tail, _, _ in item_arcs), default=0)
     nodes = sorted({source} | {h for _, h, _ in item_arcs})
     # Loss arcs: one from each node short of a full bin straight to the sink, the fewest
     # that let every path end at `capacity` (unused room is loss).
     sink = capacity
     loss = [n for n in nodes if n != sink]
-    if len(item_arcs) + len(loss) > max_arcs:
-        return None
     problem = pulp.LpProblem("arc_flow", pulp.LpMinimize)
     flow = [
-        pulp.LpVariable(f"f{k}", lowBound=0, upBound=demand[t], cat="Integer")
+        problem.add_variable(f"f{k}", lowBound=0, upBound=demand[t], cat="Integer")
         for k, (_, _, t) in enumerate(item_arcs)
     ]
-    slack = [pulp.LpVariable(f"l{k}", lowBound=0, cat="Integer") for k in range(len(loss))]
-    bins = pulp.LpVariable("z", lowBound=lower_bound, upBound=upper_bound, cat="Integer")
+    slack = [problem.add_variable(f"l{k}", lowBound=0, cat="Integer") for k in range(len(loss))]
+    bins = problem.add_variable("z", lowBound=lower_bound, upBound=upper_bound, cat="Integer")
 
     # Objective: the number of bins, which is the flow out of node 0.
     problem += bins
@@ -189,7 +196,7 @@ def _solve_arc_flow(
     status, found, proven = _run(problem, solver, time_limit)
     solved = time.perf_counter()
     if not found:
-        return [], status, False, len(item_arcs) + len(loss), built - started, solved - built
+        return [], status, False, built - started, solved - built
 
     # Read the bins back: walk 0 → sink along arcs with flow left, z times.
     remaining: dict[int, list[tuple[int, int | None, int]]] = defaultdict(list)
@@ -208,7 +215,7 @@ def _solve_arc_flow(
                 pattern.append(types[item_type])
             node = head
         patterns.append(pattern)
-    return patterns, status, proven, len(item_arcs) + len(loss), built - started, solved - built
+    return patterns, status, proven, built - started, solved - built
 
 
 def _assign_items(
@@ -265,9 +272,9 @@ def _solve_assignment(
     position = {item: p for p, item in enumerate(order)}
     nbins = upper_bound
     problem = pulp.LpProblem("assignment", pulp.LpMinimize)
-    used = [pulp.LpVariable(f"y{b}", cat="Binary") for b in range(nbins)]
+    used = [problem.add_variable(f"y{b}", cat="Binary") for b in range(nbins)]
     x = {
-        (i, b): pulp.LpVariable(f"x{i}_{b}", cat="Binary")
+        (i, b): problem.add_variable(f"x{i}_{b}", cat="Binary")
         for i in range(len(units))
         for b in range(min(nbins, position[i] + 1))
     }
@@ -326,11 +333,15 @@ def solve_bin_packing(
     capacity rounds down to a multiple of it with nothing lost, and the arc-flow graph has
     capacity/gcd + 1 nodes at most (MiB-sized seats on a card: ~10^5). Items of one non-None
     `groups` entry never share a bin. `upper_bound` is a known packing's bin count (greedy).
+
+    The arc-flow integer program runs first, its objective boxed between the bound and the
+    best packing known; the assignment model only when the graph has more than `max_arcs`
+    arcs or the arc-flow packing cannot honour the groups.
     """
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
     if not sizes:
-        return BinSolution((), True, "none", "optimal", 1, 0, 0.0, 0.0)
+        return BinSolution((), True, "none", "optimal", 1, 0, 0.0, 0.0, 0)
     if any(w <= 0 or w > capacity for w in sizes):
         raise ValueError("every size must be in (0, capacity]")
     unit = math.gcd(*sizes)
@@ -339,10 +350,15 @@ def solve_bin_packing(
     upper = upper_bound if upper_bound is not None else len(sizes)
     lower = max(0, min(lower_bound, upper))
 
+    started = time.perf_counter()
+    graph = arc_flow_graph(units, cap, max_arcs)
     note: str | None = None
-    arc = _solve_arc_flow(units, cap, solver, time_limit, lower, upper, max_arcs)
-    if arc is not None:
-        patterns, status, proven, arcs, build_s, solve_s = arc
+    if graph is not None:
+        arcs = len(graph[1])
+        graph_seconds = time.perf_counter() - started
+        patterns, status, proven, build_s, solve_s = _solve_arc_flow(
+            graph, cap, solver, time_limit, lower, upper
+        )
         if not patterns:
             return None
         bins = _assign_items(patterns, units, groups)
@@ -354,13 +370,16 @@ def solve_bin_packing(
                 status,
                 unit,
                 arcs,
-                build_s,
+                graph_seconds + build_s,
                 solve_s,
+                len(bins) if proven else lower,
             )
         note = "the arc-flow packing put two parts of a multi-card seat on one card; re-solved by assignment"
-        time_limit = max(1.0, time_limit - solve_s)
+        time_limit = max(1.0, time_limit - (time.perf_counter() - started))
     else:
         note = f"arc-flow graph over {max_arcs:,} arcs; solved by the assignment model instead"
+        if len(units) * min(upper, len(units)) > 2 * MAX_ASSIGNMENT_VARS:
+            return None
     bins_a, status, proven, nvars, build_s, solve_s = _solve_assignment(
         units, cap, groups, solver, time_limit, lower, upper
     )
@@ -375,5 +394,6 @@ def solve_bin_packing(
         nvars,
         build_s,
         solve_s,
+        len(bins_a) if proven else lower,
         note,
     )
