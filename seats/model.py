@@ -226,6 +226,12 @@ class Seat(BaseModel):
                 f"weights ({self.weights} B) are more than resident ({self.resident} B): "
                 "resident is everything the seat holds on a card, weights included"
             )
+        kv = self.engine.kv_cache_memory
+        if kv is not None and kv > self.resident:
+            raise ValueError(
+                f"engine.kv_cache_memory ({kv} B) is more than resident ({self.resident} B): "
+                "the KV cache is part of what the seat holds"
+            )
         return self
 
     @property

@@ -710,3 +710,20 @@ def test_any_text_is_a_catalogue_or_a_catalogue_error(text: str) -> None:
         parse_catalogue(read_yaml(text, "fuzz.yaml"), "fuzz.yaml")
     except CatalogueError as exc:
         assert str(exc).startswith("fuzz.yaml")
+
+
+def test_kv_cache_larger_than_resident(tmp_path: Path) -> None:
+    path = write(tmp_path, edited("kv_cache_memory: 2 GiB}", "kv_cache_memory: 12 GiB}"))
+    with pytest.raises(
+        CatalogueError, match=r"kv_cache_memory \(12884901888 B\) is more than resident"
+    ) as caught:
+        load_catalogue(path)
+    assert caught.value.loc == "seats[2]"
+
+
+@pytest.mark.parametrize("spelling", ["Card", "whole", "ALL"])
+def test_a_whole_card_is_spelled_card(tmp_path: Path, spelling: str) -> None:
+    path = write(tmp_path, edited("bytes: card", f"bytes: {spelling}"))
+    with pytest.raises(CatalogueError, match="write the whole card as `card`") as caught:
+        load_catalogue(path)
+    assert caught.value.loc == "reserves[0].bytes"
