@@ -370,7 +370,7 @@ def solve(
     prob, maps = build_model(problem)
     built = time.perf_counter()
     # CBC overruns its own limit by a few seconds reading a large model: leave it headroom.
-    remaining = max(1.0, 0.85 * (time_limit - (built - started)))
+    remaining = max(0.05, 0.85 * (time_limit - (built - started)))
     # Seats weigh ≥ 2 and every tie-break together < 1.001, so an absolute gap below 1 never
     # trades a seat. Small models chase the tie-breaks (hole, tight fit) to 1 % of a card;
     # large ones stop once the seat count is proven, tie-breaks as found.

@@ -123,7 +123,7 @@ def plan(
     `adds` pairs each added seat with where it came from (a file name, for errors).
     `timings` in the result: build, solve, verify, explain (seconds).
     """
-    from placement.model import EXACT_HOLE_MAX_PAIRS, priority_weights, solve
+    from placement.model import priority_weights, solve
 
     timings: dict[str, float] = {}
     started = time.perf_counter()
@@ -141,12 +141,11 @@ def plan(
         weights = priority_weights(problem)
         # No placement places a seat that has no eligible card: the primary objective's bound.
         bound = sum(weights[n.name] for n in problem.seats if problem.eligible_hosts(n.name))
-        greedy: dict[str, tuple[str, tuple[int, ...]]] | None = None
-        if len(problem.need) > EXACT_HOLE_MAX_PAIRS:
-            # A large model may stop at its time limit: start it from the greedy placement.
-            greedy_started = time.perf_counter()
-            greedy = greedy_assignment(problem)
-            timings["greedy"] = time.perf_counter() - greedy_started
+        # The model may stop at its time limit: start it from the greedy placement (cheap
+        # arithmetic), and keep whichever places more.
+        greedy_started = time.perf_counter()
+        greedy: dict[str, tuple[str, tuple[int, ...]]] | None = greedy_assignment(problem)
+        timings["greedy"] = time.perf_counter() - greedy_started
         if (
             greedy is not None
             and len(problem.need) > SKIP_SOLVER_PAIRS
@@ -160,7 +159,7 @@ def plan(
                 "the hole and tight-fit tie-breaks are the greedy placement's, not optimised"
             )
         else:
-            remaining = max(1.0, time_limit - (time.perf_counter() - started))
+            remaining = max(0.05, time_limit - (time.perf_counter() - started))
             solution = solve(problem, solver=solver, time_limit=remaining, initial=greedy)  # type: ignore[arg-type]
             timings["build"] = solution.build_s
             timings["solve"] = solution.solve_s
