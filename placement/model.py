@@ -322,15 +322,41 @@ def build_model(
     return prob, ModelMaps(x=x, y=y, placed=placed, load=load, weights=weights)
 
 
-def _warm_start(maps: ModelMaps, initial: dict[str, tuple[str, tuple[int, ...]]]) -> None:
-    """Set every binary to the value `initial` gives it (0 where it places nothing)."""
+def _start_values(
+    maps: ModelMaps, initial: dict[str, tuple[str, tuple[int, ...]]]
+) -> list[tuple[Any, int]]:
+    """(variable, value) for every assignment binary, from a placement (0 where it places nothing)."""
     chosen = {(name, host, card) for name, (host, cards) in initial.items() for card in cards}
-    for pair, var in maps.x.items():
-        var.setInitialValue(1 if pair in chosen else 0)
-    for name, var in maps.placed.items():
-        var.setInitialValue(1 if name in initial else 0)
-    for (name, host), var in maps.y.items():
-        var.setInitialValue(1 if initial.get(name, ("", ()))[0] == host else 0)
+    values = [(var, 1 if pair in chosen else 0) for pair, var in maps.x.items()]
+    values += [(var, 1 if name in initial else 0) for name, var in maps.placed.items()]
+    values += [
+        (var, 1 if initial.get(name, ("", ()))[0] == host else 0)
+        for (name, host), var in maps.y.items()
+    ]
+    return values
+
+
+def _warm_start(maps: ModelMaps, initial: dict[str, tuple[str, tuple[int, ...]]]) -> None:
+    """Hand CBC the placement as its first incumbent (PuLP writes it as a MIP start)."""
+    for var, value in _start_values(maps, initial):
+        var.setInitialValue(value)
+
+
+class _WarmHiGHS(pulp.HiGHS):  # type: ignore[misc]
+    """PuLP's HiGHS interface, plus a partial MIP start (HiGHS completes the continuous part)."""
+
+    def __init__(self, *, start: list[tuple[Any, int]], **options: Any) -> None:
+        super().__init__(**options)
+        self.start = start
+
+    def callSolver(self, lp: Any) -> None:
+        if self.start:
+            import numpy
+
+            index = numpy.array([var.index for var, _ in self.start], dtype=numpy.int32)
+            value = numpy.array([float(v) for _, v in self.start], dtype=numpy.float64)
+            lp.solverModel.setSolution(len(self.start), index, value)
+        lp.solverModel.run()
 
 
 def _lin(terms: Iterable[tuple[Any, float]]) -> Any:
@@ -393,8 +419,13 @@ def solve(
                 options=[] if len(problem.need) <= EXACT_HOLE_MAX_PAIRS else ["preprocess off"],
             )
     elif solver == "highs":
-        command = pulp.HiGHS(
-            msg=False, timeLimit=remaining, gapRel=GAP_REL, gapAbs=gap_abs, threads=1
+        command = _WarmHiGHS(
+            start=_start_values(maps, initial) if initial else [],
+            msg=False,
+            timeLimit=remaining,
+            gapRel=GAP_REL,
+            gapAbs=gap_abs,
+            threads=1,
         )
     else:
         raise SolverError(f"unknown solver {solver!r}; use cbc or highs")
