@@ -109,6 +109,8 @@ def _origins(args: argparse.Namespace, result: PlanResult) -> dict[str, str]:
         return {s.host: "NVML" for s in result.snapshots}
     if args.ledger:
         return {s.host: f"ledger {args.ledger}" for s in result.snapshots}
+    if getattr(args, "prometheus", None):
+        return {s.host: f"Prometheus {args.prometheus}" for s in result.snapshots}
     paths = args.snapshot or []
     if len(paths) == 1 and len(result.snapshots) == 1:
         return {result.snapshots[0].host: paths[0]}
