@@ -80,6 +80,7 @@ class Calibration:
     nvml_total_bytes: int
     nvml_reserved_bytes: int | None
     runs: tuple[CalibrationRun, ...]
+    other_processes: int = 0
 
     def cuda_context_bytes(self) -> int:
         """The largest full-stage figure over the runs, rounded up to whole MiB (the safe side)."""
@@ -169,6 +170,7 @@ def measure(gpu: int = 0, runs: int = 3, *, source: PynvmlSource | None = None) 
         nvml_total_bytes=card.total_bytes or 0,
         nvml_reserved_bytes=card.reserved_bytes,
         runs=tuple(measured),
+        other_processes=len(card.processes),
     )
 
 
@@ -187,6 +189,12 @@ def render(calibration: Calibration) -> str:
         expected = calibration.nvml_total_bytes - reserved
         same = "equal" if total == expected else f"differ by {total - expected:,} B"
         lines.append(f"CUDA total {total:,} B; NVML total − reserved {expected:,} B: {same}")
+    if calibration.other_processes:
+        # Another process growing or shrinking between the two readings moves the figure.
+        lines.append(
+            f"warning: {calibration.other_processes} other process(es) held card {calibration.gpu}; "
+            "measure on an idle card for a clean figure"
+        )
     context = calibration.cuda_context_bytes()
     lines.append(f"cuda_context: {context // MIB} MiB   # put under hosts.<host> in the catalogue")
     return "\n".join(lines)

@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
                         for r in calibration.runs
                     ],
                     "cuda_context_bytes": calibration.cuda_context_bytes(),
+                    "other_processes": calibration.other_processes,
                 },
                 indent=2,
             )

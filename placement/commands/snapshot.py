@@ -154,6 +154,15 @@ def _take(source: NvmlSource | None, host: str | None, catalogue: Catalogue | No
         with open_source() as fresh:
             snapshot = take_snapshot(fresh, utc_now(), name, catalogue=catalogue)
     _warn_pid_namespace(snapshot)
+    if catalogue is not None and name in catalogue.hosts:
+        expected = catalogue.hosts[name].cards
+        if expected != len(snapshot.cards):
+            # NVML is the truth about the cards; the catalogue (or --host) is what is off.
+            print(
+                f"warning: NVML sees {len(snapshot.cards)} card(s) on this host, the catalogue gives "
+                f"{name} {expected}: plan and check will refuse this snapshot until they agree",
+                file=sys.stderr,
+            )
     return snapshot
 
 

@@ -249,3 +249,28 @@ def test_cuda_context_is_the_worst_run_rounded_up_to_mib() -> None:
     assert "cuda_context: 1275 MiB" in text
     assert "526.8" in text and "1,178.8" in text
     assert "equal" in text
+
+
+def test_calibration_on_a_busy_card_warns() -> None:
+    run = CalibrationRun(
+        100 * MIB, 200 * MIB, {"context": 50 * MIB, "nccl": 40 * MIB, "cublas": 30 * MIB}
+    )
+    busy = Calibration(1, "GPU-y", "NVIDIA H200", 300 * MIB, 100 * MIB, (run,), other_processes=2)
+    text = render(busy)
+    assert "warning: 2 other process(es) held card 1" in text
+    assert "cuda_context: 70 MiB" in text
+    assert "warning" not in render(
+        Calibration(1, "GPU-y", "NVIDIA H200", 300 * MIB, 100 * MIB, (run,))
+    )
+
+
+def test_live_card_count_other_than_the_catalogue_warns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = snapshot_data()
+    data["cards"] = data["cards"][:2]
+    monkeypatch.setenv("GPUPLAN_FAKE_NVML", str(write(tmp_path, data)))
+    assert main(["snapshot", "--catalogue", str(FV_ML1_CATALOGUE)]) == 0
+    assert (
+        "NVML sees 2 card(s) on this host, the catalogue gives fv-ml1 4" in capsys.readouterr().err
+    )
