@@ -1,0 +1,282 @@
+"""Benchmark of `plan` on seeded synthetic fleets, 1 host × 4 cards to 128 hosts × 8 cards, against FFD.
+
+2.5 seats per card (1.5 running, 1 new), hosts of two card sizes; writes docs/fleet-solve-time.png.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import quick
+from inventory.snapshot import Snapshot
+from placement.planner import greedy_assignment, plan
+from placement.problem import build_problem, new_seats
+from seats.model import Catalogue, Seat
+
+ROOT = Path(__file__).resolve().parent.parent
+PLOT = ROOT / "docs" / "fleet-solve-time.png"
+MIB = 2**20
+GIB = 2**30
+TAKEN = datetime(2026, 9, 16, 14, 2, 11, tzinfo=UTC)
+# (NVML total, driver reserve): an 80 GB-class card and an H200 (FACTS.md section 1).
+CARD_KINDS = ((81_559 * MIB, 530 * MIB), (150_754_820_096, 644_939_776))
+# (hosts, cards per host, seeds, solvers)
+FULL = (
+    (1, 4, 3, ("cbc", "highs")),
+    (4, 8, 3, ("cbc", "highs")),
+    (16, 8, 2, ("cbc", "highs")),
+    (32, 8, 1, ("cbc",)),
+    (64, 8, 1, ("cbc",)),
+    (128, 8, 1, ("cbc",)),
+)
+QUICK = ((1, 4, 2, ("cbc",)), (4, 8, 2, ("cbc",)), (16, 8, 1, ("cbc",)))
+TIME_LIMIT_S = 10.0
+
+
+def fleet(
+    hosts: int, cards: int, seed: int
+) -> tuple[Catalogue, list[Snapshot], list[tuple[str, Seat]]]:
+    """A seeded fleet: 1.5 running seats per card in place, 1 new seat per card to plan.
+
+    Odd hosts have H200-size cards, even hosts 80 GB-class ones; half the hosts have half
+    the cards. Running seats take 20–55 % of a card; new seats 20–60 % of the smaller card,
+    one in eight taking two cards, priorities 0–2, half of them vLLM with a pinned KV cache.
+    """
+    rng = random.Random(seed * 1_000_003 + hosts * 101 + cards)
+    names = [f"h{h:03d}" for h in range(hosts)]
+    shape = {
+        name: (cards if h % 2 == 0 or hosts == 1 else max(1, cards // 2), CARD_KINDS[h % 2])
+        for h, name in enumerate(names)
+    }
+    total_cards = sum(n for n, _ in shape.values())
+    free: dict[tuple[str, int], int] = {}
+    for name, (n, (total, reserve)) in shape.items():
+        for c in range(n):
+            free[(name, c)] = total - reserve
+    keys = list(free)
+    seats: list[dict[str, Any]] = []
+    processes: dict[tuple[str, int], list[dict[str, Any]]] = {key: [] for key in keys}
+    for i in range(round(1.5 * total_cards)):
+        key = keys[i % len(keys)] if i < len(keys) else rng.choice(keys)
+        cuda_total = shape[key[0]][1][0] - shape[key[0]][1][1]
+        size = int(cuda_total * rng.uniform(0.20, 0.55)) // MIB * MIB
+        if free[key] - size < 0.03 * cuda_total:
+            continue
+        free[key] -= size
+        seats.append(
+            {
+                "name": f"run{i}",
+                "host": key[0],
+                "gpus": [key[1]],
+                "resident": size,
+                "state": "running",
+                "match": f"--port {10000 + i}$",
+            }
+        )
+        processes[key].append(
+            {"pid": 10000 + i, "used_bytes": size, "cmdline": f"srv --port {10000 + i}"}
+        )
+    catalogue = Catalogue.model_validate(
+        {
+            "hosts": {
+                name: {
+                    "cards": n,
+                    "card_total": total,
+                    "cuda_context": 1183 * MIB,
+                    "margin": 256 * MIB,
+                }
+                for name, (n, (total, _)) in shape.items()
+            },
+            "seats": seats,
+        }
+    )
+    snapshots = [
+        Snapshot.model_validate(
+            {
+                "host": name,
+                "taken_at": TAKEN,
+                "cards": [
+                    {
+                        "index": c,
+                        "total_bytes": total,
+                        "reserved_bytes": reserve,
+                        "used_bytes": total - reserve - free[(name, c)],
+                        "free_bytes": free[(name, c)],
+                        "processes": processes[(name, c)],
+                    }
+                    for c in range(n)
+                ],
+            }
+        )
+        for name, (n, (total, reserve)) in shape.items()
+    ]
+    small = CARD_KINDS[0][0] - CARD_KINDS[0][1]
+    adds: list[tuple[str, Seat]] = []
+    for j in range(total_cards):
+        data: dict[str, Any] = {
+            "name": f"new{j}",
+            "resident": int(small * rng.uniform(0.20, 0.60)) // MIB * MIB,
+            "priority": rng.choice([0, 0, 1, 2]),
+        }
+        if rng.random() < 0.125:
+            data["gpus"] = 2
+        if rng.random() < 0.5:
+            data["engine"] = {"kind": "vllm", "version": "0.11.0", "kv_cache_memory": 2 * GIB}
+        adds.append(("bench", Seat.model_validate(data)))
+    return catalogue, snapshots, adds
+
+
+@dataclass(frozen=True)
+class Row:
+    """One fleet planned once."""
+
+    hosts: int
+    cards: int
+    seats: int
+    new: int
+    seed: int
+    solver: str
+    status: str
+    gap: float | None
+    placed: int
+    ffd: int
+    problem_s: float
+    build_s: float
+    solve_s: float
+    verify_s: float
+    total_s: float
+
+
+def measure(hosts: int, cards: int, seed: int, solver: str) -> Row:
+    """Plan one fleet and count what first-fit-decreasing places on the same problem."""
+    catalogue, snapshots, adds = fleet(hosts, cards, seed)
+    total_cards = sum(len(s.cards) for s in snapshots)
+    start = time.perf_counter()
+    result = plan(catalogue, snapshots, adds, solver=solver, time_limit=TIME_LIMIT_S)
+    total = time.perf_counter() - start
+    problem = build_problem(catalogue, snapshots, new_seats(catalogue, adds))
+    ffd = len(greedy_assignment(problem))
+    t = result.timings
+    return Row(
+        hosts,
+        total_cards,
+        len(catalogue.seats) + len(adds),
+        len(adds),
+        seed,
+        solver,
+        result.status,
+        result.gap,
+        sum(1 for v in result.verdicts if v.passed),
+        ffd,
+        t.get("problem", 0.0),
+        t.get("build", 0.0),
+        t.get("solve", 0.0),
+        t.get("verify", 0.0),
+        total,
+    )
+
+
+def plot(rows: list[Row]) -> None:
+    """Solve and total seconds against cards, per solver, log-log, to docs/fleet-solve-time.png."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for solver, marker in (("cbc", "o"), ("highs", "s")):
+        mine = sorted((r for r in rows if r.solver == solver), key=lambda r: r.cards)
+        if not mine:
+            continue
+        ax.plot(
+            [r.cards for r in mine],
+            [r.total_s for r in mine],
+            marker=marker,
+            label=f"plan() total, {solver}",
+        )
+        ax.plot(
+            [r.cards for r in mine],
+            [max(r.solve_s, 1e-3) for r in mine],
+            marker=marker,
+            linestyle="--",
+            label=f"solver only, {solver}",
+        )
+    cbc = sorted((r for r in rows if r.solver == "cbc"), key=lambda r: r.cards)
+    if cbc:
+        # A line through the smallest fleet's total with slope 1: linear growth, for the eye.
+        first = cbc[0]
+        xs = [first.cards, cbc[-1].cards]
+        ax.plot(
+            xs,
+            [first.total_s, first.total_s * xs[1] / xs[0]],
+            color="grey",
+            linewidth=0.8,
+            label="linear",
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("cards in the fleet (2.5 seats per card)")
+    ax.set_ylabel("seconds")
+    ax.set_title("gpuplan plan on synthetic fleets")
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", linewidth=0.3)
+    fig.tight_layout()
+    PLOT.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(PLOT, dpi=110)
+    plt.close(fig)
+
+
+def run() -> str:
+    """The Markdown section: per fleet, seconds, seats placed by plan vs FFD, the gap; and the plot."""
+    sizes = QUICK if quick() else FULL
+    rows: list[Row] = []
+    for hosts, cards, seeds, solvers in sizes:
+        for seed in range(seeds):
+            for solver in solvers:
+                rows.append(measure(hosts, cards, seed, solver))
+    lines = [
+        "## fleet",
+        "",
+        "Seeded synthetic fleets (bench/bench_fleet.py): hosts alternate 80 GB-class and H200 "
+        "cards, half of them with half the cards; 1.5 running seats per card in place and 1 new "
+        "seat per card to plan (2.5 per card), running seats 20–55 % of a card, new seats 20–60 % of the smaller card, one in eight "
+        f"on two cards, priorities 0–2. `plan()` in process, time limit {TIME_LIMIT_S:g} s. "
+        "*FFD*: seats the first-fit-decreasing placer (`placement.planner.greedy_assignment`) "
+        "places on the same problem. *Gap*: the planner's reported optimality gap "
+        "(0 = proven optimal; `greedy` status = FFD already placed every placeable seat, "
+        "which proves the seat count).",
+        "",
+        "| hosts | cards | seats | new | seed | solver | status | gap | placed | FFD | problem s "
+        "| build s | solve s | verify s | total s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        gap = "-" if r.gap is None else f"{r.gap:.2%}"
+        lines.append(
+            f"| {r.hosts} | {r.cards} | {r.seats} | {r.new} | {r.seed} | {r.solver} | {r.status} "
+            f"| {gap} | {r.placed} | {r.ffd} | {r.problem_s:.2f} | {r.build_s:.2f} | {r.solve_s:.2f} "
+            f"| {r.verify_s:.2f} | {r.total_s:.2f} |"
+        )
+    fewer = sum(1 for r in rows if r.placed < r.ffd)
+    more = sum(1 for r in rows if r.placed > r.ffd)
+    lines += [
+        "",
+        f"Plan placed more seats than FFD on {more} of {len(rows)} runs, as many on "
+        f"{len(rows) - more - fewer}, fewer on {fewer}.",
+    ]
+    try:
+        plot(rows)
+        lines += ["", f"![plan seconds against cards]({PLOT.name})"]
+    except Exception as exc:  # a missing plotting backend must not lose the table
+        lines += ["", f"(plot not drawn: {exc})"]
+    lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(run())
