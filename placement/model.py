@@ -454,7 +454,7 @@ def solve(
         status=status,
         solver=solver,
         objective=float(objective) if objective is not None else None,
-        gap=_gap(command, solver)
+        gap=_gap(prob, solver)
         if status == "time_limit"
         else (0.0 if status == "optimal" else None),
         build_s=built - started,
@@ -478,11 +478,11 @@ def _status(prob: pulp.LpProblem, solver: str) -> Literal["optimal", "time_limit
     )
 
 
-def _gap(command: Any, solver: str) -> float | None:
+def _gap(prob: pulp.LpProblem, solver: str) -> float | None:
     """The relative MIP gap of a time-limited answer, where the solver reports it (HiGHS)."""
     if solver != "highs":
         return None
-    model = getattr(command, "solverModel", None) or getattr(command, "_solverModel", None)
+    model = getattr(prob, "solverModel", None)
     try:
         return float(model.getInfo().mip_gap) if model is not None else None
     except Exception:  # a solver interface without the figure: say nothing rather than fail
