@@ -45,6 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="read a snapshot JSON instead of NVML (- for stdin)",
     )
     parser.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="read every host's latest figures from a Prometheus server instead of NVML "
+        "and record one snapshot per host (use with --ledger from a timer)",
+    )
+    parser.add_argument(
         "--out",
         metavar="FILE",
         help="write the snapshot JSON to FILE (atomically; the latest when polling)",
@@ -105,6 +111,12 @@ def run(args: argparse.Namespace) -> int:
         if args.count is not None and args.count < 1:
             raise BadInputError(f"--count {args.count}: at least 1")
     catalogue = load_catalogue(args.catalogue) if args.catalogue else None
+    if args.prometheus is not None:
+        if args.from_file is not None or args.interval is not None or args.out is not None:
+            raise BadInputError(
+                "--prometheus reads a whole fleet once; it cannot be used with --from, --interval or --out"
+            )
+        return _from_prometheus(args, catalogue)
     if args.from_file is not None:
         snapshot = _read_from(args.from_file, args.host, catalogue)
         _record(args, snapshot, polling=False)
@@ -113,6 +125,38 @@ def run(args: argparse.Namespace) -> int:
         _record(args, _take(None, args.host, catalogue), polling=False)
         return 0
     return _poll(args, catalogue)
+
+
+def _from_prometheus(args: argparse.Namespace, catalogue: Catalogue | None) -> int:
+    """Record one snapshot per host that Prometheus knows; problems are warned about, not stored.
+
+    A stale host's snapshot is still a true reading of its time, so it is recorded too (the
+    ledger keeps one per host and second); an incomplete host is never recorded.
+    """
+    from inventory.attribution import attribute
+    from inventory.prometheus import read_fleet
+    from placement.sources import DEFAULT_MAX_AGE, utc_now
+
+    expected = {name: host.cards for name, host in catalogue.hosts.items()} if catalogue else None
+    fleet = read_fleet(
+        args.prometheus, now=utc_now(), max_age=DEFAULT_MAX_AGE, expected_cards=expected
+    )
+    for warning in fleet.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    for problem in fleet.problems:
+        print(f"warning: {problem.text}", file=sys.stderr)
+    snapshots = [*fleet.snapshots, *fleet.stale]
+    if args.host is not None:
+        snapshots = [s for s in snapshots if s.host == args.host]
+    if not snapshots:
+        from seats.errors import CannotDecideError
+
+        raise CannotDecideError(f"Prometheus at {args.prometheus} gives no host to record")
+    for snapshot in sorted(snapshots, key=lambda s: s.host):
+        if catalogue is not None:
+            snapshot = attribute(snapshot, catalogue)
+        _record(args, snapshot, polling=len(snapshots) > 1)
+    return 0
 
 
 def _read_from(name: str, host: str | None, catalogue: Catalogue | None) -> Snapshot:

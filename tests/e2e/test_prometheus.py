@@ -345,3 +345,30 @@ def test_unreachable_prometheus_exits_3(fleet: Fleet2, gpuplan: Callable[..., Ra
     )
     assert done.returncode == 3
     assert "Prometheus at http://127.0.0.1:9 is unreachable" in done.stderr
+
+
+def test_snapshot_records_the_fleet_from_prometheus_into_the_ledger(
+    fleet: Fleet2, gpuplan: Callable[..., Ran], tmp_path: Path
+) -> None:
+    from inventory.ledger import open_ledger
+
+    db = tmp_path / "fleet.sqlite"
+    common = ["snapshot", "--catalogue", str(fleet.catalogue), "--prometheus", fleet.url]
+    first = gpuplan(*common, "--ledger", str(db))
+    assert first.returncode == 0, first.stderr
+    with open_ledger(db, readonly=True) as ledger:
+        stored = {s.host: s for s in ledger.latest_per_host()}
+    # fv-ml3 serves a recorded, old snapshot: stale for planning, still a true reading to keep.
+    assert set(stored) == {"dgx-7", "fv-ml1", "fv-ml2", "fv-ml3"}
+    catalogue = load_catalogue(fleet.catalogue)
+    direct = attribute(load_snapshot(fleet.snapshots["fv-ml1"]), catalogue)
+    assert stored["fv-ml1"] == comparable(direct)
+    # Same samples again: the ledger keeps one snapshot per host and second, nothing twice.
+    again = gpuplan(*common, "--ledger", str(db))
+    assert again.returncode == 0, again.stderr
+    assert "already in ledger" in again.stdout
+    with open_ledger(db, readonly=True) as ledger:
+        assert ledger.count() == 4
+    refused = gpuplan(*common, "--interval", "5")
+    assert refused.returncode == 2
+    assert "--prometheus reads a whole fleet once" in refused.stderr
