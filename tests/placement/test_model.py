@@ -369,3 +369,47 @@ def test_large_fleet_keeps_a_greedy_that_places_every_seat(monkeypatch: pytest.M
     assert len(placed(result)) == 8
     assert any("seat count proven optimal" in w for w in result.warnings)
     assert_verified(catalogue, snapshots, result)
+
+
+def _exhaustive_by_priority(
+    rooms: list[int], sizes: list[int], priorities: list[int]
+) -> tuple[int, ...]:
+    """Best (seats placed per priority, highest first) over every assignment, room only."""
+    levels = sorted(set(priorities), reverse=True)
+    best: tuple[int, ...] = tuple(0 for _ in levels)
+    for choice in itertools.product(range(len(rooms) + 1), repeat=len(sizes)):
+        loads = [0] * len(rooms)
+        for size, card in zip(sizes, choice, strict=True):
+            if card < len(rooms):
+                loads[card] += size
+        if all(load <= room for load, room in zip(loads, rooms, strict=True)):
+            score = tuple(
+                sum(
+                    1
+                    for p, card in zip(priorities, choice, strict=True)
+                    if p == level and card < len(rooms)
+                )
+                for level in levels
+            )
+            best = max(best, score)
+    return best
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rooms=st.lists(st.integers(1, 10), min_size=1, max_size=3),
+    seats_=st.lists(st.tuples(st.integers(1, 8), st.integers(0, 2)), min_size=1, max_size=6),
+)
+def test_strict_priority_matches_exhaustive_search(
+    rooms: list[int], seats_: list[tuple[int, int]]
+) -> None:
+    unit = 512 * 1024**2
+    catalogue, snapshots = make_fleet({"h": [r * unit for r in rooms]})
+    seats = [seat(f"s{i}", size * unit, priority=p) for i, (size, p) in enumerate(seats_)]
+    result = run_plan(catalogue, snapshots, seats)
+    levels = sorted({p for _, p in seats_}, reverse=True)
+    got = tuple(
+        sum(1 for s in seats if s.priority == level and s.name in placed(result))
+        for level in levels
+    )
+    assert got == _exhaustive_by_priority(rooms, [s for s, _ in seats_], [p for _, p in seats_])
