@@ -413,3 +413,37 @@ def test_strict_priority_matches_exhaustive_search(
         for level in levels
     )
     assert got == _exhaustive_by_priority(rooms, [s for s, _ in seats_], [p for _, p in seats_])
+
+
+def test_a_proposal_the_verifier_rejects_is_never_shown_as_placed(
+    fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import placement.model
+    from placement.model import Solution
+
+    def wrong(problem: Any, **_: Any) -> Solution:
+        # A solver that puts 6 GiB on card 1 (5,448 MiB of room) and flash-next on card 3.
+        return Solution(
+            assignment={"new-6gib": ("fv-ml1", (1,)), "flash-next": ("fv-ml1", (3,))},
+            status="optimal",
+            solver="cbc",
+            objective=None,
+            gap=0.0,
+            build_s=0.0,
+            solve_s=0.0,
+            variables=0,
+            constraints=0,
+        )
+
+    monkeypatch.setattr(placement.model, "solve", wrong)
+    result = plan(fv_ml1, [fv_ml1_snapshot], adds(seat("new-6gib", 6 * GiB)))
+    assert placed(result) == {"flash-next": ("fv-ml1", (3,))}
+    six = next(v for v in result.verdicts if v.seat == "new-6gib")
+    assert ("room", 1) in {(r.rule, r.card) for r in six.reasons}
+
+
+def test_nothing_to_place() -> None:
+    catalogue, snapshots = make_fleet({"h": [GiB]})
+    result = plan(catalogue, snapshots)
+    assert (result.verdict, result.status, result.optimal) == ("pass", "empty", True)
+    assert result.to_json()["seats"] == []
