@@ -401,6 +401,9 @@ def solve(
     # trades a seat. Small models chase the tie-breaks (hole, tight fit) to 1 % of a card;
     # large ones stop once the seat count is proven, tie-breaks as found.
     gap_abs = TIE_BREAK_GAP_ABS if len(problem.need) <= EXACT_HOLE_MAX_PAIRS else SEAT_GAP_ABS
+    # A relative gap applies to the whole objective: with many priority levels the weights
+    # grow, so shrink it until it is worth less than half of the cheapest seat.
+    gap_rel = min(GAP_REL, 0.5 / (sum(maps.weights.values()) + 2.0))
     if initial:
         _warm_start(maps, initial)
     if solver == "cbc":
@@ -410,7 +413,7 @@ def solve(
             command: Any = pulp.PULP_CBC_CMD(
                 msg=False,
                 timeLimit=remaining,
-                gapRel=GAP_REL,
+                gapRel=gap_rel,
                 gapAbs=gap_abs,
                 threads=1,
                 warmStart=bool(initial),
@@ -423,7 +426,7 @@ def solve(
             start=_start_values(maps, initial) if initial else [],
             msg=False,
             timeLimit=remaining,
-            gapRel=GAP_REL,
+            gapRel=gap_rel,
             gapAbs=gap_abs,
             threads=1,
         )

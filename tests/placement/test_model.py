@@ -447,3 +447,14 @@ def test_nothing_to_place() -> None:
     result = plan(catalogue, snapshots)
     assert (result.verdict, result.status, result.optimal) == ("pass", "empty", True)
     assert result.to_json()["seats"] == []
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_priority_holds_across_many_levels(solver: str) -> None:
+    catalogue, snapshots = make_fleet({"h": [10 * GiB]})
+    seats = [seat("big", 9 * GiB, priority=5)]
+    seats += [seat(f"p{p}_{i}", GiB, priority=p) for p in range(5) for i in range(3)]
+    result = run_plan(catalogue, snapshots, seats, solver=solver)
+    got = set(placed(result))
+    assert "big" in got and len(got) == 2
+    assert next(iter(got - {"big"})).startswith("p4_")
