@@ -28,8 +28,8 @@ CARD_KINDS = ((81_559 * MIB, 530 * MIB), (150_754_820_096, 644_939_776))
 # (hosts, cards per host, seeds, solvers)
 FULL = (
     (1, 4, 3, ("cbc", "highs")),
-    (4, 8, 3, ("cbc", "highs")),
-    (16, 8, 2, ("cbc", "highs")),
+    (4, 8, 2, ("cbc", "highs")),
+    (16, 8, 1, ("cbc", "highs")),
     (32, 8, 1, ("cbc",)),
     (64, 8, 1, ("cbc",)),
     (128, 8, 1, ("cbc",)),
