@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import random
+import statistics
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -190,30 +191,36 @@ def plot(rows: list[Row]) -> None:
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for solver, marker in (("cbc", "o"), ("highs", "s")):
-        mine = sorted((r for r in rows if r.solver == solver), key=lambda r: r.cards)
+        mine = [r for r in rows if r.solver == solver]
         if not mine:
             continue
-        ax.plot(
+        sizes = sorted({r.cards for r in mine})
+        medians = [statistics.median(r.total_s for r in mine if r.cards == n) for n in sizes]
+        line = ax.plot(sizes, medians, marker=marker, label=f"plan() total, {solver} (median)")
+        ax.scatter(
             [r.cards for r in mine],
             [r.total_s for r in mine],
-            marker=marker,
-            label=f"plan() total, {solver}",
+            color=line[0].get_color(),
+            s=10,
+            alpha=0.5,
         )
-        ax.plot(
-            [r.cards for r in mine],
-            [max(r.solve_s, 1e-3) for r in mine],
-            marker=marker,
-            linestyle="--",
-            label=f"solver only, {solver}",
-        )
+        solved = [r for r in mine if r.status != "greedy"]
+        if solved:
+            ax.scatter(
+                [r.cards for r in solved],
+                [max(r.solve_s, 1e-3) for r in solved],
+                marker="x",
+                color=line[0].get_color(),
+                label=f"solver only, {solver} (runs where it ran)",
+            )
     cbc = sorted((r for r in rows if r.solver == "cbc"), key=lambda r: r.cards)
     if cbc:
-        # A line through the smallest fleet's total with slope 1: linear growth, for the eye.
-        first = cbc[0]
-        xs = [first.cards, cbc[-1].cards]
+        # Slope 1 through the largest fleet's total: what linear growth would look like.
+        last = cbc[-1]
+        xs = [cbc[0].cards, last.cards]
         ax.plot(
             xs,
-            [first.total_s, first.total_s * xs[1] / xs[0]],
+            [last.total_s * xs[0] / xs[1], last.total_s],
             color="grey",
             linewidth=0.8,
             label="linear",
