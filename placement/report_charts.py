@@ -8,7 +8,8 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import UTC
+from typing import Any
 
 from placement.report import ChartSeries
 from seats.units import GiB
@@ -34,23 +35,54 @@ def chart_filename(series: ChartSeries) -> str:
     return f"chart-{host}-gpu{series.card}.png"
 
 
+# One figure per process and dpi, reused chart after chart: building the axes, its ticks and
+# their text objects cost more than drawing a card's data, so only the data changes between cards.
+_FIGURES: dict[int, Any] = {}
+
+
+def _figure(dpi: int) -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    figure = _FIGURES.get(dpi)
+    if figure is None:
+        # A bare Figure (not pyplot) keeps no global state and needs no display.
+        figure = Figure(figsize=(10, 3.4), dpi=dpi)
+        figure.subplots_adjust(left=0.06, right=0.78, top=0.9, bottom=0.12)
+        axes = figure.add_subplot()
+        axes.set_ylabel("GiB")
+        axes.grid(axis="y", color="#dddddd", linewidth=0.6)
+        # Limits are set per chart: the data limits of earlier cards must not leak into later ones.
+        axes.set_autoscale_on(False)
+        _FIGURES[dpi] = figure
+    return figure
+
+
 def render_chart(
     series: ChartSeries, *, colours: dict[str, str] | None = None, dpi: int = 90
 ) -> bytes:
     """One card's chart as PNG bytes; pass `colours` from `seat_colours` to match other cards."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.dates as mdates
-    from matplotlib.figure import Figure
+    import numpy as np
 
-    # A bare Figure (not pyplot) keeps no global state between charts and frees with its last reference.
-    figure = Figure(figsize=(10, 3.4), dpi=dpi)
-    figure.subplots_adjust(left=0.06, right=0.78, top=0.9, bottom=0.12)
-    axes = figure.add_subplot()
-    times = mdates.date2num([datetime.fromtimestamp(t, UTC) for t in series.times_s])  # type: ignore[no-untyped-call]
+    figure = _figure(dpi)
+    axes = figure.axes[0]
+    for artist in [*axes.collections, *axes.lines, *axes.patches]:
+        artist.remove()
+    legend = axes.get_legend()
+    if legend is not None:
+        legend.remove()
+    # Days since the epoch, as matplotlib's date axis counts them, straight from unix seconds.
+    times = np.asarray(series.times_s, dtype=float) / 86400.0
     names = [name for name, _ in series.layers]
-    values = [[v / GiB for v in layer] for _, layer in series.layers]
+    values = (
+        np.asarray([layer for _, layer in series.layers], dtype=float).reshape(
+            len(names), len(times)
+        )
+        / GiB
+    )
     palette = colours if colours is not None else seat_colours(names)
     fills = [
         _OTHER_COLOUR if name == "other" else palette.get(name, _OTHER_COLOUR) for name in names
@@ -58,10 +90,9 @@ def render_chart(
     labels = ["unexplained (no seat)" if name == "other" else name for name in names]
     if len(times):
         # Thin white edges keep neighbouring seats apart where their colours are close.
-        stacks = axes.stackplot(
+        axes.stackplot(
             times, *values, labels=labels, colors=fills, edgecolor="white", linewidth=0.4
         )
-        del stacks  # hatching the unexplained layer doubled the drawing time; its grey says enough
     total = series.cuda_total_bytes
     if total is not None:
         axes.axhline(
@@ -86,14 +117,18 @@ def render_chart(
             label=f"held {series.held_bytes / GiB:.2f} GiB (reserves, seats down)",
         )
         axes.axhline(floor, color="#b22222", linewidth=1.0, linestyle=":")
-    top = max(
-        [total or 0, series.declared_bytes, *(sum(col) * GiB for col in zip(*values, strict=True))]
-    )
-    axes.set_ylim(0, max(1.0, top / GiB * 1.06))
-    axes.set_ylabel("GiB")
+    stacked = float(values.sum(axis=0).max()) if values.size else 0.0
+    top = max((total or 0) / GiB, series.declared_bytes / GiB, stacked)
+    axes.set_ylim(0, max(1.0, top * 1.06))
+    if len(times) > 1:
+        axes.set_xlim(times[0], times[-1])
+    elif len(times) == 1:
+        axes.set_xlim(times[0] - 1 / 24, times[0] + 1 / 24)
     axes.set_title(
         f"{series.host} · card {series.card} · used memory (means per {series.bucket_s // 60} min)",
         loc="left",
+        # A fixed height: an automatic one measures every tick label again on each draw.
+        y=1.01,
     )
     # Whole days for a week, the automatic choice for shorter windows.
     span_s = (series.times_s[-1] - series.times_s[0]) if series.times_s else 0
@@ -104,8 +139,6 @@ def render_chart(
     )
     axes.xaxis.set_major_locator(locator)
     axes.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=UTC))  # type: ignore[no-untyped-call]
-    axes.grid(axis="y", color="#dddddd", linewidth=0.6)
-    axes.margins(x=0)
     axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     buffer = io.BytesIO()
     # Fast zlib: the charts are flat colours, so level 1 costs little size and a tenth of the time.
