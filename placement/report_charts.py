@@ -40,6 +40,11 @@ def chart_filename(series: ChartSeries) -> str:
 _FIGURES: dict[int, Any] = {}
 
 
+def figure_for(dpi: int = 90) -> Any:
+    """The figure charts of this dpi are drawn on, built on first use (call before forking)."""
+    return _figure(dpi)
+
+
 def _figure(dpi: int) -> Any:
     import matplotlib
 

@@ -206,27 +206,83 @@ def _emit(report: Report, fmt: str, out: str | None, demo: str | None) -> int:
 
 
 def _render_all(series: Sequence[ChartSeries], colours: dict[str, str]) -> list[bytes | None]:
-    """Every card's PNG; with several cards and cores, two forked workers share them.
+    """Every card's PNG; with four or more cards and two cores, a forked child draws half.
 
-    Drawing is pure Python and C under the GIL, so threads would not help; a fork inherits
-    matplotlib already imported. Any failure to fork falls back to drawing here.
+    Drawing is pure Python and C under the GIL, so threads would not help. A bare fork (no
+    process pool) inherits matplotlib and the figure already built and costs little; the
+    child hands its PNGs back through a pipe. Any failure falls back to drawing here.
     """
-    import functools
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
+    from placement.report_charts import figure_for, render_chart
+
+    if len(series) < 4 or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
+        return [render_chart(s, colours=colours) for s in series]
+    figure_for()  # built once, before the fork: both processes reuse it
+    half = (len(series) + 1) // 2
+    mine, theirs = series[:half], series[half:]
+    child = _fork_drawing(theirs, colours)
+    pngs: list[bytes | None] = [render_chart(s, colours=colours) for s in mine]
+    drawn = _collect(child, len(theirs))
+    if drawn is None:
+        drawn = [render_chart(s, colours=colours) for s in theirs]
+    return pngs + list(drawn)
+
+
+def _fork_drawing(series: Sequence[ChartSeries], colours: dict[str, str]) -> tuple[int, int] | None:
+    """(pid, read end of a pipe) of a child drawing `series`; None when it cannot fork."""
+    import gc
+    import pickle
 
     from placement.report_charts import render_chart
 
-    draw = functools.partial(render_chart, colours=colours)
-    if len(series) >= 4 and (os.cpu_count() or 1) >= 2:
+    try:
+        read, write = os.pipe()
+    except OSError:
+        return None
+    # Frozen objects are left alone by the child's collector, so it copies far fewer pages.
+    gc.freeze()
+    try:
+        pid = os.fork()
+    except OSError:
+        gc.unfreeze()
+        os.close(read)
+        os.close(write)
+        return None
+    if pid == 0:  # the child: draw, send, and leave without running the parent's exit code
+        status = 1
         try:
-            context = multiprocessing.get_context("fork")
-            with ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
-                return list(pool.map(draw, series))
-        except (OSError, BrokenProcessPool, ValueError):
-            pass
-    return [draw(s) for s in series]
+            os.close(read)
+            data = pickle.dumps([render_chart(s, colours=colours) for s in series])
+            with os.fdopen(write, "wb") as pipe:
+                pipe.write(data)
+            status = 0
+        finally:
+            os._exit(status)
+    gc.unfreeze()
+    os.close(write)
+    return pid, read
+
+
+def _collect(child: tuple[int, int] | None, count: int) -> list[bytes] | None:
+    """The child's PNGs, or None when it failed (the caller draws them itself)."""
+    import pickle
+
+    if child is None:
+        return None
+    pid, read = child
+    with os.fdopen(read, "rb") as pipe:
+        data = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    if status != 0 or not data:
+        return None
+    try:
+        pngs = pickle.loads(data)
+    except (pickle.UnpicklingError, EOFError):
+        return None
+    if not isinstance(pngs, list) or len(pngs) != count:
+        return None
+    if not all(isinstance(png, bytes) for png in pngs):
+        return None
+    return pngs
 
 
 def _write(text: str, target: Path | None, name: str) -> int:
