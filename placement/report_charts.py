@@ -38,6 +38,7 @@ def chart_filename(series: ChartSeries) -> str:
 # One figure per process and dpi, reused chart after chart: building the axes, its ticks and
 # their text objects cost more than drawing a card's data, so only the data changes between cards.
 _FIGURES: dict[int, Any] = {}
+_AXES_HEIGHT = 0.78  # of the figure's height
 
 
 def figure_for(dpi: int = 90) -> Any:
@@ -55,9 +56,12 @@ def _figure(dpi: int) -> Any:
     if figure is None:
         # A bare Figure (not pyplot) keeps no global state and needs no display.
         figure = Figure(figsize=(10, 3.4), dpi=dpi)
-        figure.subplots_adjust(left=0.06, right=0.78, top=0.9, bottom=0.12)
+        figure.subplots_adjust(left=0.06, right=0.78, top=0.12 + _AXES_HEIGHT, bottom=0.12)
         axes = figure.add_subplot()
         axes.set_ylabel("GiB")
+        # Fixed label places: automatic ones measure every tick label again on each draw.
+        axes.yaxis.set_label_coords(-0.045, 0.5)
+        axes.xaxis.set_label_coords(0.5, -0.1)
         axes.grid(axis="y", color="#dddddd", linewidth=0.6)
         # Limits are set per chart: the data limits of earlier cards must not leak into later ones.
         axes.set_autoscale_on(False)
@@ -71,14 +75,13 @@ def render_chart(
     """One card's chart as PNG bytes; pass `colours` from `seat_colours` to match other cards."""
     import matplotlib.dates as mdates
     import numpy as np
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Rectangle
 
     figure = _figure(dpi)
     axes = figure.axes[0]
-    for artist in [*axes.collections, *axes.lines, *axes.patches]:
+    for artist in [*axes.collections, *axes.lines, *axes.patches, *axes.texts]:
         artist.remove()
-    legend = axes.get_legend()
-    if legend is not None:
-        legend.remove()
     # Days since the epoch, as matplotlib's date axis counts them, straight from unix seconds.
     times = np.asarray(series.times_s, dtype=float) / 86400.0
     names = [name for name, _ in series.layers]
@@ -93,35 +96,55 @@ def render_chart(
         _OTHER_COLOUR if name == "other" else palette.get(name, _OTHER_COLOUR) for name in names
     ]
     labels = ["unexplained (no seat)" if name == "other" else name for name in names]
+    # Legend entries: (label, rectangle style or None, line style or None).
+    legend: list[tuple[str, dict[str, Any] | None, dict[str, Any] | None]] = [
+        (label, {"facecolor": fill}, None) for label, fill in zip(labels, fills, strict=True)
+    ]
     if len(times):
         # Thin white edges keep neighbouring seats apart where their colours are close.
-        axes.stackplot(
-            times, *values, labels=labels, colors=fills, edgecolor="white", linewidth=0.4
-        )
+        axes.stackplot(times, *values, colors=fills, edgecolor="white", linewidth=0.4)
     total = series.cuda_total_bytes
     if total is not None:
-        axes.axhline(
-            total / GiB, color="black", linewidth=1.4, label=f"CUDA total {total / GiB:.2f} GiB"
-        )
+        style = {"color": "black", "linewidth": 1.4}
+        axes.axhline(total / GiB, **style)
+        legend.append((f"CUDA total {total / GiB:.2f} GiB", None, style))
     if series.declared_bytes:
-        axes.axhline(
-            series.declared_bytes / GiB,
-            color="#1f4e9e",
-            linewidth=1.2,
-            linestyle="--",
-            label=f"declared {series.declared_bytes / GiB:.2f} GiB",
-        )
+        style = {"color": "#1f4e9e", "linewidth": 1.2, "linestyle": "--"}
+        axes.axhline(series.declared_bytes / GiB, **style)
+        legend.append((f"declared {series.declared_bytes / GiB:.2f} GiB", None, style))
     if series.held_bytes and total is not None:
         floor = max(0, total - series.held_bytes) / GiB
-        axes.axhspan(
-            floor,
-            total / GiB,
-            facecolor="#b22222",
-            alpha=0.12,
-            linewidth=0,
-            label=f"held {series.held_bytes / GiB:.2f} GiB (reserves, seats down)",
-        )
+        band = {"facecolor": "#b22222", "alpha": 0.12, "linewidth": 0}
+        axes.axhspan(floor, total / GiB, **band)
         axes.axhline(floor, color="#b22222", linewidth=1.0, linestyle=":")
+        legend.append(
+            # Two lines: in one the label ran past the image's right edge.
+            (f"held {series.held_bytes / GiB:.2f} GiB\n(reserves, seats down)", band, None)
+        )
+    # The legend drawn as plain artists right of the axes: matplotlib's Legend lays its boxes
+    # out again on every draw, which cost a third of each chart.
+    row = 15 / (figure.get_figheight() * dpi * _AXES_HEIGHT)  # 15 px per entry
+    for i, (label, box, line) in enumerate(legend):
+        y = 0.965 - i * row
+        if box is not None:
+            axes.add_patch(
+                Rectangle(
+                    (1.015, y - row * 0.3),
+                    0.03,
+                    row * 0.6,
+                    transform=axes.transAxes,
+                    clip_on=False,
+                    **box,
+                )
+            )
+        if line is not None:
+            axes.add_line(
+                Line2D([1.015, 1.045], [y, y], transform=axes.transAxes, clip_on=False, **line)
+            )
+        if "\n" in label:  # hangs from its handle's top instead of overlapping the row above
+            axes.text(1.055, y + row * 0.4, label, transform=axes.transAxes, fontsize=8, va="top")
+        else:
+            axes.text(1.055, y, label, transform=axes.transAxes, fontsize=8, va="center")
     stacked = float(values.sum(axis=0).max()) if values.size else 0.0
     top = max((total or 0) / GiB, series.declared_bytes / GiB, stacked)
     axes.set_ylim(0, max(1.0, top * 1.06))
@@ -144,7 +167,6 @@ def render_chart(
     )
     axes.xaxis.set_major_locator(locator)
     axes.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=UTC))  # type: ignore[no-untyped-call]
-    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     buffer = io.BytesIO()
     # Fast zlib: the charts are flat colours, so level 1 costs little size and a tenth of the time.
     figure.savefig(buffer, format="png", pil_kwargs={"compress_level": 1})
