@@ -338,8 +338,7 @@ def solve_bin_packing(
     Works in units of the gcd of the sizes: any bin's load is a multiple of it, so the
     capacity rounds down to a multiple of it with nothing lost, and the arc-flow graph has
     capacity/gcd + 1 nodes at most (MiB-sized seats on a card: ~10^5). Items of one non-None
-    `groups` entry never share a bin. `upper_bound` is a known packing's bin count (greedy);
-    `bins` is empty, and `proven` true, when the solver proves that packing optimal.
+    `groups` entry never share a bin. `upper_bound` is a known packing's bin count (greedy).
 
     The arc-flow integer program runs first, its objective boxed between the bound and the
     best packing known; the assignment model only when the graph has more than `max_arcs`
@@ -363,18 +362,12 @@ def solve_bin_packing(
     if graph is not None:
         arcs = len(graph[1])
         graph_seconds = time.perf_counter() - started
-        # When only one count beats the known packing, ask for exactly that count: a
-        # feasibility problem, which CBC's heuristics aim at directly (Hard28 BPP47, measured
-        # here: found in 23 s, not in 60 s with the objective boxed in [L, L + 1]).
-        target = lower if upper == lower + 1 and upper_bound is not None else upper
+        # The objective is boxed in [lower, upper]. Asking for exactly `lower` when
+        # upper = lower + 1 was tried on Hard28 and measured here: it found BPP47 in 23 s but lost
+        # BPP13 (41 s → none in 60 s) and slowed u120's worst case (0.5 s → 1.2 s), so it is not used.
         patterns, status, proven, build_s, solve_s = _solve_arc_flow(
-            graph, cap, solver, time_limit, lower, target
+            graph, cap, solver, time_limit, lower, upper
         )
-        if not patterns and status == "infeasible" and target < upper:
-            # No packing into `lower` bins: the caller's packing of `upper` is optimal.
-            return BinSolution(
-                (), True, "arc-flow", "optimal", unit, arcs, graph_seconds + build_s, solve_s, upper
-            )
         if not patterns:
             return None
         bins = _assign_items(patterns, units, groups)
