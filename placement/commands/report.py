@@ -9,7 +9,6 @@ import argparse
 import json
 import os
 import sys
-import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -25,7 +24,8 @@ from placement.sources import (
 from seats.errors import BadInputError, CannotDecideError
 
 if TYPE_CHECKING:
-    from placement.report import ChartSeries, Report
+    from placement.report import ChartSeries, DriftThreshold, Report, Window
+    from seats.model import Catalogue
 
 HELP = "the weekly capacity report from the ledger (Markdown, HTML with charts, or JSON)"
 DESCRIPTION = (
@@ -93,17 +93,7 @@ def _parse_until(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Build the report and write or print it; exit 0."""
-    from inventory.ledger import open_ledger
-    from placement.demo import demo_note
-    from placement.report import (
-        Window,
-        build_report,
-        ledger_span,
-        parse_threshold,
-        parse_week,
-        verifier_probe,
-        window_since,
-    )
+    from placement.report import parse_threshold, parse_week
 
     catalogue = load_catalogue_argument(args)
     threshold = parse_threshold(args.drift_threshold)
@@ -112,12 +102,31 @@ def run(args: argparse.Namespace) -> int:
         raise BadInputError("--until goes with --since, not with --week")
     until = _parse_until(args.until) if args.until else None
     now = utc_now()
-    warm = None
+    drawer = None
     if args.format == "html" or (args.format == "md" and args.out):
-        # sqlite3 releases the GIL while a query runs: importing matplotlib (about a third of
-        # the charts' cost) meanwhile overlaps the two on a second core.
-        warm = threading.Thread(target=_import_matplotlib, daemon=True)
-        warm.start()
+        # A forked child imports matplotlib (about a third of the charts' cost) while this
+        # process aggregates, on the second core and without sharing a GIL.
+        drawer = _Drawer.start()
+    try:
+        return _build_and_emit(args, catalogue, threshold, week, until, now, drawer)
+    finally:
+        if drawer is not None:
+            drawer.close()
+
+
+def _build_and_emit(
+    args: argparse.Namespace,
+    catalogue: Catalogue,
+    threshold: DriftThreshold,
+    week: Window | None,
+    until: int | None,
+    now: datetime,
+    drawer: _Drawer | None,
+) -> int:
+    from inventory.ledger import open_ledger
+    from placement.demo import demo_note
+    from placement.report import build_report, ledger_span, verifier_probe, window_since
+
     with open_ledger(args.ledger, readonly=True) as ledger:
         conn = ledger.connection
         span = ledger_span(conn)
@@ -153,20 +162,12 @@ def run(args: argparse.Namespace) -> int:
             probe=verifier_probe,
         )
         demo = demo_note(conn)
-    if warm is not None:
-        warm.join()
-    return _emit(report, args.format, args.out, demo)
+    return _emit(report, args.format, args.out, demo, drawer)
 
 
-def _import_matplotlib() -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.dates
-    import matplotlib.figure
-
-
-def _emit(report: Report, fmt: str, out: str | None, demo: str | None) -> int:
+def _emit(
+    report: Report, fmt: str, out: str | None, demo: str | None, drawer: _Drawer | None = None
+) -> int:
     from placement.report_charts import chart_filename, seat_colours
     from placement.report_render import blocks, to_html, to_markdown
 
@@ -187,9 +188,10 @@ def _emit(report: Report, fmt: str, out: str | None, demo: str | None) -> int:
     # Markdown without --out has nowhere to put PNG files: it prints without charts.
     draw = fmt == "html" or target is not None
     colours = seat_colours(name for s in report.charts for name, _ in s.layers)
-    pngs: list[bytes | None] = (
-        _render_all(report.charts, colours) if draw else [None] * len(report.charts)
-    )
+    pngs: list[bytes | None] = [None] * len(report.charts)
+    if draw:
+        drawn = drawer.draw(report.charts, colours) if drawer is not None else None
+        pngs = list(drawn) if drawn is not None else _render_all(report.charts, colours)
     charts = [(s, chart_filename(s), png) for s, png in zip(report.charts, pngs, strict=True)]
     if fmt == "md" and target is not None:
         for _, name, png in charts:
@@ -264,7 +266,6 @@ def _fork_drawing(series: Sequence[ChartSeries], colours: dict[str, str]) -> tup
 
 def _collect(child: tuple[int, int] | None, count: int) -> list[bytes] | None:
     """The child's PNGs, or None when it failed (the caller draws them itself)."""
-    import pickle
 
     if child is None:
         return None
@@ -272,7 +273,16 @@ def _collect(child: tuple[int, int] | None, count: int) -> list[bytes] | None:
     with os.fdopen(read, "rb") as pipe:
         data = pipe.read()
     _, status = os.waitpid(pid, 0)
-    if status != 0 or not data:
+    if status != 0:
+        return None
+    return _unpickle_pngs(data, count)
+
+
+def _unpickle_pngs(data: bytes, count: int) -> list[bytes] | None:
+    """`count` PNGs pickled by a child of ours, or None when they did not all come back."""
+    import pickle
+
+    if not data:
         return None
     try:
         pngs = pickle.loads(data)
@@ -283,6 +293,106 @@ def _collect(child: tuple[int, int] | None, count: int) -> list[bytes] | None:
     if not all(isinstance(png, bytes) for png in pngs):
         return None
     return pngs
+
+
+class _Drawer:
+    """A forked child that imports matplotlib at once, then draws the charts it is sent.
+
+    It splits them with a child of its own (`_render_all`), answers through a pipe, and leaves
+    with os._exit. Any failure on either side makes `draw` return None: the caller draws.
+    """
+
+    def __init__(self, pid: int, requests: int, answers: int) -> None:
+        self.pid: int | None = pid
+        self.requests: int | None = requests
+        self.answers: int | None = answers
+
+    @classmethod
+    def start(cls) -> _Drawer | None:
+        """Fork the drawer; None where fork or pipes are unavailable (draw in-process then)."""
+        import gc
+
+        if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
+            return None
+        try:
+            request_read, request_write = os.pipe()
+            answer_read, answer_write = os.pipe()
+        except OSError:
+            return None
+        gc.freeze()  # the child's collector then leaves the inherited objects (and pages) alone
+        try:
+            pid = os.fork()
+        except OSError:
+            gc.unfreeze()
+            for fd in (request_read, request_write, answer_read, answer_write):
+                os.close(fd)
+            return None
+        if pid == 0:
+            status = 1
+            try:
+                os.close(request_write)
+                os.close(answer_read)
+                status = _drawer_main(request_read, answer_write)
+            finally:
+                os._exit(status)
+        gc.unfreeze()
+        os.close(request_read)
+        os.close(answer_write)
+        return cls(pid, request_write, answer_read)
+
+    def draw(self, series: Sequence[ChartSeries], colours: dict[str, str]) -> list[bytes] | None:
+        """Every card's PNG from the child, or None when it failed."""
+        import pickle
+
+        if self.requests is None or self.answers is None:
+            return None
+        try:
+            with os.fdopen(self.requests, "wb") as pipe:
+                self.requests = None
+                pipe.write(pickle.dumps((list(series), colours)))
+            with os.fdopen(self.answers, "rb") as pipe:
+                self.answers = None
+                data = pipe.read()
+        except OSError:
+            return None
+        finally:
+            self.close()
+        return _unpickle_pngs(data, len(series))
+
+    def close(self) -> None:
+        """Release the pipes and reap the child; one never sent charts is stopped at once."""
+        import contextlib
+        import signal
+
+        unused = self.requests is not None
+        for fd in (self.requests, self.answers):
+            if fd is not None:
+                os.close(fd)
+        self.requests = self.answers = None
+        if self.pid is not None:
+            if unused:  # an error ended the report: do not wait for matplotlib to load
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+            self.pid = None
+
+
+def _drawer_main(requests: int, answers: int) -> int:
+    """The drawer child's work: 0 when it answered, 1 when it had nothing to draw."""
+    import pickle
+
+    from placement.report_charts import figure_for
+
+    figure_for()
+    with os.fdopen(requests, "rb") as pipe:
+        data = pipe.read()
+    if not data:  # the parent failed before the charts: nothing to draw
+        return 1
+    series, colours = pickle.loads(data)
+    pngs = _render_all(series, colours)
+    with os.fdopen(answers, "wb") as pipe:
+        pipe.write(pickle.dumps(pngs))
+    return 0
 
 
 def _write(text: str, target: Path | None, name: str) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -51,6 +52,35 @@ def test_html_embeds_charts(files: tuple[Path, Path], tmp_path: Path) -> None:
     page = (tmp_path / "h" / "report.html").read_text()
     assert page.count('src="data:image/png;base64,') == 2
     assert not list((tmp_path / "h").glob("*.png"))  # self-contained
+
+
+def test_charts_come_back_when_the_drawing_child_fails(
+    files: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import placement.commands.report as command
+
+    def fail(requests: int, answers: int) -> int:
+        raise RuntimeError("the drawer dies before answering")
+
+    # The forked drawer inherits this replacement: it exits without an answer, and the
+    # report draws the charts itself, the same bytes it draws with no drawer at all.
+    monkeypatch.setattr(command, "_drawer_main", fail)
+    argv = ["report", "--ledger", str(ledger_of(files)), "--catalogue", str(files[0])]
+    assert main([*argv, "--format", "html", "--out", str(tmp_path / "a")]) == 0
+    monkeypatch.setattr(command._Drawer, "start", classmethod(lambda cls: None))
+    assert main([*argv, "--format", "html", "--out", str(tmp_path / "b")]) == 0
+    images = [
+        re.findall(
+            r'src="data:image/png;base64,([^"]+)"', (tmp_path / d / "report.html").read_text()
+        )
+        for d in ("a", "b")
+    ]
+    assert len(images[0]) == 2
+    assert images[0] == images[1]
+
+
+def ledger_of(files: tuple[Path, Path]) -> Path:
+    return files[1]
 
 
 def test_json_has_schema_and_raw_bytes(
