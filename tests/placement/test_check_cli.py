@@ -424,3 +424,17 @@ def test_missing_ledger_exits_3(
     assert code == 3
     assert "none.sqlite" in err
     assert not (tmp_path / "none.sqlite").exists()
+
+
+@pytest.mark.parametrize(("util", "expected"), [("0.271", 0), ("0.272", 1)])
+def test_h200_proof_snapshot_replays(
+    util: str, expected: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/check-gpu-proof.md: the real card flipped between 0.271 and 0.272; so does the replay."""
+    at(monkeypatch, datetime(2026, 12, 2, 15, 32, tzinfo=UTC))
+    code, out, _ = gpuplan(
+        capsys, "check", "probe", "--gpu", "0", "--util", util,
+        "--catalogue", "docs/check-gpu-proof.catalogue.yaml", "--snapshot", "docs/check-gpu-proof.snapshot.json",
+    )  # fmt: skip
+    assert code == expected
+    assert ("card 0  gate" in out) == (expected == 1)
