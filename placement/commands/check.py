@@ -140,6 +140,8 @@ def _source(args: argparse.Namespace) -> str:
         return "NVML, live"
     if getattr(args, "ledger", None):
         return f"ledger {args.ledger}"
+    if getattr(args, "prometheus", None):
+        return f"Prometheus {args.prometheus}"
     return str(args.snapshot)
 
 
