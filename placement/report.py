@@ -494,33 +494,41 @@ def _prepare(conn: sqlite3.Connection, catalogue: Catalogue, window: Window) -> 
     conn.execute(
         "CREATE TEMP TABLE gp_attr(host TEXT, cmdline TEXT, seat TEXT, PRIMARY KEY(host, cmdline))"
     )
-    unclaimed = conn.execute(
-        "SELECT DISTINCT w.host, p.cmdline FROM processes p JOIN gp_win w ON w.id = p.snapshot_id "
-        "WHERE p.seat IS NULL AND p.cmdline IS NOT NULL"
+    # One pass finds every (host, card, recorded seat) and every command line with no seat
+    # recorded; DISTINCT keeps a tiny b-tree instead of sorting every row.
+    found = conn.execute(
+        "SELECT DISTINCT w.host, p.card_idx, p.seat, CASE WHEN p.seat IS NULL THEN p.cmdline END "
+        "FROM processes p JOIN gp_win w ON w.id = p.snapshot_id"
     ).fetchall()
     seats_of: dict[str, list[Seat]] = {}
-    rows = []
-    for host, cmdline in unclaimed:
-        seats = seats_of.setdefault(host, host_seats(catalogue, host))
-        name = match_seat(cmdline, seats)
-        if name is not None:
-            rows.append((host, cmdline, name))
+    attributed: dict[tuple[str, str], str | None] = {}
+    keys: set[tuple[str, int, str]] = set()
+    for host, idx, seat, cmdline in found:
+        if seat is None and cmdline is not None:
+            if (host, cmdline) not in attributed:
+                seats = seats_of.setdefault(host, host_seats(catalogue, host))
+                attributed[(host, cmdline)] = match_seat(cmdline, seats)
+            seat = attributed[(host, cmdline)]
+        if seat is not None:
+            keys.add((host, int(idx), seat))
+    rows = [(host, cmdline, seat) for (host, cmdline), seat in attributed.items() if seat]
     conn.executemany("INSERT INTO gp_attr VALUES (?, ?, ?)", rows)
-    seat_of = "COALESCE(p.seat, a.seat)"
-    joined = (
-        "FROM processes p JOIN gp_win w ON w.id = p.snapshot_id "
-        "LEFT JOIN gp_attr a ON p.seat IS NULL AND a.host = w.host AND a.cmdline = p.cmdline "
-    )
+    if rows:
+        seat_of = "COALESCE(p.seat, a.seat)"
+        joined = (
+            "FROM processes p JOIN gp_win w ON w.id = p.snapshot_id "
+            "LEFT JOIN gp_attr a ON p.seat IS NULL AND a.host = w.host AND a.cmdline = p.cmdline "
+        )
+    else:  # every seat was recorded at capture (the usual case): no per-row probe
+        seat_of = "p.seat"
+        joined = "FROM processes p JOIN gp_win w ON w.id = p.snapshot_id "
     # One small integer key per (host, card, seat): sorting and grouping on it is much cheaper
-    # than on two strings and an int. DISTINCT keeps a tiny b-tree instead of sorting every row.
+    # than on two strings and an int.
     conn.execute(
         "CREATE TEMP TABLE gp_key(kid INTEGER PRIMARY KEY, host TEXT, card_idx INTEGER, seat TEXT, "
         "UNIQUE(host, card_idx, seat))"
     )
-    conn.execute(
-        "INSERT INTO gp_key(host, card_idx, seat) "
-        f"SELECT DISTINCT w.host, p.card_idx, {seat_of} {joined} WHERE {seat_of} IS NOT NULL"
-    )
+    conn.executemany("INSERT INTO gp_key(host, card_idx, seat) VALUES (?, ?, ?)", sorted(keys))
     # Bytes per seat, card and snapshot. Rows arrive in snapshot order, so the upsert appends to
     # the b-tree (and sums a seat's several processes) where a GROUP BY would sort every row.
     conn.execute(
