@@ -211,11 +211,6 @@ def pack_items(
                 f"the solver found no packing within {time_limit:g} s (or the model was too large "
                 "to start): first-fit-decreasing's answer is shown, not proven optimal"
             )
-        elif not solution.bins:
-            # The solver proved that no packing needs fewer cards than first-fit-decreasing's.
-            status = solution.status
-            proven = True
-            bound = max(bound, solution.lower_bound)
         elif not is_valid_packing(solution.bins, sizes, room, groups):
             # The verifier decides, not the solver: an invalid answer is never shown.
             status = "solver answer invalid"
