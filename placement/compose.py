@@ -17,7 +17,7 @@ from typing import Any
 
 from inventory.snapshot import Card
 from seats.errors import BadInputError, CatalogueError
-from seats.loader import MAX_DOCUMENT_BYTES, read_yaml
+from seats.loader import MAX_DOCUMENT_BYTES, read_text_file, read_yaml
 
 MAX_ENV_FILE_BYTES = 256 * 1024
 
@@ -497,20 +497,9 @@ def load_compose(
 
 def _read_text(path: Path, name: str, limit: int) -> str:
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(limit + 1)
-    except FileNotFoundError as exc:
-        raise ComposeError(name, None, None, "no such file") from exc
-    except OSError as exc:
-        raise ComposeError(name, None, None, f"cannot read: {exc.strerror}") from exc
-    if len(raw) > limit:
-        raise ComposeError(
-            name, None, None, f"the file is over {limit // 1024} KiB; refusing to read it"
-        )
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ComposeError(name, None, None, "not UTF-8 text") from exc
+        return read_text_file(path, "a compose file", limit)
+    except CatalogueError as exc:
+        raise ComposeError(name, None, None, exc.msg) from exc
 
 
 class _ServiceReader:

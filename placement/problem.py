@@ -34,7 +34,7 @@ from placement.engines import (
 from placement.engines import requested_bytes as _requested_exact
 from placement.verify import kv_bytes, proposed_util
 from seats.errors import CatalogueError
-from seats.loader import MAX_DOCUMENT_BYTES, format_loc, read_yaml
+from seats.loader import format_loc, read_text_file, read_yaml
 from seats.model import Catalogue, Seat
 
 CardKey = tuple[str, int]
@@ -140,18 +140,7 @@ class Problem:
 def load_add_file(path: str | Path) -> list[Seat]:
     """Seats from an --add YAML file: one seat mapping or a list of them, validated like the catalogue's."""
     name = str(path)
-    try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError as exc:
-        raise CatalogueError(name, "", "no such file") from exc
-    except OSError as exc:
-        raise CatalogueError(name, "", f"cannot read: {exc.strerror}") from exc
-    if len(raw) > MAX_DOCUMENT_BYTES:
-        raise CatalogueError(name, "", "the file is over 1 MiB; a seat file is far smaller")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CatalogueError(name, "", "not UTF-8 text") from exc
+    text = read_text_file(path, "a seat file")
     data = read_yaml(text, name)
     items: list[Any]
     if isinstance(data, dict) and "seats" in data and len(data) == 1:

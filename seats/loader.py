@@ -238,19 +238,29 @@ def parse_catalogue(data: Any, path: str) -> Catalogue:
     return catalogue
 
 
-def load_catalogue(path: str | Path) -> Catalogue:
-    """Read and validate the catalogue at `path`."""
+def read_text_file(path: str | Path, what: str, limit: int = MAX_DOCUMENT_BYTES) -> str:
+    """The UTF-8 text of a small input file (a catalogue, a seat file, a compose file).
+
+    Errors are `CatalogueError`s naming the file; `what` says what the file should be.
+    """
     name = str(path)
     try:
-        raw = Path(path).read_bytes()
+        with open(path, "rb") as handle:
+            raw = handle.read(limit + 1)
     except FileNotFoundError as exc:
         raise CatalogueError(name, "", "no such file") from exc
     except OSError as exc:
         raise CatalogueError(name, "", f"cannot read: {exc.strerror}") from exc
-    if len(raw) > MAX_DOCUMENT_BYTES:
-        raise CatalogueError(name, "", "the file is over 1 MiB; a catalogue is far smaller")
+    if len(raw) > limit:
+        size = f"{limit // (1024 * 1024)} MiB" if limit >= 1024 * 1024 else f"{limit // 1024} KiB"
+        raise CatalogueError(name, "", f"the file is over {size}; {what} is far smaller")
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CatalogueError(name, "", "not UTF-8 text") from exc
-    return parse_catalogue(read_yaml(text, name), name)
+
+
+def load_catalogue(path: str | Path) -> Catalogue:
+    """Read and validate the catalogue at `path`."""
+    name = str(path)
+    return parse_catalogue(read_yaml(read_text_file(path, "a catalogue"), name), name)
