@@ -41,9 +41,15 @@ _FIGURES: dict[int, Any] = {}
 _AXES_HEIGHT = 0.78  # of the figure's height
 
 
-def figure_for(dpi: int = 90) -> Any:
-    """The figure charts of this dpi are drawn on, built on first use (call before forking)."""
-    return _figure(dpi)
+def figure_for(dpi: int = 90, *, warm: bool = False) -> Any:
+    """The figure charts of this dpi are drawn on, built on first use (call before forking).
+
+    `warm` draws it once, empty: the font files and text caches load then, not in the first chart.
+    """
+    figure = _figure(dpi)
+    if warm:
+        figure.canvas.draw()
+    return figure
 
 
 def _figure(dpi: int) -> Any:

@@ -383,7 +383,7 @@ def _drawer_main(requests: int, answers: int) -> int:
 
     from placement.report_charts import figure_for
 
-    figure_for()
+    figure_for(warm=True)  # while the parent still aggregates
     with os.fdopen(requests, "rb") as pipe:
         data = pipe.read()
     if not data:  # the parent failed before the charts: nothing to draw
