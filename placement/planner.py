@@ -15,7 +15,7 @@ from typing import Any
 from inventory.snapshot import Snapshot, format_utc
 from placement.capacity import held_parts, margin_bytes, seats_declared_on
 from placement.problem import NewSeat, Problem, build_problem, check_snapshots, new_seats
-from placement.verdict import Reason, Verdict
+from placement.verdict import Reason, Verdict, host_reason
 from placement.verify import Placement, judge, other_need, verify_placement
 from seats.model import Catalogue, Seat
 from seats.units import format_bytes
@@ -319,14 +319,8 @@ def explain_refusal(
     hosts = [s.host for s in problem.snapshots if seat.host in (None, s.host)]
     if seat.host is not None and seat.host not in hosts:
         reasons.append(
-            Reason(
-                "host",
-                None,
-                None,
-                None,
-                None,
-                f"{seat.name} names host {seat.host}; no snapshot of it was given",
-                seat.host,
+            host_reason(
+                f"{seat.name} names host {seat.host}; no snapshot of it was given", seat.host
             )
         )
     one_card = seat.model_copy(update={"gpus": 1}) if seat.card_count > 1 else seat
@@ -364,12 +358,7 @@ def explain_refusal(
                     fragment_room[host] += max(0, reason.room_bytes)
         if seat.card_count > 1 and len(passing) < seat.card_count:
             reasons.append(
-                Reason(
-                    "host",
-                    None,
-                    None,
-                    None,
-                    None,
+                host_reason(
                     f"{seat.name} needs {seat.card_count} cards of one host; {host} has "
                     f"{len(passing)} with room for it ({', '.join(map(str, passing)) or 'none'})",
                     host,

@@ -37,6 +37,11 @@ class Reason:
         }
 
 
+def host_reason(text: str, host: str | None) -> Reason:
+    """A `host` rule: the seat cannot be on this host at all, so no card has bytes to show."""
+    return Reason("host", None, None, None, None, text, host)
+
+
 @dataclass(frozen=True)
 class CardFigures:
     """The numbers one seat met on one card, for tables and for explaining a pass."""

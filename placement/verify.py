@@ -30,7 +30,7 @@ from placement.engines import (
     requested_bytes,
     smallest_util_covering,
 )
-from placement.verdict import CardFigures, Reason, Verdict, VerdictKind
+from placement.verdict import CardFigures, Reason, Verdict, VerdictKind, host_reason
 from seats.model import Catalogue, Seat
 from seats.units import format_bytes
 
@@ -225,28 +225,10 @@ def judge(
     verdict_kind: VerdictKind = "pass"
 
     if seat.host is not None and seat.host != host:
-        reasons.append(
-            Reason(
-                "host",
-                None,
-                None,
-                None,
-                None,
-                f"{seat.name} names host {seat.host}, not {host}",
-                host,
-            )
-        )
+        reasons.append(host_reason(f"{seat.name} names host {seat.host}, not {host}", host))
     if len(cards) != seat.card_count:
         reasons.append(
-            Reason(
-                "host",
-                None,
-                None,
-                None,
-                None,
-                f"{seat.name} takes {seat.card_count} card(s); {len(cards)} given",
-                host,
-            )
+            host_reason(f"{seat.name} takes {seat.card_count} card(s); {len(cards)} given", host)
         )
     if len(set(cards)) != len(cards):
         reasons.append(
@@ -548,17 +530,7 @@ def verify_placement(
                     placement.seat.name,
                     placement.host,
                     placement.cards,
-                    (
-                        Reason(
-                            "host",
-                            None,
-                            None,
-                            None,
-                            None,
-                            f"no snapshot of host {placement.host}",
-                            placement.host,
-                        ),
-                    ),
+                    (host_reason(f"no snapshot of host {placement.host}", placement.host),),
                 )
             )
             continue
