@@ -381,11 +381,13 @@ def build_report(
     now: datetime,
     threshold: DriftThreshold = DriftThreshold(),
     probe: Probe | None = None,
+    on_charts: Callable[[tuple[ChartSeries, ...]], None] | None = None,
 ) -> Report:
     """Aggregate the window's rows in SQL and join them with the catalogue.
 
     `latest` are the newest snapshots per host inside the window (the "now" of the report);
-    `probe` asks the verifier whether a seat of a given size fits a card (see `verifier_probe`).
+    `probe` asks the verifier whether a seat of a given size fits a card (see `verifier_probe`);
+    `on_charts` receives the chart series as soon as they are aggregated, before the rest.
     """
     span = conn.execute(
         "SELECT MIN(taken_at_s), MAX(taken_at_s), COUNT(*) FROM snapshots WHERE taken_at_s >= ? AND taken_at_s < ?",
@@ -396,6 +398,10 @@ def build_report(
     first_s, last_s, count = int(span[0]), int(span[1]), int(span[2])
     _prepare(conn, catalogue, window)
     current = {s.host: attribute(s, catalogue) for s in latest}
+    # Charts first: a caller can draw them while the rest is aggregated.
+    charts = _charts(conn, catalogue, current, first_s, last_s)
+    if on_charts is not None:
+        on_charts(charts)
     notes: list[str] = []
     age = now - _utc(last_s)
     if age > timedelta(hours=1):
@@ -426,7 +432,6 @@ def build_report(
     reserves = _reserves(conn, catalogue, current)
     decisions = _decisions(conn, window)
     loras = _loras(catalogue)
-    charts = _charts(conn, catalogue, current, first_s, last_s)
     headlines = tuple(
         _headline(
             catalogue,

@@ -160,6 +160,7 @@ def _build_and_emit(
             now=now,
             threshold=threshold,
             probe=verifier_probe,
+            on_charts=drawer.send if drawer is not None else None,
         )
         demo = demo_note(conn)
     return _emit(report, args.format, args.out, demo, drawer)
@@ -190,7 +191,7 @@ def _emit(
     colours = seat_colours(name for s in report.charts for name, _ in s.layers)
     pngs: list[bytes | None] = [None] * len(report.charts)
     if draw:
-        drawn = drawer.draw(report.charts, colours) if drawer is not None else None
+        drawn = drawer.receive(report.charts) if drawer is not None else None
         pngs = list(drawn) if drawn is not None else _render_all(report.charts, colours)
     charts = [(s, chart_filename(s), png) for s, png in zip(report.charts, pngs, strict=True)]
     if fmt == "md" and target is not None:
@@ -306,6 +307,7 @@ class _Drawer:
         self.pid: int | None = pid
         self.requests: int | None = requests
         self.answers: int | None = answers
+        self.sent: int | None = None  # how many charts the child was sent
 
     @classmethod
     def start(cls) -> _Drawer | None:
@@ -340,16 +342,29 @@ class _Drawer:
         os.close(answer_write)
         return cls(pid, request_write, answer_read)
 
-    def draw(self, series: Sequence[ChartSeries], colours: dict[str, str]) -> list[bytes] | None:
-        """Every card's PNG from the child, or None when it failed."""
+    def send(self, series: Sequence[ChartSeries]) -> None:
+        """Hand the child the charts to draw (it starts at once); colours as `_emit` picks them."""
         import pickle
 
-        if self.requests is None or self.answers is None:
-            return None
+        from placement.report_charts import seat_colours
+
+        if self.requests is None:
+            return
+        colours = seat_colours(name for s in series for name, _ in s.layers)
+        self.sent = len(series)
         try:
             with os.fdopen(self.requests, "wb") as pipe:
                 self.requests = None
                 pipe.write(pickle.dumps((list(series), colours)))
+        except OSError:
+            self.sent = None
+
+    def receive(self, series: Sequence[ChartSeries]) -> list[bytes] | None:
+        """Every card's PNG from the child, or None when it failed or drew other charts."""
+        if self.answers is None or self.sent != len(series):
+            self.close()
+            return None
+        try:
             with os.fdopen(self.answers, "rb") as pipe:
                 self.answers = None
                 data = pipe.read()
@@ -360,17 +375,17 @@ class _Drawer:
         return _unpickle_pngs(data, len(series))
 
     def close(self) -> None:
-        """Release the pipes and reap the child; one never sent charts is stopped at once."""
+        """Release the pipes and reap the child; one whose charts are not wanted is stopped."""
         import contextlib
         import signal
 
-        unused = self.requests is not None
+        unused = self.requests is not None or self.answers is not None
         for fd in (self.requests, self.answers):
             if fd is not None:
                 os.close(fd)
         self.requests = self.answers = None
         if self.pid is not None:
-            if unused:  # an error ended the report: do not wait for matplotlib to load
+            if unused:  # an error ended the report: do not wait for the child's charts
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(self.pid, signal.SIGKILL)
             os.waitpid(self.pid, 0)
@@ -380,12 +395,23 @@ class _Drawer:
 def _drawer_main(requests: int, answers: int) -> int:
     """The drawer child's work: 0 when it answered, 1 when it had nothing to draw."""
     import pickle
+    import threading
 
     from placement.report_charts import figure_for
 
+    # A thread takes the request in as soon as it comes (the parent's write would otherwise wait
+    # on a full pipe for this import); it waits in read(), without the GIL.
+    received: list[bytes] = []
+
+    def take() -> None:
+        with os.fdopen(requests, "rb") as pipe:
+            received.append(pipe.read())
+
+    reader = threading.Thread(target=take, daemon=True)
+    reader.start()
     figure_for(warm=True)  # while the parent still aggregates
-    with os.fdopen(requests, "rb") as pipe:
-        data = pipe.read()
+    reader.join()
+    data = received[0] if received else b""
     if not data:  # the parent failed before the charts: nothing to draw
         return 1
     series, colours = pickle.loads(data)
