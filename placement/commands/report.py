@@ -300,7 +300,7 @@ class _Drawer:
     """A forked child that imports matplotlib at once, then draws the charts it is sent.
 
     It splits them with a child of its own (`_render_all`), answers through a pipe, and leaves
-    with os._exit. Any failure on either side makes `draw` return None: the caller draws.
+    with os._exit. Any failure on either side makes `receive` return None: the caller draws.
     """
 
     def __init__(self, pid: int, requests: int, answers: int) -> None:
