@@ -116,6 +116,7 @@ def plan(
     solver: str = "cbc",
     time_limit: float = 10.0,
     allow_moves: bool = False,
+    max_moves: int = 3,
     sources: Sequence[str] | None = None,
 ) -> PlanResult:
     """Place every planned seat and every added one on the snapshots' cards; explain the rest.
@@ -199,20 +200,24 @@ def plan(
     timings["explain"] = time.perf_counter() - explain_started
     moves: tuple[dict[str, Any], ...] = ()
     moves_note: str | None = None
+    moved_rows: list[CardRow] | None = None
     if allow_moves and any(not v.passed for v in verdicts):
         from placement.moves import plan_moves
 
-        outcome = plan_moves(problem, placements, solver=solver, time_limit=time_limit)
-        if outcome is not None:
-            verdicts, placements, moves, moves_note = outcome
-        else:
-            moves_note = (
-                "no single move of a running seat to another card of its host places more "
-                "seats; no such order exists"
-            )
+        outcome = plan_moves(
+            problem,
+            placements,
+            solver=solver,
+            time_limit=max(0.5, time_limit - (time.perf_counter() - started)),
+            max_moves=max_moves,
+        )
+        moves_note = outcome.note
+        if outcome.verdicts is not None and outcome.placements is not None:
+            verdicts, placements, moves = outcome.verdicts, outcome.placements, outcome.steps
+            moved_rows = outcome.cards
     return PlanResult(
         verdicts=tuple(verdicts),
-        cards=tuple(card_rows(catalogue, problem.snapshots, placements)),
+        cards=tuple(moved_rows or card_rows(catalogue, problem.snapshots, placements)),
         solver=solver,
         status=status,
         gap=gap,

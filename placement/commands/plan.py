@@ -47,8 +47,18 @@ def _time_limit(text: str) -> float:
     return value
 
 
+def _max_moves(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"cannot read {text!r} as a number of moves") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--max-moves must be at least 1, got {text}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """--catalogue, the snapshot source, --add, --allow-moves, --solver, --time-limit, --json."""
+    """--catalogue, the snapshot source, --add, --allow-moves, --max-moves, --solver, --time-limit, --json."""
     add_catalogue_argument(parser)
     add_source_arguments(parser, multiple=True)
     parser.add_argument(
@@ -62,6 +72,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--allow-moves",
         action="store_true",
         help="let running seats move (each a restart); prints the stop/start order",
+    )
+    parser.add_argument(
+        "--max-moves",
+        type=_max_moves,
+        default=3,
+        metavar="N",
+        help="with --allow-moves: at most N running seats move (default 3)",
     )
     parser.add_argument("--solver", choices=("cbc", "highs"), default="cbc", help="default: cbc")
     parser.add_argument(
@@ -94,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
         solver=args.solver,
         time_limit=args.time_limit,
         allow_moves=args.allow_moves,
+        max_moves=args.max_moves,
     )
     if args.ledger:
         _record(args.ledger, catalogue, result, adds, now)
