@@ -203,6 +203,7 @@ def pack_items(
             time_limit=time_limit,
             lower_bound=bound,
             upper_bound=len(greedy),
+            start=greedy,
         )
         used_solver = solver
         if solution is None:

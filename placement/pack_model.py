@@ -57,7 +57,7 @@ def _stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
-def _solver(name: str, time_limit: float, *, presolve: bool = True) -> Any:
+def _solver(name: str, time_limit: float, *, presolve: bool = True, warm: bool = False) -> Any:
     if name == "cbc":
         with warnings.catch_warnings():
             # PuLP 3.3 warns that the bundled CBC goes away in 4.0; pyproject pins pulp < 4.
@@ -65,7 +65,10 @@ def _solver(name: str, time_limit: float, *, presolve: bool = True) -> Any:
             # presolve=False: on the arc-flow model CBC's presolve costs more than it saves
             # (Hard28 BPP13, measured here: optimal in 39 s without it, none in 130 s with it).
             return pulp.PULP_CBC_CMD(
-                msg=False, timeLimit=time_limit, presolve=None if presolve else False
+                msg=False,
+                timeLimit=time_limit,
+                presolve=None if presolve else False,
+                warmStart=warm,
             )
     if name == "highs":
         return pulp.HiGHS(msg=False, timeLimit=time_limit)
@@ -73,12 +76,20 @@ def _solver(name: str, time_limit: float, *, presolve: bool = True) -> Any:
 
 
 def _run(
-    problem: pulp.LpProblem, solver: str, time_limit: float, *, presolve: bool = True
+    problem: pulp.LpProblem,
+    solver: str,
+    time_limit: float,
+    *,
+    presolve: bool = True,
+    warm: bool = False,
 ) -> tuple[str, bool, bool]:
     """Solve; (status text, has an integer solution, proven optimal)."""
     with _stdout_to_stderr():
-        problem.solve(_solver(solver, time_limit, presolve=presolve))
+        problem.solve(_solver(solver, time_limit, presolve=presolve, warm=warm))
     sol = problem.sol_status
+    if problem.status == pulp.LpStatusInfeasible:
+        # CBC's "Integer infeasible" leaves sol_status at "no solution found": ask the status.
+        return "infeasible", False, False
     if sol == pulp.LpSolutionOptimal:
         return "optimal", True, True
     if sol == pulp.LpSolutionIntegerFeasible:
@@ -93,14 +104,16 @@ def _value(var: Any) -> int:
     return 0 if value is None else round(value)
 
 
-Graph = tuple[list[int], list[tuple[int, int, int]], dict[int, int]]
+# (item sizes, decreasing, one per type; item arcs (tail, head, type index); demand per type
+# index; the compressed label of each uncompressed node, fill level 0..capacity).
+Graph = tuple[list[int], list[tuple[int, int, int]], dict[int, int], dict[int, int]]
 
 
 def arc_flow_graph(sizes: Sequence[int], capacity: int, max_arcs: int = MAX_ARCS) -> Graph | None:
     """The reduced arc-flow graph over nodes 0..capacity; None once it passes `max_arcs` arcs.
 
     Returns (item sizes, decreasing, one per type; item arcs (tail, head, type index);
-    demand per type index). An item arc of type t leaves node 0 or a node reached by an
+    demand per type index; node labels). An item arc of type t leaves node 0 or a node reached by an
     arc of a type no smaller than t, in chains of at most demand(t) arcs (Valério de
     Carvalho 1999): every packing, its items taken in decreasing size, is still a path.
     """
@@ -122,12 +135,13 @@ def arc_flow_graph(sizes: Sequence[int], capacity: int, max_arcs: int = MAX_ARCS
         reached |= new
         if len(arcs) > max_arcs:
             return None
-    return types, _compress(arcs, types, capacity), demand
+    compressed, label = _compress(arcs, types, capacity)
+    return types, compressed, demand, label
 
 
 def _compress(
     arcs: set[tuple[int, int, int]], types: list[int], capacity: int
-) -> list[tuple[int, int, int]]:
+) -> tuple[list[tuple[int, int, int]], dict[int, int]]:
     """Relabel each node u as capacity − (heaviest path from u to a full bin); merge equal labels.
 
     Brandão and Pedroso's main compression (2016): a label rises by at least the item size
@@ -142,33 +156,119 @@ def _compress(
     for node in nodes:
         heaviest[node] = max((w + heaviest[h] for h, w in out[node]), default=0)
     label = {node: capacity - heaviest[node] for node in nodes}
-    return sorted({(label[tail], label[head], t) for tail, head, t in arcs})
+    return sorted({(label[tail], label[head], t) for tail, head, t in arcs}), label
 
 
-def _solve_arc_flow(
+def start_flows(graph: Graph, capacity: int, patterns: Sequence[Sequence[int]]) -> list[int] | None:
+    """Flow per item arc of a known packing (patterns of sizes in model units); None if one is no path.
+
+    Each bin, its items in decreasing size, is a path of the uncompressed graph (see
+    `arc_flow_graph`), and the compressed arc is the one between the labels of its ends.
+    """
+    types, item_arcs, demand, label = graph
+    index = {arc: k for k, arc in enumerate(item_arcs)}
+    type_of = {w: t for t, w in enumerate(types)}
+    flows = [0] * len(item_arcs)
+    for pattern in patterns:
+        node = 0
+        for w in sorted(pattern, reverse=True):
+            t = type_of.get(w)
+            k = None if t is None else index.get((label.get(node, -1), label.get(node + w, -1), t))
+            if k is None or node + w > capacity:
+                return None
+            flows[k] += 1
+            node += w
+    if any(flows[k] > demand[t] for k, (_, _, t) in enumerate(item_arcs)):
+        return None
+    return flows
+
+
+@dataclass(frozen=True)
+class _Relaxation:
+    """The arc-flow LP's optimum and reduced costs (per item arc, and per loss arc by its node)."""
+
+    value: float
+    arc_costs: tuple[float | None, ...]
+    loss_costs: dict[int, float | None]
+
+
+# Reduced-cost fixing keeps an arc when its reduced cost is within the gap plus this slack, so
+# the solver's dual tolerances (1e-7) can never drop an arc some packing of the target needs.
+FIX_SLACK = 1e-5
+
+
+def _arc_flow_lp(graph: Graph, capacity: int, solver: str, time_limit: float) -> _Relaxation | None:
+    """The LP relaxation of the arc-flow model; None when it is not solved to optimality."""
+    problem, flow, slack, bins, loss, _, _ = _arc_flow_problem(graph, capacity, 0, None, relax=True)
+    with _stdout_to_stderr():
+        if solver == "cbc":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                # Primal simplex: 4 s on Hard28 BPP13 where CBC's default dual simplex takes 12 s.
+                problem.solve(
+                    pulp.PULP_CBC_CMD(
+                        msg=False, mip=False, timeLimit=time_limit, options=["primalS"]
+                    )
+                )
+        else:
+            problem.solve(pulp.HiGHS(msg=False, mip=False, timeLimit=time_limit))
+    value = bins.value()
+    if problem.status != pulp.LpStatusOptimal or value is None:
+        return None
+    return _Relaxation(
+        float(value),
+        tuple(var.dj for var in flow),
+        {node: var.dj for node, var in zip(loss, slack, strict=True)},
+    )
+
+
+def _fix_by_reduced_cost(
+    relaxation: _Relaxation, target: int
+) -> tuple[frozenset[int], frozenset[int]]:
+    """The arcs a packing of at most `target` bins may use: (item-arc indices, loss-arc nodes).
+
+    Any packing's bin count is the LP optimum plus Σ reduced cost × flow (the relaxation's
+    reduced costs are ≥ 0), so an arc whose reduced cost exceeds target − LP carries no flow in
+    any packing of `target` bins or fewer. An arc without a reduced cost is kept.
+    """
+    room = target - relaxation.value + FIX_SLACK
+    arcs = frozenset(
+        k for k, cost in enumerate(relaxation.arc_costs) if cost is None or cost <= room
+    )
+    loss = frozenset(n for n, cost in relaxation.loss_costs.items() if cost is None or cost <= room)
+    return arcs, loss
+
+
+def _arc_flow_problem(
     graph: Graph,
     capacity: int,
-    solver: str,
-    time_limit: float,
     lower_bound: int,
-    upper_bound: int,
-) -> tuple[list[list[int]], str, bool, float, float]:
-    """The arc-flow integer program in model units: (size patterns, status, proven, build s, solve s)."""
-    started = time.perf_counter()
-    types, item_arcs, demand = graph
-    source = min((tail for tail, _, _ in item_arcs), default=0)
-    nodes = sorted({source} | {h for _, h, _ in item_arcs})
+    upper_bound: int | None,
+    *,
+    relax: bool = False,
+    keep: tuple[frozenset[int], frozenset[int]] | None = None,
+) -> tuple[pulp.LpProblem, list[Any], list[Any], Any, list[int], int, list[tuple[int, int, int]]]:
+    """The arc-flow model: (problem, flow vars, loss vars, z, loss nodes, source, item arcs).
+
+    `keep` = (item-arc indices, loss-arc nodes) restricts it to those arcs (reduced-cost
+    fixing); the relaxation has no upper bounds on flows, so its reduced costs are all ≥ 0.
+    """
+    _, all_arcs, demand, label = graph
+    item_arcs = all_arcs if keep is None else [all_arcs[k] for k in sorted(keep[0])]
+    source = label[0]
+    nodes = sorted({source} | {h for _, h, _ in item_arcs} | {t for t, _, _ in item_arcs})
     # Loss arcs: one from each node short of a full bin straight to the sink, the fewest
     # that let every path end at `capacity` (unused room is loss).
     sink = capacity
-    loss = [n for n in nodes if n != sink]
+    loss = [n for n in nodes if n != sink and (keep is None or n in keep[1])]
+    cat = "Continuous" if relax else "Integer"
     problem = pulp.LpProblem("arc_flow", pulp.LpMinimize)
     flow = [
-        problem.add_variable(f"f{k}", lowBound=0, upBound=demand[t], cat="Integer")
+        problem.add_variable(f"f{k}", lowBound=0, upBound=None if relax else demand[t], cat=cat)
         for k, (_, _, t) in enumerate(item_arcs)
     ]
-    slack = [problem.add_variable(f"l{k}", lowBound=0, cat="Integer") for k in range(len(loss))]
-    bins = problem.add_variable("z", lowBound=lower_bound, upBound=upper_bound, cat="Integer")
+    slack = [problem.add_variable(f"l{k}", lowBound=0, cat=cat) for k in range(len(loss))]
+    bins = problem.add_variable("z", lowBound=lower_bound, upBound=upper_bound, cat=cat)
 
     # Objective: the number of bins, which is the flow out of node 0.
     problem += bins
@@ -197,9 +297,62 @@ def _solve_arc_flow(
         by_type[t].append(var)
     for t, need in demand.items():
         problem += pulp.lpSum(by_type[t]) >= need
+    return problem, flow, slack, bins, loss, source, item_arcs
+
+
+def _solve_arc_flow(
+    graph: Graph,
+    capacity: int,
+    solver: str,
+    time_limit: float,
+    lower_bound: int,
+    upper_bound: int,
+    start: Sequence[Sequence[int]] | None = None,
+    keep: tuple[frozenset[int], frozenset[int]] | None = None,
+) -> tuple[list[list[int]], str, bool, float, float]:
+    """The arc-flow integer program in model units: (size patterns, status, proven, build s, solve s).
+
+    `start`, a known packing as size patterns, is handed to CBC as its first incumbent;
+    `keep` restricts the model to those arcs (see `_arc_flow_problem`).
+    """
+    started = time.perf_counter()
+    types = graph[0]
+    sink = capacity
+    problem, flow, slack, bins, loss, source, item_arcs = _arc_flow_problem(
+        graph, capacity, lower_bound, upper_bound, keep=keep
+    )
+
+    # 3. The known packing as CBC's first incumbent: its bin count is the upper bound already,
+    #    but its flows give CBC's improvement heuristics a point to search around.
+    warm = False
+    start_flow = None
+    start_bins = 0 if start is None else len(start)
+    if (
+        start is not None
+        and keep is None
+        and solver == "cbc"
+        and lower_bound <= start_bins <= upper_bound
+    ):
+        start_flow = start_flows(graph, capacity, start)
+    if start_flow is not None:
+        warm = True
+        loss_flow: dict[int, int] = defaultdict(int)
+        reached_in: dict[int, int] = defaultdict(int)
+        for k, (_, head, _) in enumerate(item_arcs):
+            reached_in[head] += start_flow[k]
+        for k, (tail, _, _) in enumerate(item_arcs):
+            reached_in[tail] -= start_flow[k]
+        # What flows into a node and does not leave it by an item arc leaves by its loss arc.
+        for node in loss:
+            loss_flow[node] = reached_in[node] + (start_bins if node == source else 0)
+        for var, value in zip(flow, start_flow, strict=True):
+            var.setInitialValue(value)
+        for var, node in zip(slack, loss, strict=True):
+            var.setInitialValue(loss_flow[node])
+        bins.setInitialValue(start_bins)
     built = time.perf_counter()
 
-    status, found, proven = _run(problem, solver, time_limit, presolve=False)
+    status, found, proven = _run(problem, solver, time_limit, presolve=False, warm=warm)
     solved = time.perf_counter()
     if not found:
         return [], status, False, built - started, solved - built
@@ -332,13 +485,15 @@ def solve_bin_packing(
     lower_bound: int = 0,
     upper_bound: int | None = None,
     max_arcs: int = MAX_ARCS,
+    start: Sequence[Sequence[int]] | None = None,
 ) -> BinSolution | None:
     """Fewest bins of `capacity` for integer `sizes` (bytes or any unit); None when none found in time.
 
     Works in units of the gcd of the sizes: any bin's load is a multiple of it, so the
     capacity rounds down to a multiple of it with nothing lost, and the arc-flow graph has
     capacity/gcd + 1 nodes at most (MiB-sized seats on a card: ~10^5). Items of one non-None
-    `groups` entry never share a bin. `upper_bound` is a known packing's bin count (greedy).
+    `groups` entry never share a bin. `upper_bound` is a known packing's bin count (greedy),
+    and `start` that packing (bins of item indices), CBC's first incumbent.
 
     The arc-flow integer program runs first, its objective boxed between the bound and the
     best packing known; the assignment model only when the graph has more than `max_arcs`
@@ -362,12 +517,51 @@ def solve_bin_packing(
     if graph is not None:
         arcs = len(graph[1])
         graph_seconds = time.perf_counter() - started
-        # The objective is boxed in [lower, upper]. Asking for exactly `lower` when
-        # upper = lower + 1 was tried on Hard28 and measured here: it found BPP47 in 23 s but lost
-        # BPP13 (41 s → none in 60 s) and slowed u120's worst case (0.5 s → 1.2 s), so it is not used.
+        patterns_in = None if start is None else [[units[i] for i in b] for b in start]
+        keep: tuple[frozenset[int], frozenset[int]] | None = None
+        mip_lower, mip_upper = lower, upper
+        if start is not None and upper > lower:
+            # The LP relaxation first: ceil(LP) is a bound (often above L2), and reduced-cost
+            # fixing keeps only the arcs a packing of at most upper − 1 bins can use, a far
+            # smaller integer program that either finds such a packing or proves none exists.
+            relaxation = _arc_flow_lp(graph, cap, solver, time_limit)
+            if relaxation is not None:
+                lp_bound = max(lower, math.ceil(relaxation.value - FIX_SLACK))
+                if lp_bound >= upper:
+                    return BinSolution(
+                        tuple(tuple(b) for b in start),
+                        True,
+                        "arc-flow",
+                        "LP bound met",
+                        unit,
+                        arcs,
+                        graph_seconds,
+                        time.perf_counter() - started - graph_seconds,
+                        upper,
+                    )
+                keep = _fix_by_reduced_cost(relaxation, upper - 1)
+                mip_lower, mip_upper = lp_bound, upper - 1
+        remaining_s = time_limit - (time.perf_counter() - started)
+        if remaining_s <= 0:
+            return None
         patterns, status, proven, build_s, solve_s = _solve_arc_flow(
-            graph, cap, solver, time_limit, lower, upper
+            graph, cap, solver, remaining_s, mip_lower, mip_upper, patterns_in, keep
         )
+        if keep is not None and status == "infeasible":
+            # No packing of upper − 1 bins uses only the kept arcs, and no other can: the known
+            # packing is optimal.
+            assert start is not None
+            return BinSolution(
+                tuple(tuple(b) for b in start),
+                True,
+                "arc-flow",
+                "optimal",
+                unit,
+                arcs,
+                graph_seconds + build_s,
+                time.perf_counter() - started - graph_seconds - build_s,
+                upper,
+            )
         if not patterns:
             return None
         bins = _assign_items(patterns, units, groups)
@@ -381,7 +575,7 @@ def solve_bin_packing(
                 arcs,
                 graph_seconds + build_s,
                 solve_s,
-                len(bins) if proven else lower,
+                len(bins) if proven else mip_lower,
             )
         note = "the arc-flow packing put two parts of a multi-card seat on one card; re-solved by assignment"
         time_limit = max(1.0, time_limit - (time.perf_counter() - started))
