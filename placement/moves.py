@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -215,18 +215,93 @@ def _may_fit(moves: Sequence[Move], problem: Problem) -> bool:
     return True
 
 
-def _sets(candidates: Sequence[Move], size: int, problem: Problem) -> Iterable[tuple[Move, ...]]:
-    """Sets of `size` moves of distinct seats that might fit; a move's card is freed for a reason."""
-    for combo in itertools.combinations(candidates, size):
+def _smallest_refused(problem: Problem, refused: Sequence[NewSeat]) -> dict[tuple[str, int], int]:
+    """Per card, the smallest resident among the refused seats that may go there."""
+    out: dict[tuple[str, int], int] = {}
+    for slot in problem.cards:
+        sizes = [
+            new.seat.resident
+            for new in refused
+            if slot.ok
+            and new.seat.host in (None, slot.host)
+            and (new.seat.pinned_cards is None or slot.index in new.seat.pinned_cards)
+        ]
+        if sizes:
+            out[slot.key] = min(sizes)
+    return out
+
+
+def _may_place(
+    moves: Sequence[Move], problem: Problem, smallest: dict[tuple[str, int], int]
+) -> bool:
+    """A necessary condition for placing one more refused seat: some card it may use has,
+    once the moves are done, free − margin at least its resident (others placed aside)."""
+    for slot in problem.cards:
+        if slot.key not in smallest:
+            continue
+        arriving = sum(m.resident for m in moves if (m.host, m.target) == slot.key)
+        leaving = sum(m.freed_bytes for m in moves if (m.host, m.source) == slot.key)
+        if smallest[slot.key] <= slot.free_bytes - slot.margin_bytes + leaving - arriving:
+            return True
+    return False
+
+
+def _goal_cards(
+    candidates: Sequence[Move],
+    problem: Problem,
+    smallest: dict[tuple[str, int], int],
+    size: int,
+) -> set[tuple[str, int]] | None:
+    """Cards a refused seat might get once `size` seats leave them; None: some fits one already.
+
+    A seat that fits a card alone was refused for the others placed there, so any move may help.
+    """
+    goal: set[tuple[str, int]] = set()
+    for slot in problem.cards:
+        if slot.key not in smallest:
+            continue
+        room = slot.free_bytes - slot.margin_bytes
+        if smallest[slot.key] <= room:
+            return None
+        freed = sorted(
+            {m.seat: m.freed_bytes for m in candidates if (m.host, m.source) == slot.key}.values(),
+            reverse=True,
+        )
+        if smallest[slot.key] <= room + sum(freed[:size]):
+            goal.add(slot.key)
+    return goal
+
+
+def _sets(
+    candidates: Sequence[Move],
+    size: int,
+    problem: Problem,
+    smallest: dict[tuple[str, int], int],
+    deadline: float,
+) -> Iterator[tuple[Move, ...]]:
+    """Sets of `size` moves of distinct seats that might fit and might make room for a refused seat.
+
+    Exhaustive but for sets that cannot help (plain-sum necessary conditions); stops at `deadline`
+    (the caller sees the clock).
+    """
+    goal = _goal_cards(candidates, problem, smallest, size)
+    if goal is None:
+        combos: Iterable[tuple[Move, ...]] = itertools.combinations(candidates, size)
+    else:
+        # Each set holds a move off a goal card: generate it once, from its first such move.
+        firsts = [m for m in candidates if (m.host, m.source) in goal]
+        rest = [m for m in candidates if (m.host, m.source) not in goal]
+        combos = (
+            (first, *others)
+            for i, first in enumerate(firsts)
+            for others in itertools.combinations(firsts[i + 1 :] + rest, size - 1)
+        )
+    for n, combo in enumerate(combos):
+        if n % 256 == 0 and time.perf_counter() > deadline:
+            return
         if len({m.seat for m in combo}) != size:
             continue
-        # A move that lands where another seat leaves, and that seat returns: a no-op pair.
-        if any(
-            a.source == b.target and a.target == b.source and a.freed_bytes == b.freed_bytes
-            for a, b in itertools.combinations(combo, 2)
-        ):
-            continue
-        if _may_fit(combo, problem):
+        if _may_fit(combo, problem) and _may_place(combo, problem, smallest):
             yield combo
 
 
@@ -254,6 +329,7 @@ def plan_moves(
     best_score = _score(placed_names, weights)
     world = _World(problem.catalogue, problem.snapshots)
     candidates = _candidates(problem, refused)
+    smallest = _smallest_refused(problem, refused)
     best: tuple[list[Move], Problem, list[Placement]] | None = None
     unordered: list[tuple[Move, ...]] = []
     tried = 0
@@ -288,7 +364,7 @@ def plan_moves(
     for size in range(1, max_moves + 1):
         if best is not None and best_score == full:
             break
-        for combo in _sets(candidates, size, problem):
+        for combo in _sets(candidates, size, problem, smallest, deadline):
             if time.perf_counter() > deadline:
                 cut_short = True
                 break
@@ -312,7 +388,8 @@ def plan_moves(
                 continue
             best_score = score
             best = (order, moved_problem, new_placements)
-        if cut_short:
+        if cut_short or time.perf_counter() > deadline:
+            cut_short = True
             break
 
     limit_text = (
