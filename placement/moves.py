@@ -401,7 +401,12 @@ def plan_moves(
     if best is None:
         note = (
             f"no set of up to {max_moves} move(s) of running seats to other cards of their host "
-            f"places more seats ({tried} set(s) tried)"
+            "places more seats "
+            + (
+                f"({tried} set(s) tried)"
+                if tried or cut_short
+                else "(none frees enough on a card a refused seat may use)"
+            )
         )
         blocked = _blocked_note(unordered, evaluate, weights, best_score, placed_names)
         if blocked:
@@ -436,7 +441,7 @@ def plan_moves(
     restarted = sum(m.freed_bytes for m in order)
     note = (
         f"{len(order)} move(s): {', '.join(m.text() for m in order)} "
-        f"({format_bytes(restarted)} restarted); every start below passed the verifier against "
+        f"({format_bytes(restarted)} restarted); every start listed passed the verifier against "
         f"the state it starts from, one seat down at a time ({tried} set(s) tried)" + limit_text
     )
     return MovesOutcome(note, verdicts, new_placements, steps, rows)

@@ -223,13 +223,16 @@ def test_moved_seats_are_always_restarted() -> None:
 
 
 def test_search_is_bounded_and_says_so() -> None:
-    # Many candidate moves, a tight limit: the note says the search stopped short.
-    running = {f"s{i}": (i % 4, GiB // 4) for i in range(16)}
-    catalogue, snapshot = host([GiB // 8] * 4, running)
-    result = run_plan(catalogue, snapshot, [new("huge", 15 * GiB)], time_limit=0.5, max_moves=3)
-    assert result.verdict == "refuse"
-    assert result.moves_note is not None
-    assert "time limit" in result.moves_note or "no set of up to 3" in result.moves_note
+    # 64 small seats on 8 cards: thousands of two-move sets free 1.5 GiB on a card, but the
+    # exclusive seat needs an empty card, so none helps and the search meets its time limit.
+    running = {f"s{i}": (i % 8, GiB // 4) for i in range(64)}
+    catalogue, snapshot = host([GiB] * 8, running)
+    adds = [new("whole", 3 * GiB // 2, exclusive=True)]
+    result = run_plan(catalogue, snapshot, adds, time_limit=0.5)
+    assert result.verdict == "refuse" and result.moves == ()
+    note = result.moves_note or ""
+    assert "the search stopped at the 0.5 s time limit" in note
+    assert "fewer or better moves may exist" in note
 
 
 def test_cli_moves_json(capsys: pytest.CaptureFixture[str], tmp_path: Any) -> None:
