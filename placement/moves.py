@@ -393,8 +393,8 @@ def plan_moves(
             break
 
     limit_text = (
-        f"; the search stopped at the {time_limit:g} s time limit after {tried} move set(s), "
-        "so fewer or better moves may exist"
+        f"; the search stopped when the plan's time limit ran out ({time_limit:.2g} s were left "
+        f"for it) after {tried} move set(s), so fewer or better moves may exist"
         if cut_short
         else ""
     )
