@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from inventory.attribution import attribute
 from inventory.snapshot import Snapshot
@@ -312,3 +314,34 @@ def test_fv_ml1_parakeet_moves_so_two_seats_fit(
         "new-2200mib:0",
         "new-5gib:1",
     ]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    free=st.lists(st.integers(0, 8), min_size=2, max_size=3),
+    running=st.lists(st.tuples(st.integers(0, 2), st.integers(1, 6)), min_size=1, max_size=4),
+    wanted=st.lists(st.tuples(st.integers(1, 12), st.integers(0, 1)), min_size=1, max_size=2),
+)
+def test_every_plan_with_moves_replays_and_never_loses_by_priority(
+    free: list[int], running: list[tuple[int, int]], wanted: list[tuple[int, int]]
+) -> None:
+    seats = {f"r{i}": (card % len(free), size * GiB) for i, (card, size) in enumerate(running)}
+    catalogue, snapshot = host([f * GiB for f in free], seats)
+    adds = [new(f"n{i}", size * GiB, priority=p) for i, (size, p) in enumerate(wanted)]
+    without = plan(catalogue, [snapshot], adds)
+    result = run_plan(catalogue, snapshot, adds, max_moves=2)
+
+    def score(r: PlanResult) -> tuple[int, int]:
+        names = set(placed(r))
+        high, low = (
+            sum(1 for _, s in adds if s.priority == level and s.name in names) for level in (1, 0)
+        )
+        return high, low
+
+    assert score(result) >= score(without)
+    if result.moves:
+        assert score(result) > score(without)
+        starts = replay(catalogue, snapshot, adds, result)
+        assert set(placed(result)) <= {s.split(":")[0] for s in starts}
+    else:
+        assert placed(result) == placed(without)
