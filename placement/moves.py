@@ -383,7 +383,7 @@ def plan_moves(
             score = _score((p.seat.name for p in new_placements), weights)
             if score <= best_score:
                 continue
-            starts = _new_starts(moved_problem, order, new_placements)
+            starts = _new_starts(moved_problem, new_placements)
             if starts is None:
                 continue
             best_score = score
@@ -471,7 +471,7 @@ def _blocked_note(
 
 
 def _new_starts(
-    problem: Problem, order: Sequence[Move], placements: Sequence[Placement]
+    problem: Problem, placements: Sequence[Placement]
 ) -> list[tuple[Placement, Verdict]] | None:
     """Start the new seats after the moves, each judged beside those started before it.
 
@@ -526,7 +526,7 @@ def _steps(
         steps.append(_start_step(move.seat, move.host, world.start(done, move)))
         done = done | {move}
     hosts = {m.host for m in order}
-    for placement, verdict in _new_starts(problem, order, placements) or []:
+    for placement, verdict in _new_starts(problem, placements) or []:
         if placement.host in hosts:
             steps.append(_start_step(placement.seat.name, placement.host, verdict))
     return tuple(steps)
