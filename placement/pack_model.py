@@ -22,6 +22,10 @@ import pulp
 Solver = Literal["cbc", "highs"]
 SOLVERS: tuple[str, ...] = ("cbc", "highs")
 MAX_ARCS = 2_000_000
+# Graphs of more arcs get the LP relaxation and reduced-cost fixing before the integer program.
+# Below it the whole integer program is proven in well under a second (u120, t60: ≤ 2,600 arcs)
+# and the extra solver call only adds time (u120 median 0.35 s → 0.42 s, measured here).
+LP_FIRST_ARCS = 10_000
 # CBC does not stop its root LP at the time limit: a model this large is not started at all.
 MAX_ASSIGNMENT_VARS = 50_000
 
@@ -486,6 +490,7 @@ def solve_bin_packing(
     upper_bound: int | None = None,
     max_arcs: int = MAX_ARCS,
     start: Sequence[Sequence[int]] | None = None,
+    lp_first_arcs: int = LP_FIRST_ARCS,
 ) -> BinSolution | None:
     """Fewest bins of `capacity` for integer `sizes` (bytes or any unit); None when none found in time.
 
@@ -520,7 +525,7 @@ def solve_bin_packing(
         patterns_in = None if start is None else [[units[i] for i in b] for b in start]
         keep: tuple[frozenset[int], frozenset[int]] | None = None
         mip_lower, mip_upper = lower, upper
-        if start is not None and upper > lower:
+        if start is not None and upper > lower and arcs > lp_first_arcs:
             # The LP relaxation first: ceil(LP) is a bound (often above L2), and reduced-cost
             # fixing keeps only the arcs a packing of at most upper − 1 bins can use, a far
             # smaller integer program that either finds such a packing or proves none exists.

@@ -80,7 +80,9 @@ def test_warm_started_solve_is_proven_and_valid() -> None:
     sizes = triplets(11, 12)
     greedy = first_fit_decreasing(sizes, 1000)
     assert len(greedy) > 12
-    solution = solve_bin_packing(sizes, 1000, lower_bound=12, upper_bound=len(greedy), start=greedy)
+    solution = solve_bin_packing(
+        sizes, 1000, lower_bound=12, upper_bound=len(greedy), start=greedy, lp_first_arcs=0
+    )
     assert solution is not None
     assert solution.proven
     assert len(solution.bins) == 12 == solution.lower_bound
@@ -95,7 +97,19 @@ def test_lp_path_matches_exhaustive_search(seed: int) -> None:
     sizes = [rng.randint(capacity // 5 + 1, capacity * 2 // 3) for _ in range(9)]
     greedy = first_fit_decreasing(sizes, capacity)
     solution = solve_bin_packing(
-        sizes, capacity, lower_bound=0, upper_bound=len(greedy), start=greedy
+        sizes, capacity, lower_bound=0, upper_bound=len(greedy), start=greedy, lp_first_arcs=0
     )
     assert solution is not None and solution.proven
     assert len(solution.bins) == optimum_bins(sizes, capacity) == solution.lower_bound
+
+
+def test_the_lp_bound_alone_proves_greedy_optimal() -> None:
+    # Seven items of 3 in bins of 7: L2 = 3, the arc-flow LP is 3.5, so 4 bins are optimal.
+    sizes = [3] * 7
+    greedy = first_fit_decreasing(sizes, 7)
+    solution = solve_bin_packing(
+        sizes, 7, lower_bound=3, upper_bound=len(greedy), start=greedy, lp_first_arcs=0
+    )
+    assert solution is not None
+    assert solution.proven and solution.status == "LP bound met"
+    assert len(solution.bins) == 4 == solution.lower_bound
