@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import quick
+from bench.fleetgen import running_fleet
 from inventory.snapshot import Snapshot
 from placement.planner import greedy_assignment, plan
 from placement.problem import build_problem, new_seats
@@ -55,67 +56,13 @@ def fleet(
         for h, name in enumerate(names)
     }
     total_cards = sum(n for n, _ in shape.values())
-    free: dict[tuple[str, int], int] = {}
-    for name, (n, (total, reserve)) in shape.items():
-        for c in range(n):
-            free[(name, c)] = total - reserve
-    keys = list(free)
-    seats: list[dict[str, Any]] = []
-    processes: dict[tuple[str, int], list[dict[str, Any]]] = {key: [] for key in keys}
-    for i in range(round(1.5 * total_cards)):
-        key = keys[i % len(keys)] if i < len(keys) else rng.choice(keys)
-        cuda_total = shape[key[0]][1][0] - shape[key[0]][1][1]
-        size = int(cuda_total * rng.uniform(0.20, 0.55)) // MIB * MIB
-        if free[key] - size < 0.03 * cuda_total:
-            continue
-        free[key] -= size
-        seats.append(
-            {
-                "name": f"run{i}",
-                "host": key[0],
-                "gpus": [key[1]],
-                "resident": size,
-                "state": "running",
-                "match": f"--port {10000 + i}$",
-            }
-        )
-        processes[key].append(
-            {"pid": 10000 + i, "used_bytes": size, "cmdline": f"srv --port {10000 + i}"}
-        )
-    catalogue = Catalogue.model_validate(
-        {
-            "hosts": {
-                name: {
-                    "cards": n,
-                    "card_total": total,
-                    "cuda_context": 1183 * MIB,
-                    "margin": 256 * MIB,
-                }
-                for name, (n, (total, _)) in shape.items()
-            },
-            "seats": seats,
-        }
+    catalogue, snapshots = running_fleet(
+        rng,
+        {name: (n, total, reserve) for name, (n, (total, reserve)) in shape.items()},
+        round(1.5 * total_cards),
+        lambda _key, cuda_total: int(cuda_total * rng.uniform(0.20, 0.55)) // MIB * MIB,
+        0.03,
     )
-    snapshots = [
-        Snapshot.model_validate(
-            {
-                "host": name,
-                "taken_at": TAKEN,
-                "cards": [
-                    {
-                        "index": c,
-                        "total_bytes": total,
-                        "reserved_bytes": reserve,
-                        "used_bytes": total - reserve - free[(name, c)],
-                        "free_bytes": free[(name, c)],
-                        "processes": processes[(name, c)],
-                    }
-                    for c in range(n)
-                ],
-            }
-        )
-        for name, (n, (total, reserve)) in shape.items()
-    ]
     small = CARD_KINDS[0][0] - CARD_KINDS[0][1]
     adds: list[tuple[str, Seat]] = []
     for j in range(total_cards):

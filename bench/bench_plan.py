@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.fleetgen import running_fleet
 from inventory.snapshot import Snapshot
 from placement.model import Solution, solve
 from placement.planner import PlanResult, greedy_assignment, plan
@@ -42,63 +43,13 @@ def synthetic_fleet(
     rng = random.Random(seed)
     names = [f"h{h:02d}" for h in range(hosts)]
     cuda_total = CARD_TOTAL - DRIVER_RESERVE
-    free = {(h, c): cuda_total for h in names for c in range(cards)}
-    seats: list[dict[str, Any]] = []
-    processes: dict[tuple[str, int], list[dict[str, Any]]] = {key: [] for key in free}
-    keys = list(free)
-    for i in range(running):
-        key = keys[i % len(keys)] if i < len(keys) else rng.choice(keys)
-        size = rng.randint(4, 40) * GIB
-        if free[key] - size < 0.05 * cuda_total:
-            continue
-        free[key] -= size
-        seats.append(
-            {
-                "name": f"run{i}",
-                "host": key[0],
-                "gpus": [key[1]],
-                "resident": size,
-                "state": "running",
-                "match": f"--port {10000 + i}$",
-            }
-        )
-        processes[key].append(
-            {"pid": 10000 + i, "used_bytes": size, "cmdline": f"srv --port {10000 + i}"}
-        )
-    catalogue = Catalogue.model_validate(
-        {
-            "hosts": {
-                h: {
-                    "cards": cards,
-                    "card_total": CARD_TOTAL,
-                    "cuda_context": 1183 * MIB,
-                    "margin": 256 * MIB,
-                }
-                for h in names
-            },
-            "seats": seats,
-        }
+    catalogue, snapshots = running_fleet(
+        rng,
+        {h: (cards, CARD_TOTAL, DRIVER_RESERVE) for h in names},
+        running,
+        lambda _key, _cuda_total: rng.randint(4, 40) * GIB,
+        0.05,
     )
-    snapshots = [
-        Snapshot.model_validate(
-            {
-                "host": h,
-                "taken_at": TAKEN,
-                "cards": [
-                    {
-                        "index": c,
-                        "total_bytes": CARD_TOTAL,
-                        "reserved_bytes": DRIVER_RESERVE,
-                        "used_bytes": cuda_total - free[(h, c)],
-                        "free_bytes": free[(h, c)],
-                        "processes": processes[(h, c)],
-                    }
-                    for c in range(cards)
-                ],
-            }
-        )
-        for h in names
-    ]
     adds: list[tuple[str, Seat]] = []
     for j in range(new):
         kind = rng.random()
