@@ -380,6 +380,29 @@ def _quiet_stdout() -> Iterator[None]:
         os.close(devnull)
 
 
+def cbc_command(
+    *, time_limit: float, gap_rel: float, gap_abs: float, warm: bool, preprocess: bool
+) -> Any:
+    """PuLP's bundled CBC with our options (the placement model's only CBC configuration)."""
+    with warnings.catch_warnings():
+        # PuLP 3.3 calls its bundled CBC deprecated in favour of 4.x packaging; it is the one we pin.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return pulp.PULP_CBC_CMD(
+            msg=False,
+            timeLimit=time_limit,
+            gapRel=gap_rel,
+            gapAbs=gap_abs,
+            # No `threads`: any value turns on CBC 2.10's threaded search, whose start-up race
+            # sometimes leaves a 17-row model waiting out the whole time limit ("Thread 0 used
+            # 0 times, waiting to start 10.0"): 1 run in 100 on a loaded 2-core machine.
+            # Unthreaded, 400 runs of the same model under load each took under 1 s.
+            warmStart=warm,
+            # CBC's preprocessing strengthens the load rows for seconds on large models and
+            # does not watch the time limit while it does (bench/bench_plan.py).
+            options=[] if preprocess else ["preprocess off"],
+        )
+
+
 def solve(
     problem: Problem,
     *,
@@ -407,20 +430,13 @@ def solve(
     if initial:
         _warm_start(maps, initial)
     if solver == "cbc":
-        with warnings.catch_warnings():
-            # PuLP 3.3 calls its bundled CBC deprecated in favour of 4.x packaging; it is the one we pin.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            command: Any = pulp.PULP_CBC_CMD(
-                msg=False,
-                timeLimit=remaining,
-                gapRel=gap_rel,
-                gapAbs=gap_abs,
-                threads=1,
-                warmStart=bool(initial),
-                # CBC's preprocessing strengthens the load rows for seconds on large models
-                # and does not watch the time limit while it does (bench/bench_plan.py).
-                options=[] if len(problem.need) <= EXACT_HOLE_MAX_PAIRS else ["preprocess off"],
-            )
+        command: Any = cbc_command(
+            time_limit=remaining,
+            gap_rel=gap_rel,
+            gap_abs=gap_abs,
+            warm=bool(initial),
+            preprocess=len(problem.need) <= EXACT_HOLE_MAX_PAIRS,
+        )
     elif solver == "highs":
         command = _WarmHiGHS(
             start=_start_values(maps, initial) if initial else [],

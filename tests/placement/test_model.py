@@ -458,3 +458,16 @@ def test_priority_holds_across_many_levels(solver: str) -> None:
     got = set(placed(result))
     assert "big" in got and len(got) == 2
     assert next(iter(got - {"big"})).startswith("p4_")
+
+
+@pytest.mark.parametrize("preprocess", [True, False])
+def test_cbc_runs_unthreaded(preprocess: bool) -> None:
+    # Any `-threads` turns on CBC 2.10's threaded search, whose start-up race made the fv-ml1
+    # 6 GiB plan (17 rows) wait out its 10 s limit about once in 100 runs on a loaded machine.
+    from placement.model import cbc_command
+
+    command = cbc_command(
+        time_limit=5.0, gap_rel=1e-7, gap_abs=0.01, warm=True, preprocess=preprocess
+    )
+    assert not [o for o in command.getOptions() + command.options if o.startswith("threads")]
+    assert "timeMode elapsed" in command.getOptions()
