@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import sys
 import time
 import warnings
@@ -26,6 +27,16 @@ MAX_ARCS = 2_000_000
 # Below it the whole integer program is proven in well under a second (u120, t60: ≤ 2,600 arcs)
 # and the extra solver call only adds time (u120 median 0.35 s → 0.42 s, measured here).
 LP_FIRST_ARCS = 10_000
+# Column generation prices over a table of this many capacity units at most.
+MAX_PRICING_UNITS = 2_000_000
+# Reduced-cost fixing: dual vectors tried (the LP's, then LPs with demands raised by up to
+# RAISE each), within this share of the time limit.
+FIXING_DUALS = 12
+FIXING_SHARE = 0.1
+RAISE = 0.3
+# A dive on the LP runs before the arc-flow program only when fixing leaves more arcs than
+# this; below it the program alone is quicker.
+DIVE_ABOVE_ARCS = 5_000
 # CBC does not stop its root LP at the time limit: a model this large is not started at all.
 MAX_ASSIGNMENT_VARS = 50_000
 
@@ -479,6 +490,118 @@ def _solve_assignment(
     return bins, status, proven, len(x), built - started, solved - built
 
 
+@dataclass(frozen=True)
+class _ColumnsOutcome:
+    """What the column-generation path settled: patterns (None: the known packing is optimal)."""
+
+    patterns: list[list[int]] | None
+    proven: bool
+    status: str
+    lower_bound: int
+    note: str | None = None
+
+
+def _columns_first(
+    graph: Graph,
+    cap: int,
+    solver: str,
+    deadline: float,
+    lower: int,
+    upper: int,
+    start: Sequence[Sequence[int]],
+) -> _ColumnsOutcome | None:
+    """The column-generation bound, reduced-cost fixing, a dive, and boxed arc-flow programs.
+
+    1. Gilmore–Gomory's LP by column generation (HiGHS, seeded with the known packing): its
+       duals π give the bound L = ceil(π·d / M) (see `pack_cg.DualBound`).
+    2. Reduced-cost fixing: an arc whose best pattern under π has reduced cost above
+       T − π·d + T·(M − 1) is in no packing of T bins. Every dual vector gives its own valid
+       test, so the LP is re-solved with slightly raised demands for a few more (the LP's
+       duals are highly degenerate) and an arc is kept only if every test keeps it.
+    3. Where many arcs stay, a dive on the LP for a packing of L bins (a third of the time
+       left): found, it is optimal.
+    4. For T = L, L+1, … below the known packing's count U: the arc-flow program with z = T
+       over the kept arcs. Infeasible proves T impossible; a packing found is optimal, every
+       count below it having been proven impossible or below the bound.
+    None when the LP is not solved in time (the caller goes on without it).
+    """
+    import numpy as np
+
+    from placement import pack_cg
+
+    types, item_arcs, demand_map, label = graph
+    demand = [demand_map[t] for t in range(len(types))]
+    type_of = {w: t for t, w in enumerate(types)}
+    seeds = []
+    for pattern in start:
+        counts = [0] * len(types)
+        for w in pattern:
+            counts[type_of[w]] += 1
+        seeds.append(counts)
+    cg, root = pack_cg.root_lp(types, demand, cap, deadline=deadline, start=seeds)
+    if root is None:
+        return None
+    bound = pack_cg.dual_bound(types, demand, cap, root.duals)
+    target = max(lower, bound.bins)
+    if target >= upper:
+        return _ColumnsOutcome(None, True, "LP bound met", upper)
+
+    tests = []
+    rng = random.Random(len(types) * 1_000_003 + cap)
+    fixing_deadline = min(
+        deadline, time.perf_counter() + FIXING_SHARE * (deadline - time.perf_counter())
+    )
+    for k in range(FIXING_DUALS):
+        if k == 0:
+            duals: Sequence[float] = root.duals
+        else:
+            lp = cg.solve_raised(
+                [d + rng.uniform(0.0, RAISE) for d in demand], deadline=fixing_deadline
+            )
+            if lp is None:
+                break
+            duals = lp.duals
+        costs, loss_costs = pack_cg.pattern_reduced_costs(
+            types, demand, cap, item_arcs, label, duals
+        )
+        tests.append((pack_cg.dual_bound(types, demand, cap, duals), costs, loss_costs))
+        if time.perf_counter() > fixing_deadline:
+            break
+
+    def kept(target: int) -> tuple[frozenset[int], frozenset[int]]:
+        arcs = np.ones(len(item_arcs), dtype=bool)
+        nodes: set[int] | None = None
+        for test, costs, loss_costs in tests:
+            room = test.room(target) + FIX_SLACK
+            arcs &= costs <= room
+            keep_nodes = {n for n, cost in loss_costs.items() if cost <= room}
+            nodes = keep_nodes if nodes is None else nodes & keep_nodes
+        return frozenset(int(k) for k in np.nonzero(arcs)[0]), frozenset(nodes or ())
+
+    keep = kept(target)
+    if len(keep[0]) > DIVE_ABOVE_ARCS:
+        now = time.perf_counter()
+        found = pack_cg.dive(cg, demand, target, deadline=now + (deadline - now) / 3)
+        if found and len(found) <= target:
+            patterns = [pack_cg.pattern_sizes(p, types) for p in found]
+            return _ColumnsOutcome(patterns, True, "optimal", len(found), None)
+    while target < upper:
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            return _ColumnsOutcome(list(map(list, start)), False, "time limit", target)
+        patterns, status, _, _, _ = _solve_arc_flow(
+            graph, cap, solver, remaining, target, target, None, keep
+        )
+        if status == "infeasible":
+            target += 1
+            keep = kept(target)
+            continue
+        if patterns:
+            return _ColumnsOutcome(patterns, True, "optimal", target)
+        return _ColumnsOutcome(list(map(list, start)), False, status, target)
+    return _ColumnsOutcome(None, True, "optimal", upper)
+
+
 def solve_bin_packing(
     sizes: Sequence[int],
     capacity: int,
@@ -525,6 +648,51 @@ def solve_bin_packing(
         patterns_in = None if start is None else [[units[i] for i in b] for b in start]
         keep: tuple[frozenset[int], frozenset[int]] | None = None
         mip_lower, mip_upper = lower, upper
+        if (
+            start is not None
+            and upper > lower
+            and arcs > lp_first_arcs
+            and cap <= MAX_PRICING_UNITS
+            and patterns_in is not None
+        ):
+            found = _columns_first(
+                graph, cap, solver, started + time_limit, lower, upper, patterns_in
+            )
+            if found is not None:
+                outcome, note = found, None
+                if outcome.patterns is None:
+                    # Every count below the known packing's is proven impossible.
+                    return BinSolution(
+                        tuple(tuple(b) for b in start),
+                        True,
+                        "arc-flow",
+                        outcome.status,
+                        unit,
+                        arcs,
+                        graph_seconds,
+                        time.perf_counter() - started - graph_seconds,
+                        upper,
+                        outcome.note,
+                    )
+                bins = _assign_items(outcome.patterns, units, groups)
+                if bins is not None:
+                    return BinSolution(
+                        tuple(tuple(b) for b in bins),
+                        outcome.proven,
+                        "arc-flow",
+                        outcome.status,
+                        unit,
+                        arcs,
+                        graph_seconds,
+                        time.perf_counter() - started - graph_seconds,
+                        len(bins) if outcome.proven else outcome.lower_bound,
+                        outcome.note,
+                    )
+                time_limit = max(1.0, time_limit - (time.perf_counter() - started))
+                note = "the packing found put two parts of a multi-card seat on one card; re-solved by assignment"
+                return _assignment_solution(
+                    units, cap, groups, solver, time_limit, outcome.lower_bound, upper, note, unit
+                )
         if start is not None and upper > lower and arcs > lp_first_arcs:
             # The LP relaxation first: ceil(LP) is a bound (often above L2), and reduced-cost
             # fixing keeps only the arcs a packing of at most upper − 1 bins can use, a far
@@ -588,6 +756,21 @@ def solve_bin_packing(
         note = f"arc-flow graph over {max_arcs:,} arcs; solved by the assignment model instead"
         if len(units) * min(upper, len(units)) > 2 * MAX_ASSIGNMENT_VARS:
             return None
+    return _assignment_solution(units, cap, groups, solver, time_limit, lower, upper, note, unit)
+
+
+def _assignment_solution(
+    units: list[int],
+    cap: int,
+    groups: Sequence[Hashable | None] | None,
+    solver: str,
+    time_limit: float,
+    lower: int,
+    upper: int,
+    note: str | None,
+    unit: int = 1,
+) -> BinSolution | None:
+    """The assignment model's answer as a BinSolution (None when it found no packing)."""
     bins_a, status, proven, nvars, build_s, solve_s = _solve_assignment(
         units, cap, groups, solver, time_limit, lower, upper
     )
