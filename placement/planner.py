@@ -16,7 +16,13 @@ from inventory.snapshot import Snapshot, format_utc
 from placement.capacity import held_parts, margin_bytes, seats_declared_on
 from placement.problem import NewSeat, Problem, build_problem, check_snapshots, new_seats
 from placement.verdict import Reason, Verdict, host_reason
-from placement.verify import Placement, judge, other_need, verify_placement
+from placement.verify import (
+    Placement,
+    host_catalogues,
+    judge,
+    other_need,
+    verify_placement,
+)
 from seats.model import Catalogue, Seat
 from seats.units import format_bytes
 
@@ -181,7 +187,7 @@ def plan(
                     status = "greedy"
                     assignment = greedy
     verify_started = time.perf_counter()
-    placements, failed = _verified(problem, assignment)
+    placements, failed, last = _verified_verdicts(problem, assignment)
     timings["verify"] = time.perf_counter() - verify_started
     if seats and gap is None and bound:
         # The seat part of the gap: how far the verified placement is from the trivial bound.
@@ -191,7 +197,8 @@ def plan(
         gap = (bound - got) / bound
     explain_started = time.perf_counter()
     verdicts = []
-    accepted = {v.seat: v for v in verify_placement(catalogue, problem.snapshots, placements)}
+    # The verifier's last round judged exactly these placements: its verdicts are the answer.
+    accepted = {v.seat: v for v in last}
     for new in problem.seats:
         if new.name in accepted:
             verdicts.append(accepted[new.name])
@@ -237,11 +244,20 @@ def _verified(
     problem: Problem, assignment: dict[str, tuple[str, tuple[int, ...]]]
 ) -> tuple[list[Placement], dict[str, Verdict]]:
     """The proposal, less any seat the verifier refuses (lowest priority dropped first)."""
+    placements, failed, _ = _verified_verdicts(problem, assignment)
+    return placements, failed
+
+
+def _verified_verdicts(
+    problem: Problem, assignment: dict[str, tuple[str, tuple[int, ...]]]
+) -> tuple[list[Placement], dict[str, Verdict], list[Verdict]]:
+    """`_verified`, plus the passing verdicts of the placements it keeps."""
     placements = [
         Placement(problem.seat(name).seat, host, cards)
         for name, (host, cards) in assignment.items()
     ]
     failed: dict[str, Verdict] = {}
+    verdicts: list[Verdict] = []
     while placements:
         verdicts = verify_placement(problem.catalogue, problem.snapshots, placements)
         bad = [(p, v) for p, v in zip(placements, verdicts, strict=True) if not v.passed]
@@ -251,7 +267,9 @@ def _verified(
         worst = min(bad, key=lambda item: (item[0].seat.priority, -item[0].seat.resident))
         failed[worst[0].seat.name] = worst[1]
         placements = [p for p in placements if p is not worst[0]]
-    return placements, failed
+    if not placements:
+        verdicts = []
+    return placements, failed, verdicts
 
 
 def greedy_assignment(problem: Problem) -> dict[str, tuple[str, tuple[int, ...]]]:
@@ -317,7 +335,6 @@ def explain_refusal(
 ) -> Verdict:
     """Why `new` is not placed: every card of every host it may use, with every binding rule."""
     seat = new.seat
-    catalogue = problem.catalogue
     reasons: list[Reason] = list(failed.reasons) if failed is not None else []
     nearest: list[tuple[int, str]] = [(0, text) for text in failed.nearest] if failed else []
     warnings: list[str] = list(failed.warnings) if failed is not None else []
@@ -332,17 +349,23 @@ def explain_refusal(
     pinned = seat.pinned_cards
     need = seat.resident
     fragment_room: dict[str, int] = defaultdict(int)
+    # judge reads only the placements on the judged host: hand it those alone.
+    on_host: dict[str, list[Placement]] = defaultdict(list)
+    for placement in placements:
+        on_host[placement.host].append(placement)
     for host in hosts:
         snapshot = problem.snapshot(host)
+        view = problem.host_catalogue(host)
+        here = on_host[host]
         passing: list[int] = []
         for card in snapshot.cards:
             if pinned is not None and card.index not in pinned:
                 continue
-            verdict = judge(catalogue, snapshot, one_card, [card.index], others=placements)
+            verdict = judge(view, snapshot, one_card, [card.index], others=here)
             warnings.extend(verdict.warnings)
             need = max(need, verdict.need_bytes or 0)
             if verdict.passed:
-                blocked = _blocked_by(problem, Placement(seat, host, (card.index,)), placements)
+                blocked = _blocked_by(problem, Placement(seat, host, (card.index,)), here)
                 if blocked is None:
                     passing.append(card.index)
                 else:
@@ -414,12 +437,14 @@ def _blocked_by(
 ) -> Reason | None:
     """The first placed seat that the candidate would refuse if it started there too."""
     snapshot = problem.snapshot(candidate.host)
-    everyone = [*placements, candidate]
+    # judge reads only the others on the candidate's host.
+    everyone = [*(p for p in placements if p.host == candidate.host), candidate]
+    view = problem.host_catalogue(candidate.host)
     for placed in placements:
         if placed.host != candidate.host or not set(placed.cards) & set(candidate.cards):
             continue
         others = [p for p in everyone if p is not placed]
-        verdict = judge(problem.catalogue, snapshot, placed.seat, placed.cards, others=others)
+        verdict = judge(view, snapshot, placed.seat, placed.cards, others=others)
         if not verdict.passed:
             first = verdict.reasons[0]
             return Reason(
@@ -439,11 +464,18 @@ def card_rows(
 ) -> list[CardRow]:
     """Each card before and after the placements."""
     rows: list[CardRow] = []
+    views = host_catalogues(catalogue)
+    # Placements by card, in placement order: one pass instead of one per card.
+    by_card: dict[tuple[str, int], list[Placement]] = defaultdict(list)
+    for placement in placements:
+        for index in dict.fromkeys(placement.cards):
+            by_card[(placement.host, index)].append(placement)
     for snapshot in snapshots:
         host = snapshot.host
+        view = views.get(host, catalogue)
         for card in snapshot.cards:
-            here = [p for p in placements if p.host == host and card.index in p.cards]
-            declared = [s.name for s in seats_declared_on(catalogue, host, card.index)]
+            here = by_card.get((host, card.index), [])
+            declared = [s.name for s in seats_declared_on(view, host, card.index)]
             foreign = [f"pid {p.pid}" for p in card.processes if p.seat is None]
             if not card.ok or card.free_bytes is None:
                 rows.append(
@@ -464,11 +496,11 @@ def card_rows(
                     )
                 )
                 continue
-            added = sum(other_need(catalogue, snapshot, p, card, "plan") for p in here)
+            added = sum(other_need(view, snapshot, p, card, "plan") for p in here)
             names = [p.seat.name for p in here]
-            before_parts = held_parts(catalogue, host, card)
-            after_parts = held_parts(catalogue, host, card, placed_here=names)
-            margin = margin_bytes(catalogue, host)
+            before_parts = held_parts(view, host, card)
+            after_parts = held_parts(view, host, card, placed_here=names)
+            margin = margin_bytes(view, host)
             held_before = sum(p.bytes for p in before_parts)
             held_after = sum(p.bytes for p in after_parts)
             free_after = card.free_bytes - added

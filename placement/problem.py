@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from placement.engines import (
     need_bytes,
 )
 from placement.engines import requested_bytes as _requested_exact
-from placement.verify import kv_bytes, proposed_util
+from placement.verify import host_catalogues, kv_bytes, proposed_util
 from seats.errors import CatalogueError
 from seats.loader import format_loc, read_text_file, read_yaml
 from seats.model import Catalogue, Seat
@@ -112,19 +112,36 @@ class Problem:
     warnings: tuple[str, ...] = ()
     notes: dict[str, list[str]] = field(default_factory=dict)
 
+    @cached_property
+    def _seat_index(self) -> dict[str, NewSeat]:
+        # First of a name wins, as the scan it replaces did (names are unique anyway).
+        index: dict[str, NewSeat] = {}
+        for new in self.seats:
+            index.setdefault(new.name, new)
+        return index
+
+    @cached_property
+    def _snapshot_index(self) -> dict[str, Snapshot]:
+        index: dict[str, Snapshot] = {}
+        for snapshot in self.snapshots:
+            index.setdefault(snapshot.host, snapshot)
+        return index
+
+    @cached_property
+    def _host_catalogues(self) -> dict[str, Catalogue]:
+        return host_catalogues(self.catalogue)
+
     def seat(self, name: str) -> NewSeat:
         """The new seat called `name`."""
-        for new in self.seats:
-            if new.name == name:
-                return new
-        raise KeyError(name)
+        return self._seat_index[name]
 
     def snapshot(self, host: str) -> Snapshot:
         """The snapshot of `host`."""
-        for snapshot in self.snapshots:
-            if snapshot.host == host:
-                return snapshot
-        raise KeyError(host)
+        return self._snapshot_index[host]
+
+    def host_catalogue(self, host: str) -> Catalogue:
+        """The catalogue as `host`'s cards see it (verify.host_catalogues): same figures, less to scan."""
+        return self._host_catalogues.get(host, self.catalogue)
 
     def eligible_hosts(self, name: str) -> list[str]:
         """Hosts with at least as many eligible cards as the seat takes."""
@@ -268,8 +285,10 @@ def build_problem(
     snaps = tuple(snapshots if attributed else [attribute(s, catalogue) for s in snapshots])
     cards: list[CardSlot] = []
     hosts: dict[str, tuple[CardSlot, ...]] = {}
+    views = host_catalogues(catalogue)
     for snapshot in snaps:
-        slots = tuple(_card_slot(catalogue, snapshot, card.index) for card in snapshot.cards)
+        view = views.get(snapshot.host, catalogue)
+        slots = tuple(_card_slot(view, snapshot, card.index) for card in snapshot.cards)
         hosts[snapshot.host] = slots
         cards.extend(slots)
     need: dict[PairKey, int] = {}

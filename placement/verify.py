@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -31,10 +32,38 @@ from placement.engines import (
     smallest_util_covering,
 )
 from placement.verdict import CardFigures, Reason, Verdict, VerdictKind, host_reason
-from seats.model import Catalogue, Seat
+from seats.model import Catalogue, Reserve, Seat
 from seats.units import format_bytes
 
 Mode = Literal["plan", "check"]
+
+
+def host_catalogues(catalogue: Catalogue) -> dict[str, Catalogue]:
+    """Per host, the catalogue cut down to what the per-card formulas of that host read.
+
+    The formulas of placement.capacity scan every seat of the catalogue for each card; in a
+    fleet that makes each card cost as much as the whole fleet. A host's view keeps every host
+    entry, the host's reserves, and the seats the host's formulas can name (in catalogue
+    order): those on the host and those a reserve of the host is for. Judged through it, a
+    card gives the same figures as through the whole catalogue.
+    """
+    reserves: dict[str, list[Reserve]] = defaultdict(list)
+    named_by: dict[str, list[str]] = defaultdict(list)
+    for reserve in catalogue.reserves:
+        reserves[reserve.host].append(reserve)
+        for name in reserve.for_:
+            named_by[name].append(reserve.host)
+    seats: dict[str, list[Seat]] = defaultdict(list)
+    for seat in catalogue.seats:
+        hosts = dict.fromkeys(([seat.host] if seat.host is not None else []) + named_by[seat.name])
+        for host in hosts:
+            seats[host].append(seat)
+    return {
+        host: catalogue.model_copy(
+            update={"reserves": tuple(reserves[host]), "seats": tuple(seats[host])}
+        )
+        for host in dict.fromkeys([*catalogue.hosts, *reserves, *seats])
+    }
 
 
 @dataclass(frozen=True)
@@ -520,6 +549,11 @@ def verify_placement(
 ) -> list[Verdict]:
     """Re-judge every placement as if it started last beside all the others; one verdict each."""
     by_host = {snapshot.host: snapshot for snapshot in snapshots}
+    views = host_catalogues(catalogue)
+    # judge reads only the others on the placement's own host: hand it those alone.
+    on_host: dict[str, list[Placement]] = defaultdict(list)
+    for placement in placements:
+        on_host[placement.host].append(placement)
     verdicts: list[Verdict] = []
     for placement in placements:
         snapshot = by_host.get(placement.host)
@@ -534,10 +568,10 @@ def verify_placement(
                 )
             )
             continue
-        others = [p for p in placements if p.seat.name != placement.seat.name]
+        others = [p for p in on_host[placement.host] if p.seat.name != placement.seat.name]
         verdicts.append(
             judge(
-                catalogue,
+                views.get(placement.host, catalogue),
                 snapshot,
                 placement.seat,
                 placement.cards,
