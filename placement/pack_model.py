@@ -614,6 +614,7 @@ def solve_bin_packing(
     max_arcs: int = MAX_ARCS,
     start: Sequence[Sequence[int]] | None = None,
     lp_first_arcs: int = LP_FIRST_ARCS,
+    max_pricing_units: int = MAX_PRICING_UNITS,
 ) -> BinSolution | None:
     """Fewest bins of `capacity` for integer `sizes` (bytes or any unit); None when none found in time.
 
@@ -652,7 +653,7 @@ def solve_bin_packing(
             start is not None
             and upper > lower
             and arcs > lp_first_arcs
-            and cap <= MAX_PRICING_UNITS
+            and cap <= max_pricing_units
             and patterns_in is not None
         ):
             found = _columns_first(
