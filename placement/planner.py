@@ -147,7 +147,7 @@ def plan(
     if seats:
         weights = priority_weights(problem)
         # No placement places a seat that has no eligible card: the primary objective's bound.
-        bound = sum(weights[n.name] for n in problem.seats if problem.eligible_hosts(n.name))
+        bound = sum(weights[n.name] for n in problem.seats if problem.has_eligible_host(n.name))
         # The model may stop at its time limit: start it from the greedy placement (cheap
         # arithmetic), and keep whichever places more.
         greedy_started = time.perf_counter()
@@ -155,7 +155,7 @@ def plan(
         timings["greedy"] = time.perf_counter() - greedy_started
         if (
             greedy is not None
-            and len(problem.need) > SKIP_SOLVER_PAIRS
+            and problem.pairs_exceed(SKIP_SOLVER_PAIRS)
             and _score(greedy, weights) >= bound
         ):
             # Every placeable seat is placed: the seat count is proven optimal without the
@@ -272,12 +272,58 @@ def _verified_verdicts(
     return placements, failed, verdicts
 
 
+class _WidestFirst:
+    """Per host, the most bytes any of its cards could still take; finds the next host with enough.
+
+    A max segment tree over hosts in their order: `next_at_least(i, n)` is the first host at
+    or after position i whose widest card has at least n bytes, in O(log hosts).
+    """
+
+    def __init__(self, values: Sequence[int]) -> None:
+        size = 1
+        while size < max(1, len(values)):
+            size *= 2
+        self._size = size
+        self._tree = [-(1 << 80)] * (2 * size)
+        for i, value in enumerate(values):
+            self._tree[size + i] = value
+        for node in range(size - 1, 0, -1):
+            self._tree[node] = max(self._tree[2 * node], self._tree[2 * node + 1])
+
+    def set(self, i: int, value: int) -> None:
+        node = self._size + i
+        self._tree[node] = value
+        node //= 2
+        while node:
+            self._tree[node] = max(self._tree[2 * node], self._tree[2 * node + 1])
+            node //= 2
+
+    def next_at_least(self, start: int, need: int) -> int | None:
+        return self._descend(1, 0, self._size, start, need)
+
+    def _descend(self, node: int, low: int, high: int, start: int, need: int) -> int | None:
+        if high <= start or self._tree[node] < need:
+            return None
+        if high - low == 1:
+            return low
+        middle = (low + high) // 2
+        found = self._descend(2 * node, low, middle, start, need)
+        if found is not None:
+            return found
+        return self._descend(2 * node + 1, middle, high, start, need)
+
+
 def greedy_assignment(problem: Problem) -> dict[str, tuple[str, tuple[int, ...]]]:
     """First-fit-decreasing on the model's numbers: priority, then size, descending.
 
     Room counts every reserve the seat is not for in full (its own seats' consumption is
     ignored, which is only stricter); gates are re-checked for every gated seat on the card.
     The verifier re-checks the result like any proposal.
+
+    Hosts are tried in their order, first fit wins. A card can take a seat only when
+    free − margin − absent − load there is at least the seat's resident (its need is at
+    least that, its held bytes at least the absent ones): hosts with no such card are
+    skipped without looking at their cards, which keeps a fleet's cost near linear.
     """
     order = sorted(
         problem.seats,
@@ -287,10 +333,25 @@ def greedy_assignment(problem: Problem) -> dict[str, tuple[str, tuple[int, ...]]
     members: dict[tuple[str, int], list[str]] = defaultdict(list)
     exclusive = {new.name for new in problem.seats if new.seat.exclusive}
     slots = {slot.key: slot for slot in problem.cards}
+    host_names = list(problem.hosts)
+
+    def widest(host: str) -> int:
+        return max(
+            (
+                slot.free_bytes - slot.margin_bytes - slot.absent_bytes - load[slot.key]
+                for slot in problem.hosts[host]
+                if slot.ok
+            ),
+            default=-(1 << 80),
+        )
+
+    tree = _WidestFirst([widest(host) for host in host_names])
     out: dict[str, tuple[str, tuple[int, ...]]] = {}
     for new in order:
         name = new.name
-        for host in problem.eligible_hosts(name):
+        at = tree.next_at_least(0, new.seat.resident)
+        while at is not None:
+            host = host_names[at]
             fitting = []
             for slot in problem.hosts[host]:
                 pair = (name, host, slot.index)
@@ -323,7 +384,9 @@ def greedy_assignment(problem: Problem) -> dict[str, tuple[str, tuple[int, ...]]
                     load[(host, index)] += problem.need[(name, host, index)]
                     members[(host, index)].append(name)
                 out[name] = (host, tuple(fitting))
+                tree.set(at, widest(host))
                 break
+            at = tree.next_at_least(at + 1, new.seat.resident)
     return out
 
 

@@ -6,7 +6,7 @@ seats free to go to any host). The same engine and capacity functions as the ver
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cached_property, lru_cache
@@ -107,8 +107,8 @@ class Problem:
     seats: tuple[NewSeat, ...]
     cards: tuple[CardSlot, ...]
     hosts: dict[str, tuple[CardSlot, ...]]
-    need: dict[PairKey, int]  # eligible (seat, host, card) pairs only
-    gate_bound: dict[PairKey, int]  # load on the card must stay ≤ this when the seat is there
+    need: Mapping[PairKey, int]  # eligible (seat, host, card) pairs only (a PairTable)
+    gate_bound: Mapping[PairKey, int]  # load on the card must stay ≤ this when the seat is there
     warnings: tuple[str, ...] = ()
     notes: dict[str, list[str]] = field(default_factory=dict)
 
@@ -146,12 +146,56 @@ class Problem:
     def eligible_hosts(self, name: str) -> list[str]:
         """Hosts with at least as many eligible cards as the seat takes."""
         count = self.seat(name).seat.card_count
-        out = []
-        for host, cards in self.hosts.items():
-            eligible = sum(1 for card in cards if (name, host, card.index) in self.need)
-            if eligible >= count:
-                out.append(host)
-        return out
+        return [host for host in self.hosts if self._eligible_on(name, host) >= count]
+
+    def has_eligible_host(self, name: str) -> bool:
+        """True when `eligible_hosts(name)` is not empty, asking the fewest hosts.
+
+        Hosts are tried widest first: a card whose free − margin − absent is under the
+        seat's resident can hold no eligible pair of it (the need is at least the resident,
+        the held bytes at least the absent ones), so the search stops at the first such host.
+        """
+        new = self.seat(name)
+        count, resident = new.seat.card_count, new.seat.resident
+        for widest, host in self._hosts_widest_first:
+            if widest < resident:
+                return False
+            if self._eligible_on(name, host) >= count:
+                return True
+        return False
+
+    def pairs_exceed(self, limit: int) -> bool:
+        """len(need) > limit, enumerating no more pairs than it takes to tell."""
+        if isinstance(self.need, PairTable):
+            return self.need.exceeds(limit)
+        return len(self.need) > limit
+
+    def _eligible_on(self, name: str, host: str) -> int:
+        slots = self.hosts[host]
+        resident = self.seat(name).seat.resident
+        # Cards too narrow for the resident hold no pair of the seat (see has_eligible_host).
+        return sum(
+            1
+            for slot in slots
+            if slot.ok
+            and slot.free_bytes - slot.margin_bytes - slot.absent_bytes >= resident
+            and (name, host, slot.index) in self.need
+        )
+
+    @cached_property
+    def _hosts_widest_first(self) -> list[tuple[int, str]]:
+        widest = [
+            (
+                max(
+                    (c.free_bytes - c.margin_bytes - c.absent_bytes for c in slots if c.ok),
+                    default=-1,
+                ),
+                host,
+            )
+            for host, slots in self.hosts.items()
+        ]
+        # Stable: equal widths keep host order.
+        return sorted(widest, key=lambda item: -item[0])
 
 
 def load_add_file(path: str | Path) -> list[Seat]:
@@ -291,43 +335,163 @@ def build_problem(
         slots = tuple(_card_slot(view, snapshot, card.index) for card in snapshot.cards)
         hosts[snapshot.host] = slots
         cards.extend(slots)
-    need: dict[PairKey, int] = {}
-    gate_bound: dict[PairKey, int] = {}
-    new_residents = {new.name: new.seat.resident for new in seats}
-    for new in seats:
-        seat = new.seat
-        rule = gate_rule(seat.engine, propose=True)
-        for host, slots in hosts.items():
-            if seat.host is not None and seat.host != host:
-                continue
-            pinned = seat.pinned_cards
-            ok_slots = [slot for slot in slots if slot.ok]
-            if len(ok_slots) < seat.card_count:
-                continue
-            util: Decimal | None = None
-            if seat.card_count > 1:
-                util = _util(
-                    seat, rule, [slot.cuda_total for slot in ok_slots], ok_slots[0].cuda_context
-                )
-            for slot in ok_slots:
-                if pinned is not None and slot.index not in pinned:
-                    continue
-                if seat.card_count == 1:
-                    util = _util(seat, rule, [slot.cuda_total], slot.cuda_context)
-                pair = _pair(seat, rule, util, slot, new_residents)
-                if pair is not None:
-                    need[(seat.name, host, slot.index)] = pair[0]
-                    if pair[1] is not None:
-                        gate_bound[(seat.name, host, slot.index)] = pair[1]
+    table = PairTable(seats, hosts)
     return Problem(
         catalogue=catalogue,
         snapshots=snaps,
         seats=tuple(seats),
         cards=tuple(cards),
         hosts=hosts,
-        need=need,
-        gate_bound=gate_bound,
+        need=table,
+        gate_bound=table.gate_bounds,
     )
+
+
+PairEntry = tuple[int, int | None]  # (need, gate bound or None)
+
+
+class PairTable(Mapping[PairKey, int]):
+    """need[(seat, host, card)] for the eligible pairs, each worked out when first asked.
+
+    A fleet has seats × cards pairs and most callers ask a few per seat (the greedy placer,
+    `has_eligible_host`); the model iterates them all. Each pair is a pure function of the
+    seat and the card (`_pair`), so the answer does not depend on when it is asked, and
+    iterating gives the pairs in the order a seat-by-host-by-card loop would (the model's
+    variable order).
+    """
+
+    def __init__(self, seats: Sequence[NewSeat], hosts: dict[str, tuple[CardSlot, ...]]) -> None:
+        self._seats = tuple(seats)
+        self._by_name = {new.name: new.seat for new in reversed(self._seats)}
+        self._hosts = hosts
+        self._slots = {(host, slot.index): slot for host, slots in hosts.items() for slot in slots}
+        self._ok_count = {
+            host: sum(1 for slot in slots if slot.ok) for host, slots in hosts.items()
+        }
+        self._residents = {new.name: new.seat.resident for new in self._seats}
+        self._memo: dict[PairKey, PairEntry | None] = {}
+        self._rules: dict[str, GateRule] = {}
+        self._utils: dict[tuple[str, str | int, int], Decimal | None] = {}
+        self._all: dict[PairKey, int] | None = None
+        self.gate_bounds = _GateBounds(self)
+
+    def entry(self, name: str, host: str, index: int) -> PairEntry | None:
+        """(need, gate bound) when `name` could go on card `index` of `host` alone, else None."""
+        key = (name, host, index)
+        try:
+            return self._memo[key]
+        except KeyError:
+            pass
+        found = self._compute(name, host, index)
+        self._memo[key] = found
+        return found
+
+    def _compute(self, name: str, host: str, index: int) -> PairEntry | None:
+        seat = self._by_name.get(name)
+        slot = self._slots.get((host, index))
+        if seat is None or slot is None or not slot.ok:
+            return None
+        if seat.host is not None and seat.host != host:
+            return None
+        if self._ok_count[host] < seat.card_count:
+            return None
+        pinned = seat.pinned_cards
+        if pinned is not None and index not in pinned:
+            return None
+        rule = self._rules.get(name)
+        if rule is None:
+            rule = self._rules[name] = gate_rule(seat.engine, propose=True)
+        # One util per host for a multi-card seat (the same start on each card); per card
+        # size and context for one card. Cached: a fleet has few card sizes.
+        util_key: tuple[str, str | int, int]
+        if seat.card_count > 1:
+            util_key = (name, host, 0)
+        else:
+            util_key = (name, slot.cuda_total, slot.cuda_context)
+        if util_key in self._utils:
+            util = self._utils[util_key]
+        else:
+            if seat.card_count > 1:
+                ok_slots = [s for s in self._hosts[host] if s.ok]
+                util = _util(seat, rule, [s.cuda_total for s in ok_slots], ok_slots[0].cuda_context)
+            else:
+                util = _util(seat, rule, [slot.cuda_total], slot.cuda_context)
+            self._utils[util_key] = util
+        return _pair(seat, rule, util, slot, self._residents)
+
+    def _keys(self) -> Iterator[PairKey]:
+        """Every (seat, host, card) that could be eligible, in the model's order."""
+        for new in self._seats:
+            for host, slots in self._hosts.items():
+                for slot in slots:
+                    yield (new.name, host, slot.index)
+
+    def _every(self) -> dict[PairKey, int]:
+        if self._all is None:
+            table: dict[PairKey, int] = {}
+            for key in self._keys():
+                found = self.entry(*key)
+                if found is not None:
+                    table[key] = found[0]
+            self._all = table
+        return self._all
+
+    def exceeds(self, limit: int) -> bool:
+        """More than `limit` eligible pairs (stops counting once there are)."""
+        if self._all is not None:
+            return len(self._all) > limit
+        count = 0
+        for key in self._keys():
+            if self.entry(*key) is not None:
+                count += 1
+                if count > limit:
+                    return True
+        return False
+
+    def __getitem__(self, key: PairKey) -> int:
+        found = self.entry(*key) if len(key) == 3 else None
+        if found is None:
+            raise KeyError(key)
+        return found[0]
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, tuple) or len(key) != 3:
+            return False
+        return self.entry(*key) is not None
+
+    def __iter__(self) -> Iterator[PairKey]:
+        return iter(self._every())
+
+    def __len__(self) -> int:
+        return len(self._every())
+
+    def __repr__(self) -> str:
+        return f"PairTable({len(self._seats)} seats, {len(self._slots)} cards)"
+
+
+class _GateBounds(Mapping[PairKey, int]):
+    """gate_bound[(seat, host, card)]: the pairs whose gate is not already implied by room."""
+
+    def __init__(self, table: PairTable) -> None:
+        self._table = table
+
+    def __getitem__(self, key: PairKey) -> int:
+        found = self._table.entry(*key) if len(key) == 3 else None
+        if found is None or found[1] is None:
+            raise KeyError(key)
+        return found[1]
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, tuple) or len(key) != 3:
+            return False
+        found = self._table.entry(*key)
+        return found is not None and found[1] is not None
+
+    def __iter__(self) -> Iterator[PairKey]:
+        return iter([key for key in self._table if key in self])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def _util(seat: Seat, rule: GateRule, totals: list[int], ctx: int) -> Decimal | None:
