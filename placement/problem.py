@@ -33,7 +33,7 @@ from placement.engines import (
 )
 from placement.engines import requested_bytes as _requested_exact
 from placement.verify import host_catalogues, kv_bytes, proposed_util
-from seats.errors import CatalogueError
+from seats.errors import BadInputError, CatalogueError
 from seats.loader import format_loc, read_text_file, read_yaml
 from seats.model import Catalogue, Seat
 
@@ -279,8 +279,19 @@ def check_snapshots(
 ) -> list[str]:
     """Snapshot vs catalogue (placement.consistency): contradictions are bad input, the rest warns."""
     warnings: list[str] = []
+    # Each host is checked against its own part of the catalogue (a fleet's cost stays linear).
+    views = host_catalogues(catalogue, hostless=True)
     for snapshot, source in zip(snapshots, sources, strict=True):
-        warnings.extend(check_snapshot(catalogue, snapshot, source))
+        view = views.get(snapshot.host, catalogue)
+        try:
+            warnings.extend(check_snapshot(view, snapshot, source))
+        except BadInputError:
+            if view is catalogue:
+                raise
+            # The same check fails on the whole catalogue; its message numbers the seats as
+            # the file does (seats[i]), so let that one speak.
+            check_snapshot(catalogue, snapshot, source)
+            raise
     return warnings
 
 
@@ -326,7 +337,12 @@ def build_problem(
     attributed: bool = False,
 ) -> Problem:
     """The model's numbers for placing `seats` on the cards of `snapshots` (one per host)."""
-    snaps = tuple(snapshots if attributed else [attribute(s, catalogue) for s in snapshots])
+    if attributed:
+        snaps = tuple(snapshots)
+    else:
+        # Attribution reads the seats that may run on the host: those naming it or none.
+        scoped = host_catalogues(catalogue, hostless=True)
+        snaps = tuple(attribute(s, scoped.get(s.host, catalogue)) for s in snapshots)
     cards: list[CardSlot] = []
     hosts: dict[str, tuple[CardSlot, ...]] = {}
     views = host_catalogues(catalogue)

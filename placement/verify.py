@@ -38,14 +38,15 @@ from seats.units import format_bytes
 Mode = Literal["plan", "check"]
 
 
-def host_catalogues(catalogue: Catalogue) -> dict[str, Catalogue]:
+def host_catalogues(catalogue: Catalogue, *, hostless: bool = False) -> dict[str, Catalogue]:
     """Per host, the catalogue cut down to what the per-card formulas of that host read.
 
     The formulas of placement.capacity scan every seat of the catalogue for each card; in a
     fleet that makes each card cost as much as the whole fleet. A host's view keeps every host
     entry, the host's reserves, and the seats the host's formulas can name (in catalogue
     order): those on the host and those a reserve of the host is for. Judged through it, a
-    card gives the same figures as through the whole catalogue.
+    card gives the same figures as through the whole catalogue. `hostless` adds the seats
+    that name no host (attribution and the snapshot checks read those too).
     """
     reserves: dict[str, list[Reserve]] = defaultdict(list)
     named_by: dict[str, list[str]] = defaultdict(list)
@@ -54,8 +55,10 @@ def host_catalogues(catalogue: Catalogue) -> dict[str, Catalogue]:
         for name in reserve.for_:
             named_by[name].append(reserve.host)
     seats: dict[str, list[Seat]] = defaultdict(list)
+    everywhere = list(catalogue.hosts) if hostless else []
     for seat in catalogue.seats:
-        hosts = dict.fromkeys(([seat.host] if seat.host is not None else []) + named_by[seat.name])
+        own = [seat.host] if seat.host is not None else everywhere
+        hosts = dict.fromkeys(own + named_by[seat.name])
         for host in hosts:
             seats[host].append(seat)
     return {
