@@ -4,16 +4,29 @@ multi-card seats kept within one host, and the solver against first-fit-decreasi
 from __future__ import annotations
 
 import json
+import random
+from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from inventory.attribution import attribute
 from inventory.snapshot import Snapshot, save_snapshot
 from placement.cli import main
-from placement.planner import PlanResult, greedy_assignment, plan
-from placement.problem import build_problem, new_seats
+from placement.engines import gate_rule
+from placement.planner import (
+    PlanResult,
+    _verified,
+    _WidestFirst,
+    card_rows,
+    greedy_assignment,
+    plan,
+)
+from placement.problem import Problem, _pair, _util, build_problem, check_snapshots, new_seats
+from placement.verify import host_catalogues, judge
+from seats.errors import BadInputError
 from seats.model import Catalogue
 
 MIB = 2**20
@@ -163,3 +176,303 @@ def test_plan_cli_reads_one_snapshot_per_host(
     assert seats["tp"]["verdict"] == "pass"
     assert len(set(seats["tp"]["cards"])) == 2
     assert len(hosts) == len({c["host"] for c in answer["cards"]})
+
+
+# --- Fleet-size shortcuts give the answers of the plain loops they replace -------------------
+
+
+def random_fleet(seed: int, hosts: int = 6) -> tuple[Catalogue, list[Snapshot], list[Any]]:
+    """A seeded fleet with what the shortcuts must respect: reserves (some for seats of other
+    hosts), absent running seats, exclusive seats, host-less and pinned planned seats, vLLM
+    seats with declared, proposed and default utils, two-card seats, a card in error."""
+    rng = random.Random(seed)
+    names = [f"h{i}" for i in range(hosts)]
+    shapes = {
+        name: (SMALL if i % 2 else H200, rng.choice([2, 4, 8])) for i, name in enumerate(names)
+    }
+    seats: list[dict[str, Any]] = []
+    processes: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    used: dict[tuple[str, int], int] = {}
+    for name, ((total, reserve), n) in shapes.items():
+        for c in range(n):
+            cuda = total - reserve
+            size = int(cuda * rng.uniform(0.0, 0.7)) // MIB * MIB
+            key = (name, c)
+            used[key] = size
+            processes[key] = []
+            if size:
+                i = len(seats)
+                seat: dict[str, Any] = {
+                    "name": f"run{i}",
+                    "host": name,
+                    "gpus": [c],
+                    "resident": size,
+                    "state": "running",
+                    "match": f"--port {9000 + i}$",
+                    "exclusive": rng.random() < 0.05,
+                }
+                seats.append(seat)
+                if rng.random() < 0.9:  # else down: absent, keeps its place
+                    processes[key].append(
+                        {"pid": 9000 + i, "used_bytes": size, "cmdline": f"srv --port {9000 + i}"}
+                    )
+                else:
+                    used[key] = 0
+    new: list[dict[str, Any]] = []
+    for j in range(4 * hosts):
+        data: dict[str, Any] = {
+            "name": f"new{j}",
+            "resident": rng.randint(2, 70) * GIB,
+            "priority": rng.choice([0, 0, 1, 2]),
+        }
+        roll = rng.random()
+        if roll < 0.15:
+            data["gpus"] = 2
+        elif roll < 0.25:
+            host = rng.choice(names)
+            data["host"] = host
+            data["gpus"] = [rng.randrange(shapes[host][1])]
+        elif roll < 0.3:
+            data["host"] = rng.choice(names)
+        if rng.random() < 0.06:
+            data["exclusive"] = True
+        kind = rng.random()
+        if kind < 0.3:
+            data["engine"] = {"kind": "vllm", "version": "0.11.0", "kv_cache_memory": 2 * GIB}
+        elif kind < 0.45:
+            data["engine"] = {"kind": "vllm", "version": "0.11.0"}
+        elif kind < 0.6:
+            data["engine"] = {
+                "kind": "vllm",
+                "version": "0.11.0",
+                "gpu_memory_utilization": rng.choice([0.2, 0.45, 0.7]),
+            }
+        elif kind < 0.7:
+            # A request well above the resident: the gate binds before room does.
+            data["engine"] = {
+                "kind": "vllm",
+                "version": "0.11.0",
+                "gpu_memory_utilization": rng.choice([0.3, 0.5]),
+                "kv_cache_memory": GIB,
+            }
+        new.append(data)
+    reserves = []
+    for r in range(hosts // 2):
+        host = rng.choice(names)
+        owner = rng.choice(new)["name"] if r % 2 else rng.choice(seats)["name"]
+        reserves.append(
+            {
+                "name": f"hold{r}",
+                "host": host,
+                "gpu": rng.randrange(shapes[host][1]),
+                "bytes": rng.choice(["card", 20 * GIB]),
+                "for": [owner],
+            }
+        )
+    catalogue = Catalogue.model_validate(
+        {
+            "hosts": {
+                name: {
+                    "cards": n,
+                    "card_total": kind[0],
+                    "cuda_context": 1183 * MIB,
+                    "margin": 256 * MIB,
+                }
+                for name, (kind, n) in shapes.items()
+            },
+            "reserves": reserves,
+            "seats": seats + [{**data, "state": "planned"} for data in new],
+        }
+    )
+    snaps = []
+    for name, ((total, reserve), n) in shapes.items():
+        cards = []
+        for c in range(n):
+            card: dict[str, Any] = {
+                "index": c,
+                "total_bytes": total,
+                "reserved_bytes": reserve,
+                "used_bytes": used[(name, c)],
+                "free_bytes": total - reserve - used[(name, c)],
+                "processes": processes[(name, c)],
+            }
+            if name == names[-1] and c == 0:
+                card = {"index": c, "error": "GpuIsLost", "processes": []}
+            cards.append(card)
+        snaps.append(Snapshot.model_validate({"host": name, "taken_at": TAKEN, "cards": cards}))
+    return catalogue, snaps, []
+
+
+def eager_pairs(problem: Problem) -> tuple[dict[Any, int], dict[Any, int]]:
+    """The plain seat × host × card loop the lazy PairTable replaces."""
+    need: dict[Any, int] = {}
+    gate: dict[Any, int] = {}
+    residents = {new.name: new.seat.resident for new in problem.seats}
+    for new in problem.seats:
+        seat = new.seat
+        rule = gate_rule(seat.engine, propose=True)
+        for host, slots in problem.hosts.items():
+            if seat.host is not None and seat.host != host:
+                continue
+            ok_slots = [slot for slot in slots if slot.ok]
+            if len(ok_slots) < seat.card_count:
+                continue
+            util = None
+            if seat.card_count > 1:
+                util = _util(seat, rule, [s.cuda_total for s in ok_slots], ok_slots[0].cuda_context)
+            for slot in ok_slots:
+                if seat.pinned_cards is not None and slot.index not in seat.pinned_cards:
+                    continue
+                if seat.card_count == 1:
+                    util = _util(seat, rule, [slot.cuda_total], slot.cuda_context)
+                pair = _pair(seat, rule, util, slot, residents)
+                if pair is not None:
+                    need[(seat.name, host, slot.index)] = pair[0]
+                    if pair[1] is not None:
+                        gate[(seat.name, host, slot.index)] = pair[1]
+    return need, gate
+
+
+def first_fit_reference(problem: Problem) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """First-fit-decreasing that tries every eligible host in order (no skipping)."""
+    order = sorted(
+        problem.seats,
+        key=lambda new: (-new.seat.priority, -new.seat.resident * new.seat.card_count, new.name),
+    )
+    load: dict[tuple[str, int], int] = defaultdict(int)
+    members: dict[tuple[str, int], list[str]] = defaultdict(list)
+    exclusive = {new.name for new in problem.seats if new.seat.exclusive}
+    out: dict[str, tuple[str, tuple[int, ...]]] = {}
+    for new in order:
+        name = new.name
+        for host in problem.eligible_hosts(name):
+            fitting = []
+            for slot in problem.hosts[host]:
+                pair = (name, host, slot.index)
+                if pair not in problem.need:
+                    continue
+                if members[slot.key] and (
+                    name in exclusive or any(m in exclusive for m in members[slot.key])
+                ):
+                    continue
+                held = slot.absent_bytes + sum(
+                    max(0, r.bytes - r.running_own_bytes)
+                    for r in slot.reserves
+                    if name not in r.for_
+                )
+                after = load[slot.key] + problem.need[pair]
+                if after > slot.free_bytes - slot.margin_bytes - held:
+                    continue
+                bounds = [
+                    problem.gate_bound.get((m, host, slot.index))
+                    for m in [*members[slot.key], name]
+                ]
+                if any(b is not None and after > b for b in bounds):
+                    continue
+                fitting.append(slot.index)
+                if len(fitting) == new.seat.card_count:
+                    break
+            if len(fitting) == new.seat.card_count:
+                for index in fitting:
+                    load[(host, index)] += problem.need[(name, host, index)]
+                    members[(host, index)].append(name)
+                out[name] = (host, tuple(fitting))
+                break
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_lazy_pairs_match_the_plain_loop_in_value_and_order(seed: int) -> None:
+    catalogue, snaps, _ = random_fleet(seed)
+    seats = new_seats(catalogue)
+    asked_first = build_problem(catalogue, snaps, seats)
+    # Ask a few pairs before anything is enumerated: the answer must not depend on when.
+    probes = [
+        (n.name, h, s.index)
+        for n in seats[::3]
+        for h, slots in asked_first.hosts.items()
+        for s in slots
+    ]
+    early = {p: (p in asked_first.need, asked_first.gate_bound.get(p)) for p in probes}
+    need, gate = eager_pairs(asked_first)
+    assert list(asked_first.need.items()) == list(need.items())
+    assert list(asked_first.gate_bound.items()) == list(gate.items())
+    assert early == {p: (p in need, gate.get(p)) for p in probes}
+    fresh = build_problem(catalogue, snaps, seats)
+    for limit in (0, 1, len(need) - 1, len(need), len(need) + 1):
+        assert fresh.pairs_exceed(limit) == (len(need) > limit)
+    for new in seats:
+        hosts = [
+            host
+            for host, slots in fresh.hosts.items()
+            if sum((new.name, host, s.index) in need for s in slots) >= new.seat.card_count
+        ]
+        assert fresh.eligible_hosts(new.name) == hosts
+        assert fresh.has_eligible_host(new.name) == bool(hosts)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_first_fit_with_host_skipping_places_as_the_plain_scan(seed: int) -> None:
+    catalogue, snaps, _ = random_fleet(seed, hosts=10)
+    problem = build_problem(catalogue, snaps, new_seats(catalogue))
+    reference = first_fit_reference(build_problem(catalogue, snaps, new_seats(catalogue)))
+    assert greedy_assignment(problem) == reference
+    assert reference  # the fleet places something
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_judging_through_a_host_view_gives_the_whole_catalogues_verdict(seed: int) -> None:
+    catalogue, snaps, _ = random_fleet(seed)
+    views = host_catalogues(catalogue)
+    attributed = [attribute(s, catalogue) for s in snaps]
+    problem = build_problem(catalogue, snaps, new_seats(catalogue))
+    placements = _verified(problem, greedy_assignment(problem))[0]
+    for snap in attributed:
+        here = [p for p in placements if p.host == snap.host]
+        for new in problem.seats[:8]:
+            one = new.seat.model_copy(update={"gpus": 1, "host": None})
+            for card in snap.cards:
+                whole = judge(catalogue, snap, one, [card.index], others=placements)
+                part = judge(views[snap.host], snap, one, [card.index], others=here)
+                assert part == whole
+                assert part.figures == whole.figures
+    assert card_rows(catalogue, attributed, placements) == [
+        row
+        for snap in attributed
+        for row in card_rows(
+            views[snap.host], [snap], [p for p in placements if p.host == snap.host]
+        )
+    ]
+
+
+def test_a_snapshot_check_still_numbers_seats_as_the_file_does() -> None:
+    # Host b's snapshot skips card 1; seats[2] is pinned there. The message names seats[2]
+    # (the whole catalogue's index), not its place in b's part of the catalogue.
+    hosts = {"a": (SMALL, 2), "b": (SMALL, 2)}
+    catalogue = fleet_catalogue(
+        hosts,
+        [
+            {"name": "x", "host": "a", "gpus": [0], "resident": GIB, "state": "running"},
+            {"name": "y", "host": "a", "gpus": [1], "resident": GIB, "state": "running"},
+            {"name": "z", "host": "b", "gpus": [1], "resident": GIB, "state": "running"},
+        ],
+    )
+    skipped = snapshot("b", SMALL, [0, 0]).model_copy()
+    cards = (skipped.cards[0], skipped.cards[1].model_copy(update={"index": 2}))
+    skipped = skipped.model_copy(update={"cards": cards})
+    with pytest.raises(BadInputError, match=r"seats\[2\] 'z' is pinned to card b:1"):
+        check_snapshots(catalogue, [snapshot("a", SMALL, [0, 0]), skipped], ["a.json", "b.json"])
+
+
+def test_widest_first_finds_the_first_host_with_enough() -> None:
+    rng = random.Random(7)
+    values = [rng.randint(0, 100) for _ in range(37)]
+    tree = _WidestFirst(values)
+    for _ in range(400):
+        if rng.random() < 0.3:
+            i = rng.randrange(len(values))
+            values[i] = rng.randint(0, 100)
+            tree.set(i, values[i])
+        start, need = rng.randrange(len(values) + 1), rng.randint(0, 110)
+        expected = next((i for i in range(start, len(values)) if values[i] >= need), None)
+        assert tree.next_at_least(start, need) == expected
