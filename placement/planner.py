@@ -322,8 +322,9 @@ def greedy_assignment(problem: Problem) -> dict[str, tuple[str, tuple[int, ...]]
 
     Hosts are tried in their order, first fit wins. A card can take a seat only when
     free − margin − absent − load there is at least the seat's resident (its need is at
-    least that, its held bytes at least the absent ones): hosts with no such card are
-    skipped without looking at their cards, which keeps a fleet's cost near linear.
+    least that, its held bytes at least the absent ones): hosts with fewer such cards than
+    the seat takes are skipped without looking at their cards, which keeps a fleet's cost
+    near linear.
     """
     order = sorted(
         problem.seats,
@@ -335,20 +336,26 @@ def greedy_assignment(problem: Problem) -> dict[str, tuple[str, tuple[int, ...]]
     slots = {slot.key: slot for slot in problem.cards}
     host_names = list(problem.hosts)
 
-    def widest(host: str) -> int:
-        return max(
+    # trees[k - 1]: per host, the k-th widest card's free − margin − absent − load.
+    depth = max((new.seat.card_count for new in problem.seats), default=1)
+
+    def widths(host: str) -> list[int]:
+        room = sorted(
             (
                 slot.free_bytes - slot.margin_bytes - slot.absent_bytes - load[slot.key]
                 for slot in problem.hosts[host]
                 if slot.ok
             ),
-            default=-(1 << 80),
+            reverse=True,
         )
+        return (room + [-(1 << 80)] * depth)[:depth]
 
-    tree = _WidestFirst([widest(host) for host in host_names])
+    start = [widths(host) for host in host_names]
+    trees = [_WidestFirst([row[k] for row in start]) for k in range(depth)]
     out: dict[str, tuple[str, tuple[int, ...]]] = {}
     for new in order:
         name = new.name
+        tree = trees[new.seat.card_count - 1]
         at = tree.next_at_least(0, new.seat.resident)
         while at is not None:
             host = host_names[at]
@@ -384,7 +391,8 @@ def greedy_assignment(problem: Problem) -> dict[str, tuple[str, tuple[int, ...]]
                     load[(host, index)] += problem.need[(name, host, index)]
                     members[(host, index)].append(name)
                 out[name] = (host, tuple(fitting))
-                tree.set(at, widest(host))
+                for k, width in enumerate(widths(host)):
+                    trees[k].set(at, width)
                 break
             at = tree.next_at_least(at + 1, new.seat.resident)
     return out
