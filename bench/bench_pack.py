@@ -25,12 +25,12 @@ MIB = 2**20
 # Per-instance limits. Hard28 runs in a child process with a wall-clock cap as well: CBC
 # checks its time limit only once branching starts, not inside the root LP.
 EASY_LIMIT_S = 10.0
-# `make bench` must end within 10 minutes on 2 cores: Hard28 gets the target's 60 s per
-# instance but only a share of the run (all 28 took 938 s here); the environment
-# variables widen it.
+# Hard28 gets the target's 60 s per instance. `make bench` must end within 10 minutes on 2
+# cores: the budget stops starting new instances once spent (all 28 take about 3 minutes
+# with the column-generation path, so it does not bind unless the machine is very busy).
 HARD_LIMIT_S = float(os.environ.get("GPUPLAN_BENCH_HARD28_LIMIT", "60"))
 HARD_WALL_S = HARD_LIMIT_S + 15.0
-HARD_BUDGET_S = float(os.environ.get("GPUPLAN_BENCH_HARD28_BUDGET", "240"))
+HARD_BUDGET_S = float(os.environ.get("GPUPLAN_BENCH_HARD28_BUDGET", "420"))
 
 
 @dataclass(frozen=True)
@@ -203,8 +203,9 @@ def run() -> str:
     optima = read_optima()
     lines += [
         "Public bin-packing instances with proven optima (BPPLIB), sizes read as MiB and the "
-        "capacity as one card's room. Pipeline per instance: L2 bound and first-fit-decreasing, "
-        "the arc-flow integer program only when they differ. *Proven*: `pack` said optimal and "
+        "capacity as one card's room. Pipeline per instance: L2 bound and first-fit-decreasing; "
+        "when they differ, the arc-flow integer program (graphs over 10,000 arcs: first the "
+        "column-generation LP bound, a dive, reduced-cost fixing). *Proven*: `pack` said optimal and "
         "the count equals the published optimum. Seconds are `pack_items` in process (Hard28: "
         "a child process, wall clock).",
         "",
@@ -231,10 +232,10 @@ def run() -> str:
         lines += [
             "",
             f"Hard28 per instance (CBC, {HARD_LIMIT_S:g} s limit, instances run in name order "
-            f"until {HARD_BUDGET_S:g} s are spent; set GPUPLAN_BENCH_HARD28_LIMIT and "
-            "GPUPLAN_BENCH_HARD28_BUDGET for a longer run):",
+            f"until {HARD_BUDGET_S:g} s are spent; GPUPLAN_BENCH_HARD28_LIMIT and "
+            "GPUPLAN_BENCH_HARD28_BUDGET change both). *L* is the bound `pack` ended with:",
             "",
-            "| instance | optimum | L2 | FFD | pack | proven | s | status |",
+            "| instance | optimum | L | FFD | pack | proven | s | status |",
             "|---|---|---|---|---|---|---|---|",
         ]
         for o in hard_detail:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -242,25 +243,27 @@ def dive(
     target: int,
     *,
     deadline: float,
+    seed: int | None = 0,
+    tries: int | None = None,
 ) -> list[list[int]]:
     """Look for a packing of at most `target` bins by diving on the column-generation LP.
 
-    Returns patterns (copies per type), or [] when none was found. Columns whose LP value is
-    integral are fixed, else the largest fractional one is rounded up; after each fix the
-    residual LP is re-solved from the same basis (stopped once its ceiling is known), and
-    the dive is abandoned once fixed bins plus the residual's ceil(LP) exceed `target`. It
-    then restarts with the column fixed last before the failure forbidden (a limited
-    discrepancy search), while time is left.
+    Returns patterns (copies per type), or [] when none was found by the deadline. Columns
+    whose LP value is at least 1 are fixed (their whole part), else one fractional column is
+    rounded up; after each fix the residual LP is re-solved from the same basis (stopped once
+    its ceiling is known), and the dive is abandoned once fixed bins plus the residual's
+    ceil(LP) exceed `target`. The first dive rounds up the largest fractional column; the
+    next ones pick among the three largest at random, weighted by their values (seeded, so a
+    run repeats), until the deadline or `tries` dives. `seed` None: the first dive only.
     """
-    tabu: set[tuple[int, ...]] = set()
-    while time.perf_counter() < deadline:
+    rng = None if seed is None else random.Random(seed)
+    done = 0
+    while time.perf_counter() < deadline and (tries is None or done < tries):
         cg.set_demand(demand)
-        patterns, failed_at = _one_dive(cg, list(demand), target, tabu, deadline)
+        patterns = _one_dive(cg, list(demand), target, rng if done else None, deadline)
         if patterns:
             return patterns
-        if failed_at is None:
-            return []
-        tabu.add(failed_at)
+        done += 1
     return []
 
 
@@ -268,34 +271,28 @@ def _one_dive(
     cg: ColumnGeneration,
     residual: list[int],
     target: int,
-    tabu: set[tuple[int, ...]],
+    rng: random.Random | None,
     deadline: float,
-) -> tuple[list[list[int]], tuple[int, ...] | None]:
-    """One dive; (patterns, None) on success, ([], the column fixed last before failing)."""
+) -> list[list[int]]:
+    """One dive (see `dive`); [] when it fails or the deadline passes."""
     fixed: list[list[int]] = []
-    last: tuple[int, ...] | None = None
     while any(residual):
         cg.set_demand(residual)
         lp = cg.solve(deadline=deadline, early=True)
-        if lp is None:
-            return [], None
-        if len(fixed) + lp_bound(lp.value) > target:
-            return [], last
-        chosen: list[tuple[tuple[int, ...], int]] = []
-        for column, weight in zip(lp.columns, lp.weights, strict=True):
-            whole = math.floor(weight + INT_EPS)
-            if whole >= 1 and column not in tabu:
-                chosen.append((column, whole))
+        if lp is None or len(fixed) + lp_bound(lp.value) > target:
+            return []
+        used = [
+            (weight, column)
+            for column, weight in zip(lp.columns, lp.weights, strict=True)
+            if weight > INT_EPS
+        ]
+        chosen = [(column, math.floor(w + INT_EPS)) for w, column in used if w >= 1 - INT_EPS]
         if not chosen:
-            fractional = [
-                (weight, column)
-                for column, weight in zip(lp.columns, lp.weights, strict=True)
-                if weight > INT_EPS and column not in tabu
-            ]
-            if not fractional:
-                return [], last
-            _, column = max(fractional)
-            chosen = [(column, 1)]
+            top = sorted(used, reverse=True)[:3]
+            if not top:
+                return []
+            pick = top[0] if rng is None else rng.choices(top, weights=[w for w, _ in top])[0]
+            chosen = [(pick[1], 1)]
         for column, copies in chosen:
             for _ in range(copies):
                 taken = [min(a, r) for a, r in zip(column, residual, strict=True)]
@@ -303,10 +300,7 @@ def _one_dive(
                     break
                 fixed.append(taken)
                 residual = [r - a for r, a in zip(residual, taken, strict=True)]
-            last = column
-    if len(fixed) > target:
-        return [], last
-    return fixed, None
+    return fixed if len(fixed) <= target else []
 
 
 def pattern_sizes(counts: Sequence[int], sizes: Sequence[int]) -> list[int]:

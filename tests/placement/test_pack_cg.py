@@ -48,10 +48,11 @@ def test_knapsack_is_the_best_pattern(types: list[tuple[int, int, float]], capac
         ),
         default=0.0,
     )
-    assert best == pytest.approx(enumerated, abs=1e-9)
+    # Values ≤ 1e-9 are skipped as zero duals: the best may fall short by that much per item.
+    assert best == pytest.approx(enumerated, abs=1e-7)
     assert all(0 <= a <= d for a, d in zip(counts, demand, strict=True))
     assert sum(a * w for a, w in zip(counts, sizes, strict=True)) <= capacity
-    assert sum(a * v for a, v in zip(counts, values, strict=True)) == pytest.approx(best, abs=1e-9)
+    assert sum(a * v for a, v in zip(counts, values, strict=True)) == pytest.approx(best, abs=1e-7)
 
 
 def instance(seed: int) -> tuple[list[int], int]:
