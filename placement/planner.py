@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -224,7 +224,10 @@ def plan(
             moved_rows = outcome.cards
     return PlanResult(
         verdicts=tuple(verdicts),
-        cards=tuple(moved_rows or card_rows(catalogue, problem.snapshots, placements)),
+        cards=tuple(
+            moved_rows
+            or card_rows(catalogue, problem.snapshots, placements, views=problem.host_catalogues)
+        ),
         solver=solver,
         status=status,
         gap=gap,
@@ -259,7 +262,9 @@ def _verified_verdicts(
     failed: dict[str, Verdict] = {}
     verdicts: list[Verdict] = []
     while placements:
-        verdicts = verify_placement(problem.catalogue, problem.snapshots, placements)
+        verdicts = verify_placement(
+            problem.catalogue, problem.snapshots, placements, views=problem.host_catalogues
+        )
         bad = [(p, v) for p, v in zip(placements, verdicts, strict=True) if not v.passed]
         if not bad:
             break
@@ -531,11 +536,16 @@ def _blocked_by(
 
 
 def card_rows(
-    catalogue: Catalogue, snapshots: Sequence[Snapshot], placements: Sequence[Placement]
+    catalogue: Catalogue,
+    snapshots: Sequence[Snapshot],
+    placements: Sequence[Placement],
+    *,
+    views: Mapping[str, Catalogue] | None = None,
 ) -> list[CardRow]:
-    """Each card before and after the placements."""
+    """Each card before and after the placements (`views`: host_catalogues, when at hand)."""
     rows: list[CardRow] = []
-    views = host_catalogues(catalogue)
+    if views is None:
+        views = host_catalogues(catalogue)
     # Placements by card, in placement order: one pass instead of one per card.
     by_card: dict[tuple[str, int], list[Placement]] = defaultdict(list)
     for placement in placements:

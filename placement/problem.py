@@ -111,6 +111,8 @@ class Problem:
     gate_bound: Mapping[PairKey, int]  # load on the card must stay ≤ this when the seat is there
     warnings: tuple[str, ...] = ()
     notes: dict[str, list[str]] = field(default_factory=dict)
+    # verify.host_catalogues(catalogue), when the builder made it already.
+    host_views: dict[str, Catalogue] = field(default_factory=dict, repr=False, compare=False)
 
     @cached_property
     def _seat_index(self) -> dict[str, NewSeat]:
@@ -128,8 +130,9 @@ class Problem:
         return index
 
     @cached_property
-    def _host_catalogues(self) -> dict[str, Catalogue]:
-        return host_catalogues(self.catalogue)
+    def host_catalogues(self) -> dict[str, Catalogue]:
+        """verify.host_catalogues of the catalogue (build_problem hands over the one it made)."""
+        return self.host_views or host_catalogues(self.catalogue)
 
     def seat(self, name: str) -> NewSeat:
         """The new seat called `name`."""
@@ -141,7 +144,7 @@ class Problem:
 
     def host_catalogue(self, host: str) -> Catalogue:
         """The catalogue as `host`'s cards see it (verify.host_catalogues): same figures, less to scan."""
-        return self._host_catalogues.get(host, self.catalogue)
+        return self.host_catalogues.get(host, self.catalogue)
 
     def eligible_hosts(self, name: str) -> list[str]:
         """Hosts with at least as many eligible cards as the seat takes."""
@@ -360,6 +363,7 @@ def build_problem(
         hosts=hosts,
         need=table,
         gate_bound=table.gate_bounds,
+        host_views=views,  # the verifier and the explanations read the same views
     )
 
 

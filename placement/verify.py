@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
@@ -549,10 +549,15 @@ def verify_placement(
     placements: Sequence[Placement],
     *,
     mode: Mode = "plan",
+    views: Mapping[str, Catalogue] | None = None,
 ) -> list[Verdict]:
-    """Re-judge every placement as if it started last beside all the others; one verdict each."""
+    """Re-judge every placement as if it started last beside all the others; one verdict each.
+
+    `views`: `host_catalogues(catalogue)` when the caller already has it.
+    """
     by_host = {snapshot.host: snapshot for snapshot in snapshots}
-    views = host_catalogues(catalogue)
+    if views is None:
+        views = host_catalogues(catalogue)
     # judge reads only the others on the placement's own host: hand it those alone.
     on_host: dict[str, list[Placement]] = defaultdict(list)
     for placement in placements:
