@@ -34,7 +34,7 @@ MAX_PRICING_UNITS = 2_000_000
 FIXING_DUALS = 12
 FIXING_SHARE = 0.1
 RAISE = 0.3
-# Share of the time left that the dives may take. The first dive runs before fixing; more
+# Share of the time left that the dives may take. The first dive runs after fixing; more
 # dives only when fixing leaves more arcs than DIVE_ABOVE_ARCS (below it the arc-flow program
 # alone answers in about a second, often proving that the bound cannot be met).
 DIVE_SHARE = 0.4
@@ -516,12 +516,13 @@ def _columns_first(
 
     1. Gilmore–Gomory's LP by column generation (HiGHS, seeded with the known packing): its
        duals π give the bound L = ceil(π·d / M) (see `pack_cg.DualBound`).
-    2. A dive on that LP for a packing of L bins: found, it is optimal.
-    3. Reduced-cost fixing: an arc whose best pattern under π has reduced cost above
+    2. Reduced-cost fixing: an arc whose best pattern under π has reduced cost above
        T − π·d + T·(M − 1) is in no packing of T bins. Every dual vector gives its own valid
        test, so the LP is re-solved with slightly raised demands for a few more (the LP's
-       duals are highly degenerate) and an arc is kept only if every test keeps it.
-       Where many arcs stay, more dives (randomised) before the program.
+       duals are highly degenerate) and an arc is kept only if every test keeps it. This
+       runs before any dive, whose columns would change the raised LPs' duals.
+    3. A dive on the LP for a packing of L bins: found, it is optimal. Where fixing left
+       many arcs, more dives (randomised) before the program.
     4. For T = L, L+1, … below the known packing's count U: the arc-flow program with z = T
        over the kept arcs. Infeasible proves T impossible; a packing found is optimal, every
        count below it having been proven impossible or below the bound.
@@ -547,12 +548,6 @@ def _columns_first(
     target = max(lower, bound.bins)
     if target >= upper:
         return _ColumnsOutcome(None, True, "LP bound met", upper)
-
-    now = time.perf_counter()
-    found = pack_cg.dive(cg, demand, target, deadline=now + DIVE_SHARE * (deadline - now), tries=1)
-    if found and len(found) <= target:
-        patterns = [pack_cg.pattern_sizes(p, types) for p in found]
-        return _ColumnsOutcome(patterns, True, "optimal", len(found))
 
     tests = []
     rng = random.Random(len(types) * 1_000_003 + cap)
@@ -587,6 +582,11 @@ def _columns_first(
         return frozenset(int(k) for k in np.nonzero(arcs)[0]), frozenset(nodes or ())
 
     keep = kept(target)
+    now = time.perf_counter()
+    found = pack_cg.dive(cg, demand, target, deadline=now + DIVE_SHARE * (deadline - now), tries=1)
+    if found and len(found) <= target:
+        patterns = [pack_cg.pattern_sizes(p, types) for p in found]
+        return _ColumnsOutcome(patterns, True, "optimal", len(found))
     if len(keep[0]) > DIVE_ABOVE_ARCS:
         # Many arcs left: the program would search long; dive more, at random, first.
         now = time.perf_counter()
