@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
+from functools import lru_cache
 from typing import Literal
 
 from seats.model import Engine, Seat
@@ -43,8 +44,12 @@ def util_decimal(value: float | str | Decimal) -> Decimal:
     return Decimal(repr(value) if isinstance(value, float) else value)
 
 
+@lru_cache(maxsize=65536)
 def requested_bytes(util: Decimal, cuda_total: int) -> int:
-    """ceil(util × cuda_total) in exact arithmetic: what vLLM asks the card to have free."""
+    """ceil(util × cuda_total) in exact arithmetic: what vLLM asks the card to have free.
+
+    Cached: a fleet asks it for few distinct (util, card size) pairs, each many times.
+    """
     product = Fraction(util) * cuda_total
     return -(-product.numerator // product.denominator)
 

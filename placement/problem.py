@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from functools import cached_property, lru_cache
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +30,8 @@ from placement.engines import (
     GateRule,
     gate_rule,
     need_bytes,
+    requested_bytes,
 )
-from placement.engines import requested_bytes as _requested_exact
 from placement.verify import host_catalogues, kv_bytes, proposed_util
 from seats.errors import BadInputError, CatalogueError
 from seats.loader import format_loc, read_text_file, read_yaml
@@ -39,12 +39,6 @@ from seats.model import Catalogue, Seat
 
 CardKey = tuple[str, int]
 PairKey = tuple[str, str, int]  # (seat, host, card)
-
-
-@lru_cache(maxsize=65536)
-def requested_bytes(util: Decimal, total: int) -> int:
-    """Cached exact ceil(util × total): a fleet has few distinct (util, card size) pairs."""
-    return _requested_exact(util, total)
 
 
 @dataclass(frozen=True)
