@@ -18,7 +18,7 @@ from placement.problem import NewSeat, Problem, build_problem, check_snapshots, 
 from placement.verdict import Reason, Verdict, host_reason
 from placement.verify import (
     Placement,
-    host_catalogues,
+    card_catalogues,
     judge,
     other_need,
     verify_placement,
@@ -226,7 +226,9 @@ def plan(
         verdicts=tuple(verdicts),
         cards=tuple(
             moved_rows
-            or card_rows(catalogue, problem.snapshots, placements, views=problem.host_catalogues)
+            or card_rows(
+                catalogue, problem.snapshots, placements, card_views=problem.card_catalogues
+            )
         ),
         solver=solver,
         status=status,
@@ -263,7 +265,11 @@ def _verified_verdicts(
     verdicts: list[Verdict] = []
     while placements:
         verdicts = verify_placement(
-            problem.catalogue, problem.snapshots, placements, views=problem.host_catalogues
+            problem.catalogue,
+            problem.snapshots,
+            placements,
+            views=problem.host_catalogues,
+            card_views=problem.card_catalogues,
         )
         bad = [(p, v) for p, v in zip(placements, verdicts, strict=True) if not v.passed]
         if not bad:
@@ -431,13 +437,18 @@ def explain_refusal(
         on_host[placement.host].append(placement)
     for host in hosts:
         snapshot = problem.snapshot(host)
-        view = problem.host_catalogue(host)
         here = on_host[host]
         passing: list[int] = []
         for card in snapshot.cards:
             if pinned is not None and card.index not in pinned:
                 continue
-            verdict = judge(view, snapshot, one_card, [card.index], others=here)
+            verdict = judge(
+                problem.card_catalogue(host, card.index),
+                snapshot,
+                one_card,
+                [card.index],
+                others=here,
+            )
             warnings.extend(verdict.warnings)
             need = max(need, verdict.need_bytes or 0)
             if verdict.passed:
@@ -540,12 +551,12 @@ def card_rows(
     snapshots: Sequence[Snapshot],
     placements: Sequence[Placement],
     *,
-    views: Mapping[str, Catalogue] | None = None,
+    card_views: Mapping[tuple[str, int], Catalogue] | None = None,
 ) -> list[CardRow]:
-    """Each card before and after the placements (`views`: host_catalogues, when at hand)."""
+    """Each card before and after the placements (`card_views`: card_catalogues, when at hand)."""
     rows: list[CardRow] = []
-    if views is None:
-        views = host_catalogues(catalogue)
+    if card_views is None:
+        card_views = card_catalogues(catalogue)
     # Placements by card, in placement order: one pass instead of one per card.
     by_card: dict[tuple[str, int], list[Placement]] = defaultdict(list)
     for placement in placements:
@@ -553,8 +564,8 @@ def card_rows(
             by_card[(placement.host, index)].append(placement)
     for snapshot in snapshots:
         host = snapshot.host
-        view = views.get(host, catalogue)
         for card in snapshot.cards:
+            view = card_views.get((host, card.index), catalogue)
             here = by_card.get((host, card.index), [])
             declared = [s.name for s in seats_declared_on(view, host, card.index)]
             foreign = [f"pid {p.pid}" for p in card.processes if p.seat is None]

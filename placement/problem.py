@@ -32,7 +32,7 @@ from placement.engines import (
     need_bytes,
     requested_bytes,
 )
-from placement.verify import host_catalogues, kv_bytes, proposed_util
+from placement.verify import card_catalogues, host_catalogues, kv_bytes, proposed_util
 from seats.errors import BadInputError, CatalogueError
 from seats.loader import format_loc, read_text_file, read_yaml
 from seats.model import Catalogue, Seat
@@ -107,6 +107,8 @@ class Problem:
     notes: dict[str, list[str]] = field(default_factory=dict)
     # verify.host_catalogues(catalogue), when the builder made it already.
     host_views: dict[str, Catalogue] = field(default_factory=dict, repr=False, compare=False)
+    # verify.card_catalogues(catalogue), likewise.
+    card_views: dict[CardKey, Catalogue] = field(default_factory=dict, repr=False, compare=False)
 
     @cached_property
     def _seat_index(self) -> dict[str, NewSeat]:
@@ -139,6 +141,16 @@ class Problem:
     def host_catalogue(self, host: str) -> Catalogue:
         """The catalogue as `host`'s cards see it (verify.host_catalogues): same figures, less to scan."""
         return self.host_catalogues.get(host, self.catalogue)
+
+    @cached_property
+    def card_catalogues(self) -> dict[CardKey, Catalogue]:
+        """verify.card_catalogues of the catalogue (build_problem hands over the one it made)."""
+        return self.card_views or card_catalogues(self.catalogue)
+
+    def card_catalogue(self, host: str, index: int) -> Catalogue:
+        """The catalogue as card `index` of `host` sees it, for judging that card alone."""
+        found = self.card_catalogues.get((host, index))
+        return found if found is not None else self.host_catalogue(host)
 
     def eligible_hosts(self, name: str) -> list[str]:
         """Hosts with at least as many eligible cards as the seat takes."""
@@ -343,9 +355,13 @@ def build_problem(
     cards: list[CardSlot] = []
     hosts: dict[str, tuple[CardSlot, ...]] = {}
     views = host_catalogues(catalogue)
+    card_views = card_catalogues(catalogue)
     for snapshot in snaps:
         view = views.get(snapshot.host, catalogue)
-        slots = tuple(_card_slot(view, snapshot, card.index) for card in snapshot.cards)
+        slots = tuple(
+            _card_slot(card_views.get((snapshot.host, card.index), view), snapshot, card.index)
+            for card in snapshot.cards
+        )
         hosts[snapshot.host] = slots
         cards.extend(slots)
     table = PairTable(seats, hosts)
@@ -358,6 +374,7 @@ def build_problem(
         need=table,
         gate_bound=table.gate_bounds,
         host_views=views,  # the verifier and the explanations read the same views
+        card_views=card_views,
     )
 
 

@@ -69,6 +69,37 @@ def host_catalogues(catalogue: Catalogue, *, hostless: bool = False) -> dict[str
     }
 
 
+def card_catalogues(catalogue: Catalogue) -> dict[tuple[str, int], Catalogue]:
+    """Per card of every described host, the catalogue cut down to what that card's formulas read.
+
+    Like `host_catalogues`, one level down: the card's reserves, and the seats pinned to it
+    or named by one of its reserves (catalogue order). A card that nothing is pinned to or
+    held on shares one view with no seats and no reserves. Good only for judging that one
+    card; a seat judged on several cards needs its host's view.
+    """
+    reserves: dict[tuple[str, int], list[Reserve]] = defaultdict(list)
+    named_by: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    for reserve in catalogue.reserves:
+        key = (reserve.host, reserve.gpu)
+        reserves[key].append(reserve)
+        for name in reserve.for_:
+            named_by[name].append(key)
+    seats: dict[tuple[str, int], list[Seat]] = defaultdict(list)
+    for seat in catalogue.seats:
+        own = [(seat.host, c) for c in seat.pinned_cards or ()] if seat.host is not None else []
+        for key in dict.fromkeys(own + named_by[seat.name]):
+            seats[key].append(seat)
+    bare = catalogue.model_copy(update={"reserves": (), "seats": ()})
+    views = {
+        (host, index): bare for host, spec in catalogue.hosts.items() for index in range(spec.cards)
+    }
+    for key in dict.fromkeys([*reserves, *seats]):
+        views[key] = catalogue.model_copy(
+            update={"reserves": tuple(reserves[key]), "seats": tuple(seats[key])}
+        )
+    return views
+
+
 @dataclass(frozen=True)
 class Placement:
     """A new seat put on `cards` of `host`; `util` when its start util is already fixed."""
@@ -550,10 +581,12 @@ def verify_placement(
     *,
     mode: Mode = "plan",
     views: Mapping[str, Catalogue] | None = None,
+    card_views: Mapping[tuple[str, int], Catalogue] | None = None,
 ) -> list[Verdict]:
     """Re-judge every placement as if it started last beside all the others; one verdict each.
 
-    `views`: `host_catalogues(catalogue)` when the caller already has it.
+    `views`, `card_views`: `host_catalogues(catalogue)` and `card_catalogues(catalogue)`
+    when the caller already has them.
     """
     by_host = {snapshot.host: snapshot for snapshot in snapshots}
     if views is None:
@@ -579,7 +612,7 @@ def verify_placement(
         others = [p for p in on_host[placement.host] if p.seat.name != placement.seat.name]
         verdicts.append(
             judge(
-                views.get(placement.host, catalogue),
+                _view_for(catalogue, views, card_views, placement),
                 snapshot,
                 placement.seat,
                 placement.cards,
@@ -589,3 +622,17 @@ def verify_placement(
             )
         )
     return verdicts
+
+
+def _view_for(
+    catalogue: Catalogue,
+    views: Mapping[str, Catalogue],
+    card_views: Mapping[tuple[str, int], Catalogue] | None,
+    placement: Placement,
+) -> Catalogue:
+    """The smallest view that judges `placement` as the whole catalogue would."""
+    if card_views is not None and len(placement.cards) == 1:
+        found = card_views.get((placement.host, placement.cards[0]))
+        if found is not None:
+            return found
+    return views.get(placement.host, catalogue)

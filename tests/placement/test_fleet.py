@@ -25,7 +25,7 @@ from placement.planner import (
     plan,
 )
 from placement.problem import Problem, _pair, _util, build_problem, check_snapshots, new_seats
-from placement.verify import host_catalogues, judge
+from placement.verify import card_catalogues, host_catalogues, judge, verify_placement
 from seats.errors import BadInputError
 from seats.model import Catalogue
 
@@ -420,10 +420,11 @@ def test_first_fit_with_host_skipping_places_as_the_plain_scan(seed: int) -> Non
     assert reference  # the fleet places something
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(10))
 def test_judging_through_a_host_view_gives_the_whole_catalogues_verdict(seed: int) -> None:
     catalogue, snaps, _ = random_fleet(seed)
     views = host_catalogues(catalogue)
+    card_views = card_catalogues(catalogue)
     attributed = [attribute(s, catalogue) for s in snaps]
     problem = build_problem(catalogue, snaps, new_seats(catalogue))
     placements = _verified(problem, greedy_assignment(problem))[0]
@@ -434,15 +435,29 @@ def test_judging_through_a_host_view_gives_the_whole_catalogues_verdict(seed: in
             for card in snap.cards:
                 whole = judge(catalogue, snap, one, [card.index], others=placements)
                 part = judge(views[snap.host], snap, one, [card.index], others=here)
+                cut = judge(
+                    card_views[(snap.host, card.index)], snap, one, [card.index], others=here
+                )
                 assert part == whole
                 assert part.figures == whole.figures
-    assert card_rows(catalogue, attributed, placements) == [
+                assert cut == whole
+                assert cut.figures == whole.figures
+    # card_views={}: every card read through the whole catalogue, as before the views.
+    whole_rows = card_rows(catalogue, attributed, placements, card_views={})
+    assert card_rows(catalogue, attributed, placements) == whole_rows
+    assert whole_rows == [
         row
         for snap in attributed
         for row in card_rows(
             views[snap.host], [snap], [p for p in placements if p.host == snap.host]
         )
     ]
+    by_host = verify_placement(catalogue, attributed, placements, views={})
+    assert verify_placement(catalogue, attributed, placements) == by_host
+    assert (
+        verify_placement(catalogue, attributed, placements, views=views, card_views=card_views)
+        == by_host
+    )
 
 
 def test_a_snapshot_check_still_numbers_seats_as_the_file_does() -> None:
