@@ -6,34 +6,19 @@ Works on item types (sizes in model units, demands) and one capacity; HiGHS solv
 from __future__ import annotations
 
 import math
-import os
 import random
-import sys
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from placement.quiet import stdout_to_stderr
 
 # Reduced costs below this count as zero: HiGHS's dual feasibility tolerance is 1e-7.
 PRICE_EPS = 1e-9
 # A column value this close to an integer is that integer.
 INT_EPS = 1e-6
-
-
-@contextmanager
-def _stdout_to_stderr() -> Iterator[None]:
-    # highspy prints its banner on stdout when a Highs object is made: keep `--json` clean.
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        os.dup2(2, 1)
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def knapsack(
@@ -98,7 +83,7 @@ class ColumnGeneration:
         self.sizes = list(sizes)
         self.demand = list(demand)
         self.capacity = capacity
-        with _stdout_to_stderr():
+        with stdout_to_stderr():
             self.highs = highspy.Highs()  # type: ignore[no-untyped-call]
         self.highs.setOptionValue("output_flag", False)
         self.highs.setOptionValue("threads", 1)
@@ -163,22 +148,15 @@ class ColumnGeneration:
             self.pricing_calls += 1
             best, counts = knapsack(duals, self.sizes, self.demand, self.capacity)
             converged = best <= 1.0 + PRICE_EPS
-            if converged or (early and lp_bound(value / best) >= lp_bound(value)):
+            settled = converged or (early and lp_bound(value / best) >= lp_bound(value))
+            # A best column already in is HiGHS's tolerances, not a new pattern: converged.
+            if settled or not self.add_column(counts):
                 return MasterLp(
                     value,
                     tuple(duals),
                     tuple(self.columns),
                     tuple(float(v) for v in solution.col_value),
-                    converged,
-                )
-            if not self.add_column(counts):
-                # The best column is in already: HiGHS's tolerances, not a new pattern.
-                return MasterLp(
-                    value,
-                    tuple(duals),
-                    tuple(self.columns),
-                    tuple(float(v) for v in solution.col_value),
-                    True,
+                    converged or not settled,
                 )
             if time.perf_counter() > deadline:
                 return None
@@ -244,7 +222,6 @@ def dive(
     *,
     deadline: float,
     seed: int | None = 0,
-    tries: int | None = None,
 ) -> list[list[int]]:
     """Look for a packing of at most `target` bins by diving on the column-generation LP.
 
@@ -254,11 +231,11 @@ def dive(
     its ceiling is known), and the dive is abandoned once fixed bins plus the residual's
     ceil(LP) exceed `target`. The first dive rounds up the largest fractional column; the
     next ones pick among the three largest at random, weighted by their values (seeded, so a
-    run repeats), until the deadline or `tries` dives. `seed` None: the first dive only.
+    run repeats), until the deadline. `seed` None: the first dive only.
     """
     rng = None if seed is None else random.Random(seed)
     done = 0
-    while time.perf_counter() < deadline and (tries is None or done < tries):
+    while time.perf_counter() < deadline and (rng is not None or done == 0):
         cg.set_demand(demand)
         patterns = _one_dive(cg, list(demand), target, rng if done else None, deadline)
         if patterns:

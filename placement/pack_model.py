@@ -7,18 +7,17 @@ and placement/model.py are the only importers of pulp.
 from __future__ import annotations
 
 import math
-import os
 import random
-import sys
 import time
 import warnings
 from collections import Counter, defaultdict
-from collections.abc import Hashable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import pulp
+
+from placement.quiet import stdout_to_stderr
 
 Solver = Literal["cbc", "highs"]
 SOLVERS: tuple[str, ...] = ("cbc", "highs")
@@ -59,21 +58,6 @@ class BinSolution:
     note: str | None = None
 
 
-@contextmanager
-def _stdout_to_stderr() -> Iterator[None]:
-    # PuLP's HiGHS interface prints its banner on stdout even with msg=False (FACTS.md §4):
-    # point fd 1 at stderr while it runs, so `--json` output stays clean.
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        os.dup2(2, 1)
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
-
-
 def _solver(name: str, time_limit: float, *, presolve: bool = True, warm: bool = False) -> Any:
     if name == "cbc":
         with warnings.catch_warnings():
@@ -101,7 +85,7 @@ def _run(
     warm: bool = False,
 ) -> tuple[str, bool, bool]:
     """Solve; (status text, has an integer solution, proven optimal)."""
-    with _stdout_to_stderr():
+    with stdout_to_stderr():
         problem.solve(_solver(solver, time_limit, presolve=presolve, warm=warm))
     sol = problem.sol_status
     if problem.status == pulp.LpStatusInfeasible:
@@ -217,7 +201,7 @@ FIX_SLACK = 1e-5
 def _arc_flow_lp(graph: Graph, capacity: int, solver: str, time_limit: float) -> _Relaxation | None:
     """The LP relaxation of the arc-flow model; None when it is not solved to optimality."""
     problem, flow, slack, bins, loss, _, _ = _arc_flow_problem(graph, capacity, 0, None, relax=True)
-    with _stdout_to_stderr():
+    with stdout_to_stderr():
         if solver == "cbc":
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DeprecationWarning)
@@ -500,7 +484,6 @@ class _ColumnsOutcome:
     proven: bool
     status: str
     lower_bound: int
-    note: str | None = None
 
 
 def _columns_first(
@@ -582,16 +565,12 @@ def _columns_first(
         return frozenset(int(k) for k in np.nonzero(arcs)[0]), frozenset(nodes or ())
 
     keep = kept(target)
-    now = time.perf_counter()
-    found = pack_cg.dive(cg, demand, target, deadline=now + DIVE_SHARE * (deadline - now), tries=1)
-    if found and len(found) <= target:
-        patterns = [pack_cg.pattern_sizes(p, types) for p in found]
-        return _ColumnsOutcome(patterns, True, "optimal", len(found))
-    if len(keep[0]) > DIVE_ABOVE_ARCS:
-        # Many arcs left: the program would search long; dive more, at random, first.
+    # The first dive; where many arcs are left the program would search long, so dive more,
+    # at random, first.
+    for seed in (None, len(types) + cap) if len(keep[0]) > DIVE_ABOVE_ARCS else (None,):
         now = time.perf_counter()
         found = pack_cg.dive(
-            cg, demand, target, deadline=now + DIVE_SHARE * (deadline - now), seed=len(types) + cap
+            cg, demand, target, deadline=now + DIVE_SHARE * (deadline - now), seed=seed
         )
         if found and len(found) <= target:
             patterns = [pack_cg.pattern_sizes(p, types) for p in found]
@@ -671,39 +650,28 @@ def solve_bin_packing(
                 graph, cap, solver, started + time_limit, lower, upper, patterns_in
             )
             if found is not None:
-                outcome, note = found, None
-                if outcome.patterns is None:
-                    # Every count below the known packing's is proven impossible.
-                    return BinSolution(
-                        tuple(tuple(b) for b in start),
-                        True,
-                        "arc-flow",
-                        outcome.status,
-                        unit,
-                        arcs,
-                        graph_seconds,
-                        time.perf_counter() - started - graph_seconds,
-                        upper,
-                        outcome.note,
-                    )
-                bins = _assign_items(outcome.patterns, units, groups)
+                # No patterns: every count below the known packing's is proven impossible.
+                bins = (
+                    [list(b) for b in start]
+                    if found.patterns is None
+                    else _assign_items(found.patterns, units, groups)
+                )
                 if bins is not None:
                     return BinSolution(
                         tuple(tuple(b) for b in bins),
-                        outcome.proven,
+                        found.proven,
                         "arc-flow",
-                        outcome.status,
+                        found.status,
                         unit,
                         arcs,
                         graph_seconds,
                         time.perf_counter() - started - graph_seconds,
-                        len(bins) if outcome.proven else outcome.lower_bound,
-                        outcome.note,
+                        len(bins) if found.proven else found.lower_bound,
                     )
                 time_limit = max(1.0, time_limit - (time.perf_counter() - started))
                 note = "the packing found put two parts of a multi-card seat on one card; re-solved by assignment"
                 return _assignment_solution(
-                    units, cap, groups, solver, time_limit, outcome.lower_bound, upper, note, unit
+                    units, cap, groups, solver, time_limit, found.lower_bound, upper, note, unit
                 )
         if start is not None and upper > lower and arcs > lp_first_arcs:
             # The LP relaxation first: ceil(LP) is a bound (often above L2), and reduced-cost
