@@ -363,12 +363,17 @@ def greedy_assignment(problem: Problem) -> dict[str, tuple[str, tuple[int, ...]]
 
     start = [widths(host) for host in host_names]
     trees = [_WidestFirst([row[k] for row in start]) for k in range(depth)]
+    position = {host: i for i, host in enumerate(host_names)}
     out: dict[str, tuple[str, tuple[int, ...]]] = {}
     for new in order:
         name = new.name
         tree = trees[new.seat.card_count - 1]
-        at = tree.next_at_least(0, new.seat.resident)
+        # A seat that names its host has no eligible card anywhere else: try that host alone.
+        home = position.get(new.seat.host, -1) if new.seat.host is not None else None
+        at = tree.next_at_least(0 if home is None else max(home, 0), new.seat.resident)
         while at is not None:
+            if home is not None and at != home:
+                break
             host = host_names[at]
             fitting = []
             for slot in problem.hosts[host]:

@@ -154,8 +154,12 @@ class Problem:
 
     def eligible_hosts(self, name: str) -> list[str]:
         """Hosts with at least as many eligible cards as the seat takes."""
-        count = self.seat(name).seat.card_count
-        return [host for host in self.hosts if self._eligible_on(name, host) >= count]
+        seat = self.seat(name).seat
+        hosts: list[str] = list(self.hosts)
+        if seat.host is not None:
+            # A seat that names its host has no pair anywhere else.
+            hosts = [seat.host] if seat.host in self.hosts else []
+        return [host for host in hosts if self._eligible_on(name, host) >= seat.card_count]
 
     def has_eligible_host(self, name: str) -> bool:
         """True when `eligible_hosts(name)` is not empty, asking the fewest hosts.
@@ -165,6 +169,8 @@ class Problem:
         the held bytes at least the absent ones), so the search stops at the first such host.
         """
         new = self.seat(name)
+        if new.seat.host is not None:
+            return bool(self.eligible_hosts(name))
         count, resident = new.seat.card_count, new.seat.resident
         for widest, host in self._hosts_widest_first:
             if widest < resident:
@@ -466,6 +472,11 @@ class PairTable(Mapping[PairKey, int]):
                     table[key] = found[0]
             self._all = table
         return self._all
+
+    @property
+    def worked_out(self) -> int:
+        """How many pairs have been worked out so far (eligible or not)."""
+        return len(self._memo)
 
     def exceeds(self, limit: int) -> bool:
         """More than `limit` eligible pairs (stops counting once there are)."""

@@ -24,7 +24,15 @@ from placement.planner import (
     greedy_assignment,
     plan,
 )
-from placement.problem import Problem, _pair, _util, build_problem, check_snapshots, new_seats
+from placement.problem import (
+    PairTable,
+    Problem,
+    _pair,
+    _util,
+    build_problem,
+    check_snapshots,
+    new_seats,
+)
 from placement.verify import card_catalogues, host_catalogues, judge, verify_placement
 from seats.errors import BadInputError
 from seats.model import Catalogue
@@ -491,3 +499,28 @@ def test_widest_first_finds_the_first_host_with_enough() -> None:
         start, need = rng.randrange(len(values) + 1), rng.randint(0, 110)
         expected = next((i for i in range(start, len(values)) if values[i] >= need), None)
         assert tree.next_at_least(start, need) == expected
+
+
+def test_a_roomy_fleet_is_placed_asking_few_pairs_per_seat() -> None:
+    # 60 hosts × 4 empty H200 cards; 240 seats of 20–60 GiB, some naming their host. Placing
+    # them and bounding the seat count must not work out every seat × card pair (57,600):
+    # the cost of a fleet plan has to grow with the fleet, not with its square.
+    hosts = {f"h{i:02d}": (H200, 4) for i in range(60)}
+    rng = random.Random(3)
+    seats: list[dict[str, Any]] = []
+    for j in range(240):
+        seat: dict[str, Any] = {"name": f"s{j}", "resident": rng.randint(20, 60) * GIB}
+        if j % 5 == 0:
+            seat["host"] = f"h{rng.randrange(60):02d}"
+        if j % 7 == 0:
+            seat["gpus"] = 2
+        seats.append(seat)
+    catalogue = fleet_catalogue(hosts, seats)
+    snaps = [snapshot(name, H200, [0, 0, 0, 0]) for name in hosts]
+    problem = build_problem(catalogue, snaps, new_seats(catalogue))
+    assert all(problem.has_eligible_host(new.name) for new in problem.seats)
+    assigned = greedy_assignment(problem)
+    assert isinstance(problem.need, PairTable)
+    assert problem.need.worked_out <= 10 * len(problem.seats)
+    assert assigned == first_fit_reference(build_problem(catalogue, snaps, new_seats(catalogue)))
+    assert len(assigned) > 200  # a few seats that name a host find it full
