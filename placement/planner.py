@@ -17,6 +17,7 @@ from placement.capacity import held_parts, margin_bytes, seats_declared_on
 from placement.problem import NewSeat, Problem, build_problem, check_snapshots, new_seats
 from placement.verdict import Reason, Verdict, host_reason
 from placement.verify import (
+    CardStates,
     Placement,
     card_catalogues,
     judge,
@@ -199,11 +200,12 @@ def plan(
     verdicts = []
     # The verifier's last round judged exactly these placements: its verdicts are the answer.
     accepted = {v.seat: v for v in last}
+    states: CardStates = {}
     for new in problem.seats:
         if new.name in accepted:
             verdicts.append(accepted[new.name])
         else:
-            verdicts.append(explain_refusal(problem, new, placements, failed.get(new.name)))
+            verdicts.append(explain_refusal(problem, new, placements, failed.get(new.name), states))
     timings["explain"] = time.perf_counter() - explain_started
     moves: tuple[dict[str, Any], ...] = ()
     moves_note: str | None = None
@@ -419,8 +421,13 @@ def explain_refusal(
     new: NewSeat,
     placements: Sequence[Placement],
     failed: Verdict | None = None,
+    state_cache: CardStates | None = None,
 ) -> Verdict:
-    """Why `new` is not placed: every card of every host it may use, with every binding rule."""
+    """Why `new` is not placed: every card of every host it may use, with every binding rule.
+
+    `state_cache`: one dict shared by the calls that explain seats beside the same
+    `placements` (see `judge`); the cards' states are then worked out once, not per seat.
+    """
     seat = new.seat
     reasons: list[Reason] = list(failed.reasons) if failed is not None else []
     nearest: list[tuple[int, str]] = [(0, text) for text in failed.nearest] if failed else []
@@ -453,6 +460,7 @@ def explain_refusal(
                 one_card,
                 [card.index],
                 others=here,
+                state_cache=state_cache,
             )
             warnings.extend(verdict.warnings)
             need = max(need, verdict.need_bytes or 0)

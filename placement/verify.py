@@ -9,6 +9,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import lru_cache
 from typing import Literal
 
 from inventory.snapshot import Card, Snapshot
@@ -256,8 +257,29 @@ def _card_state(
     )
 
 
+@lru_cache(maxsize=8192)
 def _b(n: int) -> str:
+    # Cached: explaining refusals prints the same card figures for seat after seat.
     return format_bytes(n)
+
+
+# Card states shared between judgements of different seats, by (host, card, mode); see
+# `judge(state_cache=...)`.
+CardStates = dict[tuple[str, int, str], _CardState]
+
+
+def _anonymous_on(catalogue: Catalogue, seat: Seat, card: Card) -> bool:
+    """True when nothing on `card` names `seat`: its state is then the same for any such seat.
+
+    _card_state reads the seat's name only to free its own processes (a redeploy), to skip
+    reserves held for it, and to leave it out of the card's declared seats and occupants.
+    """
+    name = seat.name
+    if any(process.seat == name for process in card.processes):
+        return False
+    if any(s.name == name for s in catalogue.seats):
+        return False
+    return not any(name in reserve.for_ for reserve in catalogue.reserves)
 
 
 def judge(
@@ -271,8 +293,13 @@ def judge(
     util: float | Decimal | None = None,
     kv_cache_bytes: int | None = None,
     resident_bytes: int | None = None,
+    state_cache: CardStates | None = None,
 ) -> Verdict:
     """Judge `seat` started last on `cards` of `snapshot` (attributed), beside the new `others`.
+
+    `state_cache`: card states the caller shares between judgements made with the same
+    catalogue, snapshot and `others` (explaining many refused seats); used only for cards
+    where nothing names the seat, whose state does not depend on which seat it is.
 
     `mode="plan"` proposes a util where none is declared; `mode="check"` uses the version's
     default. `util`, `kv_cache_bytes`, `resident_bytes` override the catalogue's figures.
@@ -342,10 +369,16 @@ def judge(
         ]
         for card in usable
     }
-    states = [
-        _card_state(catalogue, snapshot, seat, card, others_by_card[card.index], mode)
-        for card in usable
-    ]
+    states: list[_CardState] = []
+    for card in usable:
+        key = (host, card.index, mode)
+        shared = state_cache is not None and _anonymous_on(catalogue, seat, card)
+        state = state_cache.get(key) if shared and state_cache is not None else None
+        if state is None:
+            state = _card_state(catalogue, snapshot, seat, card, others_by_card[card.index], mode)
+            if shared and state_cache is not None:
+                state_cache[key] = state
+        states.append(state)
     totals = [state.total for state in states]
     kv = kv_bytes(seat)
     start = start_util(seat, rule, totals, ctx) if states else rule.util

@@ -21,6 +21,7 @@ from placement.planner import (
     _verified,
     _WidestFirst,
     card_rows,
+    explain_refusal,
     greedy_assignment,
     plan,
 )
@@ -33,7 +34,13 @@ from placement.problem import (
     check_snapshots,
     new_seats,
 )
-from placement.verify import card_catalogues, host_catalogues, judge, verify_placement
+from placement.verify import (
+    CardStates,
+    card_catalogues,
+    host_catalogues,
+    judge,
+    verify_placement,
+)
 from seats.errors import BadInputError
 from seats.model import Catalogue
 
@@ -264,6 +271,11 @@ def random_fleet(seed: int, hosts: int = 6) -> tuple[Catalogue, list[Snapshot], 
                 "kv_cache_memory": GIB,
             }
         new.append(data)
+    # new0 already runs a process on card 0 of the first host (a redeploy): a card that
+    # names the seat.
+    new[0]["match"] = "srv-redeploy new0$"
+    processes[(names[0], 0)].append({"pid": 1, "used_bytes": GIB, "cmdline": "srv-redeploy new0"})
+    used[(names[0], 0)] += GIB
     reserves = []
     for r in range(hosts // 2):
         host = rng.choice(names)
@@ -524,3 +536,19 @@ def test_a_roomy_fleet_is_placed_asking_few_pairs_per_seat() -> None:
     assert problem.need.worked_out <= 10 * len(problem.seats)
     assert assigned == first_fit_reference(build_problem(catalogue, snaps, new_seats(catalogue)))
     assert len(assigned) > 200  # a few seats that name a host find it full
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_explaining_with_shared_card_states_says_the_same(seed: int) -> None:
+    # Refused seats are explained card by card, beside the same placements.
+    catalogue, snaps, _ = random_fleet(seed)
+    problem = build_problem(catalogue, snaps, new_seats(catalogue))
+    placements = _verified(problem, greedy_assignment(problem))[0]
+    placed_names = {p.seat.name for p in placements}
+    refused = [new for new in problem.seats if new.name not in placed_names]
+    assert refused
+    shared: CardStates = {}
+    for new in refused + refused:  # the second round reads only shared states
+        alone = explain_refusal(problem, new, placements)
+        assert explain_refusal(problem, new, placements, None, shared) == alone
+    assert shared
