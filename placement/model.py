@@ -380,6 +380,59 @@ def _quiet_stdout() -> Iterator[None]:
         os.close(devnull)
 
 
+@dataclass
+class Watch:
+    """The deadline a CBC process is held to, and whether it had to be killed at it."""
+
+    at: float  # time.monotonic()
+    killed: bool = False
+
+
+@contextmanager
+def killed_at(deadline: float) -> Iterator[Watch]:
+    """Kill any CBC process PuLP starts in this block once `deadline` (monotonic) passes.
+
+    CBC watches its own time limit only between nodes: reading a large model and its root LP
+    run past it (a crowded 64-host fleet: 54 s of CBC under a 10 s limit). PuLP waits on the
+    process with no timeout, so its module's `subprocess` is swapped, for this block only,
+    for one whose processes wait at most until the deadline and are killed there. PuLP then
+    reports a failed run, which the caller reads as "no answer in time" when `killed` is set.
+    """
+    import pulp.apis.coin_api as coin_api
+
+    watch = Watch(deadline)
+    real = coin_api.subprocess
+
+    class _Deadline:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        def Popen(self, *args: Any, **kwargs: Any) -> Any:  # subprocess.Popen, by name
+            process = real.Popen(*args, **kwargs)
+            wait = process.wait
+
+            def wait_until_deadline(timeout: float | None = None) -> int:
+                try:
+                    return int(wait(timeout=max(0.0, watch.at - time.monotonic())))
+                except real.TimeoutExpired:
+                    watch.killed = True
+                    process.kill()
+                    return int(wait())
+
+            process.wait = wait_until_deadline
+            return process
+
+    coin_api.subprocess = _Deadline()
+    try:
+        yield watch
+    finally:
+        coin_api.subprocess = real
+
+
+# Past its own limit, CBC gets this long to write its answer before it is killed.
+KILL_GRACE_S = 1.0
+
+
 def cbc_command(
     *, time_limit: float, gap_rel: float, gap_abs: float, warm: bool, preprocess: bool
 ) -> Any:
@@ -448,13 +501,15 @@ def solve(
         )
     else:
         raise SolverError(f"unknown solver {solver!r}; use cbc or highs")
+    deadline = time.monotonic() + max(0.0, time_limit - (built - started)) + KILL_GRACE_S
     try:
-        with _quiet_stdout():
+        with killed_at(deadline) as watch, _quiet_stdout():
             prob.solve(command)
     except pulp.PulpSolverError as exc:
-        raise SolverError(f"{solver} failed: {exc}") from exc
+        if not watch.killed:
+            raise SolverError(f"{solver} failed: {exc}") from exc
     solved = time.perf_counter()
-    status = _status(prob, solver)
+    status = "no_solution" if watch.killed else _status(prob, solver)
     assignment: dict[str, tuple[str, tuple[int, ...]]] = {}
     if status != "no_solution":
         chosen: dict[str, list[tuple[str, int]]] = defaultdict(list)

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import pulp
 
+from placement.model import KILL_GRACE_S, killed_at
 from placement.quiet import stdout_to_stderr
 
 Solver = Literal["cbc", "highs"]
@@ -84,9 +85,18 @@ def _run(
     presolve: bool = True,
     warm: bool = False,
 ) -> tuple[str, bool, bool]:
-    """Solve; (status text, has an integer solution, proven optimal)."""
-    with stdout_to_stderr():
-        problem.solve(_solver(solver, time_limit, presolve=presolve, warm=warm))
+    """Solve; (status text, has an integer solution, proven optimal).
+
+    CBC is killed a second past `time_limit` (`placement.model.killed_at`): it does not watch
+    its limit in the root LP of a large graph.
+    """
+    try:
+        with killed_at(time.monotonic() + time_limit + KILL_GRACE_S) as watch, stdout_to_stderr():
+            problem.solve(_solver(solver, time_limit, presolve=presolve, warm=warm))
+    except pulp.PulpSolverError:
+        if not watch.killed:
+            raise
+        return "time limit, no solution", False, False
     sol = problem.sol_status
     if problem.status == pulp.LpStatusInfeasible:
         # CBC's "Integer infeasible" leaves sol_status at "no solution found": ask the status.
@@ -201,18 +211,23 @@ FIX_SLACK = 1e-5
 def _arc_flow_lp(graph: Graph, capacity: int, solver: str, time_limit: float) -> _Relaxation | None:
     """The LP relaxation of the arc-flow model; None when it is not solved to optimality."""
     problem, flow, slack, bins, loss, _, _ = _arc_flow_problem(graph, capacity, 0, None, relax=True)
-    with stdout_to_stderr():
-        if solver == "cbc":
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)
-                # Primal simplex: 4 s on Hard28 BPP13 where CBC's default dual simplex takes 12 s.
-                problem.solve(
-                    pulp.PULP_CBC_CMD(
-                        msg=False, mip=False, timeLimit=time_limit, options=["primalS"]
+    try:
+        with killed_at(time.monotonic() + time_limit + KILL_GRACE_S) as watch, stdout_to_stderr():
+            if solver == "cbc":
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    # Primal simplex: 4 s on Hard28 BPP13 where CBC's default dual simplex takes 12 s.
+                    problem.solve(
+                        pulp.PULP_CBC_CMD(
+                            msg=False, mip=False, timeLimit=time_limit, options=["primalS"]
+                        )
                     )
-                )
-        else:
-            problem.solve(pulp.HiGHS(msg=False, mip=False, timeLimit=time_limit))
+            else:
+                problem.solve(pulp.HiGHS(msg=False, mip=False, timeLimit=time_limit))
+    except pulp.PulpSolverError:
+        if not watch.killed:
+            raise
+        return None
     value = bins.value()
     if problem.status != pulp.LpStatusOptimal or value is None:
         return None
