@@ -10,7 +10,7 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from inventory.snapshot import Snapshot, format_utc
 from placement.capacity import held_parts, margin_bytes, seats_declared_on
@@ -175,18 +175,21 @@ def plan(
             assignment = solution.assignment
             if status == "no_solution":
                 status, gap = "greedy", None
+                assignment, named = _better_greedy(problem, greedy, weights)
                 warnings.append(
                     f"{solver} found no placement within {time_limit:g} s; showing a greedy "
-                    "(first-fit-decreasing) one, not proven optimal"
+                    f"({named}) one, not proven optimal"
                 )
-                assignment = greedy if greedy is not None else greedy_assignment(problem)
             elif status == "time_limit":
                 warnings.append(
                     f"{solver} hit the {time_limit:g} s time limit: the placement is not proven optimal"
                 )
-                if greedy is not None and _score(greedy, weights) > _score(assignment, weights):
-                    status = "greedy"
-                    assignment = greedy
+                fallback, named = _better_greedy(problem, greedy, weights)
+                if _score(fallback, weights) > _score(assignment, weights):
+                    status, assignment = "greedy", fallback
+                    warnings.append(
+                        f"the {named} placement places more than {solver}'s: shown instead"
+                    )
     verify_started = time.perf_counter()
     placements, failed, last = _verified_verdicts(problem, assignment)
     timings["verify"] = time.perf_counter() - verify_started
@@ -243,7 +246,9 @@ def plan(
     )
 
 
-def _score(assignment: dict[str, tuple[str, tuple[int, ...]]], weights: dict[str, float]) -> float:
+def _score(
+    assignment: dict[str, tuple[str, tuple[int, ...]]], weights: Mapping[str, float]
+) -> float:
     return sum(weights[name] for name in assignment)
 
 
@@ -326,8 +331,23 @@ class _WidestFirst:
         return self._descend(2 * node + 1, middle, high, start, need)
 
 
-def greedy_assignment(problem: Problem) -> dict[str, tuple[str, tuple[int, ...]]]:
-    """First-fit-decreasing on the model's numbers: priority, then size, descending.
+def _better_greedy(
+    problem: Problem,
+    first: dict[str, tuple[str, tuple[int, ...]]] | None,
+    weights: Mapping[str, float],
+) -> tuple[dict[str, tuple[str, tuple[int, ...]]], str]:
+    """The fallback placement: best-fit-decreasing where it places more, else first-fit's."""
+    first = first if first is not None else greedy_assignment(problem)
+    best = greedy_assignment(problem, fit="best")
+    if _score(best, weights) > _score(first, weights):
+        return best, "best-fit-decreasing"
+    return first, "first-fit-decreasing"
+
+
+def greedy_assignment(
+    problem: Problem, *, fit: Literal["first", "best"] = "first"
+) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """First-fit-decreasing (or best-fit) on the model's numbers: priority, then size, descending.
 
     Room counts every reserve the seat is not for in full (its own seats' consumption is
     ignored, which is only stricter); gates are re-checked for every gated seat on the card.
@@ -338,6 +358,10 @@ def greedy_assignment(problem: Problem) -> dict[str, tuple[str, tuple[int, ...]]
     least that, its held bytes at least the absent ones): hosts with fewer such cards than
     the seat takes are skipped without looking at their cards, which keeps a fleet's cost
     near linear.
+
+    `fit="best"`: best-fit-decreasing — every host that may hold the seat is looked at, and
+    the seat goes where the fewest bytes of room are left beside it (summed over its cards):
+    a baseline beside first-fit, and a second fallback, costing hosts × seats.
     """
     order = sorted(
         problem.seats,
@@ -367,52 +391,63 @@ def greedy_assignment(problem: Problem) -> dict[str, tuple[str, tuple[int, ...]]
     trees = [_WidestFirst([row[k] for row in start]) for k in range(depth)]
     position = {host: i for i, host in enumerate(host_names)}
     out: dict[str, tuple[str, tuple[int, ...]]] = {}
+
+    def fitting_cards(name: str, host: str, count: int) -> list[tuple[int, int]]:
+        """(room left after, card) for the cards of `host` that can take `name` now."""
+        found: list[tuple[int, int]] = []
+        for slot in problem.hosts[host]:
+            pair = (name, host, slot.index)
+            if pair not in problem.need:
+                continue
+            key = slot.key
+            need = problem.need[pair]
+            if members[key] and (name in exclusive or any(m in exclusive for m in members[key])):
+                continue
+            held = slot.absent_bytes + sum(
+                max(0, r.bytes - r.running_own_bytes) for r in slot.reserves if name not in r.for_
+            )
+            after = load[key] + need
+            room = slots[key].free_bytes - slot.margin_bytes - held
+            if after > room:
+                continue
+            bounds = [problem.gate_bound.get((m, host, slot.index)) for m in [*members[key], name]]
+            if any(bound is not None and after > bound for bound in bounds):
+                continue
+            found.append((room - after, slot.index))
+            if fit == "first" and len(found) == count:
+                break
+        return found
+
     for new in order:
         name = new.name
-        tree = trees[new.seat.card_count - 1]
+        count = new.seat.card_count
+        tree = trees[count - 1]
         # A seat that names its host has no eligible card anywhere else: try that host alone.
         home = position.get(new.seat.host, -1) if new.seat.host is not None else None
         at = tree.next_at_least(0 if home is None else max(home, 0), new.seat.resident)
+        best: tuple[int, int, tuple[int, ...]] | None = None  # (room left, host index, cards)
         while at is not None:
             if home is not None and at != home:
                 break
-            host = host_names[at]
-            fitting = []
-            for slot in problem.hosts[host]:
-                pair = (name, host, slot.index)
-                if pair not in problem.need:
-                    continue
-                key = slot.key
-                need = problem.need[pair]
-                if members[key] and (
-                    name in exclusive or any(m in exclusive for m in members[key])
-                ):
-                    continue
-                held = slot.absent_bytes + sum(
-                    max(0, r.bytes - r.running_own_bytes)
-                    for r in slot.reserves
-                    if name not in r.for_
-                )
-                after = load[key] + need
-                if after > slots[key].free_bytes - slot.margin_bytes - held:
-                    continue
-                bounds = [
-                    problem.gate_bound.get((m, host, slot.index)) for m in [*members[key], name]
-                ]
-                if any(bound is not None and after > bound for bound in bounds):
-                    continue
-                fitting.append(slot.index)
-                if len(fitting) == new.seat.card_count:
+            found = fitting_cards(name, host_names[at], count)
+            if len(found) >= count:
+                chosen = sorted(found)[:count] if fit == "best" else found
+                left = sum(room for room, _ in chosen)
+                if best is None or left < best[0]:
+                    best = (left, at, tuple(sorted(index for _, index in chosen)))
+                if fit == "first":
                     break
-            if len(fitting) == new.seat.card_count:
-                for index in fitting:
-                    load[(host, index)] += problem.need[(name, host, index)]
-                    members[(host, index)].append(name)
-                out[name] = (host, tuple(fitting))
-                for k, width in enumerate(widths(host)):
-                    trees[k].set(at, width)
-                break
             at = tree.next_at_least(at + 1, new.seat.resident)
+        if best is None:
+            continue
+        _, at, cards = best
+        host = host_names[at]
+        for index in cards:
+            load[(host, index)] += problem.need[(name, host, index)]
+            members[(host, index)].append(name)
+        out[name] = (host, cards)
+        for k, width in enumerate(widths(host)):
+            trees[k].set(at, width)
     return out
 
 

@@ -490,3 +490,49 @@ def test_cbc_killed_at_its_deadline_falls_back_to_greedy(monkeypatch: pytest.Mon
     assert any("cbc found no placement within 10 s" in w for w in result.warnings)
     assert sum(1 for v in result.verdicts if v.passed) > 0
     assert_verified(catalogue, snapshots, result)
+
+
+def test_best_fit_places_what_first_fit_strands() -> None:
+    # Cards of 10 and 6 GiB, seats of 6, 5, 5: first fit puts the 6 on the 10 and strands a 5;
+    # best fit puts it on the 6, where it leaves nothing, and both 5s fit the 10.
+    catalogue, snapshots = make_fleet({"h": [10 * GiB, 6 * GiB]})
+    seats = [seat("a", 6 * GiB), seat("b", 5 * GiB), seat("c", 5 * GiB)]
+    problem = build_problem(catalogue, snapshots, new_seats(catalogue, adds(*seats)))
+    first = greedy_assignment(problem)
+    best = greedy_assignment(problem, fit="best")
+    assert len(first) == 2 and first["a"] == ("h", (0,))
+    assert best == {"a": ("h", (1,)), "b": ("h", (0,)), "c": ("h", (0,))}
+
+
+def test_fallback_is_the_greedy_that_places_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    import placement.model as model
+
+    monkeypatch.setattr(model, "KILL_GRACE_S", -60.0)  # CBC is killed at once
+    catalogue, snapshots = make_fleet({"h": [10 * GiB, 6 * GiB]})
+    seats = [seat("a", 6 * GiB), seat("b", 5 * GiB), seat("c", 5 * GiB)]
+    result = run_plan(catalogue, snapshots, seats, solver="cbc")
+    assert result.status == "greedy"
+    assert any("greedy (best-fit-decreasing) one" in w for w in result.warnings)
+    assert len(placed(result)) == 3
+    assert_verified(catalogue, snapshots, result)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rooms=st.lists(st.integers(1, 12), min_size=1, max_size=4),
+    sizes=st.lists(st.integers(1, 8), min_size=1, max_size=7),
+    two_cards=st.lists(st.booleans(), min_size=7, max_size=7),
+)
+def test_best_fit_placements_all_pass_the_verifier(
+    rooms: list[int], sizes: list[int], two_cards: list[bool]
+) -> None:
+    catalogue, snapshots = make_fleet({"h1": [r * GiB for r in rooms], "h2": [6 * GiB] * 2})
+    seats = [
+        seat(f"s{i}", size * GiB, **({"gpus": 2} if two else {}))
+        for i, (size, two) in enumerate(zip(sizes, two_cards, strict=False))
+    ]
+    problem = build_problem(catalogue, snapshots, new_seats(catalogue, adds(*seats)))
+    best = greedy_assignment(problem, fit="best")
+    placements = [Placement(s, *best[s.name]) for s in seats if s.name in best]
+    for verdict in verify_placement(catalogue, snapshots, placements):
+        assert verdict.passed, verdict
