@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import time
+from bisect import bisect_left, insort
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -14,7 +15,14 @@ from typing import Any, Literal
 
 from inventory.snapshot import Snapshot, format_utc
 from placement.capacity import held_parts, margin_bytes, seats_declared_on
-from placement.problem import NewSeat, Problem, build_problem, check_snapshots, new_seats
+from placement.problem import (
+    CardSlot,
+    NewSeat,
+    Problem,
+    build_problem,
+    check_snapshots,
+    new_seats,
+)
 from placement.verdict import Reason, Verdict, host_reason
 from placement.verify import (
     CardStates,
@@ -359,9 +367,11 @@ def greedy_assignment(
     the seat takes are skipped without looking at their cards, which keeps a fleet's cost
     near linear.
 
-    `fit="best"`: best-fit-decreasing — every host that may hold the seat is looked at, and
-    the seat goes where the fewest bytes of room are left beside it (summed over its cards):
-    a baseline beside first-fit, and a second fallback, costing hosts × seats.
+    `fit="best"`: best-fit-decreasing — a one-card seat goes on the narrowest card (free −
+    margin − absent − load) that takes it, found by bisection in the cards sorted by that
+    width; a multi-card seat on the host whose k-th widest card is narrowest among those that
+    take it (its k narrowest fitting cards); a seat naming its host where the fewest bytes of
+    room are left. A baseline beside first fit, and a second fallback.
     """
     order = sorted(
         problem.seats,
@@ -392,31 +402,55 @@ def greedy_assignment(
     position = {host: i for i, host in enumerate(host_names)}
     out: dict[str, tuple[str, tuple[int, ...]]] = {}
 
+    def room_left(name: str, host: str, slot: CardSlot) -> int | None:
+        """Bytes of room left on `slot` if `name` goes there now; None if it cannot."""
+        pair = (name, host, slot.index)
+        if pair not in problem.need:
+            return None
+        key = slot.key
+        if members[key] and (name in exclusive or any(m in exclusive for m in members[key])):
+            return None
+        held = slot.absent_bytes + sum(
+            max(0, r.bytes - r.running_own_bytes) for r in slot.reserves if name not in r.for_
+        )
+        after = load[key] + problem.need[pair]
+        room = slot.free_bytes - slot.margin_bytes - held
+        if after > room:
+            return None
+        bounds = [problem.gate_bound.get((m, host, slot.index)) for m in [*members[key], name]]
+        if any(bound is not None and after > bound for bound in bounds):
+            return None
+        return room - after
+
     def fitting_cards(name: str, host: str, count: int) -> list[tuple[int, int]]:
         """(room left after, card) for the cards of `host` that can take `name` now."""
         found: list[tuple[int, int]] = []
         for slot in problem.hosts[host]:
-            pair = (name, host, slot.index)
-            if pair not in problem.need:
+            left = room_left(name, host, slot)
+            if left is None:
                 continue
-            key = slot.key
-            need = problem.need[pair]
-            if members[key] and (name in exclusive or any(m in exclusive for m in members[key])):
-                continue
-            held = slot.absent_bytes + sum(
-                max(0, r.bytes - r.running_own_bytes) for r in slot.reserves if name not in r.for_
-            )
-            after = load[key] + need
-            room = slots[key].free_bytes - slot.margin_bytes - held
-            if after > room:
-                continue
-            bounds = [problem.gate_bound.get((m, host, slot.index)) for m in [*members[key], name]]
-            if any(bound is not None and after > bound for bound in bounds):
-                continue
-            found.append((room - after, slot.index))
+            found.append((left, slot.index))
             if fit == "first" and len(found) == count:
                 break
         return found
+
+    def width(slot: CardSlot) -> int:
+        return slot.free_bytes - slot.margin_bytes - slot.absent_bytes - load[slot.key]
+
+    # Best fit, one-card seats: every usable card by its width, narrowest first; the seat goes
+    # on the narrowest card wide enough that takes it (a bisection, then a short walk).
+    by_width: list[tuple[int, int, int]] = []
+    # Best fit, multi-card seats: hosts by their k-th widest card, narrowest first.
+    by_host: list[list[tuple[int, int]]] = [[] for _ in range(depth)]
+    host_widths = start
+    if fit == "best":
+        by_width = sorted(
+            (width(slot), position[host], slot.index)
+            for host in host_names
+            for slot in problem.hosts[host]
+            if slot.ok
+        )
+        by_host = [sorted((row[k], at) for at, row in enumerate(start)) for k in range(depth)]
 
     for new in order:
         name = new.name
@@ -424,30 +458,61 @@ def greedy_assignment(
         tree = trees[count - 1]
         # A seat that names its host has no eligible card anywhere else: try that host alone.
         home = position.get(new.seat.host, -1) if new.seat.host is not None else None
-        at = tree.next_at_least(0 if home is None else max(home, 0), new.seat.resident)
         best: tuple[int, int, tuple[int, ...]] | None = None  # (room left, host index, cards)
-        while at is not None:
-            if home is not None and at != home:
-                break
-            found = fitting_cards(name, host_names[at], count)
-            if len(found) >= count:
-                chosen = sorted(found)[:count] if fit == "best" else found
-                left = sum(room for room, _ in chosen)
-                if best is None or left < best[0]:
-                    best = (left, at, tuple(sorted(index for _, index in chosen)))
-                if fit == "first":
+        if fit == "best" and count == 1 and home is None:
+            for j in range(bisect_left(by_width, (new.seat.resident, -1, -1)), len(by_width)):
+                _, spot, index = by_width[j]
+                left = room_left(name, host_names[spot], slots[(host_names[spot], index)])
+                if left is not None:
+                    best = (left, spot, (index,))
                     break
-            at = tree.next_at_least(at + 1, new.seat.resident)
+        elif fit == "best" and home is None:
+            column = by_host[count - 1]
+            for j in range(bisect_left(column, (new.seat.resident, -1)), len(column)):
+                spot = column[j][1]
+                found = fitting_cards(name, host_names[spot], count)
+                if len(found) >= count:
+                    chosen = sorted(found)[:count]
+                    best = (
+                        sum(room for room, _ in chosen),
+                        spot,
+                        tuple(sorted(index for _, index in chosen)),
+                    )
+                    break
+        else:
+            at = tree.next_at_least(0 if home is None else max(home, 0), new.seat.resident)
+            while at is not None:
+                if home is not None and at != home:
+                    break
+                found = fitting_cards(name, host_names[at], count)
+                if len(found) >= count:
+                    chosen = sorted(found)[:count] if fit == "best" else found
+                    left = sum(room for room, _ in chosen)
+                    if best is None or left < best[0]:
+                        best = (left, at, tuple(sorted(index for _, index in chosen)))
+                    if fit == "first":
+                        break
+                at = tree.next_at_least(at + 1, new.seat.resident)
         if best is None:
             continue
         _, at, cards = best
         host = host_names[at]
         for index in cards:
+            slot = slots[(host, index)]
+            if fit == "best":
+                del by_width[bisect_left(by_width, (width(slot), at, index))]
             load[(host, index)] += problem.need[(name, host, index)]
             members[(host, index)].append(name)
+            if fit == "best":
+                insort(by_width, (width(slot), at, index))
         out[name] = (host, cards)
-        for k, width in enumerate(widths(host)):
-            trees[k].set(at, width)
+        now = widths(host)
+        for k, w in enumerate(now):
+            trees[k].set(at, w)
+            if fit == "best":
+                del by_host[k][bisect_left(by_host[k], (host_widths[at][k], at))]
+                insort(by_host[k], (w, at))
+        host_widths[at] = now
     return out
 
 

@@ -536,3 +536,29 @@ def test_best_fit_placements_all_pass_the_verifier(
     placements = [Placement(s, *best[s.name]) for s in seats if s.name in best]
     for verdict in verify_placement(catalogue, snapshots, placements):
         assert verdict.passed, verdict
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rooms=st.lists(st.lists(st.integers(1, 12), min_size=1, max_size=4), min_size=1, max_size=3),
+    sizes=st.lists(st.integers(1, 8), min_size=1, max_size=9),
+)
+def test_best_fit_takes_the_narrowest_card_that_fits(
+    rooms: list[list[int]], sizes: list[int]
+) -> None:
+    # The bisection over cards sorted by width against the plain rule: each seat, largest
+    # first, on the card with the least room that still holds it (ties: host, then card order).
+    hosts = {f"h{i}": [r * GiB for r in host] for i, host in enumerate(rooms)}
+    catalogue, snapshots = make_fleet(hosts)
+    seats = [seat(f"s{i}", size * GiB) for i, size in enumerate(sizes)]
+    problem = build_problem(catalogue, snapshots, new_seats(catalogue, adds(*seats)))
+    left = {(h, c): room for h, cards in hosts.items() for c, room in enumerate(cards)}
+    order = list(hosts)
+    expected: dict[str, tuple[str, tuple[int, ...]]] = {}
+    for s in sorted(seats, key=lambda s: (-s.resident, s.name)):
+        fits = [(room, order.index(h), c, h) for (h, c), room in left.items() if room >= s.resident]
+        if fits:
+            _, _, card, host = min(fits)
+            left[(host, card)] -= s.resident
+            expected[s.name] = (host, (card,))
+    assert greedy_assignment(problem, fit="best") == expected
