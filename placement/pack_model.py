@@ -27,8 +27,10 @@ MAX_ARCS = 2_000_000
 # Below it the whole integer program is proven in well under a second (u120, t60: ≤ 2,600 arcs)
 # and the extra solver call only adds time (u120 median 0.35 s → 0.42 s, measured here).
 LP_FIRST_ARCS = 10_000
-# Column generation prices over a table of this many capacity units at most.
+# Column generation prices over a table of this many capacity units at most, and its
+# reduced-cost fixing keeps one float table per item size (types × units cells, 8 bytes each).
 MAX_PRICING_UNITS = 2_000_000
+MAX_TABLE_CELLS = 20_000_000
 # Reduced-cost fixing: dual vectors tried (the LP's, then LPs with demands raised by up to
 # RAISE each), within this share of the time limit.
 FIXING_DUALS = 12
@@ -659,6 +661,7 @@ def solve_bin_packing(
             and upper > lower
             and arcs > lp_first_arcs
             and cap <= max_pricing_units
+            and (len(graph[0]) + 1) * (cap + 1) <= MAX_TABLE_CELLS
             and patterns_in is not None
         ):
             found = _columns_first(
