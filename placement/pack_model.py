@@ -512,7 +512,7 @@ def _columns_first(
     upper: int,
     start: Sequence[Sequence[int]],
 ) -> _ColumnsOutcome | None:
-    """The column-generation bound, a dive, reduced-cost fixing, and boxed arc-flow programs.
+    """The column-generation bound, reduced-cost fixing, dives, and boxed arc-flow programs.
 
     1. Gilmore–Gomory's LP by column generation (HiGHS, seeded with the known packing): its
        duals π give the bound L = ceil(π·d / M) (see `pack_cg.DualBound`).
