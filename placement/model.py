@@ -5,8 +5,6 @@ It proposes only: `placement.verify` re-checks every proposal in exact bytes bef
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 import warnings
 from collections import defaultdict
@@ -18,6 +16,7 @@ from typing import Any, Literal
 import pulp
 
 from placement.problem import CardKey, PairKey, Problem
+from placement.quiet import stdout_silenced
 from seats.errors import CannotDecideError
 from seats.units import MiB
 
@@ -364,22 +363,6 @@ def _lin(terms: Iterable[tuple[Any, float]]) -> Any:
     return pulp.LpAffineExpression(list(terms))
 
 
-@contextmanager
-def _quiet_stdout() -> Iterator[None]:
-    """PuLP's HiGHS prints its banner on stdout even with msg=False (FACTS.md §4): hide fd 1."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(devnull)
-
-
 @dataclass
 class Watch:
     """The deadline a CBC process is held to, and whether it had to be killed at it."""
@@ -503,7 +486,7 @@ def solve(
         raise SolverError(f"unknown solver {solver!r}; use cbc or highs")
     deadline = time.monotonic() + max(0.0, time_limit - (built - started)) + KILL_GRACE_S
     try:
-        with killed_at(deadline) as watch, _quiet_stdout():
+        with killed_at(deadline) as watch, stdout_silenced():
             prob.solve(command)
     except pulp.PulpSolverError as exc:
         if not watch.killed:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placement.quiet import stdout_to_stderr
+from placement.quiet import stdout_silenced
 
 # Reduced costs below this count as zero: HiGHS's dual feasibility tolerance is 1e-7.
 PRICE_EPS = 1e-9
@@ -83,7 +83,7 @@ class ColumnGeneration:
         self.sizes = list(sizes)
         self.demand = list(demand)
         self.capacity = capacity
-        with stdout_to_stderr():
+        with stdout_silenced():  # its banner, printed before any option can be set
             self.highs = highspy.Highs()  # type: ignore[no-untyped-call]
         self.highs.setOptionValue("output_flag", False)
         self.highs.setOptionValue("threads", 1)
