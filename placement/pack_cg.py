@@ -59,7 +59,7 @@ def knapsack(
 
 @dataclass(frozen=True)
 class MasterLp:
-    """The master LP at its optimum: value, duals per type, columns and their values."""
+    """The master LP where pricing stopped: value, duals per type, columns and their values."""
 
     value: float
     duals: tuple[float, ...]
