@@ -20,7 +20,7 @@ from placement.capacity import cuda_context_bytes, cuda_total
 from placement.compose import ComposeError, ComposeService, resolve_cards
 from placement.engines import cover_target, format_util, requested_bytes, util_decimal
 from placement.verdict import Verdict
-from placement.verify import judge
+from placement.verify import judge, override_seat
 from seats.errors import BadInputError, Exit
 from seats.model import Catalogue, Engine, Seat
 from seats.units import format_bytes
@@ -151,7 +151,7 @@ def check_seat(
         kv_cache_bytes=kv_cache_bytes,
         resident_bytes=resident_bytes,
     )
-    final = _override_seat(judged, util, kv_cache_bytes, resident_bytes)
+    final = override_seat(judged, util, kv_cache_bytes, resident_bytes)
     warnings += _redeploy_notes(attributed, final.name, cards)
     warnings += _lora_warnings(final, None)
     warnings += _cover_warnings(catalogue, attributed, final, verdict)
@@ -263,20 +263,6 @@ def _attribute_by_port(snapshot: Snapshot, service: ComposeService) -> Snapshot:
             processes.append(process)
         cards.append(card.model_copy(update={"processes": tuple(processes)}))
     return snapshot.model_copy(update={"cards": tuple(cards)})
-
-
-def _override_seat(seat: Seat, util: Decimal | None, kv: int | None, resident: int | None) -> Seat:
-    engine: dict[str, object] = {}
-    if util is not None:
-        engine["gpu_memory_utilization"] = float(util)
-    if kv is not None:
-        engine["kv_cache_memory"] = kv
-    update: dict[str, object] = {}
-    if engine:
-        update["engine"] = seat.engine.model_copy(update=engine)
-    if resident is not None:
-        update["resident"] = resident
-    return seat.model_copy(update=update) if update else seat
 
 
 def _with_warnings(verdict: Verdict, extra: Sequence[str]) -> Verdict:

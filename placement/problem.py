@@ -32,7 +32,7 @@ from placement.engines import (
     need_bytes,
     requested_bytes,
 )
-from placement.verify import card_catalogues, host_catalogues, kv_bytes, proposed_util
+from placement.verify import card_catalogues, host_catalogues, kv_bytes, start_util
 from seats.errors import BadInputError, CatalogueError
 from seats.loader import format_loc, read_text_file, read_yaml
 from seats.model import Catalogue, Seat
@@ -450,9 +450,11 @@ class PairTable(Mapping[PairKey, int]):
         else:
             if seat.card_count > 1:
                 ok_slots = [s for s in self._hosts[host] if s.ok]
-                util = _util(seat, rule, [s.cuda_total for s in ok_slots], ok_slots[0].cuda_context)
+                util = start_util(
+                    seat, rule, [s.cuda_total for s in ok_slots], ok_slots[0].cuda_context
+                )
             else:
-                util = _util(seat, rule, [slot.cuda_total], slot.cuda_context)
+                util = start_util(seat, rule, [slot.cuda_total], slot.cuda_context)
             self._utils[util_key] = util
         return _pair(seat, rule, util, slot, self._residents)
 
@@ -534,15 +536,6 @@ class _GateBounds(Mapping[PairKey, int]):
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
-
-
-def _util(seat: Seat, rule: GateRule, totals: list[int], ctx: int) -> Decimal | None:
-    if rule.gating != "gated":
-        return None
-    if rule.util is not None:
-        return rule.util
-    util = proposed_util(seat, totals, ctx)
-    return util if util is not None else Decimal(1)
 
 
 def _pair(

@@ -166,9 +166,10 @@ def other_need(
     return seat_need(seat, util, cuda_total(card), ctx, rule)
 
 
-def _override(
+def override_seat(
     seat: Seat, util: float | Decimal | None, kv_cache_bytes: int | None, resident_bytes: int | None
 ) -> Seat:
+    """`seat` with the flags a check or plan gives (util, KV cache bytes, resident) put in."""
     engine_update: dict[str, object] = {}
     if util is not None:
         # A float keeps the util's decimal text exactly: repr(float(Decimal("0.046"))) == "0.046".
@@ -304,7 +305,7 @@ def judge(
     `mode="plan"` proposes a util where none is declared; `mode="check"` uses the version's
     default. `util`, `kv_cache_bytes`, `resident_bytes` override the catalogue's figures.
     """
-    seat = _override(seat, util, kv_cache_bytes, resident_bytes)
+    seat = override_seat(seat, util, kv_cache_bytes, resident_bytes)
     host = snapshot.host
     ctx = cuda_context_bytes(catalogue, host)
     reasons: list[Reason] = []
