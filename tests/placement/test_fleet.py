@@ -29,7 +29,6 @@ from placement.problem import (
     PairTable,
     Problem,
     _pair,
-    _util,
     build_problem,
     check_snapshots,
     new_seats,
@@ -39,6 +38,7 @@ from placement.verify import (
     card_catalogues,
     host_catalogues,
     judge,
+    start_util,
     verify_placement,
 )
 from seats.errors import BadInputError
@@ -339,12 +339,14 @@ def eager_pairs(problem: Problem) -> tuple[dict[Any, int], dict[Any, int]]:
                 continue
             util = None
             if seat.card_count > 1:
-                util = _util(seat, rule, [s.cuda_total for s in ok_slots], ok_slots[0].cuda_context)
+                util = start_util(
+                    seat, rule, [s.cuda_total for s in ok_slots], ok_slots[0].cuda_context
+                )
             for slot in ok_slots:
                 if seat.pinned_cards is not None and slot.index not in seat.pinned_cards:
                     continue
                 if seat.card_count == 1:
-                    util = _util(seat, rule, [slot.cuda_total], slot.cuda_context)
+                    util = start_util(seat, rule, [slot.cuda_total], slot.cuda_context)
                 pair = _pair(seat, rule, util, slot, residents)
                 if pair is not None:
                     need[(seat.name, host, slot.index)] = pair[0]
