@@ -14,7 +14,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from fractions import Fraction
@@ -23,14 +22,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from proof_kit import GIB, MIB, Report, cotenant, gib, mib  # noqa: E402
+
 from inventory.calibrate import measure, run_child  # noqa: E402
 from inventory.nvml import PynvmlSource  # noqa: E402
 from inventory.poller import take_snapshot  # noqa: E402
 from inventory.snapshot import Snapshot, dumps_snapshot  # noqa: E402
 from placement.engines import UTIL_STEP, largest_util_within, requested_bytes  # noqa: E402
 
-MIB = 2**20
-GIB = 2**30
 HOST = "gpu-proof"
 
 # Holds memory on the card like a neighbouring seat would; the parent can ask for a little more
@@ -55,31 +54,6 @@ for line in sys.stdin:
     elif words and words[0] == "done":
         break
 """
-
-
-def gib(n: int | None) -> str:
-    return "n/a" if n is None else f"{n / GIB:,.2f} GiB"
-
-
-def mib(n: int | None) -> str:
-    return "n/a" if n is None else f"{n / MIB:,.1f} MiB"
-
-
-@dataclass
-class Report:
-    """Markdown lines and the checks that failed."""
-
-    lines: list[str]
-    failed: list[str]
-
-    def say(self, text: str = "") -> None:
-        self.lines.append(text)
-        print(text, flush=True)
-
-    def check(self, name: str, ok: bool, detail: str) -> None:
-        self.say(f"- {'PASS' if ok else 'FAIL'} — {name}: {detail}")
-        if not ok:
-            self.failed.append(name)
 
 
 def catalogue_text(cards: int, gpu: int, cuda_context: int) -> str:
@@ -144,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out: Path = args.out or Path(tempfile.mkdtemp(prefix="gpuplan-proof-"))
     out.mkdir(parents=True, exist_ok=True)
-    report = Report([], [])
+    report = Report()
     gpu = args.gpu
 
     with PynvmlSource() as source:
@@ -190,164 +164,136 @@ def main(argv: list[str] | None = None) -> int:
         )
         report.say()
         uuid = card.uuid or str(gpu)
-        env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID", CUDA_VISIBLE_DEVICES=uuid)
-        with tempfile.TemporaryDirectory() as scratch:
-            script = Path(scratch) / "gpuplan_proof_cotenant.py"
-            script.write_text(COTENANT, encoding="utf-8")
-            child = subprocess.Popen(
-                [sys.executable, str(script), "--hold", str(hold)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-                env=env,
-            )
+        with cotenant(COTENANT, hold, uuid) as child:
             assert child.stdin is not None and child.stdout is not None
-            try:
-                if child.stdout.readline().strip() != "holding":
-                    report.check("co-tenant started", False, "it did not report holding its bytes")
+            if child.stdout.readline().strip() != "holding":
+                report.check("co-tenant started", False, "it did not report holding its bytes")
+                return 1
+            time.sleep(0.5)
+            snapshot = take_snapshot(source, datetime.now(UTC), HOST)
+            # Put the cut-off mid-step, so a few MiB of context jitter cannot decide the test.
+            for _ in range(3):
+                gate_free, total, position = cut_off_position(snapshot, gpu, context)
+                fraction = position - (position.numerator // position.denominator)
+                if Fraction(3, 10) <= fraction <= Fraction(7, 10):
+                    break
+                extra = int(((fraction - Fraction(1, 2)) % 1) * total / 1000) + MIB
+                child.stdin.write(f"more {extra}\n")
+                child.stdin.flush()
+                if child.stdout.readline().strip() != "ok":
+                    report.check("co-tenant grew", False, "it did not confirm")
                     return 1
+                report.say(f"- co-tenant took {mib(extra)} more to put the cut-off mid-step")
                 time.sleep(0.5)
                 snapshot = take_snapshot(source, datetime.now(UTC), HOST)
-                # Put the cut-off mid-step, so a few MiB of context jitter cannot decide the test.
-                for _ in range(3):
-                    gate_free, total, position = cut_off_position(snapshot, gpu, context)
-                    fraction = position - (position.numerator // position.denominator)
-                    if Fraction(3, 10) <= fraction <= Fraction(7, 10):
-                        break
-                    extra = int(((fraction - Fraction(1, 2)) % 1) * total / 1000) + MIB
-                    child.stdin.write(f"more {extra}\n")
-                    child.stdin.flush()
-                    if child.stdout.readline().strip() != "ok":
-                        report.check("co-tenant grew", False, "it did not confirm")
-                        return 1
-                    report.say(f"- co-tenant took {mib(extra)} more to put the cut-off mid-step")
-                    time.sleep(0.5)
-                    snapshot = take_snapshot(source, datetime.now(UTC), HOST)
-                snapshot_path = out / "proof.snapshot.json"
-                snapshot_path.write_text(dumps_snapshot(snapshot), encoding="utf-8")
-                catalogue_path = out / "proof.catalogue.yaml"
-                catalogue_path.write_text(catalogue_text(cards, gpu, context), encoding="utf-8")
-                shot = snapshot.card(gpu)
-                for process in shot.processes:
-                    report.say(
-                        f"- process {process.pid}: {mib(process.used_bytes)} `{process.cmdline}`"
-                    )
+            snapshot_path = out / "proof.snapshot.json"
+            snapshot_path.write_text(dumps_snapshot(snapshot), encoding="utf-8")
+            catalogue_path = out / "proof.catalogue.yaml"
+            catalogue_path.write_text(catalogue_text(cards, gpu, context), encoding="utf-8")
+            shot = snapshot.card(gpu)
+            for process in shot.processes:
                 report.say(
-                    f"- snapshot {snapshot.taken_at:%H:%M:%S}Z: used {shot.used_bytes:,} B, free {shot.free_bytes:,} B "
-                    f"({gib(shot.free_bytes)}); CUDA total {total:,} B ({gib(total)})"
+                    f"- process {process.pid}: {mib(process.used_bytes)} `{process.cmdline}`"
                 )
-                gate_free, total, position = cut_off_position(snapshot, gpu, context)
-                cut = largest_util_within(gate_free, total)
-                if cut is None:
-                    report.check("a cut-off exists", False, "the co-tenant left too little free")
-                    return 1
-                above = cut + UTIL_STEP
-                report.say(
-                    f"- predicted: vLLM's gate will read free = {gate_free:,} B ({gib(gate_free)}) = NVML free − "
-                    f"cuda_context; the largest 3-decimal util that passes is **{cut}** "
-                    f"(1000 × free / total = {float(position):.3f})"
-                )
-                report.say(
-                    f"- requests: util {cut} → {requested_bytes(cut, total):,} B; util {above} → "
-                    f"{requested_bytes(above, total):,} B"
-                )
-                report.say()
+            report.say(
+                f"- snapshot {snapshot.taken_at:%H:%M:%S}Z: used {shot.used_bytes:,} B, free {shot.free_bytes:,} B "
+                f"({gib(shot.free_bytes)}); CUDA total {total:,} B ({gib(total)})"
+            )
+            gate_free, total, position = cut_off_position(snapshot, gpu, context)
+            cut = largest_util_within(gate_free, total)
+            if cut is None:
+                report.check("a cut-off exists", False, "the co-tenant left too little free")
+                return 1
+            above = cut + UTIL_STEP
+            report.say(
+                f"- predicted: vLLM's gate will read free = {gate_free:,} B ({gib(gate_free)}) = NVML free − "
+                f"cuda_context; the largest 3-decimal util that passes is **{cut}** "
+                f"(1000 × free / total = {float(position):.3f})"
+            )
+            report.say(
+                f"- requests: util {cut} → {requested_bytes(cut, total):,} B; util {above} → "
+                f"{requested_bytes(above, total):,} B"
+            )
+            report.say()
 
-                report.say("## 3. `gpuplan check probe --gpu N --util U` on that snapshot")
-                report.say()
-                verdicts: dict[Decimal, int] = {}
-                for util in (cut, above):
-                    code, text = gpuplan_check(
-                        catalogue_path, snapshot_path, gpu, util, as_json=True
-                    )
-                    verdicts[util] = code
-                    try:
-                        data = json.loads(text)
-                        rules = [r["rule"] for r in data["reasons"]]
-                        verdict = data["verdict"]
-                    except (ValueError, KeyError):
-                        rules, verdict = [], f"unreadable output {text[:200]!r}"
-                    report.say(
-                        f"- util {util}, --snapshot: exit {code}, verdict {verdict}, rules {rules or '-'}"
-                    )
-                live: dict[Decimal, int] = {}
-                for util in (cut, above):
-                    live[util], text = gpuplan_check(catalogue_path, None, gpu, util, as_json=False)
-                    headline = text.splitlines()[0] if text else "(no output)"
-                    report.say(f"- util {util}, --live: exit {live[util]} — {headline}")
-                code, human = gpuplan_check(
-                    catalogue_path, snapshot_path, gpu, above, as_json=False
-                )
-                report.say()
-                report.say(f"The refusal as printed (util {above}):")
-                report.say()
-                report.say("```")
-                report.say(human.rstrip())
-                report.say("```")
-                report.say()
-                report.check(
-                    "check passes at the cut-off", verdicts[cut] == 0, f"exit {verdicts[cut]}"
-                )
-                report.check(
-                    "check refuses one step above", verdicts[above] == 1, f"exit {verdicts[above]}"
-                )
-                report.check(
-                    "the --live check agrees", live == verdicts, f"exits {live[cut]}/{live[above]}"
-                )
-                report.say()
-
+            report.say("## 3. `gpuplan check probe --gpu N --util U` on that snapshot")
+            report.say()
+            verdicts: dict[Decimal, int] = {}
+            for util in (cut, above):
+                code, text = gpuplan_check(catalogue_path, snapshot_path, gpu, util, as_json=True)
+                verdicts[util] = code
+                try:
+                    data = json.loads(text)
+                    rules = [r["rule"] for r in data["reasons"]]
+                    verdict = data["verdict"]
+                except (ValueError, KeyError):
+                    rules, verdict = [], f"unreadable output {text[:200]!r}"
                 report.say(
-                    "## 4. The real gate: a fresh process doing what a vLLM worker does, then free vs ceil(util × total)"
+                    f"- util {util}, --snapshot: exit {code}, verdict {verdict}, rules {rules or '-'}"
                 )
-                report.say()
-                real: dict[Decimal, bool] = {}
-                for util in (cut, above):
-                    nvml_before = source.read_card(gpu).free_bytes or 0
-                    data = run_child(card.uuid, gpu)
-                    free, cuda_total = data["cublas"]
-                    wanted = requested_bytes(util, cuda_total)
-                    real[util] = free >= wanted
-                    if real[util]:
-                        said = f"starts: free {free:,} B ≥ requested {wanted:,} B (spare {mib(free - wanted)})"
-                    else:
-                        said = (
-                            f"Free memory on device cuda:0 ({round(free / GIB, 2)}/{round(cuda_total / GIB, 2)} GiB) "
-                            f"on startup is less than desired GPU memory utilization ({util}, "
-                            f"{round(wanted / GIB, 2)} GiB) — short {mib(wanted - free)}"
-                        )
-                    report.say(
-                        f"- util {util}: NVML free before {nvml_before:,} B; the process read free {free:,} B, "
-                        f"total {cuda_total:,} B (took {mib(nvml_before - free)}): {said}"
+            live: dict[Decimal, int] = {}
+            for util in (cut, above):
+                live[util], text = gpuplan_check(catalogue_path, None, gpu, util, as_json=False)
+                headline = text.splitlines()[0] if text else "(no output)"
+                report.say(f"- util {util}, --live: exit {live[util]} — {headline}")
+            code, human = gpuplan_check(catalogue_path, snapshot_path, gpu, above, as_json=False)
+            report.say()
+            report.say(f"The refusal as printed (util {above}):")
+            report.say()
+            report.say("```")
+            report.say(human.rstrip())
+            report.say("```")
+            report.say()
+            report.check("check passes at the cut-off", verdicts[cut] == 0, f"exit {verdicts[cut]}")
+            report.check(
+                "check refuses one step above", verdicts[above] == 1, f"exit {verdicts[above]}"
+            )
+            report.check(
+                "the --live check agrees", live == verdicts, f"exits {live[cut]}/{live[above]}"
+            )
+            report.say()
+
+            report.say(
+                "## 4. The real gate: a fresh process doing what a vLLM worker does, then free vs ceil(util × total)"
+            )
+            report.say()
+            real: dict[Decimal, bool] = {}
+            for util in (cut, above):
+                nvml_before = source.read_card(gpu).free_bytes or 0
+                data = run_child(card.uuid, gpu)
+                free, cuda_total = data["cublas"]
+                wanted = requested_bytes(util, cuda_total)
+                real[util] = free >= wanted
+                if real[util]:
+                    said = f"starts: free {free:,} B ≥ requested {wanted:,} B (spare {mib(free - wanted)})"
+                else:
+                    said = (
+                        f"Free memory on device cuda:0 ({round(free / GIB, 2)}/{round(cuda_total / GIB, 2)} GiB) "
+                        f"on startup is less than desired GPU memory utilization ({util}, "
+                        f"{round(wanted / GIB, 2)} GiB) — short {mib(wanted - free)}"
                     )
-                    report.check(
-                        f"real CUDA total = snapshot's CUDA total (util {util})",
-                        cuda_total == total,
-                        f"{cuda_total:,} vs {total:,}",
-                    )
-                    report.check(
-                        f"real free within 32 MiB of the prediction (util {util})",
-                        abs(free - gate_free) <= 32 * MIB,
-                        f"{free - gate_free:+,} B",
-                    )
-                report.say()
-                report.check("the real gate passes at the cut-off", real[cut], f"util {cut}")
+                report.say(
+                    f"- util {util}: NVML free before {nvml_before:,} B; the process read free {free:,} B, "
+                    f"total {cuda_total:,} B (took {mib(nvml_before - free)}): {said}"
+                )
                 report.check(
-                    "the real gate refuses one step above", not real[above], f"util {above}"
+                    f"real CUDA total = snapshot's CUDA total (util {util})",
+                    cuda_total == total,
+                    f"{cuda_total:,} vs {total:,}",
                 )
                 report.check(
-                    "gpuplan check agrees with the real gate at both utils",
-                    (verdicts[cut] == 0) == real[cut]
-                    and (verdicts[above] == 1) == (not real[above]),
-                    f"check exits {verdicts[cut]}/{verdicts[above]}, real gate {real[cut]}/{real[above]}",
+                    f"real free within 32 MiB of the prediction (util {util})",
+                    abs(free - gate_free) <= 32 * MIB,
+                    f"{free - gate_free:+,} B",
                 )
-            finally:
-                if child.poll() is None:
-                    child.stdin.write("done\n")
-                    child.stdin.flush()
-                    try:
-                        child.wait(timeout=30)
-                    except subprocess.TimeoutExpired:
-                        child.kill()
+            report.say()
+            report.check("the real gate passes at the cut-off", real[cut], f"util {cut}")
+            report.check("the real gate refuses one step above", not real[above], f"util {above}")
+            report.check(
+                "gpuplan check agrees with the real gate at both utils",
+                (verdicts[cut] == 0) == real[cut] and (verdicts[above] == 1) == (not real[above]),
+                f"check exits {verdicts[cut]}/{verdicts[above]}, real gate {real[cut]}/{real[above]}",
+            )
     report.say()
     report.say("All checks passed." if not report.failed else f"FAILED: {', '.join(report.failed)}")
     (out / "check-gpu-proof.md").write_text("\n".join(report.lines) + "\n", encoding="utf-8")
