@@ -16,7 +16,6 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from inventory.snapshot import Snapshot
 
-PREFIX = "gpuplan_"
 CARD_LABELS = ("host", "gpu", "uuid")
 PROCESS_LABELS = ("host", "gpu", "uuid", "pid", "seat")
 FOREIGN = "foreign"  # seat label of a process no seat's `match` claims

@@ -39,9 +39,6 @@ DCGM_QUERY = f'{{__name__=~"{DCGM_USED}|{DCGM_FREE}|{DCGM_RESERVED}|{DCGM_TOTAL}
 DCGM_TIMES = f"timestamp({DCGM_FREE})"
 QUERIES = (GPUPLAN_QUERY, GPUPLAN_TIMES, DCGM_QUERY, DCGM_TIMES)
 
-# Labels that say where a series was scraped, not what it measures.
-TARGET_LABELS = ("instance", "job")
-
 
 class Sample(NamedTuple):
     """One series of an instant-query answer: its labels, value text and evaluation time (unix s).

@@ -26,7 +26,6 @@ DEFAULT_MAX_MOVES = 3
 # Sets whose end state verifies but that have no safe order: how many are priced for the note.
 MAX_UNORDERED = 20
 
-Assignment = dict[str, tuple[str, tuple[int, ...]]]
 Score = tuple[int, ...]
 
 

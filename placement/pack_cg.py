@@ -100,7 +100,6 @@ class ColumnGeneration:
         )
         self.columns: list[tuple[int, ...]] = []
         self._known: set[tuple[int, ...]] = set()
-        self.pricing_calls = 0
 
     def add_column(self, counts: Sequence[int]) -> bool:
         """Add a pattern (copies per type) unless it is known; True if it was new."""
@@ -145,7 +144,6 @@ class ColumnGeneration:
             solution = self.highs.getSolution()
             value = float(info.objective_function_value)
             duals = [max(0.0, d) for d in solution.row_dual[: len(self.sizes)]]
-            self.pricing_calls += 1
             best, counts = knapsack(duals, self.sizes, self.demand, self.capacity)
             converged = best <= 1.0 + PRICE_EPS
             settled = converged or (early and lp_bound(value / best) >= lp_bound(value))
@@ -283,44 +281,6 @@ def _one_dive(
 def pattern_sizes(counts: Sequence[int], sizes: Sequence[int]) -> list[int]:
     """A pattern (copies per type) as the list of its item sizes."""
     return [w for w, a in zip(sizes, counts, strict=True) for _ in range(a)]
-
-
-def arc_reduced_costs(
-    item_arcs: Sequence[tuple[int, int, int]],
-    source: int,
-    sink: int,
-    duals: Sequence[float],
-) -> tuple[list[float], dict[int, float]]:
-    """Per arc of an arc-flow graph, 1 − the best dual value of a full path through it.
-
-    P(u) = max Σπ over paths source → u, Q(v) = max Σπ over paths v → sink (a loss arc
-    reaches the sink from any node at no value); item arc (u, v, t) costs 1 − P(u) − π_t − Q(v)
-    and the loss arc at u costs 1 − P(u). Node labels rise along every arc, so one pass up
-    and one pass down suffice. Returns (per item arc, per node's loss arc).
-    """
-    minus = -math.inf
-    nodes = sorted({source, sink} | {u for u, _, _ in item_arcs} | {v for _, v, _ in item_arcs})
-    reach = {n: minus for n in nodes}
-    reach[source] = 0.0
-    rest = {n: 0.0 for n in nodes}
-    by_tail: dict[int, list[tuple[int, int]]] = {}
-    for u, v, t in item_arcs:
-        by_tail.setdefault(u, []).append((v, t))
-    for u in nodes:
-        if reach[u] == minus:
-            continue
-        for v, t in by_tail.get(u, ()):
-            value = reach[u] + duals[t]
-            if value > reach[v]:
-                reach[v] = value
-    for u in reversed(nodes):
-        best = 0.0
-        for v, t in by_tail.get(u, ()):
-            best = max(best, duals[t] + rest[v])
-        rest[u] = best
-    arcs = [1.0 - reach[u] - duals[t] - rest[v] for u, v, t in item_arcs]
-    loss = {u: 1.0 - reach[u] for u in nodes if u != sink}
-    return arcs, loss
 
 
 def _bounded_add(table: np.ndarray, size: int, value: float, bound: int) -> np.ndarray:

@@ -13,14 +13,13 @@ import warnings
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import pulp
 
 from placement.model import KILL_GRACE_S, killed_at
 from placement.quiet import stdout_to_stderr
 
-Solver = Literal["cbc", "highs"]
 SOLVERS: tuple[str, ...] = ("cbc", "highs")
 MAX_ARCS = 2_000_000
 # Graphs of more arcs get the LP relaxation and reduced-cost fixing before the integer program.
