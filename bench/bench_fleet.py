@@ -17,8 +17,8 @@ from typing import Any
 from bench import quick
 from bench.fleetgen import running_fleet
 from inventory.snapshot import Snapshot
-from placement.planner import greedy_assignment, plan
-from placement.problem import build_problem, new_seats
+from placement.plan.planner import greedy_assignment, plan
+from placement.plan.problem import build_problem, new_seats
 from seats.model import Catalogue, Seat
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -250,7 +250,7 @@ def run() -> str:
         "seat per card to plan (2.5 per card), running seats 20–55 % of a card, new seats 20–60 % of the smaller card, one in eight "
         f"on two cards, priorities 0–2. `plan()` in process, time limit {TIME_LIMIT_S:g} s. "
         "*FFD*, *BFD*: seats the first-fit- and best-fit-decreasing placers "
-        '(`placement.planner.greedy_assignment`, `fit="first"` / `"best"`) place on the same '
+        '(`placement.plan.planner.greedy_assignment`, `fit="first"` / `"best"`) place on the same '
         "problem. *Gap*: the planner's reported optimality gap "
         "(0 = proven optimal; `greedy` status = FFD already placed every placeable seat, "
         "which proves the seat count). Small fleets (up to 2,000 eligible seat–card pairs) go "

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from inventory.fake import FakeNvml, h200_idle_card
-from inventory.ledger import open_ledger
+from inventory.ledger.store import open_ledger
 from inventory.nvml import RawProcess
 from inventory.poller import take_snapshot
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import quick
-from placement.pack import PackItem, pack_items
+from placement.pack.packer import PackItem, pack_items
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / ".." / "shared" / "binpacking"
@@ -123,8 +123,8 @@ def run_set(
         spent += wall
         sizes, capacity = read_instance(path)
         if figures is None:
-            from placement.bounds import l2_bound
-            from placement.greedy import first_fit_decreasing
+            from placement.pack.bounds import l2_bound
+            from placement.pack.greedy import first_fit_decreasing
 
             outcomes.append(
                 Outcome(

@@ -18,9 +18,9 @@ from typing import Any
 
 from bench.fleetgen import running_fleet
 from inventory.snapshot import Snapshot
-from placement.model import Solution, solve
-from placement.planner import PlanResult, greedy_assignment, plan
-from placement.problem import build_problem, new_seats
+from placement.plan.model import Solution, solve
+from placement.plan.planner import PlanResult, greedy_assignment, plan
+from placement.plan.problem import build_problem, new_seats
 from seats.model import Catalogue, Seat
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,7 +108,11 @@ def _command_seconds(repeat: int = 5) -> dict[str, float]:
         str(ROOT / "seats/catalogue/fv-ml1.snapshot.json"),
         "--json",
     ]
-    imports = [sys.executable, "-c", "import pulp, pydantic, yaml, tabulate, placement.planner"]
+    imports = [
+        sys.executable,
+        "-c",
+        "import pulp, pydantic, yaml, tabulate, placement.plan.planner",
+    ]
     runs = [(_timed_process(argv), _timed_process(imports)) for _ in range(repeat)]
     return {
         "wall": statistics.median(r[0][0] for r in runs),

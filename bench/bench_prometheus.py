@@ -20,12 +20,18 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
-from inventory.exporter import recorded_poll, serve
 from inventory.fake import FakeNvml, h200_idle_card
-from inventory.metrics import Reading, SnapshotCollector, registry_for, render, snapshot_families
 from inventory.nvml import RawProcess
 from inventory.poller import take_snapshot
-from inventory.prometheus import (
+from inventory.prometheus.exporter import recorded_poll, serve
+from inventory.prometheus.metrics import (
+    Reading,
+    SnapshotCollector,
+    registry_for,
+    render,
+    snapshot_families,
+)
+from inventory.prometheus.reader import (
     QUERIES,
     QueryResults,
     Sample,

@@ -18,9 +18,9 @@ from typing import Any
 
 import yaml
 
-from inventory.ledger import open_ledger
+from inventory.ledger.store import open_ledger
 from inventory.snapshot import Snapshot, load_snapshot
-from placement.demo import plan_story, write_demo
+from placement.report.demo import plan_story, write_demo
 from seats.loader import load_catalogue, parse_catalogue
 from seats.model import Catalogue
 

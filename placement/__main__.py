@@ -1,5 +1,5 @@
 """`python -m placement` is `gpuplan`."""
 
-from placement.cli import entry
+from placement.cli.main import entry
 
 entry()

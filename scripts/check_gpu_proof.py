@@ -28,7 +28,7 @@ from inventory.calibrate import measure, run_child  # noqa: E402
 from inventory.nvml import PynvmlSource  # noqa: E402
 from inventory.poller import take_snapshot  # noqa: E402
 from inventory.snapshot import Snapshot, dumps_snapshot  # noqa: E402
-from placement.engines import UTIL_STEP, largest_util_within, requested_bytes  # noqa: E402
+from placement.fit.engines import UTIL_STEP, largest_util_within, requested_bytes  # noqa: E402
 
 HOST = "gpu-proof"
 

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 from proof_kit import GIB, MIB, Report, cotenant, mib  # noqa: E402
 
 from inventory.calibrate import STAGE_TEXT, STAGES, measure  # noqa: E402
-from inventory.ledger import open_ledger  # noqa: E402
+from inventory.ledger.store import open_ledger  # noqa: E402
 from inventory.nvml import PynvmlSource  # noqa: E402
 from inventory.poller import take_snapshot  # noqa: E402
 from inventory.snapshot import Snapshot, dumps_snapshot  # noqa: E402

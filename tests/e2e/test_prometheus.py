@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from inventory.attribution import attribute
-from inventory.prometheus import Fleet, read_fleet
+from inventory.prometheus.reader import Fleet, read_fleet
 from inventory.snapshot import Card, Process, Snapshot, load_snapshot, save_snapshot
-from placement.cli import main
+from placement.cli.main import main
 from seats.loader import load_catalogue
 from tests.conftest import FV_ML1_CATALOGUE, FV_ML1_SNAPSHOT
 from tests.e2e.harness import (
@@ -249,7 +249,7 @@ def test_plan_through_prometheus_equals_the_plan_from_files(
     fleet: Fleet2, gpuplan: Callable[..., Ran]
 ) -> None:
     try:
-        import placement.commands.plan  # noqa: F401
+        import placement.cli.plan  # noqa: F401
     except ModuleNotFoundError:
         pytest.skip("the plan command is not in this checkout yet")
     # A generous limit: on a loaded 2-core runner CBC can be starved past the 10 s default, and
@@ -350,7 +350,7 @@ def test_unreachable_prometheus_exits_3(fleet: Fleet2, gpuplan: Callable[..., Ra
 def test_snapshot_records_the_fleet_from_prometheus_into_the_ledger(
     fleet: Fleet2, gpuplan: Callable[..., Ran], tmp_path: Path
 ) -> None:
-    from inventory.ledger import open_ledger
+    from inventory.ledger.store import open_ledger
 
     db = tmp_path / "fleet.sqlite"
     common = ["snapshot", "--catalogue", str(fleet.catalogue), "--prometheus", fleet.url]

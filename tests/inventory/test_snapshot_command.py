@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from inventory.calibrate import Calibration, CalibrationRun, render, torch_available
-from inventory.ledger import LedgerError, open_ledger
+from inventory.ledger.store import LedgerError, open_ledger
 from inventory.snapshot import load_snapshot
-from placement.cli import main
+from placement.cli.main import main
 from tests.conftest import FV_ML1_CATALOGUE, FV_ML1_SNAPSHOT
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from placement.cli import main
+from placement.cli.main import main
 from seats.loader import read_yaml
 from tests.conftest import FV_ML1_CATALOGUE
 

@@ -1,0 +1,1 @@
+"""Prometheus: the exporter, the metric names, and the reader that turns answers into snapshots."""

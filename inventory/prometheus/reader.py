@@ -1,0 +1,568 @@
+"""A fleet read from a Prometheus server: one Snapshot per host from instant queries.
+
+gpuplan's own exporter metrics are preferred; a host with only NVIDIA's DCGM exporter is read from
+DCGM_FI_DEV_FB_* (MiB, no per-process data). A host whose data is stale or incomplete is not used.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, NamedTuple
+
+from pydantic import ValidationError
+
+from inventory.prometheus import metrics as m
+from inventory.snapshot import Card, Process, Snapshot, format_utc
+from seats.errors import BadInputError, CannotDecideError
+
+MIB = 2**20
+# A DCGM framebuffer figure above 16 TiB is no card's MiB count: it is bytes (or KiB) mislabelled.
+DCGM_MAX_MIB = 2**24
+DCGM_USED = "DCGM_FI_DEV_FB_USED"
+DCGM_FREE = "DCGM_FI_DEV_FB_FREE"
+DCGM_RESERVED = "DCGM_FI_DEV_FB_RESERVED"
+# Optional (not in dcgm-exporter's default counters): the exact total, where exported.
+DCGM_TOTAL = "DCGM_FI_DEV_FB_TOTAL"
+
+GPUPLAN_QUERY = '{__name__=~"gpuplan_.+"}'
+# One scrape carries all of a host's series, so the poll gauge's sample time is the host's.
+GPUPLAN_TIMES = f"timestamp({m.POLL_SUCCESS})"
+DCGM_QUERY = f'{{__name__=~"{DCGM_USED}|{DCGM_FREE}|{DCGM_RESERVED}|{DCGM_TOTAL}"}}'
+DCGM_TIMES = f"timestamp({DCGM_FREE})"
+QUERIES = (GPUPLAN_QUERY, GPUPLAN_TIMES, DCGM_QUERY, DCGM_TIMES)
+
+
+class Sample(NamedTuple):
+    """One series of an instant-query answer: its labels, value text and evaluation time (unix s).
+
+    A tuple, not a dataclass: a 128-host fleet is some 13,000 of them per read.
+    """
+
+    labels: Mapping[str, str]
+    value: str
+    at: float
+
+    @property
+    def name(self) -> str:
+        return self.labels.get("__name__", "")
+
+    def where(self) -> str:
+        """`instance … (job …)`, for messages about colliding series."""
+        return f"instance {self.labels.get('instance', '?')} (job {self.labels.get('job', '?')})"
+
+
+@dataclass(frozen=True)
+class HostProblem:
+    """Why a host is not planned on: kind is stale, incomplete, collision, units, poll or absent."""
+
+    host: str
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """Usable snapshots (complete and fresh), the stale ones, and every host problem."""
+
+    source: str
+    snapshots: tuple[Snapshot, ...]
+    stale: tuple[Snapshot, ...] = ()
+    problems: tuple[HostProblem, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    def problem(self, host: str) -> HostProblem | None:
+        """The problem that keeps `host` out of plans, if any."""
+        return next((p for p in self.problems if p.host == host), None)
+
+
+@dataclass
+class QueryResults:
+    """The four instant-query answers a fleet is built from."""
+
+    gpuplan: list[Sample] = field(default_factory=list)
+    gpuplan_times: list[Sample] = field(default_factory=list)
+    dcgm: list[Sample] = field(default_factory=list)
+    dcgm_times: list[Sample] = field(default_factory=list)
+
+
+class _HostFault(Exception):
+    def __init__(self, kind: str, text: str) -> None:
+        super().__init__(text)
+        self.kind = kind
+        self.text = text
+
+
+Opener = Callable[[str, float], bytes]
+
+
+def _urlopen(url: str, timeout: float) -> bytes:
+    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        body: bytes = response.read()
+        return body
+
+
+def query_url(base: str, promql: str, at: datetime) -> str:
+    """The /api/v1/query URL for `promql` evaluated at `at`."""
+    params = urllib.parse.urlencode({"query": promql, "time": f"{at.timestamp():.3f}"})
+    return f"{base.rstrip('/')}/api/v1/query?{params}"
+
+
+def check_url(base: str) -> None:
+    """Exit 2 for a URL that is not http(s)://host[:port][/prefix]."""
+    parts = urllib.parse.urlsplit(base)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise BadInputError(
+            f"--prometheus {base!r}: expected a URL like http://prometheus:9090 (scheme and host)"
+        )
+
+
+def query(
+    base: str, promql: str, *, at: datetime, timeout: float = 10.0, opener: Opener = _urlopen
+) -> list[Sample]:
+    """Run one instant query; exit 3 (CannotDecideError) when Prometheus is unreachable or refuses."""
+    url = query_url(base, promql, at)
+    try:
+        body = opener(url, timeout)
+    except urllib.error.HTTPError as exc:
+        # Prometheus answers a bad query with 400/422 and a JSON error body.
+        body = exc.read()
+        if not body:
+            raise CannotDecideError(
+                f"Prometheus at {base}: query {promql} failed with HTTP {exc.code} {exc.reason}"
+            ) from exc
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise CannotDecideError(
+            f"Prometheus at {base} is unreachable ({reason}) while querying {promql}"
+        ) from exc
+    return parse_response(body, base, promql)
+
+
+def parse_response(body: bytes, base: str, promql: str) -> list[Sample]:
+    """The samples of an instant-query JSON answer, or CannotDecideError naming the query."""
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CannotDecideError(
+            f"Prometheus at {base}: the answer to {promql} is not JSON (is this a Prometheus URL?)"
+        ) from exc
+    if not isinstance(data, dict) or data.get("status") != "success":
+        error = data.get("error", "no error text") if isinstance(data, dict) else "not an object"
+        kind = data.get("errorType", "error") if isinstance(data, dict) else "error"
+        raise CannotDecideError(f"Prometheus at {base}: query {promql} failed: {kind}: {error}")
+    result = data.get("data", {})
+    if result.get("resultType") != "vector" or not isinstance(result.get("result"), list):
+        raise CannotDecideError(
+            f"Prometheus at {base}: query {promql} did not return an instant vector"
+        )
+    samples: list[Sample] = []
+    for series in result["result"]:
+        try:
+            at, value = series["value"]
+            samples.append(Sample(series["metric"], str(value), float(at)))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CannotDecideError(
+                f"Prometheus at {base}: query {promql} returned a malformed series: {series!r:.200}"
+            ) from exc
+    return samples
+
+
+def read_fleet(
+    base: str,
+    *,
+    now: datetime,
+    max_age: timedelta,
+    expected_cards: Mapping[str, int] | None = None,
+    timeout: float = 10.0,
+    opener: Opener = _urlopen,
+) -> Fleet:
+    """Query Prometheus at `base` and build the fleet (see `build_fleet`)."""
+    check_url(base)
+    answers = [query(base, q, at=now, timeout=timeout, opener=opener) for q in QUERIES]
+    results = QueryResults(*answers)
+    return build_fleet(
+        results, now=now, max_age=max_age, expected_cards=expected_cards, source=base
+    )
+
+
+def build_fleet(
+    results: QueryResults,
+    *,
+    now: datetime,
+    max_age: timedelta,
+    expected_cards: Mapping[str, int] | None = None,
+    source: str = "Prometheus",
+) -> Fleet:
+    """One snapshot per host from the query answers.
+
+    `taken_at` is the oldest sample time of the host (for gpuplan's exporter also no later than
+    `gpuplan_snapshot_timestamp_seconds`, so a recorded snapshot keeps its age). A host older
+    than `max_age` is stale; a host with a missing card or figure, colliding series, implausible
+    DCGM units or a failed poll is reported as a problem and not used. `expected_cards` (from the
+    catalogue) names hosts that must be present and how many cards each has.
+    """
+    problems: list[HostProblem] = []
+    warnings: list[str] = []
+    built: list[Snapshot] = []
+    gpuplan_hosts = _group(results.gpuplan, _gpuplan_host)
+    gpuplan_times = _group(results.gpuplan_times, _gpuplan_host)
+    dcgm_hosts = _group(results.dcgm, _dcgm_host)
+    dcgm_times = _group(results.dcgm_times, _dcgm_host)
+    expected = dict(expected_cards or {})
+
+    for host in sorted(gpuplan_hosts):
+        try:
+            built.append(
+                _gpuplan_snapshot(host, gpuplan_hosts[host], gpuplan_times.get(host, []), expected)
+            )
+        except _HostFault as fault:
+            problems.append(HostProblem(host, fault.kind, f"{host}: {fault.text}"))
+    for host in sorted(set(dcgm_hosts) - set(gpuplan_hosts)):
+        try:
+            built.append(_dcgm_snapshot(host, dcgm_hosts[host], dcgm_times.get(host, []), expected))
+        except _HostFault as fault:
+            problems.append(HostProblem(host, fault.kind, f"{host}: {fault.text}"))
+            continue
+        warnings.append(
+            f"{host}: read from DCGM exporter ({DCGM_USED}/{DCGM_FREE}); no per-process data, "
+            "so running seats with a `match` there count as absent (held)"
+        )
+    for host in sorted(set(expected) - set(gpuplan_hosts) - set(dcgm_hosts)):
+        problems.append(
+            HostProblem(
+                host,
+                "absent",
+                f"{host}: no gpuplan_* or {DCGM_FREE} series in Prometheus for this catalogue host",
+            )
+        )
+
+    fresh: list[Snapshot] = []
+    stale: list[Snapshot] = []
+    for snapshot in sorted(built, key=lambda s: s.host):
+        age = now - snapshot.taken_at
+        if age > max_age:
+            stale.append(snapshot)
+            problems.append(
+                HostProblem(
+                    snapshot.host,
+                    "stale",
+                    f"{snapshot.host}: stale: its figures date from "
+                    f"{format_utc(snapshot.taken_at)}, {int(age.total_seconds())} s ago, "
+                    f"older than --max-age {int(max_age.total_seconds())} s",
+                )
+            )
+        else:
+            fresh.append(snapshot)
+        if any(card.ok and card.reserved_bytes is None for card in snapshot.cards):
+            warnings.append(
+                f"{snapshot.host}: driver reserve unknown (NVML v1 figures); "
+                "used includes the reserve and CUDA total is taken as NVML total"
+            )
+    return Fleet(
+        source=source,
+        snapshots=tuple(fresh),
+        stale=tuple(stale),
+        problems=tuple(sorted(problems, key=lambda p: p.host)),
+        warnings=tuple(warnings),
+    )
+
+
+def _gpuplan_host(sample: Sample) -> str | None:
+    return sample.labels.get("host") or None
+
+
+def _dcgm_host(sample: Sample) -> str | None:
+    # dcgm-exporter names the node in `Hostname`; a relabelled `host` wins, else the target.
+    labels = sample.labels
+    host = labels.get("host") or labels.get("Hostname")
+    if host:
+        return host
+    instance = labels.get("instance", "")
+    return instance.rsplit(":", 1)[0] or None
+
+
+def _group(
+    samples: Iterable[Sample], host_of: Callable[[Sample], str | None]
+) -> dict[str, list[Sample]]:
+    grouped: dict[str, list[Sample]] = defaultdict(list)
+    for sample in samples:
+        host = host_of(sample)
+        if host is not None:
+            grouped[host].append(sample)
+    return grouped
+
+
+def _index(samples: list[Sample], keys: tuple[str, ...]) -> dict[tuple[str, ...], Sample]:
+    """Samples by (metric name, *keys); two series with one identity is a collision."""
+    seen: dict[tuple[str, ...], Sample] = {}
+    for sample in samples:
+        key = (sample.name, *(sample.labels.get(k, "") for k in keys))
+        if key in seen:
+            first = seen[key]
+            ident = ",".join(f'{k}="{v}"' for k, v in zip(keys, key[1:], strict=True))
+            raise _HostFault(
+                "collision",
+                f"{sample.name}{{{ident}}} comes from two series: {first.where()} and "
+                f"{sample.where()}; give each exporter its own host label",
+            )
+        seen[key] = sample
+    return seen
+
+
+def _number(sample: Sample, host: str) -> float:
+    try:
+        return float(sample.value)
+    except ValueError as exc:
+        raise _HostFault("units", f"{sample.name} has value {sample.value!r}") from exc
+
+
+def _bytes(sample: Sample | None, host: str, *, scale: int = 1) -> int | None:
+    if sample is None:
+        return None
+    value = _number(sample, host)
+    if math.isnan(value):
+        return None
+    if not math.isfinite(value) or value < 0 or value != int(value):
+        raise _HostFault(
+            "units",
+            f'{sample.name}{{gpu="{sample.labels.get("gpu", "")}"}} = {sample.value} '
+            "is not a whole, non-negative count",
+        )
+    return int(value) * scale
+
+
+def _card_index(sample: Sample) -> int:
+    text = sample.labels.get("gpu", "")
+    if not text.isdigit():
+        raise _HostFault("incomplete", f"{sample.name} has gpu label {text!r}, not a card index")
+    return int(text)
+
+
+def _missing_cards(seen: Iterable[int], count: int | None) -> list[int]:
+    indices = set(seen)
+    top = count if count is not None else (max(indices) + 1 if indices else 0)
+    return [i for i in range(top) if i not in indices]
+
+
+def _gpuplan_snapshot(
+    host: str, samples: list[Sample], times: list[Sample], expected: Mapping[str, int]
+) -> Snapshot:
+    per_host: list[Sample] = []
+    per_card: list[Sample] = []
+    per_process: list[Sample] = []
+    for sample in samples:
+        name = sample.name
+        if name.startswith("gpuplan_card_"):
+            per_card.append(sample)
+        elif name == m.PROCESS_USED:
+            per_process.append(sample)
+        else:
+            per_host.append(sample)
+    host_series = _index(per_host, ("host",))
+    card_series = _index(per_card, ("host", "gpu"))
+    process_series = _index(per_process, ("host", "gpu", "pid"))
+
+    success = host_series.get((m.POLL_SUCCESS, host))
+    if success is not None and _number(success, host) != 1:
+        raise _HostFault(
+            "poll", f"the exporter at {success.where()} could not read NVML ({m.POLL_SUCCESS} 0)"
+        )
+
+    declared = host_series.get((m.HOST_CARDS, host))
+    count = _bytes(declared, host) if declared is not None else expected.get(host)
+    by_card: dict[int, dict[str, Sample]] = defaultdict(dict)
+    for (metric, _host, _gpu), sample in card_series.items():
+        by_card[_card_index(sample)][metric] = sample
+    if not by_card:
+        raise _HostFault(
+            "incomplete",
+            f"no gpuplan_card_* series (only {', '.join(sorted({s.name for s in samples}))})",
+        )
+    missing = _missing_cards(by_card, count)
+    if missing:
+        raise _HostFault(
+            "incomplete",
+            f"has {len(by_card)} of {count if count is not None else max(by_card) + 1} cards: "
+            f"no {m.CARD_ERROR} series for gpu {', '.join(map(str, missing))}",
+        )
+    processes: dict[int, list[Process]] = defaultdict(list)
+    for sample in process_series.values():
+        seat = sample.labels.get("seat", m.FOREIGN)
+        pid_text = sample.labels.get("pid", "")
+        if not pid_text.isdigit():
+            raise _HostFault("incomplete", f"{m.PROCESS_USED} has pid label {pid_text!r}")
+        processes[_card_index(sample)].append(
+            Process(
+                pid=int(pid_text),
+                used_bytes=_bytes(sample, host),
+                seat=None if seat in ("", m.FOREIGN) else seat,
+            )
+        )
+
+    cards: list[Card] = []
+    for index in sorted(by_card):
+        series = by_card[index]
+        error_sample = series.get(m.CARD_ERROR)
+        if error_sample is None:
+            raise _HostFault("incomplete", f"gpu {index} has no {m.CARD_ERROR} series")
+        uuid = error_sample.labels.get("uuid") or None
+        card_info = series.get(m.CARD_INFO)
+        card_name = (card_info.labels.get("name") or None) if card_info is not None else None
+        if _number(error_sample, host) != 0:
+            error = error_sample.labels.get("error") or "unknown"
+            cards.append(Card(index=index, uuid=uuid, name=card_name, error=error))
+            continue
+        need = [m.CARD_TOTAL, m.CARD_USED, m.CARD_FREE]
+        version = series.get(m.CARD_MEMORY_VERSION)
+        if version is None or _number(version, host) != 1:
+            need.append(m.CARD_RESERVED)  # only a v1-only card may lack the reserve
+        absent = [metric for metric in need if metric not in series]
+        if absent:
+            raise _HostFault("incomplete", f"gpu {index} lacks {', '.join(absent)}")
+        ratio = series.get(m.CARD_UTILIZATION)
+        utilization = None if ratio is None else round(_number(ratio, host) * 100)
+        cards.append(
+            _card(
+                host,
+                index=index,
+                uuid=uuid,
+                name=card_name,
+                total_bytes=_bytes(series[m.CARD_TOTAL], host),
+                reserved_bytes=_bytes(series.get(m.CARD_RESERVED), host),
+                used_bytes=_bytes(series[m.CARD_USED], host),
+                free_bytes=_bytes(series[m.CARD_FREE], host),
+                utilization_percent=utilization,
+                processes=tuple(sorted(processes.get(index, []), key=lambda p: p.pid)),
+            )
+        )
+    stray = sorted(set(processes) - set(by_card))
+    if stray:
+        raise _HostFault(
+            "incomplete", f"{m.PROCESS_USED} names gpu {stray[0]}, which has no card series"
+        )
+
+    moments = [_number(t, host) for t in times]
+    recorded = host_series.get((m.SNAPSHOT_TIMESTAMP, host))
+    if recorded is not None:
+        moments.append(_number(recorded, host))
+    info = host_series.get((m.HOST_INFO, host))
+    labels = info.labels if info is not None else {}
+    return _snapshot(
+        host,
+        moments,
+        cards,
+        driver=labels.get("driver") or None,
+        nvml_version=labels.get("nvml_version") or None,
+    )
+
+
+def _dcgm_snapshot(
+    host: str, samples: list[Sample], times: list[Sample], expected: Mapping[str, int]
+) -> Snapshot:
+    series = _index(samples, ("gpu",))
+    by_card: dict[int, dict[str, Sample]] = defaultdict(dict)
+    for (name, _gpu), sample in series.items():
+        by_card[_card_index(sample)][name] = sample
+    missing = _missing_cards(by_card, expected.get(host))
+    if missing:
+        raise _HostFault(
+            "incomplete",
+            f"DCGM exporter shows {len(by_card)} cards; no series for gpu {', '.join(map(str, missing))}",
+        )
+    with_reserve = [i for i, s in by_card.items() if DCGM_RESERVED in s]
+    if with_reserve and len(with_reserve) != len(by_card):
+        without = sorted(set(by_card) - set(with_reserve))
+        raise _HostFault(
+            "incomplete", f"gpu {without[0]} lacks {DCGM_RESERVED} (other cards have it)"
+        )
+    cards: list[Card] = []
+    for index in sorted(by_card):
+        card_series = by_card[index]
+        lacking = [n for n in (DCGM_USED, DCGM_FREE) if n not in card_series]
+        if lacking:
+            raise _HostFault("incomplete", f"gpu {index} lacks {', '.join(lacking)}")
+        figures: dict[str, int | None] = {}
+        for key, metric in (
+            ("used", DCGM_USED),
+            ("free", DCGM_FREE),
+            ("reserved", DCGM_RESERVED),
+            ("total", DCGM_TOTAL),
+        ):
+            reading = card_series.get(metric)
+            if reading is None:
+                figures[key] = None
+                continue
+            mib = _bytes(reading, host)
+            if mib is not None and mib >= DCGM_MAX_MIB:
+                raise _HostFault(
+                    "units",
+                    f'{metric}{{gpu="{index}"}} = {reading.value}: DCGM reports MiB and no card has '
+                    f"{DCGM_MAX_MIB} MiB; is the exporter sending bytes?",
+                )
+            figures[key] = None if mib is None else mib * MIB
+        used, free, reserved = figures["used"], figures["free"], figures["reserved"]
+        if used is None or free is None:
+            raise _HostFault("incomplete", f"gpu {index}: {DCGM_USED} or {DCGM_FREE} is NaN")
+        first = card_series[DCGM_FREE]
+        cards.append(
+            _card(
+                host,
+                index=index,
+                uuid=first.labels.get("UUID") or None,
+                name=first.labels.get("modelName") or None,
+                # NVML: total = reserved + used + free (v2); without a reserve, used includes it.
+                # Whole MiB round each part, so their sum can miss the true total by up to 3 MiB.
+                total_bytes=figures["total"] or used + free + (reserved or 0),
+                reserved_bytes=reserved,
+                used_bytes=used,
+                free_bytes=free,
+                utilization_percent=None,
+                processes=(),
+            )
+        )
+    moments = [_number(t, host) for t in times]
+    driver = next(
+        (
+            s.labels["DCGM_FI_DRIVER_VERSION"]
+            for s in samples
+            if s.labels.get("DCGM_FI_DRIVER_VERSION")
+        ),
+        None,
+    )
+    return _snapshot(host, moments, cards, driver=driver, nvml_version=None)
+
+
+def _card(host: str, **fields: Any) -> Card:
+    try:
+        return Card(**fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise _HostFault(
+            "incomplete",
+            f"gpu {fields.get('index')}: {str(first['msg']).removeprefix('Value error, ')}",
+        ) from exc
+
+
+def _snapshot(
+    host: str,
+    moments: list[float],
+    cards: list[Card],
+    *,
+    driver: str | None,
+    nvml_version: str | None,
+) -> Snapshot:
+    if not moments:
+        raise _HostFault("incomplete", "no sample time for the host")
+    taken_at = datetime.fromtimestamp(int(min(moments)), UTC)
+    return Snapshot(
+        host=host, taken_at=taken_at, driver=driver, nvml_version=nvml_version, cards=tuple(cards)
+    )

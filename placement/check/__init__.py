@@ -1,0 +1,1 @@
+"""The pre-deploy check: catalogue seats and compose stacks."""

@@ -1,0 +1,505 @@
+"""The pre-deploy check: one seat (from the catalogue or a compose service) judged on given cards.
+
+Pure core: it builds the seat as it will start and asks the verifier (`placement.fit.verify.judge`);
+what it adds is the warnings that do not refuse (LoRA, util vs resident, compose vs catalogue).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from decimal import Decimal
+from typing import Any
+
+from inventory.attribution import attribute, host_seats, match_seat
+from inventory.snapshot import Process, Snapshot, format_utc
+from placement.check.compose import ComposeError, ComposeService, resolve_cards
+from placement.fit.capacity import cuda_context_bytes, cuda_total
+from placement.fit.engines import cover_target, format_util, requested_bytes, util_decimal
+from placement.fit.verdict import Verdict
+from placement.fit.verify import judge, override_seat
+from seats.errors import BadInputError, Exit
+from seats.model import Catalogue, Engine, Seat
+from seats.units import format_bytes
+
+SCHEMA = 1
+_EXIT = {"pass": Exit.OK, "refuse": Exit.REFUSED, "unknown": Exit.CANNOT_DECIDE}
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One verdict with the seat as judged, the snapshot it was judged on, and where it came from."""
+
+    verdict: Verdict
+    seat: Seat
+    snapshot: Snapshot
+    resident_known: bool = True
+    service: str | None = None
+
+    @property
+    def exit_code(self) -> Exit:
+        """0 pass, 1 refuse, 3 unknown (a card in error)."""
+        return _EXIT[self.verdict.verdict]
+
+    def to_json(self) -> dict[str, Any]:
+        """DESIGN.md's VERDICT plus the figures per card, raw byte ints."""
+        data = self.verdict.to_json()
+        data["resident_known"] = self.resident_known
+        data["resident_bytes"] = self.seat.resident if self.resident_known else None
+        if self.service is not None:
+            data["service"] = self.service
+        data["snapshot"] = {
+            "host": self.snapshot.host,
+            "taken_at": format_utc(self.snapshot.taken_at),
+        }
+        data["card_figures"] = [
+            {
+                "card": f.card,
+                "free_bytes": f.free_bytes,
+                "held_bytes": f.held_bytes,
+                "margin_bytes": f.margin_bytes,
+                "others_bytes": f.others_bytes,
+                "need_bytes": f.need_bytes,
+                "room_bytes": f.room_bytes,
+                "gate_free_bytes": f.gate_free_bytes,
+                "requested_bytes": f.requested_bytes,
+            }
+            for f in self.verdict.figures
+        ]
+        return data
+
+
+def worst_exit(results: Sequence[CheckResult]) -> Exit:
+    """The exit of several checks: the highest code (3 cannot decide > 1 refuse > 0 pass)."""
+    return max((result.exit_code for result in results), default=Exit.OK)
+
+
+def pick_snapshot(snapshots: Sequence[Snapshot], host: str | None) -> Snapshot:
+    """The snapshot of `host`; the only one when no host is named. BadInputError otherwise."""
+    hosts = [snapshot.host for snapshot in snapshots]
+    if host is not None:
+        for snapshot in snapshots:
+            if snapshot.host == host:
+                return snapshot
+        if len(snapshots) == 1:
+            # The verifier refuses it with rule `host`, naming both.
+            return snapshots[0]
+        raise BadInputError(f"no snapshot of host {host} (snapshots of {', '.join(hosts)})")
+    if len(snapshots) == 1:
+        return snapshots[0]
+    raise BadInputError(f"snapshots of several hosts ({', '.join(hosts)}): pass --host")
+
+
+def _check_cards(snapshot: Snapshot, cards: Sequence[int], what: str) -> tuple[int, ...]:
+    indices = sorted(card.index for card in snapshot.cards)
+    for index in cards:
+        if index not in indices:
+            raise BadInputError(
+                f"{what}: host {snapshot.host} has cards {', '.join(map(str, indices))}; there is no card {index}"
+            )
+    if len(set(cards)) != len(cards):
+        raise BadInputError(f"{what}: card list {list(cards)} names a card twice")
+    return tuple(cards)
+
+
+def check_seat(
+    catalogue: Catalogue,
+    snapshots: Sequence[Snapshot],
+    name: str,
+    cards: Sequence[int] | None = None,
+    *,
+    host: str | None = None,
+    util: Decimal | None = None,
+    kv_cache_bytes: int | None = None,
+    resident_bytes: int | None = None,
+) -> CheckResult:
+    """`gpuplan check SEAT --gpu N`: the catalogue's seat (flags override its fields) on `cards`."""
+    try:
+        seat = catalogue.seat(name)
+    except KeyError:
+        names = ", ".join(s.name for s in catalogue.seats) or "none"
+        raise BadInputError(f"no seat named {name!r} in the catalogue (seats: {names})") from None
+    snapshot = pick_snapshot(snapshots, host or seat.host)
+    if cards is None:
+        if seat.pinned_cards is None:
+            raise BadInputError(f"seat {name!r} names no cards; pass --gpu N[,M]")
+        cards = seat.pinned_cards
+    cards = _check_cards(snapshot, cards, "--gpu")
+    if len(cards) != seat.card_count:
+        raise BadInputError(
+            f"seat {name!r} takes {seat.card_count} card(s) (tensor parallel); --gpu gives {len(cards)}"
+        )
+    warnings: list[str] = []
+    if seat.state == "retired":
+        warnings.append(f"{name} is retired in the catalogue")
+    if (kv_cache_bytes is not None or util is not None) and seat.engine.kind != "vllm":
+        raise BadInputError(
+            f"seat {name!r} is not a vLLM seat: --util and --kv-cache-memory do not apply"
+        )
+    judged = seat.model_copy(update={"gpus": tuple(cards), "host": seat.host or snapshot.host})
+    attributed = attribute(snapshot, catalogue)
+    verdict = judge(
+        catalogue,
+        attributed,
+        judged,
+        cards,
+        mode="check",
+        util=util,
+        kv_cache_bytes=kv_cache_bytes,
+        resident_bytes=resident_bytes,
+    )
+    final = override_seat(judged, util, kv_cache_bytes, resident_bytes)
+    warnings += _redeploy_notes(attributed, final.name, cards)
+    warnings += _lora_warnings(final, None)
+    warnings += _cover_warnings(catalogue, attributed, final, verdict)
+    return CheckResult(_with_warnings(verdict, warnings), final, attributed)
+
+
+def check_service(
+    catalogue: Catalogue,
+    snapshots: Sequence[Snapshot],
+    service: ComposeService,
+    *,
+    host: str | None = None,
+) -> CheckResult:
+    """`gpuplan check --compose FILE`: one vLLM service as the file will start it."""
+    seat = _catalogue_seat(catalogue, service, snapshots)
+    snapshot = pick_snapshot(snapshots, host or (seat.host if seat else None))
+    cards = resolve_cards(service, snapshot.host, snapshot.cards)
+    warnings = list(service.notes)
+    version = service.version
+    if seat is not None and seat.engine.version is not None:
+        if version is None:
+            version = seat.engine.version
+        elif version != seat.engine.version:
+            warnings.append(
+                f"compose image {service.image} is vLLM {service.version}; the catalogue says "
+                f"{seat.engine.version} for {seat.name} (judged as {service.version})"
+            )
+    engine = Engine(
+        kind="vllm",
+        version=version,
+        # A float keeps the decimal text: repr(float(Decimal("0.12"))) == "0.12".
+        gpu_memory_utilization=float(service.util) if service.util is not None else None,
+        kv_cache_memory=service.kv_cache_bytes,
+    )
+    resident_known = seat is not None
+    if seat is not None:
+        warnings += _disagreements(seat, service, cards)
+        judged = seat.model_copy(
+            update={"gpus": cards, "host": seat.host or snapshot.host, "engine": engine}
+        )
+        attributed = attribute(snapshot, catalogue)
+    else:
+        # Unknown resident: a lower bound keeps room honest (a refusal on it is certain); the
+        # gate, vLLM's own rule, is judged exactly.
+        lower = service.kv_cache_bytes or 1
+        judged = Seat(
+            name=service.name,
+            host=snapshot.host,
+            gpus=cards,
+            resident=lower,
+            state="planned",
+            engine=engine,
+        )
+        warnings.append(
+            f"resident unknown: no catalogue seat matches service {service.name} "
+            "(add `x-gpuplan-seat: NAME` or a seat whose `match` finds its command); "
+            + (
+                f"room judged on a lower bound, its {format_bytes(lower)} KV cache; "
+                if service.kv_cache_bytes
+                else "room judged on its request alone; "
+            )
+            + "the vLLM gate is judged exactly"
+        )
+        attributed = _attribute_by_port(attribute(snapshot, catalogue), service)
+    verdict = judge(catalogue, attributed, judged, cards, mode="check")
+    warnings += _redeploy_notes(attributed, judged.name, cards)
+    warnings += _lora_warnings(judged if seat is not None else None, service)
+    if resident_known:
+        warnings += _cover_warnings(catalogue, attributed, judged, verdict)
+    return CheckResult(
+        _with_warnings(verdict, warnings),
+        judged,
+        attributed,
+        resident_known=resident_known,
+        service=service.name,
+    )
+
+
+def _catalogue_seat(
+    catalogue: Catalogue, service: ComposeService, snapshots: Sequence[Snapshot]
+) -> Seat | None:
+    if service.seat is not None:
+        try:
+            return catalogue.seat(service.seat)
+        except KeyError:
+            raise ComposeError(
+                service.path,
+                service.name,
+                "x-gpuplan-seat",
+                f"{service.seat!r} names no seat of the catalogue",
+            ) from None
+    hosts = {snapshot.host for snapshot in snapshots}
+    candidates = [seat for host in sorted(hosts) for seat in host_seats(catalogue, host)]
+    name = match_seat(service.cmdline, candidates)
+    return catalogue.seat(name) if name is not None else None
+
+
+def _attribute_by_port(snapshot: Snapshot, service: ComposeService) -> Snapshot:
+    """Mark the service's own running process (a vLLM on its port) so a redeploy frees it first."""
+    if service.port is None:
+        return snapshot
+    pattern = re.compile(rf"vllm.*--port[ =]{service.port}\b")
+    cards = []
+    for card in snapshot.cards:
+        processes: list[Process] = []
+        for process in card.processes:
+            if process.seat is None and process.cmdline and pattern.search(process.cmdline):
+                process = process.model_copy(update={"seat": service.name})
+            processes.append(process)
+        cards.append(card.model_copy(update={"processes": tuple(processes)}))
+    return snapshot.model_copy(update={"cards": tuple(cards)})
+
+
+def _with_warnings(verdict: Verdict, extra: Sequence[str]) -> Verdict:
+    return replace(verdict, warnings=tuple(dict.fromkeys([*verdict.warnings, *extra])))
+
+
+def _redeploy_notes(snapshot: Snapshot, name: str, cards: Sequence[int]) -> list[str]:
+    notes = []
+    for card in snapshot.cards:
+        if card.index not in cards:
+            continue
+        own = [p for p in card.processes if p.seat == name]
+        if own:
+            held = sum(p.used_bytes or 0 for p in own)
+            pids = ", ".join(str(p.pid) for p in own)
+            notes.append(
+                f"{name} already runs on card {card.index} (pid {pids}, {format_bytes(held)}): "
+                "judged as a redeploy, its bytes freed first"
+            )
+    return notes
+
+
+def _lora_warnings(seat: Seat | None, service: ComposeService | None) -> list[str]:
+    """Adapters the next `docker compose up -d` drops (the seed: runtime loads do not persist)."""
+    out: list[str] = []
+    adapters = seat.lora.adapters if seat is not None and seat.lora is not None else ()
+    if service is None:
+        for adapter in adapters:
+            if not adapter.persisted:
+                out.append(
+                    f"LoRA adapter {adapter.name} of {seat.name if seat else '?'} is runtime-loaded "
+                    "(persisted: false): the next `docker compose up -d` drops it; add it to --lora-modules to keep it"
+                )
+        return out
+    listed = set(service.lora_modules)
+    for adapter in adapters:
+        if adapter.name in listed:
+            continue
+        how = (
+            "is runtime-loaded (persisted: false)"
+            if not adapter.persisted
+            else "is marked persisted in the catalogue"
+        )
+        out.append(
+            f"LoRA adapter {adapter.name} {how} but not in the service's --lora-modules: "
+            "the next `docker compose up -d` drops it"
+        )
+    if seat is not None:
+        known = {adapter.name for adapter in adapters}
+        extra = [name for name in service.lora_modules if name not in known]
+        if extra:
+            out.append(
+                f"--lora-modules names {', '.join(extra)}, which the catalogue's {seat.name} does not list"
+            )
+    if service.runtime_lora and not adapters:
+        out.append(
+            f"{service.name} allows runtime LoRA loading (VLLM_ALLOW_RUNTIME_LORA_UPDATING): adapters "
+            "loaded at runtime are gone after the next `docker compose up -d` unless in --lora-modules"
+        )
+    return out
+
+
+def _cover_warnings(
+    catalogue: Catalogue, snapshot: Snapshot, seat: Seat, verdict: Verdict
+) -> list[str]:
+    """A util whose request does not cover the declared resident: vLLM's gate no longer checks the whole seat."""
+    if seat.engine.kind != "vllm" or verdict.util is None:
+        return []
+    util = util_decimal(verdict.util)
+    said = "" if seat.engine.gpu_memory_utilization is not None else " (the version's default)"
+    ctx = cuda_context_bytes(catalogue, snapshot.host)
+    target = cover_target(seat.resident, seat.engine.kv_cache_memory, ctx)
+    out = []
+    for card in snapshot.cards:
+        if card.index not in verdict.cards or not card.ok:
+            continue
+        requested = requested_bytes(util, cuda_total(card))
+        if requested < target:
+            if seat.engine.kv_cache_memory is not None:
+                why = f"the declared resident {format_bytes(seat.resident)}"
+            else:
+                why = f"the declared resident {format_bytes(seat.resident)} less its {format_bytes(ctx)} CUDA context"
+            out.append(
+                f"util {format_util(util)}{said} requests {format_bytes(requested)} on card {card.index}, less than "
+                f"{why}: vLLM's own gate does not cover the whole seat (short {format_bytes(target - requested)})"
+            )
+    return out
+
+
+def _disagreements(seat: Seat, service: ComposeService, cards: Sequence[int]) -> list[str]:
+    out: list[str] = []
+    name = f"service {service.name}"
+    catalogue_util = seat.engine.gpu_memory_utilization
+    if service.util is None and catalogue_util is not None:
+        out.append(
+            f"{name} passes no --gpu-memory-utilization; the catalogue's {seat.name} declares "
+            f"{util_decimal(catalogue_util)} (judged without it, as the file will start)"
+        )
+    elif (
+        service.util is not None
+        and catalogue_util is not None
+        and service.util != util_decimal(catalogue_util)
+    ):
+        out.append(
+            f"{name} --gpu-memory-utilization {service.util_text} disagrees with the catalogue's "
+            f"{util_decimal(catalogue_util)} for {seat.name} (judged with {service.util_text})"
+        )
+    catalogue_kv = seat.engine.kv_cache_memory
+    if service.kv_cache_bytes != catalogue_kv:
+        out.append(
+            f"{name} --kv-cache-memory-bytes {_bytes_or_none(service.kv_cache_bytes)} disagrees with the "
+            f"catalogue's {_bytes_or_none(catalogue_kv)} for {seat.name} (judged with the file's)"
+        )
+    if seat.pinned_cards is not None and tuple(seat.pinned_cards) != tuple(cards):
+        out.append(
+            f"{name} starts on card(s) {', '.join(map(str, cards))}; the catalogue pins {seat.name} to "
+            f"{', '.join(map(str, seat.pinned_cards))}"
+        )
+    if seat.lora is not None:
+        for flag, mine, theirs in (
+            ("--max-loras", service.max_loras, seat.lora.max_loras),
+            ("--max-lora-rank", service.max_lora_rank, seat.lora.max_lora_rank),
+        ):
+            if mine is not None and mine != theirs:
+                out.append(
+                    f"{name} {flag} {mine} disagrees with the catalogue's {theirs}: LoRA slot buffers "
+                    f"change the resident {format_bytes(seat.resident)} it declares"
+                )
+    elif service.lora_enabled:
+        out.append(f"{name} enables LoRA; the catalogue's {seat.name} declares no lora block")
+    return out
+
+
+def _bytes_or_none(value: int | None) -> str:
+    return "none" if value is None else f"{format_bytes(value)} ({value} B)"
+
+
+def inputs_digest(result: CheckResult) -> str:
+    """sha256 of what the verdict rests on: the seat as judged, its cards and the snapshot's identity."""
+    payload = {
+        "seat": result.seat.model_dump(mode="json", by_alias=True),
+        "cards": list(result.verdict.cards),
+        "host": result.snapshot.host,
+        "taken_at": format_utc(result.snapshot.taken_at),
+        "service": result.service,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering
+
+
+def _row(values: Sequence[str], widths: Sequence[int]) -> str:
+    return "  ".join(
+        value.ljust(width) for value, width in zip(values, widths, strict=True)
+    ).rstrip()
+
+
+def render(result: CheckResult, source: str) -> str:
+    """The human report of one check: headline, card figures, every binding rule, nearest, warnings."""
+    verdict = result.verdict
+    seat = result.seat
+    lines = []
+    label = {"pass": "PASS", "refuse": "REFUSED", "unknown": "UNKNOWN"}[verdict.verdict]
+    what = (
+        seat.name if result.service is None else f"{seat.name} (compose service {result.service})"
+    )
+    cards = ",".join(map(str, verdict.cards))
+    parts = [f"{label}  {what} → {verdict.host}:{cards}"]
+    if seat.engine.kind == "vllm":
+        parts.append(f"vLLM {seat.engine.version or '(version unknown)'}")
+        if verdict.util is not None:
+            default = seat.engine.gpu_memory_utilization is None
+            parts.append(f"util {verdict.util}" + (" (the version's default)" if default else ""))
+        elif (
+            verdict.flags == ()
+            and seat.engine.gpu_memory_utilization is None
+            and seat.engine.kv_cache_memory is None
+        ):
+            parts.append("no util")
+        if seat.engine.kv_cache_memory is not None:
+            parts.append(f"kv cache {format_bytes(seat.engine.kv_cache_memory)}")
+    parts.append(
+        f"resident {format_bytes(seat.resident)}" if result.resident_known else "resident unknown"
+    )
+    lines.append(" · ".join(parts))
+    lines.append(f"  {verdict.host} snapshot {format_utc(result.snapshot.taken_at)} ({source})")
+    if verdict.figures:
+        header = ["card", "free", "held", "margin", "need", "room", "gate free", "requested"]
+        rows = [
+            [
+                str(f.card),
+                format_bytes(f.free_bytes),
+                format_bytes(f.held_bytes),
+                format_bytes(f.margin_bytes),
+                format_bytes(f.need_bytes) + ("" if result.resident_known else " (lower bound)"),
+                format_bytes(f.room_bytes),
+                format_bytes(f.gate_free_bytes),
+                format_bytes(f.requested_bytes),
+            ]
+            for f in verdict.figures
+        ]
+        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+        lines.append("  " + _row(header, widths))
+        lines.extend("  " + _row(r, widths) for r in rows)
+    for reason in verdict.reasons:
+        where = f"card {reason.card}" if reason.card is not None else "host"
+        numbers = ""
+        if reason.need_bytes is not None and reason.room_bytes is not None:
+            need, room = ("requested", "free") if reason.rule == "gate" else ("need", "room")
+            numbers = (
+                f"{need} {format_bytes(reason.need_bytes)}  {room} {format_bytes(reason.room_bytes)}  "
+                f"short {format_bytes(reason.short_bytes)}  "
+            )
+        lines.append(f"  {where}  {reason.rule:<9} {numbers}— {reason.text}")
+    if verdict.nearest:
+        lines.append("  nearest: " + " · or ".join(verdict.nearest))
+    if verdict.flags:
+        lines.append("  flags: " + " ".join(verdict.flags))
+    lines.extend(f"  warning: {warning}" for warning in verdict.warnings)
+    return "\n".join(lines)
+
+
+def result_json(result: CheckResult) -> dict[str, Any]:
+    """`check --json` for one seat: the VERDICT plus `"schema": 1`."""
+    return {"schema": SCHEMA, **result.to_json()}
+
+
+def results_json(results: Sequence[CheckResult], compose: str) -> dict[str, Any]:
+    """`check --compose --json`: the worst verdict and one VERDICT per service."""
+    worst = worst_exit(results)
+    kind = {Exit.OK: "pass", Exit.REFUSED: "refuse", Exit.CANNOT_DECIDE: "unknown"}[worst]
+    return {
+        "schema": SCHEMA,
+        "compose": compose,
+        "verdict": kind,
+        "verdicts": [result.to_json() for result in results],
+        "warnings": [w for result in results for w in result.verdict.warnings],
+    }

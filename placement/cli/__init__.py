@@ -1,0 +1,1 @@
+"""The `gpuplan` command line: argument parsing, snapshot sources, rendering, one module per command."""

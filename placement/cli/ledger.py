@@ -1,0 +1,90 @@
+"""`gpuplan ledger`: per card what NVML saw beside what the catalogue declares and holds,
+and per seat declared against observed bytes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from placement.cli.sources import (
+    add_catalogue_argument,
+    add_source_arguments,
+    load_catalogue_argument,
+    resolve_snapshots,
+    utc_now,
+)
+from seats.errors import Exit
+
+HELP = "show the capacity ledger: per card total, reserve, declared, held, used, free, plannable"
+DESCRIPTION = """\
+Read the cards (a snapshot file, NVML now, or the latest snapshot in the ledger)
+against the catalogue and show, per card:
+
+  total        NVML total memory
+  reserve      the driver's reserve (NVML v2); "v1" where only NVML v1 answered
+  declared     sum of catalogue residents of the running seats pinned to the card
+  held         reserves for other seats, plus running seats that are down (absent)
+  used         used memory as NVML reports it (v2: the reserve excluded)
+  attributed   bytes of the processes a seat's `match` regex claims
+  unexplained  used - attributed: foreign processes, leaks (under v1, the reserve)
+  free         NVML free memory
+  plannable    max(0, free - held - margin): room a new seat may be planned into
+
+and per seat its declared bytes against the bytes its processes hold, with a
+status: present, absent (down, keeps its place), elsewhere (running on another
+card), assumed (no `match`, assumed present) or planned."""
+EPILOG = """\
+examples:
+  gpuplan ledger --catalogue seats/catalogue/fv-ml1.yaml \\
+                 --snapshot seats/catalogue/fv-ml1.snapshot.json
+  GPUPLAN_CATALOGUE=fleet.yaml gpuplan ledger --live --json
+  gpuplan ledger --catalogue fleet.yaml --ledger gpuplan-ledger.sqlite
+
+exit codes: 0 shown; 2 bad input (no catalogue, a bad catalogue or snapshot, a
+snapshot that contradicts the catalogue); 3 cannot decide (no NVML, a missing
+ledger, a snapshot older than --max-age)."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """--catalogue, the snapshot source (--snapshot FILE … | --live | --ledger DB), --json."""
+    # The figure list above is laid out by hand; argparse would reflow it.
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.description = DESCRIPTION
+    parser.epilog = EPILOG
+    add_catalogue_argument(parser)
+    add_source_arguments(parser, multiple=True)
+    parser.add_argument("--json", action="store_true", help="print JSON (schema 1, raw byte ints)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the ledger view; warnings to stderr; exit 0."""
+    from placement.report.ledger_view import build_ledger, ledger_json, render_ledger
+
+    catalogue = load_catalogue_argument(args)
+    snapshots = resolve_snapshots(args, catalogue, utc_now())
+    view = build_ledger(catalogue, snapshots, _sources(args, len(snapshots)))
+    for warning in view.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(ledger_json(view), indent=2))
+    else:
+        sys.stdout.write(render_ledger(view))
+    return Exit.OK
+
+
+def _sources(args: argparse.Namespace, count: int) -> list[str]:
+    """Where each snapshot came from, for the header and the messages."""
+    if args.live:
+        return ["NVML"] * count
+    if getattr(args, "prometheus", None):
+        return [f"Prometheus {args.prometheus}"] * count
+    if args.ledger:
+        return [f"ledger {args.ledger}"] * count
+    paths = args.snapshot or []
+    if isinstance(paths, str):
+        paths = [paths]
+    if len(paths) == count and not any(os.path.isdir(p) for p in paths):
+        return list(paths)
+    return ["snapshot file"] * count

@@ -1,0 +1,171 @@
+"""`gpuplan plan`: place every planned seat and every --add seat; print cards before/after and flags.
+
+Exit 0 all placed, 1 any refused, 2 bad input, 3 cannot decide.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from typing import TYPE_CHECKING
+
+from placement.cli.sources import (
+    add_catalogue_argument,
+    add_source_arguments,
+    load_catalogue_argument,
+    resolve_snapshots,
+    utc_now,
+)
+from seats.errors import Exit
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from placement.plan.planner import PlanResult
+    from seats.model import Catalogue, Seat
+
+HELP = "place planned seats on the cards: where, with which flags, or why not"
+DESCRIPTION = (
+    "Place every `planned` seat of the catalogue and every seat of each --add file on the "
+    "cards of the snapshot(s): an integer program proposes, the exact-bytes verifier decides. "
+    "Prints the cards before and after, the engine flags for each placed seat, and every "
+    "binding rule for each refused one. Exit 0 all placed, 1 any refused, 2 bad input, "
+    "3 cannot decide."
+)
+
+
+def _time_limit(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"cannot read {text!r} as seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"time limit must be more than 0 s, got {text}")
+    return value
+
+
+def _max_moves(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"cannot read {text!r} as a number of moves") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--max-moves must be at least 1, got {text}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """--catalogue, the snapshot source, --add, --allow-moves, --max-moves, --solver, --time-limit, --json."""
+    add_catalogue_argument(parser)
+    add_source_arguments(parser, multiple=True)
+    parser.add_argument(
+        "--add",
+        metavar="SEAT.yaml",
+        action="append",
+        default=[],
+        help="a YAML file with one seat (or a list of seats) to place too; repeatable",
+    )
+    parser.add_argument(
+        "--allow-moves",
+        action="store_true",
+        help="let running seats move (each a restart); prints the stop/start order",
+    )
+    parser.add_argument(
+        "--max-moves",
+        type=_max_moves,
+        default=3,
+        metavar="N",
+        help="with --allow-moves: at most N running seats move (default 3)",
+    )
+    parser.add_argument("--solver", choices=("cbc", "highs"), default="cbc", help="default: cbc")
+    parser.add_argument(
+        "--time-limit",
+        type=_time_limit,
+        default=10.0,
+        metavar="S",
+        help="solver time limit in seconds (default 10); a time-limited answer says so",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON (schema 1, raw byte ints)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Plan, print, record to the ledger when --ledger is given; exit 0 or 1."""
+    from placement.cli.plan_text import render_plan
+    from placement.plan.planner import plan
+    from placement.plan.problem import load_add_file
+
+    started = time.perf_counter()
+    catalogue = load_catalogue_argument(args)
+    now = utc_now()
+    snapshots = resolve_snapshots(args, catalogue, now)
+    adds: list[tuple[str, Seat]] = []
+    for path in args.add:
+        adds.extend((path, seat) for seat in load_add_file(path))
+    result = plan(
+        catalogue,
+        snapshots,
+        adds,
+        solver=args.solver,
+        time_limit=args.time_limit,
+        allow_moves=args.allow_moves,
+        max_moves=args.max_moves,
+    )
+    if args.ledger:
+        _record(args.ledger, catalogue, result, adds, now)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        sys.stdout.write(render_plan(result, _origins(args, result), time.perf_counter() - started))
+    return Exit.OK if result.verdict == "pass" else Exit.REFUSED
+
+
+def _origins(args: argparse.Namespace, result: PlanResult) -> dict[str, str]:
+    if args.live:
+        return {s.host: "NVML" for s in result.snapshots}
+    if args.ledger:
+        return {s.host: f"ledger {args.ledger}" for s in result.snapshots}
+    if getattr(args, "prometheus", None):
+        return {s.host: f"Prometheus {args.prometheus}" for s in result.snapshots}
+    paths = args.snapshot or []
+    if len(paths) == 1 and len(result.snapshots) == 1:
+        return {result.snapshots[0].host: paths[0]}
+    return {}
+
+
+def inputs_digest(catalogue: Catalogue, result: PlanResult, adds: list[tuple[str, Seat]]) -> str:
+    """sha256 of what the decision rests on: catalogue, snapshots and added seats."""
+    payload = {
+        "catalogue": catalogue.model_dump(mode="json", by_alias=True),
+        "snapshots": [s.to_json_dict() for s in result.snapshots],
+        "adds": [seat.model_dump(mode="json", by_alias=True) for _, seat in adds],
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def _record(
+    path: str,
+    catalogue: Catalogue,
+    result: PlanResult,
+    adds: list[tuple[str, Seat]],
+    now: datetime,
+) -> None:
+    from inventory.ledger.store import open_ledger
+
+    digest = inputs_digest(catalogue, result, adds)
+    with open_ledger(path) as ledger:
+        ids = {s.host: ledger.append(s) for s in result.snapshots}
+        for verdict in result.verdicts:
+            ledger.record_decision(
+                kind="plan",
+                host=verdict.host,
+                seat=verdict.seat,
+                cards=list(verdict.cards),
+                verdict=verdict.verdict,
+                reasons=[reason.to_json() for reason in verdict.reasons],
+                inputs_digest=digest,
+                snapshot_id=ids.get(verdict.host) if verdict.host else None,
+                decided_at=now,
+            )

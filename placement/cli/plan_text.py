@@ -1,0 +1,149 @@
+"""Text rendering of a plan: cards before/after per host, then PLACED/REFUSED lines with flags and reasons.
+
+The `--json` output is `PlanResult.to_json()`; this is the same content for people.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tabulate import tabulate
+
+from inventory.snapshot import format_utc
+from placement.fit.verdict import Reason, Verdict
+from placement.plan.planner import CardRow, PlanResult
+from seats.units import GiB, format_bytes
+
+
+def _gib(n: int | None) -> str:
+    return "-" if n is None else f"{n / GiB:.2f}"
+
+
+def _header(result: PlanResult, origins: dict[str, str], seconds: float | None) -> list[str]:
+    how = {
+        "optimal": "optimal",
+        "time_limit": "time limit, not proven optimal",
+        "greedy": "greedy fallback, not proven optimal",
+        "empty": "nothing to place",
+    }[result.status]
+    timing = f", {seconds:.2f} s" if seconds is not None else ""
+    lines = []
+    for snapshot in result.snapshots:
+        origin = origins.get(snapshot.host)
+        source = f" ({origin})" if origin else ""
+        lines.append(
+            f"{snapshot.host} · snapshot {format_utc(snapshot.taken_at)}{source} · "
+            f"{result.solver.upper()}, {how}{timing}"
+        )
+    return lines
+
+
+def card_table(rows: Sequence[CardRow]) -> str:
+    """One host's cards: used/total, free before → after, held, plannable before → after, seats."""
+    table = []
+    for row in rows:
+        if row.error is not None:
+            table.append(
+                [row.index, f"error: {row.error}", "-", "-", "-", "-", " ".join(row.seats)]
+            )
+            continue
+        seats = list(row.seats) + [f"+{name}" for name in row.new_seats]
+        table.append(
+            [
+                row.index,
+                f"{_gib(row.used_bytes)} / {_gib(row.total_bytes)} GiB",
+                format_bytes(row.free_before_bytes),
+                format_bytes(row.free_after_bytes),
+                ", ".join(row.held) or "-",
+                f"{format_bytes(row.plannable_before_bytes)} → {format_bytes(row.plannable_after_bytes)}",
+                " ".join(seats) or "-",
+            ]
+        )
+    return tabulate(
+        table,
+        headers=[
+            "card",
+            "used / total",
+            "free",
+            "free after",
+            "held",
+            "plannable → after",
+            "seats",
+        ],
+        tablefmt="plain",
+        colalign=("left", "right", "right", "right", "left", "right", "left"),
+    )
+
+
+def headline(verdict: Verdict) -> str:
+    """One phrase for a refusal, from the rules that bind."""
+    rules = {reason.rule for reason in verdict.reasons}
+    if not rules:
+        return "refused"
+    if rules <= {"room", "reserve", "exclusive"}:
+        return "no card has room — no room without a placement decision"
+    if rules <= {"gate", "room", "reserve"} and "gate" in rules:
+        return "vLLM's start-up gate or room refuses it on every card"
+    return "refused on every card it may use"
+
+
+def _reason_line(reason: Reason, multi_host: bool) -> str:
+    where = (
+        f"{reason.host}:{reason.card}" if multi_host and reason.card is not None else reason.card
+    )
+    card = f"card {where}" if reason.card is not None else (reason.host or "")
+    if (
+        reason.need_bytes is not None
+        and reason.room_bytes is not None
+        and reason.rule in ("room", "gate")
+    ):
+        return (
+            f"  {card:<8} {reason.rule:<9} need {format_bytes(reason.need_bytes)}  "
+            f"room {format_bytes(reason.room_bytes)}  short {format_bytes(reason.short_bytes)}"
+        )
+    return f"  {card:<8} {reason.rule:<9} {reason.text}"
+
+
+def render_plan(
+    result: PlanResult, origins: dict[str, str] | None = None, seconds: float | None = None
+) -> str:
+    """The whole text answer of `gpuplan plan`."""
+    origins = origins or {}
+    multi_host = len(result.snapshots) > 1
+    out: list[str] = []
+    out.extend(_header(result, origins, seconds))
+    for snapshot in result.snapshots:
+        rows = [row for row in result.cards if row.host == snapshot.host]
+        out.append("")
+        if multi_host:
+            out.append(snapshot.host)
+        out.append(card_table(rows))
+    out.append("")
+    for verdict in result.verdicts:
+        if verdict.passed:
+            where = f"{verdict.host} " if multi_host else ""
+            cards = ", ".join(str(c) for c in verdict.cards)
+            label = "cards" if len(verdict.cards) > 1 else "card"
+            flags = "   " + " ".join(verdict.flags) if verdict.flags else ""
+            out.append(f"PLACED   {verdict.seat} → {where}{label} {cards}{flags}")
+        else:
+            size = format_bytes(verdict.need_bytes)
+            out.append(f"REFUSED  {verdict.seat} ({size}): {headline(verdict)}")
+            for reason in verdict.reasons:
+                out.append(_reason_line(reason, multi_host))
+            if verdict.nearest:
+                out.append("  nearest: " + " · or ".join(verdict.nearest))
+        for warning in verdict.warnings:
+            out.append(f"  warning: {warning}")
+    if result.moves:
+        out.append("")
+        out.append("MOVES (in this order; every step verified):")
+        for step, move in enumerate(result.moves, 1):
+            out.append(
+                f"  {step}. {move['action']:<5} {move['seat']} on {move['host']} card(s) {move['cards']}"
+            )
+    if result.moves_note:
+        out.append(f"moves: {result.moves_note}")
+    for warning in result.warnings:
+        out.append(f"warning: {warning}")
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,326 @@
+"""`gpuplan snapshot`: read NVML now (or re-read a snapshot JSON) and record it in the ledger.
+
+With `--interval S [--count N]` it polls; Ctrl-C finishes or discards the snapshot in flight.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from types import FrameType
+from typing import TYPE_CHECKING
+
+from placement.cli.sources import DEFAULT_LEDGER, add_catalogue_argument
+
+if TYPE_CHECKING:
+    from inventory.nvml import NvmlSource
+    from inventory.snapshot import Snapshot
+    from seats.model import Catalogue
+
+HELP = "read NVML now (or a snapshot JSON) and record it"
+DESCRIPTION = (
+    "Read every card of this host through NVML, or re-read a snapshot JSON taken elsewhere "
+    "(--from FILE, or - for stdin), attribute processes to seats when a catalogue is given, "
+    "and write it: to the ledger (--ledger), to a file (--out), as JSON (--json), else as a table. "
+    "A snapshot already in the ledger (same host and second) is not stored twice."
+)
+MAX_STDIN_BYTES = 64 * 1024 * 1024
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """--host, --catalogue, --from, --out, --ledger, --json, --interval, --count."""
+    parser.add_argument(
+        "--host",
+        metavar="H",
+        help="host name to record (default: the catalogue's only host, else this machine's)",
+    )
+    add_catalogue_argument(parser)
+    parser.add_argument(
+        "--from",
+        dest="from_file",
+        metavar="FILE",
+        help="read a snapshot JSON instead of NVML (- for stdin)",
+    )
+    parser.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="read every host's latest figures from a Prometheus server instead of NVML "
+        "and record one snapshot per host (use with --ledger from a timer)",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="FILE",
+        help="write the snapshot JSON to FILE (atomically; the latest when polling)",
+    )
+    parser.add_argument(
+        "--ledger",
+        metavar="DB",
+        nargs="?",
+        const=DEFAULT_LEDGER,
+        help=f"append to this ledger (default file {DEFAULT_LEDGER})",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the snapshot as JSON (one line per snapshot when polling)",
+    )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        metavar="SECONDS",
+        help="poll every SECONDS (at least 1) until --count or Ctrl-C",
+    )
+    parser.add_argument(
+        "--count", type=int, metavar="N", help="with --interval: stop after N snapshots"
+    )
+
+
+class _Stop:
+    """SIGINT/SIGTERM handler for the polling loop: ask to stop, let the snapshot in flight finish.
+
+    A second signal raises KeyboardInterrupt, which rolls the ledger transaction back: the
+    snapshot in flight is then discarded, still never half-stored.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+
+def run(args: argparse.Namespace) -> int:
+    """Take (or read) snapshots and write them where asked; exit 0, 2 bad input, 3 no NVML."""
+    from seats.errors import BadInputError
+    from seats.loader import load_catalogue
+
+    if args.count is not None and args.interval is None:
+        raise BadInputError("--count needs --interval SECONDS")
+    if args.interval is not None:
+        if args.interval < 1:
+            raise BadInputError(
+                f"--interval {args.interval:g}: at least 1 second (the ledger keeps one snapshot per host and second)"
+            )
+        if args.from_file is not None:
+            raise BadInputError("--interval polls NVML; it cannot be used with --from")
+        if args.count is not None and args.count < 1:
+            raise BadInputError(f"--count {args.count}: at least 1")
+    catalogue = load_catalogue(args.catalogue) if args.catalogue else None
+    if args.prometheus is not None:
+        if args.from_file is not None or args.interval is not None or args.out is not None:
+            raise BadInputError(
+                "--prometheus reads a whole fleet once; it cannot be used with --from, --interval or --out"
+            )
+        return _from_prometheus(args, catalogue)
+    if args.from_file is not None:
+        snapshot = _read_from(args.from_file, args.host, catalogue)
+        _record(args, snapshot, polling=False)
+        return 0
+    if args.interval is None:
+        _record(args, _take(None, args.host, catalogue), polling=False)
+        return 0
+    return _poll(args, catalogue)
+
+
+def _from_prometheus(args: argparse.Namespace, catalogue: Catalogue | None) -> int:
+    """Record one snapshot per host that Prometheus knows; problems are warned about, not stored.
+
+    A stale host's snapshot is still a true reading of its time, so it is recorded too (the
+    ledger keeps one per host and second); an incomplete host is never recorded.
+    """
+    from inventory.attribution import attribute
+    from inventory.prometheus.reader import read_fleet
+    from placement.cli.sources import DEFAULT_MAX_AGE, utc_now
+
+    expected = {name: host.cards for name, host in catalogue.hosts.items()} if catalogue else None
+    fleet = read_fleet(
+        args.prometheus, now=utc_now(), max_age=DEFAULT_MAX_AGE, expected_cards=expected
+    )
+    for warning in fleet.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    for problem in fleet.problems:
+        print(f"warning: {problem.text}", file=sys.stderr)
+    snapshots = [*fleet.snapshots, *fleet.stale]
+    if args.host is not None:
+        snapshots = [s for s in snapshots if s.host == args.host]
+    if not snapshots:
+        from seats.errors import CannotDecideError
+
+        raise CannotDecideError(f"Prometheus at {args.prometheus} gives no host to record")
+    for snapshot in sorted(snapshots, key=lambda s: s.host):
+        if catalogue is not None:
+            snapshot = attribute(snapshot, catalogue)
+        _record(args, snapshot, polling=len(snapshots) > 1)
+    return 0
+
+
+def _read_from(name: str, host: str | None, catalogue: Catalogue | None) -> Snapshot:
+    from inventory.attribution import attribute
+    from inventory.snapshot import SnapshotError, load_snapshot, loads_snapshot
+
+    if name == "-":
+        raw = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
+        if len(raw) > MAX_STDIN_BYTES:
+            raise SnapshotError("<stdin>", "", "over 64 MiB; a snapshot is far smaller")
+        snapshot = loads_snapshot(raw.decode("utf-8", errors="replace"), "<stdin>")
+    else:
+        snapshot = load_snapshot(name)
+    source = "<stdin>" if name == "-" else name
+    if host is not None and host != snapshot.host:
+        raise SnapshotError(
+            source, "host", f"the snapshot is of {snapshot.host!r}, not --host {host!r}"
+        )
+    if catalogue is not None:
+        expected = catalogue.hosts.get(snapshot.host)
+        if expected is not None and expected.cards != len(snapshot.cards):
+            raise SnapshotError(
+                source,
+                "cards",
+                f"{len(snapshot.cards)} card(s), but the catalogue gives {snapshot.host} {expected.cards}",
+            )
+        snapshot = attribute(snapshot, catalogue)
+    return snapshot
+
+
+def _take(source: NvmlSource | None, host: str | None, catalogue: Catalogue | None) -> Snapshot:
+    from inventory.poller import default_host, open_source, take_snapshot
+    from placement.cli.sources import utc_now
+
+    name = host or default_host(catalogue)
+    if source is not None:
+        snapshot = take_snapshot(source, utc_now(), name, catalogue=catalogue)
+    else:
+        with open_source() as fresh:
+            snapshot = take_snapshot(fresh, utc_now(), name, catalogue=catalogue)
+    _warn_pid_namespace(snapshot)
+    if catalogue is not None and name in catalogue.hosts:
+        expected = catalogue.hosts[name].cards
+        if expected != len(snapshot.cards):
+            # NVML is the truth about the cards; the catalogue (or --host) is what is off.
+            print(
+                f"warning: NVML sees {len(snapshot.cards)} card(s) on this host, the catalogue gives "
+                f"{name} {expected}: plan and check will refuse this snapshot until they agree",
+                file=sys.stderr,
+            )
+    return snapshot
+
+
+def _record(args: argparse.Namespace, snapshot: Snapshot, *, polling: bool) -> None:
+    from inventory.ledger.store import open_ledger
+    from inventory.snapshot import save_snapshot
+
+    stored: str | None = None
+    if args.ledger:
+        with open_ledger(args.ledger) as ledger:
+            snapshot_id, new = ledger.store(snapshot)
+        stored = (
+            f"{'stored in' if new else 'already in'} ledger {args.ledger} as snapshot {snapshot_id}"
+        )
+    if args.out:
+        save_snapshot(snapshot, args.out)
+    if args.json:
+        data = snapshot.to_json_dict()
+        print(json.dumps(data) if polling else json.dumps(data, indent=2), flush=True)
+        if stored:
+            print(stored, file=sys.stderr)
+    else:
+        if not polling:
+            print(_table(snapshot))
+        else:
+            print(_line(snapshot), flush=True)
+        if stored:
+            print(stored, flush=True)
+
+
+def _warn_pid_namespace(snapshot: Snapshot) -> None:
+    processes = [p for c in snapshot.cards for p in c.processes]
+    if processes and all(p.cmdline is None for p in processes):
+        print(
+            "warning: no NVML process was found in /proc: if this runs in a container, "
+            "start it with --pid=host so processes can be attributed to seats",
+            file=sys.stderr,
+        )
+
+
+def _line(snapshot: Snapshot) -> str:
+    from inventory.snapshot import format_utc
+    from seats.units import format_bytes
+
+    parts = [
+        f"card {c.index} {c.error}"
+        if c.error
+        else f"card {c.index} free {format_bytes(c.free_bytes)}"
+        for c in snapshot.cards
+    ]
+    return f"{snapshot.host} {format_utc(snapshot.taken_at)}  " + " · ".join(parts)
+
+
+def _table(snapshot: Snapshot) -> str:
+    from tabulate import tabulate
+
+    from inventory.snapshot import format_utc
+    from seats.units import format_bytes
+
+    rows = []
+    v1_only = False
+    for card in snapshot.cards:
+        if card.error:
+            rows.append([card.index, card.name or "", "", "", "", "", "", f"error: {card.error}"])
+            continue
+        v1_only = v1_only or card.reserved_bytes is None
+        seats = sorted({p.seat or "foreign" for p in card.processes})
+        rows.append(
+            [
+                card.index,
+                card.name or "",
+                format_bytes(card.total_bytes),
+                format_bytes(card.reserved_bytes)
+                if card.reserved_bytes is not None
+                else "v1: in used",
+                format_bytes(card.used_bytes),
+                format_bytes(card.free_bytes),
+                "" if card.utilization_percent is None else f"{card.utilization_percent}%",
+                f"{len(card.processes)} proc" + (f": {' '.join(seats)}" if seats else ""),
+            ]
+        )
+    head = (
+        f"{snapshot.host} · {format_utc(snapshot.taken_at)} · driver {snapshot.driver or 'unknown'}"
+    )
+    table = tabulate(
+        rows,
+        headers=["card", "name", "total", "reserved", "used", "free", "util", "processes"],
+        colalign=("right", "left", "right", "right", "right", "right", "right", "left"),
+    )
+    note = "\nNVML v1 only: used includes the driver's reserve" if v1_only else ""
+    return f"{head}\n{table}{note}"
+
+
+def _poll(args: argparse.Namespace, catalogue: Catalogue | None) -> int:
+    from inventory.poller import open_source
+
+    stop = _Stop()
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    taken = 0
+    try:
+        with open_source() as source:
+            next_at = time.monotonic()
+            while not stop.requested and (args.count is None or taken < args.count):
+                _record(args, _take(source, args.host, catalogue), polling=True)
+                taken += 1
+                if args.count is not None and taken >= args.count:
+                    break
+                next_at += args.interval
+                # Sleep in short steps so a Ctrl-C between snapshots ends the loop at once.
+                while not stop.requested and time.monotonic() < next_at:
+                    time.sleep(min(0.1, max(0.0, next_at - time.monotonic())))
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if stop.requested:
+        print(f"stopped after {taken} snapshot(s)", file=sys.stderr)
+    return 0

@@ -1,0 +1,123 @@
+"""Does a snapshot belong with the catalogue it is judged against? Contradictions are bad input.
+
+Called by every command that puts a catalogue beside a snapshot (`ledger`, `plan`, `check`,
+`report`): what cannot both be true exits 2, what only weakens the arithmetic is a warning.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from inventory.snapshot import Snapshot
+from placement.fit.capacity import cuda_total
+from seats.errors import BadInputError
+from seats.model import Catalogue, Reserve
+from seats.units import format_bytes
+
+
+def check_snapshot(catalogue: Catalogue, snapshot: Snapshot, source: str) -> list[str]:
+    """Warnings about `snapshot` (read from `source`) against `catalogue`; BadInputError on a contradiction.
+
+    Bad input: the catalogue's host has another card count; a card whose NVML total differs
+    from `card_total`; a card the catalogue pins a seat or reserve to that the snapshot lacks;
+    reserves on one card that add up past its CUDA total. Warnings: a host the catalogue does
+    not describe, cards in error, NVML v1 readings (cuda_total taken as NVML total), and vLLM
+    seats on a host without `cuda_context`.
+    """
+    warnings: list[str] = []
+    name = snapshot.host
+    host = catalogue.hosts.get(name)
+    if host is None:
+        warnings.append(
+            f"{source}: host {name} is not in the catalogue: no seats, reserves or margin apply to it, "
+            "cuda_context taken as 0"
+        )
+    else:
+        if len(snapshot.cards) != host.cards:
+            raise BadInputError(
+                f"{source}: host {name} has {len(snapshot.cards)} cards in the snapshot, "
+                f"{host.cards} in the catalogue (hosts.{name}.cards)"
+            )
+        _pinned_cards_exist(catalogue, snapshot, source)
+        if host.card_total is not None:
+            for i, card in enumerate(snapshot.cards):
+                if card.total_bytes is not None and card.total_bytes != host.card_total:
+                    difference = card.total_bytes - host.card_total
+                    raise BadInputError(
+                        f"{source}: cards[{i}].total_bytes: card {name}:{card.index} has NVML total "
+                        f"{card.total_bytes} B ({format_bytes(card.total_bytes)}), but "
+                        f"hosts.{name}.card_total is {host.card_total} B "
+                        f"({format_bytes(host.card_total)}): {abs(difference)} B "
+                        f"{'more' if difference > 0 else 'less'}; is this snapshot from another machine?"
+                    )
+    _reserves_fit(catalogue, snapshot, source)
+
+    broken = [card for card in snapshot.cards if not card.ok]
+    for card in broken:
+        warnings.append(
+            f"{source}: card {name}:{card.index} could not be read ({card.error}); it takes no seat"
+        )
+    v1 = [card.index for card in snapshot.cards if card.ok and card.reserved_bytes is None]
+    if v1:
+        listed = ", ".join(str(index) for index in v1)
+        warnings.append(
+            f"{source}: NVML v1 only on card{'s' if len(v1) > 1 else ''} {listed} (no driver reserve "
+            "reading): cuda_total taken as NVML total, and used includes the driver reserve"
+        )
+    context = host.cuda_context if host is not None else 0
+    if context == 0:
+        vllm = [
+            seat.name
+            for seat in catalogue.seats
+            if seat.engine.kind == "vllm" and seat.state != "retired" and seat.host in (name, None)
+        ]
+        if vllm:
+            warnings.append(
+                f"host {name} declares no cuda_context, so vLLM seats ({', '.join(vllm)}) are judged "
+                "as if their process took nothing before the gate reads free memory (~1.25 GiB "
+                f"measured on an NVIDIA H200, FACTS.md); set hosts.{name}.cuda_context"
+            )
+    return warnings
+
+
+def _pinned_cards_exist(catalogue: Catalogue, snapshot: Snapshot, source: str) -> None:
+    # The card count agrees, so this only fails on a snapshot whose indices skip a number.
+    indices = {card.index for card in snapshot.cards}
+    for i, seat in enumerate(catalogue.seats):
+        if seat.host != snapshot.host or seat.state == "retired":
+            continue
+        for card in seat.pinned_cards or ():
+            if card not in indices:
+                raise BadInputError(
+                    f"{source}: seats[{i}] {seat.name!r} is pinned to card {snapshot.host}:{card}, "
+                    f"which the snapshot does not have (cards {sorted(indices)})"
+                )
+    for i, reserve in enumerate(catalogue.reserves):
+        if reserve.host == snapshot.host and reserve.gpu not in indices:
+            raise BadInputError(
+                f"{source}: reserves[{i}] {reserve.name!r} holds card {snapshot.host}:{reserve.gpu}, "
+                f"which the snapshot does not have (cards {sorted(indices)})"
+            )
+
+
+def _reserves_fit(catalogue: Catalogue, snapshot: Snapshot, source: str) -> None:
+    """Reserves on one card add up to at most that card's CUDA total (DESIGN.md's loader rules)."""
+    per_card: dict[int, list[Reserve]] = defaultdict(list)
+    for reserve in catalogue.reserves:
+        if reserve.host == snapshot.host:
+            per_card[reserve.gpu].append(reserve)
+    by_index = {card.index: card for card in snapshot.cards}
+    for gpu, reserves in sorted(per_card.items()):
+        card = by_index.get(gpu)
+        if card is None or not card.ok:
+            continue
+        total = cuda_total(card)
+        # `bytes: card` is the CUDA total by definition; only amounts can overshoot it.
+        held = sum(total if r.bytes == "card" else int(r.bytes) for r in reserves)
+        if held > total:
+            names = ", ".join(r.name for r in reserves)
+            raise BadInputError(
+                f"{source}: card {snapshot.host}:{gpu}: reserves ({names}) add up to {held} B "
+                f"({format_bytes(held)}), more than the card's CUDA total {total} B "
+                f"({format_bytes(total)}): {held - total} B ({format_bytes(held - total)}) too many"
+            )

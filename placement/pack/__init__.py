@@ -1,0 +1,1 @@
+"""`pack`: bin packing of seats onto cards: bounds, greedy, arc-flow and column generation."""

@@ -1,0 +1,1 @@
+"""`plan`: problem building, greedy placers, the integer program, the planner and moves."""

@@ -1,0 +1,531 @@
+"""`plan --allow-moves`: move running seats to other cards of their host when that places more seats.
+
+Sets of moves are searched fewest first; each set needs a stop/start order in which every start is
+judged by the verifier against the state it starts from (one seat down at a time), or it is not used.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from inventory.snapshot import Card, Process, Snapshot
+from placement.fit.verdict import Verdict
+from placement.fit.verify import Placement, judge, verify_placement
+from placement.plan.problem import NewSeat, Problem, build_problem
+from seats.model import Catalogue
+from seats.units import format_bytes
+
+if TYPE_CHECKING:
+    from placement.plan.planner import CardRow
+
+DEFAULT_MAX_MOVES = 3
+# Sets whose end state verifies but that have no safe order: how many are priced for the note.
+MAX_UNORDERED = 20
+
+Score = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Move:
+    """A running seat restarted on another card of its host."""
+
+    seat: str
+    host: str
+    source: int
+    target: int
+    freed_bytes: int  # what its processes hold on the source card, measured
+    resident: int  # the least it can take on the target (its declared resident)
+
+    def text(self) -> str:
+        """'embed card 1 → 2'."""
+        return f"{self.seat} card {self.source} → {self.target}"
+
+
+@dataclass(frozen=True)
+class MovesOutcome:
+    """What the move search found: new verdicts and steps when a move set helps; always a note."""
+
+    note: str
+    verdicts: list[Verdict] | None = None  # None: no set helps, the plan without moves stands
+    placements: list[Placement] | None = None
+    steps: tuple[dict[str, Any], ...] = ()
+    cards: list[CardRow] | None = None  # before: as measured; after: moves done and seats placed
+
+
+class _World:
+    """The catalogue and attributed snapshots, and the states reached by doing some moves."""
+
+    def __init__(self, catalogue: Catalogue, snapshots: Sequence[Snapshot]) -> None:
+        self.catalogue = catalogue
+        self.snapshots = {s.host: s for s in snapshots}
+        self._taken: dict[Move, int] = {}
+        self._passes: dict[tuple[frozenset[Move], Move], Verdict] = {}
+        self.judged = 0
+
+    def state(
+        self, done: Iterable[Move], stopped: Move | None = None
+    ) -> tuple[Catalogue, dict[str, Snapshot]]:
+        """After `done` (their seats running on their targets), with `stopped`'s seat down.
+
+        A stopped seat is declared on its target, so it is held nowhere while down.
+        """
+        done = list(done)
+        moving = [*done, *([stopped] if stopped is not None else [])]
+        if not moving:
+            return self.catalogue, dict(self.snapshots)
+        target = {m.seat: m.target for m in moving}
+        seats = tuple(
+            s.model_copy(update={"gpus": (target[s.name],)}) if s.name in target else s
+            for s in self.catalogue.seats
+        )
+        catalogue = self.catalogue.model_copy(update={"seats": seats})
+        snapshots = dict(self.snapshots)
+        for host in {m.host for m in moving}:
+            base = self.snapshots[host]
+            here = [m for m in moving if m.host == host]
+            cards = []
+            for card in base.cards:
+                leaving = {m.seat for m in here if m.source == card.index}
+                kept = tuple(p for p in card.processes if p.seat not in leaving)
+                freed = sum(p.used_bytes or 0 for p in card.processes if p.seat in leaving)
+                arriving: list[Process] = []
+                taken = 0
+                for m in done:
+                    if m.host == host and m.target == card.index:
+                        moved = self._relocated(base.card(m.source), m)
+                        arriving.extend(moved)
+                        taken += sum(p.used_bytes or 0 for p in moved)
+                if not leaving and not arriving:
+                    cards.append(card)
+                    continue
+                cards.append(_card_with(card, (*kept, *arriving), freed - taken))
+            snapshots[host] = base.model_copy(update={"cards": tuple(cards)})
+        return catalogue, snapshots
+
+    def _relocated(self, source: Card, move: Move) -> list[Process]:
+        """The seat's processes as they will hold the target: as measured, or its need if more."""
+        own = [p for p in source.processes if p.seat == move.seat]
+        extra = self.taken(move) - move.freed_bytes
+        if extra > 0 and own:
+            last = own[-1]
+            own[-1] = last.model_copy(update={"used_bytes": (last.used_bytes or 0) + extra})
+        return own
+
+    def taken(self, move: Move) -> int:
+        """Bytes the seat takes on its target: the larger of its measured bytes and its judged need."""
+        if move not in self._taken:
+            verdict = self._judge(frozenset(), move)
+            self._taken[move] = max(move.freed_bytes, verdict.need_bytes or 0)
+        return self._taken[move]
+
+    def start(self, done: frozenset[Move], move: Move) -> Verdict:
+        """The verifier's verdict on restarting `move`'s seat on its target after `done`."""
+        key = (done, move)
+        if key not in self._passes:
+            self._passes[key] = self._judge(done, move)
+        return self._passes[key]
+
+    def _judge(self, done: frozenset[Move], move: Move) -> Verdict:
+        self.judged += 1
+        catalogue, snapshots = self.state(done, stopped=move)
+        seat = catalogue.seat(move.seat)
+        return judge(catalogue, snapshots[move.host], seat, [move.target])
+
+    def order(self, moves: frozenset[Move], deadline: float) -> list[Move] | None:
+        """An order of `moves` in which every restart passes, else None (memoised DFS over subsets)."""
+        dead: set[frozenset[Move]] = set()
+
+        def walk(done: frozenset[Move], path: list[Move]) -> list[Move] | None:
+            if done == moves:
+                return path
+            if done in dead or time.perf_counter() > deadline:
+                return None
+            # Smallest restarts first: the order shown is then the natural one where both work.
+            for move in sorted(moves - done, key=lambda m: (m.freed_bytes, m.seat)):
+                if self.start(done, move).passed:
+                    found = walk(done | {move}, [*path, move])
+                    if found is not None:
+                        return found
+            dead.add(done)
+            return None
+
+        return walk(frozenset(), [])
+
+
+def _card_with(card: Card, processes: tuple[Process, ...], freed: int) -> Card:
+    """`card` holding `processes`, with `freed` bytes more free (negative: taken)."""
+    return card.model_copy(
+        update={
+            "processes": processes,
+            "free_bytes": (card.free_bytes or 0) + freed,
+            "used_bytes": max(0, (card.used_bytes or 0) - freed),
+        }
+    )
+
+
+def _score(names: Iterable[str], weights: dict[str, int]) -> Score:
+    """Placed seats per priority, highest priority first (compared lexicographically)."""
+    levels = sorted(set(weights.values()), reverse=True)
+    placed = set(names)
+    return tuple(
+        sum(1 for name, p in weights.items() if p == level and name in placed) for level in levels
+    )
+
+
+def _candidates(problem: Problem, refused: Sequence[NewSeat]) -> list[Move]:
+    """Every single-card running seat with processes on its card, to each other card of its host.
+
+    Only hosts where a refused seat may go: a move elsewhere cannot make room for it.
+    """
+    hosts = {
+        s.host for s in problem.snapshots if any(new.seat.host in (None, s.host) for new in refused)
+    }
+    out: list[Move] = []
+    for seat in problem.catalogue.seats:
+        pinned = seat.pinned_cards
+        if seat.state != "running" or seat.host not in hosts or pinned is None or len(pinned) != 1:
+            continue
+        snapshot = problem.snapshot(seat.host)
+        source = snapshot.card(pinned[0])
+        freed = sum(p.used_bytes or 0 for p in source.processes if p.seat == seat.name)
+        if not source.ok or freed == 0:
+            continue  # down or unmeasured: nothing to free by moving it
+        for card in snapshot.cards:
+            if card.ok and card.index != pinned[0]:
+                out.append(Move(seat.name, seat.host, pinned[0], card.index, freed, seat.resident))
+    # Cheapest restarts first: small seats move faster.
+    out.sort(key=lambda m: (m.freed_bytes, m.seat, m.target))
+    return out
+
+
+def _may_fit(moves: Sequence[Move], problem: Problem) -> bool:
+    """A necessary condition in plain sums: on each target, what arrives ≤ free − margin + what leaves."""
+    slots = {slot.key: slot for slot in problem.cards}
+    for key in {(m.host, m.target) for m in moves}:
+        slot = slots[key]
+        arriving = sum(m.resident for m in moves if (m.host, m.target) == key)
+        leaving = sum(m.freed_bytes for m in moves if (m.host, m.source) == key)
+        if arriving > slot.free_bytes - slot.margin_bytes + leaving:
+            return False
+    return True
+
+
+def _smallest_refused(problem: Problem, refused: Sequence[NewSeat]) -> dict[tuple[str, int], int]:
+    """Per card, the smallest resident among the refused seats that may go there."""
+    out: dict[tuple[str, int], int] = {}
+    for slot in problem.cards:
+        sizes = [
+            new.seat.resident
+            for new in refused
+            if slot.ok
+            and new.seat.host in (None, slot.host)
+            and (new.seat.pinned_cards is None or slot.index in new.seat.pinned_cards)
+        ]
+        if sizes:
+            out[slot.key] = min(sizes)
+    return out
+
+
+def _may_place(
+    moves: Sequence[Move], problem: Problem, smallest: dict[tuple[str, int], int]
+) -> bool:
+    """A necessary condition for placing one more refused seat: some card it may use has,
+    once the moves are done, free − margin at least its resident (others placed aside)."""
+    for slot in problem.cards:
+        if slot.key not in smallest:
+            continue
+        arriving = sum(m.resident for m in moves if (m.host, m.target) == slot.key)
+        leaving = sum(m.freed_bytes for m in moves if (m.host, m.source) == slot.key)
+        if smallest[slot.key] <= slot.free_bytes - slot.margin_bytes + leaving - arriving:
+            return True
+    return False
+
+
+def _goal_cards(
+    candidates: Sequence[Move],
+    problem: Problem,
+    smallest: dict[tuple[str, int], int],
+    size: int,
+) -> set[tuple[str, int]] | None:
+    """Cards a refused seat might get once `size` seats leave them; None: some fits one already.
+
+    A seat that fits a card alone was refused for the others placed there, so any move may help.
+    """
+    goal: set[tuple[str, int]] = set()
+    for slot in problem.cards:
+        if slot.key not in smallest:
+            continue
+        room = slot.free_bytes - slot.margin_bytes
+        if smallest[slot.key] <= room:
+            return None
+        freed = sorted(
+            {m.seat: m.freed_bytes for m in candidates if (m.host, m.source) == slot.key}.values(),
+            reverse=True,
+        )
+        if smallest[slot.key] <= room + sum(freed[:size]):
+            goal.add(slot.key)
+    return goal
+
+
+def _sets(
+    candidates: Sequence[Move],
+    size: int,
+    problem: Problem,
+    smallest: dict[tuple[str, int], int],
+    deadline: float,
+) -> Iterator[tuple[Move, ...]]:
+    """Sets of `size` moves of distinct seats that might fit and might make room for a refused seat.
+
+    Exhaustive but for sets that cannot help (plain-sum necessary conditions); stops at `deadline`
+    (the caller sees the clock).
+    """
+    goal = _goal_cards(candidates, problem, smallest, size)
+    if goal is None:
+        combos: Iterable[tuple[Move, ...]] = itertools.combinations(candidates, size)
+    else:
+        # Each set holds a move off a goal card: generate it once, from its first such move.
+        firsts = [m for m in candidates if (m.host, m.source) in goal]
+        rest = [m for m in candidates if (m.host, m.source) not in goal]
+        combos = (
+            (first, *others)
+            for i, first in enumerate(firsts)
+            for others in itertools.combinations(firsts[i + 1 :] + rest, size - 1)
+        )
+    for n, combo in enumerate(combos):
+        if n % 256 == 0 and time.perf_counter() > deadline:
+            return
+        if len({m.seat for m in combo}) != size:
+            continue
+        if _may_fit(combo, problem) and _may_place(combo, problem, smallest):
+            yield combo
+
+
+def plan_moves(
+    problem: Problem,
+    placements: Sequence[Placement],
+    *,
+    solver: str = "cbc",
+    time_limit: float = 10.0,
+    max_moves: int = DEFAULT_MAX_MOVES,
+) -> MovesOutcome:
+    """The fewest moves of running seats that place the most seats (strict priority), in a safe order.
+
+    Sets of 1, 2, … `max_moves` moves are tried; a set counts only when its moves have an order
+    in which each restart passes the verifier, and its new seats then pass beside them.
+    """
+    from placement.plan.model import solve
+    from placement.plan.planner import _verified, card_rows, explain_refusal, greedy_assignment
+
+    started = time.perf_counter()
+    deadline = started + time_limit
+    weights = {new.name: new.seat.priority for new in problem.seats}
+    placed_names = {p.seat.name for p in placements}
+    refused = [new for new in problem.seats if new.name not in placed_names]
+    best_score = _score(placed_names, weights)
+    world = _World(problem.catalogue, problem.snapshots)
+    candidates = _candidates(problem, refused)
+    smallest = _smallest_refused(problem, refused)
+    best: tuple[list[Move], Problem, list[Placement]] | None = None
+    unordered: list[tuple[Move, ...]] = []
+    tried = 0
+    cut_short = False
+    full = _score((new.name for new in problem.seats), weights)
+
+    def evaluate(moves: Sequence[Move]) -> tuple[Problem, list[Placement]] | None:
+        """The verified placement of every new seat once `moves` are done, if it may beat the best."""
+        catalogue, snapshots = world.state(moves)
+        moved_problem = build_problem(
+            catalogue,
+            [snapshots[s.host] for s in problem.snapshots],
+            problem.seats,
+            attributed=True,
+        )
+        eligible = (n.name for n in problem.seats if moved_problem.eligible_hosts(n.name))
+        if _score(eligible, weights) <= best_score:
+            return None  # not even every seat with an eligible card would beat it
+        greedy = greedy_assignment(moved_problem)
+        out, _ = _verified(moved_problem, greedy)
+        if _score((p.seat.name for p in out), weights) < full:
+            remaining = deadline - time.perf_counter()
+            if remaining > 0.05:
+                solution = solve(moved_problem, solver=solver, time_limit=remaining, initial=greedy)  # type: ignore[arg-type]
+                proposed, _ = _verified(moved_problem, solution.assignment)
+                if _score((p.seat.name for p in proposed), weights) > _score(
+                    (p.seat.name for p in out), weights
+                ):
+                    out = proposed
+        return moved_problem, out
+
+    for size in range(1, max_moves + 1):
+        if best is not None and best_score == full:
+            break
+        for combo in _sets(candidates, size, problem, smallest, deadline):
+            if time.perf_counter() > deadline:
+                cut_short = True
+                break
+            tried += 1
+            order = world.order(frozenset(combo), deadline)
+            if order is None:
+                if len(unordered) < MAX_UNORDERED and all(
+                    world.start(frozenset(combo) - {m}, m).passed for m in combo
+                ):
+                    unordered.append(combo)  # the end state verifies; no way there does
+                continue
+            found = evaluate(order)
+            if found is None:
+                continue
+            moved_problem, new_placements = found
+            score = _score((p.seat.name for p in new_placements), weights)
+            if score <= best_score:
+                continue
+            starts = _new_starts(moved_problem, new_placements)
+            if starts is None:
+                continue
+            best_score = score
+            best = (order, moved_problem, new_placements)
+        if cut_short or time.perf_counter() > deadline:
+            cut_short = True
+            break
+
+    limit_text = (
+        f"; the search stopped when the plan's time limit ran out ({time_limit:.2g} s were left "
+        f"for it) after {tried} move set(s), so fewer or better moves may exist"
+        if cut_short
+        else ""
+    )
+    if best is None:
+        note = (
+            f"no set of up to {max_moves} move(s) of running seats to other cards of their host "
+            "places more seats "
+            + (
+                f"({tried} set(s) tried)"
+                if tried or cut_short
+                else "(none frees enough on a card a refused seat may use)"
+            )
+        )
+        blocked = _blocked_note(unordered, evaluate, weights, best_score, placed_names)
+        if blocked:
+            note += "; " + blocked
+        return MovesOutcome(note=note + "; no such order exists" + limit_text)
+
+    order, moved_problem, new_placements = best
+    steps = _steps(world, order, moved_problem, new_placements)
+    by_name = {
+        v.seat: v
+        for v in verify_placement(moved_problem.catalogue, moved_problem.snapshots, new_placements)
+    }
+    verdicts = [
+        by_name[new.name]
+        if new.name in by_name
+        else explain_refusal(moved_problem, new, new_placements)
+        for new in problem.seats
+    ]
+    before = card_rows(problem.catalogue, problem.snapshots, [])
+    after = card_rows(moved_problem.catalogue, moved_problem.snapshots, new_placements)
+    rows = [
+        replace(
+            a,
+            used_bytes=b.used_bytes,
+            free_before_bytes=b.free_before_bytes,
+            held_bytes=b.held_bytes,
+            held=b.held,
+            plannable_before_bytes=b.plannable_before_bytes,
+        )
+        for b, a in zip(before, after, strict=True)
+    ]
+    restarted = sum(m.freed_bytes for m in order)
+    note = (
+        f"{len(order)} move(s): {', '.join(m.text() for m in order)} "
+        f"({format_bytes(restarted)} restarted); every start listed passed the verifier against "
+        f"the state it starts from, one seat down at a time ({tried} set(s) tried)" + limit_text
+    )
+    return MovesOutcome(note, verdicts, new_placements, steps, rows)
+
+
+def _blocked_note(
+    unordered: Sequence[tuple[Move, ...]],
+    evaluate: Callable[[Sequence[Move]], tuple[Problem, list[Placement]] | None],
+    weights: dict[str, int],
+    best_score: Score,
+    placed_before: set[str],
+) -> str:
+    """Name a move set that would place more seats if only it had a safe order."""
+    for combo in unordered:
+        found = evaluate(list(combo))
+        if found is None:
+            continue
+        _, placements = found
+        if _score((p.seat.name for p in placements), weights) > best_score:
+            gained = sorted({p.seat.name for p in placements} - placed_before)
+            return (
+                f"{' and '.join(m.text() for m in combo)} would place "
+                f"{', '.join(gained) or 'more seats'}, but no stop/start order keeps every step "
+                "verified with one seat down at a time"
+            )
+    return ""
+
+
+def _new_starts(
+    problem: Problem, placements: Sequence[Placement]
+) -> list[tuple[Placement, Verdict]] | None:
+    """Start the new seats after the moves, each judged beside those started before it.
+
+    Highest priority first; a seat whose reserve must be consumed first waits its turn.
+    """
+    pending = sorted(placements, key=lambda p: (-p.seat.priority, p.seat.name))
+    started: list[Placement] = []
+    out: list[tuple[Placement, Verdict]] = []
+    while pending:
+        for placement in pending:
+            verdict = judge(
+                problem.catalogue,
+                problem.snapshot(placement.host),
+                placement.seat,
+                placement.cards,
+                others=started,
+                util=placement.util,
+            )
+            if verdict.passed:
+                started.append(placement)
+                out.append((placement, verdict))
+                pending = [p for p in pending if p is not placement]
+                break
+        else:
+            return None
+    return out
+
+
+def _start_step(seat: str, host: str, verdict: Verdict) -> dict[str, Any]:
+    figures = verdict.figures[0] if verdict.figures else None
+    return {
+        "action": "start",
+        "seat": seat,
+        "host": host,
+        "cards": list(verdict.cards),
+        "flags": list(verdict.flags),
+        "need_bytes": verdict.need_bytes,
+        "room_bytes": figures.room_bytes if figures is not None else None,
+    }
+
+
+def _steps(
+    world: _World, order: Sequence[Move], problem: Problem, placements: Sequence[Placement]
+) -> tuple[dict[str, Any], ...]:
+    """Stop and restart each moved seat in order, then start the new seats on the hosts moved on."""
+    steps: list[dict[str, Any]] = []
+    done: frozenset[Move] = frozenset()
+    for move in order:
+        steps.append(
+            {"action": "stop", "seat": move.seat, "host": move.host, "cards": [move.source]}
+        )
+        steps.append(_start_step(move.seat, move.host, world.start(done, move)))
+        done = done | {move}
+    hosts = {m.host for m in order}
+    for placement, verdict in _new_starts(problem, placements) or []:
+        if placement.host in hosts:
+            steps.append(_start_step(placement.seat.name, placement.host, verdict))
+    return tuple(steps)

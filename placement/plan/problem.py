@@ -1,0 +1,581 @@
+"""The numbers the placement model sees: cards of every host, new seats, and per (seat, card) needs.
+
+Built from a catalogue and one attributed snapshot per host; fleet-aware (hosts of any size,
+seats free to go to any host). The same engine and capacity functions as the verifier.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from inventory.attribution import attribute
+from inventory.snapshot import Snapshot
+from placement.fit.capacity import (
+    absent_seats,
+    cuda_context_bytes,
+    cuda_total,
+    margin_bytes,
+    seats_declared_on,
+)
+from placement.fit.consistency import check_snapshot
+from placement.fit.engines import (
+    UTIL_STEP,
+    GateRule,
+    gate_rule,
+    need_bytes,
+    requested_bytes,
+)
+from placement.fit.verify import card_catalogues, host_catalogues, kv_bytes, start_util
+from seats.errors import BadInputError, CatalogueError
+from seats.loader import format_loc, read_text_file, read_yaml
+from seats.model import Catalogue, Seat
+
+CardKey = tuple[str, int]
+PairKey = tuple[str, str, int]  # (seat, host, card)
+
+
+@dataclass(frozen=True)
+class ReserveSlot:
+    """A reserve on one card: what it holds, for whom, and what its running seats already use."""
+
+    name: str
+    bytes: int
+    for_: frozenset[str]
+    running_own_bytes: int
+
+
+@dataclass(frozen=True)
+class CardSlot:
+    """One card of one host as the model sees it (exact bytes)."""
+
+    host: str
+    index: int
+    ok: bool
+    free_bytes: int
+    cuda_total: int
+    margin_bytes: int
+    cuda_context: int
+    absent_bytes: int
+    reserves: tuple[ReserveSlot, ...]
+    occupied: bool  # a process or a declared running seat is on it
+    exclusive_running: bool  # a running exclusive seat is on it
+
+    @property
+    def key(self) -> CardKey:
+        """(host, index)."""
+        return (self.host, self.index)
+
+    @property
+    def plannable_bytes(self) -> int:
+        """free − absent − every reserve − margin, as nothing new were placed (may be negative)."""
+        held = self.absent_bytes + sum(max(0, r.bytes - r.running_own_bytes) for r in self.reserves)
+        return self.free_bytes - held - self.margin_bytes
+
+
+@dataclass(frozen=True)
+class NewSeat:
+    """A seat to place: a `planned` catalogue seat or one from an --add file."""
+
+    seat: Seat
+    origin: str
+
+    @property
+    def name(self) -> str:
+        """The seat's name."""
+        return self.seat.name
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Everything the model needs, and the inputs the verifier re-checks it with."""
+
+    catalogue: Catalogue
+    snapshots: tuple[Snapshot, ...]
+    seats: tuple[NewSeat, ...]
+    cards: tuple[CardSlot, ...]
+    hosts: dict[str, tuple[CardSlot, ...]]
+    need: Mapping[PairKey, int]  # eligible (seat, host, card) pairs only (a PairTable)
+    gate_bound: Mapping[PairKey, int]  # load on the card must stay ≤ this when the seat is there
+    warnings: tuple[str, ...] = ()
+    notes: dict[str, list[str]] = field(default_factory=dict)
+    # verify.host_catalogues(catalogue), when the builder made it already.
+    host_views: dict[str, Catalogue] = field(default_factory=dict, repr=False, compare=False)
+    # verify.card_catalogues(catalogue), likewise.
+    card_views: dict[CardKey, Catalogue] = field(default_factory=dict, repr=False, compare=False)
+
+    @cached_property
+    def _seat_index(self) -> dict[str, NewSeat]:
+        # First of a name wins, as the scan it replaces did (names are unique anyway).
+        index: dict[str, NewSeat] = {}
+        for new in self.seats:
+            index.setdefault(new.name, new)
+        return index
+
+    @cached_property
+    def _snapshot_index(self) -> dict[str, Snapshot]:
+        index: dict[str, Snapshot] = {}
+        for snapshot in self.snapshots:
+            index.setdefault(snapshot.host, snapshot)
+        return index
+
+    @cached_property
+    def host_catalogues(self) -> dict[str, Catalogue]:
+        """verify.host_catalogues of the catalogue (build_problem hands over the one it made)."""
+        return self.host_views or host_catalogues(self.catalogue)
+
+    def seat(self, name: str) -> NewSeat:
+        """The new seat called `name`."""
+        return self._seat_index[name]
+
+    def snapshot(self, host: str) -> Snapshot:
+        """The snapshot of `host`."""
+        return self._snapshot_index[host]
+
+    def host_catalogue(self, host: str) -> Catalogue:
+        """The catalogue as `host`'s cards see it (verify.host_catalogues): same figures, less to scan."""
+        return self.host_catalogues.get(host, self.catalogue)
+
+    @cached_property
+    def card_catalogues(self) -> dict[CardKey, Catalogue]:
+        """verify.card_catalogues of the catalogue (build_problem hands over the one it made)."""
+        return self.card_views or card_catalogues(self.catalogue)
+
+    def card_catalogue(self, host: str, index: int) -> Catalogue:
+        """The catalogue as card `index` of `host` sees it, for judging that card alone."""
+        found = self.card_catalogues.get((host, index))
+        return found if found is not None else self.host_catalogue(host)
+
+    def eligible_hosts(self, name: str) -> list[str]:
+        """Hosts with at least as many eligible cards as the seat takes."""
+        seat = self.seat(name).seat
+        hosts: list[str] = list(self.hosts)
+        if seat.host is not None:
+            # A seat that names its host has no pair anywhere else.
+            hosts = [seat.host] if seat.host in self.hosts else []
+        return [host for host in hosts if self._eligible_on(name, host) >= seat.card_count]
+
+    def has_eligible_host(self, name: str) -> bool:
+        """True when `eligible_hosts(name)` is not empty, asking the fewest hosts.
+
+        Hosts are tried widest first: a card whose free − margin − absent is under the
+        seat's resident can hold no eligible pair of it (the need is at least the resident,
+        the held bytes at least the absent ones), so the search stops at the first such host.
+        """
+        new = self.seat(name)
+        if new.seat.host is not None:
+            return bool(self.eligible_hosts(name))
+        count, resident = new.seat.card_count, new.seat.resident
+        for widest, host in self._hosts_widest_first:
+            if widest < resident:
+                return False
+            if self._eligible_on(name, host) >= count:
+                return True
+        return False
+
+    def pairs_exceed(self, limit: int) -> bool:
+        """len(need) > limit, enumerating no more pairs than it takes to tell."""
+        if isinstance(self.need, PairTable):
+            return self.need.exceeds(limit)
+        return len(self.need) > limit
+
+    def _eligible_on(self, name: str, host: str) -> int:
+        slots = self.hosts[host]
+        resident = self.seat(name).seat.resident
+        # Cards too narrow for the resident hold no pair of the seat (see has_eligible_host).
+        return sum(
+            1
+            for slot in slots
+            if slot.ok
+            and slot.free_bytes - slot.margin_bytes - slot.absent_bytes >= resident
+            and (name, host, slot.index) in self.need
+        )
+
+    @cached_property
+    def _hosts_widest_first(self) -> list[tuple[int, str]]:
+        widest = [
+            (
+                max(
+                    (c.free_bytes - c.margin_bytes - c.absent_bytes for c in slots if c.ok),
+                    default=-1,
+                ),
+                host,
+            )
+            for host, slots in self.hosts.items()
+        ]
+        # Stable: equal widths keep host order.
+        return sorted(widest, key=lambda item: -item[0])
+
+
+def load_add_file(path: str | Path) -> list[Seat]:
+    """Seats from an --add YAML file: one seat mapping or a list of them, validated like the catalogue's."""
+    name = str(path)
+    text = read_text_file(path, "a seat file")
+    data = read_yaml(text, name)
+    items: list[Any]
+    if isinstance(data, dict) and "seats" in data and len(data) == 1:
+        items, prefix = list(data["seats"] or []), "seats"
+    elif isinstance(data, dict):
+        items, prefix = [data], ""
+    elif isinstance(data, list):
+        items, prefix = data, ""
+    else:
+        raise CatalogueError(name, "", "a seat file holds one seat mapping or a list of seats")
+    if not items:
+        raise CatalogueError(name, "", "the file names no seat")
+    seats: list[Seat] = []
+    for i, item in enumerate(items):
+        at: tuple[int | str, ...] = (
+            (prefix, i) if prefix else ((i,) if isinstance(data, list) else ())
+        )
+        if not isinstance(item, dict):
+            raise CatalogueError(name, format_loc(at), "a seat is a mapping with name and resident")
+        try:
+            seat = Seat.model_validate(item)
+        except ValidationError as exc:
+            errors = exc.errors()
+            # A misspelt key also shows as a missing one: name the spelling, the cause.
+            first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+            loc = [p for p in first["loc"] if not (isinstance(p, str) and "[" in p)]
+            msg = str(first["msg"]).removeprefix("Value error, ")
+            if first["type"] == "extra_forbidden":
+                msg = "unknown key (check its spelling against `gpuplan schema`)"
+            raise CatalogueError(name, format_loc(at + tuple(loc)), msg) from exc
+        if seat.state != "planned":
+            raise CatalogueError(
+                name, format_loc((*at, "state")), f"an added seat is planned, not {seat.state!r}"
+            )
+        seats.append(seat)
+    return seats
+
+
+def new_seats(catalogue: Catalogue, adds: Sequence[tuple[str, Seat]] = ()) -> list[NewSeat]:
+    """Every `planned` catalogue seat, then each added seat (names unique, hosts and cards real)."""
+    out = [NewSeat(seat, "catalogue") for seat in catalogue.seats if seat.state == "planned"]
+    taken = {seat.name: "the catalogue" for seat in catalogue.seats}
+    taken.update({r.name: "a reserve" for r in catalogue.reserves})
+    for origin, seat in adds:
+        if seat.name in taken:
+            raise CatalogueError(
+                origin, "name", f"seat name {seat.name!r} is already used by {taken[seat.name]}"
+            )
+        taken[seat.name] = origin
+        if seat.host is not None and seat.host not in catalogue.hosts:
+            raise CatalogueError(
+                origin,
+                "host",
+                f"host {seat.host!r} is not among hosts ({', '.join(catalogue.hosts)})",
+            )
+        if seat.pinned_cards is not None:
+            if seat.host is None:
+                raise CatalogueError(
+                    origin, "host", f"seat {seat.name!r} pins cards but names no host"
+                )
+            count = catalogue.hosts[seat.host].cards
+            bad = [c for c in seat.pinned_cards if c >= count]
+            if bad:
+                raise CatalogueError(
+                    origin,
+                    "gpus",
+                    f"host {seat.host!r} has cards 0–{count - 1}; there is no card {bad[0]}",
+                )
+        out.append(NewSeat(seat, origin))
+    return out
+
+
+def check_snapshots(
+    catalogue: Catalogue, snapshots: Sequence[Snapshot], sources: Sequence[str]
+) -> list[str]:
+    """Snapshot vs catalogue (placement.fit.consistency): contradictions are bad input, the rest warns."""
+    warnings: list[str] = []
+    # Each host is checked against its own part of the catalogue (a fleet's cost stays linear).
+    views = host_catalogues(catalogue, hostless=True)
+    for snapshot, source in zip(snapshots, sources, strict=True):
+        view = views.get(snapshot.host, catalogue)
+        try:
+            warnings.extend(check_snapshot(view, snapshot, source))
+        except BadInputError:
+            if view is catalogue:
+                raise
+            # The same check fails on the whole catalogue; its message numbers the seats as
+            # the file does (seats[i]), so let that one speak.
+            check_snapshot(catalogue, snapshot, source)
+            raise
+    return warnings
+
+
+def _card_slot(catalogue: Catalogue, snapshot: Snapshot, index: int) -> CardSlot:
+    card = snapshot.card(index)
+    host = snapshot.host
+    if not card.ok:
+        return CardSlot(host, index, False, 0, 0, 0, 0, 0, (), True, False)
+    declared = seats_declared_on(catalogue, host, index)
+    declared_names = {seat.name for seat in declared}
+    residents = {seat.name: seat.resident for seat in catalogue.seats}
+    total = cuda_total(card)
+    reserves = tuple(
+        ReserveSlot(
+            r.name,
+            total if r.bytes == "card" else int(r.bytes),
+            frozenset(r.for_),
+            sum(residents[name] for name in r.for_ if name in declared_names),
+        )
+        for r in catalogue.reserves
+        if r.host == host and r.gpu == index
+    )
+    return CardSlot(
+        host=host,
+        index=index,
+        ok=True,
+        free_bytes=card.free_bytes or 0,
+        cuda_total=total,
+        margin_bytes=margin_bytes(catalogue, host),
+        cuda_context=cuda_context_bytes(catalogue, host),
+        absent_bytes=sum(seat.resident for seat in absent_seats(catalogue, host, card)),
+        reserves=reserves,
+        occupied=bool(card.processes) or bool(declared),
+        exclusive_running=any(seat.exclusive for seat in declared),
+    )
+
+
+def build_problem(
+    catalogue: Catalogue,
+    snapshots: Sequence[Snapshot],
+    seats: Sequence[NewSeat],
+    *,
+    attributed: bool = False,
+) -> Problem:
+    """The model's numbers for placing `seats` on the cards of `snapshots` (one per host)."""
+    if attributed:
+        snaps = tuple(snapshots)
+    else:
+        # Attribution reads the seats that may run on the host: those naming it or none.
+        scoped = host_catalogues(catalogue, hostless=True)
+        snaps = tuple(attribute(s, scoped.get(s.host, catalogue)) for s in snapshots)
+    cards: list[CardSlot] = []
+    hosts: dict[str, tuple[CardSlot, ...]] = {}
+    views = host_catalogues(catalogue)
+    card_views = card_catalogues(catalogue)
+    for snapshot in snaps:
+        view = views.get(snapshot.host, catalogue)
+        slots = tuple(
+            _card_slot(card_views.get((snapshot.host, card.index), view), snapshot, card.index)
+            for card in snapshot.cards
+        )
+        hosts[snapshot.host] = slots
+        cards.extend(slots)
+    table = PairTable(seats, hosts)
+    return Problem(
+        catalogue=catalogue,
+        snapshots=snaps,
+        seats=tuple(seats),
+        cards=tuple(cards),
+        hosts=hosts,
+        need=table,
+        gate_bound=table.gate_bounds,
+        host_views=views,  # the verifier and the explanations read the same views
+        card_views=card_views,
+    )
+
+
+PairEntry = tuple[int, int | None]  # (need, gate bound or None)
+
+
+class PairTable(Mapping[PairKey, int]):
+    """need[(seat, host, card)] for the eligible pairs, each worked out when first asked.
+
+    A fleet has seats × cards pairs and most callers ask a few per seat (the greedy placer,
+    `has_eligible_host`); the model iterates them all. Each pair is a pure function of the
+    seat and the card (`_pair`), so the answer does not depend on when it is asked, and
+    iterating gives the pairs in the order a seat-by-host-by-card loop would (the model's
+    variable order).
+    """
+
+    def __init__(self, seats: Sequence[NewSeat], hosts: dict[str, tuple[CardSlot, ...]]) -> None:
+        self._seats = tuple(seats)
+        self._by_name = {new.name: new.seat for new in reversed(self._seats)}
+        self._hosts = hosts
+        self._slots = {(host, slot.index): slot for host, slots in hosts.items() for slot in slots}
+        self._ok_count = {
+            host: sum(1 for slot in slots if slot.ok) for host, slots in hosts.items()
+        }
+        self._residents = {new.name: new.seat.resident for new in self._seats}
+        self._memo: dict[PairKey, PairEntry | None] = {}
+        self._rules: dict[str, GateRule] = {}
+        self._utils: dict[tuple[str, str | int, int], Decimal | None] = {}
+        self._all: dict[PairKey, int] | None = None
+        self.gate_bounds = _GateBounds(self)
+
+    def entry(self, name: str, host: str, index: int) -> PairEntry | None:
+        """(need, gate bound) when `name` could go on card `index` of `host` alone, else None."""
+        key = (name, host, index)
+        try:
+            return self._memo[key]
+        except KeyError:
+            pass
+        found = self._compute(name, host, index)
+        self._memo[key] = found
+        return found
+
+    def _compute(self, name: str, host: str, index: int) -> PairEntry | None:
+        seat = self._by_name.get(name)
+        slot = self._slots.get((host, index))
+        if seat is None or slot is None or not slot.ok:
+            return None
+        if seat.host is not None and seat.host != host:
+            return None
+        if self._ok_count[host] < seat.card_count:
+            return None
+        pinned = seat.pinned_cards
+        if pinned is not None and index not in pinned:
+            return None
+        rule = self._rules.get(name)
+        if rule is None:
+            rule = self._rules[name] = gate_rule(seat.engine, propose=True)
+        # One util per host for a multi-card seat (the same start on each card); per card
+        # size and context for one card. Cached: a fleet has few card sizes.
+        util_key: tuple[str, str | int, int]
+        if seat.card_count > 1:
+            util_key = (name, host, 0)
+        else:
+            util_key = (name, slot.cuda_total, slot.cuda_context)
+        if util_key in self._utils:
+            util = self._utils[util_key]
+        else:
+            if seat.card_count > 1:
+                ok_slots = [s for s in self._hosts[host] if s.ok]
+                util = start_util(
+                    seat, rule, [s.cuda_total for s in ok_slots], ok_slots[0].cuda_context
+                )
+            else:
+                util = start_util(seat, rule, [slot.cuda_total], slot.cuda_context)
+            self._utils[util_key] = util
+        return _pair(seat, rule, util, slot, self._residents)
+
+    def _keys(self) -> Iterator[PairKey]:
+        """Every (seat, host, card) that could be eligible, in the model's order."""
+        for new in self._seats:
+            for host, slots in self._hosts.items():
+                for slot in slots:
+                    yield (new.name, host, slot.index)
+
+    def _every(self) -> dict[PairKey, int]:
+        if self._all is None:
+            table: dict[PairKey, int] = {}
+            for key in self._keys():
+                found = self.entry(*key)
+                if found is not None:
+                    table[key] = found[0]
+            self._all = table
+        return self._all
+
+    @property
+    def worked_out(self) -> int:
+        """How many pairs have been worked out so far (eligible or not)."""
+        return len(self._memo)
+
+    def exceeds(self, limit: int) -> bool:
+        """More than `limit` eligible pairs (stops counting once there are)."""
+        if self._all is not None:
+            return len(self._all) > limit
+        count = 0
+        for key in self._keys():
+            if self.entry(*key) is not None:
+                count += 1
+                if count > limit:
+                    return True
+        return False
+
+    def __getitem__(self, key: PairKey) -> int:
+        found = self.entry(*key) if len(key) == 3 else None
+        if found is None:
+            raise KeyError(key)
+        return found[0]
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, tuple) or len(key) != 3:
+            return False
+        return self.entry(*key) is not None
+
+    def __iter__(self) -> Iterator[PairKey]:
+        return iter(self._every())
+
+    def __len__(self) -> int:
+        return len(self._every())
+
+    def __repr__(self) -> str:
+        return f"PairTable({len(self._seats)} seats, {len(self._slots)} cards)"
+
+
+class _GateBounds(Mapping[PairKey, int]):
+    """gate_bound[(seat, host, card)]: the pairs whose gate is not already implied by room."""
+
+    def __init__(self, table: PairTable) -> None:
+        self._table = table
+
+    def __getitem__(self, key: PairKey) -> int:
+        found = self._table.entry(*key) if len(key) == 3 else None
+        if found is None or found[1] is None:
+            raise KeyError(key)
+        return found[1]
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, tuple) or len(key) != 3:
+            return False
+        found = self._table.entry(*key)
+        return found is not None and found[1] is not None
+
+    def __iter__(self) -> Iterator[PairKey]:
+        return iter([key for key in self._table if key in self])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def _pair(
+    seat: Seat,
+    rule: GateRule,
+    util: Decimal | None,
+    slot: CardSlot,
+    new_residents: dict[str, int],
+) -> tuple[int, int | None] | None:
+    """(need, gate bound) when the seat could go on the card alone, else None (pruned)."""
+    if seat.exclusive and slot.occupied:
+        return None
+    if slot.exclusive_running:
+        return None
+    kv = kv_bytes(seat)
+    need = seat.resident
+    if seat.engine.kind == "vllm" and rule.gating == "gated":
+        need = need_bytes(seat.resident, kv, util, slot.cuda_total, slot.cuda_context)
+    # The least this seat could meet as held: reserves it is not for, less what their own
+    # new seats would consume if the plan put them here too.
+    held_min = slot.absent_bytes
+    for reserve in slot.reserves:
+        if seat.name in reserve.for_:
+            continue
+        own_new = sum(new_residents.get(name, 0) for name in reserve.for_)
+        held_min += max(0, reserve.bytes - reserve.running_own_bytes - own_new)
+    if need > slot.free_bytes - held_min - slot.margin_bytes:
+        return None
+    if seat.engine.kind != "vllm" or rule.gating != "gated" or util is None:
+        return need, None
+    if rule.source == "proposed" and kv is not None:
+        # The plan falls back to the largest util that passes: the least it can ask is 0.001.
+        requested = requested_bytes(UTIL_STEP, slot.cuda_total)
+    else:
+        requested = requested_bytes(util, slot.cuda_total)
+    gate_free = slot.free_bytes - slot.cuda_context
+    if requested > gate_free:
+        return None
+    # Gate as if started last: load on the card (this seat included) ≤ free − ctx + need − requested.
+    bound = gate_free + need - requested
+    if bound >= slot.free_bytes - slot.margin_bytes - slot.absent_bytes:
+        return need, None  # the room constraint already implies it
+    return need, bound

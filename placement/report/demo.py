@@ -1,0 +1,434 @@
+"""Demo data: a seeded week of one-minute snapshots of an example host, for `make report`.
+
+Everything here is invented from one base snapshot (the fv-ml1 example); it is labelled demo data wherever it shows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import TYPE_CHECKING
+
+from inventory.attribution import attribute
+from inventory.ledger.store import Ledger
+from inventory.snapshot import Card, Process, Snapshot
+from seats.errors import BadInputError
+from seats.model import Catalogue, Seat
+from seats.units import GiB, MiB
+
+if TYPE_CHECKING:
+    from placement.check.seat import CheckResult
+
+DEMO_DRIFT_BYTES = 3 * GiB  # the drifting seat gains this much, linearly, over the window
+DEMO_FOREIGN_BYTES = 6 * GiB + 518 * MiB  # a 6 GiB tensor plus its CUDA context (FACTS.md §1)
+DEMO_FOREIGN_PID = 28811
+DEMO_FOREIGN_CMDLINE = "python3 /home/ops/notebooks/probe_embeddings.py --device cuda"
+
+
+@dataclass(frozen=True)
+class DemoStory:
+    """What the generator puts in the week, so tests and the README can name it."""
+
+    start: datetime  # first snapshot
+    end: datetime  # last snapshot
+    minutes: int
+    drift_seat: str | None
+    drift_card: int | None
+    foreign_card: int
+    foreign_start: datetime
+    foreign_end: datetime  # exclusive
+    check_seat: str | None
+    check_card: int | None
+    check_at: datetime
+
+
+def plan_story(catalogue: Catalogue, base: Snapshot, *, end: datetime, days: int) -> DemoStory:
+    """Choose the drifting seat, the foreign afternoon and the checked seat from the base state."""
+    if days < 1 or days > 62:
+        raise BadInputError(f"--days {days}: give between 1 and 62 days")
+    end = end.astimezone(UTC).replace(second=0, microsecond=0)
+    minutes = days * 1440
+    start = end - timedelta(minutes=minutes - 1)
+    attributed = attribute(base, catalogue)
+    present = {
+        (p.seat, card.index)
+        for card in attributed.cards
+        for p in card.processes
+        if p.seat is not None
+    }
+    running = [s for s in catalogue.seats if s.state == "running" and s.host == base.host]
+    # The drifting seat: a leak is likeliest in a server without a preallocated KV cache,
+    # so prefer the largest non-vLLM seat that is up; fall back to any seat that is up.
+    candidates = [s for s in running if any((s.name, c) in present for c in s.pinned_cards or ())]
+    others = [s for s in candidates if s.engine.kind != "vllm"]
+    drift = max(others or candidates, key=lambda s: s.resident, default=None)
+    drift_card = _first_present_card(drift, present)
+    # The foreign afternoon lands on a reserved card when there is one (it breaks the
+    # reserve), else on the card with the most free memory.
+    reserved = [r.gpu for r in catalogue.reserves if r.host == base.host]
+    cards_ok = [c for c in base.cards if c.ok]
+    if not cards_ok:
+        raise BadInputError(f"base snapshot of {base.host} has no card that was read")
+    if reserved and any(c.index == reserved[0] for c in cards_ok):
+        foreign_card = reserved[0]
+    else:
+        foreign_card = max(cards_ok, key=lambda c: c.free_bytes or 0).index
+    middle = start + timedelta(days=days // 2)
+    foreign_start = middle.replace(hour=13, minute=0)
+    foreign_end = middle.replace(hour=18, minute=0)
+    if days == 1 or foreign_end > end:
+        foreign_start, foreign_end = start + timedelta(hours=3), start + timedelta(hours=8)
+    # The checked seat: a vLLM seat with a declared util on the fullest card, smallest first
+    # (the seed's vllm-voices: its own redeploy check at a higher util).
+    fullest = sorted(cards_ok, key=lambda c: c.free_bytes or 0)
+    check: Seat | None = None
+    check_card: int | None = None
+    for card in fullest:
+        on_card = [
+            s
+            for s in running
+            if s.engine.kind == "vllm"
+            and s.engine.gpu_memory_utilization is not None
+            and (s.name, card.index) in present
+        ]
+        if on_card:
+            check = min(on_card, key=lambda s: s.resident)
+            check_card = card.index
+            break
+    check_at = max(start, end - timedelta(days=2)).replace(hour=10, minute=14)
+    if check_at < start or check_at > end:
+        check_at = start + timedelta(minutes=minutes // 2)
+    return DemoStory(
+        start=start,
+        end=end,
+        minutes=minutes,
+        drift_seat=drift.name if drift is not None else None,
+        drift_card=drift_card,
+        foreign_card=foreign_card,
+        foreign_start=foreign_start,
+        foreign_end=foreign_end,
+        check_seat=check.name if check is not None else None,
+        check_card=check_card,
+        check_at=check_at,
+    )
+
+
+def _first_present_card(seat: Seat | None, present: set[tuple[str, int]]) -> int | None:
+    if seat is None:
+        return None
+    for card in seat.pinned_cards or ():
+        if (seat.name, card) in present:
+            return card
+    return None
+
+
+# One generated card reading: (base card, used, free, utilization, processes); a process is
+# (pid, used_bytes, cmdline, seat). Plain tuples, because a week is ~40,000 of them.
+_Proc = tuple[int, int, str | None, str | None]
+_CardRow = tuple[Card, int, int, int, list[_Proc]]
+
+
+def _minutes(
+    catalogue: Catalogue, base: Snapshot, story: DemoStory, *, seed: int
+) -> Iterator[tuple[datetime, list[_CardRow]]]:
+    """One reading a minute from `story.start` to `story.end`, seeded, oldest first.
+
+    Noise is what the cards really do: a vLLM seat's memory is preallocated, so it moves by
+    a few MiB; other servers follow their load through the day by about 1% of their size.
+    """
+    rng = random.Random(seed)
+    attributed = attribute(base, catalogue)
+    kinds = {s.name: s.engine.kind for s in catalogue.seats}
+    readable = [c for c in attributed.cards if c.ok and c.total_bytes is not None]
+    shapes = []
+    for card in readable:
+        capacity = (card.total_bytes or 0) - (card.reserved_bytes or 0)
+        overhead = (card.used_bytes or 0) - sum(p.used_bytes or 0 for p in card.processes)
+        procs = [
+            (
+                p.pid,
+                p.used_bytes or 0,
+                p.cmdline,
+                p.seat,
+                kinds.get(p.seat or "") == "vllm",
+                p.seat is not None
+                and p.seat == story.drift_seat
+                and card.index == story.drift_card,
+            )
+            for p in card.processes
+        ]
+        shapes.append((card, capacity, overhead, procs))
+    last = max(1, story.minutes - 1)
+    for minute in range(story.minutes):
+        moment = story.start + timedelta(minutes=minute)
+        # Load follows office hours: 0 at night, up to 1 mid-afternoon UTC.
+        hour = moment.hour + moment.minute / 60
+        load = math.sin(math.pi * (hour - 7) / 12) if 7 <= hour <= 19 else 0.0
+        foreign = story.foreign_start <= moment < story.foreign_end
+        rows: list[_CardRow] = []
+        for card, capacity, overhead, procs in shapes:
+            out: list[_Proc] = []
+            for pid, size, cmdline, seat, vllm, drifting in procs:
+                if vllm:
+                    size += int(rng.gauss(0, 3)) * MiB
+                elif size:
+                    size += int(size * (0.01 * load + rng.gauss(0, 0.0015)))
+                if drifting:
+                    size += DEMO_DRIFT_BYTES * minute // last
+                out.append((pid, max(0, size), cmdline, seat))
+            if foreign and card.index == story.foreign_card:
+                ramp = min(1.0, (moment - story.foreign_start).total_seconds() / 600)
+                size = int(DEMO_FOREIGN_BYTES * ramp) + rng.randrange(0, 64) * MiB
+                out.append((DEMO_FOREIGN_PID, size, DEMO_FOREIGN_CMDLINE, None))
+            # A card never reports more than it has.
+            used = min(capacity, overhead + sum(p[1] for p in out))
+            util = min(100, int(15 + 70 * load) + rng.randrange(0, 10)) if out else 0
+            rows.append((card, used, capacity - used, util, out))
+        yield moment, rows
+
+
+def _snapshot(base: Snapshot, moment: datetime, rows: list[_CardRow]) -> Snapshot:
+    cards = {
+        card.index: Card.model_construct(
+            index=card.index,
+            uuid=card.uuid,
+            name=card.name,
+            total_bytes=card.total_bytes,
+            reserved_bytes=card.reserved_bytes,
+            used_bytes=used,
+            free_bytes=free,
+            utilization_percent=util,
+            processes=tuple(
+                Process.model_construct(pid=pid, used_bytes=size, cmdline=cmdline, seat=seat)
+                for pid, size, cmdline, seat in procs
+            ),
+            error=None,
+        )
+        for card, used, free, util, procs in rows
+    }
+    return Snapshot.model_construct(
+        host=base.host,
+        taken_at=moment,
+        driver=base.driver,
+        nvml_version=base.nvml_version,
+        cards=tuple(cards.get(c.index, c) for c in base.cards),
+    )
+
+
+def demo_snapshots(
+    catalogue: Catalogue, base: Snapshot, story: DemoStory, *, seed: int
+) -> Iterator[Snapshot]:
+    """The demo week as frozen snapshots, oldest first (slower than `write_demo`'s bulk rows)."""
+    for moment, rows in _minutes(catalogue, base, story, seed=seed):
+        yield _snapshot(base, moment, rows)
+
+
+def write_demo(
+    connection: sqlite3.Connection,
+    catalogue: Catalogue,
+    base: Snapshot,
+    story: DemoStory,
+    *,
+    seed: int,
+) -> dict[datetime, Snapshot]:
+    """Insert the demo week into an empty ledger in one transaction; return the snapshot at each check.
+
+    Rows go in through `executemany` on the ledger's connection: building a pydantic
+    snapshot per minute would cost more than the whole insert.
+    """
+    wanted = {story.check_at, story.check_at + timedelta(minutes=7)}
+    kept: dict[datetime, Snapshot] = {}
+    errored = [c for c in base.cards if not c.ok]
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        snapshot_rows = []
+        card_rows: list[tuple[object, ...]] = []
+        process_rows: list[tuple[object, ...]] = []
+        next_id = int(
+            connection.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM snapshots").fetchone()[0]
+        )
+        for moment, rows in _minutes(catalogue, base, story, seed=seed):
+            sid = next_id
+            next_id += 1
+            seconds = int(moment.timestamp())
+            snapshot_rows.append(
+                (
+                    sid,
+                    base.host,
+                    seconds,
+                    moment.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    base.driver,
+                    base.nvml_version,
+                )
+            )
+            for card, used, free, util, procs in rows:
+                card_rows.append(
+                    (
+                        sid,
+                        card.index,
+                        card.uuid,
+                        card.name,
+                        card.total_bytes,
+                        card.reserved_bytes,
+                        used,
+                        free,
+                        util,
+                        None,
+                    )
+                )
+                for pid, size, cmdline, seat in procs:
+                    process_rows.append((sid, card.index, pid, size, cmdline, seat))
+            for card in errored:
+                card_rows.append(
+                    (
+                        sid,
+                        card.index,
+                        card.uuid,
+                        card.name,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        card.error,
+                    )
+                )
+            if moment in wanted:
+                kept[moment] = _snapshot(base, moment, rows)
+        connection.executemany(
+            "INSERT INTO snapshots(id, host, taken_at_s, taken_at, driver, nvml_version) VALUES (?, ?, ?, ?, ?, ?)",
+            snapshot_rows,
+        )
+        connection.executemany(
+            "INSERT INTO cards(snapshot_id, idx, uuid, name, total_bytes, reserved_bytes, used_bytes, "
+            "free_bytes, utilization_percent, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            card_rows,
+        )
+        connection.executemany(
+            "INSERT INTO processes(snapshot_id, card_idx, pid, used_bytes, cmdline, seat) VALUES (?, ?, ?, ?, ?, ?)",
+            process_rows,
+        )
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")
+    return kept
+
+
+@dataclass(frozen=True)
+class DemoCheck:
+    """One `check` the demo records: who, at which util, and what the verifier said."""
+
+    decided_at: datetime
+    seat: str
+    cards: tuple[int, ...]
+    util: str
+    verdict: str
+    decision_id: int
+
+
+def record_demo_checks(
+    ledger: Ledger, catalogue: Catalogue, story: DemoStory, kept: dict[datetime, Snapshot]
+) -> list[DemoCheck]:
+    """Record a refused and a passed redeploy check of the story's seat, judged by the real verifier.
+
+    The refused one asks for the smallest util above the declared one (in steps of 0.01) that
+    the card's free memory cannot honour — the seed's 0.12 for vllm-voices; the passed one
+    uses the declared util, seven minutes later.
+    """
+    from placement.check.seat import check_seat, inputs_digest
+
+    if story.check_seat is None or story.check_card is None:
+        return []
+    seat = catalogue.seat(story.check_seat)
+    declared = seat.engine.gpu_memory_utilization
+    if declared is None:
+        return []
+    base_util = Decimal(repr(declared))
+    first = kept.get(story.check_at)
+    second = kept.get(story.check_at + timedelta(minutes=7))
+    if first is None or second is None:
+        return []
+    asked = base_util
+    refused = None
+    for step in range(1, 101):
+        asked = base_util + Decimal("0.01") * step
+        if asked > 1:
+            break
+        result = check_seat(catalogue, [first], seat.name, [story.check_card], util=asked)
+        if result.verdict.verdict == "refuse":
+            refused = result
+            break
+    out: list[DemoCheck] = []
+    plan: list[tuple[datetime, CheckResult, Decimal]] = []
+    if refused is not None:
+        plan.append((story.check_at, refused, asked))
+    passed = check_seat(catalogue, [second], seat.name, [story.check_card])
+    plan.append((story.check_at + timedelta(minutes=7), passed, base_util))
+    for moment, result, util in plan:
+        row = ledger.connection.execute(
+            "SELECT id FROM snapshots WHERE host = ? AND taken_at_s = ?",
+            (result.snapshot.host, int(moment.timestamp())),
+        ).fetchone()
+        decision_id = ledger.record_decision(
+            kind="check",
+            host=result.snapshot.host,
+            seat=result.verdict.seat,
+            cards=list(result.verdict.cards),
+            verdict=result.verdict.verdict,
+            reasons=[reason.to_json() for reason in result.verdict.reasons],
+            inputs_digest=inputs_digest(result),
+            snapshot_id=int(row[0]) if row else None,
+            decided_at=moment,
+        )
+        out.append(
+            DemoCheck(
+                moment,
+                result.verdict.seat,
+                tuple(result.verdict.cards),
+                str(util),
+                result.verdict.verdict,
+                decision_id,
+            )
+        )
+    return out
+
+
+def mark_demo(ledger: Ledger, text: str) -> None:
+    """Say in the ledger itself that it holds demo data; the report prints it as a banner."""
+    ledger.connection.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('demo', ?)", (text,))
+
+
+def demo_note(connection: sqlite3.Connection) -> str | None:
+    """The ledger's demo label, None for a real ledger."""
+    try:
+        row = connection.execute("SELECT value FROM meta WHERE key = 'demo'").fetchone()
+    except sqlite3.Error:
+        return None
+    return None if row is None else str(row[0])
+
+
+def ledger_digest(conn: sqlite3.Connection) -> str:
+    """sha256 over the ledger's snapshot, card, process and decision rows in a fixed order."""
+    digest = hashlib.sha256()
+    queries = (
+        "SELECT host, taken_at_s, taken_at, driver, nvml_version FROM snapshots ORDER BY host, taken_at_s",
+        "SELECT s.host, s.taken_at_s, c.idx, c.uuid, c.total_bytes, c.reserved_bytes, c.used_bytes, "
+        "c.free_bytes, c.utilization_percent, c.error FROM cards c JOIN snapshots s ON s.id = c.snapshot_id "
+        "ORDER BY s.host, s.taken_at_s, c.idx",
+        "SELECT s.host, s.taken_at_s, p.card_idx, p.pid, p.used_bytes, p.cmdline, p.seat FROM processes p "
+        "JOIN snapshots s ON s.id = p.snapshot_id ORDER BY s.host, s.taken_at_s, p.card_idx, p.pid",
+        "SELECT decided_at_s, kind, host, seat, cards, verdict, reasons, inputs_digest FROM decisions "
+        "ORDER BY decided_at_s, id",
+    )
+    for sql in queries:
+        for row in conn.execute(sql):
+            digest.update(repr(row).encode())
+            digest.update(b"\n")
+    return digest.hexdigest()

@@ -1,0 +1,435 @@
+"""The capacity ledger view: per card what NVML saw beside what the catalogue declares and holds.
+
+Pure: catalogue + snapshots in, rows out; the per-card formulas are `placement.fit.capacity`'s.
+`ledger_json` is the `--json` shape of DESIGN.md; `render_ledger` the same content for people.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from tabulate import tabulate
+
+from inventory.attribution import attribute
+from inventory.snapshot import Card, Snapshot, format_utc
+from placement.fit.capacity import (
+    HeldPart,
+    attributed_bytes,
+    cuda_context_bytes,
+    cuda_total,
+    held_parts,
+    margin_bytes,
+    plannable_bytes,
+    seats_declared_on,
+    unexplained_bytes,
+)
+from placement.fit.consistency import check_snapshot
+from seats.model import Catalogue, Seat
+from seats.units import format_bytes, format_mib
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ForeignProcess:
+    """A process on a card that no seat's `match` claims: its bytes are unexplained."""
+
+    card: int
+    pid: int
+    used_bytes: int | None
+    cmdline: str | None
+
+
+@dataclass(frozen=True)
+class CardRow:
+    """One card's figures; None where the card could not be read."""
+
+    index: int
+    uuid: str | None
+    total_bytes: int | None
+    reserved_bytes: int | None
+    cuda_total_bytes: int | None
+    declared_bytes: int
+    held_bytes: int | None
+    held_by: tuple[HeldPart, ...]
+    used_bytes: int | None
+    attributed_bytes: int | None
+    unexplained_bytes: int | None
+    free_bytes: int | None
+    margin_bytes: int
+    plannable_bytes: int
+    seats: tuple[str, ...]
+    absent: tuple[str, ...]
+    error: str | None
+
+    @property
+    def nvml_v1(self) -> bool:
+        """Read through NVML v1 only: reserve unknown, counted in used."""
+        return self.error is None and self.reserved_bytes is None
+
+
+@dataclass(frozen=True)
+class SeatRow:
+    """One seat: the bytes the catalogue declares for it against the bytes its processes hold."""
+
+    seat: str
+    state: str
+    cards: tuple[int, ...]
+    observed_cards: tuple[int, ...]
+    declared_bytes: int
+    observed_bytes: int | None
+    status: str  # present | absent | assumed | elsewhere | planned
+
+    @property
+    def difference_bytes(self) -> int | None:
+        """observed − declared, where both are known."""
+        if self.observed_bytes is None or self.status in ("absent", "planned"):
+            return None
+        return self.observed_bytes - self.declared_bytes
+
+
+@dataclass(frozen=True)
+class HostView:
+    """One host's snapshot, read against the catalogue."""
+
+    host: str
+    taken_at: datetime
+    source: str
+    driver: str | None
+    margin_bytes: int
+    cuda_context_bytes: int
+    cards: tuple[CardRow, ...]
+    seats: tuple[SeatRow, ...]
+    foreign: tuple[ForeignProcess, ...]
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LedgerView:
+    """Every host the snapshots cover."""
+
+    hosts: tuple[HostView, ...]
+
+    @property
+    def warnings(self) -> list[str]:
+        """All hosts' warnings, in order."""
+        return [w for host in self.hosts for w in host.warnings]
+
+
+def build_ledger(
+    catalogue: Catalogue, snapshots: Sequence[Snapshot], sources: Sequence[str]
+) -> LedgerView:
+    """The view of `snapshots` (read from `sources`, one each) against `catalogue`.
+
+    Raises BadInputError where a snapshot contradicts the catalogue (`check_snapshot`).
+    """
+    hosts = []
+    for snapshot, source in zip(snapshots, sources, strict=True):
+        warnings = check_snapshot(catalogue, snapshot, source)
+        hosts.append(_host_view(catalogue, attribute(snapshot, catalogue), source, warnings))
+    return LedgerView(tuple(hosts))
+
+
+def _host_view(
+    catalogue: Catalogue, snapshot: Snapshot, source: str, warnings: list[str]
+) -> HostView:
+    host = snapshot.host
+    cards = tuple(_card_row(catalogue, snapshot, card) for card in snapshot.cards)
+    foreign = tuple(
+        ForeignProcess(card.index, process.pid, process.used_bytes, process.cmdline)
+        for card in snapshot.cards
+        for process in card.processes
+        if process.seat is None
+    )
+    return HostView(
+        host=host,
+        taken_at=snapshot.taken_at,
+        source=source,
+        driver=snapshot.driver,
+        margin_bytes=margin_bytes(catalogue, host),
+        cuda_context_bytes=cuda_context_bytes(catalogue, host),
+        cards=cards,
+        seats=tuple(_seat_rows(catalogue, snapshot)),
+        foreign=foreign,
+        warnings=tuple(warnings),
+    )
+
+
+def _card_row(catalogue: Catalogue, snapshot: Snapshot, card: Card) -> CardRow:
+    host = snapshot.host
+    declared = seats_declared_on(catalogue, host, card.index)
+    parts = tuple(held_parts(catalogue, host, card)) if card.ok else ()
+    return CardRow(
+        index=card.index,
+        uuid=card.uuid,
+        total_bytes=card.total_bytes,
+        reserved_bytes=card.reserved_bytes,
+        cuda_total_bytes=cuda_total(card) if card.ok else None,
+        declared_bytes=sum(seat.resident for seat in declared),
+        held_bytes=sum(part.bytes for part in parts) if card.ok else None,
+        held_by=parts,
+        used_bytes=card.used_bytes,
+        attributed_bytes=attributed_bytes(card) if card.ok else None,
+        unexplained_bytes=unexplained_bytes(card),
+        free_bytes=card.free_bytes,
+        margin_bytes=margin_bytes(catalogue, host),
+        plannable_bytes=plannable_bytes(catalogue, snapshot, card),
+        seats=tuple(seat.name for seat in declared),
+        absent=tuple(part.name for part in parts if part.kind == "absent"),
+        error=card.error,
+    )
+
+
+def _seat_rows(catalogue: Catalogue, snapshot: Snapshot) -> list[SeatRow]:
+    """Seats of this host (and host-less seats seen running on it), retired ones left out."""
+    observed: dict[str, dict[int, int]] = {}
+    for card in snapshot.cards:
+        for process in card.processes:
+            if process.seat is not None:
+                per_card = observed.setdefault(process.seat, {})
+                per_card[card.index] = per_card.get(card.index, 0) + (process.used_bytes or 0)
+    rows = []
+    for seat in catalogue.seats:
+        if seat.state == "retired":
+            continue
+        if seat.host != snapshot.host and not (seat.host is None and seat.name in observed):
+            continue
+        rows.append(_seat_row(seat, observed.get(seat.name)))
+    return rows
+
+
+def _seat_row(seat: Seat, seen: dict[int, int] | None) -> SeatRow:
+    cards = seat.pinned_cards or ()
+    declared = seat.resident * seat.card_count
+    observed_cards = tuple(sorted(seen)) if seen else ()
+    observed = sum(seen.values()) if seen else None
+    if seen:
+        # Running where the catalogue says it runs, or started somewhere else.
+        status = "present" if not cards or set(seen) <= set(cards) else "elsewhere"
+    elif seat.state == "planned":
+        status = "planned"
+    elif seat.match is None:
+        status = "assumed"  # DESIGN.md: a seat without `match` is assumed present
+    else:
+        status = "absent"
+        observed = 0
+    return SeatRow(seat.name, seat.state, cards, observed_cards, declared, observed, status)
+
+
+# --- JSON ----------------------------------------------------------------------------------
+
+
+def ledger_json(view: LedgerView) -> dict[str, Any]:
+    """DESIGN.md's `ledger` shape (schema 1, raw byte ints), with a few added keys."""
+    return {
+        "schema": SCHEMA_VERSION,
+        "hosts": [
+            {
+                "host": host.host,
+                "taken_at": format_utc(host.taken_at),
+                "source": host.source,
+                "driver": host.driver,
+                "margin_bytes": host.margin_bytes,
+                "cuda_context_bytes": host.cuda_context_bytes,
+                "cards": [_card_json(card) for card in host.cards],
+                "seats": [
+                    {
+                        "seat": seat.seat,
+                        "cards": list(seat.cards),
+                        "declared_bytes": seat.declared_bytes,
+                        "observed_bytes": seat.observed_bytes,
+                        "status": seat.status,
+                        "state": seat.state,
+                        "observed_cards": list(seat.observed_cards),
+                    }
+                    for seat in host.seats
+                ],
+                "foreign": [
+                    {
+                        "card": p.card,
+                        "pid": p.pid,
+                        "used_bytes": p.used_bytes,
+                        "cmdline": p.cmdline,
+                    }
+                    for p in host.foreign
+                ],
+                "warnings": list(host.warnings),
+            }
+            for host in view.hosts
+        ],
+        "warnings": view.warnings,
+    }
+
+
+def _card_json(card: CardRow) -> dict[str, Any]:
+    return {
+        "index": card.index,
+        "uuid": card.uuid,
+        "total_bytes": card.total_bytes,
+        "reserved_bytes": card.reserved_bytes,
+        "declared_bytes": card.declared_bytes,
+        "held_bytes": card.held_bytes,
+        "used_bytes": card.used_bytes,
+        "attributed_bytes": card.attributed_bytes,
+        "unexplained_bytes": card.unexplained_bytes,
+        "free_bytes": card.free_bytes,
+        "plannable_bytes": card.plannable_bytes,
+        "error": card.error,
+        "cuda_total_bytes": card.cuda_total_bytes,
+        "margin_bytes": card.margin_bytes,
+        "held_by": [{"kind": p.kind, "name": p.name, "bytes": p.bytes} for p in card.held_by],
+        "seats": list(card.seats),
+        "nvml_v1": card.nvml_v1,
+    }
+
+
+# --- text ----------------------------------------------------------------------------------
+
+_CARD_HEADERS = (
+    "card",
+    "total",
+    "reserve",
+    "declared",
+    "held",
+    "used",
+    "attributed",
+    "unexplained",
+    "free",
+    "plannable",
+)
+
+
+def _b(n: int | None) -> str:
+    return "-" if n is None else format_bytes(n)
+
+
+def render_ledger(view: LedgerView) -> str:
+    """The ledger view as text tables, one block per host; warnings are the caller's to print."""
+    return "\n".join(_render_host(host) for host in view.hosts)
+
+
+def _render_host(host: HostView) -> str:
+    context = (
+        format_bytes(host.cuda_context_bytes) if host.cuda_context_bytes else "0 (not declared)"
+    )
+    lines = [
+        f"{host.host} · snapshot {format_utc(host.taken_at)} ({host.source})"
+        + (f" · driver {host.driver}" if host.driver else ""),
+        f"margin {format_bytes(host.margin_bytes)} per card · cuda_context {context}",
+        "",
+        _card_table(host.cards),
+        "",
+        _held_table(host.cards),
+        "",
+        _seat_table(host),
+        "",
+    ]
+    if host.foreign:
+        lines.append("foreign processes (no seat's match; their bytes are unexplained):")
+        lines.append(
+            tabulate(
+                [[p.card, p.pid, _b(p.used_bytes), _short(p.cmdline)] for p in host.foreign],
+                headers=["card", "pid", "used", "cmdline"],
+                tablefmt="plain",
+                colalign=("left", "right", "right", "left"),
+            )
+        )
+    else:
+        lines.append("foreign processes: none (every process is matched to a seat)")
+    if any(card.nvml_v1 for card in host.cards):
+        lines.append(
+            "v1: NVML v1 only: the driver reserve is unknown and counted in used (and so in "
+            "unexplained); cuda_total taken as NVML total"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _card_table(cards: Sequence[CardRow]) -> str:
+    table = []
+    for card in cards:
+        if card.error is not None:
+            table.append(
+                [card.index, f"error: {card.error}", "-", _b(card.declared_bytes)]
+                + ["-"] * 5
+                + [_b(card.plannable_bytes)]
+            )
+            continue
+        table.append(
+            [
+                card.index,
+                _b(card.total_bytes),
+                "v1" if card.nvml_v1 else _b(card.reserved_bytes),
+                _b(card.declared_bytes),
+                _b(card.held_bytes),
+                _b(card.used_bytes),
+                _b(card.attributed_bytes),
+                _b(card.unexplained_bytes),
+                _b(card.free_bytes),
+                _b(card.plannable_bytes),
+            ]
+        )
+    return tabulate(
+        table,
+        headers=_CARD_HEADERS,
+        tablefmt="plain",
+        colalign=("left",) + ("right",) * (len(_CARD_HEADERS) - 1),
+        disable_numparse=True,
+    )
+
+
+def _held_table(cards: Sequence[CardRow]) -> str:
+    table = []
+    for card in cards:
+        held = ", ".join(
+            f"{part.name} ({'reserve' if part.kind == 'reserve' else 'absent seat'}, "
+            f"{format_bytes(part.bytes)})"
+            for part in card.held_by
+        )
+        table.append([card.index, held or "-", ", ".join(card.seats) or "-"])
+    return tabulate(
+        table,
+        headers=["card", "held by", "declared seats"],
+        tablefmt="plain",
+        disable_numparse=True,
+    )
+
+
+def _seat_table(host: HostView) -> str:
+    # Per-seat bytes in MiB, as nvidia-smi lists processes: the figures operators compare.
+    if not host.seats:
+        return f"seats: the catalogue places none on {host.host}"
+    table = []
+    for seat in host.seats:
+        cards = ",".join(str(c) for c in seat.cards) if seat.cards else "-"
+        if seat.status == "elsewhere":
+            cards += " (seen on " + ",".join(str(c) for c in seat.observed_cards) + ")"
+        difference = seat.difference_bytes
+        table.append(
+            [
+                seat.seat,
+                cards,
+                seat.state,
+                format_mib(seat.declared_bytes),
+                format_mib(seat.observed_bytes),
+                "-"
+                if difference is None
+                else ("+" if difference > 0 else "") + format_mib(difference),
+                seat.status,
+            ]
+        )
+    return tabulate(
+        table,
+        headers=["seat", "cards", "state", "declared", "observed", "observed − declared", "status"],
+        tablefmt="plain",
+        colalign=("left", "left", "left", "right", "right", "right", "left"),
+        disable_numparse=True,
+    )
+
+
+def _short(text: str | None, width: int = 72) -> str:
+    if text is None:
+        return "(process gone before its cmdline was read)"
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -1,0 +1,574 @@
+"""The weekly report as Markdown (readable in a terminal) or one self-contained HTML page.
+
+Both are rendered from one list of blocks built from a `Report`, so they always say the same thing.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tabulate import tabulate
+
+from placement.report.figures import LOOKBACK_DAYS, PERCENTILE_DEFINITION, ChartSeries, Report
+from seats.units import format_bytes
+
+# --- blocks -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Heading:
+    level: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Para:
+    text: str
+    lead: str = ""  # printed bold before the text
+    kind: str = ""  # "note", "demo", "act" change how HTML styles it
+
+
+@dataclass(frozen=True)
+class Table:
+    headers: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    numeric: frozenset[int] = frozenset()  # column indexes aligned right
+    flagged: tuple[bool, ...] = ()  # rows HTML highlights
+
+
+@dataclass(frozen=True)
+class Bullets:
+    items: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Chart:
+    alt: str
+    filename: str
+    png: bytes | None
+
+
+Block = Heading | Para | Table | Bullets | Chart
+
+
+def _b(n: int | None) -> str:
+    return format_bytes(n)
+
+
+def _signed(n: int | None) -> str:
+    if n is None:
+        return "-"
+    return ("+" if n > 0 else "") + format_bytes(n)
+
+
+def _at(text: str | None) -> str:
+    """'2026-09-12T13:26:00Z' → '2026-09-12 13:26Z': shorter in a table cell."""
+    if not text:
+        return "-"
+    return text.replace("T", " ").replace(":00Z", "Z")
+
+
+def blocks(
+    report: Report,
+    charts: Sequence[tuple[ChartSeries, str, bytes | None]],
+    *,
+    demo: str | None = None,
+) -> list[Block]:
+    """The report as blocks; `charts` are (series, file name, PNG bytes or None when not drawn)."""
+    out: list[Block] = [Heading(1, f"Capacity report · {report.window.label}")]
+    if demo:
+        out.append(Para(demo, lead="DEMO DATA — not measurements.", kind="demo"))
+    out.append(
+        Para(
+            f"Ledger `{report.ledger}` · {report.snapshots:,} snapshots from {_at(report.first_at)} "
+            f"to {_at(report.last_at)} · window {_at(report.window.start.isoformat().replace('+00:00', 'Z'))} "
+            f"to {_at(report.window.end.isoformat().replace('+00:00', 'Z'))} (end excluded). "
+            f"Percentiles are {PERCENTILE_DEFINITION}. A seat is flagged when its drift "
+            f"(observed p95 − declared resident) reaches {report.threshold.text()}."
+        )
+    )
+    for note in report.notes:
+        out.append(Para(note, lead="Note:", kind="note"))
+    out += _headline(report)
+    out += _cards(report)
+    out += _seats(report)
+    out += _reserves(report)
+    out += _decisions(report)
+    out += _loras(report)
+    out.append(Heading(2, "Charts"))
+    out.append(
+        Para(
+            "Per card, used memory over the window stacked by seat (means per bucket); grey is "
+            "memory no seat explains. Lines: the CUDA total (NVML total − driver reserve), the declared "
+            "total of the catalogue's seats; the red band is what reserves hold (and seats that are down keep)."
+        )
+    )
+    if not charts:
+        out.append(Para("Charts are written as PNG files with --out DIR.", kind="note"))
+    for series, filename, png in charts:
+        out.append(
+            Chart(f"{series.host} card {series.card}: used memory over the window", filename, png)
+        )
+    return out
+
+
+def _headline(report: Report) -> list[Block]:
+    out: list[Block] = [Heading(2, "Headline")]
+    for head in report.headlines:
+        out.append(Heading(3, f"{head.host} · now = snapshot {_at(head.taken_at)}"))
+        out.append(Para(head.action, lead="Most worth acting on:", kind="act"))
+        if head.fits:
+            out.append(
+                Para(
+                    "Largest new seat that would fit right now, per card, judged by the same verifier "
+                    "as `plan` and `check` (room, margin, reserves; for vLLM also its start-up gate, "
+                    "with the util that asks for the seat's resident and its KV cache pinned):"
+                )
+            )
+            rows = tuple(
+                (
+                    str(f.card),
+                    _b(f.largest_bytes),
+                    _b(f.largest_vllm_bytes),
+                    f.vllm_util or "-",
+                    f.binding or "-",
+                )
+                for f in head.fits
+            )
+            out.append(
+                Table(
+                    ("card", "any seat (no gate)", "vLLM seat", "its util", "what binds next"),
+                    rows,
+                    numeric=frozenset({1, 2, 3}),
+                )
+            )
+        honoured = "yes" if head.reserves_honoured else "NO"
+        out.append(Para(head.reserves_text, lead=f"Reserves honoured all window: {honoured}."))
+        if head.other_actions:
+            out.append(Para("", lead="Also:"))
+            out.append(Bullets(head.other_actions))
+    return out
+
+
+def _cards(report: Report) -> list[Block]:
+    out: list[Block] = [
+        Heading(2, "Cards"),
+        Para(
+            "NVML total and driver reserve as read now; declared = Σ catalogue residents of the running "
+            "seats on the card; held = reserves not yet consumed by their own seats plus seats that "
+            "are down but keep their place; used (v2, reserve excluded) over the window; unexplained = "
+            "used − bytes of processes matched to seats; plannable = max(0, free − held − margin) now."
+        ),
+    ]
+    now_rows = tuple(
+        (
+            f"{c.host}:{c.card}" + (" (v1)" if c.nvml_v1 else ""),
+            _b(c.total_bytes),
+            _b(c.reserved_bytes),
+            _b(c.declared_bytes),
+            _b(c.held_bytes),
+            _b(c.free_now_bytes),
+            _b(c.unexplained_now_bytes),
+            _b(c.plannable_now_bytes),
+        )
+        for c in report.cards
+    )
+    out.append(Heading(3, "Now"))
+    out.append(
+        Table(
+            (
+                "card",
+                "NVML total",
+                "driver reserve",
+                "declared",
+                "held",
+                "free",
+                "unexplained",
+                "plannable",
+            ),
+            now_rows,
+            numeric=frozenset(range(1, 8)),
+            flagged=tuple(bool(c.unexplained_now_bytes) for c in report.cards),
+        )
+    )
+    week_rows = tuple(
+        (
+            f"{c.host}:{c.card}",
+            _b(c.used_p50_bytes),
+            _b(c.used_p95_bytes),
+            _b(c.used_max_bytes),
+            _b(c.min_free_bytes),
+            _at(c.min_free_at),
+            _b(c.unexplained_max_bytes) if c.unexplained_max_bytes else "0",
+            _at(c.unexplained_max_at) if c.unexplained_max_bytes else "-",
+            f"{c.samples:,}" + (f" (+{c.error_samples:,} in error)" if c.error_samples else ""),
+        )
+        for c in report.cards
+    )
+    out.append(Heading(3, "Over the window"))
+    out.append(
+        Table(
+            (
+                "card",
+                "used p50",
+                "used p95",
+                "used max",
+                "min free",
+                "min free at",
+                "unexplained max",
+                "at",
+                "samples",
+            ),
+            week_rows,
+            numeric=frozenset({1, 2, 3, 4, 6, 8}),
+            flagged=tuple(
+                bool(c.unexplained_max_bytes) or c.error_samples > 0 for c in report.cards
+            ),
+        )
+    )
+    return out
+
+
+def _seats(report: Report) -> list[Block]:
+    out: list[Block] = [
+        Heading(2, "Seats"),
+        Para(
+            "Declared resident (catalogue) against what the seat's processes held on the card. Drift = "
+            "observed p95 − declared: positive, the seat holds more than planned for (the seed's "
+            "cyberprev, util 0.40, held ~8 GB more); negative, it holds less and the catalogue hides room "
+            "(gen-small, util 0.48, ~10 GB less). Growth compares the median of the window's first "
+            "and last part (a day each, for a week)."
+        ),
+    ]
+    rows = []
+    for s in report.seats:
+        rows.append(
+            (
+                s.seat,
+                f"{s.host}:{s.card}",
+                _b(s.declared_bytes) if s.declared_bytes is not None else "not in catalogue",
+                _b(s.p50_bytes),
+                _b(s.p95_bytes),
+                _b(s.max_bytes),
+                _signed(s.drift_bytes),
+                f"{s.drift_percent:+.2f}%" if s.drift_percent is not None else "-",
+                "DRIFT" if s.flagged else "",
+                f"{_signed(s.growth_bytes)}" + (" GREW" if s.grew else ""),
+                f"{s.samples:,}",
+            )
+        )
+    out.append(
+        Table(
+            (
+                "seat",
+                "card",
+                "declared",
+                "p50",
+                "p95",
+                "max",
+                "drift",
+                "drift %",
+                "flag",
+                "growth",
+                "samples",
+            ),
+            tuple(rows),
+            numeric=frozenset({2, 3, 4, 5, 6, 7, 9, 10}),
+            flagged=tuple(s.flagged or s.grew for s in report.seats),
+        )
+    )
+    if report.missing:
+        out.append(Para("", lead="Seats seen nowhere in the window (stopped?):"))
+        out.append(
+            Bullets(
+                tuple(
+                    f"{m.seat} — declared on {m.host} card(s) {', '.join(map(str, m.cards))}, "
+                    f"{_b(m.declared_bytes)}; "
+                    + (
+                        f"last seen {_at(m.last_seen)}"
+                        if m.last_seen
+                        else f"not seen in the {LOOKBACK_DAYS} days before the window either"
+                    )
+                    for m in report.missing
+                )
+            )
+        )
+    else:
+        out.append(
+            Para(
+                "every running seat with a `match` was seen in the window.",
+                lead="Seats seen nowhere:",
+            )
+        )
+    if report.absent_now:
+        out.append(
+            Para(
+                ", ".join(f"{seat} ({host}:{card})" for seat, host, card in report.absent_now)
+                + " — each still keeps its declared bytes held.",
+                lead="Down at the newest snapshot:",
+            )
+        )
+    out.append(Heading(3, "Processes matching no seat"))
+    if not report.foreign:
+        out.append(Para("none in the window."))
+    else:
+        out.append(
+            Table(
+                ("card", "command line", "pids", "snapshots", "first", "last", "max"),
+                tuple(
+                    (
+                        f"{f.host}:{f.card}",
+                        _short(f.cmdline or "(vanished before /proc was read)"),
+                        str(f.pids),
+                        f"{f.samples:,}",
+                        _at(f.first_at),
+                        _at(f.last_at),
+                        _b(f.max_bytes),
+                    )
+                    for f in report.foreign
+                ),
+                numeric=frozenset({2, 3, 6}),
+            )
+        )
+    return out
+
+
+def _short(text: str, width: int = 70) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _reserves(report: Report) -> list[Block]:
+    out: list[Block] = [
+        Heading(2, "Reserves"),
+        Para(
+            "A reserve is broken in a snapshot when processes other than its own seats hold more of "
+            "its card than the reserve leaves them (anything at all, for a whole-card reserve)."
+        ),
+    ]
+    if not report.reserves:
+        out.append(Para("the catalogue declares no reserve."))
+        return out
+    out.append(
+        Table(
+            ("reserve", "card", "for", "holds", "broken in", "first", "last", "worst (when)", "by"),
+            tuple(
+                (
+                    r.name,
+                    f"{r.host}:{r.card}",
+                    ", ".join(r.for_seats),
+                    _b(r.reserve_bytes),
+                    f"{r.violations:,} snapshots" + (" (and now)" if r.violated_now else "")
+                    if r.violations
+                    else "honoured",
+                    _at(r.first_at),
+                    _at(r.last_at),
+                    f"{_b(r.worst_bytes)} at {_at(r.worst_at)}"
+                    if r.worst_bytes is not None
+                    else "-",
+                    "; ".join(_short(h, 60) for h in r.holders) or "-",
+                )
+                for r in report.reserves
+            ),
+            numeric=frozenset({3}),
+            flagged=tuple(r.violations > 0 for r in report.reserves),
+        )
+    )
+    return out
+
+
+def _reason_text(reason: dict[str, Any]) -> str:
+    text = str(reason.get("text") or "")
+    if text:
+        return text
+    parts = [str(reason.get("rule", "?"))]
+    if reason.get("card") is not None:
+        parts.insert(0, f"card {reason['card']}")
+    for key, label in (("need_bytes", "need"), ("room_bytes", "room"), ("short_bytes", "short")):
+        value = reason.get(key)
+        if isinstance(value, int):
+            parts.append(f"{label} {format_bytes(value)}")
+    return " ".join(parts)
+
+
+def _decisions(report: Report) -> list[Block]:
+    out: list[Block] = [Heading(2, "Decisions")]
+    if not report.decisions:
+        out.append(Para("no plan or check was recorded in the window."))
+        return out
+    passed = sum(d.verdict == "pass" for d in report.decisions)
+    refused = sum(d.verdict == "refuse" for d in report.decisions)
+    out.append(
+        Para(
+            f"{len(report.decisions)} recorded: {passed} passed, {refused} refused, "
+            f"{len(report.decisions) - passed - refused} undecided."
+        )
+    )
+    out.append(
+        Table(
+            ("when", "kind", "seat", "cards", "verdict", "reasons"),
+            tuple(
+                (
+                    _at(d.decided_at),
+                    d.kind,
+                    d.seat or "-",
+                    f"{d.host or '?'}:{','.join(map(str, d.cards))}"
+                    if d.cards
+                    else (d.host or "-"),
+                    d.verdict,
+                    " · ".join(_reason_text(r) for r in d.reasons) or "-",
+                )
+                for d in report.decisions
+            ),
+            flagged=tuple(d.verdict != "pass" for d in report.decisions),
+        )
+    )
+    return out
+
+
+def _loras(report: Report) -> list[Block]:
+    out: list[Block] = [
+        Heading(2, "LoRA carriers"),
+        Para(
+            "Adapters in --lora-modules (persisted) come back after a recreate; runtime-loaded ones "
+            "are gone on the next `compose up -d`. Merged copies = N adapters × the base weights (the "
+            "weights alone: each copy would also need its own KV cache and context, so the real saving "
+            "is larger); saved = merged copies − the carrier's declared resident."
+        ),
+    ]
+    if not report.loras:
+        out.append(Para("no seat of the catalogue carries LoRA adapters."))
+        return out
+    out.append(
+        Table(
+            (
+                "carrier",
+                "persisted",
+                "runtime only",
+                "max loras",
+                "weights",
+                "merged copies",
+                "carrier",
+                "saved",
+            ),
+            tuple(
+                (
+                    f"{lo.seat} ({lo.host})" if lo.host else lo.seat,
+                    ", ".join(lo.persisted) or "-",
+                    ", ".join(lo.runtime_only) or "-",
+                    str(lo.max_loras),
+                    _b(lo.weights_bytes) if lo.weights_bytes is not None else "not given",
+                    _b(lo.merged_bytes) if lo.merged_bytes is not None else "-",
+                    _b(lo.carrier_bytes),
+                    _signed(lo.saved_bytes),
+                )
+                for lo in report.loras
+            ),
+            numeric=frozenset({3, 4, 5, 6, 7}),
+            flagged=tuple(bool(lo.runtime_only) for lo in report.loras),
+        )
+    )
+    return out
+
+
+# --- Markdown ---------------------------------------------------------------------------
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(items: Sequence[Block]) -> str:
+    """Markdown that reads well in a terminal: pipe tables aligned by tabulate."""
+    lines: list[str] = []
+    for block in items:
+        if isinstance(block, Heading):
+            lines += ["#" * block.level + " " + block.text, ""]
+        elif isinstance(block, Para):
+            text = f"**{block.lead}** {block.text}".strip() if block.lead else block.text
+            prefix = "> " if block.kind in {"note", "demo"} else ""
+            lines += [prefix + text, ""]
+        elif isinstance(block, Table):
+            align = ["right" if i in block.numeric else "left" for i in range(len(block.headers))]
+            rows = [[_md_cell(cell) for cell in row] for row in block.rows]
+            lines += [
+                tabulate(rows, headers=list(block.headers), tablefmt="pipe", colalign=align),
+                "",
+            ]
+        elif isinstance(block, Bullets):
+            lines += [f"- {item}" for item in block.items] + [""]
+        else:
+            if block.png is not None:
+                lines += [f"![{block.alt}]({block.filename})", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# --- HTML -------------------------------------------------------------------------------
+
+_CSS = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1d1d1f; margin: 24px auto;
+       max-width: 1320px; padding: 0 16px; }
+h1 { font-size: 24px; margin-bottom: 4px; } h2 { border-bottom: 1px solid #ddd; padding-bottom: 4px; margin-top: 32px; }
+h3 { margin-bottom: 6px; }
+table { border-collapse: collapse; margin: 8px 0 14px; font-size: 13px; }
+th, td { border: 1px solid #d8d8d8; padding: 4px 8px; vertical-align: top; }
+th { background: #f3f4f6; text-align: left; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+tr.flag td { background: #fff4e5; }
+p.note { background: #eef4ff; border-left: 4px solid #4a78d0; padding: 6px 10px; }
+p.demo { background: #fff0f0; border-left: 4px solid #c0392b; padding: 6px 10px; }
+p.act { background: #fff8e1; border-left: 4px solid #e0a800; padding: 8px 10px; font-size: 15px; }
+code { background: #f3f4f6; padding: 0 3px; border-radius: 3px; }
+figure { margin: 10px 0 22px; } figure img { max-width: 100%; border: 1px solid #e5e5e5; }
+figcaption { color: #555; font-size: 12px; }
+"""
+
+
+def _inline(text: str) -> str:
+    """Escape, then turn `code` spans into <code>."""
+    parts = html.escape(text).split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
+def to_html(items: Sequence[Block], title: str) -> str:
+    """One self-contained page: CSS inline, charts embedded as base64 PNG."""
+    body: list[str] = []
+    for block in items:
+        if isinstance(block, Heading):
+            body.append(f"<h{block.level}>{_inline(block.text)}</h{block.level}>")
+        elif isinstance(block, Para):
+            lead = f"<strong>{_inline(block.lead)}</strong> " if block.lead else ""
+            cls = f' class="{block.kind}"' if block.kind else ""
+            body.append(f"<p{cls}>{lead}{_inline(block.text)}</p>")
+        elif isinstance(block, Table):
+            head = "".join(f"<th>{_inline(h)}</th>" for h in block.headers)
+            rows = []
+            for r, row in enumerate(block.rows):
+                flag = block.flagged[r] if r < len(block.flagged) else False
+                cells = "".join(
+                    f'<td class="n">{_inline(c)}</td>'
+                    if i in block.numeric
+                    else f"<td>{_inline(c)}</td>"
+                    for i, c in enumerate(row)
+                )
+                rows.append(f'<tr class="flag">{cells}</tr>' if flag else f"<tr>{cells}</tr>")
+            body.append(
+                f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+            )
+        elif isinstance(block, Bullets):
+            body.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in block.items) + "</ul>")
+        elif block.png is not None:
+            data = base64.b64encode(block.png).decode("ascii")
+            body.append(
+                f'<figure><img alt="{html.escape(block.alt)}" src="data:image/png;base64,{data}">'
+                f"<figcaption>{html.escape(block.alt)}</figcaption></figure>"
+            )
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )

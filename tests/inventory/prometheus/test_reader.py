@@ -1,0 +1,511 @@
+"""Reading a fleet from Prometheus: building snapshots from query answers, and every fault.
+
+Query answers are made from the exporter's own exposition (parsed as Prometheus parses it),
+so the reader is tested against what the exporter really writes; HTTP faults go through a
+local server that answers as Prometheus's API does. tests/e2e runs a real Prometheus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import threading
+import urllib.parse
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from inventory.attribution import attribute
+from inventory.prometheus import metrics as m
+from inventory.prometheus import reader as p
+from inventory.prometheus.metrics import Reading, render
+from inventory.prometheus.reader import QueryResults, Sample, build_fleet, read_fleet
+from inventory.snapshot import Card, Snapshot
+from placement.cli.sources import resolve_snapshots
+from seats.errors import BadInputError, CannotDecideError
+from seats.model import Catalogue
+
+NOW = datetime(2026, 9, 16, 14, 2, 30, tzinfo=UTC)
+MIB = 2**20
+
+
+def prom_value(number: float) -> str:
+    """A float as Prometheus's JSON API writes it (strconv 'f', -1)."""
+    if number != number:
+        return "NaN"
+    return f"{number:.0f}" if number == int(number) else repr(number)
+
+
+def exported(
+    snapshot: Snapshot, *, at: float, instance: str = "10.0.0.1:9835", job: str = "gpuplan"
+) -> list[Sample]:
+    """The series Prometheus holds after scraping an exporter serving `snapshot` at time `at`."""
+    text = render(Reading(snapshot.host, snapshot, 0.003)).decode()
+    out = []
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = {"__name__": sample.name, **sample.labels, "instance": instance, "job": job}
+            out.append(Sample(labels, prom_value(sample.value), at))
+    return out
+
+
+def times_of(samples: list[Sample]) -> list[Sample]:
+    """What `timestamp(gpuplan_poll_success)` answers: the sample time, name dropped."""
+    return [
+        Sample(
+            {k: v for k, v in s.labels.items() if k != "__name__"},
+            prom_value(s.at),
+            NOW.timestamp(),
+        )
+        for s in samples
+        if s.name == m.POLL_SUCCESS
+    ]
+
+
+def fleet_of(*snapshots: Snapshot, at: float | None = None) -> QueryResults:
+    samples: list[Sample] = []
+    for index, snapshot in enumerate(snapshots):
+        samples += exported(snapshot, at=at or NOW.timestamp(), instance=f"10.0.0.{index}:9835")
+    return QueryResults(gpuplan=samples, gpuplan_times=times_of(samples))
+
+
+def build(results: QueryResults, **kwargs: object) -> p.Fleet:
+    options: dict[str, object] = {"now": NOW, "max_age": timedelta(minutes=15), **kwargs}
+    return build_fleet(results, **options)  # type: ignore[arg-type]
+
+
+def without_cmdlines(snapshot: Snapshot) -> Snapshot:
+    """Prometheus carries no cmdlines; processes come back ordered by pid."""
+    cards = tuple(
+        card.model_copy(
+            update={
+                "processes": tuple(
+                    sorted(
+                        (proc.model_copy(update={"cmdline": None}) for proc in card.processes),
+                        key=lambda proc: proc.pid,
+                    )
+                )
+            }
+        )
+        for card in snapshot.cards
+    )
+    return snapshot.model_copy(update={"cards": cards})
+
+
+# Building snapshots from gpuplan's own metrics.
+
+
+def test_round_trip_equals_the_snapshot(fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot) -> None:
+    snapshot = attribute(fv_ml1_snapshot, fv_ml1)
+    fleet = build(fleet_of(snapshot), expected_cards={"fv-ml1": 4})
+    assert fleet.problems == () and fleet.warnings == ()
+    (got,) = fleet.snapshots
+    # Every byte figure, uuid, name, driver, seat and the recorded taken_at come back exactly.
+    assert got == without_cmdlines(snapshot)
+    assert got.card(0).processes[0].seat == "cyberprev"
+
+
+def test_unattributed_processes_come_back_without_seat(fv_ml1_snapshot: Snapshot) -> None:
+    (got,) = build(fleet_of(fv_ml1_snapshot)).snapshots
+    assert {proc.seat for card in got.cards for proc in card.processes} == {None}
+
+
+def test_taken_at_is_the_scrape_time_when_older_than_the_reading(fv_ml1_snapshot: Snapshot) -> None:
+    # A live exporter reads at scrape time; Prometheus's sample time may be a little earlier.
+    scraped = NOW - timedelta(seconds=20)
+    live = fv_ml1_snapshot.model_copy(update={"taken_at": NOW})
+    (got,) = build(fleet_of(live, at=scraped.timestamp())).snapshots
+    assert got.taken_at == scraped
+
+
+def test_old_recorded_snapshot_makes_the_host_stale(fv_ml1_snapshot: Snapshot) -> None:
+    recorded = fv_ml1_snapshot.model_copy(update={"taken_at": NOW - timedelta(hours=2)})
+    fleet = build(fleet_of(recorded))
+    assert fleet.snapshots == ()
+    assert [s.host for s in fleet.stale] == ["fv-ml1"]
+    (problem,) = fleet.problems
+    assert problem.kind == "stale"
+    assert "7200 s ago" in problem.text and "--max-age 900 s" in problem.text
+
+
+def test_v1_only_card_comes_back_with_null_reserve(fv_ml1_snapshot: Snapshot) -> None:
+    card = fv_ml1_snapshot.card(1).model_copy(update={"reserved_bytes": None, "processes": ()})
+    snapshot = fv_ml1_snapshot.model_copy(update={"cards": (fv_ml1_snapshot.card(0), card)})
+    fleet = build(fleet_of(snapshot))
+    (got,) = fleet.snapshots
+    assert got.card(1).reserved_bytes is None
+    assert got.card(1).used_bytes == card.used_bytes
+    assert any("driver reserve unknown" in w for w in fleet.warnings)
+
+
+def test_card_in_error_comes_back_in_error(fv_ml1_snapshot: Snapshot) -> None:
+    lost = Card(index=1, uuid="GPU-lost", error="GpuIsLost")
+    snapshot = fv_ml1_snapshot.model_copy(update={"cards": (fv_ml1_snapshot.card(0), lost)})
+    (got,) = build(fleet_of(snapshot)).snapshots
+    assert got.card(1) == lost
+
+
+def test_two_hosts_are_two_snapshots(fv_ml1_snapshot: Snapshot) -> None:
+    other = fv_ml1_snapshot.model_copy(update={"host": "fv-ml2"})
+    fleet = build(fleet_of(fv_ml1_snapshot, other))
+    assert [s.host for s in fleet.snapshots] == ["fv-ml1", "fv-ml2"]
+
+
+# Faults: each names the host and the metric, and keeps the host out.
+
+
+def drop(results: QueryResults, name: str, gpu: str | None = None) -> QueryResults:
+    kept = [
+        s
+        for s in results.gpuplan
+        if not (s.name == name and (gpu is None or s.labels.get("gpu") == gpu))
+    ]
+    return QueryResults(gpuplan=kept, gpuplan_times=results.gpuplan_times)
+
+
+def test_missing_cards_make_the_host_incomplete(fv_ml1_snapshot: Snapshot) -> None:
+    results = fleet_of(fv_ml1_snapshot)
+    kept = [s for s in results.gpuplan if s.labels.get("gpu") not in ("2", "3")]
+    fleet = build(QueryResults(gpuplan=kept, gpuplan_times=results.gpuplan_times))
+    assert fleet.snapshots == ()
+    (problem,) = fleet.problems
+    assert problem.kind == "incomplete"
+    assert problem.text == "fv-ml1: has 2 of 4 cards: no gpuplan_card_error series for gpu 2, 3"
+
+
+def test_catalogue_card_count_is_used_when_the_exporter_does_not_say(
+    fv_ml1_snapshot: Snapshot,
+) -> None:
+    results = drop(fleet_of(fv_ml1_snapshot), m.HOST_CARDS)
+    kept = [s for s in results.gpuplan if s.labels.get("gpu") != "3"]
+    results = QueryResults(gpuplan=kept, gpuplan_times=results.gpuplan_times)
+    assert build(results).problems == ()  # nothing says there were 4
+    (problem,) = build(results, expected_cards={"fv-ml1": 4}).problems
+    assert "has 3 of 4 cards" in problem.text
+
+
+def test_missing_figure_makes_the_host_incomplete(fv_ml1_snapshot: Snapshot) -> None:
+    fleet = build(drop(fleet_of(fv_ml1_snapshot), m.CARD_FREE, gpu="1"))
+    (problem,) = fleet.problems
+    assert problem.text == "fv-ml1: gpu 1 lacks gpuplan_card_free_bytes"
+
+
+def test_missing_reserve_on_a_v2_card_is_incomplete(fv_ml1_snapshot: Snapshot) -> None:
+    (problem,) = build(drop(fleet_of(fv_ml1_snapshot), m.CARD_RESERVED, gpu="0")).problems
+    assert problem.text == "fv-ml1: gpu 0 lacks gpuplan_card_reserved_bytes"
+
+
+def test_two_exporters_claiming_one_host_collide(fv_ml1_snapshot: Snapshot) -> None:
+    first = exported(fv_ml1_snapshot, at=NOW.timestamp(), instance="10.0.0.1:9835")
+    second = exported(fv_ml1_snapshot, at=NOW.timestamp(), instance="10.0.0.2:9835")
+    fleet = build(QueryResults(gpuplan=first + second, gpuplan_times=times_of(first + second)))
+    (problem,) = fleet.problems
+    assert problem.kind == "collision"
+    assert 'host="fv-ml1"' in problem.text
+    assert "instance 10.0.0.1:9835 (job gpuplan) and instance 10.0.0.2:9835" in problem.text
+
+
+def test_failed_poll_keeps_the_host_out(fv_ml1_snapshot: Snapshot) -> None:
+    text = render(Reading("fv-ml1", None, 0.01, "NVML gone")).decode()
+    samples = [
+        Sample(
+            {"__name__": s.name, **s.labels, "instance": "a:1", "job": "j"},
+            prom_value(s.value),
+            1.0,
+        )
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+    ]
+    (problem,) = build(QueryResults(gpuplan=samples, gpuplan_times=times_of(samples))).problems
+    assert problem.kind == "poll"
+    assert "gpuplan_poll_success 0" in problem.text
+
+
+def test_non_integer_bytes_are_refused(fv_ml1_snapshot: Snapshot) -> None:
+    results = fleet_of(fv_ml1_snapshot)
+    bent = [
+        Sample(s.labels, "1.5e3" if s.name == m.CARD_FREE else s.value, s.at)
+        for s in results.gpuplan
+    ]
+    bent = [Sample(s.labels, "1500.5", s.at) if s.name == m.CARD_USED else s for s in bent]
+    (problem,) = build(QueryResults(gpuplan=bent, gpuplan_times=results.gpuplan_times)).problems
+    assert problem.kind == "units"
+    assert "gpuplan_card_used_bytes" in problem.text and "1500.5" in problem.text
+
+
+def test_catalogue_host_without_series_is_absent(fv_ml1_snapshot: Snapshot) -> None:
+    fleet = build(fleet_of(fv_ml1_snapshot), expected_cards={"fv-ml1": 4, "fv-ml2": 2})
+    assert [s.host for s in fleet.snapshots] == ["fv-ml1"]
+    (problem,) = fleet.problems
+    assert (problem.host, problem.kind) == ("fv-ml2", "absent")
+
+
+# DCGM exporter hosts.
+
+
+def dcgm(
+    host: str, cards: Mapping[int, Mapping[str, str]], at: float | None = None
+) -> QueryResults:
+    """Series as dcgm-exporter names them: FB figures in MiB, `Hostname`, `gpu`, `UUID`."""
+    samples = []
+    for gpu, figures in cards.items():
+        for field, text in figures.items():
+            labels = {
+                "__name__": f"DCGM_FI_DEV_FB_{field}",
+                "gpu": str(gpu),
+                "UUID": f"GPU-dcgm-{gpu}",
+                "modelName": "NVIDIA H200",
+                "Hostname": host,
+                "DCGM_FI_DRIVER_VERSION": "580.159.04",
+                "instance": f"{host}:9400",
+                "job": "dcgm",
+            }
+            samples.append(Sample(labels, text, at or NOW.timestamp()))
+    times = [
+        Sample({k: v for k, v in s.labels.items() if k != "__name__"}, prom_value(s.at), 0.0)
+        for s in samples
+        if s.name == p.DCGM_FREE
+    ]
+    return QueryResults(dcgm=samples, dcgm_times=times)
+
+
+# The idle H200 in whole MiB, as nvidia-smi printed it on an NVIDIA H200 (driver 580.159.04):
+# total 143,771, reserved 616, used 0, free 143,156. NVML's bytes (FACTS.md section 1): total
+# 150,754,820,096 (143,771 MiB), reserve 644,939,776 (615.06 MiB), free 150,109,880,320
+# (143,155.94 MiB). DCGM speaks whole MiB the same way.
+H200_IDLE = {"USED": "0", "FREE": "143156", "RESERVED": "616"}
+
+
+def test_dcgm_host_mib_become_exact_bytes() -> None:
+    fleet = build(
+        dcgm("dgx-7", {0: H200_IDLE, 1: {"USED": "20998", "FREE": "122158", "RESERVED": "616"}})
+    )
+    (got,) = fleet.snapshots
+    assert got.host == "dgx-7" and got.driver == "580.159.04"
+    card = got.card(0)
+    # MiB → bytes is exact; what whole MiB lose is under 1 MiB per figure (either direction),
+    # so the total (used + free + reserve) is within 2 MiB of NVML's.
+    assert (card.used_bytes, card.free_bytes, card.reserved_bytes) == (0, 143156 * MIB, 616 * MIB)
+    assert card.free_bytes is not None and card.reserved_bytes is not None
+    assert abs(150_109_880_320 - card.free_bytes) < MIB
+    assert abs(644_939_776 - card.reserved_bytes) < MIB
+    assert card.total_bytes == 143772 * MIB
+    assert abs(150_754_820_096 - (card.total_bytes or 0)) < 2 * MIB
+    assert got.card(1).used_bytes == 20998 * MIB
+    assert (card.uuid, card.name, card.processes) == ("GPU-dcgm-0", "NVIDIA H200", ())
+    assert any(
+        "dgx-7: read from DCGM exporter" in w and "no per-process data" in w for w in fleet.warnings
+    )
+
+
+def test_dcgm_total_is_used_when_exported() -> None:
+    fleet = build(dcgm("dgx-7", {0: {**H200_IDLE, "TOTAL": "143771"}}))
+    assert fleet.snapshots[0].card(0).total_bytes == 150_754_820_096  # NVML's, to the byte
+
+
+def test_dcgm_without_reserve_is_read_as_v1() -> None:
+    fleet = build(dcgm("dgx-7", {0: {"USED": "616", "FREE": "143156"}}))
+    card = fleet.snapshots[0].card(0)
+    assert card.reserved_bytes is None
+    assert card.total_bytes == 143772 * MIB  # v1: used includes the reserve
+    assert any("driver reserve unknown" in w for w in fleet.warnings)
+
+
+def test_dcgm_values_in_bytes_are_refused() -> None:
+    fleet = build(dcgm("dgx-7", {0: {"USED": "0", "FREE": "150109880320", "RESERVED": "615"}}))
+    (problem,) = fleet.problems
+    assert problem.kind == "units"
+    assert problem.text.startswith('dgx-7: DCGM_FI_DEV_FB_FREE{gpu="0"} = 150109880320')
+    assert "sending bytes" in problem.text
+
+
+def test_dcgm_fractional_mib_are_refused() -> None:
+    (problem,) = build(dcgm("dgx-7", {0: {"USED": "0.5", "FREE": "10", "RESERVED": "1"}})).problems
+    assert problem.kind == "units" and "DCGM_FI_DEV_FB_USED" in problem.text
+
+
+def test_dcgm_card_missing_a_metric_is_incomplete() -> None:
+    fleet = build(dcgm("dgx-7", {0: H200_IDLE, 1: {"USED": "0", "RESERVED": "616"}}))
+    (problem,) = fleet.problems
+    assert problem.text == "dgx-7: gpu 1 lacks DCGM_FI_DEV_FB_FREE"
+
+
+def test_dcgm_missing_card_against_catalogue_is_incomplete() -> None:
+    fleet = build(dcgm("dgx-7", {0: H200_IDLE}), expected_cards={"dgx-7": 8})
+    (problem,) = fleet.problems
+    assert "no series for gpu 1, 2, 3, 4, 5, 6, 7" in problem.text
+
+
+def test_gpuplan_metrics_win_over_dcgm_for_one_host(fv_ml1_snapshot: Snapshot) -> None:
+    ours = fleet_of(fv_ml1_snapshot)
+    theirs = dcgm("fv-ml1", {0: H200_IDLE})
+    both = QueryResults(ours.gpuplan, ours.gpuplan_times, theirs.dcgm, theirs.dcgm_times)
+    fleet = build(both)
+    (got,) = fleet.snapshots
+    assert got.card(0).total_bytes == fv_ml1_snapshot.card(0).total_bytes
+    assert fleet.warnings == ()
+
+
+# HTTP: a local server answering as Prometheus's API does.
+
+
+class FakePrometheus:
+    """Answers /api/v1/query from `answers` (query → (status, body)); records the queries."""
+
+    def __init__(self) -> None:
+        self.answers: dict[str, tuple[int, bytes]] = {}
+        self.default: tuple[int, bytes] = (200, _vector([]))
+        self.seen: list[dict[str, list[str]]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                url = urllib.parse.urlsplit(self.path)
+                params = urllib.parse.parse_qs(url.query)
+                outer.seen.append(params)
+                status, body = outer.answers.get(params.get("query", [""])[0], outer.default)
+                if url.path != "/api/v1/query":
+                    status, body = 404, b"404 page not found"
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+        )
+        self.thread.start()
+
+    def serve(self, results: QueryResults) -> None:
+        for promql, samples in zip(
+            p.QUERIES,
+            (results.gpuplan, results.gpuplan_times, results.dcgm, results.dcgm_times),
+            strict=True,
+        ):
+            self.answers[promql] = (200, _vector(samples))
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _vector(samples: list[Sample]) -> bytes:
+    result = [{"metric": dict(s.labels), "value": [s.at, s.value]} for s in samples]
+    return json.dumps(
+        {"status": "success", "data": {"resultType": "vector", "result": result}}
+    ).encode()
+
+
+@pytest.fixture
+def fake_prometheus() -> Iterator[FakePrometheus]:
+    server = FakePrometheus()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def read(url: str, **kwargs: object) -> p.Fleet:
+    options: dict[str, object] = {"now": NOW, "max_age": timedelta(minutes=15), **kwargs}
+    return read_fleet(url, **options)  # type: ignore[arg-type]
+
+
+def test_read_fleet_over_http(fake_prometheus: FakePrometheus, fv_ml1_snapshot: Snapshot) -> None:
+    fake_prometheus.serve(fleet_of(fv_ml1_snapshot))
+    (got,) = read(fake_prometheus.url + "/").snapshots
+    assert got == without_cmdlines(fv_ml1_snapshot)
+    assert [q["query"][0] for q in fake_prometheus.seen] == list(p.QUERIES)
+    # Every query is evaluated at the one `now`, so the answers agree with each other.
+    assert {q["time"][0] for q in fake_prometheus.seen} == {f"{NOW.timestamp():.3f}"}
+
+
+def test_unreachable_prometheus_exits_3() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(
+        CannotDecideError, match=rf"Prometheus at http://127.0.0.1:{port} is unreachable"
+    ):
+        read(f"http://127.0.0.1:{port}")
+
+
+def test_query_error_names_the_query(fake_prometheus: FakePrometheus) -> None:
+    body = json.dumps({"status": "error", "errorType": "execution", "error": "query timed out"})
+    fake_prometheus.answers[p.GPUPLAN_QUERY] = (503, body.encode())
+    with pytest.raises(CannotDecideError) as caught:
+        read(fake_prometheus.url)
+    assert str(caught.value) == (
+        f"Prometheus at {fake_prometheus.url}: query {p.GPUPLAN_QUERY} failed: execution: query timed out"
+    )
+
+
+def test_not_prometheus_exits_3(fake_prometheus: FakePrometheus) -> None:
+    with pytest.raises(CannotDecideError, match="is not JSON"):
+        read(fake_prometheus.url + "/grafana")
+
+
+def test_bad_url_is_bad_input() -> None:
+    with pytest.raises(BadInputError, match="expected a URL like http://prometheus:9090"):
+        read("prometheus:9090")
+
+
+# Through the shared source options.
+
+
+def source_args(url: str, command: str, **extra: object) -> argparse.Namespace:
+    return argparse.Namespace(
+        prometheus=url,
+        snapshot=None,
+        live=False,
+        ledger=None,
+        max_age=None,
+        command=command,
+        **extra,
+    )
+
+
+def test_plan_source_leaves_stale_hosts_out(
+    fake_prometheus: FakePrometheus,
+    fv_ml1_snapshot: Snapshot,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    fresh = fv_ml1_snapshot.model_copy(update={"host": "fv-ml2", "taken_at": NOW})
+    old = fv_ml1_snapshot.model_copy(update={"taken_at": NOW - timedelta(hours=1)})
+    fake_prometheus.serve(fleet_of(old, fresh))
+    args = source_args(fake_prometheus.url, "plan")
+    snapshots = resolve_snapshots(args, None, NOW)
+    assert [s.host for s in snapshots] == ["fv-ml2"]
+    assert list(args.unusable_hosts) == ["fv-ml1"]
+    assert "fv-ml1: stale" in capsys.readouterr().err
+
+
+def test_check_on_a_stale_host_exits_3(
+    fake_prometheus: FakePrometheus, fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot
+) -> None:
+    old = fv_ml1_snapshot.model_copy(update={"taken_at": NOW - timedelta(hours=1)})
+    fake_prometheus.serve(fleet_of(old))
+    with pytest.raises(CannotDecideError, match=r"fv-ml1: stale.*cannot check on that host"):
+        resolve_snapshots(
+            source_args(fake_prometheus.url, "check", seat="vllm-voices"), fv_ml1, NOW
+        )
+
+
+def test_check_on_a_fresh_host_passes_other_hosts_by(
+    fake_prometheus: FakePrometheus, fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot
+) -> None:
+    fresh = fv_ml1_snapshot.model_copy(update={"taken_at": NOW})
+    old = fv_ml1_snapshot.model_copy(
+        update={"host": "fv-ml2", "taken_at": NOW - timedelta(hours=1)}
+    )
+    fake_prometheus.serve(fleet_of(fresh, old))
+    args = source_args(fake_prometheus.url, "check", seat="vllm-voices")
+    assert [s.host for s in resolve_snapshots(args, fv_ml1, NOW)] == ["fv-ml1"]

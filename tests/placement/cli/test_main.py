@@ -1,0 +1,103 @@
+"""The `gpuplan` shell: --help everywhere exits 0 and reads well, no command exits 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from placement.cli import main as cli_main
+from placement.cli.main import main
+
+# Written out, not read from the CLI: a command whose module went missing must fail here.
+PRESENT = [
+    "plan",
+    "check",
+    "ledger",
+    "snapshot",
+    "report",
+    "pack",
+    "calibrate",
+    "demo-ledger",
+    "exporter",
+    "schema",
+]
+
+
+def test_help_exits_0_and_lists_every_present_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: gpuplan")
+    assert "Exit codes: 0 ok/pass, 1 refused, 2 bad input, 3 cannot decide." in out
+    for name in PRESENT:
+        assert f"    {name}" in out, name
+
+
+def test_every_command_is_listed_in_help_order() -> None:
+    assert list(cli_main.COMMANDS) == PRESENT
+
+
+def test_a_command_whose_module_is_missing_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli_main, "COMMANDS", (*cli_main.COMMANDS, "no-such-command"))
+    with pytest.raises(ModuleNotFoundError, match=r"placement\.cli\.no_such_command"):
+        cli_main.build_parser()
+
+
+@pytest.mark.parametrize("name", PRESENT)
+def test_each_command_help_exits_0(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([name, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: gpuplan {name}")
+    assert "--help" in out
+
+
+def test_ledger_help_explains_every_figure(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ledger", "--help"]) == 0
+    out = capsys.readouterr().out
+    for figure in (
+        "total",
+        "reserve",
+        "declared",
+        "held",
+        "used",
+        "attributed",
+        "unexplained",
+        "free",
+        "plannable",
+    ):
+        assert f"\n  {figure} " in out, figure
+    for option in ("--catalogue FILE", "--snapshot FILE", "--live", "--ledger [DB]", "--json"):
+        assert option in out
+    assert "exit codes: 0 shown; 2 bad input" in out
+
+
+def test_schema_help_says_how_to_use_it(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema", "--help"]) == 0
+    assert "gpuplan schema > catalogue.schema.json" in capsys.readouterr().out
+
+
+def test_no_command_exits_2_with_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert capsys.readouterr().err.startswith("usage: gpuplan")
+
+
+def test_an_unknown_command_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plot"]) == 2
+    assert "invalid choice: 'plot'" in capsys.readouterr().err
+
+
+def test_an_unknown_option_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ledger", "--colour"]) == 2
+    assert "unrecognized arguments: --colour" in capsys.readouterr().err
+
+
+def test_python_dash_m_placement_is_gpuplan() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "placement", "schema", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0
+    assert done.stdout.startswith("usage: gpuplan schema")

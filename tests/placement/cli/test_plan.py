@@ -1,0 +1,221 @@
+"""`gpuplan plan` end to end on fv-ml1: exit codes, JSON shape, golden text, the ledger record."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from inventory.ledger.store import open_ledger
+from inventory.snapshot import load_snapshot
+from placement.cli.main import main
+from placement.cli.plan_text import render_plan
+from placement.plan.planner import plan
+from placement.plan.problem import load_add_file
+from seats.errors import CatalogueError
+from seats.loader import load_catalogue
+from seats.units import MiB
+from tests.conftest import FV_ML1_CATALOGUE, FV_ML1_SNAPSHOT, ROOT
+
+GOLDEN = Path(__file__).parent.parent / "golden"
+EXAMPLES = ROOT / "examples"
+BASE = ["plan", "--catalogue", str(FV_ML1_CATALOGUE), "--snapshot", str(FV_ML1_SNAPSHOT)]
+
+
+def run(capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str, str]:
+    code = main([*BASE, *extra])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_example_places_flash_next_on_card_3(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys)
+    assert code == 0
+    assert "PLACED   flash-next → card 3   --gpu-memory-utilization 0.968" in out
+
+
+def test_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--add", str(EXAMPLES / "new-4gib.yaml"), "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["schema"] == 1
+    assert data["verdict"] == "pass"
+    assert data["optimal"] is True
+    seats = {s["seat"]: s for s in data["seats"]}
+    assert seats["new-4gib"]["cards"] == [1]
+    assert seats["flash-next"]["cards"] == [3]
+    assert seats["flash-next"]["flags"] == ["--gpu-memory-utilization", "0.968"]
+    card1 = next(c for c in data["cards"] if c["index"] == 1)
+    assert card1["free_before_bytes"] - card1["free_after_bytes"] == 4 * 1024**3
+    assert isinstance(card1["free_before_bytes"], int)
+    assert data["moves"] == []
+
+
+def test_refusal_exits_1_with_reasons(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--add", str(EXAMPLES / "new-6gib.yaml"), "--json")
+    assert code == 1
+    data = json.loads(out)
+    assert data["verdict"] == "refuse"
+    six = next(s for s in data["seats"] if s["seat"] == "new-6gib")
+    assert six["verdict"] == "refuse"
+    card1 = next(r for r in six["reasons"] if r["card"] == 1)
+    assert (card1["rule"], card1["room_bytes"], card1["short_bytes"]) == (
+        "room",
+        5_448 * MiB,
+        696 * MiB,
+    )
+    assert any(r["card"] == 3 and r["rule"] == "reserve" for r in six["reasons"])
+
+
+def test_highs_keeps_stdout_json(capfd: pytest.CaptureFixture[str]) -> None:
+    code = main([*BASE, "--solver", "highs", "--json"])
+    out, _ = capfd.readouterr()
+    assert code == 0
+    assert json.loads(out)["solver"] == "highs"  # no HiGHS banner before the JSON
+
+
+def test_vllm_5gib_warns(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--add", str(EXAMPLES / "new-5gib-vllm.yaml"))
+    assert code == 0
+    assert "new-5gib-vllm → card 1   --gpu-memory-utilization 0.046" in out
+    assert "no longer covers the whole seat" in out
+
+
+@pytest.mark.parametrize(
+    ("name", "add"),
+    [
+        ("plan_fv_ml1.txt", None),
+        ("plan_new_4gib.txt", "new-4gib.yaml"),
+        ("plan_new_6gib.txt", "new-6gib.yaml"),
+        ("plan_new_5gib_vllm.txt", "new-5gib-vllm.yaml"),
+    ],
+)
+def test_golden(name: str, add: str | None) -> None:
+    catalogue = load_catalogue(FV_ML1_CATALOGUE)
+    adds = [(add, seat) for seat in load_add_file(EXAMPLES / add)] if add else []
+    result = plan(catalogue, [load_snapshot(FV_ML1_SNAPSHOT)], adds)
+    text = render_plan(result, {"fv-ml1": "seats/catalogue/fv-ml1.snapshot.json"})
+    golden = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(text, encoding="utf-8")
+    assert text == golden.read_text(encoding="utf-8")
+
+
+def test_no_catalogue_exits_2(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GPUPLAN_CATALOGUE", raising=False)
+    code = main(["plan", "--snapshot", str(FV_ML1_SNAPSHOT)])
+    assert code == 2
+    assert "no catalogue" in capsys.readouterr().err
+
+
+def test_bad_add_file_exits_2_naming_file_and_field(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nresident: 6 GB\n")
+    code, _, err = run(capsys, "--add", str(bad))
+    assert code == 2
+    assert str(bad) in err and "resident" in err and "GiB" in err
+
+
+def test_add_list_and_unknown_key(tmp_path: Path) -> None:
+    listed = tmp_path / "two.yaml"
+    listed.write_text("- {name: a, resident: 1 GiB}\n- {name: b, resident: 2 GiB}\n")
+    assert [s.name for s in load_add_file(listed)] == ["a", "b"]
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("- {name: a, resident: 1 GiB}\n- {name: b, resdent: 2 GiB}\n")
+    with pytest.raises(CatalogueError, match=r"typo\.yaml: \[1\]\.resdent: unknown key"):
+        load_add_file(typo)
+
+
+def test_add_name_clash_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    clash = tmp_path / "clash.yaml"
+    clash.write_text("name: embed\nresident: 1 GiB\n")
+    code, _, err = run(capsys, "--add", str(clash))
+    assert code == 2
+    assert "already used" in err
+
+
+def test_zero_time_limit_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, _ = run(capsys, "--time-limit", "0")
+    assert code == 2
+
+
+def test_missing_ledger_exits_3(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code = main(
+        ["plan", "--catalogue", str(FV_ML1_CATALOGUE), "--ledger", str(tmp_path / "none.sqlite")]
+    )
+    assert code == 3
+    assert "error:" in capsys.readouterr().err
+
+
+def test_stale_snapshot_with_max_age_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "--max-age", "15m")
+    assert code == 3
+    assert "older than --max-age" in err
+
+
+def test_ledger_records_each_verdict(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    db = tmp_path / "ledger.sqlite"
+    with open_ledger(db) as ledger:
+        ledger.append(load_snapshot(FV_ML1_SNAPSHOT))
+    code = main(
+        [
+            "plan",
+            "--catalogue",
+            str(FV_ML1_CATALOGUE),
+            "--ledger",
+            str(db),
+            "--max-age",
+            "100000d",
+            "--add",
+            str(EXAMPLES / "new-6gib.yaml"),
+        ]
+    )
+    assert code == 1
+    capsys.readouterr()
+    with open_ledger(db, readonly=True) as ledger:
+        decisions = ledger.decisions()
+    assert {(d["kind"], d["seat"], d["verdict"]) for d in decisions} == {
+        ("plan", "flash-next", "pass"),
+        ("plan", "new-6gib", "refuse"),
+    }
+    six = next(d for d in decisions if d["seat"] == "new-6gib")
+    assert any(r["rule"] == "room" and r["card"] == 1 for r in six["reasons"])
+    flash = next(d for d in decisions if d["seat"] == "flash-next")
+    assert flash["cards"] == [3] and flash["snapshot_id"] is not None
+    assert len(six["inputs_digest"]) == 64
+
+
+def test_snapshot_directory(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "fv-ml1.json").write_text(FV_ML1_SNAPSHOT.read_text())
+    code = main(
+        ["plan", "--catalogue", str(FV_ML1_CATALOGUE), "--snapshot", str(tmp_path), "--json"]
+    )
+    assert code == 0
+    assert json.loads(capsys.readouterr().out)["snapshots"][0]["host"] == "fv-ml1"
+
+
+def test_card_in_error_is_skipped_with_a_reason(tmp_path: Path) -> None:
+    data = json.loads(FV_ML1_SNAPSHOT.read_text())
+    card = data["cards"][1]
+    for key in ("total_bytes", "reserved_bytes", "used_bytes", "free_bytes"):
+        card[key] = None
+    card["processes"] = []
+    card["error"] = "GpuIsLost"
+    broken = tmp_path / "lost.json"
+    broken.write_text(json.dumps(data))
+    catalogue = load_catalogue(FV_ML1_CATALOGUE)
+    adds = [("four", seat) for seat in load_add_file(EXAMPLES / "new-4gib.yaml")]
+    result = plan(catalogue, [load_snapshot(broken)], adds)
+    by_seat = {v.seat: v for v in result.verdicts}
+    assert by_seat["flash-next"].passed
+    four = by_seat["new-4gib"]
+    assert not four.passed
+    assert ("error", 1) in {(r.rule, r.card) for r in four.reasons}
+    text = render_plan(result)
+    assert "error: GpuIsLost" in text
