@@ -77,13 +77,19 @@ class Host(BaseModel):
     model_config = _FROZEN
 
     cards: int = Field(ge=1, le=64)
-    card_total: PositiveBytes | None = Field(
-        default=None, description="NVML total per card; a snapshot that disagrees is an error"
+    card_total_bytes: PositiveBytes | None = Field(
+        default=None,
+        alias="card_total",
+        description="NVML total per card; a snapshot that disagrees is an error",
     )
-    cuda_context: Bytes = Field(
-        default=0, description="bytes a new engine process takes before its gate reads free memory"
+    cuda_context_bytes: Bytes = Field(
+        default=0,
+        alias="cuda_context",
+        description="bytes a new engine process takes before its gate reads free memory",
     )
-    margin: Bytes = Field(default=0, description="never planned away on any card of this host")
+    margin_bytes: Bytes = Field(
+        default=0, alias="margin", description="never planned away on any card of this host"
+    )
 
 
 class Reserve(BaseModel):
@@ -94,7 +100,9 @@ class Reserve(BaseModel):
     name: str = Field(min_length=1)
     host: str
     gpu: int = Field(ge=0)
-    bytes: ReserveBytes = Field(description="'card' for the whole card, or an amount")
+    amount_bytes: ReserveBytes = Field(
+        alias="bytes", description="'card' for the whole card, or an amount"
+    )
     for_: tuple[str, ...] = Field(alias="for", min_length=1)
 
 
@@ -140,8 +148,8 @@ class Engine(BaseModel):
         le=1,
         description="--gpu-memory-utilization: a request against TOTAL memory",
     )
-    kv_cache_memory: PositiveBytes | None = Field(
-        default=None, description="--kv-cache-memory-bytes"
+    kv_cache_bytes: PositiveBytes | None = Field(
+        default=None, alias="kv_cache_memory", description="--kv-cache-memory-bytes"
     )
 
     @field_validator("version", mode="before")
@@ -183,8 +191,10 @@ class Seat(BaseModel):
     gpus: tuple[CardIndex, ...] | Annotated[int, Field(ge=1)] = Field(
         default=1, description="card list (pinned) or how many cards (to be placed)"
     )
-    resident: PositiveBytes = Field(description="bytes held on each card once up")
-    weights: PositiveBytes | None = None
+    resident_bytes: PositiveBytes = Field(
+        alias="resident", description="bytes held on each card once up"
+    )
+    weights_bytes: PositiveBytes | None = Field(default=None, alias="weights")
     state: SeatState = "planned"
     match: str | None = Field(default=None, description="regex on /proc/PID/cmdline")
     engine: Engine = Engine()
@@ -221,15 +231,15 @@ class Seat(BaseModel):
 
     @model_validator(mode="after")
     def _weights_within_resident(self) -> Seat:
-        if self.weights is not None and self.weights > self.resident:
+        if self.weights_bytes is not None and self.weights_bytes > self.resident_bytes:
             raise ValueError(
-                f"weights ({self.weights} B) are more than resident ({self.resident} B): "
+                f"weights ({self.weights_bytes} B) are more than resident ({self.resident_bytes} B): "
                 "resident is everything the seat holds on a card, weights included"
             )
-        kv = self.engine.kv_cache_memory
-        if kv is not None and kv > self.resident:
+        kv = self.engine.kv_cache_bytes
+        if kv is not None and kv > self.resident_bytes:
             raise ValueError(
-                f"engine.kv_cache_memory ({kv} B) is more than resident ({self.resident} B): "
+                f"engine.kv_cache_memory ({kv} B) is more than resident ({self.resident_bytes} B): "
                 "the KV cache is part of what the seat holds"
             )
         return self

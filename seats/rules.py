@@ -125,7 +125,7 @@ def _reserves(catalogue: Catalogue, path: str) -> None:
         per_card[(reserve.host, reserve.gpu)].append(i)
     for (host_name, gpu), indices in per_card.items():
         host = catalogue.hosts[host_name]
-        wholes = [i for i in indices if catalogue.reserves[i].bytes == "card"]
+        wholes = [i for i in indices if catalogue.reserves[i].amount_bytes == "card"]
         if wholes and len(indices) > 1:
             raise CatalogueError(
                 path,
@@ -133,13 +133,13 @@ def _reserves(catalogue: Catalogue, path: str) -> None:
                 f"card {host_name}:{gpu} is held whole by {catalogue.reserves[wholes[0]].name!r}; "
                 "no other reserve fits beside it",
             )
-        if host.card_total is None or wholes:
+        if host.card_total_bytes is None or wholes:
             continue
-        total = sum(int(catalogue.reserves[i].bytes) for i in indices)
-        if total > host.card_total:
+        total = sum(int(catalogue.reserves[i].amount_bytes) for i in indices)
+        if total > host.card_total_bytes:
             raise CatalogueError(
                 path,
                 f"reserves[{indices[-1]}].bytes",
                 f"reserves on {host_name}:{gpu} add up to {format_bytes(total)} ({total} B), "
-                f"more than the card's {format_bytes(host.card_total)} ({host.card_total} B)",
+                f"more than the card's {format_bytes(host.card_total_bytes)} ({host.card_total_bytes} B)",
             )

@@ -48,7 +48,7 @@ class CheckResult:
         """DESIGN.md's VERDICT plus the figures per card, raw byte ints."""
         data = self.verdict.to_json()
         data["resident_known"] = self.resident_known
-        data["resident_bytes"] = self.seat.resident if self.resident_known else None
+        data["resident_bytes"] = self.seat.resident_bytes if self.resident_known else None
         if self.service is not None:
             data["service"] = self.service
         data["snapshot"] = {
@@ -334,17 +334,17 @@ def _cover_warnings(
     util = util_decimal(verdict.util)
     said = "" if seat.engine.gpu_memory_utilization is not None else " (the version's default)"
     ctx = cuda_context_bytes(catalogue, snapshot.host)
-    target = cover_target(seat.resident, seat.engine.kv_cache_memory, ctx)
+    target = cover_target(seat.resident_bytes, seat.engine.kv_cache_bytes, ctx)
     out = []
     for card in snapshot.cards:
         if card.index not in verdict.cards or not card.ok:
             continue
         requested = requested_bytes(util, cuda_total(card))
         if requested < target:
-            if seat.engine.kv_cache_memory is not None:
-                why = f"the declared resident {format_bytes(seat.resident)}"
+            if seat.engine.kv_cache_bytes is not None:
+                why = f"the declared resident {format_bytes(seat.resident_bytes)}"
             else:
-                why = f"the declared resident {format_bytes(seat.resident)} less its {format_bytes(ctx)} CUDA context"
+                why = f"the declared resident {format_bytes(seat.resident_bytes)} less its {format_bytes(ctx)} CUDA context"
             out.append(
                 f"util {format_util(util)}{said} requests {format_bytes(requested)} on card {card.index}, less than "
                 f"{why}: vLLM's own gate does not cover the whole seat (short {format_bytes(target - requested)})"
@@ -370,7 +370,7 @@ def _disagreements(seat: Seat, service: ComposeService, cards: Sequence[int]) ->
             f"{name} --gpu-memory-utilization {service.util_text} disagrees with the catalogue's "
             f"{util_decimal(catalogue_util)} for {seat.name} (judged with {service.util_text})"
         )
-    catalogue_kv = seat.engine.kv_cache_memory
+    catalogue_kv = seat.engine.kv_cache_bytes
     if service.kv_cache_bytes != catalogue_kv:
         out.append(
             f"{name} --kv-cache-memory-bytes {_bytes_or_none(service.kv_cache_bytes)} disagrees with the "
@@ -389,7 +389,7 @@ def _disagreements(seat: Seat, service: ComposeService, cards: Sequence[int]) ->
             if mine is not None and mine != theirs:
                 out.append(
                     f"{name} {flag} {mine} disagrees with the catalogue's {theirs}: LoRA slot buffers "
-                    f"change the resident {format_bytes(seat.resident)} it declares"
+                    f"change the resident {format_bytes(seat.resident_bytes)} it declares"
                 )
     elif service.lora_enabled:
         out.append(f"{name} enables LoRA; the catalogue's {seat.name} declares no lora block")
@@ -441,13 +441,15 @@ def render(result: CheckResult, source: str) -> str:
         elif (
             verdict.flags == ()
             and seat.engine.gpu_memory_utilization is None
-            and seat.engine.kv_cache_memory is None
+            and seat.engine.kv_cache_bytes is None
         ):
             parts.append("no util")
-        if seat.engine.kv_cache_memory is not None:
-            parts.append(f"kv cache {format_bytes(seat.engine.kv_cache_memory)}")
+        if seat.engine.kv_cache_bytes is not None:
+            parts.append(f"kv cache {format_bytes(seat.engine.kv_cache_bytes)}")
     parts.append(
-        f"resident {format_bytes(seat.resident)}" if result.resident_known else "resident unknown"
+        f"resident {format_bytes(seat.resident_bytes)}"
+        if result.resident_known
+        else "resident unknown"
     )
     lines.append(" · ".join(parts))
     lines.append(f"  {verdict.host} snapshot {format_utc(result.snapshot.taken_at)} ({source})")

@@ -88,13 +88,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--kv-cache-memory",
-        dest="kv_cache_memory",
+        dest="kv_cache_bytes",
         type=_bytes(False),
         metavar="B",
         help="--kv-cache-memory-bytes to judge, e.g. '2 GiB' (overrides the catalogue)",
     )
     parser.add_argument(
         "--resident",
+        dest="resident_bytes",
         type=_bytes(False),
         metavar="B",
         help="bytes the seat holds per card once up, e.g. '10740 MiB' (overrides the catalogue)",
@@ -122,8 +123,8 @@ def _validate(args: argparse.Namespace) -> None:
             for flag, value in (
                 ("--gpu", args.gpu),
                 ("--util", args.util),
-                ("--kv-cache-memory", args.kv_cache_memory),
-                ("--resident", args.resident),
+                ("--kv-cache-memory", args.kv_cache_bytes),
+                ("--resident", args.resident_bytes),
             )
             if value is not None
         ]
@@ -196,8 +197,8 @@ def run(args: argparse.Namespace) -> int:
                 args.gpu,
                 host=args.host,
                 util=args.util,
-                kv_cache_bytes=args.kv_cache_memory,
-                resident_bytes=args.resident,
+                kv_cache_bytes=args.kv_cache_bytes,
+                resident_bytes=args.resident_bytes,
             )
         ]
     if getattr(args, "ledger", None):

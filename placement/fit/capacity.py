@@ -4,7 +4,7 @@ The formulas are DESIGN.md's "What fits means", in exact integer bytes:
 
     cuda_total(c)  = total_bytes − reserved_bytes          (NVML v1 only: total_bytes)
     engine_free(c) = free_bytes − cuda_context(host)
-    reserve_bytes(r) = cuda_total(c) if r.bytes == "card" else r.bytes
+    reserve_bytes(r) = cuda_total(c) if r.amount_bytes == "card" else r.amount_bytes
     held(c, s) = Σ_{r on c, s ∉ for(r)} max(0, reserve_bytes(r) − Σ resident of r's own seats on c)
                + Σ resident of running seats declared on c (other than s) whose `match` finds no process on c
     plannable(c) = max(0, free − held(c, ·) − margin)
@@ -26,7 +26,7 @@ def cuda_total(card: Card) -> int:
 
 def reserve_bytes(reserve: Reserve, card: Card) -> int:
     """Bytes a reserve holds on its card; `card` means the whole CUDA total."""
-    return cuda_total(card) if reserve.bytes == "card" else int(reserve.bytes)
+    return cuda_total(card) if reserve.amount_bytes == "card" else int(reserve.amount_bytes)
 
 
 def seats_declared_on(catalogue: Catalogue, host: str, index: int) -> list[Seat]:
@@ -76,7 +76,7 @@ def held_parts(
     """
     parts: list[HeldPart] = []
     declared = {s.name: s for s in seats_declared_on(catalogue, host, card.index)}
-    residents = {s.name: s.resident for s in catalogue.seats}
+    residents = {s.name: s.resident_bytes for s in catalogue.seats}
     for reserve in catalogue.reserves:
         if reserve.host != host or reserve.gpu != card.index:
             continue
@@ -92,7 +92,7 @@ def held_parts(
             parts.append(HeldPart("reserve", reserve.name, left))
     for absent in absent_seats(catalogue, host, card):
         if absent.name != seat:
-            parts.append(HeldPart("absent", absent.name, absent.resident))
+            parts.append(HeldPart("absent", absent.name, absent.resident_bytes))
     return parts
 
 
@@ -110,13 +110,13 @@ def held_bytes(
 def margin_bytes(catalogue: Catalogue, host: str) -> int:
     """The host's margin, 0 for a host the catalogue does not describe."""
     described = catalogue.hosts.get(host)
-    return described.margin if described is not None else 0
+    return described.margin_bytes if described is not None else 0
 
 
 def cuda_context_bytes(catalogue: Catalogue, host: str) -> int:
     """The host's cuda_context, 0 when not given (output should say so for vLLM seats)."""
     described = catalogue.hosts.get(host)
-    return described.cuda_context if described is not None else 0
+    return described.cuda_context_bytes if described is not None else 0
 
 
 def plannable_bytes(catalogue: Catalogue, snapshot: Snapshot, card: Card) -> int:

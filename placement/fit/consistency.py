@@ -39,15 +39,15 @@ def check_snapshot(catalogue: Catalogue, snapshot: Snapshot, source: str) -> lis
                 f"{host.cards} in the catalogue (hosts.{name}.cards)"
             )
         _pinned_cards_exist(catalogue, snapshot, source)
-        if host.card_total is not None:
+        if host.card_total_bytes is not None:
             for i, card in enumerate(snapshot.cards):
-                if card.total_bytes is not None and card.total_bytes != host.card_total:
-                    difference = card.total_bytes - host.card_total
+                if card.total_bytes is not None and card.total_bytes != host.card_total_bytes:
+                    difference = card.total_bytes - host.card_total_bytes
                     raise BadInputError(
                         f"{source}: cards[{i}].total_bytes: card {name}:{card.index} has NVML total "
                         f"{card.total_bytes} B ({format_bytes(card.total_bytes)}), but "
-                        f"hosts.{name}.card_total is {host.card_total} B "
-                        f"({format_bytes(host.card_total)}): {abs(difference)} B "
+                        f"hosts.{name}.card_total is {host.card_total_bytes} B "
+                        f"({format_bytes(host.card_total_bytes)}): {abs(difference)} B "
                         f"{'more' if difference > 0 else 'less'}; is this snapshot from another machine?"
                     )
     _reserves_fit(catalogue, snapshot, source)
@@ -64,7 +64,7 @@ def check_snapshot(catalogue: Catalogue, snapshot: Snapshot, source: str) -> lis
             f"{source}: NVML v1 only on card{'s' if len(v1) > 1 else ''} {listed} (no driver reserve "
             "reading): cuda_total taken as NVML total, and used includes the driver reserve"
         )
-    context = host.cuda_context if host is not None else 0
+    context = host.cuda_context_bytes if host is not None else 0
     if context == 0:
         vllm = [
             seat.name
@@ -113,7 +113,7 @@ def _reserves_fit(catalogue: Catalogue, snapshot: Snapshot, source: str) -> None
             continue
         total = cuda_total(card)
         # `bytes: card` is the CUDA total by definition; only amounts can overshoot it.
-        held = sum(total if r.bytes == "card" else int(r.bytes) for r in reserves)
+        held = sum(total if r.amount_bytes == "card" else int(r.amount_bytes) for r in reserves)
         if held > total:
             names = ", ".join(r.name for r in reserves)
             raise BadInputError(

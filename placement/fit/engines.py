@@ -115,7 +115,7 @@ def gate_rule(engine: Engine, *, propose: bool) -> GateRule:
     """
     if engine.kind != "vllm":
         return GateRule("none", None, "none", None)
-    kv = engine.kv_cache_memory
+    kv = engine.kv_cache_bytes
     if engine.gpu_memory_utilization is not None:
         return GateRule("gated", util_decimal(engine.gpu_memory_utilization), "declared", kv)
     warnings: list[str] = []

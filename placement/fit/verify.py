@@ -113,12 +113,12 @@ class Placement:
 
 def kv_bytes(seat: Seat) -> int | None:
     """The pinned KV cache of a vLLM seat, else None."""
-    return seat.engine.kv_cache_memory if seat.engine.kind == "vllm" else None
+    return seat.engine.kv_cache_bytes if seat.engine.kind == "vllm" else None
 
 
 def proposed_util(seat: Seat, cuda_totals: Iterable[int], cuda_context: int) -> Decimal | None:
     """The smallest 3-decimal util whose request covers the seat on every one of its cards."""
-    target = cover_target(seat.resident, kv_bytes(seat), cuda_context)
+    target = cover_target(seat.resident_bytes, kv_bytes(seat), cuda_context)
     best: Decimal | None = UTIL_STEP
     for total in cuda_totals:
         util = smallest_util_covering(target, total)
@@ -146,8 +146,8 @@ def seat_need(
 ) -> int:
     """What `seat` takes on a card of CUDA total `total` when started with `util`."""
     if seat.engine.kind != "vllm" or (rule is not None and rule.gating != "gated"):
-        return seat.resident
-    return need_bytes(seat.resident, kv_bytes(seat), util, total, cuda_context)
+        return seat.resident_bytes
+    return need_bytes(seat.resident_bytes, kv_bytes(seat), util, total, cuda_context)
 
 
 def other_need(
@@ -156,7 +156,7 @@ def other_need(
     """Bytes another new seat placed on `card` takes there (its own util as it will start)."""
     seat = placement.seat
     if seat.engine.kind != "vllm":
-        return seat.resident
+        return seat.resident_bytes
     rule = gate_rule(seat.engine, propose=mode == "plan")
     ctx = cuda_context_bytes(catalogue, snapshot.host)
     util = placement.util
@@ -175,12 +175,12 @@ def override_seat(
         # A float keeps the util's decimal text exactly: repr(float(Decimal("0.046"))) == "0.046".
         engine_update["gpu_memory_utilization"] = float(util)
     if kv_cache_bytes is not None:
-        engine_update["kv_cache_memory"] = kv_cache_bytes
+        engine_update["kv_cache_bytes"] = kv_cache_bytes
     update: dict[str, object] = {}
     if engine_update:
         update["engine"] = seat.engine.model_copy(update=engine_update)
     if resident_bytes is not None:
-        update["resident"] = resident_bytes
+        update["resident_bytes"] = resident_bytes
     return seat.model_copy(update=update) if update else seat
 
 
@@ -194,7 +194,7 @@ class _CardState:
     reserve_names: tuple[str, ...]
     reserve_for: tuple[str, ...]
     others: int
-    margin: int
+    margin_bytes: int
     room: int
     gate_free: int
     occupants: tuple[str, ...]
@@ -250,7 +250,7 @@ def _card_state(
         reserve_names=tuple(part.name for part in reserves),
         reserve_for=reserve_for,
         others=others,
-        margin=margin,
+        margin_bytes=margin,
         room=free - held - margin - others,
         gate_free=free - others - cuda_context_bytes(catalogue, host),
         occupants=occupants,
@@ -399,7 +399,7 @@ def judge(
             warnings.append(
                 f"util {format_util(chosen)} is the largest that passes vLLM's gate on card(s) "
                 f"{', '.join(str(s.card.index) for s in states)}: it requests {_b(asked)}, less than the "
-                f"seat's {_b(seat.resident)} resident, so vLLM's own gate no longer covers the whole seat"
+                f"seat's {_b(seat.resident_bytes)} resident, so vLLM's own gate no longer covers the whole seat"
             )
 
     for state in states:
@@ -415,7 +415,7 @@ def judge(
                 index,
                 state.free,
                 state.held,
-                state.margin,
+                state.margin_bytes,
                 state.others,
                 need,
                 state.room,
@@ -448,7 +448,7 @@ def judge(
         flags=flags,
         warnings=tuple(dict.fromkeys(warnings)),
         nearest=tuple(ordered),
-        need_bytes=max((f.need_bytes for f in figures), default=seat.resident),
+        need_bytes=max((f.need_bytes for f in figures), default=seat.resident_bytes),
         util=format_util(chosen) if chosen is not None and rule.gating == "gated" else None,
         figures=tuple(figures),
     )
@@ -554,7 +554,7 @@ def _room_terms(state: _CardState) -> str:
     text = f"{_b(state.free)} free"
     for amount, label in (
         (state.held, "held"),
-        (state.margin, "margin"),
+        (state.margin_bytes, "margin"),
         (state.others, "for new seats here"),
     ):
         if amount:
@@ -585,17 +585,17 @@ def _nearest(
         limit = largest_util_within(state.gate_free, state.total)
         if limit is not None and seat_need(seat, limit, state.total, ctx, rule) <= state.room:
             out.append((gate_short, f"fits on card {index} with util ≤ {format_util(limit)}"))
-    if "room" in rules and kv is None and util is not None and need > seat.resident:
+    if "room" in rules and kv is None and util is not None and need > seat.resident_bytes:
         # The request sizes this seat: a smaller util shrinks it.
         limit = largest_util_within(min(state.room - ctx, state.gate_free), state.total)
-        if limit is not None and seat.resident <= state.room:
+        if limit is not None and seat.resident_bytes <= state.room:
             out.append((room_short, f"fits on card {index} with util ≤ {format_util(limit)}"))
     if "room" in rules and kv is not None and room_short < kv and not gate_short:
         out.append((room_short, f"lower kv_cache_memory by {_b(room_short)} (card {index})"))
     if "reserve" in rules and "room" not in rules and not gate_short:
         out.append((room_short, f"release {', '.join(state.reserve_names)}"))
     short = max(room_short, gate_short)
-    if need > state.total - state.margin:
+    if need > state.total - state.margin_bytes:
         # No amount of freeing makes a card hold more than its own total.
         return [
             (

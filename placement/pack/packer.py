@@ -107,14 +107,14 @@ class PackResult:
 
 def pack_margin(catalogue: Catalogue) -> int:
     """The margin kept on every card: the catalogue's largest."""
-    return max((host.margin for host in catalogue.hosts.values()), default=0)
+    return max((host.margin_bytes for host in catalogue.hosts.values()), default=0)
 
 
 def _cuda_context(catalogue: Catalogue, seat: Seat) -> int:
     if seat.host is not None and seat.host in catalogue.hosts:
-        return catalogue.hosts[seat.host].cuda_context
+        return catalogue.hosts[seat.host].cuda_context_bytes
     # A seat that may go anywhere meets the costliest context of the fleet.
-    return max((host.cuda_context for host in catalogue.hosts.values()), default=0)
+    return max((host.cuda_context_bytes for host in catalogue.hosts.values()), default=0)
 
 
 def seat_items(catalogue: Catalogue, seat: Seat, card_bytes: int) -> list[PackItem]:
@@ -133,7 +133,7 @@ def seat_items(catalogue: Catalogue, seat: Seat, card_bytes: int) -> list[PackIt
         else None
     )
     need = need_bytes(
-        seat.resident, engine.kv_cache_memory, util, card_bytes, _cuda_context(catalogue, seat)
+        seat.resident_bytes, engine.kv_cache_bytes, util, card_bytes, _cuda_context(catalogue, seat)
     )
     unbounded = is_vllm(seat) and gate_rule(engine, propose=False).gating == "unbounded"
     why = "exclusive" if seat.exclusive else "unbounded" if unbounded else None

@@ -131,7 +131,7 @@ def build_model(
     for pair in problem.need:
         by_seat[pair[0]].append(pair)
         by_card[(pair[1], pair[2])].append(pair)
-    residents = {new.name: new.seat.resident for new in problem.seats}
+    residents = {new.name: new.seat.resident_bytes for new in problem.seats}
     exclusive = {new.name for new in problem.seats if new.seat.exclusive}
 
     x = {
@@ -197,7 +197,7 @@ def build_model(
         card_held[slot.key] = held_terms
         held_max = 0.0
         for r_i, reserve in enumerate(slot.reserves):
-            base = reserve.bytes - reserve.running_own_bytes
+            base = reserve.reserve_bytes - reserve.running_own_bytes
             own = [p for p in pairs if p[0] in reserve.for_]
             held_max += _mib(max(0, base))
             if not own:
@@ -220,7 +220,9 @@ def build_model(
         for g_i, (exempt, members) in enumerate(groups.items()):
             held = pulp.lpSum(term for name, term in held_terms.items() if name not in exempt)
             constant_held = sum(
-                max(0, r.bytes - r.running_own_bytes) for r in slot.reserves if r.name not in exempt
+                max(0, r.reserve_bytes - r.running_own_bytes)
+                for r in slot.reserves
+                if r.name not in exempt
             )
             needs_switch = len(groups) > 1 or any(
                 not isinstance(term, float) for term in held_terms.values()
@@ -310,7 +312,7 @@ def build_model(
         for j, slot in enumerate(cards):
             after = _mib(slot.free_bytes - slot.margin_bytes - slot.absent_bytes) - load[slot.key]
             held_now = pulp.lpSum(card_held.get(slot.key, {}).values())
-            big_m = _mib(max_total) * 2 + _mib(sum(r.bytes for r in slot.reserves))
+            big_m = _mib(max_total) * 2 + _mib(sum(r.reserve_bytes for r in slot.reserves))
             prob += (
                 hole <= after - held_now + big_m * (1 - chosen[slot.key]),
                 f"hole_{h_i}_{j}",

@@ -38,7 +38,7 @@ class Move:
     source: int
     target: int
     freed_bytes: int  # what its processes hold on the source card, measured
-    resident: int  # the least it can take on the target (its declared resident)
+    resident_bytes: int  # the least it can take on the target (its declared resident)
 
     def text(self) -> str:
         """'embed card 1 → 2'."""
@@ -196,7 +196,9 @@ def _candidates(problem: Problem, refused: Sequence[NewSeat]) -> list[Move]:
             continue  # down or unmeasured: nothing to free by moving it
         for card in snapshot.cards:
             if card.ok and card.index != pinned[0]:
-                out.append(Move(seat.name, seat.host, pinned[0], card.index, freed, seat.resident))
+                out.append(
+                    Move(seat.name, seat.host, pinned[0], card.index, freed, seat.resident_bytes)
+                )
     # Cheapest restarts first: small seats move faster.
     out.sort(key=lambda m: (m.freed_bytes, m.seat, m.target))
     return out
@@ -207,7 +209,7 @@ def _may_fit(moves: Sequence[Move], problem: Problem) -> bool:
     slots = {slot.key: slot for slot in problem.cards}
     for key in {(m.host, m.target) for m in moves}:
         slot = slots[key]
-        arriving = sum(m.resident for m in moves if (m.host, m.target) == key)
+        arriving = sum(m.resident_bytes for m in moves if (m.host, m.target) == key)
         leaving = sum(m.freed_bytes for m in moves if (m.host, m.source) == key)
         if arriving > slot.free_bytes - slot.margin_bytes + leaving:
             return False
@@ -219,7 +221,7 @@ def _smallest_refused(problem: Problem, refused: Sequence[NewSeat]) -> dict[tupl
     out: dict[tuple[str, int], int] = {}
     for slot in problem.cards:
         sizes = [
-            new.seat.resident
+            new.seat.resident_bytes
             for new in refused
             if slot.ok
             and new.seat.host in (None, slot.host)
@@ -238,7 +240,7 @@ def _may_place(
     for slot in problem.cards:
         if slot.key not in smallest:
             continue
-        arriving = sum(m.resident for m in moves if (m.host, m.target) == slot.key)
+        arriving = sum(m.resident_bytes for m in moves if (m.host, m.target) == slot.key)
         leaving = sum(m.freed_bytes for m in moves if (m.host, m.source) == slot.key)
         if smallest[slot.key] <= slot.free_bytes - slot.margin_bytes + leaving - arriving:
             return True

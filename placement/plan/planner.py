@@ -290,7 +290,7 @@ def _verified_verdicts(
         if not bad:
             break
         # The solver's floating point disagreed with exact bytes: drop the least important.
-        worst = min(bad, key=lambda item: (item[0].seat.priority, -item[0].seat.resident))
+        worst = min(bad, key=lambda item: (item[0].seat.priority, -item[0].seat.resident_bytes))
         failed[worst[0].seat.name] = worst[1]
         placements = [p for p in placements if p is not worst[0]]
     if not placements:
@@ -375,7 +375,11 @@ def greedy_assignment(
     """
     order = sorted(
         problem.seats,
-        key=lambda new: (-new.seat.priority, -new.seat.resident * new.seat.card_count, new.name),
+        key=lambda new: (
+            -new.seat.priority,
+            -new.seat.resident_bytes * new.seat.card_count,
+            new.name,
+        ),
     )
     load: dict[tuple[str, int], int] = defaultdict(int)
     members: dict[tuple[str, int], list[str]] = defaultdict(list)
@@ -411,7 +415,9 @@ def greedy_assignment(
         if members[key] and (name in exclusive or any(m in exclusive for m in members[key])):
             return None
         held = slot.absent_bytes + sum(
-            max(0, r.bytes - r.running_own_bytes) for r in slot.reserves if name not in r.for_
+            max(0, r.reserve_bytes - r.running_own_bytes)
+            for r in slot.reserves
+            if name not in r.for_
         )
         after = load[key] + problem.need[pair]
         room = slot.free_bytes - slot.margin_bytes - held
@@ -460,7 +466,7 @@ def greedy_assignment(
         home = position.get(new.seat.host, -1) if new.seat.host is not None else None
         best: tuple[int, int, tuple[int, ...]] | None = None  # (room left, host index, cards)
         if fit == "best" and count == 1 and home is None:
-            for j in range(bisect_left(by_width, (new.seat.resident, -1, -1)), len(by_width)):
+            for j in range(bisect_left(by_width, (new.seat.resident_bytes, -1, -1)), len(by_width)):
                 _, spot, index = by_width[j]
                 left = room_left(name, host_names[spot], slots[(host_names[spot], index)])
                 if left is not None:
@@ -468,7 +474,7 @@ def greedy_assignment(
                     break
         elif fit == "best" and home is None:
             column = by_host[count - 1]
-            for j in range(bisect_left(column, (new.seat.resident, -1)), len(column)):
+            for j in range(bisect_left(column, (new.seat.resident_bytes, -1)), len(column)):
                 spot = column[j][1]
                 found = fitting_cards(name, host_names[spot], count)
                 if len(found) >= count:
@@ -480,7 +486,7 @@ def greedy_assignment(
                     )
                     break
         else:
-            at = tree.next_at_least(0 if home is None else max(home, 0), new.seat.resident)
+            at = tree.next_at_least(0 if home is None else max(home, 0), new.seat.resident_bytes)
             while at is not None:
                 if home is not None and at != home:
                     break
@@ -492,7 +498,7 @@ def greedy_assignment(
                         best = (left, at, tuple(sorted(index for _, index in chosen)))
                     if fit == "first":
                         break
-                at = tree.next_at_least(at + 1, new.seat.resident)
+                at = tree.next_at_least(at + 1, new.seat.resident_bytes)
         if best is None:
             continue
         _, at, cards = best
@@ -541,7 +547,7 @@ def explain_refusal(
         )
     one_card = seat.model_copy(update={"gpus": 1}) if seat.card_count > 1 else seat
     pinned = seat.pinned_cards
-    need = seat.resident
+    need = seat.resident_bytes
     fragment_room: dict[str, int] = defaultdict(int)
     # judge reads only the placements on the judged host: hand it those alone.
     on_host: dict[str, list[Placement]] = defaultdict(list)

@@ -46,7 +46,7 @@ class ReserveSlot:
     """A reserve on one card: what it holds, for whom, and what its running seats already use."""
 
     name: str
-    bytes: int
+    reserve_bytes: int
     for_: frozenset[str]
     running_own_bytes: int
 
@@ -61,7 +61,7 @@ class CardSlot:
     free_bytes: int
     cuda_total: int
     margin_bytes: int
-    cuda_context: int
+    cuda_context_bytes: int
     absent_bytes: int
     reserves: tuple[ReserveSlot, ...]
     occupied: bool  # a process or a declared running seat is on it
@@ -75,7 +75,9 @@ class CardSlot:
     @property
     def plannable_bytes(self) -> int:
         """free − absent − every reserve − margin, as nothing new were placed (may be negative)."""
-        held = self.absent_bytes + sum(max(0, r.bytes - r.running_own_bytes) for r in self.reserves)
+        held = self.absent_bytes + sum(
+            max(0, r.reserve_bytes - r.running_own_bytes) for r in self.reserves
+        )
         return self.free_bytes - held - self.margin_bytes
 
 
@@ -171,7 +173,7 @@ class Problem:
         new = self.seat(name)
         if new.seat.host is not None:
             return bool(self.eligible_hosts(name))
-        count, resident = new.seat.card_count, new.seat.resident
+        count, resident = new.seat.card_count, new.seat.resident_bytes
         for widest, host in self._hosts_widest_first:
             if widest < resident:
                 return False
@@ -187,7 +189,7 @@ class Problem:
 
     def _eligible_on(self, name: str, host: str) -> int:
         slots = self.hosts[host]
-        resident = self.seat(name).seat.resident
+        resident = self.seat(name).seat.resident_bytes
         # Cards too narrow for the resident hold no pair of the seat (see has_eligible_host).
         return sum(
             1
@@ -317,12 +319,12 @@ def _card_slot(catalogue: Catalogue, snapshot: Snapshot, index: int) -> CardSlot
         return CardSlot(host, index, False, 0, 0, 0, 0, 0, (), True, False)
     declared = seats_declared_on(catalogue, host, index)
     declared_names = {seat.name for seat in declared}
-    residents = {seat.name: seat.resident for seat in catalogue.seats}
+    residents = {seat.name: seat.resident_bytes for seat in catalogue.seats}
     total = cuda_total(card)
     reserves = tuple(
         ReserveSlot(
             r.name,
-            total if r.bytes == "card" else int(r.bytes),
+            total if r.amount_bytes == "card" else int(r.amount_bytes),
             frozenset(r.for_),
             sum(residents[name] for name in r.for_ if name in declared_names),
         )
@@ -336,8 +338,8 @@ def _card_slot(catalogue: Catalogue, snapshot: Snapshot, index: int) -> CardSlot
         free_bytes=card.free_bytes or 0,
         cuda_total=total,
         margin_bytes=margin_bytes(catalogue, host),
-        cuda_context=cuda_context_bytes(catalogue, host),
-        absent_bytes=sum(seat.resident for seat in absent_seats(catalogue, host, card)),
+        cuda_context_bytes=cuda_context_bytes(catalogue, host),
+        absent_bytes=sum(seat.resident_bytes for seat in absent_seats(catalogue, host, card)),
         reserves=reserves,
         occupied=bool(card.processes) or bool(declared),
         exclusive_running=any(seat.exclusive for seat in declared),
@@ -405,7 +407,7 @@ class PairTable(Mapping[PairKey, int]):
         self._ok_count = {
             host: sum(1 for slot in slots if slot.ok) for host, slots in hosts.items()
         }
-        self._residents = {new.name: new.seat.resident for new in self._seats}
+        self._residents = {new.name: new.seat.resident_bytes for new in self._seats}
         self._memo: dict[PairKey, PairEntry | None] = {}
         self._rules: dict[str, GateRule] = {}
         self._utils: dict[tuple[str, str | int, int], Decimal | None] = {}
@@ -444,17 +446,17 @@ class PairTable(Mapping[PairKey, int]):
         if seat.card_count > 1:
             util_key = (name, host, 0)
         else:
-            util_key = (name, slot.cuda_total, slot.cuda_context)
+            util_key = (name, slot.cuda_total, slot.cuda_context_bytes)
         if util_key in self._utils:
             util = self._utils[util_key]
         else:
             if seat.card_count > 1:
                 ok_slots = [s for s in self._hosts[host] if s.ok]
                 util = start_util(
-                    seat, rule, [s.cuda_total for s in ok_slots], ok_slots[0].cuda_context
+                    seat, rule, [s.cuda_total for s in ok_slots], ok_slots[0].cuda_context_bytes
                 )
             else:
-                util = start_util(seat, rule, [slot.cuda_total], slot.cuda_context)
+                util = start_util(seat, rule, [slot.cuda_total], slot.cuda_context_bytes)
             self._utils[util_key] = util
         return _pair(seat, rule, util, slot, self._residents)
 
@@ -551,9 +553,9 @@ def _pair(
     if slot.exclusive_running:
         return None
     kv = kv_bytes(seat)
-    need = seat.resident
+    need = seat.resident_bytes
     if seat.engine.kind == "vllm" and rule.gating == "gated":
-        need = need_bytes(seat.resident, kv, util, slot.cuda_total, slot.cuda_context)
+        need = need_bytes(seat.resident_bytes, kv, util, slot.cuda_total, slot.cuda_context_bytes)
     # The least this seat could meet as held: reserves it is not for, less what their own
     # new seats would consume if the plan put them here too.
     held_min = slot.absent_bytes
@@ -561,7 +563,7 @@ def _pair(
         if seat.name in reserve.for_:
             continue
         own_new = sum(new_residents.get(name, 0) for name in reserve.for_)
-        held_min += max(0, reserve.bytes - reserve.running_own_bytes - own_new)
+        held_min += max(0, reserve.reserve_bytes - reserve.running_own_bytes - own_new)
     if need > slot.free_bytes - held_min - slot.margin_bytes:
         return None
     if seat.engine.kind != "vllm" or rule.gating != "gated" or util is None:
@@ -571,7 +573,7 @@ def _pair(
         requested = requested_bytes(UTIL_STEP, slot.cuda_total)
     else:
         requested = requested_bytes(util, slot.cuda_total)
-    gate_free = slot.free_bytes - slot.cuda_context
+    gate_free = slot.free_bytes - slot.cuda_context_bytes
     if requested > gate_free:
         return None
     # Gate as if started last: load on the card (this seat included) ≤ free − ctx + need − requested.

@@ -67,7 +67,7 @@ def plan_story(catalogue: Catalogue, base: Snapshot, *, end: datetime, days: int
     # so prefer the largest non-vLLM seat that is up; fall back to any seat that is up.
     candidates = [s for s in running if any((s.name, c) in present for c in s.pinned_cards or ())]
     others = [s for s in candidates if s.engine.kind != "vllm"]
-    drift = max(others or candidates, key=lambda s: s.resident, default=None)
+    drift = max(others or candidates, key=lambda s: s.resident_bytes, default=None)
     drift_card = _first_present_card(drift, present)
     # The foreign afternoon lands on a reserved card when there is one (it breaks the
     # reserve), else on the card with the most free memory.
@@ -98,7 +98,7 @@ def plan_story(catalogue: Catalogue, base: Snapshot, *, end: datetime, days: int
             and (s.name, card.index) in present
         ]
         if on_card:
-            check = min(on_card, key=lambda s: s.resident)
+            check = min(on_card, key=lambda s: s.resident_bytes)
             check_card = card.index
             break
     check_at = max(start, end - timedelta(days=2)).replace(hour=10, minute=14)

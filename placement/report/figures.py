@@ -620,7 +620,7 @@ def percentiles(
 
 
 def _declared(catalogue: Catalogue, host: str, index: int) -> int:
-    return sum(seat.resident for seat in seats_declared_on(catalogue, host, index))
+    return sum(seat.resident_bytes for seat in seats_declared_on(catalogue, host, index))
 
 
 def _cards(
@@ -753,7 +753,7 @@ def _seats(
         stats.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][1])
     ):
         seat = known.get(name)
-        declared = seat.resident if seat is not None else None
+        declared = seat.resident_bytes if seat is not None else None
         drift = p95 - declared if declared is not None else None
         first = parts.get((host, idx, name, 0))
         last = parts.get((host, idx, name, 1))
@@ -808,7 +808,9 @@ def _missing(
             (seat.host, window.start_s, window.start_s - LOOKBACK_DAYS * 86400, seat.name),
         ).fetchone()
         last = format_utc(_utc(int(row[0]))) if row and row[0] is not None else None
-        out.append(MissingSeat(seat.name, seat.host, seat.pinned_cards or (), seat.resident, last))
+        out.append(
+            MissingSeat(seat.name, seat.host, seat.pinned_cards or (), seat.resident_bytes, last)
+        )
     return tuple(out)
 
 
@@ -849,12 +851,12 @@ def _reserves(
         held = (
             reserve_bytes(reserve, card)
             if card is not None and card.ok
-            else (None if reserve.bytes == "card" else int(reserve.bytes))
+            else (None if reserve.amount_bytes == "card" else int(reserve.amount_bytes))
         )
         own = ",".join("?" for _ in reserve.for_)
         # Others may use what the reserve leaves of the card: cuda_total − reserve bytes
         # (nothing, for a whole-card reserve). More than that in one snapshot is a violation.
-        fixed = None if reserve.bytes == "card" else int(reserve.bytes)
+        fixed = None if reserve.amount_bytes == "card" else int(reserve.amount_bytes)
         allowed = (
             "0" if fixed is None else "MAX(0, g.total_bytes - COALESCE(g.reserved_bytes, 0) - ?)"
         )
@@ -952,7 +954,7 @@ def _loras(catalogue: Catalogue) -> tuple[LoraRow, ...]:
         if seat.lora is None or seat.state == "retired":
             continue
         adapters = seat.lora.adapters
-        merged = len(adapters) * seat.weights if seat.weights is not None else None
+        merged = len(adapters) * seat.weights_bytes if seat.weights_bytes is not None else None
         rows.append(
             LoraRow(
                 seat=seat.name,
@@ -960,10 +962,10 @@ def _loras(catalogue: Catalogue) -> tuple[LoraRow, ...]:
                 max_loras=seat.lora.max_loras,
                 persisted=tuple(a.name for a in adapters if a.persisted),
                 runtime_only=tuple(a.name for a in adapters if not a.persisted),
-                carrier_bytes=seat.resident,
-                weights_bytes=seat.weights,
+                carrier_bytes=seat.resident_bytes,
+                weights_bytes=seat.weights_bytes,
                 merged_bytes=merged,
-                saved_bytes=merged - seat.resident if merged is not None else None,
+                saved_bytes=merged - seat.resident_bytes if merged is not None else None,
             )
         )
     return tuple(rows)
@@ -1243,7 +1245,7 @@ def _drift_advice(catalogue: Catalogue, row: SeatRow) -> str:
         seat = catalogue.seat(row.seat)
     except KeyError:
         return "declare it in the catalogue"
-    if seat.engine.kind == "vllm" and seat.engine.kv_cache_memory is None:
+    if seat.engine.kind == "vllm" and seat.engine.kv_cache_bytes is None:
         # The seed: a vLLM seat without a pinned KV cache grows to its util's request.
         return "pin its KV cache (--kv-cache-memory-bytes) or set its resident to the p95"
     if row.grew:

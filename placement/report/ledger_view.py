@@ -168,7 +168,7 @@ def _card_row(catalogue: Catalogue, snapshot: Snapshot, card: Card) -> CardRow:
         total_bytes=card.total_bytes,
         reserved_bytes=card.reserved_bytes,
         cuda_total_bytes=cuda_total(card) if card.ok else None,
-        declared_bytes=sum(seat.resident for seat in declared),
+        declared_bytes=sum(seat.resident_bytes for seat in declared),
         held_bytes=sum(part.bytes for part in parts) if card.ok else None,
         held_by=parts,
         used_bytes=card.used_bytes,
@@ -203,7 +203,7 @@ def _seat_rows(catalogue: Catalogue, snapshot: Snapshot) -> list[SeatRow]:
 
 def _seat_row(seat: Seat, seen: dict[int, int] | None) -> SeatRow:
     cards = seat.pinned_cards or ()
-    declared = seat.resident * seat.card_count
+    declared = seat.resident_bytes * seat.card_count
     observed_cards = tuple(sorted(seen)) if seen else ()
     observed = sum(seen.values()) if seen else None
     if seen:

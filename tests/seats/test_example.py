@@ -25,7 +25,7 @@ def test_before_voices_card_zero_has_12611_mib_free(fv_ml1_before_voices: Snapsh
 
 
 def test_card_zero_seats_are_the_logs(fv_ml1: Catalogue) -> None:
-    on_zero = {s.name: s.resident for s in fv_ml1.seats if s.pinned_cards == (0,)}
+    on_zero = {s.name: s.resident_bytes for s in fv_ml1.seats if s.pinned_cards == (0,)}
     assert on_zero == {
         "cyberprev": 47_100 * MiB,
         "gen-small": 36_900 * MiB,

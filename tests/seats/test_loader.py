@@ -74,13 +74,13 @@ def edited(old: str, new: str) -> str:
 def test_base_loads_with_bytes_as_ints(tmp_path: Path) -> None:
     catalogue = load_catalogue(write(tmp_path, BASE))
     host = catalogue.hosts["fv-ml1"]
-    assert host.card_total == 102_625_181_696
-    assert host.cuda_context == 1183 * MiB
-    assert host.margin == 256 * MiB
-    assert catalogue.seat("vllm-voices").resident == 10_740 * MiB
-    assert catalogue.seat("vllm-voices").engine.kv_cache_memory == 2 * GiB
-    assert catalogue.seat("flash-next").resident == 93 * GiB
-    assert catalogue.reserves[0].bytes == "card"
+    assert host.card_total_bytes == 102_625_181_696
+    assert host.cuda_context_bytes == 1183 * MiB
+    assert host.margin_bytes == 256 * MiB
+    assert catalogue.seat("vllm-voices").resident_bytes == 10_740 * MiB
+    assert catalogue.seat("vllm-voices").engine.kv_cache_bytes == 2 * GiB
+    assert catalogue.seat("flash-next").resident_bytes == 93 * GiB
+    assert catalogue.reserves[0].amount_bytes == "card"
     assert catalogue.reserves[0].for_ == ("flash-next",)
 
 
@@ -95,20 +95,20 @@ def test_defaults_are_designs(tmp_path: Path) -> None:
         None,
         None,
     )
-    assert (seat.host, seat.match, seat.lora, seat.weights) == (None, None, None, None)
-    assert (host.margin, host.cuda_context, host.card_total) == (0, 0, None)
+    assert (seat.host, seat.match, seat.lora, seat.weights_bytes) == (None, None, None, None)
+    assert (host.margin_bytes, host.cuda_context_bytes, host.card_total_bytes) == (0, 0, None)
     assert catalogue.reserves == ()
 
 
 def test_the_catalogue_is_frozen(tmp_path: Path) -> None:
     catalogue = load_catalogue(write(tmp_path, BASE))
     with pytest.raises(ValidationError, match="frozen"):
-        catalogue.seat("cyberprev").resident = 1  # type: ignore[misc]
+        catalogue.seat("cyberprev").resident_bytes = 1  # type: ignore[misc]
 
 
 def test_a_reserve_may_be_an_amount(tmp_path: Path) -> None:
     catalogue = load_catalogue(write(tmp_path, edited("bytes: card", "bytes: 60 GiB")))
-    assert catalogue.reserves[0].bytes == 60 * GiB
+    assert catalogue.reserves[0].amount_bytes == 60 * GiB
 
 
 def test_a_catalogue_error_is_bad_input() -> None:
@@ -621,7 +621,7 @@ def test_read_yaml_and_parse_catalogue_are_separate_steps(tmp_path: Path) -> Non
     assert isinstance(data, dict)
     assert data["seats"][0]["resident"] == "47100 MiB"  # still text: units are the model's job
     catalogue = parse_catalogue(data, "inline")
-    assert catalogue.seat("cyberprev").resident == 47_100 * MiB
+    assert catalogue.seat("cyberprev").resident_bytes == 47_100 * MiB
 
 
 def test_yaml_merge_keys_work_and_explicit_keys_override(tmp_path: Path) -> None:
@@ -632,7 +632,7 @@ def test_yaml_merge_keys_work_and_explicit_keys_override(tmp_path: Path) -> None
         "  - <<: *base\n    name: b\n    gpus: [1]\n"
     )
     catalogue = load_catalogue(write(tmp_path, text))
-    assert [(s.name, s.gpus, s.resident) for s in catalogue.seats] == [
+    assert [(s.name, s.gpus, s.resident_bytes) for s in catalogue.seats] == [
         ("a", (0,), GiB),
         ("b", (1,), GiB),
     ]

@@ -152,7 +152,7 @@ services:
     )
     result = check_service(fv_ml1, [fv_ml1_before_voices], service)
     assert result.verdict.verdict == "pass"
-    assert result.seat.resident == 2**30  # the lower bound: its own KV cache
+    assert result.seat.resident_bytes == 2**30  # the lower bound: its own KV cache
 
 
 def test_reserve_owner_passes_on_its_card(
@@ -311,9 +311,9 @@ def test_overrides_replace_catalogue_figures(
     )
     assert big.verdict.verdict == "refuse"
     assert any(r.rule == "room" for r in big.verdict.reasons)
-    assert big.seat.resident == 13_000 * MiB
+    assert big.seat.resident_bytes == 13_000 * MiB
     kv = check_seat(fv_ml1, [fv_ml1_before_voices], "vllm-voices", [0], kv_cache_bytes=3 * 2**30)
-    assert kv.seat.engine.kv_cache_memory == 3 * 2**30
+    assert kv.seat.engine.kv_cache_bytes == 3 * 2**30
     assert "3221225472" in kv.verdict.flags
 
 
@@ -340,7 +340,7 @@ services:
     assert "--max-loras 6 disagrees with the catalogue's 4" in warnings
     assert "lv-hemingway is marked persisted" in warnings
     assert "lv-new" in warnings
-    assert result.seat.engine.kv_cache_memory == 3 * 2**30  # the file's value is judged
+    assert result.seat.engine.kv_cache_bytes == 3 * 2**30  # the file's value is judged
 
 
 def test_util_default_cover_warning(fv_ml1: Catalogue, fv_ml1_before_voices: Snapshot) -> None:

@@ -56,7 +56,7 @@ def test_without_card_total_any_total_is_taken(
 ) -> None:
     cards = list(fv_ml1_snapshot.cards)
     cards[1] = cards[1].model_copy(update={"total_bytes": cards[1].total_bytes + MiB})  # type: ignore[operator]
-    loose = _with_host(fv_ml1, card_total=None)
+    loose = _with_host(fv_ml1, card_total_bytes=None)
     assert check_snapshot(loose, _with_cards(fv_ml1_snapshot, cards), SOURCE) == []
 
 
@@ -67,7 +67,7 @@ def test_reserves_past_the_cuda_total_are_bad_input(
     reserve = Reserve.model_validate(
         {"name": "big-hold", "host": "fv-ml1", "gpu": 2, "bytes": "95 GiB", "for": ["flash-next"]}
     )
-    catalogue = _with_host(fv_ml1, card_total=None).model_copy(
+    catalogue = _with_host(fv_ml1, card_total_bytes=None).model_copy(
         update={"reserves": (*fv_ml1.reserves, reserve)}
     )
     with pytest.raises(
@@ -80,8 +80,8 @@ def test_reserves_past_the_cuda_total_are_bad_input(
 
 
 def test_a_whole_card_reserve_always_fits(fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot) -> None:
-    assert fv_ml1.reserves[0].bytes == "card"
-    assert check_snapshot(_with_host(fv_ml1, card_total=None), fv_ml1_snapshot, SOURCE) == []
+    assert fv_ml1.reserves[0].amount_bytes == "card"
+    assert check_snapshot(_with_host(fv_ml1, card_total_bytes=None), fv_ml1_snapshot, SOURCE) == []
 
 
 def test_nvml_v1_only_warns_that_cuda_total_is_nvml_total(
@@ -105,7 +105,7 @@ def test_nvml_v1_only_warns_that_cuda_total_is_nvml_total(
 def test_a_vllm_seat_on_a_host_without_cuda_context_warns(
     fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot
 ) -> None:
-    warnings = check_snapshot(_with_host(fv_ml1, cuda_context=0), fv_ml1_snapshot, SOURCE)
+    warnings = check_snapshot(_with_host(fv_ml1, cuda_context_bytes=0), fv_ml1_snapshot, SOURCE)
     assert len(warnings) == 1
     assert "host fv-ml1 declares no cuda_context" in warnings[0]
     assert "vllm-voices" in warnings[0] and "flash-next" in warnings[0]

@@ -146,7 +146,7 @@ def test_reserve_consumed_by_its_own_seat_is_not_counted_twice(
 ) -> None:
     # flash-next-hold as 50 GiB (not the whole card), its seat a 40 GiB non-exclusive one.
     flash = seat("flash-next", "40 GiB", host="fv-ml1")
-    hold = fv_ml1.reserves[0].model_copy(update={"bytes": 50 * GiB})
+    hold = fv_ml1.reserves[0].model_copy(update={"amount_bytes": 50 * GiB})
     catalogue = fv_ml1.model_copy(
         update={
             "seats": tuple(s if s.name != "flash-next" else flash for s in fv_ml1.seats),

@@ -327,7 +327,7 @@ def eager_pairs(problem: Problem) -> tuple[dict[Any, int], dict[Any, int]]:
     """The plain seat × host × card loop the lazy PairTable replaces."""
     need: dict[Any, int] = {}
     gate: dict[Any, int] = {}
-    residents = {new.name: new.seat.resident for new in problem.seats}
+    residents = {new.name: new.seat.resident_bytes for new in problem.seats}
     for new in problem.seats:
         seat = new.seat
         rule = gate_rule(seat.engine, propose=True)
@@ -340,13 +340,13 @@ def eager_pairs(problem: Problem) -> tuple[dict[Any, int], dict[Any, int]]:
             util = None
             if seat.card_count > 1:
                 util = start_util(
-                    seat, rule, [s.cuda_total for s in ok_slots], ok_slots[0].cuda_context
+                    seat, rule, [s.cuda_total for s in ok_slots], ok_slots[0].cuda_context_bytes
                 )
             for slot in ok_slots:
                 if seat.pinned_cards is not None and slot.index not in seat.pinned_cards:
                     continue
                 if seat.card_count == 1:
-                    util = start_util(seat, rule, [slot.cuda_total], slot.cuda_context)
+                    util = start_util(seat, rule, [slot.cuda_total], slot.cuda_context_bytes)
                 pair = _pair(seat, rule, util, slot, residents)
                 if pair is not None:
                     need[(seat.name, host, slot.index)] = pair[0]
@@ -359,7 +359,11 @@ def first_fit_reference(problem: Problem) -> dict[str, tuple[str, tuple[int, ...
     """First-fit-decreasing that tries every eligible host in order (no skipping)."""
     order = sorted(
         problem.seats,
-        key=lambda new: (-new.seat.priority, -new.seat.resident * new.seat.card_count, new.name),
+        key=lambda new: (
+            -new.seat.priority,
+            -new.seat.resident_bytes * new.seat.card_count,
+            new.name,
+        ),
     )
     load: dict[tuple[str, int], int] = defaultdict(int)
     members: dict[tuple[str, int], list[str]] = defaultdict(list)
@@ -378,7 +382,7 @@ def first_fit_reference(problem: Problem) -> dict[str, tuple[str, tuple[int, ...
                 ):
                     continue
                 held = slot.absent_bytes + sum(
-                    max(0, r.bytes - r.running_own_bytes)
+                    max(0, r.reserve_bytes - r.running_own_bytes)
                     for r in slot.reserves
                     if name not in r.for_
                 )

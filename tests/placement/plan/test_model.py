@@ -555,10 +555,14 @@ def test_best_fit_takes_the_narrowest_card_that_fits(
     left = {(h, c): room for h, cards in hosts.items() for c, room in enumerate(cards)}
     order = list(hosts)
     expected: dict[str, tuple[str, tuple[int, ...]]] = {}
-    for s in sorted(seats, key=lambda s: (-s.resident, s.name)):
-        fits = [(room, order.index(h), c, h) for (h, c), room in left.items() if room >= s.resident]
+    for s in sorted(seats, key=lambda s: (-s.resident_bytes, s.name)):
+        fits = [
+            (room, order.index(h), c, h)
+            for (h, c), room in left.items()
+            if room >= s.resident_bytes
+        ]
         if fits:
             _, _, card, host = min(fits)
-            left[(host, card)] -= s.resident
+            left[(host, card)] -= s.resident_bytes
             expected[s.name] = (host, (card,))
     assert greedy_assignment(problem, fit="best") == expected
