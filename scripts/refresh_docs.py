@@ -56,7 +56,7 @@ VOLATILE: tuple[tuple[re.Pattern[str], str], ...] = (
 _FENCE = re.compile(r"^(`{3,})\s*([\w-]*)")
 _EXIT = re.compile(r"\s+#\s*exit\s+(\d+)\s*$")
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-_SHELL_OPERATORS = ("|", "&", ";", "<", ">", "`", "$(")
+_SHELL_OPERATORS = ("|", "&", ";", "<", ">", "`", "$")
 _RUN_INFOS = ("console",)
 _PARSE_INFOS = ("sh", "bash", "shell")
 
