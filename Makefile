@@ -13,7 +13,7 @@ LIVE ?=
 SOURCE := $(if $(LIVE),--live,--snapshot $(SNAPSHOT))
 ADD    := $(if $(SEAT),--add $(SEAT),)
 
-.PHONY: plan test lint check report bench test-gpu venv clean
+.PHONY: plan test lint check report bench test-gpu docs venv clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -48,6 +48,10 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# Rewrites the outputs shown under the console examples of README.md and docs/*.md from real runs.
+docs: $(STAMP)
+	$(BIN)/python scripts/refresh_docs.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache
