@@ -84,6 +84,24 @@ def _reason_line(reason: Reason, multi_host: bool) -> str:
     return f"  {card:<8} {reason.rule:<9} {figures or reason.text}"
 
 
+def _verdict_lines(verdict: Verdict, multi_host: bool) -> list[str]:
+    """PLACED with its cards and flags, or REFUSED with every binding rule and the nearest change."""
+    out: list[str] = []
+    if verdict.passed:
+        where = f"{verdict.host} " if multi_host else ""
+        cards = ", ".join(str(c) for c in verdict.cards)
+        label = "cards" if len(verdict.cards) > 1 else "card"
+        flags = "   " + " ".join(verdict.flags) if verdict.flags else ""
+        out.append(f"PLACED   {verdict.seat} → {where}{label} {cards}{flags}")
+    else:
+        out.append(f"REFUSED  {verdict.seat} ({b(verdict.need_bytes)}): {headline(verdict)}")
+        out.extend(_reason_line(reason, multi_host) for reason in verdict.reasons)
+        if verdict.nearest:
+            out.append("  nearest: " + " · or ".join(verdict.nearest))
+    out.extend(f"  warning: {warning}" for warning in verdict.warnings)
+    return out
+
+
 def render_plan(
     result: PlanResult, origins: Mapping[str, str] | None = None, seconds: float | None = None
 ) -> str:
@@ -100,21 +118,7 @@ def render_plan(
         out.append(card_table(rows))
     out.append("")
     for verdict in result.verdicts:
-        if verdict.passed:
-            where = f"{verdict.host} " if multi_host else ""
-            cards = ", ".join(str(c) for c in verdict.cards)
-            label = "cards" if len(verdict.cards) > 1 else "card"
-            flags = "   " + " ".join(verdict.flags) if verdict.flags else ""
-            out.append(f"PLACED   {verdict.seat} → {where}{label} {cards}{flags}")
-        else:
-            size = b(verdict.need_bytes)
-            out.append(f"REFUSED  {verdict.seat} ({size}): {headline(verdict)}")
-            for reason in verdict.reasons:
-                out.append(_reason_line(reason, multi_host))
-            if verdict.nearest:
-                out.append("  nearest: " + " · or ".join(verdict.nearest))
-        for warning in verdict.warnings:
-            out.append(f"  warning: {warning}")
+        out.extend(_verdict_lines(verdict, multi_host))
     if result.moves:
         out.append("")
         out.append("MOVES (in this order; every step verified):")
