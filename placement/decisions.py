@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from inventory.ledger.store import Ledger
+    from inventory.snapshot import Snapshot
     from placement.fit.verdict import Verdict
+
+Kind = Literal["plan", "check"]
 
 
 def inputs_digest(inputs: Mapping[str, Any]) -> str:
@@ -23,7 +27,7 @@ def inputs_digest(inputs: Mapping[str, Any]) -> str:
 
 def record_decision(
     ledger: Ledger,
-    kind: Literal["plan", "check"],
+    kind: Kind,
     verdict: Verdict,
     *,
     inputs_digest: str,
@@ -46,3 +50,34 @@ def record_decision(
         snapshot_id=snapshot_id,
         decided_at=decided_at,
     )
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A verdict to record, the digest of its inputs, and the snapshot it was judged on (if any).
+
+    `host`: where to file it when the verdict names none (default: the verdict's host).
+    """
+
+    verdict: Verdict
+    inputs_digest: str
+    snapshot: Snapshot | None
+    host: str | None = None
+
+
+def record_decisions(
+    ledger: Ledger, kind: Kind, decisions: Sequence[Decision], decided_at: datetime
+) -> list[int]:
+    """Record each decision beside its snapshot (stored once: `append` finds one already there)."""
+    return [
+        record_decision(
+            ledger,
+            kind,
+            decision.verdict,
+            inputs_digest=decision.inputs_digest,
+            snapshot_id=None if decision.snapshot is None else ledger.append(decision.snapshot),
+            decided_at=decided_at,
+            host=decision.host,
+        )
+        for decision in decisions
+    ]

@@ -244,22 +244,15 @@ def _record(
     """
     from inventory.ledger.store import open_ledger
     from placement.check.seat import inputs_digest
-    from placement.decisions import record_decision
+    from placement.decisions import Decision, record_decisions
 
+    decisions = []
+    for result in results:
+        host = result.snapshot.host
+        verdict = result.verdict
+        if stale is not None:
+            error = Reason("error", None, None, None, None, stale, host)
+            verdict = replace(verdict, verdict="unknown", reasons=(error,))
+        decisions.append(Decision(verdict, inputs_digest(result), result.snapshot, host))
     with open_ledger(path) as ledger:
-        for result in results:
-            snapshot_id = ledger.append(result.snapshot)
-            verdict = result.verdict
-            if stale is not None:
-                host = result.snapshot.host
-                error = Reason("error", None, None, None, None, stale, host)
-                verdict = replace(verdict, verdict="unknown", reasons=(error,))
-            record_decision(
-                ledger,
-                "check",
-                verdict,
-                inputs_digest=inputs_digest(result),
-                snapshot_id=snapshot_id,
-                decided_at=now,
-                host=result.snapshot.host,
-            )
+        record_decisions(ledger, "check", decisions, now)

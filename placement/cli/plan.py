@@ -140,19 +140,15 @@ def _record(
     adds: list[tuple[str, Seat]],
     now: datetime,
 ) -> None:
-    """Append the snapshots and every verdict to the ledger, for the weekly report."""
+    """Append every verdict to the ledger beside its host's snapshot, for the weekly report."""
     from inventory.ledger.store import open_ledger
-    from placement.decisions import inputs_digest, record_decision
+    from placement.decisions import Decision, inputs_digest, record_decisions
 
     digest = inputs_digest(plan_inputs(catalogue, result, adds))
+    by_host = {snapshot.host: snapshot for snapshot in result.snapshots}
+    decisions = [
+        Decision(verdict, digest, by_host.get(verdict.host) if verdict.host else None)
+        for verdict in result.verdicts
+    ]
     with open_ledger(path) as ledger:
-        ids = {s.host: ledger.append(s) for s in result.snapshots}
-        for verdict in result.verdicts:
-            record_decision(
-                ledger,
-                "plan",
-                verdict,
-                inputs_digest=digest,
-                snapshot_id=ids.get(verdict.host) if verdict.host else None,
-                decided_at=now,
-            )
+        record_decisions(ledger, "plan", decisions, now)

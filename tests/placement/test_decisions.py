@@ -7,7 +7,7 @@ from pathlib import Path
 
 from inventory.ledger.store import open_ledger
 from inventory.snapshot import Snapshot
-from placement.decisions import inputs_digest, record_decision
+from placement.decisions import Decision, inputs_digest, record_decision, record_decisions
 from placement.fit.verdict import Reason, Verdict
 
 AT = datetime(2026, 9, 16, 14, 5, tzinfo=UTC)
@@ -42,3 +42,23 @@ def test_a_verdict_is_recorded_with_every_reason(tmp_path: Path, fv_ml1_snapshot
     assert rows[0]["snapshot_id"] == snapshot_id and rows[0]["inputs_digest"] == "d" * 64
     assert rows[0]["decided_at"] == "2026-09-16T14:05:00Z"
     assert (rows[1]["kind"], rows[1]["host"], rows[1]["reasons"]) == ("check", "fv-ml1", [])
+
+
+def test_decisions_are_filed_beside_their_snapshot_stored_once(
+    tmp_path: Path, fv_ml1_snapshot: Snapshot
+) -> None:
+    placed = Verdict("pass", "flash-next", "fv-ml1", (3,))
+    nowhere = Verdict("refuse", "lost", None, ())
+    decisions = [
+        Decision(placed, "a" * 64, fv_ml1_snapshot),
+        Decision(placed, "b" * 64, fv_ml1_snapshot),
+        Decision(nowhere, "c" * 64, None),
+    ]
+    with open_ledger(tmp_path / "l.sqlite") as ledger:
+        ids = record_decisions(ledger, "plan", decisions, AT)
+        rows = ledger.decisions()
+        assert ledger.count() == 1
+    assert [row["id"] for row in rows] == ids
+    assert rows[0]["snapshot_id"] == rows[1]["snapshot_id"] is not None
+    assert (rows[2]["snapshot_id"], rows[2]["host"]) == (None, None)
+    assert [row["inputs_digest"][0] for row in rows] == ["a", "b", "c"]
