@@ -10,7 +10,6 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from placement.cli.render import b, table
 from placement.cli.sources import add_catalogue_argument, load_catalogue_argument
 from seats.errors import BadInputError
 from seats.units import ByteSizeError, parse_bytes
@@ -58,6 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def card_bytes_argument(args: argparse.Namespace) -> tuple[int, str]:
     """The card size and where it came from: --card-bytes, else the snapshot's smallest card."""
+    from placement.cli.render import b
+
     if args.card_bytes is not None:
         try:
             value = parse_bytes(args.card_bytes, "--card-bytes", allow_zero=False)
@@ -110,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
 
 def render(result: PackResult, origin: str) -> str:
     """The text answer: a headline, the counts, one row per card."""
+    from placement.cli.render import b, table
+
     how = result.method
     if result.solver is not None:
         how = f"{result.solver.upper()} {result.method}, {result.status}"

@@ -119,10 +119,10 @@ def run(args: argparse.Namespace) -> int:
         return _from_prometheus(args, catalogue)
     if args.from_file is not None:
         snapshot = _read_from(args.from_file, args.host, catalogue)
-        _record(args, snapshot, polling=False)
+        _write(args, snapshot, polling=False)
         return 0
     if args.interval is None:
-        _record(args, _take(None, args.host, catalogue), polling=False)
+        _write(args, _take(None, args.host, catalogue), polling=False)
         return 0
     return _poll(args, catalogue)
 
@@ -155,7 +155,7 @@ def _from_prometheus(args: argparse.Namespace, catalogue: Catalogue | None) -> i
     for snapshot in sorted(snapshots, key=lambda s: s.host):
         if catalogue is not None:
             snapshot = attribute(snapshot, catalogue)
-        _record(args, snapshot, polling=len(snapshots) > 1)
+        _write(args, snapshot, polling=len(snapshots) > 1)
     return 0
 
 
@@ -210,7 +210,8 @@ def _take(source: NvmlSource | None, host: str | None, catalogue: Catalogue | No
     return snapshot
 
 
-def _record(args: argparse.Namespace, snapshot: Snapshot, *, polling: bool) -> None:
+def _write(args: argparse.Namespace, snapshot: Snapshot, *, polling: bool) -> None:
+    """Store the snapshot in the ledger (--ledger), save it (--out) and print it (JSON or a table)."""
     from inventory.ledger.store import open_ledger
     from inventory.snapshot import save_snapshot
 
@@ -310,7 +311,7 @@ def _poll(args: argparse.Namespace, catalogue: Catalogue | None) -> int:
         with open_source() as source:
             next_at = time.monotonic()
             while not stop.requested and (args.count is None or taken < args.count):
-                _record(args, _take(source, args.host, catalogue), polling=True)
+                _write(args, _take(source, args.host, catalogue), polling=True)
                 taken += 1
                 if args.count is not None and taken >= args.count:
                     break
