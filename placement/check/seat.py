@@ -6,8 +6,6 @@ what it adds is the warnings that do not refuse (LoRA, util vs resident, compose
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -17,6 +15,7 @@ from typing import Any
 from inventory.attribution import attribute, host_seats, match_seat
 from inventory.snapshot import Process, Snapshot, format_utc
 from placement.check.compose import ComposeError, ComposeService, resolve_cards
+from placement.decisions import inputs_digest as digest_of
 from placement.fit.capacity import cuda_context_bytes, cuda_total
 from placement.fit.engines import cover_target, format_util, requested_bytes, util_decimal
 from placement.fit.verdict import Verdict
@@ -409,84 +408,7 @@ def inputs_digest(result: CheckResult) -> str:
         "taken_at": format_utc(result.snapshot.taken_at),
         "service": result.service,
     }
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
-
-
-# ---------------------------------------------------------------------------------------------
-# Rendering
-
-
-def _row(values: Sequence[str], widths: Sequence[int]) -> str:
-    return "  ".join(
-        value.ljust(width) for value, width in zip(values, widths, strict=True)
-    ).rstrip()
-
-
-def render(result: CheckResult, source: str) -> str:
-    """The human report of one check: headline, card figures, every binding rule, nearest, warnings."""
-    verdict = result.verdict
-    seat = result.seat
-    lines = []
-    label = {"pass": "PASS", "refuse": "REFUSED", "unknown": "UNKNOWN"}[verdict.verdict]
-    what = (
-        seat.name if result.service is None else f"{seat.name} (compose service {result.service})"
-    )
-    cards = ",".join(map(str, verdict.cards))
-    parts = [f"{label}  {what} → {verdict.host}:{cards}"]
-    if seat.engine.kind == "vllm":
-        parts.append(f"vLLM {seat.engine.version or '(version unknown)'}")
-        if verdict.util is not None:
-            default = seat.engine.gpu_memory_utilization is None
-            parts.append(f"util {verdict.util}" + (" (the version's default)" if default else ""))
-        elif (
-            verdict.flags == ()
-            and seat.engine.gpu_memory_utilization is None
-            and seat.engine.kv_cache_bytes is None
-        ):
-            parts.append("no util")
-        if seat.engine.kv_cache_bytes is not None:
-            parts.append(f"kv cache {format_bytes(seat.engine.kv_cache_bytes)}")
-    parts.append(
-        f"resident {format_bytes(seat.resident_bytes)}"
-        if result.resident_known
-        else "resident unknown"
-    )
-    lines.append(" · ".join(parts))
-    lines.append(f"  {verdict.host} snapshot {format_utc(result.snapshot.taken_at)} ({source})")
-    if verdict.figures:
-        header = ["card", "free", "held", "margin", "need", "room", "gate free", "requested"]
-        rows = [
-            [
-                str(f.card),
-                format_bytes(f.free_bytes),
-                format_bytes(f.held_bytes),
-                format_bytes(f.margin_bytes),
-                format_bytes(f.need_bytes) + ("" if result.resident_known else " (lower bound)"),
-                format_bytes(f.room_bytes),
-                format_bytes(f.gate_free_bytes),
-                format_bytes(f.requested_bytes),
-            ]
-            for f in verdict.figures
-        ]
-        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-        lines.append("  " + _row(header, widths))
-        lines.extend("  " + _row(r, widths) for r in rows)
-    for reason in verdict.reasons:
-        where = f"card {reason.card}" if reason.card is not None else "host"
-        numbers = ""
-        if reason.need_bytes is not None and reason.room_bytes is not None:
-            need, room = ("requested", "free") if reason.rule == "gate" else ("need", "room")
-            numbers = (
-                f"{need} {format_bytes(reason.need_bytes)}  {room} {format_bytes(reason.room_bytes)}  "
-                f"short {format_bytes(reason.short_bytes)}  "
-            )
-        lines.append(f"  {where}  {reason.rule:<9} {numbers}— {reason.text}")
-    if verdict.nearest:
-        lines.append("  nearest: " + " · or ".join(verdict.nearest))
-    if verdict.flags:
-        lines.append("  flags: " + " ".join(verdict.flags))
-    lines.extend(f"  warning: {warning}" for warning in verdict.warnings)
-    return "\n".join(lines)
+    return digest_of(payload)
 
 
 def result_json(result: CheckResult) -> dict[str, Any]:

@@ -9,25 +9,30 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from placement.cli.sources import (
     DEFAULT_MAX_AGE,
+    Cards,
     add_catalogue_argument,
     add_source_arguments,
     check_age,
     load_catalogue_argument,
     resolve_snapshots,
+    source_options,
     utc_now,
 )
+from placement.fit.verdict import Reason
 from seats.errors import BadInputError, CannotDecideError
 
 if TYPE_CHECKING:
     from inventory.snapshot import Snapshot
     from placement.check.seat import CheckResult
+    from seats.model import Catalogue
 
 HELP = "will this seat start on these cards? (pre-deploy check; exit 0 pass, 1 refuse)"
 DESCRIPTION = (
@@ -136,135 +141,118 @@ def _validate(args: argparse.Namespace) -> None:
         raise BadInputError("--service needs --compose FILE")
 
 
-def _source(args: argparse.Namespace) -> str:
-    if getattr(args, "live", False):
-        return "NVML, live"
-    if getattr(args, "ledger", None):
-        return f"ledger {args.ledger}"
-    if getattr(args, "prometheus", None):
-        return f"Prometheus {args.prometheus}"
-    return str(args.snapshot)
-
-
-def _snapshots(args: argparse.Namespace, catalogue: object, now: datetime) -> list[Snapshot]:
+def _cards_to_judge(args: argparse.Namespace, catalogue: Catalogue, now: datetime) -> Cards:
     """The snapshots to judge on. From a ledger, staleness is checked per snapshot used, later."""
-    if not getattr(args, "ledger", None):
-        return resolve_snapshots(args, catalogue, now)  # type: ignore[arg-type]
-    relaxed = argparse.Namespace(**{**vars(args), "max_age": timedelta.max})
-    return resolve_snapshots(relaxed, catalogue, now)  # type: ignore[arg-type]
+    source = source_options(args)
+    if source.ledger:
+        source = replace(source, max_age=timedelta.max)
+    host = _checked_host(args, catalogue)
+    return resolve_snapshots(
+        source, catalogue, now, needed_host=host, every_host_needed=host is None
+    )
+
+
+def _checked_host(args: argparse.Namespace, catalogue: Catalogue) -> str | None:
+    """The host whose cards are judged: --host, else the catalogue seat's; None when unknown."""
+    if args.host:
+        return str(args.host)
+    if args.seat is not None:
+        seat = next((s for s in catalogue.seats if s.name == args.seat), None)
+        if seat is not None and seat.host is not None:
+            return seat.host
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
     """Judge, print, record in the ledger when one is given; exit with the worst verdict."""
-    from placement.check.compose import load_compose
-    from placement.check.seat import (
-        check_seat,
-        check_service,
-        render,
-        result_json,
-        results_json,
-        worst_exit,
-    )
+    from placement.check.seat import result_json, results_json, worst_exit
+    from placement.cli.check_text import render, render_summary
+    from placement.plan.problem import check_snapshots
 
     _validate(args)
     now = utc_now()
     catalogue = load_catalogue_argument(args)
-    snapshots = _snapshots(args, catalogue, now)
+    cards = _cards_to_judge(args, catalogue, now)
     # Card count vs the catalogue is bad input; a host the catalogue lacks only warns.
-    from placement.plan.problem import check_snapshots
-
-    for warning in check_snapshots(catalogue, snapshots, [_source(args)] * len(snapshots)):
+    origins = [cards.origin(s.host) for s in cards.snapshots]
+    for warning in check_snapshots(catalogue, cards.snapshots, origins):
         print(f"warning: {warning}", file=sys.stderr)
-    results: list[CheckResult]
-    skipped: tuple[str, ...] = ()
-    if args.compose is not None:
-        compose = load_compose(args.compose, dict(os.environ), service=args.service)
-        if not compose.services:
-            raise BadInputError(
-                f"{args.compose}: no service runs vLLM (services: {', '.join(compose.skipped)})"
-            )
-        skipped = compose.skipped
-        results = [
-            check_service(catalogue, snapshots, service, host=args.host)
-            for service in compose.services
-        ]
-    else:
-        results = [
-            check_seat(
-                catalogue,
-                snapshots,
-                args.seat,
-                args.gpu,
-                host=args.host,
-                util=args.util,
-                kv_cache_bytes=args.kv_cache_bytes,
-                resident_bytes=args.resident_bytes,
-            )
-        ]
-    if getattr(args, "ledger", None):
-        _ledger_staleness(args, results, now)
+    results, skipped = _judge(args, catalogue, cards.snapshots)
+    if args.ledger:
+        _ledger_staleness(args.ledger, args.max_age, results, now)
         _record(args.ledger, results, now)
-    if args.json:
-        if args.compose is not None:
-            print(json.dumps(results_json(results, args.compose), indent=2))
-        else:
-            print(json.dumps(result_json(results[0]), indent=2))
+    if args.json and args.compose is not None:
+        print(json.dumps(results_json(results, args.compose), indent=2))
+    elif args.json:
+        print(json.dumps(result_json(results[0]), indent=2))
     else:
-        source = _source(args)
-        print("\n\n".join(render(result, source) for result in results))
+        print("\n\n".join(render(result, cards.origin(result.snapshot.host)) for result in results))
         if args.compose is not None:
-            worst = {0: "pass", 1: "refuse", 3: "unknown"}[int(worst_exit(results))]
-            tail = f"; not vLLM, not checked: {', '.join(skipped)}" if skipped else ""
-            print(f"\n{args.compose}: {len(results)} vLLM service(s), worst verdict {worst}{tail}")
+            print(render_summary(args.compose, results, skipped))
     return int(worst_exit(results))
 
 
-def _ledger_staleness(args: argparse.Namespace, results: list[CheckResult], now: datetime) -> None:
+def _judge(
+    args: argparse.Namespace, catalogue: Catalogue, snapshots: Sequence[Snapshot]
+) -> tuple[list[CheckResult], tuple[str, ...]]:
+    """Every verdict asked for, and the compose services that were not checked (not vLLM)."""
+    from placement.check.compose import load_compose
+    from placement.check.seat import check_seat, check_service
+
+    if args.compose is None:
+        result = check_seat(
+            catalogue,
+            snapshots,
+            args.seat,
+            args.gpu,
+            host=args.host,
+            util=args.util,
+            kv_cache_bytes=args.kv_cache_bytes,
+            resident_bytes=args.resident_bytes,
+        )
+        return [result], ()
+    compose = load_compose(args.compose, dict(os.environ), service=args.service)
+    if not compose.services:
+        raise BadInputError(
+            f"{args.compose}: no service runs vLLM (services: {', '.join(compose.skipped)})"
+        )
+    results = [
+        check_service(catalogue, snapshots, service, host=args.host) for service in compose.services
+    ]
+    return results, compose.skipped
+
+
+def _ledger_staleness(
+    path: str, max_age: timedelta | None, results: list[CheckResult], now: datetime
+) -> None:
     """A ledger snapshot past --max-age (default 15 min) decides nothing: record 'unknown', exit 3."""
     for result in results:
         try:
-            check_age(
-                result.snapshot, now, args.max_age or DEFAULT_MAX_AGE, f"ledger {args.ledger}"
-            )
+            check_age(result.snapshot, now, max_age or DEFAULT_MAX_AGE, f"ledger {path}")
         except CannotDecideError as exc:
-            _record(args.ledger, results, now, stale=str(exc))
+            _record(path, results, now, stale=str(exc))
             raise
 
 
 def _record(
     path: str, results: list[CheckResult], now: datetime, *, stale: str | None = None
 ) -> None:
-    """Append each verdict to the ledger's decisions, for the weekly report."""
+    """Append each verdict to the ledger's decisions, for the weekly report.
+
+    `stale`: the snapshot was too old to decide on; each verdict is recorded as unknown, with
+    the reason as an `error` rule.
+    """
     from inventory.ledger.store import open_ledger
     from placement.check.seat import inputs_digest
+    from placement.decisions import Decision, record_decisions
 
+    decisions = []
+    for result in results:
+        host = result.snapshot.host
+        verdict = result.verdict
+        if stale is not None:
+            error = Reason("error", None, None, None, None, stale, host)
+            verdict = replace(verdict, verdict="unknown", reasons=(error,))
+        decisions.append(Decision(verdict, inputs_digest(result), result.snapshot, host))
     with open_ledger(path) as ledger:
-        for result in results:
-            snapshot_id = ledger.append(result.snapshot)
-            if stale is not None:
-                verdict = "unknown"
-                reasons = [
-                    {
-                        "rule": "error",
-                        "host": result.snapshot.host,
-                        "card": None,
-                        "need_bytes": None,
-                        "room_bytes": None,
-                        "short_bytes": None,
-                        "text": stale,
-                    }
-                ]
-            else:
-                verdict = result.verdict.verdict
-                reasons = [reason.to_json() for reason in result.verdict.reasons]
-            ledger.record_decision(
-                kind="check",
-                host=result.snapshot.host,
-                seat=result.verdict.seat,
-                cards=list(result.verdict.cards),
-                verdict=verdict,
-                reasons=reasons,
-                inputs_digest=inputs_digest(result),
-                snapshot_id=snapshot_id,
-                decided_at=now,
-            )
+        record_decisions(ledger, "check", decisions, now)

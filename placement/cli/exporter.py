@@ -11,9 +11,13 @@ import sys
 import threading
 from collections.abc import Callable
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from placement.cli.sources import add_catalogue_argument, utc_now
 from seats.errors import BadInputError
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 HELP = "serve Prometheus metrics of the cards (or write a textfile for node_exporter)"
 DESCRIPTION = (
@@ -86,7 +90,7 @@ def _warn(exc: Exception) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Serve or write until told to stop; 0 on a clean stop."""
-    from inventory.prometheus.exporter import live_poll, recorded_poll, serve, write_textfile
+    from inventory.prometheus.exporter import live_poll, recorded_poll
     from inventory.prometheus.metrics import SnapshotCollector, registry_for
     from seats.loader import load_catalogue
 
@@ -117,22 +121,40 @@ def run(args: argparse.Namespace) -> int:
     stop, restore = _stop_event()
     try:
         if args.textfile is not None:
-            while True:
-                target = write_textfile(registry, args.textfile)
-                if args.interval is None or stop.wait(args.interval):
-                    break
-            print(f"wrote {target}", file=sys.stderr)
-            return 0
-        server = serve(registry, args.port, args.bind)
-        print(
-            f"serving {host} on http://{args.bind}:{server.server_port}/metrics",
-            file=sys.stderr,
-            flush=True,
-        )
-        stop.wait()
-        server.shutdown()
-        server.server_close()
-        return 0
+            return _write_textfiles(registry, args.textfile, args.interval, stop)
+        return _serve(registry, host, args.port, args.bind, stop)
     finally:
         restore()
         close()
+
+
+def _write_textfiles(
+    registry: CollectorRegistry, folder: str, interval: float | None, stop: threading.Event
+) -> int:
+    """Write DIR/gpuplan.prom once, or every `interval` seconds until stopped."""
+    from inventory.prometheus.exporter import write_textfile
+
+    while True:
+        target = write_textfile(registry, folder)
+        if interval is None or stop.wait(interval):
+            break
+    print(f"wrote {target}", file=sys.stderr)
+    return 0
+
+
+def _serve(
+    registry: CollectorRegistry, host: str, port: int, bind: str, stop: threading.Event
+) -> int:
+    """Serve /metrics until stopped."""
+    from inventory.prometheus.exporter import serve
+
+    server = serve(registry, port, bind)
+    print(
+        f"serving {host} on http://{bind}:{server.server_port}/metrics",
+        file=sys.stderr,
+        flush=True,
+    )
+    stop.wait()
+    server.shutdown()
+    server.server_close()
+    return 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 from placement.cli.sources import (
@@ -13,6 +12,7 @@ from placement.cli.sources import (
     add_source_arguments,
     load_catalogue_argument,
     resolve_snapshots,
+    source_options,
     utc_now,
 )
 from seats.errors import Exit
@@ -63,8 +63,9 @@ def run(args: argparse.Namespace) -> int:
     from placement.report.ledger_view import build_ledger, ledger_json, render_ledger
 
     catalogue = load_catalogue_argument(args)
-    snapshots = resolve_snapshots(args, catalogue, utc_now())
-    view = build_ledger(catalogue, snapshots, _sources(args, len(snapshots)))
+    cards = resolve_snapshots(source_options(args), catalogue, utc_now())
+    origins = [cards.origin(s.host) for s in cards.snapshots]
+    view = build_ledger(catalogue, cards.snapshots, origins)
     for warning in view.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if args.json:
@@ -72,19 +73,3 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_ledger(view))
     return Exit.OK
-
-
-def _sources(args: argparse.Namespace, count: int) -> list[str]:
-    """Where each snapshot came from, for the header and the messages."""
-    if args.live:
-        return ["NVML"] * count
-    if getattr(args, "prometheus", None):
-        return [f"Prometheus {args.prometheus}"] * count
-    if args.ledger:
-        return [f"ledger {args.ledger}"] * count
-    paths = args.snapshot or []
-    if isinstance(paths, str):
-        paths = [paths]
-    if len(paths) == count and not any(os.path.isdir(p) for p in paths):
-        return list(paths)
-    return ["snapshot file"] * count

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from placement.cli.sources import add_catalogue_argument, load_catalogue_argument
 from seats.errors import BadInputError
-from seats.units import ByteSizeError, format_bytes, parse_bytes
+from seats.units import ByteSizeError, parse_bytes
 
 if TYPE_CHECKING:
     from placement.pack.packer import PackResult
@@ -57,6 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def card_bytes_argument(args: argparse.Namespace) -> tuple[int, str]:
     """The card size and where it came from: --card-bytes, else the snapshot's smallest card."""
+    from placement.cli.render import b
+
     if args.card_bytes is not None:
         try:
             value = parse_bytes(args.card_bytes, "--card-bytes", allow_zero=False)
@@ -76,8 +78,8 @@ def card_bytes_argument(args: argparse.Namespace) -> tuple[int, str]:
             raise BadInputError(f"{args.snapshot}: no card was read, so it gives no card size")
         if totals[0] != totals[-1]:
             print(
-                f"warning: {args.snapshot} has cards of {format_bytes(totals[0])} to "
-                f"{format_bytes(totals[-1])}; packing onto the smallest",
+                f"warning: {args.snapshot} has cards of {b(totals[0])} to "
+                f"{b(totals[-1])}; packing onto the smallest",
                 file=sys.stderr,
             )
         return totals[0], f"{args.snapshot} ({snapshot.host})"
@@ -97,7 +99,9 @@ def run(args: argparse.Namespace) -> int:
     card_bytes, origin = card_bytes_argument(args)
     result = pack_seats(catalogue, card_bytes, solver=args.solver, time_limit=args.time_limit)
     if args.json:
-        print(json.dumps({**result.to_json(), "card_source": origin}, indent=2))
+        # card_bytes is a CUDA total: cuda_total_bytes names it as every other JSON does.
+        data = {**result.to_json(), "cuda_total_bytes": result.card_bytes, "card_source": origin}
+        print(json.dumps(data, indent=2))
     else:
         print(render(result, origin))
     for note in result.notes:
@@ -107,14 +111,14 @@ def run(args: argparse.Namespace) -> int:
 
 def render(result: PackResult, origin: str) -> str:
     """The text answer: a headline, the counts, one row per card."""
-    from tabulate import tabulate
+    from placement.cli.render import b, table
 
     how = result.method
     if result.solver is not None:
         how = f"{result.solver.upper()} {result.method}, {result.status}"
     lines = [
-        f"pack · {result.seats} seats on cards of {format_bytes(result.card_bytes)} from {origin}"
-        f" (room {format_bytes(result.room_bytes)} after a {format_bytes(result.margin_bytes)} margin)"
+        f"pack · {result.seats} seats on cards of {b(result.card_bytes)} from {origin}"
+        f" (room {b(result.room_bytes)} after a {b(result.margin_bytes)} margin)"
         f" · {how} · {result.seconds:.2f} s",
         f"cards needed: {result.cards_needed}   lower bound: {result.lower_bound}   "
         f"first-fit-decreasing: {result.greedy_cards}   "
@@ -124,18 +128,11 @@ def render(result: PackResult, origin: str) -> str:
     rows = [
         [
             card.card,
-            format_bytes(card.used_bytes),
-            format_bytes(card.free_bytes),
+            b(card.used_bytes),
+            b(card.free_bytes),
             " ".join(card.seats) + (f"  ({card.whole})" if card.whole else ""),
         ]
         for card in result.cards
     ]
-    lines.append(
-        tabulate(
-            rows,
-            headers=["card", "used", "free", "seats"],
-            tablefmt="plain",
-            colalign=("left", "right", "right", "left"),
-        )
-    )
+    lines.append(table(rows, ("card", "used", "free", "seats"), ["left", "right", "right", "left"]))
     return "\n".join(lines)

@@ -6,17 +6,17 @@ Exit 0 all placed, 1 any refused, 2 bad input, 3 cannot decide.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from placement.cli.sources import (
     add_catalogue_argument,
     add_source_arguments,
     load_catalogue_argument,
     resolve_snapshots,
+    source_options,
     utc_now,
 )
 from seats.errors import Exit
@@ -100,13 +100,13 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     catalogue = load_catalogue_argument(args)
     now = utc_now()
-    snapshots = resolve_snapshots(args, catalogue, now)
+    cards = resolve_snapshots(source_options(args), catalogue, now)
     adds: list[tuple[str, Seat]] = []
     for path in args.add:
         adds.extend((path, seat) for seat in load_add_file(path))
     result = plan(
         catalogue,
-        snapshots,
+        cards.snapshots,
         adds,
         solver=args.solver,
         time_limit=args.time_limit,
@@ -118,31 +118,19 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
-        sys.stdout.write(render_plan(result, _origins(args, result), time.perf_counter() - started))
+        sys.stdout.write(render_plan(result, cards.origins, time.perf_counter() - started))
     return Exit.OK if result.verdict == "pass" else Exit.REFUSED
 
 
-def _origins(args: argparse.Namespace, result: PlanResult) -> dict[str, str]:
-    if args.live:
-        return {s.host: "NVML" for s in result.snapshots}
-    if args.ledger:
-        return {s.host: f"ledger {args.ledger}" for s in result.snapshots}
-    if getattr(args, "prometheus", None):
-        return {s.host: f"Prometheus {args.prometheus}" for s in result.snapshots}
-    paths = args.snapshot or []
-    if len(paths) == 1 and len(result.snapshots) == 1:
-        return {result.snapshots[0].host: paths[0]}
-    return {}
-
-
-def inputs_digest(catalogue: Catalogue, result: PlanResult, adds: list[tuple[str, Seat]]) -> str:
-    """sha256 of what the decision rests on: catalogue, snapshots and added seats."""
-    payload = {
+def plan_inputs(
+    catalogue: Catalogue, result: PlanResult, adds: list[tuple[str, Seat]]
+) -> dict[str, Any]:
+    """What a plan's decisions rest on: the catalogue, the snapshots and the added seats."""
+    return {
         "catalogue": catalogue.model_dump(mode="json", by_alias=True),
         "snapshots": [s.to_json_dict() for s in result.snapshots],
         "adds": [seat.model_dump(mode="json", by_alias=True) for _, seat in adds],
     }
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
 def _record(
@@ -152,20 +140,15 @@ def _record(
     adds: list[tuple[str, Seat]],
     now: datetime,
 ) -> None:
+    """Append every verdict to the ledger beside its host's snapshot, for the weekly report."""
     from inventory.ledger.store import open_ledger
+    from placement.decisions import Decision, inputs_digest, record_decisions
 
-    digest = inputs_digest(catalogue, result, adds)
+    digest = inputs_digest(plan_inputs(catalogue, result, adds))
+    by_host = {snapshot.host: snapshot for snapshot in result.snapshots}
+    decisions = [
+        Decision(verdict, digest, by_host.get(verdict.host) if verdict.host else None)
+        for verdict in result.verdicts
+    ]
     with open_ledger(path) as ledger:
-        ids = {s.host: ledger.append(s) for s in result.snapshots}
-        for verdict in result.verdicts:
-            ledger.record_decision(
-                kind="plan",
-                host=verdict.host,
-                seat=verdict.seat,
-                cards=list(verdict.cards),
-                verdict=verdict.verdict,
-                reasons=[reason.to_json() for reason in verdict.reasons],
-                inputs_digest=digest,
-                snapshot_id=ids.get(verdict.host) if verdict.host else None,
-                decided_at=now,
-            )
+        record_decisions(ledger, "plan", decisions, now)

@@ -5,21 +5,17 @@ The `--json` output is `PlanResult.to_json()`; this is the same content for peop
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from tabulate import tabulate
+from collections.abc import Mapping, Sequence
 
 from inventory.snapshot import format_utc
+from placement.cli.render import b, gib, reason_figures, table
 from placement.fit.verdict import Reason, Verdict
 from placement.plan.planner import CardRow, PlanResult
-from seats.units import GiB, format_bytes
+
+_CARD_HEADERS = ("card", "used / total", "free", "free after", "held", "plannable → after", "seats")
 
 
-def _gib(n: int | None) -> str:
-    return "-" if n is None else f"{n / GiB:.2f}"
-
-
-def _header(result: PlanResult, origins: dict[str, str], seconds: float | None) -> list[str]:
+def _header(result: PlanResult, origins: Mapping[str, str], seconds: float | None) -> list[str]:
     how = {
         "optimal": "optimal",
         "time_limit": "time limit, not proven optimal",
@@ -39,39 +35,30 @@ def _header(result: PlanResult, origins: dict[str, str], seconds: float | None) 
 
 
 def card_table(rows: Sequence[CardRow]) -> str:
-    """One host's cards: used/total, free before → after, held, plannable before → after, seats."""
-    table = []
+    """One host's cards: used/CUDA total, free before → after, held, plannable before → after, seats."""
+    table_rows: list[list[object]] = []
     for row in rows:
         if row.error is not None:
-            table.append(
+            table_rows.append(
                 [row.index, f"error: {row.error}", "-", "-", "-", "-", " ".join(row.seats)]
             )
             continue
         seats = list(row.seats) + [f"+{name}" for name in row.new_seats]
-        table.append(
+        table_rows.append(
             [
                 row.index,
-                f"{_gib(row.used_bytes)} / {_gib(row.total_bytes)} GiB",
-                format_bytes(row.free_before_bytes),
-                format_bytes(row.free_after_bytes),
+                f"{gib(row.used_bytes)} / {gib(row.cuda_total_bytes)} GiB",
+                b(row.free_before_bytes),
+                b(row.free_after_bytes),
                 ", ".join(row.held) or "-",
-                f"{format_bytes(row.plannable_before_bytes)} → {format_bytes(row.plannable_after_bytes)}",
+                f"{b(row.plannable_before_bytes)} → {b(row.plannable_after_bytes)}",
                 " ".join(seats) or "-",
             ]
         )
-    return tabulate(
-        table,
-        headers=[
-            "card",
-            "used / total",
-            "free",
-            "free after",
-            "held",
-            "plannable → after",
-            "seats",
-        ],
-        tablefmt="plain",
-        colalign=("left", "right", "right", "right", "left", "right", "left"),
+    return table(
+        table_rows,
+        _CARD_HEADERS,
+        ["left", "right", "right", "right", "left", "right", "left"],
     )
 
 
@@ -88,24 +75,35 @@ def headline(verdict: Verdict) -> str:
 
 
 def _reason_line(reason: Reason, multi_host: bool) -> str:
+    """A refusal's rule on one card: room and gate by their figures, any other rule by its text."""
     where = (
         f"{reason.host}:{reason.card}" if multi_host and reason.card is not None else reason.card
     )
     card = f"card {where}" if reason.card is not None else (reason.host or "")
-    if (
-        reason.need_bytes is not None
-        and reason.room_bytes is not None
-        and reason.rule in ("room", "gate")
-    ):
-        return (
-            f"  {card:<8} {reason.rule:<9} need {format_bytes(reason.need_bytes)}  "
-            f"room {format_bytes(reason.room_bytes)}  short {format_bytes(reason.short_bytes)}"
-        )
-    return f"  {card:<8} {reason.rule:<9} {reason.text}"
+    figures = reason_figures(reason) if reason.rule in ("room", "gate") else None
+    return f"  {card:<8} {reason.rule:<9} {figures or reason.text}"
+
+
+def _verdict_lines(verdict: Verdict, multi_host: bool) -> list[str]:
+    """PLACED with its cards and flags, or REFUSED with every binding rule and the nearest change."""
+    out: list[str] = []
+    if verdict.passed:
+        where = f"{verdict.host} " if multi_host else ""
+        cards = ", ".join(str(c) for c in verdict.cards)
+        label = "cards" if len(verdict.cards) > 1 else "card"
+        flags = "   " + " ".join(verdict.flags) if verdict.flags else ""
+        out.append(f"PLACED   {verdict.seat} → {where}{label} {cards}{flags}")
+    else:
+        out.append(f"REFUSED  {verdict.seat} ({b(verdict.need_bytes)}): {headline(verdict)}")
+        out.extend(_reason_line(reason, multi_host) for reason in verdict.reasons)
+        if verdict.nearest:
+            out.append("  nearest: " + " · or ".join(verdict.nearest))
+    out.extend(f"  warning: {warning}" for warning in verdict.warnings)
+    return out
 
 
 def render_plan(
-    result: PlanResult, origins: dict[str, str] | None = None, seconds: float | None = None
+    result: PlanResult, origins: Mapping[str, str] | None = None, seconds: float | None = None
 ) -> str:
     """The whole text answer of `gpuplan plan`."""
     origins = origins or {}
@@ -120,21 +118,7 @@ def render_plan(
         out.append(card_table(rows))
     out.append("")
     for verdict in result.verdicts:
-        if verdict.passed:
-            where = f"{verdict.host} " if multi_host else ""
-            cards = ", ".join(str(c) for c in verdict.cards)
-            label = "cards" if len(verdict.cards) > 1 else "card"
-            flags = "   " + " ".join(verdict.flags) if verdict.flags else ""
-            out.append(f"PLACED   {verdict.seat} → {where}{label} {cards}{flags}")
-        else:
-            size = format_bytes(verdict.need_bytes)
-            out.append(f"REFUSED  {verdict.seat} ({size}): {headline(verdict)}")
-            for reason in verdict.reasons:
-                out.append(_reason_line(reason, multi_host))
-            if verdict.nearest:
-                out.append("  nearest: " + " · or ".join(verdict.nearest))
-        for warning in verdict.warnings:
-            out.append(f"  warning: {warning}")
+        out.extend(_verdict_lines(verdict, multi_host))
     if result.moves:
         out.append("")
         out.append("MOVES (in this order; every step verified):")

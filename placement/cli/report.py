@@ -24,6 +24,8 @@ from placement.cli.sources import (
 from seats.errors import BadInputError, CannotDecideError
 
 if TYPE_CHECKING:
+    from inventory.ledger.store import Ledger
+    from inventory.snapshot import Snapshot
     from placement.report.figures import ChartSeries, DriftThreshold, Report, Window
     from seats.model import Catalogue
 
@@ -128,42 +130,48 @@ def _build_and_emit(
     from placement.report.figures import build_report, ledger_span, verifier_probe, window_since
 
     with open_ledger(args.ledger, readonly=True) as ledger:
-        conn = ledger.connection
-        span = ledger_span(conn)
+        span = ledger_span(ledger.connection)
         if span is None:
             raise CannotDecideError(f"ledger {args.ledger} holds no snapshot yet")
         window = week or window_since(
             args.since or timedelta(days=7), until if until is not None else span[1]
         )
-        newest = conn.execute(
-            "SELECT host, MAX(taken_at_s) FROM snapshots WHERE taken_at_s >= ? AND taken_at_s < ? "
-            "GROUP BY host ORDER BY host",
-            (window.start_s, window.end_s),
-        ).fetchall()
-        if not newest:
-            first = datetime.fromtimestamp(span[0], UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            last = datetime.fromtimestamp(span[1], UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            raise CannotDecideError(
-                f"ledger {args.ledger} holds no snapshot in {window.label} "
-                f"(it holds {span[2]:,} from {first} to {last})"
-            )
-        latest = []
-        for host, seconds in newest:
-            moment = datetime.fromtimestamp(int(seconds), UTC)
-            latest += list(ledger.snapshots(host, moment, moment + timedelta(seconds=1)))
         report = build_report(
-            conn,
+            ledger.connection,
             catalogue,
             window,
-            latest,
+            _latest_in(ledger, window, span, str(args.ledger)),
             ledger_name=str(args.ledger),
             now=now,
             threshold=threshold,
             probe=verifier_probe,
             on_charts=drawer.send if drawer is not None else None,
         )
-        demo = demo_note(conn)
+        demo = demo_note(ledger.connection)
     return _emit(report, args.format, args.out, demo, drawer)
+
+
+def _latest_in(
+    ledger: Ledger, window: Window, span: tuple[int, int, int], name: str
+) -> list[Snapshot]:
+    """Each host's newest snapshot inside the window; exit 3 when the window holds none."""
+    newest = ledger.connection.execute(
+        "SELECT host, MAX(taken_at_s) FROM snapshots WHERE taken_at_s >= ? AND taken_at_s < ? "
+        "GROUP BY host ORDER BY host",
+        (window.start_s, window.end_s),
+    ).fetchall()
+    if not newest:
+        first = datetime.fromtimestamp(span[0], UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        last = datetime.fromtimestamp(span[1], UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        raise CannotDecideError(
+            f"ledger {name} holds no snapshot in {window.label} "
+            f"(it holds {span[2]:,} from {first} to {last})"
+        )
+    latest: list[Snapshot] = []
+    for host, seconds in newest:
+        moment = datetime.fromtimestamp(int(seconds), UTC)
+        latest += list(ledger.snapshots(host, moment, moment + timedelta(seconds=1)))
+    return latest
 
 
 def _emit(

@@ -17,7 +17,7 @@ from placement.cli.sources import DEFAULT_LEDGER, add_catalogue_argument
 
 if TYPE_CHECKING:
     from inventory.nvml import NvmlSource
-    from inventory.snapshot import Snapshot
+    from inventory.snapshot import Card, Snapshot
     from seats.model import Catalogue
 
 HELP = "read NVML now (or a snapshot JSON) and record it"
@@ -119,10 +119,10 @@ def run(args: argparse.Namespace) -> int:
         return _from_prometheus(args, catalogue)
     if args.from_file is not None:
         snapshot = _read_from(args.from_file, args.host, catalogue)
-        _record(args, snapshot, polling=False)
+        _write(args, snapshot, polling=False)
         return 0
     if args.interval is None:
-        _record(args, _take(None, args.host, catalogue), polling=False)
+        _write(args, _take(None, args.host, catalogue), polling=False)
         return 0
     return _poll(args, catalogue)
 
@@ -155,7 +155,7 @@ def _from_prometheus(args: argparse.Namespace, catalogue: Catalogue | None) -> i
     for snapshot in sorted(snapshots, key=lambda s: s.host):
         if catalogue is not None:
             snapshot = attribute(snapshot, catalogue)
-        _record(args, snapshot, polling=len(snapshots) > 1)
+        _write(args, snapshot, polling=len(snapshots) > 1)
     return 0
 
 
@@ -210,7 +210,8 @@ def _take(source: NvmlSource | None, host: str | None, catalogue: Catalogue | No
     return snapshot
 
 
-def _record(args: argparse.Namespace, snapshot: Snapshot, *, polling: bool) -> None:
+def _write(args: argparse.Namespace, snapshot: Snapshot, *, polling: bool) -> None:
+    """Store the snapshot in the ledger (--ledger), save it (--out) and print it (JSON or a table)."""
     from inventory.ledger.store import open_ledger
     from inventory.snapshot import save_snapshot
 
@@ -248,56 +249,56 @@ def _warn_pid_namespace(snapshot: Snapshot) -> None:
 
 
 def _line(snapshot: Snapshot) -> str:
+    """One line per snapshot while polling: the host, the time and each card's free bytes."""
     from inventory.snapshot import format_utc
-    from seats.units import format_bytes
+    from placement.cli.render import b
 
     parts = [
-        f"card {c.index} {c.error}"
-        if c.error
-        else f"card {c.index} free {format_bytes(c.free_bytes)}"
+        f"card {c.index} {c.error}" if c.error else f"card {c.index} free {b(c.free_bytes)}"
         for c in snapshot.cards
     ]
     return f"{snapshot.host} {format_utc(snapshot.taken_at)}  " + " · ".join(parts)
 
 
+_TABLE_HEADERS = ("card", "name", "total", "reserved", "used", "free", "util", "processes")
+
+
 def _table(snapshot: Snapshot) -> str:
-    from tabulate import tabulate
-
+    """The snapshot for people: one row per card, NVML's figures and the processes' seats."""
     from inventory.snapshot import format_utc
-    from seats.units import format_bytes
+    from placement.cli.render import table
 
-    rows = []
-    v1_only = False
-    for card in snapshot.cards:
-        if card.error:
-            rows.append([card.index, card.name or "", "", "", "", "", "", f"error: {card.error}"])
-            continue
-        v1_only = v1_only or card.reserved_bytes is None
-        seats = sorted({p.seat or "foreign" for p in card.processes})
-        rows.append(
-            [
-                card.index,
-                card.name or "",
-                format_bytes(card.total_bytes),
-                format_bytes(card.reserved_bytes)
-                if card.reserved_bytes is not None
-                else "v1: in used",
-                format_bytes(card.used_bytes),
-                format_bytes(card.free_bytes),
-                "" if card.utilization_percent is None else f"{card.utilization_percent}%",
-                f"{len(card.processes)} proc" + (f": {' '.join(seats)}" if seats else ""),
-            ]
-        )
+    rows = [_card_cells(card) for card in snapshot.cards]
     head = (
         f"{snapshot.host} · {format_utc(snapshot.taken_at)} · driver {snapshot.driver or 'unknown'}"
     )
-    table = tabulate(
+    text = table(
         rows,
-        headers=["card", "name", "total", "reserved", "used", "free", "util", "processes"],
-        colalign=("right", "left", "right", "right", "right", "right", "right", "left"),
+        _TABLE_HEADERS,
+        ["right", "left", "right", "right", "right", "right", "right", "left"],
+        style="ruled",
     )
+    v1_only = any(card.ok and card.reserved_bytes is None for card in snapshot.cards)
     note = "\nNVML v1 only: used includes the driver's reserve" if v1_only else ""
-    return f"{head}\n{table}{note}"
+    return f"{head}\n{text}{note}"
+
+
+def _card_cells(card: Card) -> list[object]:
+    from placement.cli.render import b
+
+    if card.error:
+        return [card.index, card.name or "", "", "", "", "", "", f"error: {card.error}"]
+    seats = sorted({p.seat or "foreign" for p in card.processes})
+    return [
+        card.index,
+        card.name or "",
+        b(card.total_bytes),
+        b(card.reserved_bytes) if card.reserved_bytes is not None else "v1: in used",
+        b(card.used_bytes),
+        b(card.free_bytes),
+        "" if card.utilization_percent is None else f"{card.utilization_percent}%",
+        f"{len(card.processes)} proc" + (f": {' '.join(seats)}" if seats else ""),
+    ]
 
 
 def _poll(args: argparse.Namespace, catalogue: Catalogue | None) -> int:
@@ -310,7 +311,7 @@ def _poll(args: argparse.Namespace, catalogue: Catalogue | None) -> int:
         with open_source() as source:
             next_at = time.monotonic()
             while not stop.requested and (args.count is None or taken < args.count):
-                _record(args, _take(source, args.host, catalogue), polling=True)
+                _write(args, _take(source, args.host, catalogue), polling=True)
                 taken += 1
                 if args.count is not None and taken >= args.count:
                     break

@@ -1,8 +1,8 @@
 """Where a command's inputs come from: the catalogue and the snapshot source options.
 
 Shared by every command that reads cards (`plan`, `check`, `ledger`, `report` …), so the
-options are spelled and resolved one way. This is the CLI's edge: it does file, NVML and
-ledger I/O, and hands frozen data to the core.
+options are spelled, resolved and labelled one way. This is the CLI's edge: it does file, NVML,
+ledger and Prometheus I/O, and hands frozen data to the core.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from inventory.snapshot import Snapshot, load_snapshot
@@ -112,42 +114,106 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+@dataclass(frozen=True)
+class SourceOptions:
+    """Where the cards are read from, as the options name it (at most one of the four is set).
+
+    `host`: the name NVML's snapshot is recorded under (`--live`), where the command has --host.
+    """
+
+    snapshots: tuple[str, ...] = ()
+    live: bool = False
+    ledger: str | None = None
+    prometheus: str | None = None
+    max_age: timedelta | None = None
+    host: str | None = None
+
+
+def source_options(args: argparse.Namespace) -> SourceOptions:
+    """The source options of a parsed command line, read once (no writes into `args`)."""
+    paths = getattr(args, "snapshot", None) or ()
+    host = getattr(args, "host", None)
+    return SourceOptions(
+        snapshots=(paths,) if isinstance(paths, str) else tuple(paths),
+        live=bool(getattr(args, "live", False)),
+        ledger=getattr(args, "ledger", None) or None,
+        prometheus=getattr(args, "prometheus", None) or None,
+        max_age=getattr(args, "max_age", None),
+        host=host if isinstance(host, str) and host else None,
+    )
+
+
+@dataclass(frozen=True)
+class Cards:
+    """The snapshots a source gave (one per host), each host's origin label, and the hosts left out.
+
+    `origins`: host → where its snapshot came from (`NVML`, `ledger DB`, `Prometheus URL`, a file).
+    `unusable`: host → why it was left out (Prometheus: stale or incomplete); nothing is planned there.
+    """
+
+    snapshots: tuple[Snapshot, ...]
+    origins: Mapping[str, str] = field(default_factory=dict)
+    unusable: Mapping[str, str] = field(default_factory=dict)
+
+    def origin(self, host: str) -> str:
+        """The origin label of `host`'s snapshot."""
+        return self.origins.get(host, "snapshot file")
+
+
 def resolve_snapshots(
-    args: argparse.Namespace, catalogue: Catalogue | None, now: datetime
-) -> list[Snapshot]:
-    """The snapshots the options name: one per host.
+    source: SourceOptions,
+    catalogue: Catalogue | None,
+    now: datetime,
+    *,
+    needed_host: str | None = None,
+    every_host_needed: bool = False,
+) -> Cards:
+    """The snapshots the options name: one per host, with its origin label.
 
     --snapshot FILE: read the file (a stale one warns, exits 3 only with --max-age).
     --live: NVML now. --ledger DB: the latest snapshot per host (exit 3 past --max-age, default 15m).
+    --prometheus URL: every usable host; a host left out is exit 3 when it is `needed_host`
+    (or any host, with `every_host_needed`), else a warning.
     """
-    if getattr(args, "live", False):
-        from inventory.poller import live_snapshot
+    if source.live:
+        return _live(source, catalogue, now)
+    if source.ledger:
+        return _ledger(source.ledger, source.max_age, now)
+    if source.prometheus:
+        return _prometheus(source, catalogue, now, needed_host, every_host_needed)
+    return _files(source.snapshots, source.max_age, now)
 
-        snapshot = live_snapshot(catalogue=catalogue, now=now, host=getattr(args, "host", None))
-        check_age(snapshot, now, args.max_age or DEFAULT_MAX_AGE, "NVML")
-        return [snapshot]
-    if getattr(args, "ledger", None):
-        from inventory.ledger.store import open_ledger
 
-        with open_ledger(args.ledger, readonly=True) as ledger:
-            snapshots = ledger.latest_per_host()
-        if not snapshots:
-            raise CannotDecideError(f"ledger {args.ledger} holds no snapshot yet")
-        for snapshot in snapshots:
-            check_age(snapshot, now, args.max_age or DEFAULT_MAX_AGE, f"ledger {args.ledger}")
-        return snapshots
-    if getattr(args, "prometheus", None):
-        return _prometheus_snapshots(args, catalogue, now)
-    paths = args.snapshot
+def _live(source: SourceOptions, catalogue: Catalogue | None, now: datetime) -> Cards:
+    from inventory.poller import live_snapshot
+
+    snapshot = live_snapshot(catalogue=catalogue, now=now, host=source.host)
+    check_age(snapshot, now, source.max_age or DEFAULT_MAX_AGE, "NVML")
+    return Cards((snapshot,), {snapshot.host: "NVML"})
+
+
+def _ledger(path: str, max_age: timedelta | None, now: datetime) -> Cards:
+    from inventory.ledger.store import open_ledger
+
+    origin = f"ledger {path}"
+    with open_ledger(path, readonly=True) as ledger:
+        snapshots = ledger.latest_per_host()
+    if not snapshots:
+        raise CannotDecideError(f"ledger {path} holds no snapshot yet")
+    for snapshot in snapshots:
+        check_age(snapshot, now, max_age or DEFAULT_MAX_AGE, origin)
+    return Cards(tuple(snapshots), {s.host: origin for s in snapshots})
+
+
+def _files(paths: tuple[str, ...], max_age: timedelta | None, now: datetime) -> Cards:
     if not paths:
         raise BadInputError("no cards to read: pass --snapshot FILE, --live or --ledger DB")
-    if isinstance(paths, str):
-        paths = [paths]
-    snapshots = []
-    for path in _expand(paths):
+    snapshots: list[Snapshot] = []
+    origins: dict[str, str] = {}
+    for path in _expand(list(paths)):
         snapshot = load_snapshot(path)
-        if args.max_age is not None:
-            check_age(snapshot, now, args.max_age, path)
+        if max_age is not None:
+            check_age(snapshot, now, max_age, path)
         elif now - snapshot.taken_at > DEFAULT_MAX_AGE:
             print(
                 f"warning: snapshot {path} is {_age_text(now - snapshot.taken_at)} old; deciding on it anyway "
@@ -155,13 +221,14 @@ def resolve_snapshots(
                 file=sys.stderr,
             )
         snapshots.append(snapshot)
+        origins.setdefault(snapshot.host, path)
     hosts = [s.host for s in snapshots]
     duplicates = {h for h in hosts if hosts.count(h) > 1}
     if duplicates:
         raise BadInputError(
             f"one snapshot per host: {', '.join(sorted(duplicates))} given more than once"
         )
-    return snapshots
+    return Cards(tuple(snapshots), origins)
 
 
 def _expand(paths: list[str]) -> list[str]:
@@ -179,45 +246,39 @@ def _expand(paths: list[str]) -> list[str]:
     return out
 
 
-def _prometheus_snapshots(
-    args: argparse.Namespace, catalogue: Catalogue | None, now: datetime
-) -> list[Snapshot]:
-    """--prometheus URL: one snapshot per usable host (see inventory.prometheus.reader).
+def _prometheus(
+    source: SourceOptions,
+    catalogue: Catalogue | None,
+    now: datetime,
+    needed_host: str | None,
+    every_host_needed: bool,
+) -> Cards:
+    """One snapshot per usable host (see inventory.prometheus.reader).
 
-    A stale or incomplete host is warned about and left out, so nothing is planned on it;
-    `args.unusable_hosts` maps each such host to the reason, for commands that show it.
-    `check` exits 3 when its seat's host (or, when that cannot be told, any host) is unusable.
+    A stale or incomplete host is left out, so nothing is planned on it, and warned about;
+    it is exit 3 instead when its cards are needed (`needed_host`, or `every_host_needed`).
     """
     from inventory.prometheus.reader import read_fleet
 
+    url = str(source.prometheus)
     expected = {name: host.cards for name, host in catalogue.hosts.items()} if catalogue else None
     fleet = read_fleet(
-        args.prometheus, now=now, max_age=args.max_age or DEFAULT_MAX_AGE, expected_cards=expected
+        url, now=now, max_age=source.max_age or DEFAULT_MAX_AGE, expected_cards=expected
     )
     for warning in fleet.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    args.unusable_hosts = {problem.host: problem.text for problem in fleet.problems}
-    if getattr(args, "command", None) == "check" and fleet.problems:
-        host = _checked_host(args, catalogue)
-        blocking = [p for p in fleet.problems if host is None or p.host == host]
-        if blocking:
-            raise CannotDecideError(
-                f"Prometheus at {args.prometheus}: {blocking[0].text}; cannot check on that host"
-            )
+    blocking = [p for p in fleet.problems if every_host_needed or p.host == needed_host]
+    if blocking:
+        raise CannotDecideError(
+            f"Prometheus at {url}: {blocking[0].text}; cannot check on that host"
+        )
     for problem in fleet.problems:
         print(f"warning: {problem.text}; nothing is planned on {problem.host}", file=sys.stderr)
     if not fleet.snapshots:
-        raise CannotDecideError(f"Prometheus at {args.prometheus} gives no usable host")
-    return list(fleet.snapshots)
-
-
-def _checked_host(args: argparse.Namespace, catalogue: Catalogue | None) -> str | None:
-    host = getattr(args, "host", None)
-    if isinstance(host, str) and host:
-        return host
-    name = getattr(args, "seat", None)
-    if isinstance(name, str) and catalogue is not None:
-        seat = next((s for s in catalogue.seats if s.name == name), None)
-        if seat is not None and seat.host is not None:
-            return seat.host
-    return None
+        raise CannotDecideError(f"Prometheus at {url} gives no usable host")
+    origin = f"Prometheus {url}"
+    return Cards(
+        tuple(fleet.snapshots),
+        {s.host: origin for s in fleet.snapshots},
+        {problem.host: problem.text for problem in fleet.problems},
+    )

@@ -43,7 +43,7 @@ class CardRow:
     host: str
     index: int
     error: str | None
-    total_bytes: int | None  # the CUDA total
+    total_bytes: int | None  # NVML's total, as in the snapshot and `ledger --json`
     used_bytes: int | None
     free_before_bytes: int | None
     free_after_bytes: int | None
@@ -53,6 +53,7 @@ class CardRow:
     plannable_after_bytes: int
     seats: tuple[str, ...]
     new_seats: tuple[str, ...]
+    cuda_total_bytes: int | None = None  # what the engine process calls total
 
     def to_json(self) -> dict[str, Any]:
         """DESIGN.md's plan `cards` entry, with the extra figures the table shows."""
@@ -61,6 +62,7 @@ class CardRow:
             "index": self.index,
             "error": self.error,
             "total_bytes": self.total_bytes,
+            "cuda_total_bytes": self.cuda_total_bytes,
             "used_bytes": self.used_bytes,
             "free_before_bytes": self.free_before_bytes,
             "free_after_bytes": self.free_after_bytes,
@@ -720,7 +722,8 @@ def card_rows(
                     host=host,
                     index=card.index,
                     error=None,
-                    total_bytes=card.cuda_total_bytes,
+                    total_bytes=card.total_bytes,
+                    cuda_total_bytes=card.cuda_total_bytes,
                     used_bytes=card.used_bytes,
                     free_before_bytes=card.free_bytes,
                     free_after_bytes=free_after,

@@ -343,6 +343,7 @@ def record_demo_checks(
     uses the declared util, seven minutes later.
     """
     from placement.check.seat import check_seat, inputs_digest
+    from placement.decisions import record_decision
 
     if story.check_seat is None or story.check_card is None:
         return []
@@ -376,16 +377,14 @@ def record_demo_checks(
             "SELECT id FROM snapshots WHERE host = ? AND taken_at_s = ?",
             (result.snapshot.host, int(moment.timestamp())),
         ).fetchone()
-        decision_id = ledger.record_decision(
-            kind="check",
-            host=result.snapshot.host,
-            seat=result.verdict.seat,
-            cards=list(result.verdict.cards),
-            verdict=result.verdict.verdict,
-            reasons=[reason.to_json() for reason in result.verdict.reasons],
+        decision_id = record_decision(
+            ledger,
+            "check",
+            result.verdict,
             inputs_digest=inputs_digest(result),
             snapshot_id=int(row[0]) if row else None,
             decided_at=moment,
+            host=result.snapshot.host,
         )
         out.append(
             DemoCheck(

@@ -303,7 +303,7 @@ _CARD_HEADERS = (
 
 
 def _b(n: int | None) -> str:
-    return "-" if n is None else format_bytes(n)
+    return format_bytes(n)
 
 
 def render_ledger(view: LedgerView) -> str:

@@ -274,3 +274,34 @@ def test_live_card_count_other_than_the_catalogue_warns(
     assert (
         "NVML sees 2 card(s) on this host, the catalogue gives fv-ml1 4" in capsys.readouterr().err
     )
+
+
+def test_table_of_a_snapshot(capsys: pytest.CaptureFixture[str]) -> None:
+    # Pinned as it printed before the CLI's tables went through placement/cli/render.py.
+    argv = ["snapshot", "--from", str(FV_ML1_SNAPSHOT), "--catalogue", str(FV_ML1_CATALOGUE)]
+    assert main(argv) == 0
+    assert capsys.readouterr().out == SNAPSHOT_TABLE
+
+
+SNAPSHOT_TABLE = """\
+fv-ml1 · 2026-09-16T14:02:11Z · driver 580.159.04
+  card  name                                          total    reserved       used       free    util  processes
+------  ----------------------------------------  ---------  ----------  ---------  ---------  ------  ----------------------------------------------------
+     0  NVIDIA GPU (model not named in the seed)  95.58 GiB  622.00 MiB  93.14 GiB   1.83 GiB          4 proc: cyberprev gen-small parakeet-stt vllm-voices
+     1  NVIDIA GPU (model not named in the seed)  95.58 GiB  622.00 MiB  89.40 GiB   5.57 GiB          2 proc: chat-large embed
+     2  NVIDIA GPU (model not named in the seed)  95.58 GiB  622.00 MiB  92.63 GiB   2.34 GiB          2 proc: code-assist rerank
+     3  NVIDIA GPU (model not named in the seed)  95.58 GiB  622.00 MiB        0 B  94.97 GiB          0 proc
+"""
+
+
+def test_table_shows_a_lost_card_and_says_when_nvml_v1_answered(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = snapshot_data()
+    data["cards"][1] = {"index": 1, "error": "GpuIsLost", "processes": []}
+    data["cards"][2]["reserved_bytes"] = None
+    assert main(["snapshot", "--from", str(write(tmp_path, data))]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[4].split() == ["1", "error:", "GpuIsLost"]
+    assert "v1: in used" in lines[5]
+    assert lines[-1] == "NVML v1 only: used includes the driver's reserve"

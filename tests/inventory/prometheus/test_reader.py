@@ -7,7 +7,6 @@ local server that answers as Prometheus's API does. tests/e2e runs a real Promet
 
 from __future__ import annotations
 
-import argparse
 import json
 import socket
 import threading
@@ -25,7 +24,7 @@ from inventory.prometheus import reader as p
 from inventory.prometheus.metrics import Reading, render
 from inventory.prometheus.reader import QueryResults, Sample, build_fleet, read_fleet
 from inventory.snapshot import Card, Snapshot
-from placement.cli.sources import resolve_snapshots
+from placement.cli.sources import SourceOptions, resolve_snapshots
 from seats.errors import BadInputError, CannotDecideError
 from seats.model import Catalogue
 
@@ -461,18 +460,6 @@ def test_bad_url_is_bad_input() -> None:
 # Through the shared source options.
 
 
-def source_args(url: str, command: str, **extra: object) -> argparse.Namespace:
-    return argparse.Namespace(
-        prometheus=url,
-        snapshot=None,
-        live=False,
-        ledger=None,
-        max_age=None,
-        command=command,
-        **extra,
-    )
-
-
 def test_plan_source_leaves_stale_hosts_out(
     fake_prometheus: FakePrometheus,
     fv_ml1_snapshot: Snapshot,
@@ -481,25 +468,25 @@ def test_plan_source_leaves_stale_hosts_out(
     fresh = fv_ml1_snapshot.model_copy(update={"host": "fv-ml2", "taken_at": NOW})
     old = fv_ml1_snapshot.model_copy(update={"taken_at": NOW - timedelta(hours=1)})
     fake_prometheus.serve(fleet_of(old, fresh))
-    args = source_args(fake_prometheus.url, "plan")
-    snapshots = resolve_snapshots(args, None, NOW)
-    assert [s.host for s in snapshots] == ["fv-ml2"]
-    assert list(args.unusable_hosts) == ["fv-ml1"]
+    cards = resolve_snapshots(SourceOptions(prometheus=fake_prometheus.url), None, NOW)
+    assert [s.host for s in cards.snapshots] == ["fv-ml2"]
+    assert list(cards.unusable) == ["fv-ml1"]
+    assert cards.origin("fv-ml2") == f"Prometheus {fake_prometheus.url}"
     assert "fv-ml1: stale" in capsys.readouterr().err
 
 
-def test_check_on_a_stale_host_exits_3(
+def test_a_needed_stale_host_exits_3(
     fake_prometheus: FakePrometheus, fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot
 ) -> None:
     old = fv_ml1_snapshot.model_copy(update={"taken_at": NOW - timedelta(hours=1)})
     fake_prometheus.serve(fleet_of(old))
     with pytest.raises(CannotDecideError, match=r"fv-ml1: stale.*cannot check on that host"):
         resolve_snapshots(
-            source_args(fake_prometheus.url, "check", seat="vllm-voices"), fv_ml1, NOW
+            SourceOptions(prometheus=fake_prometheus.url), fv_ml1, NOW, needed_host="fv-ml1"
         )
 
 
-def test_check_on_a_fresh_host_passes_other_hosts_by(
+def test_a_needed_fresh_host_passes_other_hosts_by(
     fake_prometheus: FakePrometheus, fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot
 ) -> None:
     fresh = fv_ml1_snapshot.model_copy(update={"taken_at": NOW})
@@ -507,5 +494,9 @@ def test_check_on_a_fresh_host_passes_other_hosts_by(
         update={"host": "fv-ml2", "taken_at": NOW - timedelta(hours=1)}
     )
     fake_prometheus.serve(fleet_of(fresh, old))
-    args = source_args(fake_prometheus.url, "check", seat="vllm-voices")
-    assert [s.host for s in resolve_snapshots(args, fv_ml1, NOW)] == ["fv-ml1"]
+    source = SourceOptions(prometheus=fake_prometheus.url)
+    cards = resolve_snapshots(source, fv_ml1, NOW, needed_host="fv-ml1")
+    assert [s.host for s in cards.snapshots] == ["fv-ml1"]
+    assert cards.unusable == {"fv-ml2": cards.unusable["fv-ml2"]}
+    with pytest.raises(CannotDecideError, match=r"fv-ml2: stale"):
+        resolve_snapshots(source, fv_ml1, NOW, every_host_needed=True)

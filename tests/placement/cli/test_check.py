@@ -438,3 +438,71 @@ def test_h200_proof_snapshot_replays(
     )  # fmt: skip
     assert code == expected
     assert ("card 0  gate" in out) == (expected == 1)
+
+
+# --- where the cards came from ------------------------------------------------------------------
+
+
+class _Replay:
+    """Stands in for PynvmlSource: NVML answers with the before-voices snapshot's cards."""
+
+    def __enter__(self) -> FakeNvml:
+        return FakeNvml.from_snapshot(load_snapshot(ROOT / BEFORE))
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def test_live_cards_are_labelled_nvml_as_plan_and_ledger_label_them(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    at(monkeypatch, TAKEN)
+    monkeypatch.setattr("inventory.poller.PynvmlSource", _Replay)
+    argv = ["check", "vllm-voices", "--gpu", "0", "--util", "0.11", "--catalogue", CATALOGUE]
+    code, out, _ = gpuplan(capsys, *argv, "--live")
+    assert code == 0
+    assert "  fv-ml1 snapshot 2026-09-16T11:40:05Z (NVML)\n" in out
+
+
+def _fleet_with_stale(monkeypatch: pytest.MonkeyPatch, stale_host: str) -> None:
+    """Prometheus answers with fv-ml1's cards and a stale `stale_host`."""
+    from inventory.prometheus.reader import Fleet, HostProblem
+
+    snapshot = load_snapshot(ROOT / BEFORE)
+    problem = HostProblem(stale_host, "stale", f"{stale_host}: stale (last reading 1.0 h ago)")
+    fresh = () if stale_host == "fv-ml1" else (snapshot,)
+    fleet = Fleet("http://prometheus:9090", fresh, (), (problem,))
+    monkeypatch.setattr("inventory.prometheus.reader.read_fleet", lambda *a, **k: fleet)
+
+
+def test_a_stale_host_under_the_seat_exits_3(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    at(monkeypatch, TAKEN)
+    _fleet_with_stale(monkeypatch, "fv-ml1")
+    code, out, err = gpuplan(
+        capsys, "check", "vllm-voices", "--gpu", "0", "--catalogue", CATALOGUE,
+        "--prometheus", "http://prometheus:9090",
+    )  # fmt: skip
+    assert code == 3 and out == ""
+    assert "fv-ml1: stale (last reading 1.0 h ago); cannot check on that host" in err
+
+
+def test_a_stale_host_elsewhere_only_warns(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    at(monkeypatch, TAKEN)
+    _fleet_with_stale(monkeypatch, "fv-ml2")
+    prometheus = ["--prometheus", "http://prometheus:9090"]
+    base = ["--gpu", "0", "--util", "0.11", "--catalogue", CATALOGUE, *prometheus]
+    code, out, err = gpuplan(capsys, "check", "vllm-voices", *base)
+    assert code == 0
+    assert "(Prometheus http://prometheus:9090)" in out
+    assert "warning: fv-ml2: stale (last reading 1.0 h ago); nothing is planned on fv-ml2" in err
+    # A compose file does not say its host: every host must be readable.
+    monkeypatch.setenv("VOICES_UTIL", "0.11")
+    code, _, err = gpuplan(
+        capsys, "check", "--compose", COMPOSE, "--catalogue", CATALOGUE, *prometheus
+    )
+    assert code == 3
+    assert "fv-ml2: stale (last reading 1.0 h ago); cannot check on that host" in err

@@ -87,14 +87,15 @@ def test_vllm_5gib_warns(capsys: pytest.CaptureFixture[str]) -> None:
     ("name", "add"),
     [
         ("plan_fv_ml1.txt", None),
-        ("plan_new_4gib.txt", "new-4gib.yaml"),
-        ("plan_new_6gib.txt", "new-6gib.yaml"),
-        ("plan_new_5gib_vllm.txt", "new-5gib-vllm.yaml"),
+        ("plan_new_4gib.txt", "examples/new-4gib.yaml"),
+        ("plan_new_6gib.txt", "examples/new-6gib.yaml"),
+        ("plan_new_5gib_vllm.txt", "examples/new-5gib-vllm.yaml"),
+        ("plan_gate_refused.txt", "tests/placement/data/gate-refused.yaml"),
     ],
 )
 def test_golden(name: str, add: str | None) -> None:
     catalogue = load_catalogue(FV_ML1_CATALOGUE)
-    adds = [(add, seat) for seat in load_add_file(EXAMPLES / add)] if add else []
+    adds = [(add, seat) for seat in load_add_file(ROOT / add)] if add else []
     result = plan(catalogue, [load_snapshot(FV_ML1_SNAPSHOT)], adds)
     text = render_plan(result, {"fv-ml1": "seats/catalogue/fv-ml1.snapshot.json"})
     golden = GOLDEN / name
@@ -219,3 +220,69 @@ def test_card_in_error_is_skipped_with_a_reason(tmp_path: Path) -> None:
     assert ("error", 1) in {(r.rule, r.card) for r in four.reasons}
     text = render_plan(result)
     assert "error: GpuIsLost" in text
+
+
+# --- one meaning per word: the figures of a rule, total_bytes --------------------------------
+
+
+def test_a_gate_refusal_reads_as_in_check(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--add", str(ROOT / "tests/placement/data/gate-refused.yaml"))
+    assert code == 1
+    gate_lines = [line for line in out.splitlines() if line.split()[2:3] == ["gate"]]
+    assert len(gate_lines) == 4  # every card of fv-ml1
+    for line in gate_lines:
+        assert " gate      requested " in line and "  free " in line and "  short " in line
+        assert " need " not in line and " room " not in line
+    assert "  card 1   gate      requested 47.48 GiB  free 4.42 GiB  short 43.07 GiB" in out
+
+
+def test_json_total_bytes_is_nvml_total_and_cuda_total_is_beside_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    snapshot = load_snapshot(FV_ML1_SNAPSHOT)
+    code, out, _ = run(capsys, "--json")
+    assert code == 0
+    cards = {c["index"]: c for c in json.loads(out)["cards"]}
+    assert main(["ledger", "--catalogue", str(FV_ML1_CATALOGUE), "--snapshot", str(FV_ML1_SNAPSHOT), "--json"]) == 0  # fmt: skip
+    ledger_cards = {c["index"]: c for c in json.loads(capsys.readouterr().out)["hosts"][0]["cards"]}
+    for card in snapshot.cards:
+        assert card.total_bytes is not None and card.reserved_bytes
+        row = cards[card.index]
+        assert row["total_bytes"] == card.total_bytes == ledger_cards[card.index]["total_bytes"]
+        assert row["cuda_total_bytes"] == card.total_bytes - card.reserved_bytes
+        assert row["cuda_total_bytes"] == ledger_cards[card.index]["cuda_total_bytes"]
+        assert row["total_bytes"] > row["cuda_total_bytes"]
+
+
+def test_card_in_error_has_no_totals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = json.loads(FV_ML1_SNAPSHOT.read_text())
+    for key in ("total_bytes", "reserved_bytes", "used_bytes", "free_bytes"):
+        data["cards"][1][key] = None
+    data["cards"][1]["processes"] = []
+    data["cards"][1]["error"] = "GpuIsLost"
+    broken = tmp_path / "lost.json"
+    broken.write_text(json.dumps(data))
+    code = main(["plan", "--catalogue", str(FV_ML1_CATALOGUE), "--snapshot", str(broken), "--json"])
+    assert code == 0
+    card1 = next(c for c in json.loads(capsys.readouterr().out)["cards"] if c["index"] == 1)
+    assert (card1["error"], card1["total_bytes"], card1["cuda_total_bytes"]) == (
+        "GpuIsLost",
+        None,
+        None,
+    )
+
+
+def test_each_snapshot_file_names_its_host_in_the_header(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = json.loads(FV_ML1_SNAPSHOT.read_text())
+    data["host"] = "fv-ml2"
+    other = tmp_path / "fv-ml2.json"
+    other.write_text(json.dumps(data))
+    code = main(
+        ["plan", "--catalogue", str(FV_ML1_CATALOGUE), "--snapshot", str(FV_ML1_SNAPSHOT), "--snapshot", str(other)]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    assert f"fv-ml1 · snapshot 2026-09-16T14:02:11Z ({FV_ML1_SNAPSHOT}) · CBC" in out
+    assert f"fv-ml2 · snapshot 2026-09-16T14:02:11Z ({other}) · CBC" in out
