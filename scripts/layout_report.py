@@ -23,16 +23,17 @@ def modules(root: Path) -> dict[str, Path]:
             parts = list(path.relative_to(root).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts.pop()
+            if parts[-1] == "__main__":
+                continue  # the entry point (`python -m placement`) imports the CLI; no layer
             found[".".join(parts)] = path
     return found
 
 
 def package_of(module: str, known: set[str]) -> str:
     """The package a module belongs to: itself when it is a package, else its parent."""
-    parts = module.split(".")
-    if len(parts) > 1 and module not in {k for k in known if _is_package(k, known)}:
-        return ".".join(parts[:-1])
-    return module
+    if _is_package(module, known):
+        return module
+    return module.rpartition(".")[0] or module
 
 
 def _is_package(name: str, known: set[str]) -> bool:
