@@ -1,7 +1,7 @@
 """Integer programs for bin packing: Valério de Carvalho's arc-flow model, and an assignment model.
 
-`pack` calls `solve_bin_packing` only when the greedy answer exceeds the lower bound. This module
-and placement/plan/model.py are the only importers of pulp.
+`pack` calls `solve_bin_packing` only when the greedy answer exceeds the lower bound; the models
+are written against `placement.solvers`.
 """
 
 from __future__ import annotations
@@ -9,18 +9,23 @@ from __future__ import annotations
 import math
 import random
 import time
-import warnings
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import cast
 
-import pulp
+from placement import solvers
+from placement.solvers import (
+    SOLVERS,
+    Model,
+    Settings,
+    SolverName,
+    Var,
+    reduced_cost,
+    total,
+    value_of,
+)
 
-from placement.plan.model import KILL_GRACE_S, killed_at
-from placement.quiet import stdout_to_stderr
-
-SOLVERS: tuple[str, ...] = ("cbc", "highs")
 MAX_ARCS = 2_000_000
 # Graphs of more arcs get the LP relaxation and reduced-cost fixing before the integer program.
 # Below it the whole integer program is proven in well under a second (u120, t60: ≤ 2,600 arcs)
@@ -60,59 +65,37 @@ class BinSolution:
     note: str | None = None
 
 
-def _solver(name: str, time_limit: float, *, presolve: bool = True, warm: bool = False) -> Any:
-    if name == "cbc":
-        with warnings.catch_warnings():
-            # PuLP 3.3 warns that the bundled CBC goes away in 4.0; pyproject pins pulp < 4.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            # presolve=False: on the arc-flow model CBC's presolve costs more than it saves
-            # (Hard28 BPP13, measured here: optimal in 39 s without it, none in 130 s with it).
-            return pulp.PULP_CBC_CMD(
-                msg=False,
-                timeLimit=time_limit,
-                presolve=None if presolve else False,
-                warmStart=warm,
-            )
-    if name == "highs":
-        return pulp.HiGHS(msg=False, timeLimit=time_limit, threads=1)
-    raise ValueError(f"unknown solver {name!r}; choose one of {', '.join(SOLVERS)}")
-
-
 def _run(
-    problem: pulp.LpProblem,
+    model: Model,
     solver: str,
     time_limit: float,
     *,
     presolve: bool = True,
-    warm: bool = False,
+    start: Sequence[tuple[Var, float]] = (),
 ) -> tuple[str, bool, bool]:
     """Solve; (status text, has an integer solution, proven optimal).
 
-    CBC is killed a second past `time_limit` (`placement.plan.model.killed_at`): it does not watch
-    its limit in the root LP of a large graph.
+    CBC is killed a second past `time_limit` (`placement.solvers.solve`): it does not watch its
+    limit in the root LP of a large graph. `start` is CBC's first incumbent.
     """
-    try:
-        with killed_at(time.monotonic() + time_limit + KILL_GRACE_S) as watch, stdout_to_stderr():
-            problem.solve(_solver(solver, time_limit, presolve=presolve, warm=warm))
-    except pulp.PulpSolverError:
-        if not watch.killed:
-            raise
-        return "time limit, no solution", False, False
-    sol = problem.sol_status
-    if problem.status == pulp.LpStatusInfeasible:
-        # CBC's "Integer infeasible" leaves sol_status at "no solution found": ask the status.
+    # presolve=False: on the arc-flow model CBC's presolve costs more than it saves
+    # (Hard28 BPP13, measured here: optimal in 39 s without it, none in 130 s with it).
+    settings = Settings(cast(SolverName, solver), time_limit, presolve=presolve)
+    outcome = solvers.solve(model, settings, start=start, stdout="stderr")
+    if outcome.status == "Infeasible":
+        # CBC's "Integer infeasible" leaves the solution at "none found": ask the status.
         return "infeasible", False, False
-    if sol == pulp.LpSolutionOptimal:
+    if outcome.solution == "optimal":
         return "optimal", True, True
-    if sol == pulp.LpSolutionIntegerFeasible:
+    if outcome.solution == "feasible":
         return "time limit", True, False
-    if sol == pulp.LpSolutionInfeasible:
+    if outcome.solution == "infeasible":
         return "infeasible", False, False
     return "time limit, no solution", False, False
 
 
-def _value(var: Any) -> int:
-    value = var.value()
+def _value(var: Var) -> int:
+    value = value_of(var)
     return 0 if value is None else round(value)
 
 
@@ -211,31 +194,17 @@ FIX_SLACK = 1e-5
 
 def _arc_flow_lp(graph: Graph, capacity: int, solver: str, time_limit: float) -> _Relaxation | None:
     """The LP relaxation of the arc-flow model; None when it is not solved to optimality."""
-    problem, flow, slack, bins, loss, _, _ = _arc_flow_problem(graph, capacity, 0, None, relax=True)
-    try:
-        with killed_at(time.monotonic() + time_limit + KILL_GRACE_S) as watch, stdout_to_stderr():
-            if solver == "cbc":
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", DeprecationWarning)
-                    # Primal simplex: 4 s on Hard28 BPP13 where CBC's default dual simplex takes 12 s.
-                    problem.solve(
-                        pulp.PULP_CBC_CMD(
-                            msg=False, mip=False, timeLimit=time_limit, options=["primalS"]
-                        )
-                    )
-            else:
-                problem.solve(pulp.HiGHS(msg=False, mip=False, timeLimit=time_limit, threads=1))
-    except pulp.PulpSolverError:
-        if not watch.killed:
-            raise
-        return None
-    value = bins.value()
-    if problem.status != pulp.LpStatusOptimal or value is None:
+    arc_flow = _arc_flow_problem(graph, capacity, 0, None, relax=True)
+    # Primal simplex: 4 s on Hard28 BPP13 where CBC's default dual simplex takes 12 s.
+    settings = Settings(cast(SolverName, solver), time_limit, mip=False, primal_simplex=True)
+    outcome = solvers.solve(arc_flow.model, settings, stdout="stderr")
+    value = value_of(arc_flow.bins)
+    if outcome.status != "Optimal" or value is None:
         return None
     return _Relaxation(
         float(value),
-        tuple(var.dj for var in flow),
-        {node: var.dj for node, var in zip(loss, slack, strict=True)},
+        tuple(reduced_cost(var) for var in arc_flow.flow),
+        {node: reduced_cost(var) for node, var in zip(arc_flow.loss, arc_flow.slack, strict=True)},
     )
 
 
@@ -256,6 +225,19 @@ def _fix_by_reduced_cost(
     return arcs, loss
 
 
+@dataclass(frozen=True)
+class _ArcFlow:
+    """The arc-flow model and our maps to its variables (solver names are never parsed)."""
+
+    model: Model
+    flow: list[Var]  # per item arc
+    slack: list[Var]  # per loss arc, by its tail node in `loss`
+    bins: Var  # z
+    loss: list[int]
+    source: int
+    item_arcs: list[tuple[int, int, int]]
+
+
 def _arc_flow_problem(
     graph: Graph,
     capacity: int,
@@ -264,11 +246,15 @@ def _arc_flow_problem(
     *,
     relax: bool = False,
     keep: tuple[frozenset[int], frozenset[int]] | None = None,
-) -> tuple[pulp.LpProblem, list[Any], list[Any], Any, list[int], int, list[tuple[int, int, int]]]:
-    """The arc-flow model: (problem, flow vars, loss vars, z, loss nodes, source, item arcs).
+) -> _ArcFlow:
+    """The arc-flow model over `graph` (Valério de Carvalho 1999) and our maps to its variables.
 
-    `keep` = (item-arc indices, loss-arc nodes) restricts it to those arcs (reduced-cost
-    fixing); the relaxation has no upper bounds on flows, so its reduced costs are all ≥ 0.
+    Variables: f_a ∈ {0..d_t} on each item arc a = (u, v, t); l_u ≥ 0 on the loss arc from
+    node u to the sink C; z ∈ [lower_bound, upper_bound] the bins.
+      min z  s.t.  (1) z leaves node 0, z reaches the sink, in = out at every other node;
+                   (2) Σ_{a of type t} f_a ≥ d_t for every item type t.
+    `relax`: continuous, and no upper bounds on flows, so the reduced costs are all ≥ 0.
+    `keep` = (item-arc indices, loss-arc nodes) restricts it to those arcs (reduced-cost fixing).
     """
     _, all_arcs, demand, label = graph
     item_arcs = all_arcs if keep is None else [all_arcs[k] for k in sorted(keep[0])]
@@ -278,19 +264,19 @@ def _arc_flow_problem(
     # that let every path end at `capacity` (unused room is loss).
     sink = capacity
     loss = [n for n in nodes if n != sink and (keep is None or n in keep[1])]
-    cat = "Continuous" if relax else "Integer"
-    problem = pulp.LpProblem("arc_flow", pulp.LpMinimize)
+    integer = not relax
+    model = Model("arc_flow")
     flow = [
-        problem.add_variable(f"f{k}", lowBound=0, upBound=None if relax else demand[t], cat=cat)
+        model.variable(f"f{k}", 0, None if relax else demand[t], integer=integer)
         for k, (_, _, t) in enumerate(item_arcs)
     ]
-    slack = [problem.add_variable(f"l{k}", lowBound=0, cat=cat) for k in range(len(loss))]
-    bins = problem.add_variable("z", lowBound=lower_bound, upBound=upper_bound, cat=cat)
+    slack = [model.variable(f"l{k}", 0, integer=integer) for k in range(len(loss))]
+    bins = model.variable("z", lower_bound, upper_bound, integer=integer)
 
     # Objective: the number of bins, which is the flow out of node 0.
-    problem += bins
-    out_arcs: dict[int, list[Any]] = defaultdict(list)
-    in_arcs: dict[int, list[Any]] = defaultdict(list)
+    model.objective(bins)
+    out_arcs: dict[int, list[Var]] = defaultdict(list)
+    in_arcs: dict[int, list[Var]] = defaultdict(list)
     for var, (tail, head, _) in zip(flow, item_arcs, strict=True):
         out_arcs[tail].append(var)
         in_arcs[head].append(var)
@@ -301,20 +287,20 @@ def _arc_flow_problem(
     # 1. Flow conservation: z leaves node 0, z reaches the sink, every other node balances.
     for node in nodes:
         if node == source:
-            problem += pulp.lpSum(out_arcs[node]) == bins
+            model.add(total(out_arcs[node]) == bins)
         elif node != sink:
-            problem += pulp.lpSum(in_arcs[node]) == pulp.lpSum(out_arcs[node])
+            model.add(total(in_arcs[node]) == total(out_arcs[node]))
     if sink != source:
-        problem += pulp.lpSum(in_arcs[sink]) == bins
+        model.add(total(in_arcs[sink]) == bins)
 
     # 2. Demand: each item size is carried by at least as many arcs as there are items of it
     #    (a surplus arc is an empty slot, dropped when bins are read back).
-    by_type: dict[int, list[Any]] = defaultdict(list)
+    by_type: dict[int, list[Var]] = defaultdict(list)
     for var, (_, _, t) in zip(flow, item_arcs, strict=True):
         by_type[t].append(var)
     for t, need in demand.items():
-        problem += pulp.lpSum(by_type[t]) >= need
-    return problem, flow, slack, bins, loss, source, item_arcs
+        model.add(total(by_type[t]) >= need)
+    return _ArcFlow(model, flow, slack, bins, loss, source, item_arcs)
 
 
 def _solve_arc_flow(
@@ -333,65 +319,68 @@ def _solve_arc_flow(
     `keep` restricts the model to those arcs (see `_arc_flow_problem`).
     """
     started = time.perf_counter()
-    types = graph[0]
-    sink = capacity
-    problem, flow, slack, bins, loss, source, item_arcs = _arc_flow_problem(
-        graph, capacity, lower_bound, upper_bound, keep=keep
-    )
-
+    arc_flow = _arc_flow_problem(graph, capacity, lower_bound, upper_bound, keep=keep)
     # 3. The known packing as CBC's first incumbent: its bin count is the upper bound already,
     #    but its flows give CBC's improvement heuristics a point to search around.
-    warm = False
-    start_flow = None
-    start_bins = 0 if start is None else len(start)
+    incumbent: list[tuple[Var, float]] = []
     if (
         start is not None
         and keep is None
         and solver == "cbc"
-        and lower_bound <= start_bins <= upper_bound
+        and lower_bound <= len(start) <= upper_bound
     ):
-        start_flow = start_flows(graph, capacity, start)
-    if start_flow is not None:
-        warm = True
-        loss_flow: dict[int, int] = defaultdict(int)
-        reached_in: dict[int, int] = defaultdict(int)
-        for k, (_, head, _) in enumerate(item_arcs):
-            reached_in[head] += start_flow[k]
-        for k, (tail, _, _) in enumerate(item_arcs):
-            reached_in[tail] -= start_flow[k]
-        # What flows into a node and does not leave it by an item arc leaves by its loss arc.
-        for node in loss:
-            loss_flow[node] = reached_in[node] + (start_bins if node == source else 0)
-        for var, value in zip(flow, start_flow, strict=True):
-            var.setInitialValue(value)
-        for var, node in zip(slack, loss, strict=True):
-            var.setInitialValue(loss_flow[node])
-        bins.setInitialValue(start_bins)
+        incumbent = _incumbent(graph, capacity, start, arc_flow)
     built = time.perf_counter()
 
-    status, found, proven = _run(problem, solver, time_limit, presolve=False, warm=warm)
+    status, found, proven = _run(
+        arc_flow.model, solver, time_limit, presolve=False, start=incumbent
+    )
     solved = time.perf_counter()
     if not found:
         return [], status, False, built - started, solved - built
+    return _read_bins(graph[0], capacity, arc_flow), status, proven, built - started, solved - built
 
-    # Read the bins back: walk 0 → sink along arcs with flow left, z times.
+
+def _incumbent(
+    graph: Graph, capacity: int, start: Sequence[Sequence[int]], arc_flow: _ArcFlow
+) -> list[tuple[Var, float]]:
+    """(variable, value) of a known packing's flows, loss flows and z; [] if it is no path."""
+    start_flow = start_flows(graph, capacity, start)
+    if start_flow is None:
+        return []
+    reached_in: dict[int, int] = defaultdict(int)
+    for k, (tail, head, _) in enumerate(arc_flow.item_arcs):
+        reached_in[head] += start_flow[k]
+        reached_in[tail] -= start_flow[k]
+    # What flows into a node and does not leave it by an item arc leaves by its loss arc.
+    values: list[tuple[Var, float]] = list(zip(arc_flow.flow, start_flow, strict=True))
+    values += [
+        (var, reached_in[node] + (len(start) if node == arc_flow.source else 0))
+        for var, node in zip(arc_flow.slack, arc_flow.loss, strict=True)
+    ]
+    values.append((arc_flow.bins, len(start)))
+    return values
+
+
+def _read_bins(types: list[int], sink: int, arc_flow: _ArcFlow) -> list[list[int]]:
+    """The bins of a solution as size patterns: walk 0 → sink along arcs with flow left, z times."""
     remaining: dict[int, list[tuple[int, int | None, int]]] = defaultdict(list)
-    for k, (tail, head, kind) in enumerate(item_arcs):
-        for _ in range(_value(flow[k])):
+    for k, (tail, head, kind) in enumerate(arc_flow.item_arcs):
+        for _ in range(_value(arc_flow.flow[k])):
             remaining[tail].append((head, kind, k))
-    for k, tail in enumerate(loss):
-        for _ in range(_value(slack[k])):
+    for k, tail in enumerate(arc_flow.loss):
+        for _ in range(_value(arc_flow.slack[k])):
             remaining[tail].append((sink, None, -1))
     patterns: list[list[int]] = []
-    for _ in range(_value(bins)):
-        node, pattern = source, []
+    for _ in range(_value(arc_flow.bins)):
+        node, pattern = arc_flow.source, []
         while node != sink and remaining[node]:
             head, item_type, _ = remaining[node].pop()
             if item_type is not None:
                 pattern.append(types[item_type])
             node = head
         patterns.append(pattern)
-    return patterns, status, proven, built - started, solved - built
+    return patterns
 
 
 def _assign_items(
@@ -447,27 +436,28 @@ def _solve_assignment(
     order = sorted(range(len(units)), key=lambda i: (-units[i], i))
     position = {item: p for p, item in enumerate(order)}
     nbins = upper_bound
-    problem = pulp.LpProblem("assignment", pulp.LpMinimize)
-    used = [problem.add_variable(f"y{b}", cat="Binary") for b in range(nbins)]
+    model = Model("assignment")
+    used = [model.binary(f"y{b}") for b in range(nbins)]
     x = {
-        (i, b): problem.add_variable(f"x{i}_{b}", cat="Binary")
+        (i, b): model.binary(f"x{i}_{b}")
         for i in range(len(units))
         for b in range(min(nbins, position[i] + 1))
     }
     # Objective: bins used.
-    problem += pulp.lpSum(used)
+    model.objective(total(used))
     # 1. Every item in exactly one bin.
     for i in range(len(units)):
-        problem += pulp.lpSum(x[i, b] for b in range(nbins) if (i, b) in x) == 1
+        model.add(total(x[i, b] for b in range(nbins) if (i, b) in x) == 1)
     # 2. A bin's load fits its capacity, and only a used bin has a load.
     for b in range(nbins):
-        problem += pulp.lpSum(units[i] * x[i, b] for i in range(len(units)) if (i, b) in x) <= (
-            capacity * used[b]
+        model.add(
+            total(units[i] * x[i, b] for i in range(len(units)) if (i, b) in x)
+            <= capacity * used[b]
         )
     # 3. Used bins come first, and there are at least the lower bound of them.
     for b in range(nbins - 1):
-        problem += used[b] >= used[b + 1]
-    problem += pulp.lpSum(used) >= lower_bound
+        model.add(used[b] >= used[b + 1])
+    model.add(total(used) >= lower_bound)
     # 4. Parts of one group (a multi-card seat) in different bins.
     if groups is not None:
         members: dict[Hashable, list[int]] = defaultdict(list)
@@ -479,9 +469,9 @@ def _solve_assignment(
                 for b in range(nbins):
                     present = [x[i, b] for i in items if (i, b) in x]
                     if len(present) > 1:
-                        problem += pulp.lpSum(present) <= 1
+                        model.add(total(present) <= 1)
     built = time.perf_counter()
-    status, found, proven = _run(problem, solver, time_limit)
+    status, found, proven = _run(model, solver, time_limit)
     solved = time.perf_counter()
     bins: list[list[int]] = []
     if found:
