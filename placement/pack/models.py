@@ -12,9 +12,13 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import cast
 
+import numpy as np
+
 from placement import solvers
+from placement.pack import column_generation as pack_cg
 from placement.solvers import (
     SOLVERS,
     Model,
@@ -492,6 +496,11 @@ class _ColumnsOutcome:
     lower_bound: int
 
 
+# One reduced-cost fixing test: the bound its duals give, and the reduced costs of the item
+# arcs and of the loss arcs (by node) under them.
+_FixingTest = tuple[pack_cg.DualBound, np.ndarray, dict[int, float]]
+
+
 def _columns_first(
     graph: Graph,
     cap: int,
@@ -517,12 +526,48 @@ def _columns_first(
        count below it having been proven impossible or below the bound.
     None when the LP is not solved in time (the caller goes on without it).
     """
-    import numpy as np
-
-    from placement.pack import column_generation as pack_cg
-
-    types, item_arcs, demand_map, label = graph
+    types, item_arcs, demand_map, _ = graph
     demand = [demand_map[t] for t in range(len(types))]
+    # 1. The LP bound.
+    cg, root = pack_cg.root_lp(types, demand, cap, deadline=deadline, start=_seeds(types, start))
+    if root is None:
+        return None
+    target = max(lower, pack_cg.dual_bound(types, demand, cap, root.duals).bins)
+    if target >= upper:
+        return _ColumnsOutcome(None, True, "LP bound met", upper)
+    # 2. The fixing tests, then the arcs a packing of `target` bins may use.
+    tests = _fixing_tests(cg, graph, cap, root.duals, deadline)
+    keep = _kept(tests, target, len(item_arcs))
+    # 3. The first dive; where many arcs are left the program would search long, so dive
+    #    more, at random, first.
+    for seed in (None, len(types) + cap) if len(keep[0]) > DIVE_ABOVE_ARCS else (None,):
+        now = time.perf_counter()
+        found = pack_cg.dive(
+            cg, demand, target, deadline=now + DIVE_SHARE * (deadline - now), seed=seed
+        )
+        if found and len(found) <= target:
+            patterns = [pack_cg.pattern_sizes(p, types) for p in found]
+            return _ColumnsOutcome(patterns, True, "optimal", len(found))
+    # 4. The boxed arc-flow programs.
+    while target < upper:
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            return _ColumnsOutcome(list(map(list, start)), False, "time limit", target)
+        patterns, status, _, _, _ = _solve_arc_flow(
+            graph, cap, solver, remaining, target, target, None, keep
+        )
+        if status == "infeasible":
+            target += 1
+            keep = _kept(tests, target, len(item_arcs))
+            continue
+        if patterns:
+            return _ColumnsOutcome(patterns, True, "optimal", target)
+        return _ColumnsOutcome(list(map(list, start)), False, status, target)
+    return _ColumnsOutcome(None, True, "optimal", upper)
+
+
+def _seeds(types: list[int], start: Sequence[Sequence[int]]) -> list[list[int]]:
+    """The known packing's bins (size patterns) as columns: copies of each type."""
     type_of = {w: t for t, w in enumerate(types)}
     seeds = []
     for pattern in start:
@@ -530,22 +575,30 @@ def _columns_first(
         for w in pattern:
             counts[type_of[w]] += 1
         seeds.append(counts)
-    cg, root = pack_cg.root_lp(types, demand, cap, deadline=deadline, start=seeds)
-    if root is None:
-        return None
-    bound = pack_cg.dual_bound(types, demand, cap, root.duals)
-    target = max(lower, bound.bins)
-    if target >= upper:
-        return _ColumnsOutcome(None, True, "LP bound met", upper)
+    return seeds
 
-    tests = []
+
+def _fixing_tests(
+    cg: pack_cg.ColumnGeneration,
+    graph: Graph,
+    cap: int,
+    root_duals: Sequence[float],
+    deadline: float,
+) -> list[_FixingTest]:
+    """The root LP's fixing test, then one per LP with demands raised by up to RAISE each.
+
+    Up to FIXING_DUALS tests, within FIXING_SHARE of the time left (seeded, so a run repeats).
+    """
+    types, item_arcs, demand_map, label = graph
+    demand = [demand_map[t] for t in range(len(types))]
     rng = random.Random(len(types) * 1_000_003 + cap)
     fixing_deadline = min(
         deadline, time.perf_counter() + FIXING_SHARE * (deadline - time.perf_counter())
     )
+    tests: list[_FixingTest] = []
     for k in range(FIXING_DUALS):
         if k == 0:
-            duals: Sequence[float] = root.duals
+            duals: Sequence[float] = root_duals
         else:
             lp = cg.solve_raised(
                 [d + rng.uniform(0.0, RAISE) for d in demand], deadline=fixing_deadline
@@ -559,43 +612,64 @@ def _columns_first(
         tests.append((pack_cg.dual_bound(types, demand, cap, duals), costs, loss_costs))
         if time.perf_counter() > fixing_deadline:
             break
+    return tests
 
-    def kept(target: int) -> tuple[frozenset[int], frozenset[int]]:
-        arcs = np.ones(len(item_arcs), dtype=bool)
-        nodes: set[int] | None = None
-        for test, costs, loss_costs in tests:
-            room = test.room(target) + FIX_SLACK
-            arcs &= costs <= room
-            keep_nodes = {n for n, cost in loss_costs.items() if cost <= room}
-            nodes = keep_nodes if nodes is None else nodes & keep_nodes
-        return frozenset(int(k) for k in np.nonzero(arcs)[0]), frozenset(nodes or ())
 
-    keep = kept(target)
-    # The first dive; where many arcs are left the program would search long, so dive more,
-    # at random, first.
-    for seed in (None, len(types) + cap) if len(keep[0]) > DIVE_ABOVE_ARCS else (None,):
-        now = time.perf_counter()
-        found = pack_cg.dive(
-            cg, demand, target, deadline=now + DIVE_SHARE * (deadline - now), seed=seed
+def _kept(
+    tests: Sequence[_FixingTest], target: int, arcs: int
+) -> tuple[frozenset[int], frozenset[int]]:
+    """The item arcs and loss nodes every test keeps for a packing of `target` bins."""
+    kept = np.ones(arcs, dtype=bool)
+    nodes: set[int] | None = None
+    for test, costs, loss_costs in tests:
+        room = test.room(target) + FIX_SLACK
+        kept &= costs <= room
+        keep_nodes = {n for n, cost in loss_costs.items() if cost <= room}
+        nodes = keep_nodes if nodes is None else nodes & keep_nodes
+    return frozenset(int(k) for k in np.nonzero(kept)[0]), frozenset(nodes or ())
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One instance in model units, and what every path through `solve_bin_packing` shares."""
+
+    units: list[int]
+    cap: int
+    unit: int  # bytes per model unit
+    groups: Sequence[Hashable | None] | None
+    solver: str
+    time_limit: float
+    started: float  # time.perf_counter() when the solve began
+    lower: int
+    upper: int
+    start: Sequence[Sequence[int]] | None  # the known packing: bins of item indices
+
+    @cached_property
+    def patterns(self) -> list[list[int]] | None:
+        """The known packing as size patterns, in model units."""
+        return None if self.start is None else [[self.units[i] for i in b] for b in self.start]
+
+    def elapsed(self) -> float:
+        """Seconds since the solve began."""
+        return time.perf_counter() - self.started
+
+    def known(
+        self, proven: bool, status: str, arcs: int, build_s: float, bound: int
+    ) -> BinSolution:
+        """The known packing as the answer (`build_s` of the time spent building)."""
+        assert self.start is not None
+        bins = tuple(tuple(b) for b in self.start)
+        return BinSolution(
+            bins,
+            proven,
+            "arc-flow",
+            status,
+            self.unit,
+            arcs,
+            build_s,
+            self.elapsed() - build_s,
+            bound,
         )
-        if found and len(found) <= target:
-            patterns = [pack_cg.pattern_sizes(p, types) for p in found]
-            return _ColumnsOutcome(patterns, True, "optimal", len(found))
-    while target < upper:
-        remaining = deadline - time.perf_counter()
-        if remaining <= 0:
-            return _ColumnsOutcome(list(map(list, start)), False, "time limit", target)
-        patterns, status, _, _, _ = _solve_arc_flow(
-            graph, cap, solver, remaining, target, target, None, keep
-        )
-        if status == "infeasible":
-            target += 1
-            keep = kept(target)
-            continue
-        if patterns:
-            return _ColumnsOutcome(patterns, True, "optimal", target)
-        return _ColumnsOutcome(list(map(list, start)), False, status, target)
-    return _ColumnsOutcome(None, True, "optimal", upper)
 
 
 def solve_bin_packing(
@@ -621,8 +695,10 @@ def solve_bin_packing(
     and `start` that packing (bins of item indices), CBC's first incumbent.
 
     The arc-flow integer program runs first, its objective boxed between the bound and the
-    best packing known; the assignment model only when the graph has more than `max_arcs`
-    arcs or the arc-flow packing cannot honour the groups.
+    best packing known; on graphs of more than `lp_first_arcs` arcs the column-generation
+    path (`_columns_first`) or the LP relaxation comes before it. The assignment model only
+    when the graph has more than `max_arcs` arcs or the arc-flow packing cannot honour the
+    groups.
     """
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
@@ -632,134 +708,114 @@ def solve_bin_packing(
         raise ValueError("every size must be in (0, capacity]")
     unit = math.gcd(*sizes)
     units = [w // unit for w in sizes]
-    cap = capacity // unit
     upper = upper_bound if upper_bound is not None else len(sizes)
     lower = max(0, min(lower_bound, upper))
-
     started = time.perf_counter()
-    graph = arc_flow_graph(units, cap, max_arcs)
-    note: str | None = None
-    if graph is not None:
-        arcs = len(graph[1])
-        graph_seconds = time.perf_counter() - started
-        patterns_in = None if start is None else [[units[i] for i in b] for b in start]
-        keep: tuple[frozenset[int], frozenset[int]] | None = None
-        mip_lower, mip_upper = lower, upper
-        if (
-            start is not None
-            and upper > lower
-            and arcs > lp_first_arcs
-            and cap <= max_pricing_units
-            and (len(graph[0]) + 1) * (cap + 1) <= MAX_TABLE_CELLS
-            and patterns_in is not None
-        ):
-            found = _columns_first(
-                graph, cap, solver, started + time_limit, lower, upper, patterns_in
-            )
-            if found is not None:
-                # No patterns: every count below the known packing's is proven impossible.
-                bins = (
-                    [list(b) for b in start]
-                    if found.patterns is None
-                    else _assign_items(found.patterns, units, groups)
-                )
-                if bins is not None:
-                    return BinSolution(
-                        tuple(tuple(b) for b in bins),
-                        found.proven,
-                        "arc-flow",
-                        found.status,
-                        unit,
-                        arcs,
-                        graph_seconds,
-                        time.perf_counter() - started - graph_seconds,
-                        len(bins) if found.proven else found.lower_bound,
-                    )
-                time_limit = max(1.0, time_limit - (time.perf_counter() - started))
-                note = "the packing found put two parts of a multi-card seat on one card; re-solved by assignment"
-                return _assignment_solution(
-                    units, cap, groups, solver, time_limit, found.lower_bound, upper, note, unit
-                )
-        if start is not None and upper > lower and arcs > lp_first_arcs:
-            # The LP relaxation first: ceil(LP) is a bound (often above L2), and reduced-cost
-            # fixing keeps only the arcs a packing of at most upper − 1 bins can use, a far
-            # smaller integer program that either finds such a packing or proves none exists.
-            relaxation = _arc_flow_lp(graph, cap, solver, time_limit)
-            if relaxation is not None:
-                lp_bound = max(lower, math.ceil(relaxation.value - FIX_SLACK))
-                if lp_bound >= upper:
-                    return BinSolution(
-                        tuple(tuple(b) for b in start),
-                        True,
-                        "arc-flow",
-                        "LP bound met",
-                        unit,
-                        arcs,
-                        graph_seconds,
-                        time.perf_counter() - started - graph_seconds,
-                        upper,
-                    )
-                keep = _fix_by_reduced_cost(relaxation, upper - 1)
-                mip_lower, mip_upper = lp_bound, upper - 1
-        remaining_s = time_limit - (time.perf_counter() - started)
-        if remaining_s <= 0:
-            return None
-        patterns, status, proven, build_s, solve_s = _solve_arc_flow(
-            graph, cap, solver, remaining_s, mip_lower, mip_upper, patterns_in, keep
-        )
-        if keep is not None and status == "infeasible":
-            # No packing of upper − 1 bins uses only the kept arcs, and no other can: the known
-            # packing is optimal.
-            assert start is not None
-            return BinSolution(
-                tuple(tuple(b) for b in start),
-                True,
-                "arc-flow",
-                "optimal",
-                unit,
-                arcs,
-                graph_seconds + build_s,
-                time.perf_counter() - started - graph_seconds - build_s,
-                upper,
-            )
-        if not patterns:
-            return None
-        bins = _assign_items(patterns, units, groups)
-        if bins is not None:
-            return BinSolution(
-                tuple(tuple(b) for b in bins),
-                proven,
-                "arc-flow",
-                status,
-                unit,
-                arcs,
-                graph_seconds + build_s,
-                solve_s,
-                len(bins) if proven else mip_lower,
-            )
-        note = "the arc-flow packing put two parts of a multi-card seat on one card; re-solved by assignment"
-        time_limit = max(1.0, time_limit - (time.perf_counter() - started))
-    else:
-        note = f"arc-flow graph over {max_arcs:,} arcs; solved by the assignment model instead"
+    job = _Job(
+        units, capacity // unit, unit, groups, solver, time_limit, started, lower, upper, start
+    )
+    graph = arc_flow_graph(units, job.cap, max_arcs)
+    if graph is None:
         if len(units) * min(upper, len(units)) > 2 * MAX_ASSIGNMENT_VARS:
             return None
-    return _assignment_solution(units, cap, groups, solver, time_limit, lower, upper, note, unit)
+        note = f"arc-flow graph over {max_arcs:,} arcs; solved by the assignment model instead"
+        return _assignment_solution(job, time_limit, lower, note)
+    graph_seconds = time.perf_counter() - started
+    if (
+        job.patterns is not None
+        and upper > lower
+        and len(graph[1]) > lp_first_arcs
+        and job.cap <= max_pricing_units
+        and (len(graph[0]) + 1) * (job.cap + 1) <= MAX_TABLE_CELLS
+    ):
+        found = _columns_first(
+            graph, job.cap, solver, started + time_limit, lower, upper, job.patterns
+        )
+        if found is not None:
+            return _columns_solution(job, found, len(graph[1]), graph_seconds)
+    return _arc_flow_solution(job, graph, graph_seconds, lp_first_arcs)
+
+
+def _columns_solution(
+    job: _Job, found: _ColumnsOutcome, arcs: int, graph_seconds: float
+) -> BinSolution | None:
+    """The column-generation path's answer; no patterns: the known packing, proven optimal."""
+    assert job.start is not None
+    if found.patterns is None:
+        bins: list[list[int]] | None = [list(b) for b in job.start]
+    else:
+        bins = _assign_items(found.patterns, job.units, job.groups)
+    if bins is None:
+        note = "the packing found put two parts of a multi-card seat on one card; re-solved by assignment"
+        return _assignment_solution(
+            job, max(1.0, job.time_limit - job.elapsed()), found.lower_bound, note
+        )
+    return BinSolution(
+        tuple(tuple(b) for b in bins),
+        found.proven,
+        "arc-flow",
+        found.status,
+        job.unit,
+        arcs,
+        graph_seconds,
+        job.elapsed() - graph_seconds,
+        len(bins) if found.proven else found.lower_bound,
+    )
+
+
+def _arc_flow_solution(
+    job: _Job, graph: Graph, graph_seconds: float, lp_first_arcs: int
+) -> BinSolution | None:
+    """The arc-flow program, on large graphs after its LP relaxation and reduced-cost fixing."""
+    arcs = len(graph[1])
+    keep: tuple[frozenset[int], frozenset[int]] | None = None
+    mip_lower, mip_upper = job.lower, job.upper
+    if job.start is not None and job.upper > job.lower and arcs > lp_first_arcs:
+        # The LP relaxation first: ceil(LP) is a bound (often above L2), and reduced-cost
+        # fixing keeps only the arcs a packing of at most upper − 1 bins can use, a far
+        # smaller integer program that either finds such a packing or proves none exists.
+        relaxation = _arc_flow_lp(graph, job.cap, job.solver, job.time_limit)
+        if relaxation is not None:
+            lp_bound = max(job.lower, math.ceil(relaxation.value - FIX_SLACK))
+            if lp_bound >= job.upper:
+                return job.known(True, "LP bound met", arcs, graph_seconds, job.upper)
+            keep = _fix_by_reduced_cost(relaxation, job.upper - 1)
+            mip_lower, mip_upper = lp_bound, job.upper - 1
+    remaining_s = job.time_limit - job.elapsed()
+    if remaining_s <= 0:
+        return None
+    patterns, status, proven, build_s, solve_s = _solve_arc_flow(
+        graph, job.cap, job.solver, remaining_s, mip_lower, mip_upper, job.patterns, keep
+    )
+    if keep is not None and status == "infeasible":
+        # No packing of upper − 1 bins uses only the kept arcs, and no other can: the known
+        # packing is optimal.
+        return job.known(True, "optimal", arcs, graph_seconds + build_s, job.upper)
+    if not patterns:
+        return None
+    bins = _assign_items(patterns, job.units, job.groups)
+    if bins is None:
+        note = "the arc-flow packing put two parts of a multi-card seat on one card; re-solved by assignment"
+        return _assignment_solution(job, max(1.0, job.time_limit - job.elapsed()), job.lower, note)
+    return BinSolution(
+        tuple(tuple(b) for b in bins),
+        proven,
+        "arc-flow",
+        status,
+        job.unit,
+        arcs,
+        graph_seconds + build_s,
+        solve_s,
+        len(bins) if proven else mip_lower,
+    )
 
 
 def _assignment_solution(
-    units: list[int],
-    cap: int,
-    groups: Sequence[Hashable | None] | None,
-    solver: str,
-    time_limit: float,
-    lower: int,
-    upper: int,
-    note: str | None,
-    unit: int = 1,
+    job: _Job, time_limit: float, lower: int, note: str | None
 ) -> BinSolution | None:
     """The assignment model's answer as a BinSolution (None when it found no packing)."""
     bins_a, status, proven, nvars, build_s, solve_s = _solve_assignment(
-        units, cap, groups, solver, time_limit, lower, upper
+        job.units, job.cap, job.groups, job.solver, time_limit, lower, job.upper
     )
     if not bins_a:
         return None
@@ -768,7 +824,7 @@ def _assignment_solution(
         proven,
         "assignment",
         status,
-        unit,
+        job.unit,
         nvars,
         build_s,
         solve_s,
