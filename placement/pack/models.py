@@ -430,13 +430,36 @@ def _solve_assignment(
     lower_bound: int,
     upper_bound: int,
 ) -> tuple[list[list[int]], str, bool, int, float, float]:
+    """The assignment model solved: (bins of item indices, status, proven, x count, build s, solve s)."""
+    started = time.perf_counter()
+    model, x = _assignment_model(units, capacity, groups, lower_bound, upper_bound)
+    built = time.perf_counter()
+    status, found, proven = _run(model, solver, time_limit)
+    solved = time.perf_counter()
+    bins: list[list[int]] = []
+    if found:
+        for b in range(upper_bound):
+            members = [i for i in range(len(units)) if (i, b) in x and _value(x[i, b]) == 1]
+            if members:
+                bins.append(members)
+    return bins, status, proven, len(x), built - started, solved - built
+
+
+def _assignment_model(
+    units: list[int],
+    capacity: int,
+    groups: Sequence[Hashable | None] | None,
+    lower_bound: int,
+    upper_bound: int,
+) -> tuple[Model, dict[tuple[int, int], Var]]:
     """Item-to-bin assignment with symmetry breaking, for graphs too big or group conflicts.
 
     Notation: items i sorted by decreasing size w_i (position p(i)), bins b < U (the greedy
     count), x[i,b] = item i in bin b, y[b] = bin b used. Symmetry breaking: number bins by
     their first item, so x[i,b] exists only for b ≤ p(i), and used bins come first.
+      min Σ_b y[b]  s.t.  (1) Σ_b x[i,b] = 1;  (2) Σ_i w_i·x[i,b] ≤ C·y[b];
+      (3) y[b] ≥ y[b+1] and Σ_b y[b] ≥ L;  (4) Σ_{i ∈ g} x[i,b] ≤ 1 for each group g.
     """
-    started = time.perf_counter()
     order = sorted(range(len(units)), key=lambda i: (-units[i], i))
     position = {item: p for p, item in enumerate(order)}
     nbins = upper_bound
@@ -463,27 +486,21 @@ def _solve_assignment(
         model.add(used[b] >= used[b + 1])
     model.add(total(used) >= lower_bound)
     # 4. Parts of one group (a multi-card seat) in different bins.
-    if groups is not None:
-        members: dict[Hashable, list[int]] = defaultdict(list)
-        for i, group in enumerate(groups):
-            if group is not None:
-                members[group].append(i)
-        for items in members.values():
-            if len(items) > 1:
-                for b in range(nbins):
-                    present = [x[i, b] for i in items if (i, b) in x]
-                    if len(present) > 1:
-                        model.add(total(present) <= 1)
-    built = time.perf_counter()
-    status, found, proven = _run(model, solver, time_limit)
-    solved = time.perf_counter()
-    bins: list[list[int]] = []
-    if found:
+    for items in _group_members(groups):
         for b in range(nbins):
-            members_b = [i for i in range(len(units)) if (i, b) in x and _value(x[i, b]) == 1]
-            if members_b:
-                bins.append(members_b)
-    return bins, status, proven, len(x), built - started, solved - built
+            present = [x[i, b] for i in items if (i, b) in x]
+            if len(present) > 1:
+                model.add(total(present) <= 1)
+    return model, x
+
+
+def _group_members(groups: Sequence[Hashable | None] | None) -> list[list[int]]:
+    """The items of each group that has more than one, in order of first appearance."""
+    members: dict[Hashable, list[int]] = defaultdict(list)
+    for i, group in enumerate(groups or ()):
+        if group is not None:
+            members[group].append(i)
+    return [items for items in members.values() if len(items) > 1]
 
 
 @dataclass(frozen=True)
