@@ -34,8 +34,8 @@ Var: TypeAlias = Any
 # A linear expression over variables, or a row (an expression compared with a number).
 Expr: TypeAlias = Any
 
-# How a model ended, in PuLP's words (LpStatus), and what kind of solution it left.
-ModelStatus = Literal["Optimal", "Not Solved", "Infeasible", "Unbounded", "Undefined"]
+# How a model ended, and what kind of solution it left.
+ModelStatus = Literal["optimal", "not solved", "infeasible", "unbounded", "undefined"]
 SolutionStatus = Literal["optimal", "feasible", "none", "infeasible", "unbounded"]
 
 
@@ -178,16 +178,23 @@ def solve(
     except pulp.PulpSolverError as exc:
         if not watch.killed:
             raise SolverError(f"{settings.solver} failed: {exc}") from exc
-        return Outcome(True, "Not Solved", "none", None)
+        return Outcome(True, "not solved", "none", None)
     lp = model._lp
     return Outcome(
         watch.killed,
-        pulp.LpStatus.get(lp.status, "Undefined"),
+        _STATUS.get(lp.status, "undefined"),
         _SOLUTION.get(lp.sol_status, "none"),
         _mip_gap(lp) if settings.solver == "highs" else None,
     )
 
 
+_STATUS: dict[int, ModelStatus] = {
+    pulp.LpStatusOptimal: "optimal",
+    pulp.LpStatusNotSolved: "not solved",
+    pulp.LpStatusInfeasible: "infeasible",
+    pulp.LpStatusUnbounded: "unbounded",
+    pulp.LpStatusUndefined: "undefined",
+}
 _SOLUTION: dict[int, SolutionStatus] = {
     pulp.LpSolutionOptimal: "optimal",
     pulp.LpSolutionIntegerFeasible: "feasible",

@@ -86,7 +86,7 @@ def _run(
     # (Hard28 BPP13, measured here: optimal in 39 s without it, none in 130 s with it).
     settings = Settings(cast(SolverName, solver), time_limit, presolve=presolve)
     outcome = solvers.solve(model, settings, start=start, stdout="stderr")
-    if outcome.status == "Infeasible":
+    if outcome.status == "infeasible":
         # CBC's "Integer infeasible" leaves the solution at "none found": ask the status.
         return "infeasible", False, False
     if outcome.solution == "optimal":
@@ -203,7 +203,7 @@ def _arc_flow_lp(graph: Graph, capacity: int, solver: str, time_limit: float) ->
     settings = Settings(cast(SolverName, solver), time_limit, mip=False, primal_simplex=True)
     outcome = solvers.solve(arc_flow.model, settings, stdout="stderr")
     value = value_of(arc_flow.bins)
-    if outcome.status != "Optimal" or value is None:
+    if outcome.status != "optimal" or value is None:
         return None
     return _Relaxation(
         float(value),

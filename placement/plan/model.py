@@ -490,11 +490,11 @@ def _assignment_read(maps: ModelMaps) -> dict[str, tuple[str, tuple[int, ...]]]:
 def _status(outcome: Outcome, solver: str) -> Literal["optimal", "time_limit", "no_solution"]:
     if outcome.killed:
         return "no_solution"
-    if outcome.solution == "optimal" and outcome.status == "Optimal":
+    if outcome.solution == "optimal" and outcome.status == "optimal":
         return "optimal"
     if outcome.solution == "feasible":
         return "time_limit"
-    if outcome.solution == "none" or outcome.status == "Not Solved":
+    if outcome.solution == "none" or outcome.status == "not solved":
         return "no_solution"
     raise SolverError(
         f"{solver} ended with status {outcome.status} (solution status {outcome.solution}); "

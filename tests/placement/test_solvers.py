@@ -98,7 +98,7 @@ def test_cbc_past_its_deadline_is_killed(monkeypatch: pytest.MonkeyPatch) -> Non
     assert not solvers.solve(model, Settings("cbc", 10.0)).killed
     monkeypatch.setattr(solvers, "KILL_GRACE_S", -60.0)
     outcome = solvers.solve(model, Settings("cbc", 10.0))
-    assert (outcome.killed, outcome.status, outcome.solution) == (True, "Not Solved", "none")
+    assert (outcome.killed, outcome.status, outcome.solution) == (True, "not solved", "none")
 
 
 def test_the_kill_ends_a_cbc_that_would_run_past_its_wall() -> None:
@@ -130,10 +130,10 @@ def test_statuses_of_an_infeasible_and_an_optimal_model(solver: solvers.SolverNa
     a = model.binary("a")
     model.add(a >= 2, "impossible")
     model.objective(a)
-    assert solvers.solve(model, Settings(solver, 5.0)).status == "Infeasible"
+    assert solvers.solve(model, Settings(solver, 5.0)).status == "infeasible"
     model, *_ = knapsack()
     outcome = solvers.solve(model, Settings(solver, 5.0))
-    assert (outcome.status, outcome.solution, outcome.killed) == ("Optimal", "optimal", False)
+    assert (outcome.status, outcome.solution, outcome.killed) == ("optimal", "optimal", False)
     assert model.objective_value() is not None and model.objective_value() > 0
     assert (model.variables, model.constraints) == (41, 1)
 
