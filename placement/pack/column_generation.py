@@ -1,6 +1,7 @@
 """Column generation for bin packing: the Gilmore–Gomory LP bound, its duals, and a diving heuristic.
 
-Works on item types (sizes in model units, demands) and one capacity; HiGHS solves the master LP.
+Works on item types (sizes in model units, demands) and one capacity; HiGHS solves the master LP
+(`placement.solvers.ColumnLp`).
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placement.plan.model import SolverError
-from placement.quiet import stdout_silenced
+from placement.solvers import ColumnLp
 
 # Reduced costs below this count as zero: HiGHS's dual feasibility tolerance is 1e-7.
 PRICE_EPS = 1e-9
@@ -79,26 +79,10 @@ class ColumnGeneration:
     """
 
     def __init__(self, sizes: Sequence[int], demand: Sequence[int], capacity: int) -> None:
-        import highspy
-
         self.sizes = list(sizes)
         self.demand = list(demand)
         self.capacity = capacity
-        with stdout_silenced():  # its banner, printed before any option can be set
-            self.highs = highspy.Highs()  # type: ignore[no-untyped-call]
-        self.highs.setOptionValue("output_flag", False)
-        self.highs.setOptionValue("threads", 1)
-        inf = highspy.kHighsInf
-        n = len(self.sizes)
-        self.highs.addRows(
-            n,
-            np.array(self.demand, dtype=np.float64),
-            np.full(n, inf),
-            0,
-            np.zeros(1, dtype=np.int32),
-            np.zeros(0, dtype=np.int32),
-            np.zeros(0, dtype=np.float64),
-        )
+        self.lp = ColumnLp(self.demand)
         self.columns: list[tuple[int, ...]] = []
         self._known: set[tuple[int, ...]] = set()
 
@@ -111,26 +95,22 @@ class ColumnGeneration:
         self.columns.append(key)
         index = np.array([t for t, a in enumerate(key) if a], dtype=np.int32)
         value = np.array([float(a) for a in key if a], dtype=np.float64)
-        self.highs.addCol(1.0, 0.0, 1e30, len(index), index, value)
+        self.lp.add_column(index, value)
         return True
 
     def set_demand(self, demand: Sequence[int]) -> None:
         """New demands (a dive's residual); the basis is kept for a warm start."""
-        import highspy
-
         self.demand = list(demand)
         for t, d in enumerate(self.demand):
-            self.highs.changeRowBounds(t, float(d), highspy.kHighsInf)
+            self.lp.set_lower(t, float(d))
 
     def solve_raised(self, demand: Sequence[float], *, deadline: float) -> MasterLp | None:
         """Solve with the rows' demands raised to `demand` (pricing keeps the integer bounds).
 
         Only for other dual vectors: any π ≥ 0 gives a valid bound (`DualBound`).
         """
-        import highspy
-
         for t, d in enumerate(demand):
-            self.highs.changeRowBounds(t, float(d), highspy.kHighsInf)
+            self.lp.set_lower(t, float(d))
         return self.solve(deadline=deadline)
 
     def solve(self, *, deadline: float, early: bool = False) -> MasterLp | None:
@@ -139,17 +119,11 @@ class ColumnGeneration:
         `early`: stop as soon as Farley's bound z/max(π·a) and the master's value z have the
         same ceiling — the LP's ceiling is then known, which is all a dive asks.
         """
-        import highspy
-
         while True:
-            # HiGHS answers kError without solving when its thread pool was started with
-            # another size (every HiGHS here asks for one thread); never read that as a bound.
-            if self.highs.run() == highspy.HighsStatus.kError:
-                raise SolverError("HiGHS refused to solve the column-generation master LP")
-            info = self.highs.getInfo()
-            solution = self.highs.getSolution()
-            value = float(info.objective_function_value)
-            duals = [max(0.0, d) for d in solution.row_dual[: len(self.sizes)]]
+            # SolverError, never a bound, when HiGHS refuses (`placement.solvers.ColumnLp`).
+            answer = self.lp.solve()
+            value = answer.value
+            duals = [max(0.0, d) for d in answer.row_duals[: len(self.sizes)]]
             best, counts = knapsack(duals, self.sizes, self.demand, self.capacity)
             converged = best <= 1.0 + PRICE_EPS
             settled = converged or (early and lp_bound(value / best) >= lp_bound(value))
@@ -159,7 +133,7 @@ class ColumnGeneration:
                     value,
                     tuple(duals),
                     tuple(self.columns),
-                    tuple(float(v) for v in solution.col_value),
+                    tuple(float(v) for v in answer.column_values),
                     converged or not settled,
                 )
             if time.perf_counter() > deadline:

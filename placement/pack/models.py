@@ -1,7 +1,7 @@
 """Integer programs for bin packing: Valério de Carvalho's arc-flow model, and an assignment model.
 
-`pack` calls `solve_bin_packing` only when the greedy answer exceeds the lower bound. This module
-and placement/plan/model.py are the only importers of pulp.
+`pack` calls `solve_bin_packing` only when the greedy answer exceeds the lower bound; the models
+are written against `placement.solvers`.
 """
 
 from __future__ import annotations
@@ -9,18 +9,27 @@ from __future__ import annotations
 import math
 import random
 import time
-import warnings
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import cached_property
+from typing import cast
 
-import pulp
+import numpy as np
 
-from placement.plan.model import KILL_GRACE_S, killed_at
-from placement.quiet import stdout_to_stderr
+from placement import solvers
+from placement.pack import column_generation as pack_cg
+from placement.solvers import (
+    SOLVERS,
+    Model,
+    Settings,
+    SolverName,
+    Var,
+    reduced_cost,
+    total,
+    value_of,
+)
 
-SOLVERS: tuple[str, ...] = ("cbc", "highs")
 MAX_ARCS = 2_000_000
 # Graphs of more arcs get the LP relaxation and reduced-cost fixing before the integer program.
 # Below it the whole integer program is proven in well under a second (u120, t60: ≤ 2,600 arcs)
@@ -60,59 +69,37 @@ class BinSolution:
     note: str | None = None
 
 
-def _solver(name: str, time_limit: float, *, presolve: bool = True, warm: bool = False) -> Any:
-    if name == "cbc":
-        with warnings.catch_warnings():
-            # PuLP 3.3 warns that the bundled CBC goes away in 4.0; pyproject pins pulp < 4.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            # presolve=False: on the arc-flow model CBC's presolve costs more than it saves
-            # (Hard28 BPP13, measured here: optimal in 39 s without it, none in 130 s with it).
-            return pulp.PULP_CBC_CMD(
-                msg=False,
-                timeLimit=time_limit,
-                presolve=None if presolve else False,
-                warmStart=warm,
-            )
-    if name == "highs":
-        return pulp.HiGHS(msg=False, timeLimit=time_limit, threads=1)
-    raise ValueError(f"unknown solver {name!r}; choose one of {', '.join(SOLVERS)}")
-
-
 def _run(
-    problem: pulp.LpProblem,
+    model: Model,
     solver: str,
     time_limit: float,
     *,
     presolve: bool = True,
-    warm: bool = False,
+    start: Sequence[tuple[Var, float]] = (),
 ) -> tuple[str, bool, bool]:
     """Solve; (status text, has an integer solution, proven optimal).
 
-    CBC is killed a second past `time_limit` (`placement.plan.model.killed_at`): it does not watch
-    its limit in the root LP of a large graph.
+    CBC is killed a second past `time_limit` (`placement.solvers.solve`): it does not watch its
+    limit in the root LP of a large graph. `start` is CBC's first incumbent.
     """
-    try:
-        with killed_at(time.monotonic() + time_limit + KILL_GRACE_S) as watch, stdout_to_stderr():
-            problem.solve(_solver(solver, time_limit, presolve=presolve, warm=warm))
-    except pulp.PulpSolverError:
-        if not watch.killed:
-            raise
-        return "time limit, no solution", False, False
-    sol = problem.sol_status
-    if problem.status == pulp.LpStatusInfeasible:
-        # CBC's "Integer infeasible" leaves sol_status at "no solution found": ask the status.
+    # presolve=False: on the arc-flow model CBC's presolve costs more than it saves
+    # (Hard28 BPP13, measured here: optimal in 39 s without it, none in 130 s with it).
+    settings = Settings(cast(SolverName, solver), time_limit, presolve=presolve)
+    outcome = solvers.solve(model, settings, start=start, stdout="stderr")
+    if outcome.status == "infeasible":
+        # CBC's "Integer infeasible" leaves the solution at "none found": ask the status.
         return "infeasible", False, False
-    if sol == pulp.LpSolutionOptimal:
+    if outcome.solution == "optimal":
         return "optimal", True, True
-    if sol == pulp.LpSolutionIntegerFeasible:
+    if outcome.solution == "feasible":
         return "time limit", True, False
-    if sol == pulp.LpSolutionInfeasible:
+    if outcome.solution == "infeasible":
         return "infeasible", False, False
     return "time limit, no solution", False, False
 
 
-def _value(var: Any) -> int:
-    value = var.value()
+def _value(var: Var) -> int:
+    value = value_of(var)
     return 0 if value is None else round(value)
 
 
@@ -211,31 +198,17 @@ FIX_SLACK = 1e-5
 
 def _arc_flow_lp(graph: Graph, capacity: int, solver: str, time_limit: float) -> _Relaxation | None:
     """The LP relaxation of the arc-flow model; None when it is not solved to optimality."""
-    problem, flow, slack, bins, loss, _, _ = _arc_flow_problem(graph, capacity, 0, None, relax=True)
-    try:
-        with killed_at(time.monotonic() + time_limit + KILL_GRACE_S) as watch, stdout_to_stderr():
-            if solver == "cbc":
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", DeprecationWarning)
-                    # Primal simplex: 4 s on Hard28 BPP13 where CBC's default dual simplex takes 12 s.
-                    problem.solve(
-                        pulp.PULP_CBC_CMD(
-                            msg=False, mip=False, timeLimit=time_limit, options=["primalS"]
-                        )
-                    )
-            else:
-                problem.solve(pulp.HiGHS(msg=False, mip=False, timeLimit=time_limit, threads=1))
-    except pulp.PulpSolverError:
-        if not watch.killed:
-            raise
-        return None
-    value = bins.value()
-    if problem.status != pulp.LpStatusOptimal or value is None:
+    arc_flow = _arc_flow_problem(graph, capacity, 0, None, relax=True)
+    # Primal simplex: 4 s on Hard28 BPP13 where CBC's default dual simplex takes 12 s.
+    settings = Settings(cast(SolverName, solver), time_limit, mip=False, primal_simplex=True)
+    outcome = solvers.solve(arc_flow.model, settings, stdout="stderr")
+    value = value_of(arc_flow.bins)
+    if outcome.status != "optimal" or value is None:
         return None
     return _Relaxation(
         float(value),
-        tuple(var.dj for var in flow),
-        {node: var.dj for node, var in zip(loss, slack, strict=True)},
+        tuple(reduced_cost(var) for var in arc_flow.flow),
+        {node: reduced_cost(var) for node, var in zip(arc_flow.loss, arc_flow.slack, strict=True)},
     )
 
 
@@ -256,6 +229,19 @@ def _fix_by_reduced_cost(
     return arcs, loss
 
 
+@dataclass(frozen=True)
+class _ArcFlow:
+    """The arc-flow model and our maps to its variables (solver names are never parsed)."""
+
+    model: Model
+    flow: list[Var]  # per item arc
+    slack: list[Var]  # per loss arc, by its tail node in `loss`
+    bins: Var  # z
+    loss: list[int]
+    source: int
+    item_arcs: list[tuple[int, int, int]]
+
+
 def _arc_flow_problem(
     graph: Graph,
     capacity: int,
@@ -264,11 +250,15 @@ def _arc_flow_problem(
     *,
     relax: bool = False,
     keep: tuple[frozenset[int], frozenset[int]] | None = None,
-) -> tuple[pulp.LpProblem, list[Any], list[Any], Any, list[int], int, list[tuple[int, int, int]]]:
-    """The arc-flow model: (problem, flow vars, loss vars, z, loss nodes, source, item arcs).
+) -> _ArcFlow:
+    """The arc-flow model over `graph` (Valério de Carvalho 1999) and our maps to its variables.
 
-    `keep` = (item-arc indices, loss-arc nodes) restricts it to those arcs (reduced-cost
-    fixing); the relaxation has no upper bounds on flows, so its reduced costs are all ≥ 0.
+    Variables: f_a ∈ {0..d_t} on each item arc a = (u, v, t); l_u ≥ 0 on the loss arc from
+    node u to the sink C; z ∈ [lower_bound, upper_bound] the bins.
+      min z  s.t.  (1) z leaves node 0, z reaches the sink, in = out at every other node;
+                   (2) Σ_{a of type t} f_a ≥ d_t for every item type t.
+    `relax`: continuous, and no upper bounds on flows, so the reduced costs are all ≥ 0.
+    `keep` = (item-arc indices, loss-arc nodes) restricts it to those arcs (reduced-cost fixing).
     """
     _, all_arcs, demand, label = graph
     item_arcs = all_arcs if keep is None else [all_arcs[k] for k in sorted(keep[0])]
@@ -278,19 +268,19 @@ def _arc_flow_problem(
     # that let every path end at `capacity` (unused room is loss).
     sink = capacity
     loss = [n for n in nodes if n != sink and (keep is None or n in keep[1])]
-    cat = "Continuous" if relax else "Integer"
-    problem = pulp.LpProblem("arc_flow", pulp.LpMinimize)
+    integer = not relax
+    model = Model("arc_flow")
     flow = [
-        problem.add_variable(f"f{k}", lowBound=0, upBound=None if relax else demand[t], cat=cat)
+        model.variable(f"f{k}", 0, None if relax else demand[t], integer=integer)
         for k, (_, _, t) in enumerate(item_arcs)
     ]
-    slack = [problem.add_variable(f"l{k}", lowBound=0, cat=cat) for k in range(len(loss))]
-    bins = problem.add_variable("z", lowBound=lower_bound, upBound=upper_bound, cat=cat)
+    slack = [model.variable(f"l{k}", 0, integer=integer) for k in range(len(loss))]
+    bins = model.variable("z", lower_bound, upper_bound, integer=integer)
 
     # Objective: the number of bins, which is the flow out of node 0.
-    problem += bins
-    out_arcs: dict[int, list[Any]] = defaultdict(list)
-    in_arcs: dict[int, list[Any]] = defaultdict(list)
+    model.objective(bins)
+    out_arcs: dict[int, list[Var]] = defaultdict(list)
+    in_arcs: dict[int, list[Var]] = defaultdict(list)
     for var, (tail, head, _) in zip(flow, item_arcs, strict=True):
         out_arcs[tail].append(var)
         in_arcs[head].append(var)
@@ -301,20 +291,20 @@ def _arc_flow_problem(
     # 1. Flow conservation: z leaves node 0, z reaches the sink, every other node balances.
     for node in nodes:
         if node == source:
-            problem += pulp.lpSum(out_arcs[node]) == bins
+            model.add(total(out_arcs[node]) == bins)
         elif node != sink:
-            problem += pulp.lpSum(in_arcs[node]) == pulp.lpSum(out_arcs[node])
+            model.add(total(in_arcs[node]) == total(out_arcs[node]))
     if sink != source:
-        problem += pulp.lpSum(in_arcs[sink]) == bins
+        model.add(total(in_arcs[sink]) == bins)
 
     # 2. Demand: each item size is carried by at least as many arcs as there are items of it
     #    (a surplus arc is an empty slot, dropped when bins are read back).
-    by_type: dict[int, list[Any]] = defaultdict(list)
+    by_type: dict[int, list[Var]] = defaultdict(list)
     for var, (_, _, t) in zip(flow, item_arcs, strict=True):
         by_type[t].append(var)
     for t, need in demand.items():
-        problem += pulp.lpSum(by_type[t]) >= need
-    return problem, flow, slack, bins, loss, source, item_arcs
+        model.add(total(by_type[t]) >= need)
+    return _ArcFlow(model, flow, slack, bins, loss, source, item_arcs)
 
 
 def _solve_arc_flow(
@@ -333,65 +323,68 @@ def _solve_arc_flow(
     `keep` restricts the model to those arcs (see `_arc_flow_problem`).
     """
     started = time.perf_counter()
-    types = graph[0]
-    sink = capacity
-    problem, flow, slack, bins, loss, source, item_arcs = _arc_flow_problem(
-        graph, capacity, lower_bound, upper_bound, keep=keep
-    )
-
+    arc_flow = _arc_flow_problem(graph, capacity, lower_bound, upper_bound, keep=keep)
     # 3. The known packing as CBC's first incumbent: its bin count is the upper bound already,
     #    but its flows give CBC's improvement heuristics a point to search around.
-    warm = False
-    start_flow = None
-    start_bins = 0 if start is None else len(start)
+    incumbent: list[tuple[Var, float]] = []
     if (
         start is not None
         and keep is None
         and solver == "cbc"
-        and lower_bound <= start_bins <= upper_bound
+        and lower_bound <= len(start) <= upper_bound
     ):
-        start_flow = start_flows(graph, capacity, start)
-    if start_flow is not None:
-        warm = True
-        loss_flow: dict[int, int] = defaultdict(int)
-        reached_in: dict[int, int] = defaultdict(int)
-        for k, (_, head, _) in enumerate(item_arcs):
-            reached_in[head] += start_flow[k]
-        for k, (tail, _, _) in enumerate(item_arcs):
-            reached_in[tail] -= start_flow[k]
-        # What flows into a node and does not leave it by an item arc leaves by its loss arc.
-        for node in loss:
-            loss_flow[node] = reached_in[node] + (start_bins if node == source else 0)
-        for var, value in zip(flow, start_flow, strict=True):
-            var.setInitialValue(value)
-        for var, node in zip(slack, loss, strict=True):
-            var.setInitialValue(loss_flow[node])
-        bins.setInitialValue(start_bins)
+        incumbent = _incumbent(graph, capacity, start, arc_flow)
     built = time.perf_counter()
 
-    status, found, proven = _run(problem, solver, time_limit, presolve=False, warm=warm)
+    status, found, proven = _run(
+        arc_flow.model, solver, time_limit, presolve=False, start=incumbent
+    )
     solved = time.perf_counter()
     if not found:
         return [], status, False, built - started, solved - built
+    return _read_bins(graph[0], capacity, arc_flow), status, proven, built - started, solved - built
 
-    # Read the bins back: walk 0 → sink along arcs with flow left, z times.
+
+def _incumbent(
+    graph: Graph, capacity: int, start: Sequence[Sequence[int]], arc_flow: _ArcFlow
+) -> list[tuple[Var, float]]:
+    """(variable, value) of a known packing's flows, loss flows and z; [] if it is no path."""
+    start_flow = start_flows(graph, capacity, start)
+    if start_flow is None:
+        return []
+    reached_in: dict[int, int] = defaultdict(int)
+    for k, (tail, head, _) in enumerate(arc_flow.item_arcs):
+        reached_in[head] += start_flow[k]
+        reached_in[tail] -= start_flow[k]
+    # What flows into a node and does not leave it by an item arc leaves by its loss arc.
+    values: list[tuple[Var, float]] = list(zip(arc_flow.flow, start_flow, strict=True))
+    values += [
+        (var, reached_in[node] + (len(start) if node == arc_flow.source else 0))
+        for var, node in zip(arc_flow.slack, arc_flow.loss, strict=True)
+    ]
+    values.append((arc_flow.bins, len(start)))
+    return values
+
+
+def _read_bins(types: list[int], sink: int, arc_flow: _ArcFlow) -> list[list[int]]:
+    """The bins of a solution as size patterns: walk 0 → sink along arcs with flow left, z times."""
     remaining: dict[int, list[tuple[int, int | None, int]]] = defaultdict(list)
-    for k, (tail, head, kind) in enumerate(item_arcs):
-        for _ in range(_value(flow[k])):
+    for k, (tail, head, kind) in enumerate(arc_flow.item_arcs):
+        for _ in range(_value(arc_flow.flow[k])):
             remaining[tail].append((head, kind, k))
-    for k, tail in enumerate(loss):
-        for _ in range(_value(slack[k])):
+    for k, tail in enumerate(arc_flow.loss):
+        for _ in range(_value(arc_flow.slack[k])):
             remaining[tail].append((sink, None, -1))
     patterns: list[list[int]] = []
-    for _ in range(_value(bins)):
-        node, pattern = source, []
+    for _ in range(_value(arc_flow.bins)):
+        node, pattern = arc_flow.source, []
         while node != sink and remaining[node]:
             head, item_type, _ = remaining[node].pop()
             if item_type is not None:
                 pattern.append(types[item_type])
             node = head
         patterns.append(pattern)
-    return patterns, status, proven, built - started, solved - built
+    return patterns
 
 
 def _assign_items(
@@ -437,59 +430,77 @@ def _solve_assignment(
     lower_bound: int,
     upper_bound: int,
 ) -> tuple[list[list[int]], str, bool, int, float, float]:
+    """The assignment model solved: (bins of item indices, status, proven, x count, build s, solve s)."""
+    started = time.perf_counter()
+    model, x = _assignment_model(units, capacity, groups, lower_bound, upper_bound)
+    built = time.perf_counter()
+    status, found, proven = _run(model, solver, time_limit)
+    solved = time.perf_counter()
+    bins: list[list[int]] = []
+    if found:
+        for b in range(upper_bound):
+            members = [i for i in range(len(units)) if (i, b) in x and _value(x[i, b]) == 1]
+            if members:
+                bins.append(members)
+    return bins, status, proven, len(x), built - started, solved - built
+
+
+def _assignment_model(
+    units: list[int],
+    capacity: int,
+    groups: Sequence[Hashable | None] | None,
+    lower_bound: int,
+    upper_bound: int,
+) -> tuple[Model, dict[tuple[int, int], Var]]:
     """Item-to-bin assignment with symmetry breaking, for graphs too big or group conflicts.
 
     Notation: items i sorted by decreasing size w_i (position p(i)), bins b < U (the greedy
     count), x[i,b] = item i in bin b, y[b] = bin b used. Symmetry breaking: number bins by
     their first item, so x[i,b] exists only for b ≤ p(i), and used bins come first.
+      min Σ_b y[b]  s.t.  (1) Σ_b x[i,b] = 1;  (2) Σ_i w_i·x[i,b] ≤ C·y[b];
+      (3) y[b] ≥ y[b+1] and Σ_b y[b] ≥ L;  (4) Σ_{i ∈ g} x[i,b] ≤ 1 for each group g.
     """
-    started = time.perf_counter()
     order = sorted(range(len(units)), key=lambda i: (-units[i], i))
     position = {item: p for p, item in enumerate(order)}
     nbins = upper_bound
-    problem = pulp.LpProblem("assignment", pulp.LpMinimize)
-    used = [problem.add_variable(f"y{b}", cat="Binary") for b in range(nbins)]
+    model = Model("assignment")
+    used = [model.binary(f"y{b}") for b in range(nbins)]
     x = {
-        (i, b): problem.add_variable(f"x{i}_{b}", cat="Binary")
+        (i, b): model.binary(f"x{i}_{b}")
         for i in range(len(units))
         for b in range(min(nbins, position[i] + 1))
     }
     # Objective: bins used.
-    problem += pulp.lpSum(used)
+    model.objective(total(used))
     # 1. Every item in exactly one bin.
     for i in range(len(units)):
-        problem += pulp.lpSum(x[i, b] for b in range(nbins) if (i, b) in x) == 1
+        model.add(total(x[i, b] for b in range(nbins) if (i, b) in x) == 1)
     # 2. A bin's load fits its capacity, and only a used bin has a load.
     for b in range(nbins):
-        problem += pulp.lpSum(units[i] * x[i, b] for i in range(len(units)) if (i, b) in x) <= (
-            capacity * used[b]
+        model.add(
+            total(units[i] * x[i, b] for i in range(len(units)) if (i, b) in x)
+            <= capacity * used[b]
         )
     # 3. Used bins come first, and there are at least the lower bound of them.
     for b in range(nbins - 1):
-        problem += used[b] >= used[b + 1]
-    problem += pulp.lpSum(used) >= lower_bound
+        model.add(used[b] >= used[b + 1])
+    model.add(total(used) >= lower_bound)
     # 4. Parts of one group (a multi-card seat) in different bins.
-    if groups is not None:
-        members: dict[Hashable, list[int]] = defaultdict(list)
-        for i, group in enumerate(groups):
-            if group is not None:
-                members[group].append(i)
-        for items in members.values():
-            if len(items) > 1:
-                for b in range(nbins):
-                    present = [x[i, b] for i in items if (i, b) in x]
-                    if len(present) > 1:
-                        problem += pulp.lpSum(present) <= 1
-    built = time.perf_counter()
-    status, found, proven = _run(problem, solver, time_limit)
-    solved = time.perf_counter()
-    bins: list[list[int]] = []
-    if found:
+    for items in _group_members(groups):
         for b in range(nbins):
-            members_b = [i for i in range(len(units)) if (i, b) in x and _value(x[i, b]) == 1]
-            if members_b:
-                bins.append(members_b)
-    return bins, status, proven, len(x), built - started, solved - built
+            present = [x[i, b] for i in items if (i, b) in x]
+            if len(present) > 1:
+                model.add(total(present) <= 1)
+    return model, x
+
+
+def _group_members(groups: Sequence[Hashable | None] | None) -> list[list[int]]:
+    """The items of each group that has more than one, in order of first appearance."""
+    members: dict[Hashable, list[int]] = defaultdict(list)
+    for i, group in enumerate(groups or ()):
+        if group is not None:
+            members[group].append(i)
+    return [items for items in members.values() if len(items) > 1]
 
 
 @dataclass(frozen=True)
@@ -500,6 +511,11 @@ class _ColumnsOutcome:
     proven: bool
     status: str
     lower_bound: int
+
+
+# One reduced-cost fixing test: the bound its duals give, and the reduced costs of the item
+# arcs and of the loss arcs (by node) under them.
+_FixingTest = tuple[pack_cg.DualBound, np.ndarray, dict[int, float]]
 
 
 def _columns_first(
@@ -527,12 +543,48 @@ def _columns_first(
        count below it having been proven impossible or below the bound.
     None when the LP is not solved in time (the caller goes on without it).
     """
-    import numpy as np
-
-    from placement.pack import column_generation as pack_cg
-
-    types, item_arcs, demand_map, label = graph
+    types, item_arcs, demand_map, _ = graph
     demand = [demand_map[t] for t in range(len(types))]
+    # 1. The LP bound.
+    cg, root = pack_cg.root_lp(types, demand, cap, deadline=deadline, start=_seeds(types, start))
+    if root is None:
+        return None
+    target = max(lower, pack_cg.dual_bound(types, demand, cap, root.duals).bins)
+    if target >= upper:
+        return _ColumnsOutcome(None, True, "LP bound met", upper)
+    # 2. The fixing tests, then the arcs a packing of `target` bins may use.
+    tests = _fixing_tests(cg, graph, cap, root.duals, deadline)
+    keep = _kept(tests, target, len(item_arcs))
+    # 3. The first dive; where many arcs are left the program would search long, so dive
+    #    more, at random, first.
+    for seed in (None, len(types) + cap) if len(keep[0]) > DIVE_ABOVE_ARCS else (None,):
+        now = time.perf_counter()
+        found = pack_cg.dive(
+            cg, demand, target, deadline=now + DIVE_SHARE * (deadline - now), seed=seed
+        )
+        if found and len(found) <= target:
+            patterns = [pack_cg.pattern_sizes(p, types) for p in found]
+            return _ColumnsOutcome(patterns, True, "optimal", len(found))
+    # 4. The boxed arc-flow programs.
+    while target < upper:
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            return _ColumnsOutcome(list(map(list, start)), False, "time limit", target)
+        patterns, status, _, _, _ = _solve_arc_flow(
+            graph, cap, solver, remaining, target, target, None, keep
+        )
+        if status == "infeasible":
+            target += 1
+            keep = _kept(tests, target, len(item_arcs))
+            continue
+        if patterns:
+            return _ColumnsOutcome(patterns, True, "optimal", target)
+        return _ColumnsOutcome(list(map(list, start)), False, status, target)
+    return _ColumnsOutcome(None, True, "optimal", upper)
+
+
+def _seeds(types: list[int], start: Sequence[Sequence[int]]) -> list[list[int]]:
+    """The known packing's bins (size patterns) as columns: copies of each type."""
     type_of = {w: t for t, w in enumerate(types)}
     seeds = []
     for pattern in start:
@@ -540,22 +592,30 @@ def _columns_first(
         for w in pattern:
             counts[type_of[w]] += 1
         seeds.append(counts)
-    cg, root = pack_cg.root_lp(types, demand, cap, deadline=deadline, start=seeds)
-    if root is None:
-        return None
-    bound = pack_cg.dual_bound(types, demand, cap, root.duals)
-    target = max(lower, bound.bins)
-    if target >= upper:
-        return _ColumnsOutcome(None, True, "LP bound met", upper)
+    return seeds
 
-    tests = []
+
+def _fixing_tests(
+    cg: pack_cg.ColumnGeneration,
+    graph: Graph,
+    cap: int,
+    root_duals: Sequence[float],
+    deadline: float,
+) -> list[_FixingTest]:
+    """The root LP's fixing test, then one per LP with demands raised by up to RAISE each.
+
+    Up to FIXING_DUALS tests, within FIXING_SHARE of the time left (seeded, so a run repeats).
+    """
+    types, item_arcs, demand_map, label = graph
+    demand = [demand_map[t] for t in range(len(types))]
     rng = random.Random(len(types) * 1_000_003 + cap)
     fixing_deadline = min(
         deadline, time.perf_counter() + FIXING_SHARE * (deadline - time.perf_counter())
     )
+    tests: list[_FixingTest] = []
     for k in range(FIXING_DUALS):
         if k == 0:
-            duals: Sequence[float] = root.duals
+            duals: Sequence[float] = root_duals
         else:
             lp = cg.solve_raised(
                 [d + rng.uniform(0.0, RAISE) for d in demand], deadline=fixing_deadline
@@ -569,43 +629,64 @@ def _columns_first(
         tests.append((pack_cg.dual_bound(types, demand, cap, duals), costs, loss_costs))
         if time.perf_counter() > fixing_deadline:
             break
+    return tests
 
-    def kept(target: int) -> tuple[frozenset[int], frozenset[int]]:
-        arcs = np.ones(len(item_arcs), dtype=bool)
-        nodes: set[int] | None = None
-        for test, costs, loss_costs in tests:
-            room = test.room(target) + FIX_SLACK
-            arcs &= costs <= room
-            keep_nodes = {n for n, cost in loss_costs.items() if cost <= room}
-            nodes = keep_nodes if nodes is None else nodes & keep_nodes
-        return frozenset(int(k) for k in np.nonzero(arcs)[0]), frozenset(nodes or ())
 
-    keep = kept(target)
-    # The first dive; where many arcs are left the program would search long, so dive more,
-    # at random, first.
-    for seed in (None, len(types) + cap) if len(keep[0]) > DIVE_ABOVE_ARCS else (None,):
-        now = time.perf_counter()
-        found = pack_cg.dive(
-            cg, demand, target, deadline=now + DIVE_SHARE * (deadline - now), seed=seed
+def _kept(
+    tests: Sequence[_FixingTest], target: int, arcs: int
+) -> tuple[frozenset[int], frozenset[int]]:
+    """The item arcs and loss nodes every test keeps for a packing of `target` bins."""
+    kept = np.ones(arcs, dtype=bool)
+    nodes: set[int] | None = None
+    for test, costs, loss_costs in tests:
+        room = test.room(target) + FIX_SLACK
+        kept &= costs <= room
+        keep_nodes = {n for n, cost in loss_costs.items() if cost <= room}
+        nodes = keep_nodes if nodes is None else nodes & keep_nodes
+    return frozenset(int(k) for k in np.nonzero(kept)[0]), frozenset(nodes or ())
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One instance in model units, and what every path through `solve_bin_packing` shares."""
+
+    units: list[int]
+    cap: int
+    unit: int  # bytes per model unit
+    groups: Sequence[Hashable | None] | None
+    solver: str
+    time_limit: float
+    started: float  # time.perf_counter() when the solve began
+    lower: int
+    upper: int
+    start: Sequence[Sequence[int]] | None  # the known packing: bins of item indices
+
+    @cached_property
+    def patterns(self) -> list[list[int]] | None:
+        """The known packing as size patterns, in model units."""
+        return None if self.start is None else [[self.units[i] for i in b] for b in self.start]
+
+    def elapsed(self) -> float:
+        """Seconds since the solve began."""
+        return time.perf_counter() - self.started
+
+    def known(
+        self, proven: bool, status: str, arcs: int, build_s: float, bound: int
+    ) -> BinSolution:
+        """The known packing as the answer (`build_s` of the time spent building)."""
+        assert self.start is not None
+        bins = tuple(tuple(b) for b in self.start)
+        return BinSolution(
+            bins,
+            proven,
+            "arc-flow",
+            status,
+            self.unit,
+            arcs,
+            build_s,
+            self.elapsed() - build_s,
+            bound,
         )
-        if found and len(found) <= target:
-            patterns = [pack_cg.pattern_sizes(p, types) for p in found]
-            return _ColumnsOutcome(patterns, True, "optimal", len(found))
-    while target < upper:
-        remaining = deadline - time.perf_counter()
-        if remaining <= 0:
-            return _ColumnsOutcome(list(map(list, start)), False, "time limit", target)
-        patterns, status, _, _, _ = _solve_arc_flow(
-            graph, cap, solver, remaining, target, target, None, keep
-        )
-        if status == "infeasible":
-            target += 1
-            keep = kept(target)
-            continue
-        if patterns:
-            return _ColumnsOutcome(patterns, True, "optimal", target)
-        return _ColumnsOutcome(list(map(list, start)), False, status, target)
-    return _ColumnsOutcome(None, True, "optimal", upper)
 
 
 def solve_bin_packing(
@@ -631,8 +712,10 @@ def solve_bin_packing(
     and `start` that packing (bins of item indices), CBC's first incumbent.
 
     The arc-flow integer program runs first, its objective boxed between the bound and the
-    best packing known; the assignment model only when the graph has more than `max_arcs`
-    arcs or the arc-flow packing cannot honour the groups.
+    best packing known; on graphs of more than `lp_first_arcs` arcs the column-generation
+    path (`_columns_first`) or the LP relaxation comes before it. The assignment model only
+    when the graph has more than `max_arcs` arcs or the arc-flow packing cannot honour the
+    groups.
     """
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
@@ -642,134 +725,114 @@ def solve_bin_packing(
         raise ValueError("every size must be in (0, capacity]")
     unit = math.gcd(*sizes)
     units = [w // unit for w in sizes]
-    cap = capacity // unit
     upper = upper_bound if upper_bound is not None else len(sizes)
     lower = max(0, min(lower_bound, upper))
-
     started = time.perf_counter()
-    graph = arc_flow_graph(units, cap, max_arcs)
-    note: str | None = None
-    if graph is not None:
-        arcs = len(graph[1])
-        graph_seconds = time.perf_counter() - started
-        patterns_in = None if start is None else [[units[i] for i in b] for b in start]
-        keep: tuple[frozenset[int], frozenset[int]] | None = None
-        mip_lower, mip_upper = lower, upper
-        if (
-            start is not None
-            and upper > lower
-            and arcs > lp_first_arcs
-            and cap <= max_pricing_units
-            and (len(graph[0]) + 1) * (cap + 1) <= MAX_TABLE_CELLS
-            and patterns_in is not None
-        ):
-            found = _columns_first(
-                graph, cap, solver, started + time_limit, lower, upper, patterns_in
-            )
-            if found is not None:
-                # No patterns: every count below the known packing's is proven impossible.
-                bins = (
-                    [list(b) for b in start]
-                    if found.patterns is None
-                    else _assign_items(found.patterns, units, groups)
-                )
-                if bins is not None:
-                    return BinSolution(
-                        tuple(tuple(b) for b in bins),
-                        found.proven,
-                        "arc-flow",
-                        found.status,
-                        unit,
-                        arcs,
-                        graph_seconds,
-                        time.perf_counter() - started - graph_seconds,
-                        len(bins) if found.proven else found.lower_bound,
-                    )
-                time_limit = max(1.0, time_limit - (time.perf_counter() - started))
-                note = "the packing found put two parts of a multi-card seat on one card; re-solved by assignment"
-                return _assignment_solution(
-                    units, cap, groups, solver, time_limit, found.lower_bound, upper, note, unit
-                )
-        if start is not None and upper > lower and arcs > lp_first_arcs:
-            # The LP relaxation first: ceil(LP) is a bound (often above L2), and reduced-cost
-            # fixing keeps only the arcs a packing of at most upper − 1 bins can use, a far
-            # smaller integer program that either finds such a packing or proves none exists.
-            relaxation = _arc_flow_lp(graph, cap, solver, time_limit)
-            if relaxation is not None:
-                lp_bound = max(lower, math.ceil(relaxation.value - FIX_SLACK))
-                if lp_bound >= upper:
-                    return BinSolution(
-                        tuple(tuple(b) for b in start),
-                        True,
-                        "arc-flow",
-                        "LP bound met",
-                        unit,
-                        arcs,
-                        graph_seconds,
-                        time.perf_counter() - started - graph_seconds,
-                        upper,
-                    )
-                keep = _fix_by_reduced_cost(relaxation, upper - 1)
-                mip_lower, mip_upper = lp_bound, upper - 1
-        remaining_s = time_limit - (time.perf_counter() - started)
-        if remaining_s <= 0:
-            return None
-        patterns, status, proven, build_s, solve_s = _solve_arc_flow(
-            graph, cap, solver, remaining_s, mip_lower, mip_upper, patterns_in, keep
-        )
-        if keep is not None and status == "infeasible":
-            # No packing of upper − 1 bins uses only the kept arcs, and no other can: the known
-            # packing is optimal.
-            assert start is not None
-            return BinSolution(
-                tuple(tuple(b) for b in start),
-                True,
-                "arc-flow",
-                "optimal",
-                unit,
-                arcs,
-                graph_seconds + build_s,
-                time.perf_counter() - started - graph_seconds - build_s,
-                upper,
-            )
-        if not patterns:
-            return None
-        bins = _assign_items(patterns, units, groups)
-        if bins is not None:
-            return BinSolution(
-                tuple(tuple(b) for b in bins),
-                proven,
-                "arc-flow",
-                status,
-                unit,
-                arcs,
-                graph_seconds + build_s,
-                solve_s,
-                len(bins) if proven else mip_lower,
-            )
-        note = "the arc-flow packing put two parts of a multi-card seat on one card; re-solved by assignment"
-        time_limit = max(1.0, time_limit - (time.perf_counter() - started))
-    else:
-        note = f"arc-flow graph over {max_arcs:,} arcs; solved by the assignment model instead"
+    job = _Job(
+        units, capacity // unit, unit, groups, solver, time_limit, started, lower, upper, start
+    )
+    graph = arc_flow_graph(units, job.cap, max_arcs)
+    if graph is None:
         if len(units) * min(upper, len(units)) > 2 * MAX_ASSIGNMENT_VARS:
             return None
-    return _assignment_solution(units, cap, groups, solver, time_limit, lower, upper, note, unit)
+        note = f"arc-flow graph over {max_arcs:,} arcs; solved by the assignment model instead"
+        return _assignment_solution(job, time_limit, lower, note)
+    graph_seconds = time.perf_counter() - started
+    if (
+        job.patterns is not None
+        and upper > lower
+        and len(graph[1]) > lp_first_arcs
+        and job.cap <= max_pricing_units
+        and (len(graph[0]) + 1) * (job.cap + 1) <= MAX_TABLE_CELLS
+    ):
+        found = _columns_first(
+            graph, job.cap, solver, started + time_limit, lower, upper, job.patterns
+        )
+        if found is not None:
+            return _columns_solution(job, found, len(graph[1]), graph_seconds)
+    return _arc_flow_solution(job, graph, graph_seconds, lp_first_arcs)
+
+
+def _columns_solution(
+    job: _Job, found: _ColumnsOutcome, arcs: int, graph_seconds: float
+) -> BinSolution | None:
+    """The column-generation path's answer; no patterns: the known packing, proven optimal."""
+    assert job.start is not None
+    if found.patterns is None:
+        bins: list[list[int]] | None = [list(b) for b in job.start]
+    else:
+        bins = _assign_items(found.patterns, job.units, job.groups)
+    if bins is None:
+        note = "the packing found put two parts of a multi-card seat on one card; re-solved by assignment"
+        return _assignment_solution(
+            job, max(1.0, job.time_limit - job.elapsed()), found.lower_bound, note
+        )
+    return BinSolution(
+        tuple(tuple(b) for b in bins),
+        found.proven,
+        "arc-flow",
+        found.status,
+        job.unit,
+        arcs,
+        graph_seconds,
+        job.elapsed() - graph_seconds,
+        len(bins) if found.proven else found.lower_bound,
+    )
+
+
+def _arc_flow_solution(
+    job: _Job, graph: Graph, graph_seconds: float, lp_first_arcs: int
+) -> BinSolution | None:
+    """The arc-flow program, on large graphs after its LP relaxation and reduced-cost fixing."""
+    arcs = len(graph[1])
+    keep: tuple[frozenset[int], frozenset[int]] | None = None
+    mip_lower, mip_upper = job.lower, job.upper
+    if job.start is not None and job.upper > job.lower and arcs > lp_first_arcs:
+        # The LP relaxation first: ceil(LP) is a bound (often above L2), and reduced-cost
+        # fixing keeps only the arcs a packing of at most upper − 1 bins can use, a far
+        # smaller integer program that either finds such a packing or proves none exists.
+        relaxation = _arc_flow_lp(graph, job.cap, job.solver, job.time_limit)
+        if relaxation is not None:
+            lp_bound = max(job.lower, math.ceil(relaxation.value - FIX_SLACK))
+            if lp_bound >= job.upper:
+                return job.known(True, "LP bound met", arcs, graph_seconds, job.upper)
+            keep = _fix_by_reduced_cost(relaxation, job.upper - 1)
+            mip_lower, mip_upper = lp_bound, job.upper - 1
+    remaining_s = job.time_limit - job.elapsed()
+    if remaining_s <= 0:
+        return None
+    patterns, status, proven, build_s, solve_s = _solve_arc_flow(
+        graph, job.cap, job.solver, remaining_s, mip_lower, mip_upper, job.patterns, keep
+    )
+    if keep is not None and status == "infeasible":
+        # No packing of upper − 1 bins uses only the kept arcs, and no other can: the known
+        # packing is optimal.
+        return job.known(True, "optimal", arcs, graph_seconds + build_s, job.upper)
+    if not patterns:
+        return None
+    bins = _assign_items(patterns, job.units, job.groups)
+    if bins is None:
+        note = "the arc-flow packing put two parts of a multi-card seat on one card; re-solved by assignment"
+        return _assignment_solution(job, max(1.0, job.time_limit - job.elapsed()), job.lower, note)
+    return BinSolution(
+        tuple(tuple(b) for b in bins),
+        proven,
+        "arc-flow",
+        status,
+        job.unit,
+        arcs,
+        graph_seconds + build_s,
+        solve_s,
+        len(bins) if proven else mip_lower,
+    )
 
 
 def _assignment_solution(
-    units: list[int],
-    cap: int,
-    groups: Sequence[Hashable | None] | None,
-    solver: str,
-    time_limit: float,
-    lower: int,
-    upper: int,
-    note: str | None,
-    unit: int = 1,
+    job: _Job, time_limit: float, lower: int, note: str | None
 ) -> BinSolution | None:
     """The assignment model's answer as a BinSolution (None when it found no packing)."""
     bins_a, status, proven, nvars, build_s, solve_s = _solve_assignment(
-        units, cap, groups, solver, time_limit, lower, upper
+        job.units, job.cap, job.groups, job.solver, time_limit, lower, job.upper
     )
     if not bins_a:
         return None
@@ -778,7 +841,7 @@ def _assignment_solution(
         proven,
         "assignment",
         status,
-        unit,
+        job.unit,
         nvars,
         build_s,
         solve_s,

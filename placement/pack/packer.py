@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from placement.fit.engines import gate_rule, is_vllm, need_bytes, util_decimal
@@ -165,21 +165,14 @@ def pack_items(
     time_limit: float = DEFAULT_TIME_LIMIT,
     seats: int | None = None,
 ) -> PackResult:
-    """Pack per-card items onto the fewest cards; see `pack_seats`."""
+    """Pack per-card items onto the fewest cards; see `pack_seats`.
+
+    Whole-card items take a card each; the rest are packed by first-fit-decreasing, and by
+    the integer program only when that count exceeds the L2 bound.
+    """
     started = time.perf_counter()
     room = card_bytes - margin_bytes
-    too_large = [item for item in items if item.need_bytes > room]
-    if too_large:
-        named = sorted({(i.seat, i.need_bytes) for i in too_large})
-        raise SeatTooLargeError(
-            "no number of cards holds "
-            + "; ".join(
-                f"{seat}: needs {format_bytes(need)} ({need} B) on a card, a card has room for "
-                f"{format_bytes(room)} ({card_bytes} B less {format_bytes(margin_bytes)} margin), "
-                f"{format_bytes(need - room)} short"
-                for seat, need in named
-            )
-        )
+    _refuse_too_large(items, card_bytes, margin_bytes)
     whole = [item for item in items if item.whole_card]
     shared = [item for item in items if not item.whole_card]
     sizes = [item.need_bytes for item in shared]
@@ -188,49 +181,106 @@ def pack_items(
     # L2 ignores that parts of one seat need different cards: it bounds a relaxation of the
     # problem, so it is still a proven bound.
     bound = l2_bound(sizes, room) if sizes else 0
-    bins: Sequence[Sequence[int]] = greedy
-    method, used_solver, status = "first-fit-decreasing", None, "bound met"
-    notes: list[str] = []
-    proven = len(greedy) == bound
-    if not proven:
-        from placement.pack.models import solve_bin_packing
+    answer = _Answer(greedy, bound, len(greedy) == bound, "first-fit-decreasing", None, "bound met")
+    if not answer.proven:
+        answer = _solved(answer, sizes, room, groups, solver, time_limit)
+    return PackResult(
+        card_bytes=card_bytes,
+        margin_bytes=margin_bytes,
+        cards=_cards(whole, shared, answer.bins, room),
+        lower_bound=len(whole) + answer.bound,
+        optimal=answer.proven,
+        method=answer.method,
+        solver=answer.solver,
+        status=answer.status,
+        greedy_cards=len(whole) + len(greedy),
+        seconds=time.perf_counter() - started,
+        seats=seats if seats is not None else len({item.seat for item in items}),
+        notes=answer.notes,
+    )
 
-        solution = solve_bin_packing(
-            sizes,
-            room,
-            groups=groups,
-            solver=solver,
-            time_limit=time_limit,
-            lower_bound=bound,
-            upper_bound=len(greedy),
-            start=greedy,
+
+def _refuse_too_large(items: Sequence[PackItem], card_bytes: int, margin_bytes: int) -> None:
+    """SeatTooLargeError naming every seat whose need passes one card's room."""
+    room = card_bytes - margin_bytes
+    too_large = [item for item in items if item.need_bytes > room]
+    if not too_large:
+        return
+    named = sorted({(i.seat, i.need_bytes) for i in too_large})
+    raise SeatTooLargeError(
+        "no number of cards holds "
+        + "; ".join(
+            f"{seat}: needs {format_bytes(need)} ({need} B) on a card, a card has room for "
+            f"{format_bytes(room)} ({card_bytes} B less {format_bytes(margin_bytes)} margin), "
+            f"{format_bytes(need - room)} short"
+            for seat, need in named
         )
-        used_solver = solver
-        if solution is None:
-            status = "time limit, no solution"
-            notes.append(
-                f"the solver found no packing within {time_limit:g} s (or the model was too large "
-                "to start): first-fit-decreasing's answer is shown, not proven optimal"
-            )
-        elif not is_valid_packing(solution.bins, sizes, room, groups):
-            # The verifier decides, not the solver: an invalid answer is never shown.
-            status = "solver answer invalid"
-            notes.append(f"the {solver} answer failed re-verification; first-fit-decreasing shown")
-        else:
-            status = solution.status
-            if solution.note:
-                notes.append(solution.note)
-            if len(solution.bins) <= len(greedy):
-                bins, method = solution.bins, solution.model
-            proven = solution.proven or len(bins) == bound
-            if proven and not solution.proven:
-                status = "bound met"
-            bound = max(bound, solution.lower_bound)
-            if not proven:
-                notes.append(
-                    f"time limit of {time_limit:g} s reached: best answer found is shown; "
-                    f"between {bound} and {len(bins)} cards"
-                )
+    )
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """The shared items' packing so far: bins of item indices, the bound, and how it was reached."""
+
+    bins: Sequence[Sequence[int]]
+    bound: int
+    proven: bool
+    method: str
+    solver: str | None
+    status: str
+    notes: tuple[str, ...] = ()
+
+
+def _solved(
+    greedy: _Answer,
+    sizes: list[int],
+    room: int,
+    groups: list[str],
+    solver: str,
+    time_limit: float,
+) -> _Answer:
+    """The integer program's answer where it is valid and no worse; else the greedy one, said so."""
+    from placement.pack.models import solve_bin_packing
+
+    solution = solve_bin_packing(
+        sizes,
+        room,
+        groups=groups,
+        solver=solver,
+        time_limit=time_limit,
+        lower_bound=greedy.bound,
+        upper_bound=len(greedy.bins),
+        start=greedy.bins,
+    )
+    if solution is None:
+        note = (
+            f"the solver found no packing within {time_limit:g} s (or the model was too large "
+            "to start): first-fit-decreasing's answer is shown, not proven optimal"
+        )
+        return replace(greedy, solver=solver, status="time limit, no solution", notes=(note,))
+    if not is_valid_packing(solution.bins, sizes, room, groups):
+        # The verifier decides, not the solver: an invalid answer is never shown.
+        note = f"the {solver} answer failed re-verification; first-fit-decreasing shown"
+        return replace(greedy, solver=solver, status="solver answer invalid", notes=(note,))
+    notes = [solution.note] if solution.note else []
+    bins, method = greedy.bins, greedy.method
+    if len(solution.bins) <= len(greedy.bins):
+        bins, method = solution.bins, solution.model
+    proven = solution.proven or len(bins) == greedy.bound
+    status = "bound met" if proven and not solution.proven else solution.status
+    bound = max(greedy.bound, solution.lower_bound)
+    if not proven:
+        notes.append(
+            f"time limit of {time_limit:g} s reached: best answer found is shown; "
+            f"between {bound} and {len(bins)} cards"
+        )
+    return _Answer(bins, bound, proven, method, solver, status, tuple(notes))
+
+
+def _cards(
+    whole: list[PackItem], shared: list[PackItem], bins: Sequence[Sequence[int]], room: int
+) -> tuple[PackCard, ...]:
+    """Whole-card items first (largest first), then the bins, fullest first."""
     cards: list[PackCard] = []
     for item in sorted(whole, key=lambda i: (-i.need_bytes, i.seat)):
         cards.append(
@@ -238,22 +288,12 @@ def pack_items(
                 len(cards), (item.seat,), item.need_bytes, room - item.need_bytes, item.why_whole
             )
         )
+    sizes = [item.need_bytes for item in shared]
     ordered = sorted(bins, key=lambda b: -sum(sizes[i] for i in b))
     for members in ordered:
         load = sum(sizes[i] for i in members)
-        names = tuple(shared[i].seat for i in sorted(members, key=lambda i: (-sizes[i], groups[i])))
+        names = tuple(
+            shared[i].seat for i in sorted(members, key=lambda i: (-sizes[i], shared[i].seat))
+        )
         cards.append(PackCard(len(cards), names, load, room - load))
-    return PackResult(
-        card_bytes=card_bytes,
-        margin_bytes=margin_bytes,
-        cards=tuple(cards),
-        lower_bound=len(whole) + bound,
-        optimal=proven,
-        method=method,
-        solver=used_solver,
-        status=status,
-        greedy_cards=len(whole) + len(greedy),
-        seconds=time.perf_counter() - started,
-        seats=seats if seats is not None else len({item.seat for item in items}),
-        notes=tuple(notes),
-    )
+    return tuple(cards)

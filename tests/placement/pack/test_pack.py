@@ -208,9 +208,9 @@ def test_solver_proves_first_fit_optimal_when_the_bound_is_one_short() -> None:
 def test_cbc_killed_at_its_deadline_leaves_first_fit_decreasing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import placement.pack.models as pack_model
+    import placement.solvers
 
-    monkeypatch.setattr(pack_model, "KILL_GRACE_S", -60.0)  # the deadline has passed at the start
+    monkeypatch.setattr(placement.solvers, "KILL_GRACE_S", -60.0)  # the deadline has passed
     sizes = [4, 4, 3, 3, 3, 3]  # first-fit-decreasing: 3 cards, optimum 2
     items = [PackItem(f"s{i}", w, False) for i, w in enumerate(sizes)]
     result = pack_items(items, 10, 0, solver="cbc", time_limit=10)
