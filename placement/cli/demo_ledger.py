@@ -57,11 +57,11 @@ def _parse_end(text: str) -> datetime:
 
 def run(args: argparse.Namespace) -> int:
     """Generate the demo week into a temporary file, then move it over --out."""
+    from inventory.ledger.queries import ledger_digest
     from inventory.ledger.store import open_ledger
     from inventory.snapshot import format_utc, load_snapshot
     from placement.report.demo import (
         DEMO_DRIFT_BYTES,
-        ledger_digest,
         mark_demo,
         plan_story,
         record_demo_checks,
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     _remove(temporary)
     try:
         with open_ledger(temporary) as ledger:
-            kept = write_demo(ledger.connection, catalogue, base, story, seed=args.seed)
+            kept = write_demo(ledger, catalogue, base, story, seed=args.seed)
             checks = record_demo_checks(ledger, catalogue, story, kept)
             mark_demo(
                 ledger,
@@ -101,8 +101,7 @@ def run(args: argparse.Namespace) -> int:
             )
             digest = ledger_digest(ledger.connection)
             # Fold the WAL into the file so a single rename moves the whole ledger.
-            ledger.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            ledger.connection.execute("PRAGMA journal_mode = DELETE")
+            ledger.fold_wal()
         _remove(target)
         temporary.replace(target)
     finally:

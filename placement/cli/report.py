@@ -24,7 +24,7 @@ from placement.cli.sources import (
 from seats.errors import BadInputError, CannotDecideError
 
 if TYPE_CHECKING:
-    from placement.report.figures import ChartSeries, DriftThreshold, Report, Window
+    from placement.report.rows import ChartSeries, DriftThreshold, Report, Window
     from seats.model import Catalogue
 
 HELP = "the weekly capacity report from the ledger (Markdown, HTML with charts, or JSON)"
@@ -93,7 +93,7 @@ def _parse_until(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Build the report and write or print it; exit 0."""
-    from placement.report.figures import parse_threshold, parse_week
+    from placement.report.rows import parse_threshold, parse_week
 
     catalogue = load_catalogue_argument(args)
     threshold = parse_threshold(args.drift_threshold)
@@ -123,9 +123,11 @@ def _build_and_emit(
     now: datetime,
     drawer: _Drawer | None,
 ) -> int:
+    from inventory.ledger.report_queries import ledger_span, newest_per_host
     from inventory.ledger.store import open_ledger
     from placement.report.demo import demo_note
-    from placement.report.figures import build_report, ledger_span, verifier_probe, window_since
+    from placement.report.figures import build_report, verifier_probe
+    from placement.report.rows import window_since
 
     with open_ledger(args.ledger, readonly=True) as ledger:
         conn = ledger.connection
@@ -135,11 +137,7 @@ def _build_and_emit(
         window = week or window_since(
             args.since or timedelta(days=7), until if until is not None else span[1]
         )
-        newest = conn.execute(
-            "SELECT host, MAX(taken_at_s) FROM snapshots WHERE taken_at_s >= ? AND taken_at_s < ? "
-            "GROUP BY host ORDER BY host",
-            (window.start_s, window.end_s),
-        ).fetchall()
+        newest = newest_per_host(conn, window.start_s, window.end_s)
         if not newest:
             first = datetime.fromtimestamp(span[0], UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             last = datetime.fromtimestamp(span[1], UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from datetime import UTC
 from typing import Any
 
-from placement.report.figures import ChartSeries
+from placement.report.rows import ChartSeries
 from seats.units import GiB
 
 # tab20 without its greys, strong shades first: seats get them in name order.

@@ -13,7 +13,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from placement.report.figures import LOOKBACK_DAYS, PERCENTILE_DEFINITION, ChartSeries, Report
+from placement.report.rows import LOOKBACK_DAYS, PERCENTILE_DEFINITION, ChartSeries, Report
 from seats.units import format_bytes
 
 # --- blocks -----------------------------------------------------------------------------

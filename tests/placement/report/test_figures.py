@@ -9,22 +9,20 @@ from typing import Any
 
 import pytest
 
+from inventory.ledger.report_queries import percentiles
 from inventory.ledger.store import open_ledger
 from inventory.snapshot import Card, Process, Snapshot
 from placement.fit.verify import judge
-from placement.report.figures import (
+from placement.report.figures import build_report, largest_fit, verifier_probe
+from placement.report.render import blocks, to_html, to_markdown
+from placement.report.rows import (
     DriftThreshold,
     Report,
     Window,
-    build_report,
-    largest_fit,
     parse_threshold,
     parse_week,
-    percentiles,
-    verifier_probe,
     window_since,
 )
-from placement.report.render import blocks, to_html, to_markdown
 from seats.errors import BadInputError, CannotDecideError
 from seats.loader import parse_catalogue
 from seats.model import Catalogue, Seat
