@@ -16,6 +16,7 @@ from placement.report.rows import (
     DecisionRow,
     LoraRow,
     MissingSeat,
+    Report,
     ReserveRow,
     SeatRow,
 )
@@ -53,30 +54,20 @@ class HostFacts:
 
 
 def host_facts(
-    host: str,
-    catalogue: Catalogue,
-    fits: Sequence[CardFit],
-    *,
-    cards: Sequence[CardRow],
-    seats: Sequence[SeatRow],
-    missing: Sequence[MissingSeat],
-    absent_now: Sequence[tuple[str, str, int]],
-    reserves: Sequence[ReserveRow],
-    decisions: Sequence[DecisionRow],
-    loras: Sequence[LoraRow],
+    report: Report, host: str, catalogue: Catalogue, fits: Sequence[CardFit]
 ) -> HostFacts:
-    """The report's rows of `host` only (every list is the whole report's)."""
+    """The report's rows of `host` only, and its largest fits now."""
     return HostFacts(
         host=host,
         catalogue=catalogue,
         fits=tuple(fits),
-        cards=tuple(c for c in cards if c.host == host),
-        seats=tuple(s for s in seats if s.host == host),
-        missing=tuple(m for m in missing if m.host == host),
-        absent_now=tuple((seat, card) for seat, on, card in absent_now if on == host),
-        reserves=tuple(r for r in reserves if r.host == host),
-        decisions=tuple(d for d in decisions if d.host == host),
-        loras=tuple(lo for lo in loras if lo.host == host),
+        cards=tuple(c for c in report.cards if c.host == host),
+        seats=tuple(s for s in report.seats if s.host == host),
+        missing=tuple(m for m in report.missing if m.host == host),
+        absent_now=tuple((seat, card) for seat, on, card in report.absent_now if on == host),
+        reserves=tuple(r for r in report.reserves if r.host == host),
+        decisions=tuple(d for d in report.decisions if d.host == host),
+        loras=tuple(lo for lo in report.loras if lo.host == host),
     )
 
 

@@ -71,38 +71,12 @@ def plan_story(catalogue: Catalogue, base: Snapshot, *, end: datetime, days: int
     others = [s for s in candidates if s.engine.kind != "vllm"]
     drift = max(others or candidates, key=lambda s: s.resident_bytes, default=None)
     drift_card = _first_present_card(drift, present)
-    # The foreign afternoon lands on a reserved card when there is one (it breaks the
-    # reserve), else on the card with the most free memory.
-    reserved = [r.gpu for r in catalogue.reserves if r.host == base.host]
     cards_ok = [c for c in base.cards if c.ok]
     if not cards_ok:
         raise BadInputError(f"base snapshot of {base.host} has no card that was read")
-    if reserved and any(c.index == reserved[0] for c in cards_ok):
-        foreign_card = reserved[0]
-    else:
-        foreign_card = max(cards_ok, key=lambda c: c.free_bytes or 0).index
-    middle = start + timedelta(days=days // 2)
-    foreign_start = middle.replace(hour=13, minute=0)
-    foreign_end = middle.replace(hour=18, minute=0)
-    if days == 1 or foreign_end > end:
-        foreign_start, foreign_end = start + timedelta(hours=3), start + timedelta(hours=8)
-    # The checked seat: a vLLM seat with a declared util on the fullest card, smallest first
-    # (the seed's vllm-voices: its own redeploy check at a higher util).
-    fullest = sorted(cards_ok, key=lambda c: c.free_bytes or 0)
-    check: Seat | None = None
-    check_card: int | None = None
-    for card in fullest:
-        on_card = [
-            s
-            for s in running
-            if s.engine.kind == "vllm"
-            and s.engine.gpu_memory_utilization is not None
-            and (s.name, card.index) in present
-        ]
-        if on_card:
-            check = min(on_card, key=lambda s: s.resident_bytes)
-            check_card = card.index
-            break
+    foreign_card = _foreign_card(catalogue, base.host, cards_ok)
+    foreign_start, foreign_end = _foreign_afternoon(start, end, days)
+    check, check_card = _checked_seat(running, cards_ok, present)
     check_at = max(start, end - timedelta(days=2)).replace(hour=10, minute=14)
     if check_at < start or check_at > end:
         check_at = start + timedelta(minutes=minutes // 2)
@@ -119,6 +93,44 @@ def plan_story(catalogue: Catalogue, base: Snapshot, *, end: datetime, days: int
         check_card=check_card,
         check_at=check_at,
     )
+
+
+def _foreign_card(catalogue: Catalogue, host: str, cards_ok: list[Card]) -> int:
+    """A reserved card when there is one (the foreign process breaks the reserve), else the freest."""
+    reserved = [r.gpu for r in catalogue.reserves if r.host == host]
+    if reserved and any(c.index == reserved[0] for c in cards_ok):
+        return reserved[0]
+    return max(cards_ok, key=lambda c: c.free_bytes or 0).index
+
+
+def _foreign_afternoon(start: datetime, end: datetime, days: int) -> tuple[datetime, datetime]:
+    """13:00 to 18:00 of the middle day; for one day (or too late a middle), hours 3 to 8."""
+    middle = start + timedelta(days=days // 2)
+    foreign_start = middle.replace(hour=13, minute=0)
+    foreign_end = middle.replace(hour=18, minute=0)
+    if days == 1 or foreign_end > end:
+        return start + timedelta(hours=3), start + timedelta(hours=8)
+    return foreign_start, foreign_end
+
+
+def _checked_seat(
+    running: list[Seat], cards_ok: list[Card], present: set[tuple[str, int]]
+) -> tuple[Seat | None, int | None]:
+    """A vLLM seat with a declared util on the fullest card, smallest first, and that card.
+
+    The seed's vllm-voices: its own redeploy check at a higher util.
+    """
+    for card in sorted(cards_ok, key=lambda c: c.free_bytes or 0):
+        on_card = [
+            s
+            for s in running
+            if s.engine.kind == "vllm"
+            and s.engine.gpu_memory_utilization is not None
+            and (s.name, card.index) in present
+        ]
+        if on_card:
+            return min(on_card, key=lambda s: s.resident_bytes), card.index
+    return None, None
 
 
 def _first_present_card(seat: Seat | None, present: set[tuple[str, int]]) -> int | None:
@@ -324,20 +336,11 @@ def record_demo_checks(
     second = kept.get(story.check_at + timedelta(minutes=7))
     if first is None or second is None:
         return []
-    asked = base_util
-    refused = None
-    for step in range(1, 101):
-        asked = base_util + Decimal("0.01") * step
-        if asked > 1:
-            break
-        result = check_seat(catalogue, [first], seat.name, [story.check_card], util=asked)
-        if result.verdict.verdict == "refuse":
-            refused = result
-            break
     out: list[DemoCheck] = []
     plan: list[tuple[datetime, CheckResult, Decimal]] = []
+    refused = _refused_check(catalogue, first, seat.name, story.check_card, base_util)
     if refused is not None:
-        plan.append((story.check_at, refused, asked))
+        plan.append((story.check_at, *refused))
     passed = check_seat(catalogue, [second], seat.name, [story.check_card])
     plan.append((story.check_at + timedelta(minutes=7), passed, base_util))
     for moment, result, util in plan:
@@ -363,6 +366,22 @@ def record_demo_checks(
             )
         )
     return out
+
+
+def _refused_check(
+    catalogue: Catalogue, snapshot: Snapshot, seat: str, card: int, declared: Decimal
+) -> tuple[CheckResult, Decimal] | None:
+    """The check at the smallest util above `declared` (steps of 0.01, up to 1) that is refused."""
+    from placement.check.seat import check_seat
+
+    for step in range(1, 101):
+        asked = declared + Decimal("0.01") * step
+        if asked > 1:
+            return None
+        result = check_seat(catalogue, [snapshot], seat, [card], util=asked)
+        if result.verdict.verdict == "refuse":
+            return result, asked
+    return None
 
 
 def mark_demo(ledger: Ledger, text: str) -> None:

@@ -8,6 +8,7 @@ advice rules for the headline. Rows are `rows`'; rendering is `render`'s and `ch
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -88,54 +89,46 @@ def build_report(
         on_charts(charts)
     cards = _cards(conn, catalogue, current)
     seats = _seats(conn, catalogue, threshold, span.first_s, span.last_s)
-    missing = _missing(conn, catalogue, window, {(s.seat, s.host) for s in seats})
-    absent_now = tuple(
-        (seat.name, host, card.index)
-        for host, snapshot in current.items()
-        for card in snapshot.cards
-        if card.ok
-        for seat in absent_seats(catalogue, host, card)
-    )
-    foreign = _foreign(conn)
-    reserves = _reserves(conn, catalogue, current)
-    decisions = tuple(q.decisions_in(conn, window.start_s, window.end_s))
-    loras = _loras(catalogue)
-    headlines = tuple(
-        _headline(
-            snapshot,
-            host_facts(
-                snapshot.host,
-                catalogue,
-                _fits(probe, catalogue, snapshot),
-                cards=cards,
-                seats=seats,
-                missing=missing,
-                absent_now=absent_now,
-                reserves=reserves,
-                decisions=decisions,
-                loras=loras,
-            ),
-        )
-        for snapshot in current.values()
-    )
-    return Report(
+    report = Report(
         window=window,
         ledger=ledger_name,
         first_at=format_utc(utc(span.first_s)),
         last_at=format_utc(utc(span.last_s)),
         snapshots=span.snapshots,
         threshold=threshold,
-        headlines=headlines,
+        headlines=(),
         cards=cards,
         seats=seats,
-        missing=missing,
-        absent_now=absent_now,
-        foreign=foreign,
-        reserves=reserves,
-        decisions=decisions,
-        loras=loras,
+        missing=_missing(conn, catalogue, window, {(s.seat, s.host) for s in seats}),
+        absent_now=_absent_now(catalogue, current),
+        foreign=_foreign(conn),
+        reserves=_reserves(conn, catalogue, current),
+        decisions=tuple(q.decisions_in(conn, window.start_s, window.end_s)),
+        loras=_loras(catalogue),
         charts=charts,
         notes=_notes(catalogue, current, cards, now, span.last_s),
+    )
+    # The headline reads the rest of the report: its advice rules, and the verifier's largest fits.
+    headlines = tuple(
+        _headline(
+            snapshot,
+            host_facts(report, snapshot.host, catalogue, _fits(probe, catalogue, snapshot)),
+        )
+        for snapshot in current.values()
+    )
+    return replace(report, headlines=headlines)
+
+
+def _absent_now(
+    catalogue: Catalogue, current: dict[str, Snapshot]
+) -> tuple[tuple[str, str, int], ...]:
+    """(seat, host, card) of every seat down at the newest snapshot that keeps its place."""
+    return tuple(
+        (seat.name, host, card.index)
+        for host, snapshot in current.items()
+        for card in snapshot.cards
+        if card.ok
+        for seat in absent_seats(catalogue, host, card)
     )
 
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from inventory.ledger.report_queries import percentiles
 from inventory.ledger.store import open_ledger
 from inventory.snapshot import Card, Process, Snapshot
 from placement.fit.verify import judge
@@ -387,23 +386,6 @@ def test_week_window_and_empty_window(tmp_path: Path, small: Catalogue) -> None:
     assert report.snapshots == 20 and report.window.label == "2026-W38"
     with pytest.raises(CannotDecideError, match="no snapshot in 2026-W37"):
         report_of(path, small, window=parse_week("2026-W37"))
-
-
-def test_percentiles_helper_matches_an_independent_nearest_rank(tmp_path: Path) -> None:
-    with open_ledger(tmp_path / "l.sqlite") as ledger:
-        conn = ledger.connection
-        conn.execute("CREATE TEMP TABLE v(k TEXT, x INTEGER)")
-        rng = random.Random(3)
-        data = {
-            k: [rng.randrange(0, 10**12) for _ in range(n)]
-            for k, n in (("a", 1), ("b", 7), ("c", 101))
-        }
-        conn.executemany(
-            "INSERT INTO v VALUES (?, ?)", [(k, x) for k, xs in data.items() for x in xs]
-        )
-        got = percentiles(conn, "v", ("k",), "x")
-    for k, xs in data.items():
-        assert got[(k,)] == (len(xs), nearest_rank(xs, 50), nearest_rank(xs, 95), max(xs))
 
 
 def test_lora_carrier_savings(tmp_path: Path, small: Catalogue) -> None:
