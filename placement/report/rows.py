@@ -143,7 +143,7 @@ class DriftThreshold:
 def parse_threshold(text: str) -> DriftThreshold:
     """'5%,1GiB', '10%' or '2 GiB' → DriftThreshold; bad input (exit 2) otherwise."""
     percent: float | None = None
-    size: int | None = None
+    size_bytes: int | None = None
     for part in (p.strip() for p in text.split(",")):
         if not part:
             continue
@@ -158,12 +158,12 @@ def parse_threshold(text: str) -> DriftThreshold:
                 raise BadInputError(f"--drift-threshold: {part!r} must be above 0%")
         else:
             try:
-                size = parse_bytes(part, "--drift-threshold", allow_zero=False)
+                size_bytes = parse_bytes(part, "--drift-threshold", allow_zero=False)
             except ValueError as exc:
                 raise BadInputError(str(exc)) from exc
-    if percent is None and size is None:
+    if percent is None and size_bytes is None:
         raise BadInputError(f"--drift-threshold {text!r}: write e.g. 5%,1GiB")
-    return DriftThreshold(percent, size)
+    return DriftThreshold(percent, size_bytes)
 
 
 # --- what the report holds --------------------------------------------------------------
