@@ -128,7 +128,7 @@ def measure(workdir: Path) -> dict[str, Any]:
     story = plan_story(catalogue, base, end=base.taken_at, days=7)
     start = time.perf_counter()
     with open_ledger(ledger_path) as ledger:
-        write_demo(ledger.connection, catalogue, base, story, seed=1)
+        write_demo(ledger, catalogue, base, story, seed=1)
         counts = {
             table: int(ledger.connection.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
             for table in ("snapshots", "cards", "processes")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from inventory.nvml import NvmlUnavailableError, RawCard, RawProcess
+from inventory.proc import read_proc_cmdline
 from inventory.snapshot import Snapshot
 
 MIB = 2**20
@@ -54,8 +55,6 @@ class FakeNvml:
     def read_cmdline(self, pid: int) -> str | None:
         """A replay's recorded cmdline; without recorded ones, this machine's /proc."""
         if self.cmdlines is None:
-            from inventory.poller import read_proc_cmdline
-
             return read_proc_cmdline(pid)
         return self.cmdlines.get(pid)
 

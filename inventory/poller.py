@@ -13,24 +13,13 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 
 from inventory.attribution import attribute
+from inventory.fake import FakeNvml
 from inventory.nvml import NvmlSource, PynvmlSource, RawCard
-from inventory.snapshot import Card, Process, Snapshot
+from inventory.proc import read_proc_cmdline
+from inventory.snapshot import Card, Process, Snapshot, load_snapshot
 from seats.model import Catalogue
 
-CMDLINE_LIMIT = 64 * 1024
 FAKE_ENV = "GPUPLAN_FAKE_NVML"
-
-
-def read_proc_cmdline(pid: int) -> str | None:
-    """`/proc/PID/cmdline` with NULs as spaces; None when the PID has vanished or is unreadable."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            raw = handle.read(CMDLINE_LIMIT)
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    except OSError:
-        return None  # ESRCH and friends: the process went away while we read
-    return raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", errors="replace")
 
 
 def default_host(catalogue: Catalogue | None) -> str:
@@ -100,9 +89,6 @@ def open_source() -> Iterator[NvmlSource]:
     """
     fake = os.environ.get(FAKE_ENV)
     if fake:
-        from inventory.fake import FakeNvml
-        from inventory.snapshot import load_snapshot
-
         yield FakeNvml.from_snapshot(load_snapshot(fake))
         return
     with PynvmlSource() as source:

@@ -112,20 +112,20 @@ def _write(
     note: str,
 ) -> tuple[list[DemoCheck], str]:
     """Write the demo ledger beside `target`, then rename it over; its checks and digest."""
+    from inventory.ledger.queries import ledger_digest
     from inventory.ledger.store import open_ledger
-    from placement.report.demo import ledger_digest, mark_demo, record_demo_checks, write_demo
+    from placement.report.demo import mark_demo, record_demo_checks, write_demo
 
     temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     _remove(temporary)
     try:
         with open_ledger(temporary) as ledger:
-            kept = write_demo(ledger.connection, catalogue, base, story, seed=seed)
+            kept = write_demo(ledger, catalogue, base, story, seed=seed)
             checks = record_demo_checks(ledger, catalogue, story, kept)
             mark_demo(ledger, note)
             digest = ledger_digest(ledger.connection)
             # Fold the WAL into the file so a single rename moves the whole ledger.
-            ledger.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            ledger.connection.execute("PRAGMA journal_mode = DELETE")
+            ledger.fold_wal()
         _remove(target)
         temporary.replace(target)
     finally:

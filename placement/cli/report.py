@@ -26,7 +26,7 @@ from seats.errors import BadInputError, CannotDecideError
 if TYPE_CHECKING:
     from inventory.ledger.store import Ledger
     from inventory.snapshot import Snapshot
-    from placement.report.figures import ChartSeries, DriftThreshold, Report, Window
+    from placement.report.rows import ChartSeries, DriftThreshold, Report, Window
     from seats.model import Catalogue
 
 HELP = "the weekly capacity report from the ledger (Markdown, HTML with charts, or JSON)"
@@ -95,7 +95,7 @@ def _parse_until(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Build the report and write or print it; exit 0."""
-    from placement.report.figures import parse_threshold, parse_week
+    from placement.report.rows import parse_threshold, parse_week
 
     catalogue = load_catalogue_argument(args)
     threshold = parse_threshold(args.drift_threshold)
@@ -125,9 +125,11 @@ def _build_and_emit(
     now: datetime,
     drawer: _Drawer | None,
 ) -> int:
+    from inventory.ledger.report_queries import ledger_span
     from inventory.ledger.store import open_ledger
     from placement.report.demo import demo_note
-    from placement.report.figures import build_report, ledger_span, verifier_probe, window_since
+    from placement.report.figures import build_report, verifier_probe
+    from placement.report.rows import window_since
 
     with open_ledger(args.ledger, readonly=True) as ledger:
         span = ledger_span(ledger.connection)
@@ -155,11 +157,9 @@ def _latest_in(
     ledger: Ledger, window: Window, span: tuple[int, int, int], name: str
 ) -> list[Snapshot]:
     """Each host's newest snapshot inside the window; exit 3 when the window holds none."""
-    newest = ledger.connection.execute(
-        "SELECT host, MAX(taken_at_s) FROM snapshots WHERE taken_at_s >= ? AND taken_at_s < ? "
-        "GROUP BY host ORDER BY host",
-        (window.start_s, window.end_s),
-    ).fetchall()
+    from inventory.ledger.report_queries import newest_per_host
+
+    newest = newest_per_host(ledger.connection, window.start_s, window.end_s)
     if not newest:
         first = datetime.fromtimestamp(span[0], UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         last = datetime.fromtimestamp(span[1], UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,1 +1,1 @@
-"""The weekly report and the ledger view: figures, Markdown/HTML, charts, demo data."""
+"""The weekly report and the ledger view: rows, figures from the ledger, advice, Markdown/HTML, charts, demo data."""

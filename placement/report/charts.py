@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from datetime import UTC
 from typing import Any
 
-from placement.report.figures import ChartSeries
+from placement.report.rows import ChartSeries
 from seats.units import GiB
 
 # tab20 without its greys, strong shades first: seats get them in name order.
@@ -75,14 +75,15 @@ def _figure(dpi: int) -> Any:
     return figure
 
 
+# A legend entry: (label, rectangle style or None, line style or None).
+_Entry = tuple[str, dict[str, Any] | None, dict[str, Any] | None]
+
+
 def render_chart(
     series: ChartSeries, *, colours: dict[str, str] | None = None, dpi: int = 90
 ) -> bytes:
     """One card's chart as PNG bytes; pass `colours` from `seat_colours` to match other cards."""
-    import matplotlib.dates as mdates
     import numpy as np
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Rectangle
 
     figure = _figure(dpi)
     axes = figure.axes[0]
@@ -97,18 +98,41 @@ def render_chart(
         )
         / GiB
     )
+    legend = _stack(axes, times, values, names, colours)
+    legend += _reference_lines(axes, series)
+    _legend(axes, figure, dpi, legend)
+    stacked = float(values.sum(axis=0).max()) if values.size else 0.0
+    top = max((series.cuda_total_bytes or 0) / GiB, series.declared_bytes / GiB, stacked)
+    axes.set_ylim(0, max(1.0, top * 1.06))
+    if len(times) > 1:
+        axes.set_xlim(times[0], times[-1])
+    elif len(times) == 1:
+        axes.set_xlim(times[0] - 1 / 24, times[0] + 1 / 24)
+    _time_axis(axes, series)
+    buffer = io.BytesIO()
+    # Fast zlib: the charts are flat colours, so level 1 costs little size and a tenth of the time.
+    figure.savefig(buffer, format="png", pil_kwargs={"compress_level": 1})
+    return buffer.getvalue()
+
+
+def _stack(
+    axes: Any, times: Any, values: Any, names: list[str], colours: dict[str, str] | None
+) -> list[_Entry]:
+    """The seats' layers stacked (unexplained grey on top); their legend entries."""
     palette = colours if colours is not None else seat_colours(names)
     fills = [
         _OTHER_COLOUR if name == "other" else palette.get(name, _OTHER_COLOUR) for name in names
     ]
     labels = ["unexplained (no seat)" if name == "other" else name for name in names]
-    # Legend entries: (label, rectangle style or None, line style or None).
-    legend: list[tuple[str, dict[str, Any] | None, dict[str, Any] | None]] = [
-        (label, {"facecolor": fill}, None) for label, fill in zip(labels, fills, strict=True)
-    ]
     if len(times):
         # Thin white edges keep neighbouring seats apart where their colours are close.
         axes.stackplot(times, *values, colors=fills, edgecolor="white", linewidth=0.4)
+    return [(label, {"facecolor": fill}, None) for label, fill in zip(labels, fills, strict=True)]
+
+
+def _reference_lines(axes: Any, series: ChartSeries) -> list[_Entry]:
+    """CUDA total, declared total and the band reserves and down seats hold; their legend entries."""
+    legend: list[_Entry] = []
     total = series.cuda_total_bytes
     if total is not None:
         style = {"color": "black", "linewidth": 1.4}
@@ -127,8 +151,17 @@ def render_chart(
             # Two lines: in one the label ran past the image's right edge.
             (f"held {series.held_bytes / GiB:.2f} GiB\n(reserves, seats down)", band, None)
         )
-    # The legend drawn as plain artists right of the axes: matplotlib's Legend lays its boxes
-    # out again on every draw, which cost a third of each chart.
+    return legend
+
+
+def _legend(axes: Any, figure: Any, dpi: int, legend: list[_Entry]) -> None:
+    """The legend drawn as plain artists right of the axes, one 15 px row per entry.
+
+    matplotlib's Legend lays its boxes out again on every draw, which cost a third of each chart.
+    """
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Rectangle
+
     row = 15 / (figure.get_figheight() * dpi * _AXES_HEIGHT)  # 15 px per entry
     for i, (label, box, line) in enumerate(legend):
         y = 0.965 - i * row
@@ -151,20 +184,18 @@ def render_chart(
             axes.text(1.055, y + row * 0.4, label, transform=axes.transAxes, fontsize=8, va="top")
         else:
             axes.text(1.055, y, label, transform=axes.transAxes, fontsize=8, va="center")
-    stacked = float(values.sum(axis=0).max()) if values.size else 0.0
-    top = max((total or 0) / GiB, series.declared_bytes / GiB, stacked)
-    axes.set_ylim(0, max(1.0, top * 1.06))
-    if len(times) > 1:
-        axes.set_xlim(times[0], times[-1])
-    elif len(times) == 1:
-        axes.set_xlim(times[0] - 1 / 24, times[0] + 1 / 24)
+
+
+def _time_axis(axes: Any, series: ChartSeries) -> None:
+    """The title, and whole days on the time axis for a week (the automatic choice for less)."""
+    import matplotlib.dates as mdates
+
     axes.set_title(
         f"{series.host} · card {series.card} · used memory (means per {series.bucket_s // 60} min)",
         loc="left",
         # A fixed height: an automatic one measures every tick label again on each draw.
         y=1.01,
     )
-    # Whole days for a week, the automatic choice for shorter windows.
     span_s = (series.times_s[-1] - series.times_s[0]) if series.times_s else 0
     locator = (
         mdates.DayLocator(tz=UTC)  # type: ignore[no-untyped-call]
@@ -173,7 +204,3 @@ def render_chart(
     )
     axes.xaxis.set_major_locator(locator)
     axes.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=UTC))  # type: ignore[no-untyped-call]
-    buffer = io.BytesIO()
-    # Fast zlib: the charts are flat colours, so level 1 costs little size and a tenth of the time.
-    figure.savefig(buffer, format="png", pil_kwargs={"compress_level": 1})
-    return buffer.getvalue()

@@ -5,10 +5,8 @@ Everything here is invented from one base snapshot (the fv-ml1 example); it is l
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -16,7 +14,10 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from inventory.attribution import attribute
+from inventory.ledger.queries import meta_value
+from inventory.ledger.report_queries import Connection
 from inventory.ledger.store import Ledger
+from inventory.ledger.writes import CardValues, ProcessValues, SnapshotValues
 from inventory.snapshot import Card, Process, Snapshot
 from seats.errors import BadInputError
 from seats.model import Catalogue, Seat
@@ -29,6 +30,7 @@ DEMO_DRIFT_BYTES = 3 * GiB  # the drifting seat gains this much, linearly, over 
 DEMO_FOREIGN_BYTES = 6 * GiB + 518 * MiB  # a 6 GiB tensor plus its CUDA context (FACTS.md §1)
 DEMO_FOREIGN_PID = 28811
 DEMO_FOREIGN_CMDLINE = "python3 /home/ops/notebooks/probe_embeddings.py --device cuda"
+DEMO_META_KEY = "demo"  # the ledger's meta entry that labels it demo data
 
 
 @dataclass(frozen=True)
@@ -69,38 +71,12 @@ def plan_story(catalogue: Catalogue, base: Snapshot, *, end: datetime, days: int
     others = [s for s in candidates if s.engine.kind != "vllm"]
     drift = max(others or candidates, key=lambda s: s.resident_bytes, default=None)
     drift_card = _first_present_card(drift, present)
-    # The foreign afternoon lands on a reserved card when there is one (it breaks the
-    # reserve), else on the card with the most free memory.
-    reserved = [r.gpu for r in catalogue.reserves if r.host == base.host]
     cards_ok = [c for c in base.cards if c.ok]
     if not cards_ok:
         raise BadInputError(f"base snapshot of {base.host} has no card that was read")
-    if reserved and any(c.index == reserved[0] for c in cards_ok):
-        foreign_card = reserved[0]
-    else:
-        foreign_card = max(cards_ok, key=lambda c: c.free_bytes or 0).index
-    middle = start + timedelta(days=days // 2)
-    foreign_start = middle.replace(hour=13, minute=0)
-    foreign_end = middle.replace(hour=18, minute=0)
-    if days == 1 or foreign_end > end:
-        foreign_start, foreign_end = start + timedelta(hours=3), start + timedelta(hours=8)
-    # The checked seat: a vLLM seat with a declared util on the fullest card, smallest first
-    # (the seed's vllm-voices: its own redeploy check at a higher util).
-    fullest = sorted(cards_ok, key=lambda c: c.free_bytes or 0)
-    check: Seat | None = None
-    check_card: int | None = None
-    for card in fullest:
-        on_card = [
-            s
-            for s in running
-            if s.engine.kind == "vllm"
-            and s.engine.gpu_memory_utilization is not None
-            and (s.name, card.index) in present
-        ]
-        if on_card:
-            check = min(on_card, key=lambda s: s.resident_bytes)
-            check_card = card.index
-            break
+    foreign_card = _foreign_card(catalogue, base.host, cards_ok)
+    foreign_start, foreign_end = _foreign_afternoon(start, end, days)
+    check, check_card = _checked_seat(running, cards_ok, present)
     check_at = max(start, end - timedelta(days=2)).replace(hour=10, minute=14)
     if check_at < start or check_at > end:
         check_at = start + timedelta(minutes=minutes // 2)
@@ -117,6 +93,44 @@ def plan_story(catalogue: Catalogue, base: Snapshot, *, end: datetime, days: int
         check_card=check_card,
         check_at=check_at,
     )
+
+
+def _foreign_card(catalogue: Catalogue, host: str, cards_ok: list[Card]) -> int:
+    """A reserved card when there is one (the foreign process breaks the reserve), else the freest."""
+    reserved = [r.gpu for r in catalogue.reserves if r.host == host]
+    if reserved and any(c.index == reserved[0] for c in cards_ok):
+        return reserved[0]
+    return max(cards_ok, key=lambda c: c.free_bytes or 0).index
+
+
+def _foreign_afternoon(start: datetime, end: datetime, days: int) -> tuple[datetime, datetime]:
+    """13:00 to 18:00 of the middle day; for one day (or too late a middle), hours 3 to 8."""
+    middle = start + timedelta(days=days // 2)
+    foreign_start = middle.replace(hour=13, minute=0)
+    foreign_end = middle.replace(hour=18, minute=0)
+    if days == 1 or foreign_end > end:
+        return start + timedelta(hours=3), start + timedelta(hours=8)
+    return foreign_start, foreign_end
+
+
+def _checked_seat(
+    running: list[Seat], cards_ok: list[Card], present: set[tuple[str, int]]
+) -> tuple[Seat | None, int | None]:
+    """A vLLM seat with a declared util on the fullest card, smallest first, and that card.
+
+    The seed's vllm-voices: its own redeploy check at a higher util.
+    """
+    for card in sorted(cards_ok, key=lambda c: c.free_bytes or 0):
+        on_card = [
+            s
+            for s in running
+            if s.engine.kind == "vllm"
+            and s.engine.gpu_memory_utilization is not None
+            and (s.name, card.index) in present
+        ]
+        if on_card:
+            return min(on_card, key=lambda s: s.resident_bytes), card.index
+    return None, None
 
 
 def _first_present_card(seat: Seat | None, present: set[tuple[str, int]]) -> int | None:
@@ -230,7 +244,7 @@ def demo_snapshots(
 
 
 def write_demo(
-    connection: sqlite3.Connection,
+    ledger: Ledger,
     catalogue: Catalogue,
     base: Snapshot,
     story: DemoStory,
@@ -239,86 +253,53 @@ def write_demo(
 ) -> dict[datetime, Snapshot]:
     """Insert the demo week into an empty ledger in one transaction; return the snapshot at each check.
 
-    Rows go in through `executemany` on the ledger's connection: building a pydantic
-    snapshot per minute would cost more than the whole insert.
+    Rows go in as plain values (`Ledger.append_rows`): building a pydantic snapshot per minute
+    would cost more than the whole insert.
     """
     wanted = {story.check_at, story.check_at + timedelta(minutes=7)}
     kept: dict[datetime, Snapshot] = {}
-    errored = [c for c in base.cards if not c.ok]
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        snapshot_rows = []
-        card_rows: list[tuple[object, ...]] = []
-        process_rows: list[tuple[object, ...]] = []
-        next_id = int(
-            connection.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM snapshots").fetchone()[0]
-        )
+    errored = [
+        CardValues(c.index, c.uuid, c.name, None, None, None, None, None, c.error)
+        for c in base.cards
+        if not c.ok
+    ]
+
+    def readings() -> Iterator[SnapshotValues]:
         for moment, rows in _minutes(catalogue, base, story, seed=seed):
-            sid = next_id
-            next_id += 1
-            seconds = int(moment.timestamp())
-            snapshot_rows.append(
-                (
-                    sid,
-                    base.host,
-                    seconds,
-                    moment.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                    base.driver,
-                    base.nvml_version,
-                )
-            )
-            for card, used, free, util, procs in rows:
-                card_rows.append(
-                    (
-                        sid,
-                        card.index,
-                        card.uuid,
-                        card.name,
-                        card.total_bytes,
-                        card.reserved_bytes,
-                        used,
-                        free,
-                        util,
-                        None,
-                    )
-                )
-                for pid, size, cmdline, seat in procs:
-                    process_rows.append((sid, card.index, pid, size, cmdline, seat))
-            for card in errored:
-                card_rows.append(
-                    (
-                        sid,
-                        card.index,
-                        card.uuid,
-                        card.name,
-                        None,
-                        None,
-                        None,
-                        None,
-                        None,
-                        card.error,
-                    )
-                )
             if moment in wanted:
                 kept[moment] = _snapshot(base, moment, rows)
-        connection.executemany(
-            "INSERT INTO snapshots(id, host, taken_at_s, taken_at, driver, nvml_version) VALUES (?, ?, ?, ?, ?, ?)",
-            snapshot_rows,
-        )
-        connection.executemany(
-            "INSERT INTO cards(snapshot_id, idx, uuid, name, total_bytes, reserved_bytes, used_bytes, "
-            "free_bytes, utilization_percent, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            card_rows,
-        )
-        connection.executemany(
-            "INSERT INTO processes(snapshot_id, card_idx, pid, used_bytes, cmdline, seat) VALUES (?, ?, ?, ?, ?, ?)",
-            process_rows,
-        )
-    except BaseException:
-        connection.execute("ROLLBACK")
-        raise
-    connection.execute("COMMIT")
+            yield _values(base, moment, rows, errored)
+
+    ledger.append_rows(readings())
     return kept
+
+
+def _values(
+    base: Snapshot, moment: datetime, rows: list[_CardRow], errored: list[CardValues]
+) -> SnapshotValues:
+    """One generated minute as the ledger's rows; cards that failed to read stay in error."""
+    cards = [
+        CardValues(
+            card.index,
+            card.uuid,
+            card.name,
+            card.total_bytes,
+            card.reserved_bytes,
+            used,
+            free,
+            util,
+            None,
+        )
+        for card, used, free, util, _ in rows
+    ]
+    processes = [
+        ProcessValues(card.index, pid, size, cmdline, seat)
+        for card, _, _, _, procs in rows
+        for pid, size, cmdline, seat in procs
+    ]
+    return SnapshotValues(
+        base.host, moment, base.driver, base.nvml_version, [*cards, *errored], processes
+    )
 
 
 @dataclass(frozen=True)
@@ -356,33 +337,20 @@ def record_demo_checks(
     second = kept.get(story.check_at + timedelta(minutes=7))
     if first is None or second is None:
         return []
-    asked = base_util
-    refused = None
-    for step in range(1, 101):
-        asked = base_util + Decimal("0.01") * step
-        if asked > 1:
-            break
-        result = check_seat(catalogue, [first], seat.name, [story.check_card], util=asked)
-        if result.verdict.verdict == "refuse":
-            refused = result
-            break
     out: list[DemoCheck] = []
     plan: list[tuple[datetime, CheckResult, Decimal]] = []
+    refused = _refused_check(catalogue, first, seat.name, story.check_card, base_util)
     if refused is not None:
-        plan.append((story.check_at, refused, asked))
+        plan.append((story.check_at, *refused))
     passed = check_seat(catalogue, [second], seat.name, [story.check_card])
     plan.append((story.check_at + timedelta(minutes=7), passed, base_util))
     for moment, result, util in plan:
-        row = ledger.connection.execute(
-            "SELECT id FROM snapshots WHERE host = ? AND taken_at_s = ?",
-            (result.snapshot.host, int(moment.timestamp())),
-        ).fetchone()
         decision_id = record_decision(
             ledger,
             "check",
             result.verdict,
             inputs_digest=inputs_digest(result),
-            snapshot_id=int(row[0]) if row else None,
+            snapshot_id=ledger.snapshot_id(result.snapshot.host, moment),
             decided_at=moment,
             host=result.snapshot.host,
         )
@@ -399,35 +367,27 @@ def record_demo_checks(
     return out
 
 
+def _refused_check(
+    catalogue: Catalogue, snapshot: Snapshot, seat: str, card: int, declared: Decimal
+) -> tuple[CheckResult, Decimal] | None:
+    """The check at the smallest util above `declared` (steps of 0.01, up to 1) that is refused."""
+    from placement.check.seat import check_seat
+
+    for step in range(1, 101):
+        asked = declared + Decimal("0.01") * step
+        if asked > 1:
+            return None
+        result = check_seat(catalogue, [snapshot], seat, [card], util=asked)
+        if result.verdict.verdict == "refuse":
+            return result, asked
+    return None
+
+
 def mark_demo(ledger: Ledger, text: str) -> None:
     """Say in the ledger itself that it holds demo data; the report prints it as a banner."""
-    ledger.connection.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('demo', ?)", (text,))
+    ledger.set_meta(DEMO_META_KEY, text)
 
 
-def demo_note(connection: sqlite3.Connection) -> str | None:
+def demo_note(connection: Connection) -> str | None:
     """The ledger's demo label, None for a real ledger."""
-    try:
-        row = connection.execute("SELECT value FROM meta WHERE key = 'demo'").fetchone()
-    except sqlite3.Error:
-        return None
-    return None if row is None else str(row[0])
-
-
-def ledger_digest(conn: sqlite3.Connection) -> str:
-    """sha256 over the ledger's snapshot, card, process and decision rows in a fixed order."""
-    digest = hashlib.sha256()
-    queries = (
-        "SELECT host, taken_at_s, taken_at, driver, nvml_version FROM snapshots ORDER BY host, taken_at_s",
-        "SELECT s.host, s.taken_at_s, c.idx, c.uuid, c.total_bytes, c.reserved_bytes, c.used_bytes, "
-        "c.free_bytes, c.utilization_percent, c.error FROM cards c JOIN snapshots s ON s.id = c.snapshot_id "
-        "ORDER BY s.host, s.taken_at_s, c.idx",
-        "SELECT s.host, s.taken_at_s, p.card_idx, p.pid, p.used_bytes, p.cmdline, p.seat FROM processes p "
-        "JOIN snapshots s ON s.id = p.snapshot_id ORDER BY s.host, s.taken_at_s, p.card_idx, p.pid",
-        "SELECT decided_at_s, kind, host, seat, cards, verdict, reasons, inputs_digest FROM decisions "
-        "ORDER BY decided_at_s, id",
-    )
-    for sql in queries:
-        for row in conn.execute(sql):
-            digest.update(repr(row).encode())
-            digest.update(b"\n")
-    return digest.hexdigest()
+    return meta_value(connection, DEMO_META_KEY)

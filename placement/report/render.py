@@ -13,7 +13,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from placement.report.figures import LOOKBACK_DAYS, PERCENTILE_DEFINITION, ChartSeries, Report
+from placement.report.rows import LOOKBACK_DAYS, PERCENTILE_DEFINITION, ChartSeries, Report
 from seats.units import format_bytes
 
 # --- blocks -----------------------------------------------------------------------------
@@ -164,6 +164,10 @@ def _cards(report: Report) -> list[Block]:
             "used − bytes of processes matched to seats; plannable = max(0, free − held − margin) now."
         ),
     ]
+    return out + _cards_now(report) + _cards_over_window(report)
+
+
+def _cards_now(report: Report) -> list[Block]:
     now_rows = tuple(
         (
             f"{c.host}:{c.card}" + (" (v1)" if c.nvml_v1 else ""),
@@ -177,8 +181,8 @@ def _cards(report: Report) -> list[Block]:
         )
         for c in report.cards
     )
-    out.append(Heading(3, "Now"))
-    out.append(
+    return [
+        Heading(3, "Now"),
         Table(
             (
                 "card",
@@ -193,8 +197,11 @@ def _cards(report: Report) -> list[Block]:
             now_rows,
             numeric=frozenset(range(1, 8)),
             flagged=tuple(bool(c.unexplained_now_bytes) for c in report.cards),
-        )
-    )
+        ),
+    ]
+
+
+def _cards_over_window(report: Report) -> list[Block]:
     week_rows = tuple(
         (
             f"{c.host}:{c.card}",
@@ -209,8 +216,8 @@ def _cards(report: Report) -> list[Block]:
         )
         for c in report.cards
     )
-    out.append(Heading(3, "Over the window"))
-    out.append(
+    return [
+        Heading(3, "Over the window"),
         Table(
             (
                 "card",
@@ -228,9 +235,8 @@ def _cards(report: Report) -> list[Block]:
             flagged=tuple(
                 bool(c.unexplained_max_bytes) or c.error_samples > 0 for c in report.cards
             ),
-        )
-    )
-    return out
+        ),
+    ]
 
 
 def _seats(report: Report) -> list[Block]:
@@ -281,6 +287,11 @@ def _seats(report: Report) -> list[Block]:
             flagged=tuple(s.flagged or s.grew for s in report.seats),
         )
     )
+    return out + _missing(report) + _foreign(report)
+
+
+def _missing(report: Report) -> list[Block]:
+    out: list[Block] = []
     if report.missing:
         out.append(Para("", lead="Seats seen nowhere in the window (stopped?):"))
         out.append(
@@ -312,7 +323,11 @@ def _seats(report: Report) -> list[Block]:
                 lead="Down at the newest snapshot:",
             )
         )
-    out.append(Heading(3, "Processes matching no seat"))
+    return out
+
+
+def _foreign(report: Report) -> list[Block]:
+    out: list[Block] = [Heading(3, "Processes matching no seat")]
     if not report.foreign:
         out.append(Para("none in the window."))
     else:

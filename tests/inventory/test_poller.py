@@ -19,7 +19,8 @@ from inventory.fake import (
     vanished_pid,
 )
 from inventory.nvml import NvmlUnavailableError, RawCard, RawProcess
-from inventory.poller import default_host, read_proc_cmdline, take_snapshot
+from inventory.poller import default_host, take_snapshot
+from inventory.proc import read_proc_cmdline
 from inventory.snapshot import Snapshot, dumps_snapshot, loads_snapshot
 from seats.model import Catalogue
 
@@ -140,26 +141,17 @@ def test_nvml_absent_is_cannot_decide() -> None:
     assert caught.value.exit_code == 3
 
 
-def test_read_proc_cmdline_turns_nuls_into_spaces_and_vanished_into_none() -> None:
-    child = subprocess.Popen(
-        [sys.executable, "-c", "print('up', flush=True); input()", "--port", "8027"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-    )
-    assert child.stdin is not None and child.stdout is not None
-    try:
-        child.stdout.readline()  # the child has exec'd: its own cmdline is in /proc
-        text = read_proc_cmdline(child.pid)
-        assert text is not None
-        assert text.endswith("print('up', flush=True); input() --port 8027")
-        assert "\0" not in text
-    finally:
-        child.stdin.write(b"\n")
-        child.stdin.close()
-        child.wait()
-    assert read_proc_cmdline(child.pid) is None
-
-
 def test_default_host_is_the_catalogues_only_host(fv_ml1: Catalogue) -> None:
     assert default_host(fv_ml1) == "fv-ml1"
     assert default_host(None)  # this machine's name
+
+
+def test_fake_does_not_import_the_poller_back() -> None:
+    # The poller imports the fake (for $GPUPLAN_FAKE_NVML); a replay without recorded cmdlines
+    # reads /proc through inventory.proc, so importing and using the fake never loads the poller.
+    code = (
+        "import sys; from inventory.fake import FakeNvml, h200_idle_card; "
+        "FakeNvml([h200_idle_card(0)]).read_cmdline(1); "
+        "assert 'inventory.poller' not in sys.modules, sorted(sys.modules)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from inventory.ledger.store import MIGRATIONS, SCHEMA_VERSION, Ledger, LedgerError, open_ledger
+from inventory.ledger import writes
+from inventory.ledger.store import MIGRATIONS, SCHEMA_VERSION, LedgerError, open_ledger
 from inventory.snapshot import Card, Snapshot
 from tests.inventory.helpers import T0, make_snapshot
 
@@ -286,7 +287,7 @@ def test_failure_mid_insert_leaves_no_part_of_the_snapshot(
             raise failure
 
         # Snapshot and cards are written by now; the processes fail.
-        monkeypatch.setattr(Ledger, "_insert_processes", staticmethod(explode))
+        monkeypatch.setattr(writes, "insert_processes", explode)
         with pytest.raises(type(failure)):
             ledger.append(make_snapshot(minute=1))
         monkeypatch.undo()
@@ -305,11 +306,12 @@ def test_writer_killed_mid_transaction_leaves_whole_snapshots(tmp_path: Path) ->
     script = textwrap.dedent(
         f"""
         import os
-        from inventory.ledger.store import Ledger, open_ledger
+        from inventory.ledger import writes
+        from inventory.ledger.store import open_ledger
         from tests.inventory.helpers import make_snapshot
         def die(*args):
             os._exit(9)
-        Ledger._insert_processes = staticmethod(die)
+        writes.insert_processes = die
         with open_ledger({str(path)!r}) as ledger:
             ledger.append(make_snapshot(minute=1))
         """

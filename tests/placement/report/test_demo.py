@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from inventory.ledger.queries import ledger_digest
 from inventory.ledger.store import open_ledger
 from inventory.snapshot import Snapshot
 from placement.cli.main import main
@@ -19,7 +20,6 @@ from placement.report.demo import (
     DEMO_FOREIGN_CMDLINE,
     demo_note,
     demo_snapshots,
-    ledger_digest,
     plan_story,
     record_demo_checks,
     write_demo,
@@ -32,7 +32,7 @@ from tests.conftest import FV_ML1_CATALOGUE, FV_ML1_SNAPSHOT
 def build(path: Path, catalogue: Catalogue, base: Snapshot, *, seed: int, days: int = 1) -> str:
     story = plan_story(catalogue, base, end=base.taken_at, days=days)
     with open_ledger(path) as ledger:
-        kept = write_demo(ledger.connection, catalogue, base, story, seed=seed)
+        kept = write_demo(ledger, catalogue, base, story, seed=seed)
         record_demo_checks(ledger, catalogue, story, kept)
         return ledger_digest(ledger.connection)
 
@@ -52,7 +52,7 @@ def test_bulk_rows_equal_the_snapshot_objects(
     # The fast executemany path and Ledger.append_many of the same seeded week store the same rows.
     story = plan_story(fv_ml1, fv_ml1_snapshot, end=fv_ml1_snapshot.taken_at, days=1)
     with open_ledger(tmp_path / "bulk.sqlite") as ledger:
-        write_demo(ledger.connection, fv_ml1, fv_ml1_snapshot, story, seed=3)
+        write_demo(ledger, fv_ml1, fv_ml1_snapshot, story, seed=3)
         bulk = ledger_digest(ledger.connection)
     with open_ledger(tmp_path / "objects.sqlite") as ledger:
         assert ledger.append_many(demo_snapshots(fv_ml1, fv_ml1_snapshot, story, seed=3)) == 1440
@@ -72,7 +72,7 @@ def test_the_story_is_in_the_rows(
     assert story.minutes == 3 * 1440 and story.end == fv_ml1_snapshot.taken_at.replace(second=0)
     path = tmp_path / "week.sqlite"
     with open_ledger(path) as ledger:
-        kept = write_demo(ledger.connection, fv_ml1, fv_ml1_snapshot, story, seed=1)
+        kept = write_demo(ledger, fv_ml1, fv_ml1_snapshot, story, seed=1)
         checks = record_demo_checks(ledger, fv_ml1, story, kept)
         conn = ledger.connection
         assert conn.execute("SELECT COUNT(*) FROM snapshots").fetchone()[0] == 3 * 1440

@@ -12,19 +12,16 @@ import pytest
 from inventory.ledger.store import open_ledger
 from inventory.snapshot import Card, Process, Snapshot
 from placement.fit.verify import judge
-from placement.report.figures import (
+from placement.report.figures import build_report, largest_fit, verifier_probe
+from placement.report.render import blocks, to_html, to_markdown
+from placement.report.rows import (
     DriftThreshold,
     Report,
     Window,
-    build_report,
-    largest_fit,
     parse_threshold,
     parse_week,
-    percentiles,
-    verifier_probe,
     window_since,
 )
-from placement.report.render import blocks, to_html, to_markdown
 from seats.errors import BadInputError, CannotDecideError
 from seats.loader import parse_catalogue
 from seats.model import Catalogue, Seat
@@ -389,23 +386,6 @@ def test_week_window_and_empty_window(tmp_path: Path, small: Catalogue) -> None:
     assert report.snapshots == 20 and report.window.label == "2026-W38"
     with pytest.raises(CannotDecideError, match="no snapshot in 2026-W37"):
         report_of(path, small, window=parse_week("2026-W37"))
-
-
-def test_percentiles_helper_matches_an_independent_nearest_rank(tmp_path: Path) -> None:
-    with open_ledger(tmp_path / "l.sqlite") as ledger:
-        conn = ledger.connection
-        conn.execute("CREATE TEMP TABLE v(k TEXT, x INTEGER)")
-        rng = random.Random(3)
-        data = {
-            k: [rng.randrange(0, 10**12) for _ in range(n)]
-            for k, n in (("a", 1), ("b", 7), ("c", 101))
-        }
-        conn.executemany(
-            "INSERT INTO v VALUES (?, ?)", [(k, x) for k, xs in data.items() for x in xs]
-        )
-        got = percentiles(conn, "v", ("k",), "x")
-    for k, xs in data.items():
-        assert got[(k,)] == (len(xs), nearest_rank(xs, 50), nearest_rank(xs, 95), max(xs))
 
 
 def test_lora_carrier_savings(tmp_path: Path, small: Catalogue) -> None:

@@ -1,0 +1,618 @@
+"""The weekly report's aggregates over a window of the ledger, computed in SQL, returned as typed rows.
+
+`prepare_window` fills the temporary tables once per report; every other reader here uses them.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+# The handle the report's readers take: the ledger's connection (temporary tables live on it,
+# so a read-only ledger serves the report too).
+Connection = sqlite3.Connection
+# (host, command line) → the seat whose `match` claims it, or None.
+SeatOf = Callable[[str, str], str | None]
+
+_TEMP_TABLES = (
+    "gp_win",
+    "gp_attr",
+    "gp_key",
+    "gp_seat",
+    "gp_sorted",
+    "gp_foreign",
+    "gp_card",
+    "gp_part",
+    "gp_ext",
+)
+
+
+# --- rows --------------------------------------------------------------------------------
+
+
+class Span(NamedTuple):
+    """First and last snapshot time (unix seconds) and how many snapshots lie between."""
+
+    first_s: int
+    last_s: int
+    snapshots: int
+
+
+@dataclass(frozen=True)
+class CardUsage:
+    """One card over the window: used-byte percentiles (nearest-rank), extremes and when first reached."""
+
+    host: str
+    card: int
+    samples: int
+    error_samples: int
+    used_p50_bytes: int | None
+    used_p95_bytes: int | None
+    used_max_bytes: int | None
+    min_free_bytes: int | None
+    min_free_at_s: int | None
+    unexplained_max_bytes: int | None
+    unexplained_max_at_s: int | None
+    nvml_v1: bool  # some reading had no driver reserve (NVML v1 only)
+
+
+@dataclass(frozen=True)
+class SeatUsage:
+    """One seat on one card over the window, and the medians of the window's first and last part."""
+
+    host: str
+    card: int
+    seat: str
+    samples: int
+    p50_bytes: int
+    p95_bytes: int
+    max_bytes: int
+    first_p50_bytes: int | None
+    last_p50_bytes: int | None
+
+
+@dataclass(frozen=True)
+class ForeignUsage:
+    """Processes of one command line on one card that no seat's `match` claims."""
+
+    host: str
+    card: int
+    cmdline: str | None
+    pids: int
+    samples: int
+    first_s: int
+    last_s: int
+    max_bytes: int
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Someone who held memory on a reserved card: a seat name or a foreign command line."""
+
+    name: str
+    max_bytes: int
+
+
+@dataclass(frozen=True)
+class ReserveBreaches:
+    """The snapshots where others held more of a reserved card than the reserve leaves them."""
+
+    snapshots: int
+    first_s: int | None
+    last_s: int | None
+    worst_bytes: int | None
+    worst_at_s: int | None
+    holders: tuple[Holder, ...]  # the five largest, largest first
+
+
+@dataclass(frozen=True)
+class DecisionRow:
+    """One plan or check recorded in the ledger."""
+
+    decided_at: str
+    kind: str
+    host: str | None
+    seat: str | None
+    cards: tuple[int, ...]
+    verdict: str
+    reasons: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class CardBuckets:
+    """One card's samples per time bucket (bucket = taken_at_s // step) and the bytes summed in each."""
+
+    host: str
+    card: int
+    samples: Mapping[int, int]
+    unexplained_bytes: Mapping[int, float]  # Σ max(0, unexplained) per bucket
+    seat_bytes: Mapping[str, Mapping[int, float]]  # seat → Σ its bytes per bucket
+
+
+# --- spans -------------------------------------------------------------------------------
+
+
+def ledger_span(conn: Connection) -> Span | None:
+    """First and last snapshot time and count of the whole ledger, None when it holds none."""
+    return _span(conn.execute("SELECT MIN(taken_at_s), MAX(taken_at_s), COUNT(*) FROM snapshots"))
+
+
+def window_span(conn: Connection, start_s: int, end_s: int) -> Span | None:
+    """The same over snapshots taken in [start_s, end_s), None when there are none."""
+    return _span(
+        conn.execute(
+            "SELECT MIN(taken_at_s), MAX(taken_at_s), COUNT(*) FROM snapshots "
+            "WHERE taken_at_s >= ? AND taken_at_s < ?",
+            (start_s, end_s),
+        )
+    )
+
+
+def _span(cursor: sqlite3.Cursor) -> Span | None:
+    row = cursor.fetchone()
+    if row is None or row[2] == 0:
+        return None
+    return Span(int(row[0]), int(row[1]), int(row[2]))
+
+
+def newest_per_host(conn: Connection, start_s: int, end_s: int) -> list[tuple[str, int]]:
+    """(host, time of its newest snapshot in [start_s, end_s)), by host."""
+    return [
+        (str(host), int(seconds))
+        for host, seconds in conn.execute(
+            "SELECT host, MAX(taken_at_s) FROM snapshots WHERE taken_at_s >= ? AND taken_at_s < ? "
+            "GROUP BY host ORDER BY host",
+            (start_s, end_s),
+        )
+    ]
+
+
+# --- the window's temporary tables -------------------------------------------------------
+
+
+def prepare_window(conn: Connection, start_s: int, end_s: int, seat_of: SeatOf) -> None:
+    """Temporary tables the readers share: the window's snapshots, seat keys, seat sums, card rows.
+
+    A process whose seat was not recorded at capture is attributed here by `seat_of` — once
+    per distinct (host, command line), not once per row.
+    """
+    # Temporary tables live in memory: they are rebuilt per report and never worth a disk write.
+    conn.execute("PRAGMA temp_store = MEMORY")
+    for table in _TEMP_TABLES:
+        conn.execute(f"DROP TABLE IF EXISTS temp.{table}")
+    # The snapshot id is the rowid: every join below finds its snapshot by a rowid lookup.
+    conn.execute("CREATE TEMP TABLE gp_win(id INTEGER PRIMARY KEY, host TEXT, taken_at_s INTEGER)")
+    conn.execute(
+        "INSERT INTO gp_win SELECT id, host, taken_at_s FROM snapshots "
+        "WHERE taken_at_s >= ? AND taken_at_s < ?",
+        (start_s, end_s),
+    )
+    joined, seat_sql = _attribute(conn, seat_of)
+    _fill_seat_tables(conn, joined, seat_sql)
+    _fill_card_table(conn)
+
+
+def _attribute(conn: Connection, seat_of: SeatOf) -> tuple[str, str]:
+    """Fill gp_attr (command lines attributed now) and gp_key; return the join and seat SQL."""
+    conn.execute(
+        "CREATE TEMP TABLE gp_attr(host TEXT, cmdline TEXT, seat TEXT, PRIMARY KEY(host, cmdline))"
+    )
+    # One pass finds every (host, card, recorded seat) and every command line with no seat
+    # recorded; DISTINCT keeps a tiny b-tree instead of sorting every row.
+    found = conn.execute(
+        "SELECT DISTINCT w.host, p.card_idx, p.seat, CASE WHEN p.seat IS NULL THEN p.cmdline END "
+        "FROM processes p JOIN gp_win w ON w.id = p.snapshot_id"
+    ).fetchall()
+    attributed: dict[tuple[str, str], str | None] = {}
+    keys: set[tuple[str, int, str]] = set()
+    for host, idx, seat, cmdline in found:
+        if seat is None and cmdline is not None:
+            if (host, cmdline) not in attributed:
+                attributed[(host, cmdline)] = seat_of(host, cmdline)
+            seat = attributed[(host, cmdline)]
+        if seat is not None:
+            keys.add((host, int(idx), seat))
+    rows = [(host, cmdline, seat) for (host, cmdline), seat in attributed.items() if seat]
+    conn.executemany("INSERT INTO gp_attr VALUES (?, ?, ?)", rows)
+    # One small integer key per (host, card, seat): sorting and grouping on it is much cheaper
+    # than on two strings and an int.
+    conn.execute(
+        "CREATE TEMP TABLE gp_key(kid INTEGER PRIMARY KEY, host TEXT, card_idx INTEGER, seat TEXT, "
+        "UNIQUE(host, card_idx, seat))"
+    )
+    conn.executemany("INSERT INTO gp_key(host, card_idx, seat) VALUES (?, ?, ?)", sorted(keys))
+    if not rows:  # every seat was recorded at capture (the usual case): no per-row probe
+        return "FROM processes p JOIN gp_win w ON w.id = p.snapshot_id ", "p.seat"
+    return (
+        "FROM processes p JOIN gp_win w ON w.id = p.snapshot_id "
+        "LEFT JOIN gp_attr a ON p.seat IS NULL AND a.host = w.host AND a.cmdline = p.cmdline ",
+        "COALESCE(p.seat, a.seat)",
+    )
+
+
+def _fill_seat_tables(conn: Connection, joined: str, seat_of: str) -> None:
+    """gp_seat (bytes per seat, card and snapshot), gp_foreign (unclaimed processes), gp_sorted."""
+    # Bytes per seat, card and snapshot. Rows arrive in snapshot order, so the upsert appends to
+    # the b-tree (and sums a seat's several processes) where a GROUP BY would sort every row.
+    conn.execute(
+        "CREATE TEMP TABLE gp_seat(snapshot_id INTEGER, card_idx INTEGER, kid INTEGER, "
+        "taken_at_s INTEGER, bytes INTEGER, PRIMARY KEY(snapshot_id, card_idx, kid)) WITHOUT ROWID"
+    )
+    conn.execute(
+        "INSERT INTO gp_seat "
+        "SELECT p.snapshot_id, p.card_idx, k.kid, w.taken_at_s, COALESCE(p.used_bytes, 0) "
+        f"{joined} JOIN gp_key k ON k.host = w.host AND k.card_idx = p.card_idx AND k.seat = {seat_of} "
+        # `WHERE true` tells the parser that ON CONFLICT belongs to the INSERT, not to the join.
+        "WHERE true ON CONFLICT DO UPDATE SET bytes = bytes + excluded.bytes"
+    )
+    conn.execute(
+        "CREATE TEMP TABLE gp_foreign AS "
+        "SELECT w.host, w.taken_at_s, p.snapshot_id, p.card_idx, p.pid, p.used_bytes, p.cmdline "
+        f"{joined} WHERE {seat_of} IS NULL"
+    )
+    # The same rows clustered by seat and bytes, for the percentiles' offset walks. Filling a
+    # table keyed this way costs a fraction of CREATE INDEX on the WITHOUT ROWID gp_seat.
+    conn.execute(
+        "CREATE TEMP TABLE gp_sorted(kid INTEGER, bytes INTEGER, snapshot_id INTEGER, "
+        "PRIMARY KEY(kid, bytes, snapshot_id)) WITHOUT ROWID"
+    )
+    conn.execute("INSERT INTO gp_sorted SELECT kid, bytes, snapshot_id FROM gp_seat")
+
+
+def _fill_card_table(conn: Connection) -> None:
+    """gp_card: the window's readable card rows, with unexplained = used − bytes matched to seats."""
+    # Card rows clustered by card and used bytes: percentiles walk the primary key, and every
+    # per-card query reads one contiguous run of rows instead of looking each up by rowid.
+    conn.execute(
+        "CREATE TEMP TABLE gp_card(host TEXT, idx INTEGER, used_bytes INTEGER, snapshot_id INTEGER, "
+        "taken_at_s INTEGER, free_bytes INTEGER, total_bytes INTEGER, reserved_bytes INTEGER, "
+        "unexplained INTEGER, PRIMARY KEY(host, idx, used_bytes, snapshot_id)) WITHOUT ROWID"
+    )
+    # A primary-key seek into gp_seat per card row.
+    conn.execute(
+        "INSERT INTO gp_card "
+        "SELECT w.host, c.idx, c.used_bytes, c.snapshot_id, w.taken_at_s, c.free_bytes, c.total_bytes, "
+        "       c.reserved_bytes, c.used_bytes - COALESCE((SELECT SUM(s.bytes) FROM gp_seat s "
+        "         WHERE s.snapshot_id = c.snapshot_id AND s.card_idx = c.idx), 0) AS unexplained "
+        "FROM cards c JOIN gp_win w ON w.id = c.snapshot_id "
+        "WHERE c.error IS NULL AND c.used_bytes IS NOT NULL"
+    )
+
+
+def _keys(conn: Connection) -> dict[int, tuple[str, int, str]]:
+    """kid → (host, card, seat) of gp_key."""
+    return {
+        int(kid): (host, int(idx), seat)
+        for kid, host, idx, seat in conn.execute("SELECT kid, host, card_idx, seat FROM gp_key")
+    }
+
+
+def percentiles(
+    conn: Connection,
+    table: str,
+    keys: Sequence[str],
+    value: str,
+    where: str = "",
+    params: Sequence[Any] = (),
+) -> dict[tuple[Any, ...], tuple[int, int, int, int]]:
+    """key → (samples, p50, p95, max) of `value` in `table`, nearest-rank, in SQL.
+
+    The p-th percentile of N ascending samples is the sample at rank ceil(p·N/100), in integer
+    arithmetic (p·N + 99) // 100. One grouped count, then per key and percentile one
+    `ORDER BY value LIMIT 1 OFFSET rank − 1` walked along an index on (keys…, value): no row
+    ever reaches Python.
+    """
+    k = ", ".join(keys)
+    extra = f" AND ({where})" if where else ""
+    counts = conn.execute(
+        f"SELECT {k}, COUNT(*), MAX({value}) FROM {table} WHERE {value} IS NOT NULL{extra} GROUP BY {k}",
+        tuple(params),
+    ).fetchall()
+    match = " AND ".join(f"{key} = ?" for key in keys)
+    pick = f"SELECT {value} FROM {table} WHERE {match} AND {value} IS NOT NULL{extra} ORDER BY {value} LIMIT 1 OFFSET ?"
+    width = len(keys)
+    out: dict[tuple[Any, ...], tuple[int, int, int, int]] = {}
+    for row in counts:
+        key = tuple(row[:width])
+        n, top = int(row[width]), int(row[width + 1])
+        ranks = [(p * n + 99) // 100 for p in (50, 95)]
+        values = [
+            int(conn.execute(pick, (*key, *params, rank - 1)).fetchone()[0]) for rank in ranks
+        ]
+        out[key] = (n, values[0], values[1], top)
+    return out
+
+
+# --- cards -------------------------------------------------------------------------------
+
+
+def card_usage(conn: Connection) -> list[CardUsage]:
+    """Every card the window saw (read or in error), by host and index."""
+    used = percentiles(conn, "gp_card", ("host", "idx"), "used_bytes")
+    # One pass for the extremes; then, per card, the earliest time each was reached.
+    summary = {
+        (host, idx): (low, high, int(v1_rows or 0))
+        for host, idx, low, high, v1_rows in conn.execute(
+            "SELECT host, idx, MIN(free_bytes), MAX(unexplained), SUM(reserved_bytes IS NULL) "
+            "FROM gp_card GROUP BY host, idx"
+        )
+    }
+    min_free, worst = _first_times(conn, summary)
+    errors = {
+        (host, idx): int(n)
+        for host, idx, n in conn.execute(
+            "SELECT w.host, c.idx, COUNT(*) FROM cards c JOIN gp_win w ON w.id = c.snapshot_id "
+            "WHERE c.error IS NOT NULL GROUP BY w.host, c.idx"
+        )
+    }
+    rows: list[CardUsage] = []
+    for key in sorted(set(used) | set(errors)):
+        samples, p50, p95, top = used.get(key, (0, None, None, None))  # type: ignore[assignment]
+        low = min_free.get(key)
+        high = worst.get(key)
+        rows.append(
+            CardUsage(
+                host=key[0],
+                card=key[1],
+                samples=samples,
+                error_samples=errors.get(key, 0),
+                used_p50_bytes=p50,
+                used_p95_bytes=p95,
+                used_max_bytes=top,
+                min_free_bytes=low[0] if low else None,
+                min_free_at_s=low[1] if low else None,
+                unexplained_max_bytes=high[0] if high else None,
+                unexplained_max_at_s=high[1] if high else None,
+                nvml_v1=bool(summary.get(key, (0, 0, 0))[2]),
+            )
+        )
+    return rows
+
+
+_Extremes = dict[tuple[Any, ...], tuple[int, int]]
+
+
+def _first_times(
+    conn: Connection, summary: dict[tuple[Any, Any], tuple[Any, Any, int]]
+) -> tuple[_Extremes, _Extremes]:
+    """Per card, (lowest free, first time) and (highest unexplained, first time)."""
+    # One join per extreme finds every card's earliest time at once (not one scan per card).
+    conn.execute("DROP TABLE IF EXISTS temp.gp_ext")
+    conn.execute("CREATE TEMP TABLE gp_ext(host TEXT, idx INTEGER, low INTEGER, high INTEGER)")
+    conn.executemany(
+        "INSERT INTO gp_ext VALUES (?, ?, ?, ?)",
+        [(host, idx, low, high) for (host, idx), (low, high, _) in summary.items()],
+    )
+
+    def first_times(column: str, extreme: str) -> _Extremes:
+        return {
+            (host, idx): (int(value), int(at))
+            for host, idx, value, at in conn.execute(
+                f"SELECT e.host, e.idx, e.{extreme}, MIN(g.taken_at_s) FROM gp_ext e "
+                f"JOIN gp_card g ON g.host = e.host AND g.idx = e.idx AND g.{column} = e.{extreme} "
+                "GROUP BY e.host, e.idx"
+            )
+        }
+
+    return first_times("free_bytes", "low"), first_times("unexplained", "high")
+
+
+# --- seats -------------------------------------------------------------------------------
+
+
+def seat_usage(conn: Connection, first_s: int, last_s: int, segment_s: int) -> list[SeatUsage]:
+    """Every (host, card, seat) of the window, by host, seat and card.
+
+    The first part is (−∞, first_s + segment_s), the last part (last_s − segment_s, ∞).
+    """
+    names = _keys(conn)
+    stats = {
+        names[kid]: value
+        for (kid,), value in percentiles(conn, "gp_sorted", ("kid",), "bytes").items()
+    }
+    # The first and last parts get their own small indexed table, so their medians are
+    # offset walks too rather than filtered scans of the whole window.
+    conn.execute(
+        "CREATE TEMP TABLE gp_part AS SELECT kid, taken_at_s > ? AS part, bytes "
+        "FROM gp_seat WHERE taken_at_s < ? OR taken_at_s > ?",
+        (last_s - segment_s, first_s + segment_s, last_s - segment_s),
+    )
+    conn.execute("CREATE INDEX temp.gp_part_bytes ON gp_part(kid, part, bytes)")
+    parts = {
+        (*names[kid], part): value
+        for (kid, part), value in percentiles(conn, "gp_part", ("kid", "part"), "bytes").items()
+    }
+    rows: list[SeatUsage] = []
+    for (host, idx, name), (samples, p50, p95, top) in sorted(
+        stats.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][1])
+    ):
+        first = parts.get((host, idx, name, 0))
+        last = parts.get((host, idx, name, 1))
+        rows.append(
+            SeatUsage(
+                host=host,
+                card=idx,
+                seat=name,
+                samples=samples,
+                p50_bytes=p50,
+                p95_bytes=p95,
+                max_bytes=top,
+                first_p50_bytes=first[1] if first is not None else None,
+                last_p50_bytes=last[1] if last is not None else None,
+            )
+        )
+    return rows
+
+
+def window_hosts(conn: Connection) -> set[str]:
+    """The hosts with a snapshot in the window."""
+    return {host for (host,) in conn.execute("SELECT DISTINCT host FROM gp_win")}
+
+
+def last_sighting(
+    conn: Connection, host: str, seat: str, before_s: int, after_s: int
+) -> int | None:
+    """The newest time in [after_s, before_s) a snapshot of `host` recorded `seat`, None if none.
+
+    Walks back from `before_s`, newest first, and stops at the first sighting; only seats
+    recorded at capture are searched.
+    """
+    row = conn.execute(
+        "SELECT s.taken_at_s FROM snapshots s JOIN processes p ON p.snapshot_id = s.id "
+        "WHERE s.host = ? AND s.taken_at_s < ? AND s.taken_at_s >= ? AND p.seat = ? "
+        "ORDER BY s.taken_at_s DESC LIMIT 1",
+        (host, before_s, after_s, seat),
+    ).fetchone()
+    return int(row[0]) if row and row[0] is not None else None
+
+
+def foreign_usage(conn: Connection) -> list[ForeignUsage]:
+    """Unclaimed processes grouped by host, card and command line, by first appearance."""
+    rows = conn.execute(
+        "SELECT host, card_idx, cmdline, COUNT(DISTINCT pid), COUNT(*), MIN(taken_at_s), MAX(taken_at_s), "
+        "       MAX(COALESCE(used_bytes, 0)) "
+        "FROM gp_foreign GROUP BY host, card_idx, cmdline "
+        "ORDER BY host, card_idx, MIN(taken_at_s)"
+    ).fetchall()
+    return [
+        ForeignUsage(
+            host=host,
+            card=int(idx),
+            cmdline=cmdline,
+            pids=int(pids),
+            samples=int(n),
+            first_s=int(first),
+            last_s=int(last),
+            max_bytes=int(top),
+        )
+        for host, idx, cmdline, pids, n, first, last, top in rows
+    ]
+
+
+# --- reserves ----------------------------------------------------------------------------
+
+
+def reserve_breaches(
+    conn: Connection, host: str, card: int, own: Sequence[str], fixed_bytes: int | None
+) -> ReserveBreaches:
+    """Snapshots where processes other than the reserve's `own` seats held too much of the card.
+
+    Others may use what the reserve leaves of the card: cuda_total − fixed_bytes, where
+    cuda_total = total − reserved per reading; nothing at all for a whole-card reserve
+    (`fixed_bytes` None). Holding more than that in one snapshot is a breach.
+    """
+    marks = ",".join("?" for _ in own)
+    allowed = (
+        "0" if fixed_bytes is None else "MAX(0, g.total_bytes - COALESCE(g.reserved_bytes, 0) - ?)"
+    )
+    # Placeholders in the order they appear: the reserve's seats, the allowance, its card.
+    params: list[Any] = [*own, *([] if fixed_bytes is None else [fixed_bytes]), host, card]
+    sql = (
+        "SELECT g.taken_at_s, g.snapshot_id, g.used_bytes - COALESCE((SELECT SUM(s.bytes) "
+        "  FROM gp_seat s JOIN gp_key k ON k.kid = s.kid WHERE s.snapshot_id = g.snapshot_id "
+        f"  AND s.card_idx = g.idx AND k.seat IN ({marks})), 0) AS others, {allowed} AS allowed "
+        "FROM gp_card g WHERE g.host = ? AND g.idx = ?"
+    )
+    summary = conn.execute(
+        "SELECT COUNT(*), MIN(taken_at_s), MAX(taken_at_s) FROM ("
+        + sql
+        + ") WHERE others > allowed",
+        params,
+    ).fetchone()
+    worst = conn.execute(
+        "SELECT others, taken_at_s FROM (" + sql + ") WHERE others > allowed "
+        "ORDER BY others DESC, taken_at_s ASC LIMIT 1",
+        params,
+    ).fetchone()
+    found = int(summary[0])
+    return ReserveBreaches(
+        snapshots=found,
+        first_s=int(summary[1]) if found else None,
+        last_s=int(summary[2]) if found else None,
+        worst_bytes=int(worst[0]) if worst else None,
+        worst_at_s=int(worst[1]) if worst else None,
+        holders=_holders(conn, host, card, own) if found else (),
+    )
+
+
+def _holders(conn: Connection, host: str, card: int, own: Sequence[str]) -> tuple[Holder, ...]:
+    """The five largest holders on the card other than `own` seats, by their largest reading."""
+    marks = ",".join("?" for _ in own)
+    rows = conn.execute(
+        "SELECT name, MAX(bytes) FROM ("
+        "  SELECT k.seat AS name, s.bytes FROM gp_key k JOIN gp_sorted s ON s.kid = k.kid "
+        f"  WHERE k.host = ? AND k.card_idx = ? AND k.seat NOT IN ({marks}) "
+        "  UNION ALL SELECT COALESCE(cmdline, 'pid ' || pid), COALESCE(used_bytes, 0) "
+        "  FROM gp_foreign WHERE host = ? AND card_idx = ?) "
+        "GROUP BY name ORDER BY 2 DESC LIMIT 5",
+        (host, card, *own, host, card),
+    ).fetchall()
+    return tuple(Holder(str(name), int(top)) for name, top in rows)
+
+
+# --- decisions ---------------------------------------------------------------------------
+
+
+def decisions_in(conn: Connection, start_s: int, end_s: int) -> list[DecisionRow]:
+    """Decisions taken in [start_s, end_s), oldest first; unreadable JSON reads as empty."""
+    rows = conn.execute(
+        "SELECT decided_at, kind, host, seat, cards, verdict, reasons FROM decisions "
+        "WHERE decided_at_s >= ? AND decided_at_s < ? ORDER BY decided_at_s, id",
+        (start_s, end_s),
+    ).fetchall()
+    return [
+        DecisionRow(
+            decided_at=decided_at,
+            kind=kind,
+            host=host,
+            seat=seat,
+            cards=tuple(int(c) for c in _json_list(cards)),
+            verdict=verdict,
+            reasons=tuple(r for r in _json_list(reasons) if isinstance(r, dict)),
+        )
+        for decided_at, kind, host, seat, cards, verdict, reasons in rows
+    ]
+
+
+def _json_list(text: str | None) -> list[Any]:
+    # A row written by another tool with bad JSON should not sink the whole report.
+    if not text:
+        return []
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return []
+    return value if isinstance(value, list) else []
+
+
+# --- charts ------------------------------------------------------------------------------
+
+
+def chart_buckets(conn: Connection, step_s: int) -> list[CardBuckets]:
+    """Per card of the window, samples and bytes per `step_s`-second bucket, by host and card."""
+    samples: dict[tuple[str, int], dict[int, int]] = defaultdict(dict)
+    other: dict[tuple[str, int], dict[int, float]] = defaultdict(dict)
+    for host, idx, bucket, n, unexplained in conn.execute(
+        "SELECT host, idx, taken_at_s / ? AS b, COUNT(*), SUM(MAX(unexplained, 0)) FROM gp_card "
+        "GROUP BY b, host, idx",
+        (step_s,),
+    ):
+        samples[(host, idx)][int(bucket)] = int(n)
+        other[(host, idx)][int(bucket)] = float(unexplained)
+    by_seat: dict[tuple[str, int], dict[str, dict[int, float]]] = defaultdict(
+        lambda: defaultdict(dict)
+    )
+    key_of = _keys(conn)
+    for kid, bucket, total in conn.execute(
+        "SELECT kid, taken_at_s / ? AS b, SUM(bytes) FROM gp_seat GROUP BY b, kid", (step_s,)
+    ):
+        host, idx, seat = key_of[int(kid)]
+        by_seat[(host, idx)][seat][int(bucket)] = float(total)
+    return [
+        CardBuckets(key[0], key[1], samples[key], other[key], by_seat.get(key, {}))
+        for key in sorted(samples)
+    ]

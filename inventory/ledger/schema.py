@@ -1,0 +1,193 @@
+"""The ledger file's schema and its migrations, and how a file is opened, recognised and upgraded.
+
+Every error a ledger file can raise is a `LedgerError` (exit 3) made here from SQLite's.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from urllib.parse import quote
+
+from seats.errors import CannotDecideError
+
+APPLICATION = "gpuplan"
+SQLITE_HEADER = b"SQLite format 3\x00"
+BUSY_TIMEOUT_MS = 5000
+
+# MIGRATIONS[n] takes a file at `PRAGMA user_version` n to n + 1. Never edit a released step:
+# add one. Version 1 is the schema the ledger, report and exporter agreed on; version 2 adds
+# the indexes that range reads and the report's decision queries need.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    INSERT INTO meta(key, value) VALUES ('application', 'gpuplan');
+    CREATE TABLE snapshots(id INTEGER PRIMARY KEY, host TEXT NOT NULL, taken_at_s INTEGER NOT NULL,
+                           taken_at TEXT NOT NULL, driver TEXT, nvml_version TEXT,
+                           UNIQUE(host, taken_at_s));
+    CREATE TABLE cards(snapshot_id INTEGER NOT NULL REFERENCES snapshots(id), idx INTEGER NOT NULL,
+                       uuid TEXT, name TEXT, total_bytes INTEGER, reserved_bytes INTEGER,
+                       used_bytes INTEGER, free_bytes INTEGER, utilization_percent INTEGER, error TEXT,
+                       PRIMARY KEY(snapshot_id, idx)) WITHOUT ROWID;
+    CREATE TABLE processes(snapshot_id INTEGER NOT NULL REFERENCES snapshots(id),
+                           card_idx INTEGER NOT NULL, pid INTEGER NOT NULL, used_bytes INTEGER,
+                           cmdline TEXT, seat TEXT);
+    CREATE TABLE decisions(id INTEGER PRIMARY KEY, decided_at_s INTEGER NOT NULL,
+                           decided_at TEXT NOT NULL, kind TEXT NOT NULL, host TEXT, seat TEXT,
+                           cards TEXT, verdict TEXT NOT NULL, reasons TEXT NOT NULL,
+                           inputs_digest TEXT NOT NULL, snapshot_id INTEGER);
+    """,
+    """
+    CREATE INDEX processes_by_snapshot ON processes(snapshot_id, card_idx);
+    CREATE INDEX decisions_by_time ON decisions(decided_at_s);
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class LedgerError(CannotDecideError):
+    """A ledger file that cannot be used: missing, foreign, corrupt, newer, busy or not writable."""
+
+    def __init__(self, path: str | Path, msg: str) -> None:
+        self.path = str(path)
+        super().__init__(f"ledger {path}: {msg}")
+
+
+def operational(path: str, exc: sqlite3.OperationalError) -> LedgerError:
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return LedgerError(
+            path, f"busy for over {BUSY_TIMEOUT_MS / 1000:g} s (another writer holds it)"
+        )
+    if "readonly" in text or "read-only" in text:
+        return LedgerError(path, "cannot write: the file or its directory is read-only")
+    if "unable to open" in text:
+        return LedgerError(path, "cannot open: check the directory exists and is writable")
+    return LedgerError(path, f"SQLite error: {text}")
+
+
+def check_header(path: Path) -> bool:
+    """True for an SQLite file, False for an empty one; LedgerError for anything else."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(len(SQLITE_HEADER))
+    except IsADirectoryError as exc:
+        raise LedgerError(path, "is a directory, not a ledger file") from exc
+    except PermissionError as exc:
+        raise LedgerError(path, "cannot read: permission denied") from exc
+    if not head:
+        return False
+    if head != SQLITE_HEADER:
+        raise LedgerError(path, "not an SQLite file (not a gpuplan ledger); left unchanged")
+    return True
+
+
+def connect(path: Path, readonly: bool) -> sqlite3.Connection:
+    try:
+        if readonly:
+            connection = sqlite3.connect(
+                f"file:{quote(str(path))}?mode=ro",
+                uri=True,
+                isolation_level=None,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+            )
+        else:
+            connection = sqlite3.connect(
+                str(path), isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
+            )
+        connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    except sqlite3.OperationalError as exc:
+        raise operational(str(path), exc) from exc
+    return connection
+
+
+def identify(connection: sqlite3.Connection, path: Path) -> tuple[bool, int]:
+    """(is it ours, its user_version); (False, 0) for an empty database. Reads only."""
+    try:
+        tables = {
+            r[0] for r in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        version = int(connection.execute("PRAGMA user_version").fetchone()[0])
+        if not tables:
+            return False, version
+        if "meta" not in tables:
+            raise LedgerError(
+                path,
+                "an SQLite file of another application (no gpuplan meta table); left unchanged",
+            )
+        row = connection.execute("SELECT value FROM meta WHERE key = 'application'").fetchone()
+    except sqlite3.OperationalError as exc:
+        raise operational(str(path), exc) from exc
+    except sqlite3.DatabaseError as exc:
+        raise LedgerError(path, f"corrupt or not a database ({exc}); left unchanged") from exc
+    if row is None or row[0] != APPLICATION:
+        raise LedgerError(
+            path, "an SQLite file of another application (meta says otherwise); left unchanged"
+        )
+    return True, version
+
+
+def migrate(connection: sqlite3.Connection, path: Path, version: int) -> None:
+    # Each step runs in its own transaction with its version bump: an interrupted migration
+    # leaves the file at the last whole step.
+    for step in range(version, SCHEMA_VERSION):
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            for statement in MIGRATIONS[step].split(";"):
+                if statement.strip():
+                    connection.execute(statement)
+            connection.execute(f"PRAGMA user_version = {step + 1}")
+            connection.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            connection.rollback()
+            raise operational(str(path), exc) from exc
+
+
+def open_connection(target: Path, *, readonly: bool) -> sqlite3.Connection:
+    """A connection to the ledger at `target`, created and migrated unless `readonly`.
+
+    A file that is not a gpuplan ledger is never written to. A writable open migrates an
+    older schema; a read-only one reads older schemas as they are. LedgerError (exit 3) if unusable.
+    """
+    exists = target.exists()
+    if readonly and not exists:
+        raise LedgerError(target, "no such file (fill it with `gpuplan snapshot --ledger`)")
+    has_content = check_header(target) if exists else False
+    if not exists and not target.parent.exists():
+        raise LedgerError(target, f"directory {target.parent} does not exist")
+    if not readonly and not exists and not os.access(target.parent, os.W_OK):
+        raise LedgerError(target, f"cannot create: directory {target.parent} is not writable")
+    connection = connect(target, readonly)
+    try:
+        _prepare(connection, target, has_content, readonly=readonly)
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def _prepare(
+    connection: sqlite3.Connection, target: Path, has_content: bool, *, readonly: bool
+) -> None:
+    ours, version = identify(connection, target) if has_content else (False, 0)
+    if has_content and not ours and version != 0:
+        raise LedgerError(target, "an SQLite file of another application; left unchanged")
+    if version > SCHEMA_VERSION:
+        raise LedgerError(
+            target,
+            f"schema version {version} is newer than this gpuplan's {SCHEMA_VERSION}; upgrade gpuplan",
+        )
+    if readonly:
+        if not ours:
+            raise LedgerError(target, "empty: not a gpuplan ledger yet")
+        return
+    try:
+        connection.execute("PRAGMA journal_mode = WAL")
+        # NORMAL in WAL mode loses no committed snapshot to a process crash (only,
+        # at worst, the last ones to a power cut) and keeps each write cheap.
+        connection.execute("PRAGMA synchronous = NORMAL")
+    except sqlite3.OperationalError as exc:
+        raise operational(str(target), exc) from exc
+    if version < SCHEMA_VERSION:
+        migrate(connection, target, version)

@@ -1,0 +1,248 @@
+"""Everything that writes the ledger: a snapshot, a decision, the demo's bulk rows, and meta labels.
+
+One transaction per call (BEGIN IMMEDIATE), so a crash leaves a whole snapshot or none of it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from inventory.ledger.schema import LedgerError, operational
+from inventory.snapshot import Snapshot, format_utc
+
+DECISION_KINDS = ("plan", "check")
+VERDICTS = ("pass", "refuse", "unknown")
+
+
+def seconds(moment: datetime) -> int:
+    """Unix seconds of an aware time: the ledger's key for snapshots and decisions."""
+    if moment.tzinfo is None:
+        raise ValueError("ledger times need a timezone (UTC)")
+    return int(moment.timestamp())
+
+
+@contextmanager
+def transaction(connection: sqlite3.Connection, path: str) -> Iterator[sqlite3.Cursor]:
+    """A cursor inside BEGIN IMMEDIATE … COMMIT; any exception rolls the whole of it back."""
+    # BEGIN IMMEDIATE takes the write lock up front (waiting up to busy_timeout), so a
+    # snapshot is never half-written and readers in WAL mode keep reading meanwhile.
+    cursor = connection.cursor()
+    try:
+        cursor.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        raise operational(path, exc) from exc
+    try:
+        yield cursor
+    except BaseException:
+        # KeyboardInterrupt too: the snapshot in flight is discarded, never half-stored.
+        connection.rollback()
+        raise
+    try:
+        cursor.execute("COMMIT")
+    except sqlite3.OperationalError as exc:
+        connection.rollback()
+        raise operational(path, exc) from exc
+
+
+def existing_snapshot(cursor: sqlite3.Cursor, snapshot: Snapshot) -> int | None:
+    """The id of the stored snapshot of the same host and second, None when there is none."""
+    row = cursor.execute(
+        "SELECT id FROM snapshots WHERE host = ? AND taken_at_s = ?",
+        (snapshot.host, seconds(snapshot.taken_at)),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def insert_snapshot(cursor: sqlite3.Cursor, snapshot: Snapshot, path: str) -> int:
+    """Insert one snapshot with its cards and processes; return its new id."""
+    cursor.execute(
+        "INSERT INTO snapshots(host, taken_at_s, taken_at, driver, nvml_version) VALUES (?, ?, ?, ?, ?)",
+        (
+            snapshot.host,
+            seconds(snapshot.taken_at),
+            format_utc(snapshot.taken_at),
+            snapshot.driver,
+            snapshot.nvml_version,
+        ),
+    )
+    snapshot_id = cursor.lastrowid
+    if snapshot_id is None:  # pragma: no cover - sqlite3 always sets it after an INSERT
+        raise LedgerError(path, "SQLite returned no id for the new snapshot")
+    insert_cards(cursor, snapshot_id, snapshot)
+    insert_processes(cursor, snapshot_id, snapshot)
+    return snapshot_id
+
+
+def insert_cards(cursor: sqlite3.Cursor, snapshot_id: int, snapshot: Snapshot) -> None:
+    """The snapshot's card rows."""
+    cursor.executemany(
+        _CARD_INSERT,
+        [
+            (
+                snapshot_id,
+                c.index,
+                c.uuid,
+                c.name,
+                c.total_bytes,
+                c.reserved_bytes,
+                c.used_bytes,
+                c.free_bytes,
+                c.utilization_percent,
+                c.error,
+            )
+            for c in snapshot.cards
+        ],
+    )
+
+
+def insert_processes(cursor: sqlite3.Cursor, snapshot_id: int, snapshot: Snapshot) -> None:
+    """The snapshot's process rows."""
+    cursor.executemany(
+        _PROCESS_INSERT,
+        [
+            (snapshot_id, c.index, p.pid, p.used_bytes, p.cmdline, p.seat)
+            for c in snapshot.cards
+            for p in c.processes
+        ],
+    )
+
+
+_CARD_INSERT = (
+    "INSERT INTO cards(snapshot_id, idx, uuid, name, total_bytes, reserved_bytes, used_bytes,"
+    " free_bytes, utilization_percent, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_PROCESS_INSERT = (
+    "INSERT INTO processes(snapshot_id, card_idx, pid, used_bytes, cmdline, seat)"
+    " VALUES (?, ?, ?, ?, ?, ?)"
+)
+
+
+def insert_decision(
+    cursor: sqlite3.Cursor,
+    *,
+    kind: str,
+    host: str | None,
+    seat: str | None,
+    cards: Sequence[int] | None,
+    verdict: str,
+    reasons: Sequence[dict[str, Any]],
+    inputs_digest: str,
+    snapshot_id: int | None,
+    decided_at: datetime,
+) -> int:
+    """Insert one plan/check verdict with its reasons (DESIGN.md reason objects); return its id."""
+    if kind not in DECISION_KINDS:
+        raise ValueError(f"decision kind {kind!r} is not one of {DECISION_KINDS}")
+    if verdict not in VERDICTS:
+        raise ValueError(f"verdict {verdict!r} is not one of {VERDICTS}")
+    cursor.execute(
+        "INSERT INTO decisions(decided_at_s, decided_at, kind, host, seat, cards, verdict, reasons,"
+        " inputs_digest, snapshot_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            seconds(decided_at),
+            format_utc(decided_at),
+            kind,
+            host,
+            seat,
+            None if cards is None else json.dumps(list(cards)),
+            verdict,
+            json.dumps(list(reasons)),
+            inputs_digest,
+            snapshot_id,
+        ),
+    )
+    return int(cursor.lastrowid or 0)
+
+
+# --- bulk rows ---------------------------------------------------------------------------
+
+
+class CardValues(NamedTuple):
+    """One card reading as the `cards` table stores it, without its snapshot id."""
+
+    idx: int
+    uuid: str | None
+    name: str | None
+    total_bytes: int | None
+    reserved_bytes: int | None
+    used_bytes: int | None
+    free_bytes: int | None
+    utilization_percent: int | None
+    error: str | None
+
+
+class ProcessValues(NamedTuple):
+    """One process reading as the `processes` table stores it, without its snapshot id."""
+
+    card_idx: int
+    pid: int
+    used_bytes: int | None
+    cmdline: str | None
+    seat: str | None
+
+
+class SnapshotValues(NamedTuple):
+    """One snapshot's rows, ready to insert: what a generator of many snapshots yields."""
+
+    host: str
+    taken_at: datetime
+    driver: str | None
+    nvml_version: str | None
+    cards: Sequence[CardValues]
+    processes: Sequence[ProcessValues]
+
+
+def insert_bulk(cursor: sqlite3.Cursor, readings: Iterable[SnapshotValues]) -> int:
+    """Insert many snapshots as plain rows into a ledger that holds none of their (host, second).
+
+    Three `executemany` calls in all: building a pydantic snapshot per minute of a generated
+    week would cost more than the whole insert. Returns how many snapshots went in.
+    """
+    next_id = int(cursor.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM snapshots").fetchone()[0])
+    first = next_id
+    snapshot_rows: list[tuple[object, ...]] = []
+    card_rows: list[tuple[object, ...]] = []
+    process_rows: list[tuple[object, ...]] = []
+    for reading in readings:
+        sid = next_id
+        next_id += 1
+        moment = reading.taken_at
+        snapshot_rows.append(
+            (
+                sid,
+                reading.host,
+                seconds(moment),
+                format_utc(moment),
+                reading.driver,
+                reading.nvml_version,
+            )
+        )
+        card_rows += [(sid, *card) for card in reading.cards]
+        process_rows += [(sid, *process) for process in reading.processes]
+    cursor.executemany(
+        "INSERT INTO snapshots(id, host, taken_at_s, taken_at, driver, nvml_version)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        snapshot_rows,
+    )
+    cursor.executemany(_CARD_INSERT, card_rows)
+    cursor.executemany(_PROCESS_INSERT, process_rows)
+    return next_id - first
+
+
+# --- meta and file housekeeping ----------------------------------------------------------
+
+
+def set_meta(connection: sqlite3.Connection, key: str, value: str) -> None:
+    """Set one `meta` entry (e.g. `demo`, the label of a ledger of invented data)."""
+    connection.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+
+def fold_wal(connection: sqlite3.Connection) -> None:
+    """Fold the write-ahead log into the file and leave WAL mode: one file holds the whole ledger."""
+    connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    connection.execute("PRAGMA journal_mode = DELETE")
