@@ -60,7 +60,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the ledger view; warnings to stderr; exit 0."""
-    from placement.report.ledger_view import build_ledger, ledger_json, render_ledger
+    from placement.cli.ledger_text import render_ledger
+    from placement.report.ledger_view import build_ledger, ledger_json
 
     catalogue = load_catalogue_argument(args)
     cards = resolve_snapshots(source_options(args), catalogue, utc_now())

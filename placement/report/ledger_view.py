@@ -1,7 +1,7 @@
 """The capacity ledger view: per card what NVML saw beside what the catalogue declares and holds.
 
 Pure: catalogue + snapshots in, rows out; the per-card formulas are `placement.fit.capacity`'s.
-`ledger_json` is the `--json` shape of DESIGN.md; `render_ledger` the same content for people.
+`ledger_json` is the `--json` shape of DESIGN.md; `placement.cli.ledger_text` the same content for people.
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-
-from tabulate import tabulate
 
 from inventory.attribution import attribute
 from inventory.snapshot import Card, Snapshot, format_utc
@@ -28,7 +26,6 @@ from placement.fit.capacity import (
 )
 from placement.fit.consistency import check_snapshot
 from seats.model import Catalogue, Seat
-from seats.units import format_bytes, format_mib
 
 SCHEMA_VERSION = 1
 
@@ -284,152 +281,3 @@ def _card_json(card: CardRow) -> dict[str, Any]:
         "seats": list(card.seats),
         "nvml_v1": card.nvml_v1,
     }
-
-
-# --- text ----------------------------------------------------------------------------------
-
-_CARD_HEADERS = (
-    "card",
-    "total",
-    "reserve",
-    "declared",
-    "held",
-    "used",
-    "attributed",
-    "unexplained",
-    "free",
-    "plannable",
-)
-
-
-def _b(n: int | None) -> str:
-    return format_bytes(n)
-
-
-def render_ledger(view: LedgerView) -> str:
-    """The ledger view as text tables, one block per host; warnings are the caller's to print."""
-    return "\n".join(_render_host(host) for host in view.hosts)
-
-
-def _render_host(host: HostView) -> str:
-    context = (
-        format_bytes(host.cuda_context_bytes) if host.cuda_context_bytes else "0 (not declared)"
-    )
-    lines = [
-        f"{host.host} · snapshot {format_utc(host.taken_at)} ({host.source})"
-        + (f" · driver {host.driver}" if host.driver else ""),
-        f"margin {format_bytes(host.margin_bytes)} per card · cuda_context {context}",
-        "",
-        _card_table(host.cards),
-        "",
-        _held_table(host.cards),
-        "",
-        _seat_table(host),
-        "",
-    ]
-    if host.foreign:
-        lines.append("foreign processes (no seat's match; their bytes are unexplained):")
-        lines.append(
-            tabulate(
-                [[p.card, p.pid, _b(p.used_bytes), _short(p.cmdline)] for p in host.foreign],
-                headers=["card", "pid", "used", "cmdline"],
-                tablefmt="plain",
-                colalign=("left", "right", "right", "left"),
-            )
-        )
-    else:
-        lines.append("foreign processes: none (every process is matched to a seat)")
-    if any(card.nvml_v1 for card in host.cards):
-        lines.append(
-            "v1: NVML v1 only: the driver reserve is unknown and counted in used (and so in "
-            "unexplained); cuda_total taken as NVML total"
-        )
-    return "\n".join(lines) + "\n"
-
-
-def _card_table(cards: Sequence[CardRow]) -> str:
-    table = []
-    for card in cards:
-        if card.error is not None:
-            table.append(
-                [card.index, f"error: {card.error}", "-", _b(card.declared_bytes)]
-                + ["-"] * 5
-                + [_b(card.plannable_bytes)]
-            )
-            continue
-        table.append(
-            [
-                card.index,
-                _b(card.total_bytes),
-                "v1" if card.nvml_v1 else _b(card.reserved_bytes),
-                _b(card.declared_bytes),
-                _b(card.held_bytes),
-                _b(card.used_bytes),
-                _b(card.attributed_bytes),
-                _b(card.unexplained_bytes),
-                _b(card.free_bytes),
-                _b(card.plannable_bytes),
-            ]
-        )
-    return tabulate(
-        table,
-        headers=_CARD_HEADERS,
-        tablefmt="plain",
-        colalign=("left",) + ("right",) * (len(_CARD_HEADERS) - 1),
-        disable_numparse=True,
-    )
-
-
-def _held_table(cards: Sequence[CardRow]) -> str:
-    table = []
-    for card in cards:
-        held = ", ".join(
-            f"{part.name} ({'reserve' if part.kind == 'reserve' else 'absent seat'}, "
-            f"{format_bytes(part.bytes)})"
-            for part in card.held_by
-        )
-        table.append([card.index, held or "-", ", ".join(card.seats) or "-"])
-    return tabulate(
-        table,
-        headers=["card", "held by", "declared seats"],
-        tablefmt="plain",
-        disable_numparse=True,
-    )
-
-
-def _seat_table(host: HostView) -> str:
-    # Per-seat bytes in MiB, as nvidia-smi lists processes: the figures operators compare.
-    if not host.seats:
-        return f"seats: the catalogue places none on {host.host}"
-    table = []
-    for seat in host.seats:
-        cards = ",".join(str(c) for c in seat.cards) if seat.cards else "-"
-        if seat.status == "elsewhere":
-            cards += " (seen on " + ",".join(str(c) for c in seat.observed_cards) + ")"
-        difference = seat.difference_bytes
-        table.append(
-            [
-                seat.seat,
-                cards,
-                seat.state,
-                format_mib(seat.declared_bytes),
-                format_mib(seat.observed_bytes),
-                "-"
-                if difference is None
-                else ("+" if difference > 0 else "") + format_mib(difference),
-                seat.status,
-            ]
-        )
-    return tabulate(
-        table,
-        headers=["seat", "cards", "state", "declared", "observed", "observed − declared", "status"],
-        tablefmt="plain",
-        colalign=("left", "left", "left", "right", "right", "right", "left"),
-        disable_numparse=True,
-    )
-
-
-def _short(text: str | None, width: int = 72) -> str:
-    if text is None:
-        return "(process gone before its cmdline was read)"
-    return text if len(text) <= width else text[: width - 1] + "…"

@@ -16,8 +16,9 @@ import pytest
 
 from inventory.ledger.store import open_ledger
 from inventory.snapshot import Card, Process, Snapshot, save_snapshot
+from placement.cli.ledger_text import render_ledger
 from placement.cli.main import main
-from placement.report.ledger_view import build_ledger, ledger_json, render_ledger
+from placement.report.ledger_view import build_ledger, ledger_json
 from seats.errors import BadInputError
 from seats.model import Catalogue
 from seats.units import GiB, MiB

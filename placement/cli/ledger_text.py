@@ -1,0 +1,138 @@
+"""The `ledger` command's text: per host the card, held and seat tables and foreign processes.
+
+The same content as `ledger --json` (`placement.report.ledger_view.ledger_json`), for people.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from inventory.snapshot import format_utc
+from placement.cli.render import Align, b, table
+from placement.report.ledger_view import CardRow, HostView, LedgerView
+from seats.units import format_mib
+
+_CARD_HEADERS = (
+    "card",
+    "total",
+    "reserve",
+    "declared",
+    "held",
+    "used",
+    "attributed",
+    "unexplained",
+    "free",
+    "plannable",
+)
+
+
+def render_ledger(view: LedgerView) -> str:
+    """The ledger view as text tables, one block per host; warnings are the caller's to print."""
+    return "\n".join(_render_host(host) for host in view.hosts)
+
+
+def _render_host(host: HostView) -> str:
+    context = b(host.cuda_context_bytes) if host.cuda_context_bytes else "0 (not declared)"
+    lines = [
+        f"{host.host} · snapshot {format_utc(host.taken_at)} ({host.source})"
+        + (f" · driver {host.driver}" if host.driver else ""),
+        f"margin {b(host.margin_bytes)} per card · cuda_context {context}",
+        "",
+        _card_table(host.cards),
+        "",
+        _held_table(host.cards),
+        "",
+        _seat_table(host),
+        "",
+        *_foreign_lines(host),
+    ]
+    if any(card.nvml_v1 for card in host.cards):
+        lines.append(
+            "v1: NVML v1 only: the driver reserve is unknown and counted in used (and so in "
+            "unexplained); cuda_total taken as NVML total"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _foreign_lines(host: HostView) -> list[str]:
+    if not host.foreign:
+        return ["foreign processes: none (every process is matched to a seat)"]
+    rows = [[p.card, p.pid, b(p.used_bytes), _short(p.cmdline)] for p in host.foreign]
+    return [
+        "foreign processes (no seat's match; their bytes are unexplained):",
+        table(rows, ["card", "pid", "used", "cmdline"], ["left", "right", "right", "left"]),
+    ]
+
+
+def _card_table(cards: Sequence[CardRow]) -> str:
+    rows: list[list[object]] = []
+    for card in cards:
+        if card.error is not None:
+            rows.append(
+                [card.index, f"error: {card.error}", "-", b(card.declared_bytes)]
+                + ["-"] * 5
+                + [b(card.plannable_bytes)]
+            )
+            continue
+        rows.append(
+            [
+                card.index,
+                b(card.total_bytes),
+                "v1" if card.nvml_v1 else b(card.reserved_bytes),
+                b(card.declared_bytes),
+                b(card.held_bytes),
+                b(card.used_bytes),
+                b(card.attributed_bytes),
+                b(card.unexplained_bytes),
+                b(card.free_bytes),
+                b(card.plannable_bytes),
+            ]
+        )
+    right: list[Align] = ["right"] * (len(_CARD_HEADERS) - 1)
+    align: list[Align] = ["left", *right]
+    return table(rows, _CARD_HEADERS, align)
+
+
+def _held_table(cards: Sequence[CardRow]) -> str:
+    rows = []
+    for card in cards:
+        held = ", ".join(
+            f"{part.name} ({'reserve' if part.kind == 'reserve' else 'absent seat'}, "
+            f"{b(part.bytes)})"
+            for part in card.held_by
+        )
+        rows.append([card.index, held or "-", ", ".join(card.seats) or "-"])
+    return table(rows, ["card", "held by", "declared seats"], ["left", "left", "left"])
+
+
+def _seat_table(host: HostView) -> str:
+    # Per-seat bytes in MiB, as nvidia-smi lists processes: the figures operators compare.
+    if not host.seats:
+        return f"seats: the catalogue places none on {host.host}"
+    rows = []
+    for seat in host.seats:
+        cards = ",".join(str(c) for c in seat.cards) if seat.cards else "-"
+        if seat.status == "elsewhere":
+            cards += " (seen on " + ",".join(str(c) for c in seat.observed_cards) + ")"
+        difference = seat.difference_bytes
+        rows.append(
+            [
+                seat.seat,
+                cards,
+                seat.state,
+                format_mib(seat.declared_bytes),
+                format_mib(seat.observed_bytes),
+                "-"
+                if difference is None
+                else ("+" if difference > 0 else "") + format_mib(difference),
+                seat.status,
+            ]
+        )
+    headers = ["seat", "cards", "state", "declared", "observed", "observed − declared", "status"]
+    return table(rows, headers, ["left", "left", "left", "right", "right", "right", "left"])
+
+
+def _short(text: str | None, width: int = 72) -> str:
+    if text is None:
+        return "(process gone before its cmdline was read)"
+    return text if len(text) <= width else text[: width - 1] + "…"
