@@ -18,7 +18,8 @@ BUSY_TIMEOUT_MS = 5000
 
 # MIGRATIONS[n] takes a file at `PRAGMA user_version` n to n + 1. Never edit a released step:
 # add one. Version 1 is the schema the ledger, report and exporter agreed on; version 2 adds
-# the indexes that range reads and the report's decision queries need.
+# the indexes that range reads and the report's decision queries need; version 3 adds holds
+# (approvals that count as held until their seat is seen, they expire, or they are released).
 MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -41,6 +42,16 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX processes_by_snapshot ON processes(snapshot_id, card_idx);
     CREATE INDEX decisions_by_time ON decisions(decided_at_s);
+    """,
+    """
+    CREATE TABLE holds(id INTEGER PRIMARY KEY, seat TEXT NOT NULL, host TEXT NOT NULL,
+                       need_bytes INTEGER NOT NULL, created_at_s INTEGER NOT NULL,
+                       expires_at_s INTEGER NOT NULL, user TEXT NOT NULL, decision_id INTEGER,
+                       ended_at_s INTEGER, ended_by TEXT);
+    CREATE TABLE hold_cards(hold_id INTEGER NOT NULL REFERENCES holds(id),
+                            card_idx INTEGER NOT NULL, PRIMARY KEY(hold_id, card_idx)) WITHOUT ROWID;
+    CREATE INDEX holds_open ON holds(ended_at_s, expires_at_s);
+    CREATE INDEX holds_by_seat ON holds(seat, ended_at_s);
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -13,6 +13,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from inventory.holds import Hold
+from inventory.ledger import holds as hold_rows
 from inventory.ledger import queries, writes
 from inventory.ledger.schema import (
     APPLICATION,
@@ -34,10 +36,31 @@ __all__ = [
     "SCHEMA_VERSION",
     "SQLITE_HEADER",
     "VERDICTS",
+    "Approval",
     "Ledger",
     "LedgerError",
     "open_ledger",
 ]
+
+
+class Approval:
+    """One check's write transaction: the holds active when it began, and what it records.
+
+    Reading the holds, judging, and writing the decisions and new holds happen inside one
+    BEGIN IMMEDIATE transaction, so two checks on one ledger are judged one after the other.
+    """
+
+    def __init__(self, cursor: sqlite3.Cursor, holds: list[Hold]) -> None:
+        self._cursor = cursor
+        self.holds = holds
+
+    def record_decision(self, **decision: Any) -> int:
+        """Store one verdict (the keywords of `Ledger.record_decision`); return its id."""
+        return writes.insert_decision(self._cursor, **decision)
+
+    def hold(self, holds: Sequence[Hold]) -> list[int]:
+        """Record holds, each replacing its seat's open hold; return their ids."""
+        return hold_rows.insert(self._cursor, holds)
 
 
 class Ledger:
@@ -112,6 +135,24 @@ class Ledger:
                 decided_at=decided_at,
             )
 
+    @contextmanager
+    def approving(self, now: datetime) -> Iterator[Approval]:
+        """A write transaction that settles ended holds, then reads the active ones at `now`.
+
+        A ledger busy for longer than the busy timeout is a LedgerError (exit 3) saying so.
+        """
+        now_s = writes.seconds(now)
+        with self._transaction() as cursor:
+            hold_rows.settle(cursor, now_s)
+            yield Approval(cursor, hold_rows.active(cursor, now_s))
+
+    def release(self, seat: str, now: datetime) -> int:
+        """End `seat`'s active hold by hand; how many ended (0: it had none)."""
+        now_s = writes.seconds(now)
+        with self._transaction() as cursor:
+            hold_rows.settle(cursor, now_s)
+            return hold_rows.end_seat(cursor, seat, now_s, "released")
+
     def set_meta(self, key: str, value: str) -> None:
         """Set one `meta` entry, e.g. `demo`: the label of a ledger of invented data."""
         if self.readonly:
@@ -160,6 +201,16 @@ class Ledger:
     ) -> list[dict[str, Any]]:
         """Decisions taken in [since, until), oldest first, with `cards` and `reasons` decoded."""
         return queries.decisions(self.connection, self.path, since, until)
+
+    def holds(self, now: datetime) -> list[Hold]:
+        """Holds active at `now` (not expired, not ended, seat not yet seen), oldest first."""
+        return hold_rows.active(self.connection, writes.seconds(now))
+
+    def holds_expired_unseen(self, since: datetime, until: datetime) -> list[Hold]:
+        """Holds that expired in [since, until) without their seat ever being seen."""
+        return hold_rows.expired_unseen(
+            self.connection, writes.seconds(since), writes.seconds(until)
+        )
 
     def meta(self, key: str) -> str | None:
         """One `meta` entry, None when it is not set."""

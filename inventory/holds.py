@@ -1,0 +1,45 @@
+"""A hold: the bytes an approved deploy may take on its cards until its seat is seen there.
+
+A `check` that passes against a ledger records one hold per seat it approved. While a hold is
+active it counts as held on its cards for every later `check` and `plan` reading that ledger,
+except for the same seat's own check (DESIGN.md "Whole deploys: … holds").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from inventory.snapshot import format_utc
+
+DEFAULT_HOLD_S = 30 * 60
+
+
+@dataclass(frozen=True)
+class Hold:
+    """One approval that counts as held: `need_bytes` on each of `cards` of `host`."""
+
+    seat: str
+    host: str
+    cards: tuple[int, ...]
+    need_bytes: int
+    created_at: datetime
+    expires_at: datetime
+    user: str
+    decision_id: int | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "seat": self.seat,
+            "host": self.host,
+            "cards": list(self.cards),
+            "need_bytes": self.need_bytes,
+            "created_at": format_utc(self.created_at),
+            "expires_at": format_utc(self.expires_at),
+            "user": self.user,
+        }
+
+
+def short_time(moment: datetime) -> str:
+    """`14:33Z`: the minute a hold was made or ends, as refusals and listings print it."""
+    return moment.astimezone(UTC).strftime("%H:%MZ")
