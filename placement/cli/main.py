@@ -20,6 +20,7 @@ from seats.errors import Exit, GpuplanError
 COMMANDS: tuple[str, ...] = (
     "plan",
     "check",
+    "holds",
     "ledger",
     "snapshot",
     "report",

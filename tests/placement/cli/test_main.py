@@ -14,6 +14,7 @@ from placement.cli.main import main
 PRESENT = [
     "plan",
     "check",
+    "holds",
     "ledger",
     "snapshot",
     "report",
