@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from inventory.secrets import mask_cmdline
 from seats.errors import BadInputError
 from seats.loader import format_loc
 
@@ -49,6 +50,13 @@ class Process(BaseModel):
     @classmethod
     def _strict_int(cls, value: object) -> object:
         return _require_int(value)
+
+    @field_validator("cmdline")
+    @classmethod
+    def _masked(cls, value: str | None) -> str | None:
+        # The one edge every command line crosses (NVML + /proc, a snapshot file, a ledger,
+        # Prometheus labels): secrets never get further than this.
+        return None if value is None else mask_cmdline(value)
 
 
 class Card(BaseModel):

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
+from inventory.secrets import mask_cmdline
 from seats.errors import CannotDecideError
 
 APPLICATION = "gpuplan"
@@ -19,8 +22,25 @@ BUSY_TIMEOUT_MS = 5000
 # MIGRATIONS[n] takes a file at `PRAGMA user_version` n to n + 1. Never edit a released step:
 # add one. Version 1 is the schema the ledger, report and exporter agreed on; version 2 adds
 # the indexes that range reads and the report's decision queries need; version 3 adds holds
-# (approvals that count as held until their seat is seen, they expire, or they are released).
-MIGRATIONS: tuple[str, ...] = (
+# (approvals that count as held until their seat is seen, they expire, or they are released);
+# version 4 masks secrets in the command lines stored before gpuplan masked them on capture
+# (a Python step: SQLite has no regular expressions).
+Step = str | Callable[[sqlite3.Connection], str | None]
+
+
+def _mask_stored_cmdlines(connection: sqlite3.Connection) -> str | None:
+    """Mask every stored command line (inventory.secrets); a note saying how many rows changed."""
+    rows = connection.execute(
+        "SELECT rowid, cmdline FROM processes WHERE cmdline IS NOT NULL"
+    ).fetchall()
+    changed = [(masked, rowid) for rowid, line in rows if (masked := mask_cmdline(line)) != line]
+    connection.executemany("UPDATE processes SET cmdline = ? WHERE rowid = ?", changed)
+    if not changed:
+        return None
+    return f"masked secrets in {len(changed)} stored command line(s) of {len(rows)}"
+
+
+MIGRATIONS: tuple[Step, ...] = (
     """
     CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
     INSERT INTO meta(key, value) VALUES ('application', 'gpuplan');
@@ -53,6 +73,7 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX holds_open ON holds(ended_at_s, expires_at_s);
     CREATE INDEX holds_by_seat ON holds(seat, ended_at_s);
     """,
+    _mask_stored_cmdlines,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -145,14 +166,23 @@ def migrate(connection: sqlite3.Connection, path: Path, version: int) -> None:
     for step in range(version, SCHEMA_VERSION):
         try:
             connection.execute("BEGIN IMMEDIATE")
-            for statement in MIGRATIONS[step].split(";"):
-                if statement.strip():
-                    connection.execute(statement)
+            note = _run_step(connection, MIGRATIONS[step])
             connection.execute(f"PRAGMA user_version = {step + 1}")
             connection.execute("COMMIT")
         except sqlite3.OperationalError as exc:
             connection.rollback()
             raise operational(str(path), exc) from exc
+        if note:
+            print(f"ledger {path}: schema {step + 1}: {note}", file=sys.stderr)
+
+
+def _run_step(connection: sqlite3.Connection, step: Step) -> str | None:
+    if callable(step):
+        return step(connection)
+    for statement in step.split(";"):
+        if statement.strip():
+            connection.execute(statement)
+    return None
 
 
 def open_connection(target: Path, *, readonly: bool) -> sqlite3.Connection:

@@ -1,0 +1,74 @@
+"""Secrets masked at the edge: the rules of DESIGN.md "Text from outside", word by word."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from inventory.ledger.store import MIGRATIONS, open_ledger
+from inventory.secrets import mask_cmdline
+from inventory.snapshot import Process
+
+CASES = [
+    # vLLM's own flag, both spellings, and any case.
+    ("vllm serve m --api-key sk-123 --port 8000", "vllm serve m --api-key *** --port 8000"),
+    ("vllm serve m --api-key=sk-123", "vllm serve m --api-key=***"),
+    ("vllm serve m --API-KEY sk-123", "vllm serve m --API-KEY ***"),
+    ("server --hf-token hf_abc --hf_token=hf_def", "server --hf-token *** --hf_token=***"),
+    ("x --token t --password p --passwd q --pass r", "x --token *** --password *** --passwd *** --pass ***"),
+    ("x --auth a --db-credentials c --secret s", "x --auth *** --db-credentials *** --secret ***"),
+    # Words that only look like secrets stay.
+    ("vllm serve m --max-num-batched-tokens 8192 --tokenizer t", None),
+    ("vllm serve m --enable-auto-tool-choice --passthrough x", None),
+    ("MAX_TOKENS=512 python run.py", None),
+    # NAME=value words.
+    ("HF_TOKEN=hf_abc python run.py", "HF_TOKEN=*** python run.py"),
+    ("env AWS_SECRET_ACCESS_KEY=abc/def OPENAI_API_KEY=sk x", "env AWS_SECRET_ACCESS_KEY=*** OPENAI_API_KEY=*** x"),
+    # Passwords in URLs.
+    ("worker --broker redis://user:hunter2@redis:6379/0", "worker --broker redis://user:***@redis:6379/0"),
+    ("psql postgresql://app:p%40ss@db/x", "psql postgresql://app:***@db/x"),
+    # Inside a shell string, quotes kept.
+    ('bash -c "vllm serve m --api-key \'abc\' --port 1"', 'bash -c "vllm serve m --api-key \'***\' --port 1"'),
+    # A secret flag at the end, or followed by another flag, leaves nothing behind.
+    ("vllm serve m --api-key", None),
+    ("vllm serve m --api-key --port 8000", None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("line", "masked"), CASES)
+def test_masks_what_the_design_names_and_nothing_else(line: str, masked: str | None) -> None:
+    expected = line if masked is None else masked
+    assert mask_cmdline(line) == expected
+    assert mask_cmdline(expected) == expected  # idempotent
+
+
+def test_every_process_is_masked_on_construction() -> None:
+    process = Process(pid=1, cmdline="vllm serve m --api-key sk-live-123")
+    assert process.cmdline == "vllm serve m --api-key ***"
+    assert "sk-live" not in process.model_dump_json()
+
+
+def test_a_version_3_ledger_is_masked_in_place(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as connection:
+        for step in MIGRATIONS[:3]:
+            assert isinstance(step, str)
+            connection.executescript(step)
+        connection.execute("PRAGMA user_version = 3")
+        connection.execute(
+            "INSERT INTO snapshots(id, host, taken_at_s, taken_at) VALUES (1, 'h', 0, '1970-01-01T00:00:00Z')"
+        )
+        connection.executemany(
+            "INSERT INTO processes(snapshot_id, card_idx, pid, used_bytes, cmdline) VALUES (1, 0, ?, 1, ?)",
+            [(1, "vllm serve m --api-key sk-old"), (2, "python notebook.py"), (3, None)],
+        )
+    with open_ledger(path):
+        pass
+    with sqlite3.connect(path) as connection:
+        lines = [r[0] for r in connection.execute("SELECT cmdline FROM processes ORDER BY pid")]
+    assert lines == ["vllm serve m --api-key ***", "python notebook.py", None]
+    assert "masked secrets in 1 stored command line(s) of 2" in capsys.readouterr().err
