@@ -47,6 +47,7 @@ from placement.report.rows import (
     Window,
     utc,
 )
+from placement.report.text import code_span, short
 from seats.errors import CannotDecideError
 from seats.model import Catalogue, Engine, Seat
 from seats.units import format_bytes
@@ -357,7 +358,10 @@ def _reserves(
                 last_at=_at(breaches.last_s),
                 worst_bytes=breaches.worst_bytes,
                 worst_at=_at(breaches.worst_at_s),
-                holders=tuple(f"{h.name} ({format_bytes(h.max_bytes)})" for h in breaches.holders),
+                holders=tuple(
+                    f"{code_span(short(h.name, 60))} ({format_bytes(h.max_bytes)})"
+                    for h in breaches.holders
+                ),
                 violated_now=violated_now,
             )
         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 from tabulate import tabulate
 
 from placement.report.rows import LOOKBACK_DAYS, PERCENTILE_DEFINITION, ChartSeries, Report
+from placement.report.text import code_span, short
 from seats.units import format_bytes
 
 # --- blocks -----------------------------------------------------------------------------
@@ -337,7 +339,9 @@ def _foreign(report: Report) -> list[Block]:
                 tuple(
                     (
                         f"{f.host}:{f.card}",
-                        _short(f.cmdline or "(vanished before /proc was read)"),
+                        code_span(short(f.cmdline))
+                        if f.cmdline is not None
+                        else "(vanished before /proc was read)",
                         str(f.pids),
                         f"{f.samples:,}",
                         _at(f.first_at),
@@ -350,10 +354,6 @@ def _foreign(report: Report) -> list[Block]:
             )
         )
     return out
-
-
-def _short(text: str, width: int = 70) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _reserves(report: Report) -> list[Block]:
@@ -384,7 +384,7 @@ def _reserves(report: Report) -> list[Block]:
                     f"{_b(r.worst_bytes)} at {_at(r.worst_at)}"
                     if r.worst_bytes is not None
                     else "-",
-                    "; ".join(_short(h, 60) for h in r.holders) or "-",
+                    "; ".join(r.holders) or "-",
                 )
                 for r in report.reserves
             ),
@@ -542,10 +542,19 @@ figcaption { color: #555; font-size: 12px; }
 """
 
 
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
+
+
 def _inline(text: str) -> str:
-    """Escape, then turn `code` spans into <code>."""
-    parts = html.escape(text).split("`")
-    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+    """Escape, then turn `code` spans (of any fence length, as `code_span` writes) into <code>."""
+
+    def code(match: re.Match[str]) -> str:
+        inner = match.group(2)
+        if len(inner) > 2 and inner.startswith(" ") and inner.endswith(" ") and inner.strip():
+            inner = inner[1:-1]
+        return f"<code>{inner}</code>"
+
+    return _CODE_SPAN.sub(code, html.escape(text, quote=True))
 
 
 def to_html(items: Sequence[Block], title: str) -> str:
