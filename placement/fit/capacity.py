@@ -16,6 +16,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from inventory.snapshot import Card, Snapshot
+from placement.fit.room import reserve_left_bytes, room_bytes
 from seats.model import Catalogue, Reserve, Seat
 
 
@@ -87,7 +88,7 @@ def held_parts(
             for name in reserve.for_
             if name != seat and (name in declared or name in placed_here)
         )
-        left = max(0, reserve_bytes(reserve, card) - own)
+        left = reserve_left_bytes(reserve_bytes=reserve_bytes(reserve, card), own_bytes=own)
         if left:
             parts.append(HeldPart("reserve", reserve.name, left))
     for absent in absent_seats(catalogue, host, card):
@@ -123,8 +124,12 @@ def plannable_bytes(catalogue: Catalogue, snapshot: Snapshot, card: Card) -> int
     """max(0, free − held − margin); 0 for a card in error."""
     if card.free_bytes is None:
         return 0
-    held = held_bytes(catalogue, snapshot.host, card)
-    return max(0, card.free_bytes - held - margin_bytes(catalogue, snapshot.host))
+    room = room_bytes(
+        free_bytes=card.free_bytes,
+        held_bytes=held_bytes(catalogue, snapshot.host, card),
+        margin_bytes=margin_bytes(catalogue, snapshot.host),
+    )
+    return max(0, room)
 
 
 def attributed_bytes(card: Card) -> int:

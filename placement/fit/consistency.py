@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from inventory.snapshot import Snapshot
-from placement.fit.capacity import cuda_total
+from placement.fit.capacity import cuda_total, reserve_bytes
 from seats.errors import BadInputError
 from seats.model import Catalogue, Reserve
 from seats.units import format_bytes
@@ -113,7 +113,7 @@ def _reserves_fit(catalogue: Catalogue, snapshot: Snapshot, source: str) -> None
             continue
         total = cuda_total(card)
         # `bytes: card` is the CUDA total by definition; only amounts can overshoot it.
-        held = sum(total if r.amount_bytes == "card" else int(r.amount_bytes) for r in reserves)
+        held = sum(reserve_bytes(r, card) for r in reserves)
         if held > total:
             names = ", ".join(r.name for r in reserves)
             raise BadInputError(

@@ -7,19 +7,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
-from functools import lru_cache
 from typing import Literal
 
 from inventory.snapshot import Card, Snapshot
-from placement.fit.capacity import (
-    cuda_context_bytes,
-    cuda_total,
-    held_parts,
-    margin_bytes,
-    seats_declared_on,
-)
+from placement.fit.capacity import cuda_context_bytes, cuda_total
 from placement.fit.engines import (
     UTIL_STEP,
     GateRule,
@@ -29,12 +22,20 @@ from placement.fit.engines import (
     gate_rule,
     largest_util_within,
     need_bytes,
+    passes_gate,
     requested_bytes,
     smallest_util_covering,
 )
-from placement.fit.verdict import CardFigures, Reason, Verdict, VerdictKind, host_reason
+from placement.fit.rules import (
+    b,
+    card_reasons,
+    error_reason,
+    host_reasons,
+    missing_card_reason,
+)
+from placement.fit.state import CardState, card_state
+from placement.fit.verdict import CardFigures, Reason, Verdict, host_reason
 from seats.model import Catalogue, Reserve, Seat
-from seats.units import format_bytes
 
 Mode = Literal["plan", "check"]
 
@@ -184,95 +185,15 @@ def override_seat(
     return seat.model_copy(update=update) if update else seat
 
 
-@dataclass(frozen=True)
-class _CardState:
-    card: Card
-    total: int
-    free: int
-    held: int
-    reserve_held: int
-    reserve_names: tuple[str, ...]
-    reserve_for: tuple[str, ...]
-    others: int
-    margin_bytes: int
-    room: int
-    gate_free: int
-    occupants: tuple[str, ...]
-    exclusive_neighbours: tuple[str, ...]
-
-
-def _card_state(
-    catalogue: Catalogue,
-    snapshot: Snapshot,
-    seat: Seat,
-    card: Card,
-    others_here: Sequence[Placement],
-    mode: Mode,
-) -> _CardState:
-    host = snapshot.host
-    own = [p for p in card.processes if p.seat == seat.name]
-    # A redeploy: the seat's own processes on the card are stopped before it starts again.
-    free = (card.free_bytes or 0) + sum(p.used_bytes or 0 for p in own)
-    parts = held_parts(
-        catalogue, host, card, seat.name, [p.seat.name for p in others_here] + [seat.name]
-    )
-    reserves = [part for part in parts if part.kind == "reserve"]
-    reserve_for = tuple(
-        name
-        for reserve in catalogue.reserves
-        if reserve.name in {part.name for part in reserves}
-        for name in reserve.for_
-    )
-    held = sum(part.bytes for part in parts)
-    others = sum(other_need(catalogue, snapshot, p, card, mode) for p in others_here)
-    margin = margin_bytes(catalogue, host)
-    declared = [s for s in seats_declared_on(catalogue, host, card.index) if s.name != seat.name]
-    foreign = [
-        p
-        for p in card.processes
-        if p.seat != seat.name and p.seat not in {s.name for s in declared}
-    ]
-    occupants = tuple(
-        [s.name for s in declared]
-        + [f"pid {p.pid}" if p.seat is None else p.seat for p in foreign]
-        + [p.seat.name for p in others_here]
-    )
-    exclusive_neighbours = tuple(
-        [s.name for s in declared if s.exclusive]
-        + [p.seat.name for p in others_here if p.seat.exclusive]
-    )
-    return _CardState(
-        card=card,
-        total=cuda_total(card),
-        free=free,
-        held=held,
-        reserve_held=sum(part.bytes for part in reserves),
-        reserve_names=tuple(part.name for part in reserves),
-        reserve_for=reserve_for,
-        others=others,
-        margin_bytes=margin,
-        room=free - held - margin - others,
-        gate_free=free - others - cuda_context_bytes(catalogue, host),
-        occupants=occupants,
-        exclusive_neighbours=exclusive_neighbours,
-    )
-
-
-@lru_cache(maxsize=8192)
-def _b(n: int) -> str:
-    # Cached: explaining refusals prints the same card figures for seat after seat.
-    return format_bytes(n)
-
-
 # Card states shared between judgements of different seats, by (host, card, mode); see
 # `judge(state_cache=...)`.
-CardStates = dict[tuple[str, int, str], _CardState]
+CardStates = dict[tuple[str, int, str], CardState]
 
 
 def _anonymous_on(catalogue: Catalogue, seat: Seat, card: Card) -> bool:
     """True when nothing on `card` names `seat`: its state is then the same for any such seat.
 
-    _card_state reads the seat's name only to free its own processes (a redeploy), to skip
+    card_state reads the seat's name only to free its own processes (a redeploy), to skip
     reserves held for it, and to leave it out of the card's declared seats and occupants.
     """
     name = seat.name
@@ -281,6 +202,139 @@ def _anonymous_on(catalogue: Catalogue, seat: Seat, card: Card) -> bool:
     if any(s.name == name for s in catalogue.seats):
         return False
     return not any(name in reserve.for_ for reserve in catalogue.reserves)
+
+
+@dataclass
+class _Judgement:
+    """What `judge` gathers on its way: reasons, nearest changes, figures, warnings."""
+
+    reasons: list[Reason] = field(default_factory=list)
+    nearest: list[tuple[int, str]] = field(default_factory=list)
+    figures: list[CardFigures] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    unknown: bool = False
+
+
+def _usable_cards(
+    snapshot: Snapshot, cards: Sequence[int], mode: Mode, out: _Judgement
+) -> list[Card]:
+    """The named cards that can take a seat; rules `host` and `error` for the others."""
+    host = snapshot.host
+    by_index = {card.index: card for card in snapshot.cards}
+    usable: list[Card] = []
+    for index in cards:
+        card = by_index.get(index)
+        if card is None:
+            out.reasons.append(missing_card_reason(index, host))
+            continue
+        error = error_reason(card, host)
+        if error is not None:
+            out.reasons.append(error)
+            out.unknown = out.unknown or mode == "check"
+            continue
+        usable.append(card)
+        if card.reserved_bytes is None:
+            out.warnings.append(
+                f"card {index}: NVML v1 only (no driver reserve reading); CUDA total taken as the "
+                "NVML total, stricter for the gate"
+            )
+    return usable
+
+
+def _states(
+    catalogue: Catalogue,
+    snapshot: Snapshot,
+    seat: Seat,
+    usable: Sequence[Card],
+    others: Sequence[Placement],
+    mode: Mode,
+    state_cache: CardStates | None,
+) -> list[CardState]:
+    """The state of each usable card as `seat` meets it, shared through `state_cache` where it may."""
+    host = snapshot.host
+    states: list[CardState] = []
+    for card in usable:
+        key = (host, card.index, mode)
+        shared = state_cache is not None and _anonymous_on(catalogue, seat, card)
+        state = state_cache.get(key) if shared and state_cache is not None else None
+        if state is None:
+            here = [
+                p
+                for p in others
+                if p.host == host and card.index in p.cards and p.seat.name != seat.name
+            ]
+            load = sum(other_need(catalogue, snapshot, p, card, mode) for p in here)
+            state = card_state(catalogue, host, seat, card, [p.seat for p in here], load)
+            if shared and state_cache is not None:
+                state_cache[key] = state
+        states.append(state)
+    return states
+
+
+def _chosen_util(
+    seat: Seat, rule: GateRule, states: Sequence[CardState], ctx: int, out: _Judgement
+) -> Decimal | None:
+    """The util the seat is judged with: declared, default, or proposed (DESIGN.md "which util")."""
+    totals = [state.cuda_total_bytes for state in states]
+    start = start_util(seat, rule, totals, ctx) if states else rule.util
+    kv = kv_bytes(seat)
+    # kv_cache_memory pinned: util only feeds vLLM's gate. Prefer the util whose request
+    # covers the seat; where the gate cannot honour that, the largest util that passes.
+    if rule.source != "proposed" or kv is None or start is None:
+        return start
+    if all(
+        passes_gate(s.gate_free_bytes, requested_bytes(start, s.cuda_total_bytes)) for s in states
+    ):
+        return start
+    limits = [largest_util_within(s.gate_free_bytes, s.cuda_total_bytes) for s in states]
+    if any(limit is None for limit in limits):
+        return start
+    chosen = min(limit for limit in limits if limit is not None)
+    asked = max(requested_bytes(chosen, s.cuda_total_bytes) for s in states)
+    out.warnings.append(
+        f"util {format_util(chosen)} is the largest that passes vLLM's gate on card(s) "
+        f"{', '.join(str(s.card.index) for s in states)}: it requests {b(asked)}, less than the "
+        f"seat's {b(seat.resident_bytes)} resident, so vLLM's own gate no longer covers the whole seat"
+    )
+    return chosen
+
+
+def _judge_card(
+    seat: Seat, rule: GateRule, util: Decimal | None, state: CardState, host: str, out: _Judgement
+) -> None:
+    """The figures and every binding rule of `seat` on one usable card."""
+    ctx = state.cuda_context_bytes
+    need = seat_need(seat, util, state.cuda_total_bytes, ctx, rule)
+    requested = (
+        requested_bytes(util, state.cuda_total_bytes)
+        if rule.gating == "gated" and util is not None
+        else None
+    )
+    out.figures.append(
+        CardFigures(
+            card=state.card.index,
+            free_bytes=state.free_bytes,
+            held_bytes=state.held_bytes,
+            margin_bytes=state.margin_bytes,
+            others_bytes=state.others_bytes,
+            need_bytes=need,
+            room_bytes=state.room_bytes,
+            gate_free_bytes=state.gate_free_bytes if requested is not None else None,
+            requested_bytes=requested,
+        )
+    )
+    reasons = card_reasons(
+        seat=seat,
+        rule=rule,
+        util=util,
+        state=state,
+        need_bytes=need,
+        requested_bytes=requested,
+        host=host,
+    )
+    out.reasons.extend(reasons)
+    if reasons:
+        out.nearest.extend(_nearest(seat, rule, util, state, need, requested, ctx, reasons))
 
 
 def judge(
@@ -308,265 +362,41 @@ def judge(
     seat = override_seat(seat, util, kv_cache_bytes, resident_bytes)
     host = snapshot.host
     ctx = cuda_context_bytes(catalogue, host)
-    reasons: list[Reason] = []
-    nearest: list[tuple[int, str]] = []
-    figures: list[CardFigures] = []
     rule = gate_rule(seat.engine, propose=mode == "plan")
-    warnings = list(rule.warnings)
-    verdict_kind: VerdictKind = "pass"
-
-    if seat.host is not None and seat.host != host:
-        reasons.append(host_reason(f"{seat.name} names host {seat.host}, not {host}", host))
-    if len(cards) != seat.card_count:
-        reasons.append(
-            host_reason(f"{seat.name} takes {seat.card_count} card(s); {len(cards)} given", host)
-        )
-    if len(set(cards)) != len(cards):
-        reasons.append(
-            Reason(
-                "host", None, None, None, None, f"card list {list(cards)} names a card twice", host
-            )
-        )
-    by_index = {card.index: card for card in snapshot.cards}
-    usable: list[Card] = []
-    for index in cards:
-        card = by_index.get(index)
-        if card is None:
-            reasons.append(
-                Reason("host", index, None, None, None, f"{host} has no card {index}", host)
-            )
-        elif not card.ok:
-            reasons.append(
-                Reason(
-                    "error",
-                    index,
-                    None,
-                    None,
-                    None,
-                    f"card {index} is in error ({card.error}); it takes no seat",
-                    host,
-                )
-            )
-            if mode == "check":
-                verdict_kind = "unknown"
-        else:
-            usable.append(card)
-            if card.reserved_bytes is None:
-                warnings.append(
-                    f"card {index}: NVML v1 only (no driver reserve reading); CUDA total taken as the "
-                    "NVML total, stricter for the gate"
-                )
+    out = _Judgement(reasons=host_reasons(seat, host, cards), warnings=list(rule.warnings))
+    usable = _usable_cards(snapshot, cards, mode, out)
     if seat.engine.kind == "vllm" and ctx == 0:
-        warnings.append(
+        out.warnings.append(
             f"host {host} declares no cuda_context: vLLM's gate reads free memory after its own "
             "context (~1.25 GiB measured on an NVIDIA H200); set hosts.{host}.cuda_context"
         )
-
-    others_by_card = {
-        card.index: [
-            p
-            for p in others
-            if p.host == host and card.index in p.cards and p.seat.name != seat.name
-        ]
-        for card in usable
-    }
-    states: list[_CardState] = []
-    for card in usable:
-        key = (host, card.index, mode)
-        shared = state_cache is not None and _anonymous_on(catalogue, seat, card)
-        state = state_cache.get(key) if shared and state_cache is not None else None
-        if state is None:
-            state = _card_state(catalogue, snapshot, seat, card, others_by_card[card.index], mode)
-            if shared and state_cache is not None:
-                state_cache[key] = state
-        states.append(state)
-    totals = [state.total for state in states]
-    kv = kv_bytes(seat)
-    start = start_util(seat, rule, totals, ctx) if states else rule.util
-    chosen = start
-    # kv_cache_memory pinned: util only feeds vLLM's gate. Prefer the util whose request
-    # covers the seat; where the gate cannot honour that, the largest util that passes.
-    if (
-        rule.source == "proposed"
-        and kv is not None
-        and start is not None
-        and any(requested_bytes(start, s.total) > s.gate_free for s in states)
-    ):
-        limits = [largest_util_within(s.gate_free, s.total) for s in states]
-        if all(limit is not None for limit in limits):
-            chosen = min(limit for limit in limits if limit is not None)
-            asked = max(requested_bytes(chosen, s.total) for s in states)
-            warnings.append(
-                f"util {format_util(chosen)} is the largest that passes vLLM's gate on card(s) "
-                f"{', '.join(str(s.card.index) for s in states)}: it requests {_b(asked)}, less than the "
-                f"seat's {_b(seat.resident_bytes)} resident, so vLLM's own gate no longer covers the whole seat"
-            )
-
+    states = _states(catalogue, snapshot, seat, usable, others, mode, state_cache)
+    chosen = _chosen_util(seat, rule, states, ctx, out)
     for state in states:
-        index = state.card.index
-        need = seat_need(seat, chosen, state.total, ctx, rule)
-        requested = (
-            requested_bytes(chosen, state.total)
-            if rule.gating == "gated" and chosen is not None
-            else None
-        )
-        figures.append(
-            CardFigures(
-                index,
-                state.free,
-                state.held,
-                state.margin_bytes,
-                state.others,
-                need,
-                state.room,
-                state.gate_free if requested is not None else None,
-                requested,
-            )
-        )
-        card_reasons = _card_reasons(seat, rule, chosen, state, need, requested, host, ctx)
-        reasons.extend(card_reasons)
-        if card_reasons:
-            nearest.extend(_nearest(seat, rule, chosen, state, need, requested, ctx, card_reasons))
-
-    if reasons and verdict_kind != "unknown":
-        verdict_kind = "refuse"
-    flags: tuple[str, ...] = ()
-    if seat.engine.kind == "vllm" and rule.gating == "gated":
-        flags = engine_flags(chosen, kv, proposed=rule.source != "declared")
-    seen: set[str] = set()
-    ordered = []
-    for _, text in sorted(nearest, key=lambda item: item[0]):
-        if text not in seen:
-            seen.add(text)
-            ordered.append(text)
+        _judge_card(seat, rule, chosen, state, host, out)
+    gated = seat.engine.kind == "vllm" and rule.gating == "gated"
     return Verdict(
-        verdict=verdict_kind,
+        verdict="unknown" if out.unknown else ("refuse" if out.reasons else "pass"),
         seat=seat.name,
         host=host,
         cards=tuple(cards),
-        reasons=tuple(reasons),
-        flags=flags,
-        warnings=tuple(dict.fromkeys(warnings)),
-        nearest=tuple(ordered),
-        need_bytes=max((f.need_bytes for f in figures), default=seat.resident_bytes),
+        reasons=tuple(out.reasons),
+        flags=engine_flags(chosen, kv_bytes(seat), proposed=rule.source != "declared")
+        if gated
+        else (),
+        warnings=tuple(dict.fromkeys(out.warnings)),
+        nearest=tuple(dict.fromkeys(text for _, text in sorted(out.nearest, key=lambda i: i[0]))),
+        need_bytes=max((f.need_bytes for f in out.figures), default=seat.resident_bytes),
         util=format_util(chosen) if chosen is not None and rule.gating == "gated" else None,
-        figures=tuple(figures),
+        figures=tuple(out.figures),
     )
-
-
-def _card_reasons(
-    seat: Seat,
-    rule: GateRule,
-    util: Decimal | None,
-    state: _CardState,
-    need: int,
-    requested: int | None,
-    host: str,
-    ctx: int,
-) -> list[Reason]:
-    index = state.card.index
-    out: list[Reason] = []
-    if need > state.room:
-        short = need - state.room
-        if state.reserve_held:
-            out.append(
-                Reason(
-                    "reserve",
-                    index,
-                    need,
-                    state.room,
-                    short,
-                    f"{_b(state.reserve_held)} held for {', '.join(dict.fromkeys(state.reserve_for))} "
-                    f"({', '.join(state.reserve_names)})",
-                    host,
-                )
-            )
-        if not state.reserve_held or need > state.room + state.reserve_held:
-            out.append(
-                Reason(
-                    "room",
-                    index,
-                    need,
-                    state.room,
-                    short,
-                    f"need {_b(need)}, room {_b(state.room)} ({_room_terms(state)}): short {_b(short)}",
-                    host,
-                )
-            )
-    if requested is not None and util is not None and requested > state.gate_free:
-        short = requested - state.gate_free
-        out.append(
-            Reason(
-                "gate",
-                index,
-                requested,
-                state.gate_free,
-                short,
-                f"vLLM's gate: free {_b(state.gate_free)} after its {_b(ctx)} CUDA context is less than "
-                f"util {format_util(util)} × {_b(state.total)} = {_b(requested)}: short {_b(short)}",
-                host,
-            )
-        )
-    if rule.gating == "unbounded" and not seat.exclusive:
-        sharing = list(state.occupants) + list(state.reserve_names)
-        if sharing:
-            out.append(
-                Reason(
-                    "unbounded",
-                    index,
-                    None,
-                    None,
-                    None,
-                    "unbounded vLLM (≥ 0.34 with neither gpu_memory_utilization nor kv_cache_memory) "
-                    f"would take what {', '.join(sharing)} need",
-                    host,
-                )
-            )
-    if seat.exclusive and state.occupants:
-        out.append(
-            Reason(
-                "exclusive",
-                index,
-                None,
-                None,
-                None,
-                f"{seat.name} is exclusive; card {index} holds {', '.join(state.occupants)}",
-                host,
-            )
-        )
-    elif state.exclusive_neighbours:
-        out.append(
-            Reason(
-                "exclusive",
-                index,
-                None,
-                None,
-                None,
-                f"card {index} holds exclusive {', '.join(state.exclusive_neighbours)}",
-                host,
-            )
-        )
-    return out
-
-
-def _room_terms(state: _CardState) -> str:
-    """'5.57 GiB free − 256.00 MiB margin', leaving out the terms that are zero."""
-    text = f"{_b(state.free)} free"
-    for amount, label in (
-        (state.held, "held"),
-        (state.margin_bytes, "margin"),
-        (state.others, "for new seats here"),
-    ):
-        if amount:
-            text += f" − {_b(amount)} {label}"
-    return text
 
 
 def _nearest(
     seat: Seat,
     rule: GateRule,
     util: Decimal | None,
-    state: _CardState,
+    state: CardState,
     need: int,
     requested: int | None,
     ctx: int,
@@ -579,32 +409,37 @@ def _nearest(
         return []
     out: list[tuple[int, str]] = []
     kv = kv_bytes(seat)
-    room_short = max(0, need - state.room)
-    gate_short = max(0, (requested or 0) - state.gate_free)
+    room_short = max(0, need - state.room_bytes)
+    gate_short = max(0, (requested or 0) - state.gate_free_bytes)
     if rules == {"gate"} and util is not None and rule.source != "proposed":
-        limit = largest_util_within(state.gate_free, state.total)
-        if limit is not None and seat_need(seat, limit, state.total, ctx, rule) <= state.room:
+        limit = largest_util_within(state.gate_free_bytes, state.cuda_total_bytes)
+        if (
+            limit is not None
+            and seat_need(seat, limit, state.cuda_total_bytes, ctx, rule) <= state.room_bytes
+        ):
             out.append((gate_short, f"fits on card {index} with util ≤ {format_util(limit)}"))
     if "room" in rules and kv is None and util is not None and need > seat.resident_bytes:
         # The request sizes this seat: a smaller util shrinks it.
-        limit = largest_util_within(min(state.room - ctx, state.gate_free), state.total)
-        if limit is not None and seat.resident_bytes <= state.room:
+        limit = largest_util_within(
+            min(state.room_bytes - ctx, state.gate_free_bytes), state.cuda_total_bytes
+        )
+        if limit is not None and seat.resident_bytes <= state.room_bytes:
             out.append((room_short, f"fits on card {index} with util ≤ {format_util(limit)}"))
     if "room" in rules and kv is not None and room_short < kv and not gate_short:
-        out.append((room_short, f"lower kv_cache_memory by {_b(room_short)} (card {index})"))
+        out.append((room_short, f"lower kv_cache_memory by {b(room_short)} (card {index})"))
     if "reserve" in rules and "room" not in rules and not gate_short:
         out.append((room_short, f"release {', '.join(state.reserve_names)}"))
     short = max(room_short, gate_short)
-    if need > state.total - state.margin_bytes:
+    if need > state.cuda_total_bytes - state.margin_bytes:
         # No amount of freeing makes a card hold more than its own total.
         return [
             (
                 short,
-                f"{_b(need)} is more than a card of {_b(state.total)} CUDA total holds",
+                f"{b(need)} is more than a card of {b(state.cuda_total_bytes)} CUDA total holds",
             )
         ]
     if "reserve" not in rules and short:
-        out.append((short, f"free {_b(short)} on card {index}"))
+        out.append((short, f"free {b(short)} on card {index}"))
     return out
 
 

@@ -13,6 +13,7 @@ from typing import Literal
 
 from placement import solvers
 from placement.plan.problem import CardKey, CardSlot, NewSeat, PairKey, Problem
+from placement.plan.score import priority_weights as seat_weights
 from placement.solvers import (
     SOLVERS,
     Model,
@@ -71,20 +72,8 @@ class Solution:
 
 
 def priority_weights(problem: Problem) -> dict[str, float]:
-    """Per seat, the objective weight of placing it, making priority strict.
-
-    Levels ascending: W_0 = 2 (more than every tie-break term together, < 1.001), and
-    W_k = Σ_{j<k} n_j·W_j + 2, so one seat of a level outweighs every seat below it.
-    """
-    counts: dict[int, int] = defaultdict(int)
-    for new in problem.seats:
-        counts[new.seat.priority] += 1
-    level_weight: dict[int, float] = {}
-    below = 0.0
-    for priority in sorted(counts):
-        level_weight[priority] = below + 2.0
-        below += counts[priority] * level_weight[priority]
-    return {new.name: level_weight[new.seat.priority] for new in problem.seats}
+    """Per seat, the objective weight of placing it (`placement.plan.score.priority_weights`)."""
+    return seat_weights(problem.seats)
 
 
 def _mib(n: int) -> float:

@@ -10,23 +10,25 @@ import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from inventory.snapshot import Card, Process, Snapshot
 from placement.fit.verdict import Verdict
 from placement.fit.verify import Placement, judge, verify_placement
+from placement.plan.cards import CardRow, card_rows
+from placement.plan.explain import explain_refusal
+from placement.plan.greedy import greedy_assignment
 from placement.plan.problem import NewSeat, Problem, build_problem
+from placement.plan.score import priority_weights, score
+from placement.plan.verified import verified
 from seats.model import Catalogue
 from seats.units import format_bytes
-
-if TYPE_CHECKING:
-    from placement.plan.planner import CardRow
 
 DEFAULT_MAX_MOVES = 3
 # Sets whose end state verifies but that have no safe order: how many are priced for the note.
 MAX_UNORDERED = 20
 
-Score = tuple[int, ...]
+Score = float  # placement.plan.score: strict priority, then the most seats
 
 
 @dataclass(frozen=True)
@@ -164,15 +166,6 @@ def _card_with(card: Card, processes: tuple[Process, ...], freed: int) -> Card:
             "free_bytes": (card.free_bytes or 0) + freed,
             "used_bytes": max(0, (card.used_bytes or 0) - freed),
         }
-    )
-
-
-def _score(names: Iterable[str], weights: dict[str, int]) -> Score:
-    """Placed seats per priority, highest priority first (compared lexicographically)."""
-    levels = sorted(set(weights.values()), reverse=True)
-    placed = set(names)
-    return tuple(
-        sum(1 for name, p in weights.items() if p == level and name in placed) for level in levels
     )
 
 
@@ -320,14 +313,13 @@ def plan_moves(
     in which each restart passes the verifier, and its new seats then pass beside them.
     """
     from placement.plan.model import solve
-    from placement.plan.planner import _verified, card_rows, explain_refusal, greedy_assignment
 
     started = time.perf_counter()
     deadline = started + time_limit
-    weights = {new.name: new.seat.priority for new in problem.seats}
+    weights = priority_weights(problem.seats)
     placed_names = {p.seat.name for p in placements}
     refused = [new for new in problem.seats if new.name not in placed_names]
-    best_score = _score(placed_names, weights)
+    best_score = score(placed_names, weights)
     world = _World(problem.catalogue, problem.snapshots)
     candidates = _candidates(problem, refused)
     smallest = _smallest_refused(problem, refused)
@@ -335,7 +327,7 @@ def plan_moves(
     unordered: list[tuple[Move, ...]] = []
     tried = 0
     cut_short = False
-    full = _score((new.name for new in problem.seats), weights)
+    full = score((new.name for new in problem.seats), weights)
 
     def evaluate(moves: Sequence[Move]) -> tuple[Problem, list[Placement]] | None:
         """The verified placement of every new seat once `moves` are done, if it may beat the best."""
@@ -347,16 +339,16 @@ def plan_moves(
             attributed=True,
         )
         eligible = (n.name for n in problem.seats if moved_problem.eligible_hosts(n.name))
-        if _score(eligible, weights) <= best_score:
+        if score(eligible, weights) <= best_score:
             return None  # not even every seat with an eligible card would beat it
         greedy = greedy_assignment(moved_problem)
-        out, _ = _verified(moved_problem, greedy)
-        if _score((p.seat.name for p in out), weights) < full:
+        out, _ = verified(moved_problem, greedy)
+        if score((p.seat.name for p in out), weights) < full:
             remaining = deadline - time.perf_counter()
             if remaining > 0.05:
                 solution = solve(moved_problem, solver=solver, time_limit=remaining, initial=greedy)  # type: ignore[arg-type]
-                proposed, _ = _verified(moved_problem, solution.assignment)
-                if _score((p.seat.name for p in proposed), weights) > _score(
+                proposed, _ = verified(moved_problem, solution.assignment)
+                if score((p.seat.name for p in proposed), weights) > score(
                     (p.seat.name for p in out), weights
                 ):
                     out = proposed
@@ -381,13 +373,13 @@ def plan_moves(
             if found is None:
                 continue
             moved_problem, new_placements = found
-            score = _score((p.seat.name for p in new_placements), weights)
-            if score <= best_score:
+            found_score = score((p.seat.name for p in new_placements), weights)
+            if found_score <= best_score:
                 continue
             starts = _new_starts(moved_problem, new_placements)
             if starts is None:
                 continue
-            best_score = score
+            best_score = found_score
             best = (order, moved_problem, new_placements)
         if cut_short or time.perf_counter() > deadline:
             cut_short = True
@@ -451,7 +443,7 @@ def plan_moves(
 def _blocked_note(
     unordered: Sequence[tuple[Move, ...]],
     evaluate: Callable[[Sequence[Move]], tuple[Problem, list[Placement]] | None],
-    weights: dict[str, int],
+    weights: dict[str, float],
     best_score: Score,
     placed_before: set[str],
 ) -> str:
@@ -461,7 +453,7 @@ def _blocked_note(
         if found is None:
             continue
         _, placements = found
-        if _score((p.seat.name for p in placements), weights) > best_score:
+        if score((p.seat.name for p in placements), weights) > best_score:
             gained = sorted({p.seat.name for p in placements} - placed_before)
             return (
                 f"{' and '.join(m.text() for m in combo)} would place "

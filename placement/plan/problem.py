@@ -22,6 +22,7 @@ from placement.fit.capacity import (
     cuda_context_bytes,
     cuda_total,
     margin_bytes,
+    reserve_bytes,
     seats_declared_on,
 )
 from placement.fit.consistency import check_snapshot
@@ -30,8 +31,11 @@ from placement.fit.engines import (
     GateRule,
     gate_rule,
     need_bytes,
+    passes_gate,
     requested_bytes,
 )
+from placement.fit.room import engine_free_bytes, fits_room, reserve_left_bytes, room_bytes
+from placement.fit.rules import exclusive_binds
 from placement.fit.verify import card_catalogues, host_catalogues, kv_bytes, start_util
 from seats.errors import BadInputError, CatalogueError
 from seats.loader import format_loc, read_text_file, read_yaml
@@ -66,19 +70,56 @@ class CardSlot:
     reserves: tuple[ReserveSlot, ...]
     occupied: bool  # a process or a declared running seat is on it
     exclusive_running: bool  # a running exclusive seat is on it
+    # Who is on it (declared seats, processes' seats, "pid N"): an exclusive seat's own
+    # process does not make its card occupied for it.
+    occupants: frozenset[str] = frozenset()
+    # Bytes the processes of each seat hold on it: a redeploy frees its own first.
+    own_bytes: Mapping[str, int] = field(default_factory=dict, compare=False)
 
     @property
     def key(self) -> CardKey:
         """(host, index)."""
         return (self.host, self.index)
 
+    def held_bytes(self, name: str | None = None, placed: Mapping[str, int] | None = None) -> int:
+        """Absent seats plus every reserve not for `name`, less what its own seats consume.
+
+        `placed`: residents of new seats put on the card (a reserve's own among them consume it).
+        """
+        held = self.absent_bytes
+        for r in self.reserves:
+            if name is not None and name in r.for_:
+                continue
+            own = r.running_own_bytes
+            if placed:
+                own += sum(placed.get(n, 0) for n in r.for_)
+            held += reserve_left_bytes(reserve_bytes=r.reserve_bytes, own_bytes=own)
+        return held
+
     @property
     def plannable_bytes(self) -> int:
         """free − absent − every reserve − margin, as nothing new were placed (may be negative)."""
-        held = self.absent_bytes + sum(
-            max(0, r.reserve_bytes - r.running_own_bytes) for r in self.reserves
+        return room_bytes(
+            free_bytes=self.free_bytes,
+            held_bytes=self.held_bytes(),
+            margin_bytes=self.margin_bytes,
         )
-        return self.free_bytes - held - self.margin_bytes
+
+    @cached_property
+    def open_bytes(self) -> int:
+        """free − absent − margin: no seat meets less held than the absent ones (may be negative)."""
+        return room_bytes(
+            free_bytes=self.free_bytes, held_bytes=self.absent_bytes, margin_bytes=self.margin_bytes
+        )
+
+    @cached_property
+    def widest_bytes(self) -> int:
+        """The most room any one seat may meet here with nothing new placed: a redeploy's own freed."""
+        return self.open_bytes + max(self.own_bytes.values(), default=0)
+
+    def occupied_for(self, name: str) -> bool:
+        """Something other than seat `name` is on the card."""
+        return bool(self.occupants - {name}) if self.occupants else self.occupied
 
 
 @dataclass(frozen=True)
@@ -166,9 +207,10 @@ class Problem:
     def has_eligible_host(self, name: str) -> bool:
         """True when `eligible_hosts(name)` is not empty, asking the fewest hosts.
 
-        Hosts are tried widest first: a card whose free − margin − absent is under the
-        seat's resident can hold no eligible pair of it (the need is at least the resident,
-        the held bytes at least the absent ones), so the search stops at the first such host.
+        Hosts are tried widest first: a card whose free − margin − absent (its own processes
+        freed) is under the seat's resident can hold no eligible pair of it (the need is at
+        least the resident, the held bytes at least the absent ones), so the search stops at
+        the first such host.
         """
         new = self.seat(name)
         if new.seat.host is not None:
@@ -195,7 +237,7 @@ class Problem:
             1
             for slot in slots
             if slot.ok
-            and slot.free_bytes - slot.margin_bytes - slot.absent_bytes >= resident
+            and slot.open_bytes + slot.own_bytes.get(name, 0) >= resident
             and (name, host, slot.index) in self.need
         )
 
@@ -203,10 +245,7 @@ class Problem:
     def _hosts_widest_first(self) -> list[tuple[int, str]]:
         widest = [
             (
-                max(
-                    (c.free_bytes - c.margin_bytes - c.absent_bytes for c in slots if c.ok),
-                    default=-1,
-                ),
+                max((c.widest_bytes for c in slots if c.ok), default=-1),
                 host,
             )
             for host, slots in self.hosts.items()
@@ -320,29 +359,38 @@ def _card_slot(catalogue: Catalogue, snapshot: Snapshot, index: int) -> CardSlot
     declared = seats_declared_on(catalogue, host, index)
     declared_names = {seat.name for seat in declared}
     residents = {seat.name: seat.resident_bytes for seat in catalogue.seats}
-    total = cuda_total(card)
     reserves = tuple(
         ReserveSlot(
             r.name,
-            total if r.amount_bytes == "card" else int(r.amount_bytes),
+            reserve_bytes(r, card),
             frozenset(r.for_),
             sum(residents[name] for name in r.for_ if name in declared_names),
         )
         for r in catalogue.reserves
         if r.host == host and r.gpu == index
     )
+    own: dict[str, int] = {}
+    for process in card.processes:
+        # Seats declared here are running, never placed anew: only a new seat's own count.
+        if process.seat is not None and process.seat not in declared_names:
+            own[process.seat] = own.get(process.seat, 0) + (process.used_bytes or 0)
+    occupants = declared_names | {
+        f"pid {p.pid}" if p.seat is None else p.seat for p in card.processes
+    }
     return CardSlot(
         host=host,
         index=index,
         ok=True,
         free_bytes=card.free_bytes or 0,
-        cuda_total=total,
+        cuda_total=cuda_total(card),
         margin_bytes=margin_bytes(catalogue, host),
         cuda_context_bytes=cuda_context_bytes(catalogue, host),
         absent_bytes=sum(seat.resident_bytes for seat in absent_seats(catalogue, host, card)),
         reserves=reserves,
         occupied=bool(card.processes) or bool(declared),
         exclusive_running=any(seat.exclusive for seat in declared),
+        occupants=frozenset(occupants),
+        own_bytes=own,
     )
 
 
@@ -410,7 +458,7 @@ class PairTable(Mapping[PairKey, int]):
         self._residents = {new.name: new.seat.resident_bytes for new in self._seats}
         self._memo: dict[PairKey, PairEntry | None] = {}
         self._rules: dict[str, GateRule] = {}
-        self._utils: dict[tuple[str, str | int, int], Decimal | None] = {}
+        self._utils: dict[tuple[str, int, int], Decimal | None] = {}
         self._all: dict[PairKey, int] | None = None
         self.gate_bounds = _GateBounds(self)
 
@@ -440,23 +488,14 @@ class PairTable(Mapping[PairKey, int]):
         rule = self._rules.get(name)
         if rule is None:
             rule = self._rules[name] = gate_rule(seat.engine, propose=True)
-        # One util per host for a multi-card seat (the same start on each card); per card
-        # size and context for one card. Cached: a fleet has few card sizes.
-        util_key: tuple[str, str | int, int]
-        if seat.card_count > 1:
-            util_key = (name, host, 0)
-        else:
-            util_key = (name, slot.cuda_total, slot.cuda_context_bytes)
+        # The loosest util the seat may start with on this card: a multi-card seat's util covers
+        # its chosen cards, at least this card's (mixed card sizes on a host). Cached per card
+        # size and context: a fleet has few card sizes.
+        util_key = (name, slot.cuda_total, slot.cuda_context_bytes)
         if util_key in self._utils:
             util = self._utils[util_key]
         else:
-            if seat.card_count > 1:
-                ok_slots = [s for s in self._hosts[host] if s.ok]
-                util = start_util(
-                    seat, rule, [s.cuda_total for s in ok_slots], ok_slots[0].cuda_context_bytes
-                )
-            else:
-                util = start_util(seat, rule, [slot.cuda_total], slot.cuda_context_bytes)
+            util = start_util(seat, rule, [slot.cuda_total], slot.cuda_context_bytes)
             self._utils[util_key] = util
         return _pair(seat, rule, util, slot, self._residents)
 
@@ -547,37 +586,54 @@ def _pair(
     slot: CardSlot,
     new_residents: dict[str, int],
 ) -> tuple[int, int | None] | None:
-    """(need, gate bound) when the seat could go on the card alone, else None (pruned)."""
-    if seat.exclusive and slot.occupied:
+    """(need, gate bound) when the seat could go on the card alone, else None (pruned).
+
+    Looser than the verifier, never stricter: the least held it could meet (every reserve's
+    own new seats placed here too), its own processes freed (a redeploy), the loosest util.
+    The need is net of the seat's own bytes there, so a card's load stays what it adds.
+    """
+    if exclusive_binds(
+        exclusive=seat.exclusive,
+        occupied=slot.occupied_for(seat.name),
+        exclusive_neighbour=slot.exclusive_running,
+    ):
         return None
-    if slot.exclusive_running:
-        return None
-    kv = kv_bytes(seat)
+    own = slot.own_bytes.get(seat.name, 0)
+    free = slot.free_bytes + own
     need = seat.resident_bytes
-    if seat.engine.kind == "vllm" and rule.gating == "gated":
-        need = need_bytes(seat.resident_bytes, kv, util, slot.cuda_total, slot.cuda_context_bytes)
-    # The least this seat could meet as held: reserves it is not for, less what their own
-    # new seats would consume if the plan put them here too.
-    held_min = slot.absent_bytes
-    for reserve in slot.reserves:
-        if seat.name in reserve.for_:
-            continue
-        own_new = sum(new_residents.get(name, 0) for name in reserve.for_)
-        held_min += max(0, reserve.reserve_bytes - reserve.running_own_bytes - own_new)
-    if need > slot.free_bytes - held_min - slot.margin_bytes:
+    gated = seat.engine.kind == "vllm" and rule.gating == "gated"
+    if gated:
+        need = need_bytes(
+            seat.resident_bytes, kv_bytes(seat), util, slot.cuda_total, slot.cuda_context_bytes
+        )
+    room = room_bytes(
+        free_bytes=free,
+        held_bytes=slot.held_bytes(seat.name, new_residents),
+        margin_bytes=slot.margin_bytes,
+    )
+    if not fits_room(need, room):
         return None
-    if seat.engine.kind != "vllm" or rule.gating != "gated" or util is None:
-        return need, None
-    if rule.source == "proposed" and kv is not None:
+    if not gated or util is None:
+        return need - own, None
+    bound = _gate_bound(seat, rule, util, slot, need)
+    if bound is None:
+        return None
+    # Where the room constraint already implies the gate, no bound is kept.
+    return need - own, bound if bound < slot.open_bytes else None
+
+
+def _gate_bound(seat: Seat, rule: GateRule, util: Decimal, slot: CardSlot, need: int) -> int | None:
+    """The most load the card may carry (this seat's net need included) for its gate; None: fails alone."""
+    own = slot.own_bytes.get(seat.name, 0)
+    if rule.source == "proposed" and kv_bytes(seat) is not None:
         # The plan falls back to the largest util that passes: the least it can ask is 0.001.
         requested = requested_bytes(UTIL_STEP, slot.cuda_total)
     else:
         requested = requested_bytes(util, slot.cuda_total)
-    gate_free = slot.free_bytes - slot.cuda_context_bytes
-    if requested > gate_free:
+    gate_free = engine_free_bytes(
+        free_bytes=slot.free_bytes + own, cuda_context_bytes=slot.cuda_context_bytes
+    )
+    if not passes_gate(gate_free, requested):
         return None
-    # Gate as if started last: load on the card (this seat included) ≤ free − ctx + need − requested.
-    bound = gate_free + need - requested
-    if bound >= slot.free_bytes - slot.margin_bytes - slot.absent_bytes:
-        return need, None  # the room constraint already implies it
-    return need, bound
+    # As if started last: others + need − own ≤ free − ctx + need − requested.
+    return gate_free - own + need - requested

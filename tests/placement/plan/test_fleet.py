@@ -24,10 +24,9 @@ from placement.fit.verify import (
     start_util,
     verify_placement,
 )
+from placement.plan.greedy import _WidestFirst
 from placement.plan.planner import (
     PlanResult,
-    _verified,
-    _WidestFirst,
     card_rows,
     explain_refusal,
     greedy_assignment,
@@ -41,6 +40,7 @@ from placement.plan.problem import (
     check_snapshots,
     new_seats,
 )
+from placement.plan.verified import verified
 from seats.errors import BadInputError
 from seats.model import Catalogue
 
@@ -453,7 +453,7 @@ def test_judging_through_a_host_view_gives_the_whole_catalogues_verdict(seed: in
     card_views = card_catalogues(catalogue)
     attributed = [attribute(s, catalogue) for s in snaps]
     problem = build_problem(catalogue, snaps, new_seats(catalogue))
-    placements = _verified(problem, greedy_assignment(problem))[0]
+    placements = verified(problem, greedy_assignment(problem))[0]
     for snap in attributed:
         here = [p for p in placements if p.host == snap.host]
         for new in problem.seats[:8]:
@@ -549,7 +549,7 @@ def test_explaining_with_shared_card_states_says_the_same(seed: int) -> None:
     # Refused seats are explained card by card, beside the same placements.
     catalogue, snaps, _ = random_fleet(seed)
     problem = build_problem(catalogue, snaps, new_seats(catalogue))
-    placements = _verified(problem, greedy_assignment(problem))[0]
+    placements = verified(problem, greedy_assignment(problem))[0]
     placed_names = {p.seat.name for p in placements}
     refused = [new for new in problem.seats if new.name not in placed_names]
     assert refused

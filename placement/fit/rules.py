@@ -1,0 +1,211 @@
+"""Each rule of what fits as one small pure function: a seat and a card state in, a Reason or None out.
+
+The rule names are DESIGN.md's: room, reserve, gate, unbounded, exclusive, error, host. The
+predicates (`fits_room`, `passes_gate`, `exclusive_binds`, `unbounded_binds`) are what the
+reasons are built on; pruning and the placers call the same predicates without the words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from decimal import Decimal
+from functools import lru_cache
+
+from inventory.snapshot import Card
+from placement.fit.engines import GateRule, format_util, passes_gate
+from placement.fit.room import fits_room
+from placement.fit.state import CardState
+from placement.fit.verdict import Reason, host_reason
+from seats.model import Seat
+from seats.units import format_bytes
+
+
+@lru_cache(maxsize=8192)
+def b(n: int) -> str:
+    """Bytes as text. Cached: explaining refusals prints the same card figures seat after seat."""
+    return format_bytes(n)
+
+
+def exclusive_binds(*, exclusive: bool, occupied: bool, exclusive_neighbour: bool) -> bool:
+    """Rule `exclusive`: an exclusive seat on an occupied card, or any seat beside an exclusive one."""
+    return (exclusive and occupied) or exclusive_neighbour
+
+
+def unbounded_binds(*, gating: str, exclusive: bool, shared: bool) -> bool:
+    """Rule `unbounded`: an unbounded vLLM, not exclusive, on a card something else holds or needs."""
+    return gating == "unbounded" and not exclusive and shared
+
+
+def host_reasons(seat: Seat, host: str, cards: Sequence[int]) -> list[Reason]:
+    """Rule `host` for the seat as a whole: the host it names, its card count, a card named twice."""
+    out: list[Reason] = []
+    if seat.host is not None and seat.host != host:
+        out.append(host_reason(f"{seat.name} names host {seat.host}, not {host}", host))
+    if len(cards) != seat.card_count:
+        out.append(
+            host_reason(f"{seat.name} takes {seat.card_count} card(s); {len(cards)} given", host)
+        )
+    if len(set(cards)) != len(cards):
+        out.append(host_reason(f"card list {list(cards)} names a card twice", host))
+    return out
+
+
+def missing_card_reason(index: int, host: str) -> Reason:
+    """Rule `host`: the snapshot has no such card."""
+    return Reason(
+        rule="host",
+        card=index,
+        need_bytes=None,
+        room_bytes=None,
+        short_bytes=None,
+        text=f"{host} has no card {index}",
+        host=host,
+    )
+
+
+def error_reason(card: Card, host: str) -> Reason | None:
+    """Rule `error`: a card in error takes no seat."""
+    if card.ok:
+        return None
+    return Reason(
+        rule="error",
+        card=card.index,
+        need_bytes=None,
+        room_bytes=None,
+        short_bytes=None,
+        text=f"card {card.index} is in error ({card.error}); it takes no seat",
+        host=host,
+    )
+
+
+def reserve_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | None:
+    """Rule `reserve`: the seat does not fit, and reserves it is not for hold bytes here."""
+    if fits_room(need_bytes, state.room_bytes) or not state.reserve_held_bytes:
+        return None
+    return Reason(
+        rule="reserve",
+        card=state.card.index,
+        need_bytes=need_bytes,
+        room_bytes=state.room_bytes,
+        short_bytes=need_bytes - state.room_bytes,
+        text=f"{b(state.reserve_held_bytes)} held for {', '.join(dict.fromkeys(state.reserve_for))} "
+        f"({', '.join(state.reserve_names)})",
+        host=host,
+    )
+
+
+def room_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | None:
+    """Rule `room`: need > free − held − margin − others (only `reserve` where releasing would do)."""
+    room = state.room_bytes
+    if fits_room(need_bytes, room):
+        return None
+    if state.reserve_held_bytes and fits_room(need_bytes, room + state.reserve_held_bytes):
+        return None  # the reserve alone binds
+    short = need_bytes - room
+    return Reason(
+        rule="room",
+        card=state.card.index,
+        need_bytes=need_bytes,
+        room_bytes=room,
+        short_bytes=short,
+        text=f"need {b(need_bytes)}, room {b(room)} ({room_terms(state)}): short {b(short)}",
+        host=host,
+    )
+
+
+def room_terms(state: CardState) -> str:
+    """'5.57 GiB free − 256.00 MiB margin', leaving out the terms that are zero."""
+    text = f"{b(state.free_bytes)} free"
+    for amount, label in (
+        (state.held_bytes, "held"),
+        (state.margin_bytes, "margin"),
+        (state.others_bytes, "for new seats here"),
+    ):
+        if amount:
+            text += f" − {b(amount)} {label}"
+    return text
+
+
+def gate_reason(
+    *, requested_bytes: int | None, util: Decimal | None, state: CardState, host: str
+) -> Reason | None:
+    """Rule `gate` (vLLM's own): engine free < ceil(util × CUDA total)."""
+    if requested_bytes is None or util is None:
+        return None
+    gate_free = state.gate_free_bytes
+    if passes_gate(gate_free, requested_bytes):
+        return None
+    short = requested_bytes - gate_free
+    return Reason(
+        rule="gate",
+        card=state.card.index,
+        need_bytes=requested_bytes,
+        room_bytes=gate_free,
+        short_bytes=short,
+        text=f"vLLM's gate: free {b(gate_free)} after its {b(state.cuda_context_bytes)} CUDA context "
+        f"is less than util {format_util(util)} × {b(state.cuda_total_bytes)} = "
+        f"{b(requested_bytes)}: short {b(short)}",
+        host=host,
+    )
+
+
+def unbounded_reason(*, seat: Seat, rule: GateRule, state: CardState, host: str) -> Reason | None:
+    """Rule `unbounded`: it would grow into what the card's other seats and reserves need."""
+    sharing = list(state.occupants) + list(state.reserve_names)
+    if not unbounded_binds(gating=rule.gating, exclusive=seat.exclusive, shared=bool(sharing)):
+        return None
+    return Reason(
+        rule="unbounded",
+        card=state.card.index,
+        need_bytes=None,
+        room_bytes=None,
+        short_bytes=None,
+        text="unbounded vLLM (≥ 0.34 with neither gpu_memory_utilization nor kv_cache_memory) "
+        f"would take what {', '.join(sharing)} need",
+        host=host,
+    )
+
+
+def exclusive_reason(*, seat: Seat, state: CardState, host: str) -> Reason | None:
+    """Rule `exclusive`: no other seat or process beside an exclusive seat, either way round."""
+    index = state.card.index
+    if not exclusive_binds(
+        exclusive=seat.exclusive,
+        occupied=bool(state.occupants),
+        exclusive_neighbour=bool(state.exclusive_neighbours),
+    ):
+        return None
+    if seat.exclusive and state.occupants:
+        text = f"{seat.name} is exclusive; card {index} holds {', '.join(state.occupants)}"
+    else:
+        text = f"card {index} holds exclusive {', '.join(state.exclusive_neighbours)}"
+    return Reason(
+        rule="exclusive",
+        card=index,
+        need_bytes=None,
+        room_bytes=None,
+        short_bytes=None,
+        text=text,
+        host=host,
+    )
+
+
+def card_reasons(
+    *,
+    seat: Seat,
+    rule: GateRule,
+    util: Decimal | None,
+    state: CardState,
+    need_bytes: int,
+    requested_bytes: int | None,
+    host: str,
+) -> list[Reason]:
+    """Every rule that binds for `seat` on one usable card, in the verifier's order."""
+    found = (
+        reserve_reason(need_bytes=need_bytes, state=state, host=host),
+        room_reason(need_bytes=need_bytes, state=state, host=host),
+        gate_reason(requested_bytes=requested_bytes, util=util, state=state, host=host),
+        unbounded_reason(seat=seat, rule=rule, state=state, host=host),
+        exclusive_reason(seat=seat, state=state, host=host),
+    )
+    return [reason for reason in found if reason is not None]

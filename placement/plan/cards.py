@@ -1,0 +1,134 @@
+"""Each card before and after a placement: the rows of `plan`'s table and its JSON `cards` list."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from inventory.snapshot import Snapshot
+from placement.fit.capacity import held_parts, margin_bytes, seats_declared_on
+from placement.fit.room import room_bytes
+from placement.fit.verify import Placement, card_catalogues, other_need
+from seats.model import Catalogue
+
+
+@dataclass(frozen=True)
+class CardRow:
+    """One card before and after the plan, for the table and the JSON `cards` list."""
+
+    host: str
+    index: int
+    error: str | None
+    total_bytes: int | None  # NVML's total, as in the snapshot and `ledger --json`
+    used_bytes: int | None
+    free_before_bytes: int | None
+    free_after_bytes: int | None
+    held_bytes: int
+    held: tuple[str, ...]
+    plannable_before_bytes: int
+    plannable_after_bytes: int
+    seats: tuple[str, ...]
+    new_seats: tuple[str, ...]
+    cuda_total_bytes: int | None = None  # what the engine process calls total
+
+    def to_json(self) -> dict[str, Any]:
+        """DESIGN.md's plan `cards` entry, with the extra figures the table shows."""
+        return {
+            "host": self.host,
+            "index": self.index,
+            "error": self.error,
+            "total_bytes": self.total_bytes,
+            "cuda_total_bytes": self.cuda_total_bytes,
+            "used_bytes": self.used_bytes,
+            "free_before_bytes": self.free_before_bytes,
+            "free_after_bytes": self.free_after_bytes,
+            "held_bytes": self.held_bytes,
+            "held": list(self.held),
+            "plannable_before_bytes": self.plannable_before_bytes,
+            "plannable_after_bytes": self.plannable_after_bytes,
+            "seats": list(self.seats) + list(self.new_seats),
+            "new_seats": list(self.new_seats),
+        }
+
+
+def card_rows(
+    catalogue: Catalogue,
+    snapshots: Sequence[Snapshot],
+    placements: Sequence[Placement],
+    *,
+    card_views: Mapping[tuple[str, int], Catalogue] | None = None,
+) -> list[CardRow]:
+    """Each card before and after the placements (`card_views`: card_catalogues, when at hand)."""
+    rows: list[CardRow] = []
+    if card_views is None:
+        card_views = card_catalogues(catalogue)
+    # Placements by card, in placement order: one pass instead of one per card.
+    by_card: dict[tuple[str, int], list[Placement]] = defaultdict(list)
+    for placement in placements:
+        for index in dict.fromkeys(placement.cards):
+            by_card[(placement.host, index)].append(placement)
+    for snapshot in snapshots:
+        host = snapshot.host
+        for card in snapshot.cards:
+            view = card_views.get((host, card.index), catalogue)
+            here = by_card.get((host, card.index), [])
+            declared = [s.name for s in seats_declared_on(view, host, card.index)]
+            foreign = [f"pid {p.pid}" for p in card.processes if p.seat is None]
+            if not card.ok or card.free_bytes is None:
+                rows.append(
+                    CardRow(
+                        host,
+                        card.index,
+                        card.error,
+                        None,
+                        None,
+                        None,
+                        None,
+                        0,
+                        (),
+                        0,
+                        0,
+                        tuple(declared),
+                        tuple(p.seat.name for p in here),
+                    )
+                )
+                continue
+            added = sum(other_need(view, snapshot, p, card, "plan") for p in here)
+            names = [p.seat.name for p in here]
+            before_parts = held_parts(view, host, card)
+            after_parts = held_parts(view, host, card, placed_here=names)
+            margin = margin_bytes(view, host)
+            held_before = sum(p.bytes for p in before_parts)
+            held_after = sum(p.bytes for p in after_parts)
+            free_after = card.free_bytes - added
+            rows.append(
+                CardRow(
+                    host=host,
+                    index=card.index,
+                    error=None,
+                    total_bytes=card.total_bytes,
+                    cuda_total_bytes=card.cuda_total_bytes,
+                    used_bytes=card.used_bytes,
+                    free_before_bytes=card.free_bytes,
+                    free_after_bytes=free_after,
+                    held_bytes=held_before,
+                    held=tuple(p.name for p in before_parts),
+                    plannable_before_bytes=max(
+                        0,
+                        room_bytes(
+                            free_bytes=card.free_bytes, held_bytes=held_before, margin_bytes=margin
+                        ),
+                    ),
+                    plannable_after_bytes=max(
+                        0,
+                        room_bytes(
+                            free_bytes=free_after, held_bytes=held_after, margin_bytes=margin
+                        ),
+                    ),
+                    seats=tuple(sorted(declared) + foreign),
+                    new_seats=tuple(names),
+                )
+            )
+    return rows

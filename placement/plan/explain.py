@@ -1,0 +1,159 @@
+"""Why a seat is not placed: every card of every host it may use, with every rule that binds there.
+
+Each card is judged by the verifier (`placement.fit.verify.judge`); what this adds is the
+plan's side: a card the seat fits alone but the plan gave to others, and fragmentation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+
+from placement.fit.verdict import Reason, Verdict, host_reason
+from placement.fit.verify import CardStates, Placement, judge
+from placement.plan.problem import NewSeat, Problem
+from seats.units import format_bytes
+
+
+def explain_refusal(
+    problem: Problem,
+    new: NewSeat,
+    placements: Sequence[Placement],
+    failed: Verdict | None = None,
+    state_cache: CardStates | None = None,
+) -> Verdict:
+    """Why `new` is not placed: every card of every host it may use, with every binding rule.
+
+    `state_cache`: one dict shared by the calls that explain seats beside the same
+    `placements` (see `judge`); the cards' states are then worked out once, not per seat.
+    """
+    seat = new.seat
+    reasons: list[Reason] = list(failed.reasons) if failed is not None else []
+    nearest: list[tuple[int, str]] = [(0, text) for text in failed.nearest] if failed else []
+    warnings: list[str] = list(failed.warnings) if failed is not None else []
+    hosts = [s.host for s in problem.snapshots if seat.host in (None, s.host)]
+    if seat.host is not None and seat.host not in hosts:
+        reasons.append(
+            host_reason(
+                f"{seat.name} names host {seat.host}; no snapshot of it was given", seat.host
+            )
+        )
+    one_card = seat.model_copy(update={"gpus": 1}) if seat.card_count > 1 else seat
+    pinned = seat.pinned_cards
+    need = seat.resident_bytes
+    fragment_room: dict[str, int] = defaultdict(int)
+    # judge reads only the placements on the judged host: hand it those alone.
+    on_host: dict[str, list[Placement]] = defaultdict(list)
+    for placement in placements:
+        on_host[placement.host].append(placement)
+    for host in hosts:
+        snapshot = problem.snapshot(host)
+        here = on_host[host]
+        passing: list[int] = []
+        for card in snapshot.cards:
+            if pinned is not None and card.index not in pinned:
+                continue
+            verdict = judge(
+                problem.card_catalogue(host, card.index),
+                snapshot,
+                one_card,
+                [card.index],
+                others=here,
+                state_cache=state_cache,
+            )
+            warnings.extend(verdict.warnings)
+            need = max(need, verdict.need_bytes or 0)
+            if verdict.passed:
+                blocked = _blocked_by(problem, Placement(seat, host, (card.index,)), here)
+                if blocked is None:
+                    passing.append(card.index)
+                else:
+                    reasons.append(blocked)
+                continue
+            reasons.extend(r for r in verdict.reasons if r.rule != "host")
+            shorts = [r.short_bytes for r in verdict.reasons if r.short_bytes is not None]
+            texts = verdict.nearest
+            if len(hosts) > 1:
+                texts = tuple(re.sub(r"card (\d+)", rf"card {host}:\1", text) for text in texts)
+            nearest.extend((min(shorts, default=1 << 62), text) for text in texts)
+            for reason in verdict.reasons:
+                if (
+                    reason.rule == "room"
+                    and reason.room_bytes is not None
+                    and len(verdict.reasons) == 1
+                ):
+                    fragment_room[host] += max(0, reason.room_bytes)
+        if seat.card_count > 1 and len(passing) < seat.card_count:
+            reasons.append(
+                host_reason(
+                    f"{seat.name} needs {seat.card_count} cards of one host; {host} has "
+                    f"{len(passing)} with room for it ({', '.join(map(str, passing)) or 'none'})",
+                    host,
+                )
+            )
+        elif passing:
+            # Fits alone on a card but the plan gave the room to others (priority, more seats).
+            reasons.append(
+                Reason(
+                    "room",
+                    passing[0],
+                    need,
+                    None,
+                    None,
+                    f"fits card {passing[0]} of {host} alone, but not beside the seats placed first "
+                    "(higher priority, or more seats placed without it)",
+                    host,
+                )
+            )
+    for host, total in fragment_room.items():
+        largest = max(
+            (c.cuda_total - c.margin_bytes for c in problem.hosts[host] if c.ok), default=0
+        )
+        if seat.card_count == 1 and total >= need and need <= largest:
+            nearest.append(
+                (
+                    1 << 63,
+                    f"fragmentation: {format_bytes(total)} of room across {host}'s cards, but no single "
+                    f"card has {format_bytes(need)} — no room without a placement decision "
+                    "(--allow-moves)",
+                )
+            )
+    return Verdict(
+        verdict="refuse",
+        seat=seat.name,
+        host=seat.host,
+        cards=(),
+        reasons=tuple(reasons),
+        flags=(),
+        warnings=tuple(dict.fromkeys(warnings)),
+        nearest=tuple(dict.fromkeys(text for _, text in sorted(nearest, key=lambda item: item[0]))),
+        need_bytes=need,
+    )
+
+
+def _blocked_by(
+    problem: Problem, candidate: Placement, placements: Sequence[Placement]
+) -> Reason | None:
+    """The first placed seat that the candidate would refuse if it started there too."""
+    snapshot = problem.snapshot(candidate.host)
+    # judge reads only the others on the candidate's host.
+    everyone = [*(p for p in placements if p.host == candidate.host), candidate]
+    view = problem.host_catalogue(candidate.host)
+    for placed in placements:
+        if placed.host != candidate.host or not set(placed.cards) & set(candidate.cards):
+            continue
+        others = [p for p in everyone if p is not placed]
+        verdict = judge(view, snapshot, placed.seat, placed.cards, others=others)
+        if not verdict.passed:
+            first = verdict.reasons[0]
+            return Reason(
+                first.rule,
+                candidate.cards[0],
+                first.need_bytes,
+                first.room_bytes,
+                first.short_bytes,
+                f"would refuse {placed.seat.name} (priority {placed.seat.priority}) there: {first.text}",
+                candidate.host,
+            )
+    return None

@@ -1,0 +1,279 @@
+"""The greedy placers: first-fit-decreasing and best-fit-decreasing on the model's numbers.
+
+Seats go in priority, then size, descending. Both ask the same `_Cards` whether a seat may go
+on a card now (room, gate bounds, exclusive), through `placement.fit`'s arithmetic; the
+verifier re-checks the result like any proposal.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Literal
+
+from placement.fit.room import fits_room, room_bytes
+from placement.fit.rules import exclusive_binds
+from placement.plan.problem import CardSlot, NewSeat, Problem
+from placement.plan.verified import Assignment
+
+_NONE = -(1 << 80)
+
+
+class _WidestFirst:
+    """Per host, the most bytes any of its cards could still take; finds the next host with enough.
+
+    A max segment tree over hosts in their order: `next_at_least(i, n)` is the first host at
+    or after position i whose widest card has at least n bytes, in O(log hosts).
+    """
+
+    def __init__(self, values: Sequence[int]) -> None:
+        size = 1
+        while size < max(1, len(values)):
+            size *= 2
+        self._size = size
+        self._tree = [_NONE] * (2 * size)
+        for i, value in enumerate(values):
+            self._tree[size + i] = value
+        for node in range(size - 1, 0, -1):
+            self._tree[node] = max(self._tree[2 * node], self._tree[2 * node + 1])
+
+    def set(self, i: int, value: int) -> None:
+        node = self._size + i
+        self._tree[node] = value
+        node //= 2
+        while node:
+            self._tree[node] = max(self._tree[2 * node], self._tree[2 * node + 1])
+            node //= 2
+
+    def next_at_least(self, start: int, need: int) -> int | None:
+        return self._descend(1, 0, self._size, start, need)
+
+    def _descend(self, node: int, low: int, high: int, start: int, need: int) -> int | None:
+        if high <= start or self._tree[node] < need:
+            return None
+        if high - low == 1:
+            return low
+        middle = (low + high) // 2
+        found = self._descend(2 * node, low, middle, start, need)
+        if found is not None:
+            return found
+        return self._descend(2 * node + 1, middle, high, start, need)
+
+
+def placing_order(problem: Problem) -> list[NewSeat]:
+    """Priority, then bytes over all its cards, descending; then name."""
+    return sorted(
+        problem.seats,
+        key=lambda new: (
+            -new.seat.priority,
+            -new.seat.resident_bytes * new.seat.card_count,
+            new.name,
+        ),
+    )
+
+
+class _Cards:
+    """The cards as the placer fills them: load and members per card, and per host its widths.
+
+    `trees[k - 1]`: per host, the k-th widest card's width (room before held reserves,
+    own processes freed), so hosts with fewer cards wide enough for a seat's resident are
+    skipped without looking at their cards.
+    """
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        self.load: dict[tuple[str, int], int] = defaultdict(int)
+        self.members: dict[tuple[str, int], list[str]] = defaultdict(list)
+        self.exclusive = {new.name for new in problem.seats if new.seat.exclusive}
+        self.residents = {new.name: new.seat.resident_bytes for new in problem.seats}
+        self.slots = {slot.key: slot for slot in problem.cards}
+        self.host_names = list(problem.hosts)
+        self.position = {host: i for i, host in enumerate(self.host_names)}
+        self.depth = max((new.seat.card_count for new in problem.seats), default=1)
+        self.host_widths = [self.widths(host) for host in self.host_names]
+        self.trees = [_WidestFirst([row[k] for row in self.host_widths]) for k in range(self.depth)]
+
+    def width(self, slot: CardSlot) -> int:
+        """The most room any seat may meet on `slot` now (a necessary bound, never stricter)."""
+        return slot.widest_bytes - self.load[slot.key]
+
+    def widths(self, host: str) -> list[int]:
+        room = sorted(
+            (self.width(slot) for slot in self.problem.hosts[host] if slot.ok), reverse=True
+        )
+        return (room + [_NONE] * self.depth)[: self.depth]
+
+    def room_left(self, name: str, host: str, slot: CardSlot) -> int | None:
+        """Bytes of room left on `slot` if `name` goes there now; None if it cannot."""
+        problem = self.problem
+        pair = (name, host, slot.index)
+        if pair not in problem.need:
+            return None
+        key = slot.key
+        members = self.members[key]
+        if members and exclusive_binds(
+            exclusive=name in self.exclusive,
+            occupied=True,
+            exclusive_neighbour=any(m in self.exclusive for m in members),
+        ):
+            return None
+        placed = {m: self.residents[m] for m in members} if members else None
+        room = room_bytes(
+            free_bytes=slot.free_bytes,
+            held_bytes=slot.held_bytes(name, placed),
+            margin_bytes=slot.margin_bytes,
+            load_bytes=self.load[key],
+        )
+        need = problem.need[pair]
+        if not fits_room(need, room):
+            return None
+        after = self.load[key] + need
+        for member in [*members, name]:
+            bound = problem.gate_bound.get((member, host, slot.index))
+            if bound is not None and after > bound:
+                return None
+        return room - need
+
+    def fitting(self, name: str, host: str, count: int | None) -> list[tuple[int, int]]:
+        """(room left after, card) for the cards of `host` that can take `name` now (the first `count`)."""
+        found: list[tuple[int, int]] = []
+        for slot in self.problem.hosts[host]:
+            left = self.room_left(name, host, slot)
+            if left is None:
+                continue
+            found.append((left, slot.index))
+            if len(found) == count:
+                break
+        return found
+
+    def place(self, name: str, at: int, cards: tuple[int, ...]) -> None:
+        host = self.host_names[at]
+        for index in cards:
+            self.load[(host, index)] += self.problem.need[(name, host, index)]
+            self.members[(host, index)].append(name)
+        now = self.widths(host)
+        for k, w in enumerate(now):
+            self.trees[k].set(at, w)
+        self.host_widths[at] = now
+
+
+def first_fit(problem: Problem) -> Assignment:
+    """First-fit-decreasing: hosts in their order, the first cards that take the seat."""
+    cards = _Cards(problem)
+    out: Assignment = {}
+    for new in placing_order(problem):
+        count, resident = new.seat.card_count, new.seat.resident_bytes
+        tree = cards.trees[count - 1]
+        # A seat that names its host has no eligible card anywhere else: try that host alone.
+        home = cards.position.get(new.seat.host, -1) if new.seat.host is not None else None
+        at = tree.next_at_least(0 if home is None else max(home, 0), resident)
+        while at is not None and (home is None or at == home):
+            found = cards.fitting(new.name, cards.host_names[at], count)
+            if len(found) >= count:
+                chosen = tuple(sorted(index for _, index in found))
+                cards.place(new.name, at, chosen)
+                out[new.name] = (cards.host_names[at], chosen)
+                break
+            at = tree.next_at_least(at + 1, resident)
+    return out
+
+
+class _BestFit(_Cards):
+    """Best fit's extra indexes: every usable card by width, and hosts by their k-th widest card."""
+
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(problem)
+        self.by_width = sorted(
+            (self.width(slot), self.position[host], slot.index)
+            for host in self.host_names
+            for slot in problem.hosts[host]
+            if slot.ok
+        )
+        self.by_host = [
+            sorted((row[k], at) for at, row in enumerate(self.host_widths))
+            for k in range(self.depth)
+        ]
+
+    def one_card(self, new: NewSeat) -> tuple[int, int, tuple[int, ...]] | None:
+        """The narrowest card wide enough that takes the seat (a bisection, then a short walk)."""
+        for j in range(
+            bisect_left(self.by_width, (new.seat.resident_bytes, -1, -1)), len(self.by_width)
+        ):
+            _, spot, index = self.by_width[j]
+            host = self.host_names[spot]
+            left = self.room_left(new.name, host, self.slots[(host, index)])
+            if left is not None:
+                return (left, spot, (index,))
+        return None
+
+    def many_cards(self, new: NewSeat) -> tuple[int, int, tuple[int, ...]] | None:
+        """The host whose k-th widest card is narrowest among those that take the seat."""
+        count = new.seat.card_count
+        column = self.by_host[count - 1]
+        for j in range(bisect_left(column, (new.seat.resident_bytes, -1)), len(column)):
+            spot = column[j][1]
+            found = self.fitting(new.name, self.host_names[spot], None)
+            if len(found) >= count:
+                return _tightest(found, count, spot)
+        return None
+
+    def at_home(self, new: NewSeat, home: int) -> tuple[int, int, tuple[int, ...]] | None:
+        """A seat naming its host: that host alone, where the fewest bytes of room are left."""
+        count = new.seat.card_count
+        at = self.trees[count - 1].next_at_least(max(home, 0), new.seat.resident_bytes)
+        if at is None or at != home:
+            return None
+        found = self.fitting(new.name, self.host_names[at], None)
+        return _tightest(found, count, at) if len(found) >= count else None
+
+    def place(self, name: str, at: int, cards: tuple[int, ...]) -> None:
+        host = self.host_names[at]
+        for index in cards:
+            del self.by_width[
+                bisect_left(self.by_width, (self.width(self.slots[(host, index)]), at, index))
+            ]
+        before = self.host_widths[at]
+        super().place(name, at, cards)
+        for index in cards:
+            insort(self.by_width, (self.width(self.slots[(host, index)]), at, index))
+        for k, w in enumerate(self.host_widths[at]):
+            del self.by_host[k][bisect_left(self.by_host[k], (before[k], at))]
+            insort(self.by_host[k], (w, at))
+
+
+def _tightest(
+    found: list[tuple[int, int]], count: int, at: int
+) -> tuple[int, int, tuple[int, ...]]:
+    chosen = sorted(found)[:count]
+    return (sum(room for room, _ in chosen), at, tuple(sorted(index for _, index in chosen)))
+
+
+def best_fit(problem: Problem) -> Assignment:
+    """Best-fit-decreasing: each seat where the fewest bytes of room are left after it.
+
+    A one-card seat on the narrowest card that takes it; a multi-card seat on the host whose
+    k-th widest card is narrowest among those that take it (its k narrowest fitting cards); a
+    seat naming its host where the fewest bytes of room are left. A baseline beside first fit,
+    and a second fallback.
+    """
+    cards = _BestFit(problem)
+    out: Assignment = {}
+    for new in placing_order(problem):
+        home = cards.position.get(new.seat.host, -1) if new.seat.host is not None else None
+        if home is not None:
+            best = cards.at_home(new, home)
+        elif new.seat.card_count == 1:
+            best = cards.one_card(new)
+        else:
+            best = cards.many_cards(new)
+        if best is not None:
+            _, at, chosen = best
+            cards.place(new.name, at, chosen)
+            out[new.name] = (cards.host_names[at], chosen)
+    return out
+
+
+def greedy_assignment(problem: Problem, *, fit: Literal["first", "best"] = "first") -> Assignment:
+    """First-fit-decreasing (or best-fit) on the model's numbers: priority, then size, descending."""
+    return best_fit(problem) if fit == "best" else first_fit(problem)
