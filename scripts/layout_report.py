@@ -96,13 +96,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
             elif nxt in on_stack:
                 low[node] = min(low[node], index[nxt])
         if low[node] == index[node]:
-            component = []
-            while True:
-                item = stack.pop()
-                on_stack.discard(item)
-                component.append(item)
-                if item == node:
-                    break
+            component = _pop_component(stack, on_stack, node)
             if len(component) > 1:
                 out.append(sorted(component))
 
@@ -110,6 +104,17 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         if node not in index:
             visit(node)
     return out
+
+
+def _pop_component(stack: list[str], on_stack: set[str], root: str) -> list[str]:
+    """Pop the stack down to `root` (included): one strongly connected component."""
+    component: list[str] = []
+    while True:
+        item = stack.pop()
+        on_stack.discard(item)
+        component.append(item)
+        if item == root:
+            return component
 
 
 def module_cycles(root: Path) -> list[list[str]]:

@@ -144,30 +144,33 @@ def read_yaml(text: str, path: str) -> Any:
     except RecursionError as exc:
         # PyYAML composes and constructs recursively: `[[[[…` thousands deep ends here.
         raise CatalogueError(path, "", "the document nests too deeply to be a catalogue") from exc
-    except yaml.composer.ComposerError as exc:
+    except yaml.YAMLError as exc:
+        raise _refusal(exc, path) from exc
+    finally:
+        loader.dispose()  # type: ignore[no-untyped-call]
+
+
+def _refusal(exc: yaml.YAMLError, path: str) -> CatalogueError:
+    """What PyYAML's error means for a catalogue, in words that say how to fix it."""
+    if isinstance(exc, yaml.composer.ComposerError):
         if exc.problem and "another document" in exc.problem:
-            raise CatalogueError(
+            return CatalogueError(
                 path, "", f"a catalogue is one YAML document; found a second {_mark(exc)}"
-            ) from exc
-        raise CatalogueError(path, "", f"not valid YAML: {_describe(exc)}") from exc
-    except yaml.constructor.ConstructorError as exc:
+            )
+        return CatalogueError(path, "", f"not valid YAML: {_describe(exc)}")
+    if isinstance(exc, yaml.constructor.ConstructorError):
         # A python tag (!!python/object/apply:…) lands here: the safe loader never constructs it.
         problem = str(exc.problem or "")
         if "tag" in problem:
             shown = problem.split("tag ", 1)[-1].replace("tag:yaml.org,2002:", "!!")
-            raise CatalogueError(
+            return CatalogueError(
                 path,
                 "",
                 f"the tag {shown} is not allowed {_mark(exc)}: a catalogue is plain data, "
                 "read with the safe loader, which never runs code",
-            ) from exc
-        raise CatalogueError(
-            path, "", f"not plain YAML data: {problem} {_mark(exc)}".strip()
-        ) from exc
-    except yaml.YAMLError as exc:
-        raise CatalogueError(path, "", f"not valid YAML: {_describe(exc)}") from exc
-    finally:
-        loader.dispose()  # type: ignore[no-untyped-call]
+            )
+        return CatalogueError(path, "", f"not plain YAML data: {problem} {_mark(exc)}".strip())
+    return CatalogueError(path, "", f"not valid YAML: {_describe(exc)}")
 
 
 def _mark(exc: yaml.MarkedYAMLError) -> str:

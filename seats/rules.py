@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from seats.errors import CatalogueError
-from seats.model import Catalogue
+from seats.model import Catalogue, Reserve, Seat
 from seats.units import format_bytes
 
 
@@ -42,30 +42,7 @@ def _names_unique(catalogue: Catalogue, path: str) -> None:
 def _seats_on_hosts(catalogue: Catalogue, path: str) -> None:
     for i, seat in enumerate(catalogue.seats):
         at = f"seats[{i}]"
-        if seat.host is not None and seat.host not in catalogue.hosts:
-            raise CatalogueError(
-                path,
-                f"{at}.host",
-                f"host {seat.host!r} is not among hosts ({', '.join(catalogue.hosts)})",
-            )
-        pinned = seat.pinned_cards
-        if seat.state == "running":
-            if pinned is None:
-                raise CatalogueError(
-                    path,
-                    f"{at}.gpus",
-                    f"running seat {seat.name!r} needs a card list, e.g. gpus: [0]",
-                )
-            if seat.host is None:
-                raise CatalogueError(
-                    path, f"{at}.host", f"running seat {seat.name!r} needs its host"
-                )
-        if pinned is not None and seat.host is None:
-            raise CatalogueError(
-                path,
-                f"{at}.host",
-                f"seat {seat.name!r} pins cards {list(pinned)} but names no host",
-            )
+        _seat_names_its_host(catalogue, seat, path, at)
         if seat.host is None:
             if not any(seat.card_count <= host.cards for host in catalogue.hosts.values()):
                 raise CatalogueError(
@@ -73,73 +50,120 @@ def _seats_on_hosts(catalogue: Catalogue, path: str) -> None:
                     f"{at}.gpus",
                     f"seat {seat.name!r} needs {seat.card_count} cards; no host has that many",
                 )
-            continue
-        cards = catalogue.hosts[seat.host].cards
-        if pinned is not None:
-            for j, card in enumerate(pinned):
-                if card >= cards:
-                    raise CatalogueError(
-                        path,
-                        f"{at}.gpus[{j}]",
-                        f"host {seat.host!r} has cards 0–{cards - 1}; there is no card {card}",
-                    )
-        elif seat.card_count > cards:
+        else:
+            _seat_cards_on_host(seat, catalogue.hosts[seat.host].cards, path, at)
+
+
+def _seat_names_its_host(catalogue: Catalogue, seat: Seat, path: str, at: str) -> None:
+    """A named host exists; a running seat and a seat that pins cards name one."""
+    if seat.host is not None and seat.host not in catalogue.hosts:
+        raise CatalogueError(
+            path,
+            f"{at}.host",
+            f"host {seat.host!r} is not among hosts ({', '.join(catalogue.hosts)})",
+        )
+    pinned = seat.pinned_cards
+    if seat.state == "running":
+        if pinned is None:
             raise CatalogueError(
                 path,
                 f"{at}.gpus",
-                f"seat {seat.name!r} needs {seat.card_count} cards; host {seat.host!r} has {cards}",
+                f"running seat {seat.name!r} needs a card list, e.g. gpus: [0]",
             )
+        if seat.host is None:
+            raise CatalogueError(path, f"{at}.host", f"running seat {seat.name!r} needs its host")
+    if pinned is not None and seat.host is None:
+        raise CatalogueError(
+            path,
+            f"{at}.host",
+            f"seat {seat.name!r} pins cards {list(pinned)} but names no host",
+        )
+
+
+def _seat_cards_on_host(seat: Seat, cards: int, path: str, at: str) -> None:
+    """The cards a seat pins exist on its host, or the host has as many cards as it needs."""
+    pinned = seat.pinned_cards
+    if pinned is not None:
+        for j, card in enumerate(pinned):
+            if card >= cards:
+                raise CatalogueError(
+                    path,
+                    f"{at}.gpus[{j}]",
+                    f"host {seat.host!r} has cards 0–{cards - 1}; there is no card {card}",
+                )
+    elif seat.card_count > cards:
+        raise CatalogueError(
+            path,
+            f"{at}.gpus",
+            f"seat {seat.name!r} needs {seat.card_count} cards; host {seat.host!r} has {cards}",
+        )
 
 
 def _reserves(catalogue: Catalogue, path: str) -> None:
     seat_hosts = {seat.name: seat.host for seat in catalogue.seats}
-    seat_names = set(seat_hosts)
     per_card: dict[tuple[str, int], list[int]] = defaultdict(list)
     for i, reserve in enumerate(catalogue.reserves):
-        at = f"reserves[{i}]"
-        host = catalogue.hosts.get(reserve.host)
-        if host is None:
-            raise CatalogueError(
-                path,
-                f"{at}.host",
-                f"host {reserve.host!r} is not among hosts ({', '.join(catalogue.hosts)})",
-            )
-        if reserve.gpu >= host.cards:
-            raise CatalogueError(
-                path,
-                f"{at}.gpu",
-                f"host {reserve.host!r} has cards 0–{host.cards - 1}; there is no card {reserve.gpu}",
-            )
-        for j, name in enumerate(reserve.for_):
-            if name not in seat_names:
-                raise CatalogueError(
-                    path, f"{at}.for[{j}]", f"{name!r} names no seat of this catalogue"
-                )
-            if seat_hosts[name] not in (None, reserve.host):
-                # Such a reserve could never be used: it would hold its card for nobody.
-                raise CatalogueError(
-                    path,
-                    f"{at}.for[{j}]",
-                    f"seat {name!r} is on host {seat_hosts[name]!r}; this reserve is on {reserve.host!r}",
-                )
+        _reserve_refers(catalogue, reserve, seat_hosts, path, f"reserves[{i}]")
         per_card[(reserve.host, reserve.gpu)].append(i)
     for (host_name, gpu), indices in per_card.items():
-        host = catalogue.hosts[host_name]
-        wholes = [i for i in indices if catalogue.reserves[i].amount_bytes == "card"]
-        if wholes and len(indices) > 1:
+        _reserves_share_card(catalogue, host_name, gpu, indices, path)
+
+
+def _reserve_refers(
+    catalogue: Catalogue,
+    reserve: Reserve,
+    seat_hosts: dict[str, str | None],
+    path: str,
+    at: str,
+) -> None:
+    """A reserve names an existing host and card, and seats of this catalogue on that host."""
+    host = catalogue.hosts.get(reserve.host)
+    if host is None:
+        raise CatalogueError(
+            path,
+            f"{at}.host",
+            f"host {reserve.host!r} is not among hosts ({', '.join(catalogue.hosts)})",
+        )
+    if reserve.gpu >= host.cards:
+        raise CatalogueError(
+            path,
+            f"{at}.gpu",
+            f"host {reserve.host!r} has cards 0–{host.cards - 1}; there is no card {reserve.gpu}",
+        )
+    for j, name in enumerate(reserve.for_):
+        if name not in seat_hosts:
+            raise CatalogueError(
+                path, f"{at}.for[{j}]", f"{name!r} names no seat of this catalogue"
+            )
+        if seat_hosts[name] not in (None, reserve.host):
+            # Such a reserve could never be used: it would hold its card for nobody.
             raise CatalogueError(
                 path,
-                f"reserves[{indices[-1]}]",
-                f"card {host_name}:{gpu} is held whole by {catalogue.reserves[wholes[0]].name!r}; "
-                "no other reserve fits beside it",
+                f"{at}.for[{j}]",
+                f"seat {name!r} is on host {seat_hosts[name]!r}; this reserve is on {reserve.host!r}",
             )
-        if host.card_total_bytes is None or wholes:
-            continue
-        total = sum(int(catalogue.reserves[i].amount_bytes) for i in indices)
-        if total > host.card_total_bytes:
-            raise CatalogueError(
-                path,
-                f"reserves[{indices[-1]}].bytes",
-                f"reserves on {host_name}:{gpu} add up to {format_bytes(total)} ({total} B), "
-                f"more than the card's {format_bytes(host.card_total_bytes)} ({host.card_total_bytes} B)",
-            )
+
+
+def _reserves_share_card(
+    catalogue: Catalogue, host_name: str, gpu: int, indices: list[int], path: str
+) -> None:
+    """The reserves on one card: a whole-card reserve alone, the rest within a known total."""
+    host = catalogue.hosts[host_name]
+    wholes = [i for i in indices if catalogue.reserves[i].amount_bytes == "card"]
+    if wholes and len(indices) > 1:
+        raise CatalogueError(
+            path,
+            f"reserves[{indices[-1]}]",
+            f"card {host_name}:{gpu} is held whole by {catalogue.reserves[wholes[0]].name!r}; "
+            "no other reserve fits beside it",
+        )
+    if host.card_total_bytes is None or wholes:
+        return
+    total = sum(int(catalogue.reserves[i].amount_bytes) for i in indices)
+    if total > host.card_total_bytes:
+        raise CatalogueError(
+            path,
+            f"reserves[{indices[-1]}].bytes",
+            f"reserves on {host_name}:{gpu} add up to {format_bytes(total)} ({total} B), "
+            f"more than the card's {format_bytes(host.card_total_bytes)} ({host.card_total_bytes} B)",
+        )

@@ -41,25 +41,29 @@ def parse_bytes(value: object, field: str = "", *, allow_zero: bool = True) -> i
     Accepts an int, a digit string, or a number with an IEC unit (any case, space
     optional). A decimal number with a unit is rounded down to whole bytes.
     """
-    if isinstance(value, bool):
-        raise ByteSizeError(
-            f"{_at(field)}{value!r} is a bool, not a byte size; write e.g. '10740 MiB'"
-        )
-    if isinstance(value, int):
+    if isinstance(value, str):
+        return _checked(_text_bytes(value, field), field, allow_zero)
+    if isinstance(value, int) and not isinstance(value, bool):
         return _checked(value, field, allow_zero)
+    raise ByteSizeError(_not_a_size(value, field))
+
+
+def _not_a_size(value: object, field: str) -> str:
+    """Why a value that is neither an int nor a string is not a byte size."""
+    if isinstance(value, bool):
+        return f"{_at(field)}{value!r} is a bool, not a byte size; write e.g. '10740 MiB'"
     if isinstance(value, float):
         if 0 < value < 1:
-            raise ByteSizeError(
+            return (
                 f"{_at(field)}{value!r} looks like a fraction; a byte size is needed here "
                 "(write e.g. '47100 MiB', not a share of the card)"
             )
-        raise ByteSizeError(
-            f"{_at(field)}bare number {value!r} has no unit; write an int of bytes or e.g. '{value} GiB'"
-        )
-    if not isinstance(value, str):
-        raise ByteSizeError(
-            f"{_at(field)}expected bytes as an int or e.g. '10740 MiB', got {type(value).__name__}"
-        )
+        return f"{_at(field)}bare number {value!r} has no unit; write an int of bytes or e.g. '{value} GiB'"
+    return f"{_at(field)}expected bytes as an int or e.g. '10740 MiB', got {type(value).__name__}"
+
+
+def _text_bytes(value: str, field: str) -> int:
+    """The bytes a string says (rounded down, sign unchecked), or `ByteSizeError`."""
     text = value.strip()
     if len(text) > _MAX_INPUT_CHARS:
         raise ByteSizeError(f"{_at(field)}{len(text)} characters is too long for a byte size")
@@ -77,16 +81,7 @@ def parse_bytes(value: object, field: str = "", *, allow_zero: bool = True) -> i
             f"write binary units, e.g. '{number} {_DECIMAL_HINT[unit]}'{_smi_hint(number, unit)}"
         )
     if unit == "":
-        if "." in number:
-            if Decimal(number) < 1:
-                raise ByteSizeError(
-                    f"{_at(field)}{value!r} looks like a fraction; a byte size is needed here "
-                    "(write e.g. '47100 MiB', not a share of the card)"
-                )
-            raise ByteSizeError(
-                f"{_at(field)}{value!r} has no unit; write an int of bytes or e.g. '{number} GiB'"
-            )
-        return _checked(int(number), field, allow_zero)
+        return _unitless_bytes(value, number, field)
     if unit not in _BINARY:
         raise ByteSizeError(
             f"{_at(field)}unknown unit '{match.group(2)}' in {value!r}; use B, KiB, MiB, GiB or TiB"
@@ -95,7 +90,21 @@ def parse_bytes(value: object, field: str = "", *, allow_zero: bool = True) -> i
         amount = Decimal(number) * _BINARY[unit]
     except InvalidOperation as exc:  # cannot happen with the regex above; kept for safety
         raise ByteSizeError(f"{_at(field)}cannot read {value!r}") from exc
-    return _checked(math.floor(amount), field, allow_zero)
+    return math.floor(amount)
+
+
+def _unitless_bytes(value: str, number: str, field: str) -> int:
+    """A number written without a unit: whole bytes, or a refusal that says what was meant."""
+    if "." not in number:
+        return int(number)
+    if Decimal(number) < 1:
+        raise ByteSizeError(
+            f"{_at(field)}{value!r} looks like a fraction; a byte size is needed here "
+            "(write e.g. '47100 MiB', not a share of the card)"
+        )
+    raise ByteSizeError(
+        f"{_at(field)}{value!r} has no unit; write an int of bytes or e.g. '{number} GiB'"
+    )
 
 
 def _smi_hint(number: str, unit: str) -> str:

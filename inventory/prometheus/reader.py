@@ -356,17 +356,7 @@ def _missing_cards(seen: Iterable[int], count: int | None) -> list[int]:
 def _gpuplan_snapshot(
     host: str, samples: list[Sample], times: list[Sample], expected: Mapping[str, int]
 ) -> Snapshot:
-    per_host: list[Sample] = []
-    per_card: list[Sample] = []
-    per_process: list[Sample] = []
-    for sample in samples:
-        name = sample.name
-        if name.startswith("gpuplan_card_"):
-            per_card.append(sample)
-        elif name == m.PROCESS_USED:
-            per_process.append(sample)
-        else:
-            per_host.append(sample)
+    per_host, per_card, per_process = _gpuplan_series(samples)
     host_series = _index(per_host, ("host",))
     card_series = _index(per_card, ("host", "gpu"))
     process_series = _index(per_process, ("host", "gpu", "pid"))
@@ -379,71 +369,12 @@ def _gpuplan_snapshot(
 
     declared = host_series.get((m.HOST_CARDS, host))
     count = _bytes(declared, host) if declared is not None else expected.get(host)
-    by_card: dict[int, dict[str, Sample]] = defaultdict(dict)
-    for (metric, _host, _gpu), sample in card_series.items():
-        by_card[_card_index(sample)][metric] = sample
-    if not by_card:
-        raise _HostFault(
-            "incomplete",
-            f"no gpuplan_card_* series (only {', '.join(sorted({s.name for s in samples}))})",
-        )
-    missing = _missing_cards(by_card, count)
-    if missing:
-        raise _HostFault(
-            "incomplete",
-            f"has {len(by_card)} of {count if count is not None else max(by_card) + 1} cards: "
-            f"no {m.CARD_ERROR} series for gpu {', '.join(map(str, missing))}",
-        )
-    processes: dict[int, list[Process]] = defaultdict(list)
-    for sample in process_series.values():
-        seat = sample.labels.get("seat", m.FOREIGN)
-        pid_text = sample.labels.get("pid", "")
-        if not pid_text.isdigit():
-            raise _HostFault("incomplete", f"{m.PROCESS_USED} has pid label {pid_text!r}")
-        processes[_card_index(sample)].append(
-            Process(
-                pid=int(pid_text),
-                used_bytes=_bytes(sample, host),
-                seat=None if seat in ("", m.FOREIGN) else seat,
-            )
-        )
-
-    cards: list[Card] = []
-    for index in sorted(by_card):
-        series = by_card[index]
-        error_sample = series.get(m.CARD_ERROR)
-        if error_sample is None:
-            raise _HostFault("incomplete", f"gpu {index} has no {m.CARD_ERROR} series")
-        uuid = error_sample.labels.get("uuid") or None
-        card_info = series.get(m.CARD_INFO)
-        card_name = (card_info.labels.get("name") or None) if card_info is not None else None
-        if _number(error_sample, host) != 0:
-            error = error_sample.labels.get("error") or "unknown"
-            cards.append(Card(index=index, uuid=uuid, name=card_name, error=error))
-            continue
-        need = [m.CARD_TOTAL, m.CARD_USED, m.CARD_FREE]
-        version = series.get(m.CARD_MEMORY_VERSION)
-        if version is None or _number(version, host) != 1:
-            need.append(m.CARD_RESERVED)  # only a v1-only card may lack the reserve
-        absent = [metric for metric in need if metric not in series]
-        if absent:
-            raise _HostFault("incomplete", f"gpu {index} lacks {', '.join(absent)}")
-        ratio = series.get(m.CARD_UTILIZATION)
-        utilization = None if ratio is None else round(_number(ratio, host) * 100)
-        cards.append(
-            _card(
-                host,
-                index=index,
-                uuid=uuid,
-                name=card_name,
-                total_bytes=_bytes(series[m.CARD_TOTAL], host),
-                reserved_bytes=_bytes(series.get(m.CARD_RESERVED), host),
-                used_bytes=_bytes(series[m.CARD_USED], host),
-                free_bytes=_bytes(series[m.CARD_FREE], host),
-                utilization_percent=utilization,
-                processes=tuple(sorted(processes.get(index, []), key=lambda p: p.pid)),
-            )
-        )
+    by_card = _gpuplan_by_card(card_series, samples, count)
+    processes = _gpuplan_processes(process_series, host)
+    cards = [
+        _gpuplan_card(host, index, by_card[index], processes.get(index, []))
+        for index in sorted(by_card)
+    ]
     stray = sorted(set(processes) - set(by_card))
     if stray:
         raise _HostFault(
@@ -462,6 +393,102 @@ def _gpuplan_snapshot(
         cards,
         driver=labels.get("driver") or None,
         nvml_version=labels.get("nvml_version") or None,
+    )
+
+
+def _gpuplan_series(
+    samples: list[Sample],
+) -> tuple[list[Sample], list[Sample], list[Sample]]:
+    """One host's gpuplan samples split into per-host, per-card and per-process series."""
+    per_host: list[Sample] = []
+    per_card: list[Sample] = []
+    per_process: list[Sample] = []
+    for sample in samples:
+        name = sample.name
+        if name.startswith("gpuplan_card_"):
+            per_card.append(sample)
+        elif name == m.PROCESS_USED:
+            per_process.append(sample)
+        else:
+            per_host.append(sample)
+    return per_host, per_card, per_process
+
+
+def _gpuplan_by_card(
+    card_series: Mapping[tuple[str, ...], Sample], samples: list[Sample], count: int | None
+) -> dict[int, dict[str, Sample]]:
+    """Card index -> metric -> sample; every card up to `count` must have series."""
+    by_card: dict[int, dict[str, Sample]] = defaultdict(dict)
+    for (metric, _host, _gpu), sample in card_series.items():
+        by_card[_card_index(sample)][metric] = sample
+    if not by_card:
+        raise _HostFault(
+            "incomplete",
+            f"no gpuplan_card_* series (only {', '.join(sorted({s.name for s in samples}))})",
+        )
+    missing = _missing_cards(by_card, count)
+    if missing:
+        raise _HostFault(
+            "incomplete",
+            f"has {len(by_card)} of {count if count is not None else max(by_card) + 1} cards: "
+            f"no {m.CARD_ERROR} series for gpu {', '.join(map(str, missing))}",
+        )
+    return by_card
+
+
+def _gpuplan_processes(
+    process_series: Mapping[tuple[str, ...], Sample], host: str
+) -> dict[int, list[Process]]:
+    """Card index -> the processes the exporter saw on it; the foreign label means no seat."""
+    processes: dict[int, list[Process]] = defaultdict(list)
+    for sample in process_series.values():
+        seat = sample.labels.get("seat", m.FOREIGN)
+        pid_text = sample.labels.get("pid", "")
+        if not pid_text.isdigit():
+            raise _HostFault("incomplete", f"{m.PROCESS_USED} has pid label {pid_text!r}")
+        processes[_card_index(sample)].append(
+            Process(
+                pid=int(pid_text),
+                used_bytes=_bytes(sample, host),
+                seat=None if seat in ("", m.FOREIGN) else seat,
+            )
+        )
+    return processes
+
+
+def _gpuplan_card(
+    host: str, index: int, series: Mapping[str, Sample], processes: list[Process]
+) -> Card:
+    """One card from its gpuplan series: an error card, or memory figures that must be there."""
+    error_sample = series.get(m.CARD_ERROR)
+    if error_sample is None:
+        raise _HostFault("incomplete", f"gpu {index} has no {m.CARD_ERROR} series")
+    uuid = error_sample.labels.get("uuid") or None
+    card_info = series.get(m.CARD_INFO)
+    card_name = (card_info.labels.get("name") or None) if card_info is not None else None
+    if _number(error_sample, host) != 0:
+        error = error_sample.labels.get("error") or "unknown"
+        return Card(index=index, uuid=uuid, name=card_name, error=error)
+    need = [m.CARD_TOTAL, m.CARD_USED, m.CARD_FREE]
+    version = series.get(m.CARD_MEMORY_VERSION)
+    if version is None or _number(version, host) != 1:
+        need.append(m.CARD_RESERVED)  # only a v1-only card may lack the reserve
+    absent = [metric for metric in need if metric not in series]
+    if absent:
+        raise _HostFault("incomplete", f"gpu {index} lacks {', '.join(absent)}")
+    ratio = series.get(m.CARD_UTILIZATION)
+    utilization = None if ratio is None else round(_number(ratio, host) * 100)
+    return _card(
+        host,
+        index=index,
+        uuid=uuid,
+        name=card_name,
+        total_bytes=_bytes(series[m.CARD_TOTAL], host),
+        reserved_bytes=_bytes(series.get(m.CARD_RESERVED), host),
+        used_bytes=_bytes(series[m.CARD_USED], host),
+        free_bytes=_bytes(series[m.CARD_FREE], host),
+        utilization_percent=utilization,
+        processes=tuple(sorted(processes, key=lambda p: p.pid)),
     )
 
 
