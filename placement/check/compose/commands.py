@@ -1,0 +1,89 @@
+"""Finding the vLLM server in a service's command, entrypoint or image; nothing is ever run.
+
+A shell wrapper (`bash -c "…"`) is only split into words (shlex), never handed to a shell.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+
+_SHELLS = {"sh", "bash", "dash", "ash", "zsh"}
+_SHELL_OPERATORS = {"&&", "||", ";", "|", "&", ";;", "(", ")"}
+
+
+def vllm_args(argv: Sequence[str]) -> tuple[list[str], bool] | None:
+    """The arguments after `vllm serve` or `-m vllm.entrypoints.openai.api_server`, if any.
+
+    The bool says whether a positional model may come first (`vllm serve MODEL`).
+    """
+    direct = _direct_args(argv)
+    if direct is not None:
+        return direct
+    for i in range(len(argv)):
+        if _is_shell_c(argv, i):
+            found = _shell_args(argv[i + 2])
+            if found is not None:
+                return found
+    return None
+
+
+def _direct_args(argv: Sequence[str]) -> tuple[list[str], bool] | None:
+    for i, token in enumerate(argv):
+        base = token.rsplit("/", 1)[-1]
+        if base == "vllm" and i + 1 < len(argv) and argv[i + 1] == "serve":
+            return list(argv[i + 2 :]), True
+        if token == "-m" and i + 1 < len(argv):
+            module = argv[i + 1]
+            if module == "vllm.entrypoints.openai.api_server":
+                return list(argv[i + 2 :]), False
+            if module == "vllm.entrypoints.cli.main" and argv[i + 2 : i + 3] == ["serve"]:
+                return list(argv[i + 3 :]), True
+    return None
+
+
+def _is_shell_c(argv: Sequence[str], i: int) -> bool:
+    return (
+        argv[i].rsplit("/", 1)[-1] in _SHELLS
+        and i + 2 < len(argv)
+        and re.fullmatch(r"-[a-z]*c", argv[i + 1]) is not None
+    )
+
+
+def _shell_args(script: str) -> tuple[list[str], bool] | None:
+    """`bash -c "vllm serve …"`: split the string (never run it) and look inside."""
+    try:
+        lexer = shlex.shlex(script, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        inner = list(lexer)
+    except ValueError:
+        return None
+    found = vllm_args(inner)
+    if found is None:
+        return None
+    args, positional = found
+    for j, arg in enumerate(args):
+        if arg in _SHELL_OPERATORS:
+            return args[:j], positional
+    return args, positional
+
+
+_VLLM_IMAGE = re.compile(
+    r"^(?:[^/]+\.[^/]+/|[^/]+:\d+/)?(?:docker\.io/)?vllm/vllm-openai(?::(?P<tag>[^@]+))?(?:@.*)?$"
+)
+_VERSION_TAG = re.compile(r"^v?(\d+\.\d+(?:\.\d+)?)(?:$|[-+].*)")
+
+
+def image_version(image: str | None) -> tuple[bool, str | None]:
+    """(is the vLLM image, its version when the tag is one): `vllm/vllm-openai:v0.11.0` → (True, '0.11.0')."""
+    if not image:
+        return False, None
+    match = _VLLM_IMAGE.match(image.strip())
+    if match is None:
+        return False, None
+    tag = match.group("tag")
+    if tag is None:
+        return True, None
+    version = _VERSION_TAG.match(tag)
+    return True, version.group(1) if version else None

@@ -1,0 +1,185 @@
+"""Which cards a compose service gets: device requests, `gpus:`, the visible-devices variables.
+
+`read_devices` reads what the file says; `resolve_cards` turns it into NVML indices on a host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from inventory.snapshot import Card
+from placement.check.compose.model import ComposeError, ComposeService
+
+DEVICES_FIELD = "deploy.resources.reservations.devices"
+
+
+class Reader(Protocol):
+    """What reading devices needs from a service reader: interpolated text and errors that name it."""
+
+    def text(self, value: object, where: str) -> str: ...
+
+    def fail(self, argument: str | None, msg: str) -> ComposeError: ...
+
+
+Devices = tuple[tuple[str, ...] | None, str | None, int | None]
+
+
+def read_devices(reader: Reader, body: dict[str, object]) -> Devices:
+    """(device ids, where they were written, count) from deploy reservations or `gpus:`."""
+    requests = _reservation_requests(reader, body)
+    gpus = body.get("gpus")
+    if gpus is not None:
+        if isinstance(gpus, str) and reader.text(gpus, "gpus").strip().lower() == "all":
+            return None, "gpus: all", -1
+        if not isinstance(gpus, list):
+            raise reader.fail("gpus", "expected `all` or a list of device requests")
+        requests.extend((f"gpus[{i}]", item) for i, item in enumerate(gpus))
+    ids: list[str] = []
+    where: str | None = None
+    count: int | None = None
+    for at, item in requests:
+        if not isinstance(item, dict):
+            raise reader.fail(at, "expected a mapping (driver, count, device_ids, capabilities)")
+        capabilities = item.get("capabilities")
+        if isinstance(capabilities, list) and "gpu" not in [str(c) for c in capabilities]:
+            continue
+        if item.get("device_ids") is not None:
+            ids.extend(_device_ids(reader, item["device_ids"], f"{at}.device_ids"))
+            where = f"{at}.device_ids"
+        elif item.get("count") is not None:
+            count, where = _count(reader, item["count"], f"{at}.count"), f"{at}.count"
+    if ids:
+        return tuple(ids), where, None
+    return None, where, count
+
+
+def _reservation_requests(reader: Reader, body: dict[str, object]) -> list[tuple[str, object]]:
+    deploy = body.get("deploy")
+    resources = deploy.get("resources") if isinstance(deploy, dict) else None
+    reservations = resources.get("reservations") if isinstance(resources, dict) else None
+    listed = reservations.get("devices") if isinstance(reservations, dict) else None
+    if listed is None:
+        return []
+    if not isinstance(listed, list):
+        raise reader.fail(DEVICES_FIELD, "expected a list")
+    return [(f"{DEVICES_FIELD}[{i}]", item) for i, item in enumerate(listed)]
+
+
+def _device_ids(reader: Reader, listed: object, where: str) -> list[str]:
+    if not isinstance(listed, list) or not listed:
+        raise reader.fail(where, "expected a non-empty list of card ids")
+    return [reader.text(v, where).strip() for v in listed]
+
+
+def _count(reader: Reader, value: object, where: str) -> int:
+    raw = reader.text(value, where).strip().lower()
+    if raw == "all":
+        return -1
+    if raw.isdigit() and int(raw) > 0:
+        return int(raw)
+    raise reader.fail(where, f"{raw!r} is neither a positive number nor all")
+
+
+def device_list(text: str) -> tuple[str, ...] | None:
+    """'0,1' → ('0', '1'); None for 'all', 'none', 'void' or empty (the caller decides)."""
+    cleaned = text.strip()
+    if cleaned.lower() in {"", "all", "none", "void", "-1"}:
+        return None
+    return tuple(part.strip() for part in cleaned.split(",") if part.strip())
+
+
+class _HostCards:
+    """A host's cards by index and UUID, for one service: errors name the service and field."""
+
+    def __init__(self, service: ComposeService, host: str, cards: Sequence[Card]) -> None:
+        self.service = service
+        self.host = host
+        self.indices = sorted(card.index for card in cards)
+        self.by_uuid = {card.uuid: card.index for card in cards if card.uuid}
+
+    def fail(self, where: str | None, msg: str) -> ComposeError:
+        return ComposeError(self.service.path, self.service.name, where, msg)
+
+    def card(self, token: str, where: str) -> int:
+        if token.isdigit():
+            if int(token) not in self.indices:
+                raise self.fail(
+                    where, f"host {self.host} has {self.span}; there is no card {token}"
+                )
+            return int(token)
+        if token in self.by_uuid:
+            return self.by_uuid[token]
+        raise self.fail(where, f"host {self.host} has no card {token!r} (by index or UUID)")
+
+    @property
+    def span(self) -> str:
+        indices = self.indices
+        if indices == list(range(len(indices))):
+            return f"cards 0–{indices[-1]}"
+        return f"cards {indices}"
+
+
+def resolve_cards(service: ComposeService, host: str, cards: Sequence[Card]) -> tuple[int, ...]:
+    """The NVML indices the service's engine will use on `host`, or `ComposeError` naming the card.
+
+    Host cards come from device ids (or all cards); CUDA_VISIBLE_DEVICES picks among them by
+    position; vLLM then takes the first tensor × pipeline parallel of what it sees.
+    """
+    host_cards = _HostCards(service, host, cards)
+    if not service.names_cards:
+        raise host_cards.fail(
+            DEVICES_FIELD,
+            "the service names no card; give device_ids, CUDA_VISIBLE_DEVICES or NVIDIA_VISIBLE_DEVICES",
+        )
+    seen = _container_cards(service, host_cards)
+    if service.visible is not None:
+        seen = _visible_cards(service, host_cards, seen)
+    if len(seen) < service.world_size:
+        raise host_cards.fail(
+            "--tensor-parallel-size",
+            f"the engine needs {service.world_size} cards and the container sees {len(seen)}",
+        )
+    return tuple(seen[: service.world_size])
+
+
+def _container_cards(service: ComposeService, host_cards: _HostCards) -> list[int]:
+    """The host cards the container gets, in the order it sees them."""
+    indices = host_cards.indices
+    if service.devices is not None:
+        where = service.devices_from or "devices"
+        return [host_cards.card(token, where) for token in service.devices]
+    if service.device_count is not None and service.device_count > 0:
+        if service.device_count > len(indices):
+            raise host_cards.fail(
+                service.devices_from,
+                f"asks for {service.device_count} cards; host {host_cards.host} has {len(indices)}",
+            )
+        return indices[: service.device_count]
+    return list(indices)
+
+
+def _visible_cards(service: ComposeService, host_cards: _HostCards, seen: list[int]) -> list[int]:
+    """CUDA_VISIBLE_DEVICES inside the container: positions among its cards, or UUIDs."""
+    where = "environment CUDA_VISIBLE_DEVICES"
+    every_card = service.devices is None and service.device_count is None
+    chosen: list[int] = []
+    for token in service.visible or ():
+        if token.isdigit() and every_card:
+            # The container sees every card of the host: positions are host indices.
+            chosen.append(host_cards.card(token, where))
+        elif token.isdigit():
+            position = int(token)
+            if position >= len(seen):
+                raise host_cards.fail(
+                    where,
+                    f"index {position} but the container sees {len(seen)} card(s) "
+                    f"({', '.join(map(str, seen))} on {host_cards.host})",
+                )
+            chosen.append(seen[position])
+        else:
+            card = host_cards.card(token, where)
+            if card not in seen:
+                raise host_cards.fail(where, f"{token!r} is not among the container's cards")
+            chosen.append(card)
+    return chosen

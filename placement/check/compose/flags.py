@@ -1,0 +1,174 @@
+"""vLLM's own reading of the flags that decide its memory: byte counts, util, LoRA, parallel sizes."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+
+# vLLM's human_readable_int: uppercase K/M/G/T binary, lowercase k/m/g/t decimal (a decimal
+# number only with a decimal suffix), else a plain int. Anything else vLLM itself refuses.
+_HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT]?)")
+_DECIMAL_SUFFIX = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY_SUFFIX = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_UNIT_WORD = re.compile(r"(?i)(?:[kmgt]i?b?|b|bytes?)")
+
+
+def vllm_bytes(text: str) -> int:
+    """Bytes as vLLM reads `--kv-cache-memory-bytes` (`8G` = 8 GiB, `8g` = 8·10⁹); ValueError otherwise."""
+    value = text.strip()
+    match = _HUMAN_INT.fullmatch(value)
+    if match is None:
+        hint = ""
+        spaced = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([A-Za-z]+)", value)
+        if spaced is not None:
+            hint = (
+                f"; vLLM reads only K/M/G/T (binary) or k/m/g/t (decimal) right after the number: "
+                f"write {spaced.group(1)}G for {spaced.group(1)} GiB, or the bytes as an int"
+            )
+        raise ValueError(f"{text!r} is not a byte count vLLM can read{hint}")
+    number, suffix = match.group(1), match.group(2)
+    if suffix in _DECIMAL_SUFFIX:
+        # vLLM computes int(float(number) * mult); do the same so the bytes agree with it.
+        return int(float(number) * _DECIMAL_SUFFIX[suffix])
+    if "." in number:
+        raise ValueError(
+            f"{text!r}: vLLM allows decimals only with the decimal suffixes k/m/g/t"
+            + (f"; write {number}{suffix.lower()} or a whole number of {suffix}" if suffix else "")
+        )
+    return int(number) * _BINARY_SUFFIX.get(suffix, 1)
+
+
+def parse_util(text: str) -> str:
+    """`--gpu-memory-utilization` text checked to be a number in (0, 1]; returned as written."""
+    try:
+        value = Decimal(text.strip())
+    except InvalidOperation as exc:
+        raise ValueError(
+            f"{text!r} is not a number; write a fraction in (0, 1], e.g. 0.11"
+        ) from exc
+    if not value.is_finite() or not 0 < value <= 1:
+        raise ValueError(
+            f"{text!r} is not in (0, 1]; vLLM's gate needs a share of the card, e.g. 0.11"
+        )
+    return text.strip()
+
+
+_VALUE_FLAGS = {
+    "--model",
+    "--gpu-memory-utilization",
+    "--kv-cache-memory-bytes",
+    "--max-loras",
+    "--max-lora-rank",
+    "--port",
+    "--tensor-parallel-size",
+    "--pipeline-parallel-size",
+}
+# argparse accepts a unique prefix; the seed itself writes `--kv-cache-memory` (FACTS.md §2).
+_ALIASES = {
+    "--kv-cache-memory": "--kv-cache-memory-bytes",
+    "-tp": "--tensor-parallel-size",
+    "-pp": "--pipeline-parallel-size",
+}
+
+
+def _flag_name(token: str) -> str:
+    name = token.split("=", 1)[0]
+    if name.startswith("--"):
+        # vLLM's FlexibleArgumentParser reads --foo_bar as --foo-bar.
+        name = "--" + name[2:].replace("_", "-")
+    return _ALIASES.get(name, name)
+
+
+@dataclass
+class Flags:
+    """What `read_flags` found: the model, each value flag's last value, LoRA names."""
+
+    model: str | None = None
+    values: dict[str, tuple[str, str]] = field(default_factory=dict)  # flag → (value, as written)
+    lora_modules: list[str] = field(default_factory=list)
+    lora_enabled: bool = False
+    repeated: list[str] = field(default_factory=list)
+
+
+Fail = Callable[[str, str], Exception]
+
+
+def read_flags(args: Sequence[str], allow_positional_model: bool, fail: Fail) -> Flags:
+    """The flags of a vLLM command line that decide its memory, as vLLM's argparse reads them."""
+    flags = Flags()
+    i = 0
+    if allow_positional_model and args and not args[0].startswith("-"):
+        flags.model = args[0]
+        i = 1
+    while i < len(args):
+        token = args[i]
+        if not token.startswith("-"):
+            i += 1
+            continue
+        name = _flag_name(token)
+        if name == "--enable-lora":
+            flags.lora_enabled = True
+        if name == "--lora-modules":
+            i = _read_lora_modules(args, i, flags, fail)
+        elif name in _VALUE_FLAGS:
+            i = _read_value(args, i, name, flags, fail)
+        else:
+            i += 1
+    return flags
+
+
+def _read_lora_modules(args: Sequence[str], i: int, flags: Flags, fail: Fail) -> int:
+    """`--lora-modules a=/p b=/q` or `--lora-modules='{"name": …}'`: every item up to the next flag."""
+    token = args[i]
+    items = [token.split("=", 1)[1]] if "=" in token else []
+    i += 1
+    while i < len(args) and not args[i].startswith("-"):
+        items.append(args[i])
+        i += 1
+    if not items:
+        raise fail("--lora-modules", "needs at least one name=path or JSON value")
+    flags.lora_modules.extend(_lora_name(item, fail) for item in items)
+    return i
+
+
+def _read_value(args: Sequence[str], i: int, name: str, flags: Flags, fail: Fail) -> int:
+    """One `--flag value` or `--flag=value`; returns the index after it."""
+    token = args[i]
+    if "=" in token:
+        value, i = token.split("=", 1)[1], i + 1
+    else:
+        if i + 1 >= len(args) or (args[i + 1].startswith("--") and args[i + 1] != "--"):
+            raise fail(token, "needs a value")
+        value, i = args[i + 1], i + 2
+    if name == "--kv-cache-memory-bytes" and i < len(args) and _UNIT_WORD.fullmatch(args[i]):
+        # `--kv-cache-memory 12 GB`: vLLM would read 12 bytes, then choke on "GB".
+        raise fail(
+            token.split("=", 1)[0],
+            f"'{value} {args[i]}' is ambiguous: vLLM reads {value} as bytes and stops at "
+            f"'{args[i]}'; write {value}G for {value} GiB, or the bytes as an int",
+        )
+    if name in flags.values:
+        flags.repeated.append(name)
+    flags.values[name] = (value, token.split("=", 1)[0])
+    if name == "--model":
+        flags.model = value
+    return i
+
+
+def _lora_name(item: str, fail: Fail) -> str:
+    text = item.strip()
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise fail("--lora-modules", f"{item!r} is not valid JSON: {exc.msg}") from exc
+        if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not data["name"]:
+            raise fail("--lora-modules", f'{item!r} needs a JSON object with a "name"')
+        return str(data["name"])
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise fail("--lora-modules", f"{item!r} is neither name=path nor a JSON object")
+    return name

@@ -1,0 +1,86 @@
+"""The records a compose file is read into, and the error that names file, service and field."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from seats.errors import BadInputError
+
+
+class ComposeError(BadInputError):
+    """A compose file that cannot be checked: names the file, the service and the argument."""
+
+    def __init__(self, path: str, service: str | None, argument: str | None, msg: str) -> None:
+        self.path = path
+        self.service = service
+        self.argument = argument
+        self.msg = msg
+        where = [path]
+        if service is not None:
+            where.append(f"service {service!r}")
+        if argument:
+            where.append(argument)
+        super().__init__(f"{': '.join(where)}: {msg}")
+
+
+@dataclass(frozen=True)
+class ComposeService:
+    """One compose service that runs vLLM, with the flags that decide its memory.
+
+    `devices` are the host cards the container gets (indices or UUIDs as written; None when
+    the file gives all cards or none); `visible` is CUDA_VISIBLE_DEVICES inside it, by
+    position among those. `resolve_cards` turns both into NVML indices against a snapshot.
+    """
+
+    name: str
+    path: str
+    image: str | None
+    version: str | None
+    model: str | None
+    argv: tuple[str, ...]
+    util_text: str | None = None
+    kv_cache_bytes: int | None = None
+    max_loras: int | None = None
+    max_lora_rank: int | None = None
+    lora_modules: tuple[str, ...] = ()
+    lora_enabled: bool = False
+    runtime_lora: bool = False
+    port: int | None = None
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    devices: tuple[str, ...] | None = None
+    devices_from: str | None = None
+    device_count: int | None = None
+    visible: tuple[str, ...] | None = None
+    seat: str | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def util(self) -> Decimal | None:
+        """--gpu-memory-utilization as an exact decimal (validated at load)."""
+        return Decimal(self.util_text) if self.util_text is not None else None
+
+    @property
+    def world_size(self) -> int:
+        """Cards the service's engine uses: tensor × pipeline parallel."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    @property
+    def cmdline(self) -> str:
+        """The command as one line, for matching against a catalogue seat's regex."""
+        return " ".join(self.argv)
+
+    @property
+    def names_cards(self) -> bool:
+        """True when the file says which cards the service gets."""
+        return self.devices is not None or self.visible is not None or self.device_count is not None
+
+
+@dataclass(frozen=True)
+class ComposeFile:
+    """The vLLM services of one compose file, and the names of the services that are not vLLM."""
+
+    path: str
+    services: tuple[ComposeService, ...]
+    skipped: tuple[str, ...]
