@@ -27,6 +27,7 @@ COMMANDS: tuple[str, ...] = (
     "calibrate",
     "demo-ledger",
     "exporter",
+    "alerts",
     "schema",
 )
 

@@ -21,6 +21,7 @@ PRESENT = [
     "calibrate",
     "demo-ledger",
     "exporter",
+    "alerts",
     "schema",
 ]
 
