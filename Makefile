@@ -9,11 +9,12 @@ SNAPSHOT  ?= seats/catalogue/fv-ml1.snapshot.json
 SEAT ?=
 GPU ?=
 LIVE ?=
+ALERTS ?= out/gpuplan-alerts.yml
 
 SOURCE := $(if $(LIVE),--live,--snapshot $(SNAPSHOT))
 ADD    := $(if $(SEAT),--add $(SEAT),)
 
-.PHONY: plan test lint check report bench test-gpu docs venv clean
+.PHONY: plan test lint check report alerts bench test-gpu docs venv clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,6 +35,13 @@ report: $(STAMP)
 	$(BIN)/gpuplan demo-ledger --catalogue $(CATALOGUE) --snapshot $(SNAPSHOT) --out out/demo-ledger.sqlite --force
 	$(BIN)/gpuplan report --catalogue $(CATALOGUE) --ledger out/demo-ledger.sqlite --format html --out out/report
 	$(BIN)/gpuplan report --catalogue $(CATALOGUE) --ledger out/demo-ledger.sqlite --format md --out out/report
+
+# The catalogue as Prometheus alerting rules (docs/operations.md); checked by promtool when present.
+alerts: $(STAMP)
+	@mkdir -p $(dir $(ALERTS))
+	$(BIN)/gpuplan alerts --catalogue $(CATALOGUE) --out $(ALERTS)
+	@if command -v promtool >/dev/null; then promtool check rules $(ALERTS); \
+	else echo "promtool not found: $(ALERTS) not checked (Debian: apt-get install prometheus)"; fi
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -28,6 +28,7 @@ COMMANDS: tuple[str, ...] = (
     "calibrate",
     "demo-ledger",
     "exporter",
+    "alerts",
     "schema",
 )
 

@@ -20,6 +20,7 @@ from placement.report.rows import (
     ReserveRow,
     SeatRow,
 )
+from placement.report.thresholds import foreign_memory_flags
 from seats.model import Catalogue
 from seats.units import GiB, format_bytes
 
@@ -85,8 +86,8 @@ def reserve_broken_now(_: HostFacts, r: ReserveRow) -> str | None:
 
 
 def unexplained_now(_: HostFacts, c: CardRow) -> str | None:
-    """Bytes on a card that no seat's `match` claims, now."""
-    if not c.unexplained_now_bytes or c.unexplained_now_bytes <= 0:
+    """Bytes on a card that no seat's `match` claims, now (from the foreign-memory threshold)."""
+    if not foreign_memory_flags(c.unexplained_now_bytes):
         return None
     return (
         f"card {c.card} has {format_bytes(c.unexplained_now_bytes)} in processes matching no seat: "

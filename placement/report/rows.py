@@ -12,8 +12,9 @@ from typing import Any
 
 from inventory.ledger.report_queries import DecisionRow
 from inventory.snapshot import format_utc
+from placement.report.thresholds import DRIFT_BYTES, DRIFT_PERCENT
 from seats.errors import BadInputError
-from seats.units import GiB, format_bytes, parse_bytes
+from seats.units import format_bytes, parse_bytes
 
 __all__ = [
     "LOOKBACK_DAYS",
@@ -114,8 +115,8 @@ def utc(seconds: int) -> datetime:
 class DriftThreshold:
     """A seat is flagged when |drift| reaches `percent` of its declared resident or `size_bytes`."""
 
-    percent: float | None = 5.0
-    size_bytes: int | None = GiB
+    percent: float | None = DRIFT_PERCENT
+    size_bytes: int | None = DRIFT_BYTES
 
     def flags(self, drift_bytes: int, declared_bytes: int) -> bool:
         """True when the drift passes either bound."""

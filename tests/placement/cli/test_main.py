@@ -22,6 +22,7 @@ PRESENT = [
     "calibrate",
     "demo-ledger",
     "exporter",
+    "alerts",
     "schema",
 ]
 

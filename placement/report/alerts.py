@@ -1,0 +1,440 @@
+"""The catalogue as Prometheus alerting rules over `gpuplan exporter`'s metrics (DESIGN.md "Alerts").
+
+`build_alerts` turns a catalogue into rules (one per host, seat-card or reserve), `render_rules`
+into the rule file's YAML. Pure: no I/O. Thresholds are `thresholds`', shared with the report.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import yaml
+
+from inventory.prometheus.metrics import (
+    CARD_ERROR,
+    CARD_FREE,
+    CARD_RESERVED,
+    CARD_TOTAL,
+    FOREIGN,
+    POLL_SUCCESS,
+    PROCESS_USED,
+)
+from placement.report.rows import DriftThreshold
+from placement.report.thresholds import FOREIGN_MEMORY_BYTES, drift_bound_bytes
+from seats.errors import BadInputError
+from seats.model import Catalogue, Reserve, Seat
+from seats.units import format_bytes
+
+GROUP = "gpuplan"
+DEFAULT_FOR = "5m"
+
+# The seven alerts, in the order the file lists them (DESIGN.md's table).
+RESERVE_BROKEN = "GpuplanReserveBroken"
+BELOW_MARGIN = "GpuplanBelowMargin"
+SEAT_DRIFT = "GpuplanSeatDrift"
+SEAT_DOWN = "GpuplanSeatDown"
+FOREIGN_MEMORY = "GpuplanForeignMemory"
+EXPORTER_DOWN = "GpuplanExporterDown"
+CARD_ERROR_ALERT = "GpuplanCardError"
+ALERTS = (
+    RESERVE_BROKEN,
+    BELOW_MARGIN,
+    SEAT_DRIFT,
+    SEAT_DOWN,
+    FOREIGN_MEMORY,
+    EXPORTER_DOWN,
+    CARD_ERROR_ALERT,
+)
+SEVERITY = {
+    RESERVE_BROKEN: "critical",
+    BELOW_MARGIN: "critical",
+    SEAT_DRIFT: "warning",
+    SEAT_DOWN: "warning",
+    FOREIGN_MEMORY: "warning",
+    EXPORTER_DOWN: "critical",
+    CARD_ERROR_ALERT: "critical",
+}
+# Each alert's label set besides alertname and severity; the expressions aggregate to exactly
+# these (a scrape adds job and instance, which must not split or rename an alert).
+LABELS = {
+    RESERVE_BROKEN: ("host", "gpu", "reserve"),
+    BELOW_MARGIN: ("host", "gpu"),
+    SEAT_DRIFT: ("host", "gpu", "seat"),
+    SEAT_DOWN: ("host", "seat"),
+    FOREIGN_MEMORY: ("host", "gpu"),
+    EXPORTER_DOWN: ("host",),
+    CARD_ERROR_ALERT: ("host", "gpu"),
+}
+
+_DURATION = re.compile(r"^(?:\d+y)?(?:\d+w)?(?:\d+d)?(?:\d+h)?(?:\d+m)?(?:\d+s)?(?:\d+ms)?$")
+
+
+# --- the pieces of an expression ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Selector:
+    """One vector selector: a metric and its label matchers (label, op, value)."""
+
+    metric: str
+    matchers: tuple[tuple[str, str, str], ...]
+
+    def text(self) -> str:
+        """`metric{label="value", …}` with the values quoted as PromQL strings."""
+        inner = ", ".join(f"{label}{op}{_quote(value)}" for label, op, value in self.matchers)
+        return f"{self.metric}{{{inner}}}"
+
+    def selects(self, labels: dict[str, str]) -> bool:
+        """Whether a series with these labels (its name under `__name__`) is selected."""
+        if labels.get("__name__") != self.metric:
+            return False
+        for label, op, value in self.matchers:
+            have = labels.get(label, "")
+            if op == "=" and have != value:
+                return False
+            if op == "!=" and have == value:
+                return False
+            if op == "=~" and re.fullmatch(value, have) is None:
+                return False
+        return True
+
+
+@dataclass(frozen=True)
+class AlertRule:
+    """One alerting rule of the file, and the selectors its expression reads."""
+
+    alert: str
+    expr: str
+    summary: str
+    description: str
+    # Constant labels besides severity: the ones of LABELS the rule is about (values equal to the
+    # expression's own), so no two rules of one alert share a label set (promtool's lint).
+    labels: tuple[tuple[str, str], ...] = ()
+    selectors: tuple[Selector, ...] = ()
+
+
+@dataclass(frozen=True)
+class Alerts:
+    """The rules of one catalogue, the options they were made with, and what was left out."""
+
+    rules: tuple[AlertRule, ...]
+    for_: str
+    threshold: DriftThreshold
+    notes: tuple[str, ...] = field(default=())
+
+
+def _quote(value: str) -> str:
+    """A PromQL string literal (Go escapes are a superset of JSON's)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _literal(text: str) -> str:
+    """Catalogue text placed in an annotation: `{{` would start a Go template action."""
+    return text.replace("{{", '{{ "{{" }}')
+
+
+def _number(value: float) -> str:
+    """A float as PromQL (and Go templates) read it: whole numbers without a fraction."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _cards_regex(cards: Sequence[int]) -> str:
+    return "|".join(str(c) for c in cards)
+
+
+def parse_for(text: str) -> str:
+    """A Prometheus duration for `for:` ('5m', '1h30m', '0'); bad input (exit 2) otherwise."""
+    value = text.strip()
+    if value and value.strip("0") == "":
+        return "0s"
+    if not value or _DURATION.match(value) is None:
+        raise BadInputError(
+            f"--for {text!r}: write a Prometheus duration such as 5m, 90s or 1h30m "
+            "(whole numbers, units ms s m h d w y)"
+        )
+    if not re.sub(r"[^1-9]", "", value):  # 0m, 0h0s: no wait, said as 0s
+        return "0s"
+    return value
+
+
+# --- the rules, one function per alert ---------------------------------------------------
+
+
+def _reserve_broken(reserve: Reserve) -> tuple[str, tuple[Selector, ...]]:
+    """Others' bytes on the reserve's card, when above what the reserve leaves them."""
+    where = (("host", "=", reserve.host), ("gpu", "=", str(reserve.gpu)))
+    others = Selector(PROCESS_USED, (*where, *(("seat", "!=", s) for s in reserve.for_)))
+    held = f"sum by (host, gpu) ({others.text()})"
+    if reserve.amount_bytes == "card":
+        return f"{held} > 0", (others,)
+    # What others may hold: thresholds.reserve_allowance_bytes on the card's live CUDA total
+    # (total − driver reserve; a v1-only card has no reserve series, counted as 0).
+    total = Selector(CARD_TOTAL, where)
+    driver = Selector(CARD_RESERVED, where)
+    cuda_total = (
+        f"sum by (host, gpu) ({total.text()}) - "
+        f"sum by (host, gpu) ({driver.text()} or {total.text()} * 0)"
+    )
+    allowance = f"clamp_min({cuda_total} - {int(reserve.amount_bytes)}, 0)"
+    return f"{held} > on (host, gpu) {allowance}", (others, total, driver)
+
+
+def reserve_rule(reserve: Reserve) -> AlertRule:
+    """GpuplanReserveBroken for one reserve."""
+    expr, selectors = _reserve_broken(reserve)
+    seats = ", ".join(reserve.for_)
+    if reserve.amount_bytes == "card":
+        held = f"a card held whole for {seats}"
+    else:
+        held = (
+            f"more than the card less its {format_bytes(int(reserve.amount_bytes))} "
+            f"reserve leaves them (held for {seats})"
+        )
+    return AlertRule(
+        alert=RESERVE_BROKEN,
+        expr=expr,
+        labels=(("host", reserve.host), ("gpu", str(reserve.gpu)), ("reserve", reserve.name)),
+        summary=_literal(
+            f"{reserve.name} broken on {reserve.host} card {reserve.gpu}: processes other than "
+            f"{seats} hold "
+        )
+        + "{{ $value | humanize1024 }}B, "
+        + _literal(held),
+        description=_literal(
+            f"Free card {reserve.gpu} of {reserve.host}: stop what is not {seats} there "
+            f"(gpuplan ledger names it), or release {reserve.name} in the catalogue."
+        ),
+        selectors=selectors,
+    )
+
+
+def margin_rule(host: str, margin_bytes: int) -> AlertRule:
+    """GpuplanBelowMargin for one host."""
+    free = Selector(CARD_FREE, (("host", "=", host),))
+    return AlertRule(
+        alert=BELOW_MARGIN,
+        expr=f"sum by (host, gpu) ({free.text()}) < {margin_bytes}",
+        labels=(("host", host),),
+        summary=_literal(f"{host} card ")
+        + "{{ $labels.gpu }} has {{ $value | humanize1024 }}B free, "
+        + _literal(f"below the host's margin of {format_bytes(margin_bytes)}"),
+        description="Find what grew on the card (gpuplan ledger) and move or shrink a seat "
+        "before an engine on it runs out of memory.",
+        selectors=(free,),
+    )
+
+
+def _drift_up_advice(seat: Seat) -> str:
+    """The report's advice for a seat holding more than declared (advice.drift_advice)."""
+    if seat.engine.kind == "vllm" and seat.engine.kv_cache_bytes is None:
+        # The seed: a vLLM seat without a pinned KV cache grows to its util's request.
+        return "pin its KV cache (--kv-cache-memory-bytes) or set its resident to what it holds"
+    return "set its resident to what it holds, or look for a leak if it keeps growing"
+
+
+def drift_rule(seat: Seat, host: str, card: int, threshold: DriftThreshold) -> AlertRule:
+    """GpuplanSeatDrift for one running seat on one of its cards: its bytes there, when off."""
+    resident = seat.resident_bytes
+    bound = drift_bound_bytes(resident, threshold.percent, threshold.size_bytes)
+    upper, lower = resident + bound, resident - bound
+    held = Selector(
+        PROCESS_USED, (("host", "=", host), ("gpu", "=", str(card)), ("seat", "=", seat.name))
+    )
+    observed = f"sum by (host, gpu, seat) ({held.text()})"
+    name = _literal(seat.name)
+    return AlertRule(
+        alert=SEAT_DRIFT,
+        expr=f"{observed} >= {_number(upper)} or {observed} <= {_number(lower)}",
+        labels=(("host", host), ("gpu", str(card)), ("seat", seat.name)),
+        summary=_literal(f"{seat.name} on {host} card {card} holds ")
+        + "{{ $value | humanize1024 }}B, "
+        + _literal(f"declared {format_bytes(resident)} (drift threshold {threshold.text()})"),
+        description=f"{{{{ if ge $value {float(upper)!r} }}}}{name}: "
+        + _literal(_drift_up_advice(seat))
+        + f".{{{{ else }}}}{name}: lower its declared resident to free plannable room."
+        + "{{ end }}",
+        selectors=(held,),
+    )
+
+
+def down_rule(seat: Seat, host: str, cards: Sequence[int]) -> AlertRule:
+    """GpuplanSeatDown for one running seat with a `match`: polled, its cards fine, no process.
+
+    The value is the seat's resident: the bytes still held for it.
+    """
+    on = _cards_regex(cards)
+    polled = Selector(POLL_SUCCESS, (("host", "=", host),))
+    process = Selector(
+        PROCESS_USED, (("host", "=", host), ("gpu", "=~", on), ("seat", "=", seat.name))
+    )
+    lost = Selector(CARD_ERROR, (("host", "=", host), ("gpu", "=~", on)))
+    cards_text = ", ".join(str(c) for c in cards)
+    return AlertRule(
+        alert=SEAT_DOWN,
+        expr=(
+            f"(min by (host) ({polled.text()}) == 1) * {seat.resident_bytes}"
+            f" unless on (host) {process.text()}"
+            f" unless on (host) ({lost.text()} == 1)"
+        ),
+        labels=(("host", host), ("seat", seat.name)),
+        summary=_literal(
+            f"{seat.name} is down on {host}: no process on card{'s' if len(cards) > 1 else ''} "
+            f"{cards_text}, and "
+        )
+        + "{{ $value | humanize1024 }}B stay held for it",
+        description=_literal(
+            f"Bring {seat.name} back (docker compose up -d), or retire it in the catalogue "
+            "so its place is freed."
+        ),
+        selectors=(polled, process, lost),
+    )
+
+
+def foreign_rule(host: str, broken: Sequence[tuple[str, tuple[Selector, ...]]]) -> AlertRule:
+    """GpuplanForeignMemory for one host; a card whose reserve is broken is left to that alert."""
+    foreign = Selector(PROCESS_USED, (("host", "=", host), ("seat", "=", FOREIGN)))
+    expr = f"sum by (host, gpu) ({foreign.text()}) >= {FOREIGN_MEMORY_BYTES}"
+    selectors: list[Selector] = [foreign]
+    if broken:
+        expr += " unless on (host, gpu) (" + " or ".join(f"({e})" for e, _ in broken) + ")"
+        selectors += [s for _, sel in broken for s in sel]
+    return AlertRule(
+        alert=FOREIGN_MEMORY,
+        expr=expr,
+        labels=(("host", host),),
+        summary=_literal(f"{host} card ")
+        + "{{ $labels.gpu }}: {{ $value | humanize1024 }}B held by processes that match no seat "
+        + f"({format_bytes(FOREIGN_MEMORY_BYTES)} or more)",
+        description="Name them in the catalogue (a seat with a match) or stop them; "
+        "gpuplan ledger lists their PIDs.",
+        selectors=tuple(selectors),
+    )
+
+
+def exporter_rule(host: str) -> AlertRule:
+    """GpuplanExporterDown for one host: its poll failed, or it has no series at all."""
+    polled = Selector(POLL_SUCCESS, (("host", "=", host),))
+    return AlertRule(
+        alert=EXPORTER_DOWN,
+        expr=f"min by (host) ({polled.text()}) == 0 or absent({polled.text()})",
+        labels=(("host", host),),
+        summary=_literal(
+            f"gpuplan exporter of {host} is down or cannot read NVML: no card figures, "
+            "so the other gpuplan alerts are blind there"
+        ),
+        description="Check the exporter on the host (systemctl status gpuplan-exporter) "
+        "and NVML (nvidia-smi).",
+        selectors=(polled,),
+    )
+
+
+def card_error_rule(host: str) -> AlertRule:
+    """GpuplanCardError for one host."""
+    error = Selector(CARD_ERROR, (("host", "=", host),))
+    return AlertRule(
+        alert=CARD_ERROR_ALERT,
+        expr=f"max by (host, gpu) ({error.text()}) == 1",
+        labels=(("host", host),),
+        summary=_literal(f"{host} card ")
+        + "{{ $labels.gpu }} failed to read through NVML: no figures, and its seats cannot run",
+        description="Run nvidia-smi on the host: a lost card (GpuIsLost) needs a reset or a "
+        "reboot, and its seats a place elsewhere meanwhile (gpuplan plan).",
+        selectors=(error,),
+    )
+
+
+# --- the whole file ----------------------------------------------------------------------
+
+
+def build_alerts(
+    catalogue: Catalogue, *, for_: str = DEFAULT_FOR, threshold: DriftThreshold | None = None
+) -> Alerts:
+    """Every rule the catalogue gives, in DESIGN.md's order, and notes on what was left out."""
+    threshold = threshold or DriftThreshold()
+    running = [s for s in catalogue.seats if s.state == "running"]
+    watched = [s for s in running if s.match is not None]
+    notes = _notes(catalogue, running, watched, for_)
+    broken = {r.name: _reserve_broken(r) for r in catalogue.reserves}
+    rules: list[AlertRule] = [reserve_rule(r) for r in catalogue.reserves]
+    rules += [
+        margin_rule(host, spec.margin_bytes)
+        for host, spec in catalogue.hosts.items()
+        if spec.margin_bytes > 0
+    ]
+    rules += [
+        drift_rule(seat, seat.host or "", card, threshold)
+        for seat in watched
+        for card in seat.pinned_cards or ()
+    ]
+    rules += [down_rule(seat, seat.host or "", seat.pinned_cards or ()) for seat in watched]
+    rules += [
+        foreign_rule(host, [broken[r.name] for r in catalogue.reserves if r.host == host])
+        for host in catalogue.hosts
+    ]
+    rules += [exporter_rule(host) for host in catalogue.hosts]
+    rules += [card_error_rule(host) for host in catalogue.hosts]
+    return Alerts(tuple(rules), for_, threshold, tuple(notes))
+
+
+def _notes(
+    catalogue: Catalogue, running: Sequence[Seat], watched: Sequence[Seat], for_: str
+) -> list[str]:
+    """What the file leaves out, and why; said on stderr and at the top of the file."""
+    notes: list[str] = []
+    if not catalogue.reserves:
+        notes.append(f"{RESERVE_BROKEN} left out: the catalogue has no reserves")
+    flat = [h for h, spec in catalogue.hosts.items() if spec.margin_bytes == 0]
+    if flat:
+        notes.append(
+            f"{BELOW_MARGIN} left out for {', '.join(flat)}: margin 0 "
+            "(free bytes are never below it)"
+        )
+    if not running:
+        notes.append(f"{SEAT_DRIFT} and {SEAT_DOWN} left out: the catalogue has no running seats")
+    blind = [s.name for s in running if s.match is None]
+    if blind:
+        notes.append(
+            f"{SEAT_DRIFT} and {SEAT_DOWN} left out for {', '.join(blind)}: no `match`, "
+            "so the exporter never attributes a process to it"
+        )
+    if any(s.name == FOREIGN for s in catalogue.seats):
+        notes.append(
+            f"a seat is named {FOREIGN!r}, the exporter's seat label for unattributed "
+            f"processes: its bytes count as foreign memory too"
+        )
+    if for_ == "0s":
+        notes.append("--for 0: every alert fires on the first evaluation that matches")
+    return notes
+
+
+def rule_dict(rule: AlertRule, for_: str) -> dict[str, object]:
+    """One rule as the rule file spells it."""
+    return {
+        "alert": rule.alert,
+        "expr": rule.expr,
+        "for": for_,
+        # Label values are templates too; `_literal` keeps catalogue names as they are.
+        "labels": {"severity": SEVERITY[rule.alert], **{k: _literal(v) for k, v in rule.labels}},
+        "annotations": {"summary": rule.summary, "description": rule.description},
+    }
+
+
+def render_rules(alerts: Alerts, *, source: str) -> str:
+    """The rule file: a comment naming its source and options, then `groups:` with one group."""
+    header = [
+        f"# Prometheus alerting rules from the gpuplan catalogue {source}:",
+        f"# for {alerts.for_}, drift threshold {alerts.threshold.text()}, foreign memory from "
+        f"{format_bytes(FOREIGN_MEMORY_BYTES)}.",
+        "# Generated by `gpuplan alerts`: regenerate it when the catalogue changes; do not edit.",
+        *(f"# note: {note}" for note in alerts.notes),
+    ]
+    document = {
+        "groups": [{"name": GROUP, "rules": [rule_dict(r, alerts.for_) for r in alerts.rules]}]
+    }
+    body = yaml.safe_dump(
+        document, sort_keys=False, allow_unicode=True, width=1 << 30, default_flow_style=False
+    )
+    return "\n".join(header) + "\n" + body

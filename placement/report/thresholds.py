@@ -1,0 +1,50 @@
+"""The thresholds the weekly report's flags and the Prometheus alerts share, in one place.
+
+The report (`rows`, `advice`, `figures`) and `alerts` read these, so a flag in the report and an
+alert that fires tell the same story; each rule is stated here once, in integer bytes.
+"""
+
+from __future__ import annotations
+
+from seats.units import GiB
+
+# A seat drifts when |observed − declared resident| reaches either bound (`--drift-threshold`).
+DRIFT_PERCENT = 5.0
+DRIFT_BYTES = GiB
+
+# Processes attributed to no seat are worth acting on from this many bytes on one card.
+FOREIGN_MEMORY_BYTES = GiB
+
+
+def drift_bound_bytes(declared_bytes: int, percent: float | None, size_bytes: int | None) -> float:
+    """The smallest |drift| that flags a seat of `declared_bytes`: the lower of the two bounds.
+
+    `DriftThreshold.flags` (a drift of 0 aside) is exactly `abs(drift) >= drift_bound_bytes(…)`;
+    the alerts compare against this figure. A float: percent × bytes need not be whole.
+    """
+    bounds: list[float] = []
+    if size_bytes is not None:
+        bounds.append(float(size_bytes))
+    if percent is not None and declared_bytes > 0:
+        bounds.append(percent * declared_bytes / 100)
+    if not bounds:
+        raise ValueError("a drift threshold needs a percentage or a size")
+    return min(bounds)
+
+
+def foreign_memory_flags(foreign_bytes: int | None) -> bool:
+    """Bytes of processes matching no seat on one card that are worth a flag (or an alert)."""
+    return foreign_bytes is not None and foreign_bytes >= FOREIGN_MEMORY_BYTES
+
+
+def reserve_allowance_bytes(cuda_total_bytes: int, reserve_bytes: int | None) -> int:
+    """What processes other than a reserve's seats may hold on its card: the CUDA total less the
+    reserve, nothing for a whole-card reserve (`reserve_bytes` None). More than this breaks it."""
+    if reserve_bytes is None:
+        return 0
+    return max(0, cuda_total_bytes - reserve_bytes)
+
+
+def below_margin(free_bytes: int, margin_bytes: int) -> bool:
+    """A card whose free bytes are under its host's margin (a margin of 0 never flags)."""
+    return free_bytes < margin_bytes
