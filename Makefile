@@ -32,6 +32,7 @@ check: $(STAMP)
 	$(BIN)/gpuplan check $(SEAT) --gpu $(GPU) --catalogue $(CATALOGUE) $(SOURCE)
 
 report: $(STAMP)
+	@mkdir -p out
 	$(BIN)/gpuplan demo-ledger --catalogue $(CATALOGUE) --snapshot $(SNAPSHOT) --out out/demo-ledger.sqlite --force
 	$(BIN)/gpuplan report --catalogue $(CATALOGUE) --ledger out/demo-ledger.sqlite --format html --out out/report
 	$(BIN)/gpuplan report --catalogue $(CATALOGUE) --ledger out/demo-ledger.sqlite --format md --out out/report

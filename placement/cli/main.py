@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from types import ModuleType
 
 from seats.errors import Exit, GpuplanError
@@ -38,15 +40,42 @@ def _module(name: str) -> ModuleType:
     return importlib.import_module(f"placement.cli.{name.replace('-', '_')}")
 
 
+class UsageError(SystemExit):
+    """argparse refused the command line (exit 2); `message` is what it said."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(Exit.BAD_INPUT)
+        self.message = message
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, saying what it refused in a `UsageError` (so `--json` can print it too)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        text = f"{self.prog}: error: {message}"
+        print(text, file=sys.stderr)
+        raise UsageError(text)
+
+
+def version() -> str:
+    """The installed gpuplan's version (the source tree's when run uninstalled)."""
+    try:
+        return metadata.version("gpuplan")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole argument parser, one subparser per command module."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="gpuplan",
         description="GPU placement planner and capacity ledger: where does a seat go, "
         "will it start, and what did the cards hold this week.",
         epilog="Exit codes: 0 ok/pass, 1 refused, 2 bad input, 3 cannot decide.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks of gpuplan errors")
+    parser.add_argument("--version", action="version", version=f"gpuplan {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         module = _module(name)
@@ -61,12 +90,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def json_error(exit_code: int, message: str) -> str:
+    """DESIGN.md's error object, printed on stdout when `--json` is on the command line."""
+    return json.dumps({"schema": 1, "error": {"exit": exit_code, "message": message}}, indent=2)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one `gpuplan` command and return its exit code."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    wants_json = "--json" in words
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0
+        args = parser.parse_args(words)
+    except UsageError as exc:
+        if wants_json:
+            print(json_error(Exit.BAD_INPUT, exc.message))
+        return Exit.BAD_INPUT
+    except SystemExit as exc:  # --help and --version exit 0
         return int(exc.code) if isinstance(exc.code, int) else Exit.BAD_INPUT
     if getattr(args, "_run", None) is None:
         parser.print_help(sys.stderr)
@@ -77,6 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"error: {exc}", file=sys.stderr)
+        if wants_json:
+            print(json_error(int(exc.exit_code), str(exc)))
         return int(exc.exit_code)
     except BrokenPipeError:
         # `gpuplan … | head`: the reader left; say nothing and leave quietly.

@@ -59,6 +59,11 @@ def card_bytes_argument(args: argparse.Namespace) -> tuple[int, str]:
     """The card size and where it came from: --card-bytes, else the snapshot's smallest card."""
     from placement.cli.render import b
 
+    if args.card_bytes is not None and args.snapshot is not None:
+        raise BadInputError(
+            "pass --card-bytes or --snapshot, not both: each gives the card size "
+            f"(--card-bytes {args.card_bytes}, --snapshot {args.snapshot})"
+        )
     if args.card_bytes is not None:
         try:
             value = parse_bytes(args.card_bytes, "--card-bytes", allow_zero=False)

@@ -69,9 +69,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--format", choices=("md", "html", "json"), default="md", help="output format (default md)"
     )
     parser.add_argument(
+        "--json", action="store_const", dest="format", const="json", help="same as --format json"
+    )
+    parser.add_argument(
         "--out",
-        metavar="DIR",
-        help="write report.<format> (and chart PNGs for md) into DIR instead of stdout",
+        metavar="DIR|FILE",
+        help="write report.<format> (and chart PNGs for md) into DIR, or to FILE.md/.html/.json,"
+        " instead of stdout",
     )
     parser.add_argument(
         "--drift-threshold",
@@ -180,20 +184,13 @@ def _emit(
     from placement.report.charts import chart_filename, seat_colours
     from placement.report.render import blocks, to_html, to_markdown
 
-    target = Path(out) if out else None
-    if target is not None:
-        try:
-            target.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise BadInputError(
-                f"--out {out}: cannot create the directory ({exc.strerror})"
-            ) from exc
+    target, filename = out_target(out, fmt)
     if fmt == "json":
         data = report.to_json()
         if demo:
             data["demo"] = demo
         text = json.dumps(data, indent=2) + "\n"
-        return _write(text, target, "report.json")
+        return _write(text, target, filename)
     # Markdown without --out has nowhere to put PNG files: it prints without charts.
     draw = fmt == "html" or target is not None
     colours = seat_colours(name for s in report.charts for name, _ in s.layers)
@@ -211,9 +208,41 @@ def _emit(
         return _write(
             to_html(items, f"gpuplan capacity report · {report.window.label}"),
             target,
-            "report.html",
+            filename,
         )
-    return _write(to_markdown(items), target, "report.md")
+    return _write(to_markdown(items), target, filename)
+
+
+_SUFFIXES = {".md": "md", ".html": "html", ".htm": "html", ".json": "json"}
+
+
+def out_target(out: str | None, fmt: str) -> tuple[Path | None, str]:
+    """(directory, file name) for --out: a directory gets `report.<fmt>`, a file name is kept.
+
+    `--out weekly.html` writes that file (its format must agree with --format); anything else
+    is a directory, created when missing (charts of a Markdown report go beside the file).
+    """
+    default = f"report.{fmt}"
+    if not out:
+        return None, default
+    path = Path(out)
+    named = _SUFFIXES.get(path.suffix.lower())
+    if named is not None:
+        if named != fmt:
+            raise BadInputError(
+                f"--out {out}: a .{named} file name, but the format is {fmt} "
+                f"(pass --format {named}, or a directory)"
+            )
+        directory, default = path.parent, path.name
+    else:
+        directory = path
+    if directory.exists() and not directory.is_dir():
+        raise BadInputError(f"--out {out}: {directory} is a file, not a directory")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInputError(f"--out {out}: cannot create the directory ({exc.strerror})") from exc
+    return directory, default
 
 
 def _render_all(series: Sequence[ChartSeries], colours: dict[str, str]) -> list[bytes | None]:

@@ -54,13 +54,31 @@ def parse_age(text: str) -> timedelta:
         ) from exc
 
 
+class _Once(argparse.Action):
+    """An option that may be given once: a second one is a usage error, not a silent override."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        if getattr(namespace, self.dest, None) is not None:
+            parser.error(
+                f"{option_string} given twice ({getattr(namespace, self.dest)}, {values}); "
+                "this command reads one"
+            )
+        setattr(namespace, self.dest, values)
+
+
 def add_source_arguments(parser: argparse.ArgumentParser, *, multiple: bool = False) -> None:
     """--snapshot FILE | --live | --ledger DB | --prometheus URL, and --max-age."""
     group = parser.add_mutually_exclusive_group()
     group.add_argument(
         "--snapshot",
         metavar="FILE",
-        action="append" if multiple else "store",
+        action="append" if multiple else _Once,
         help="read cards from a snapshot JSON file"
         + (" (repeatable, or a directory)" if multiple else ""),
     )
