@@ -9,12 +9,13 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from inventory.snapshot import Snapshot
+from inventory.snapshot import Card, Snapshot
 
 CARD_LABELS = ("host", "gpu", "uuid")
 PROCESS_LABELS = ("host", "gpu", "uuid", "pid", "seat")
@@ -66,62 +67,14 @@ def snapshot_families(reading: Reading) -> list[Metric]:
     snapshot = reading.snapshot
     if snapshot is None:
         return [success, duration]
-
-    total = GaugeMetricFamily(CARD_TOTAL, "NVML total memory of the card", labels=CARD_LABELS)
-    reserved = GaugeMetricFamily(
-        CARD_RESERVED,
-        "driver/firmware reserve (NVML v2); absent when only NVML v1 answered",
-        labels=CARD_LABELS,
-    )
-    used = GaugeMetricFamily(
-        CARD_USED,
-        "memory in use, excluding the driver reserve (NVML v2; v1 cards include it)",
-        labels=CARD_LABELS,
-    )
-    free = GaugeMetricFamily(CARD_FREE, "free memory as NVML reports it", labels=CARD_LABELS)
-    version = GaugeMetricFamily(
-        CARD_MEMORY_VERSION,
-        "NVML memory-info version read: 2 (reserve known) or 1 (used includes the reserve)",
-        labels=CARD_LABELS,
-    )
-    utilization = GaugeMetricFamily(
-        CARD_UTILIZATION, "GPU utilisation over NVML's last sample period, 0..1", labels=CARD_LABELS
-    )
-    error = GaugeMetricFamily(
-        CARD_ERROR,
-        "1 when the card failed to read (error label names the NVML error), else 0",
-        labels=[*CARD_LABELS, "error"],
-    )
-    info = InfoMetricFamily(
-        CARD_INFO.removesuffix("_info"), "the card's model name", labels=CARD_LABELS
-    )
-    process_used = GaugeMetricFamily(
-        PROCESS_USED,
-        "memory a compute process holds on the card; seat is the attributed seat or 'foreign'",
-        labels=PROCESS_LABELS,
-    )
+    families = _CardFamilies.empty()
     for card in snapshot.cards:
-        labels = [host, str(card.index), card.uuid or ""]
-        error.add_metric([*labels, card.error or ""], 0.0 if card.ok else 1.0)
-        info.add_metric(labels, {"name": card.name or ""})
-        if not card.ok:
-            continue
-        # Card validation guarantees these three figures on a card that is not in error.
-        assert card.total_bytes is not None and card.used_bytes is not None
-        assert card.free_bytes is not None
-        total.add_metric(labels, float(card.total_bytes))
-        used.add_metric(labels, float(card.used_bytes))
-        free.add_metric(labels, float(card.free_bytes))
-        if card.reserved_bytes is not None:
-            reserved.add_metric(labels, float(card.reserved_bytes))
-        version.add_metric(labels, 1.0 if card.reserved_bytes is None else 2.0)
-        if card.utilization_percent is not None:
-            utilization.add_metric(labels, card.utilization_percent / 100)
-        for process in card.processes:
-            # NaN, not 0, when NVML cannot say: a missing figure is never a zero.
-            value = math.nan if process.used_bytes is None else float(process.used_bytes)
-            process_used.add_metric([*labels, str(process.pid), process.seat or FOREIGN], value)
+        families.add(host, card)
+    return [success, duration, *_host_families(host, snapshot), *families]
 
+
+def _host_families(host: str, snapshot: Snapshot) -> list[Metric]:
+    """When the figures were read, the host's driver and NVML versions, and its card count."""
     cards = GaugeMetricFamily(HOST_CARDS, "cards NVML reports on the host", labels=["host"])
     cards.add_metric([host], float(len(snapshot.cards)))
     host_info = InfoMetricFamily(
@@ -136,22 +89,88 @@ def snapshot_families(reading: Reading) -> list[Metric]:
         labels=["host"],
     )
     taken.add_metric([host], float(int(snapshot.taken_at.timestamp())))
-    return [
-        success,
-        duration,
-        taken,
-        host_info,
-        cards,
-        total,
-        reserved,
-        used,
-        free,
-        version,
-        utilization,
-        error,
-        info,
-        process_used,
-    ]
+    return [taken, host_info, cards]
+
+
+class _CardFamilies(NamedTuple):
+    """The per-card and per-process families, in exposition order."""
+
+    total: GaugeMetricFamily
+    reserved: GaugeMetricFamily
+    used: GaugeMetricFamily
+    free: GaugeMetricFamily
+    version: GaugeMetricFamily
+    utilization: GaugeMetricFamily
+    error: GaugeMetricFamily
+    info: InfoMetricFamily
+    process_used: GaugeMetricFamily
+
+    @classmethod
+    def empty(cls) -> _CardFamilies:
+        return cls(
+            total=GaugeMetricFamily(
+                CARD_TOTAL, "NVML total memory of the card", labels=CARD_LABELS
+            ),
+            reserved=GaugeMetricFamily(
+                CARD_RESERVED,
+                "driver/firmware reserve (NVML v2); absent when only NVML v1 answered",
+                labels=CARD_LABELS,
+            ),
+            used=GaugeMetricFamily(
+                CARD_USED,
+                "memory in use, excluding the driver reserve (NVML v2; v1 cards include it)",
+                labels=CARD_LABELS,
+            ),
+            free=GaugeMetricFamily(CARD_FREE, "free memory as NVML reports it", labels=CARD_LABELS),
+            version=GaugeMetricFamily(
+                CARD_MEMORY_VERSION,
+                "NVML memory-info version read: 2 (reserve known) or 1 (used includes the reserve)",
+                labels=CARD_LABELS,
+            ),
+            utilization=GaugeMetricFamily(
+                CARD_UTILIZATION,
+                "GPU utilisation over NVML's last sample period, 0..1",
+                labels=CARD_LABELS,
+            ),
+            error=GaugeMetricFamily(
+                CARD_ERROR,
+                "1 when the card failed to read (error label names the NVML error), else 0",
+                labels=[*CARD_LABELS, "error"],
+            ),
+            info=InfoMetricFamily(
+                CARD_INFO.removesuffix("_info"), "the card's model name", labels=CARD_LABELS
+            ),
+            process_used=GaugeMetricFamily(
+                PROCESS_USED,
+                "memory a compute process holds on the card; seat is the attributed seat or 'foreign'",
+                labels=PROCESS_LABELS,
+            ),
+        )
+
+    def add(self, host: str, card: Card) -> None:
+        """One card's samples: error and info always, memory and processes when it read."""
+        labels = [host, str(card.index), card.uuid or ""]
+        self.error.add_metric([*labels, card.error or ""], 0.0 if card.ok else 1.0)
+        self.info.add_metric(labels, {"name": card.name or ""})
+        if not card.ok:
+            return
+        # Card validation guarantees these three figures on a card that is not in error.
+        assert card.total_bytes is not None and card.used_bytes is not None
+        assert card.free_bytes is not None
+        self.total.add_metric(labels, float(card.total_bytes))
+        self.used.add_metric(labels, float(card.used_bytes))
+        self.free.add_metric(labels, float(card.free_bytes))
+        if card.reserved_bytes is not None:
+            self.reserved.add_metric(labels, float(card.reserved_bytes))
+        self.version.add_metric(labels, 1.0 if card.reserved_bytes is None else 2.0)
+        if card.utilization_percent is not None:
+            self.utilization.add_metric(labels, card.utilization_percent / 100)
+        for process in card.processes:
+            # NaN, not 0, when NVML cannot say: a missing figure is never a zero.
+            value = math.nan if process.used_bytes is None else float(process.used_bytes)
+            self.process_used.add_metric(
+                [*labels, str(process.pid), process.seat or FOREIGN], value
+            )
 
 
 class SnapshotCollector(Collector):

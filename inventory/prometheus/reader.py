@@ -210,6 +210,37 @@ def build_fleet(
     DCGM units or a failed poll is reported as a problem and not used. `expected_cards` (from the
     catalogue) names hosts that must be present and how many cards each has.
     """
+    built, problems, warnings = _host_snapshots(results, dict(expected_cards or {}))
+    fresh: list[Snapshot] = []
+    stale: list[Snapshot] = []
+    for snapshot in sorted(built, key=lambda s: s.host):
+        age = now - snapshot.taken_at
+        if age > max_age:
+            stale.append(snapshot)
+            problems.append(_stale(snapshot, age, max_age))
+        else:
+            fresh.append(snapshot)
+        if any(card.ok and card.reserved_bytes is None for card in snapshot.cards):
+            warnings.append(
+                f"{snapshot.host}: driver reserve unknown (NVML v1 figures); "
+                "used includes the reserve and CUDA total is taken as NVML total"
+            )
+    return Fleet(
+        source=source,
+        snapshots=tuple(fresh),
+        stale=tuple(stale),
+        problems=tuple(sorted(problems, key=lambda p: p.host)),
+        warnings=tuple(warnings),
+    )
+
+
+def _host_snapshots(
+    results: QueryResults, expected: Mapping[str, int]
+) -> tuple[list[Snapshot], list[HostProblem], list[str]]:
+    """A snapshot per host, the hosts that could not be read or are absent, and warnings.
+
+    gpuplan's exporter wins where both answer for a host; a host read from DCGM alone is warned of.
+    """
     problems: list[HostProblem] = []
     warnings: list[str] = []
     built: list[Snapshot] = []
@@ -217,7 +248,6 @@ def build_fleet(
     gpuplan_times = _group(results.gpuplan_times, _gpuplan_host)
     dcgm_hosts = _group(results.dcgm, _dcgm_host)
     dcgm_times = _group(results.dcgm_times, _dcgm_host)
-    expected = dict(expected_cards or {})
 
     for host in sorted(gpuplan_hosts):
         try:
@@ -244,35 +274,16 @@ def build_fleet(
                 f"{host}: no gpuplan_* or {DCGM_FREE} series in Prometheus for this catalogue host",
             )
         )
+    return built, problems, warnings
 
-    fresh: list[Snapshot] = []
-    stale: list[Snapshot] = []
-    for snapshot in sorted(built, key=lambda s: s.host):
-        age = now - snapshot.taken_at
-        if age > max_age:
-            stale.append(snapshot)
-            problems.append(
-                HostProblem(
-                    snapshot.host,
-                    "stale",
-                    f"{snapshot.host}: stale: its figures date from "
-                    f"{format_utc(snapshot.taken_at)}, {int(age.total_seconds())} s ago, "
-                    f"older than --max-age {int(max_age.total_seconds())} s",
-                )
-            )
-        else:
-            fresh.append(snapshot)
-        if any(card.ok and card.reserved_bytes is None for card in snapshot.cards):
-            warnings.append(
-                f"{snapshot.host}: driver reserve unknown (NVML v1 figures); "
-                "used includes the reserve and CUDA total is taken as NVML total"
-            )
-    return Fleet(
-        source=source,
-        snapshots=tuple(fresh),
-        stale=tuple(stale),
-        problems=tuple(sorted(problems, key=lambda p: p.host)),
-        warnings=tuple(warnings),
+
+def _stale(snapshot: Snapshot, age: timedelta, max_age: timedelta) -> HostProblem:
+    return HostProblem(
+        snapshot.host,
+        "stale",
+        f"{snapshot.host}: stale: its figures date from "
+        f"{format_utc(snapshot.taken_at)}, {int(age.total_seconds())} s ago, "
+        f"older than --max-age {int(max_age.total_seconds())} s",
     )
 
 
@@ -511,51 +522,7 @@ def _dcgm_snapshot(
         raise _HostFault(
             "incomplete", f"gpu {without[0]} lacks {DCGM_RESERVED} (other cards have it)"
         )
-    cards: list[Card] = []
-    for index in sorted(by_card):
-        card_series = by_card[index]
-        lacking = [n for n in (DCGM_USED, DCGM_FREE) if n not in card_series]
-        if lacking:
-            raise _HostFault("incomplete", f"gpu {index} lacks {', '.join(lacking)}")
-        figures: dict[str, int | None] = {}
-        for key, metric in (
-            ("used", DCGM_USED),
-            ("free", DCGM_FREE),
-            ("reserved", DCGM_RESERVED),
-            ("total", DCGM_TOTAL),
-        ):
-            reading = card_series.get(metric)
-            if reading is None:
-                figures[key] = None
-                continue
-            mib = _bytes(reading, host)
-            if mib is not None and mib >= DCGM_MAX_MIB:
-                raise _HostFault(
-                    "units",
-                    f'{metric}{{gpu="{index}"}} = {reading.value}: DCGM reports MiB and no card has '
-                    f"{DCGM_MAX_MIB} MiB; is the exporter sending bytes?",
-                )
-            figures[key] = None if mib is None else mib * MIB
-        used, free, reserved = figures["used"], figures["free"], figures["reserved"]
-        if used is None or free is None:
-            raise _HostFault("incomplete", f"gpu {index}: {DCGM_USED} or {DCGM_FREE} is NaN")
-        first = card_series[DCGM_FREE]
-        cards.append(
-            _card(
-                host,
-                index=index,
-                uuid=first.labels.get("UUID") or None,
-                name=first.labels.get("modelName") or None,
-                # NVML: total = reserved + used + free (v2); without a reserve, used includes it.
-                # Whole MiB round each part, so their sum can miss the true total by up to 3 MiB.
-                total_bytes=figures["total"] or used + free + (reserved or 0),
-                reserved_bytes=reserved,
-                used_bytes=used,
-                free_bytes=free,
-                utilization_percent=None,
-                processes=(),
-            )
-        )
+    cards = [_dcgm_card(host, index, by_card[index]) for index in sorted(by_card)]
     moments = [_number(t, host) for t in times]
     driver = next(
         (
@@ -566,6 +533,54 @@ def _dcgm_snapshot(
         None,
     )
     return _snapshot(host, moments, cards, driver=driver, nvml_version=None)
+
+
+def _dcgm_card(host: str, index: int, card_series: Mapping[str, Sample]) -> Card:
+    """One card from DCGM's MiB figures: used and free must be there, total is summed if absent."""
+    lacking = [n for n in (DCGM_USED, DCGM_FREE) if n not in card_series]
+    if lacking:
+        raise _HostFault("incomplete", f"gpu {index} lacks {', '.join(lacking)}")
+    figures = {
+        key: _dcgm_bytes(host, index, card_series.get(metric))
+        for key, metric in (
+            ("used", DCGM_USED),
+            ("free", DCGM_FREE),
+            ("reserved", DCGM_RESERVED),
+            ("total", DCGM_TOTAL),
+        )
+    }
+    used, free, reserved = figures["used"], figures["free"], figures["reserved"]
+    if used is None or free is None:
+        raise _HostFault("incomplete", f"gpu {index}: {DCGM_USED} or {DCGM_FREE} is NaN")
+    first = card_series[DCGM_FREE]
+    return _card(
+        host,
+        index=index,
+        uuid=first.labels.get("UUID") or None,
+        name=first.labels.get("modelName") or None,
+        # NVML: total = reserved + used + free (v2); without a reserve, used includes it.
+        # Whole MiB round each part, so their sum can miss the true total by up to 3 MiB.
+        total_bytes=figures["total"] or used + free + (reserved or 0),
+        reserved_bytes=reserved,
+        used_bytes=used,
+        free_bytes=free,
+        utilization_percent=None,
+        processes=(),
+    )
+
+
+def _dcgm_bytes(host: str, index: int, reading: Sample | None) -> int | None:
+    """Bytes from a DCGM figure in MiB; None when absent or NaN; a byte-sized value is refused."""
+    if reading is None:
+        return None
+    mib = _bytes(reading, host)
+    if mib is not None and mib >= DCGM_MAX_MIB:
+        raise _HostFault(
+            "units",
+            f'{reading.name}{{gpu="{index}"}} = {reading.value}: DCGM reports MiB and no card has '
+            f"{DCGM_MAX_MIB} MiB; is the exporter sending bytes?",
+        )
+    return None if mib is None else mib * MIB
 
 
 def _card(host: str, **fields: Any) -> Card:

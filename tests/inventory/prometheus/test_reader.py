@@ -500,3 +500,17 @@ def test_a_needed_fresh_host_passes_other_hosts_by(
     assert cards.unusable == {"fv-ml2": cards.unusable["fv-ml2"]}
     with pytest.raises(CannotDecideError, match=r"fv-ml2: stale"):
         resolve_snapshots(source, fv_ml1, NOW, every_host_needed=True)
+
+
+def test_dcgm_bytes_reads_mib_up_to_the_largest_plausible_card() -> None:
+    def reading(value: str) -> Sample:
+        return Sample({"__name__": p.DCGM_FREE, "gpu": "3"}, value, 0.0)
+
+    assert p._dcgm_bytes("dgx-7", 3, None) is None
+    assert p._dcgm_bytes("dgx-7", 3, reading("NaN")) is None
+    assert p._dcgm_bytes("dgx-7", 3, reading("143156")) == 143156 * MIB
+    assert p._dcgm_bytes("dgx-7", 3, reading(str(2**24 - 1))) == (2**24 - 1) * MIB
+    with pytest.raises(p._HostFault) as caught:
+        p._dcgm_bytes("dgx-7", 3, reading(str(2**24)))
+    assert caught.value.kind == "units"
+    assert caught.value.text.startswith(f'{p.DCGM_FREE}{{gpu="3"}} = {2**24}: DCGM reports MiB')
