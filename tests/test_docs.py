@@ -41,6 +41,7 @@ README_COMMANDS = (
     "pack",
     "demo-ledger",
     "exporter",
+    "alerts",
     "schema",
 )
 

@@ -11,8 +11,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import yaml
-
 from inventory.prometheus.metrics import (
     CARD_ERROR,
     CARD_FREE,
@@ -227,69 +225,89 @@ def margin_rule(host: str, margin_bytes: int) -> AlertRule:
     )
 
 
-def _drift_up_advice(seat: Seat) -> str:
-    """The report's advice for a seat holding more than declared (advice.drift_advice)."""
-    if seat.engine.kind == "vllm" and seat.engine.kv_cache_bytes is None:
-        # The seed: a vLLM seat without a pinned KV cache grows to its util's request.
-        return "pin its KV cache (--kv-cache-memory-bytes) or set its resident to what it holds"
-    return "set its resident to what it holds, or look for a leak if it keeps growing"
+def _unpinned_vllm(seat: Seat) -> bool:
+    """The seed: a vLLM seat without a pinned KV cache grows to its util's request."""
+    return seat.engine.kind == "vllm" and seat.engine.kv_cache_bytes is None
 
 
-def drift_rule(seat: Seat, host: str, card: int, threshold: DriftThreshold) -> AlertRule:
-    """GpuplanSeatDrift for one running seat on one of its cards: its bytes there, when off."""
-    resident = seat.resident_bytes
-    bound = drift_bound_bytes(resident, threshold.percent, threshold.size_bytes)
-    upper, lower = resident + bound, resident - bound
-    held = Selector(
-        PROCESS_USED, (("host", "=", host), ("gpu", "=", str(card)), ("seat", "=", seat.name))
-    )
-    observed = f"sum by (host, gpu, seat) ({held.text()})"
-    name = _literal(seat.name)
+def drift_rule(host: str, seats: Sequence[Seat], threshold: DriftThreshold) -> AlertRule:
+    """GpuplanSeatDrift for the running seats with a `match` of one host, on each of their cards.
+
+    The value is the drift: the seat's bytes on the card less its resident, signed. The advice
+    is the report's (advice.drift_advice) for a seat holding more, or less, than declared.
+    """
+    selectors = []
+    terms = []
+    for seat in seats:
+        bound = drift_bound_bytes(seat.resident_bytes, threshold.percent, threshold.size_bytes)
+        for card in seat.pinned_cards or ():
+            held = Selector(
+                PROCESS_USED,
+                (("host", "=", host), ("gpu", "=", str(card)), ("seat", "=", seat.name)),
+            )
+            selectors.append(held)
+            drift = f"sum by (host, gpu, seat) ({held.text()}) - {seat.resident_bytes}"
+            terms.append(f"{drift} >= {_number(bound)} or {drift} <= -{_number(bound)}")
+    keep = "set its resident to what it holds, or look for a leak if it keeps growing"
+    unpinned = [_quote(s.name) for s in seats if _unpinned_vllm(s)]
+    more = keep
+    if unpinned:
+        more = (
+            "{{ if eq $labels.seat " + " ".join(unpinned) + " }}pin its KV cache "
+            "(--kv-cache-memory-bytes) or set its resident to what it holds{{ else }}"
+            + keep
+            + "{{ end }}"
+        )
     return AlertRule(
         alert=SEAT_DRIFT,
-        expr=f"{observed} >= {_number(upper)} or {observed} <= {_number(lower)}",
-        labels=(("host", host), ("gpu", str(card)), ("seat", seat.name)),
-        summary=_literal(f"{seat.name} on {host} card {card} holds ")
-        + "{{ $value | humanize1024 }}B, "
-        + _literal(f"declared {format_bytes(resident)} (drift threshold {threshold.text()})"),
-        description=f"{{{{ if ge $value {float(upper)!r} }}}}{name}: "
-        + _literal(_drift_up_advice(seat))
-        + f".{{{{ else }}}}{name}: lower its declared resident to free plannable room."
+        expr=" or ".join(terms),
+        labels=(("host", host),),
+        summary="{{ $labels.seat }} on "
+        + _literal(host)
+        + " card {{ $labels.gpu }} drifted {{ $value | humanize1024 }}B from its declared resident "
+        + f"(drift threshold {threshold.text()})",
+        description="{{ $labels.seat }} holds {{ if gt $value 0.0 }}more than declared: "
+        + more
+        + ".{{ else }}less than declared: lower its declared resident to free plannable room."
         + "{{ end }}",
-        selectors=(held,),
+        selectors=tuple(selectors),
     )
 
 
-def down_rule(seat: Seat, host: str, cards: Sequence[int]) -> AlertRule:
-    """GpuplanSeatDown for one running seat with a `match`: polled, its cards fine, no process.
+def down_rule(host: str, seats: Sequence[Seat]) -> AlertRule:
+    """GpuplanSeatDown for the running seats with a `match` of one host: polled, their cards
+    fine, and no process of the seat on them. One rule per host; `label_replace` names the seat.
 
     The value is the seat's resident: the bytes still held for it.
     """
-    on = _cards_regex(cards)
     polled = Selector(POLL_SUCCESS, (("host", "=", host),))
-    process = Selector(
-        PROCESS_USED, (("host", "=", host), ("gpu", "=~", on), ("seat", "=", seat.name))
-    )
-    lost = Selector(CARD_ERROR, (("host", "=", host), ("gpu", "=~", on)))
-    cards_text = ", ".join(str(c) for c in cards)
-    return AlertRule(
-        alert=SEAT_DOWN,
-        expr=(
+    selectors = [polled]
+    terms = []
+    for seat in seats:
+        on = _cards_regex(seat.pinned_cards or ())
+        process = Selector(
+            PROCESS_USED, (("host", "=", host), ("gpu", "=~", on), ("seat", "=", seat.name))
+        )
+        lost = Selector(CARD_ERROR, (("host", "=", host), ("gpu", "=~", on)))
+        selectors += [process, lost]
+        down = (
             f"(min by (host) ({polled.text()}) == 1) * {seat.resident_bytes}"
             f" unless on (host) {process.text()}"
             f" unless on (host) ({lost.text()} == 1)"
-        ),
-        labels=(("host", host), ("seat", seat.name)),
-        summary=_literal(
-            f"{seat.name} is down on {host}: no process on card{'s' if len(cards) > 1 else ''} "
-            f"{cards_text}, and "
         )
-        + "{{ $value | humanize1024 }}B stay held for it",
-        description=_literal(
-            f"Bring {seat.name} back (docker compose up -d), or retire it in the catalogue "
-            "so its place is freed."
-        ),
-        selectors=(polled, process, lost),
+        # A replacement's `$` would expand a regex group: `$$` is a literal one.
+        name = _quote(seat.name.replace("$", "$$"))
+        terms.append(f'label_replace({down}, "seat", {name}, "", "")')
+    return AlertRule(
+        alert=SEAT_DOWN,
+        expr=" or ".join(terms),
+        labels=(("host", host),),
+        summary="{{ $labels.seat }} is down on "
+        + _literal(host)
+        + ": no process on its cards, and {{ $value | humanize1024 }}B stay held for it",
+        description="Bring {{ $labels.seat }} back (docker compose up -d), or retire it in the "
+        "catalogue so its place is freed.",
+        selectors=tuple(selectors),
     )
 
 
@@ -364,12 +382,9 @@ def build_alerts(
         for host, spec in catalogue.hosts.items()
         if spec.margin_bytes > 0
     ]
-    rules += [
-        drift_rule(seat, seat.host or "", card, threshold)
-        for seat in watched
-        for card in seat.pinned_cards or ()
-    ]
-    rules += [down_rule(seat, seat.host or "", seat.pinned_cards or ()) for seat in watched]
+    by_host = {h: [s for s in watched if s.host == h] for h in catalogue.hosts}
+    rules += [drift_rule(h, seats, threshold) for h, seats in by_host.items() if seats]
+    rules += [down_rule(h, seats) for h, seats in by_host.items() if seats]
     rules += [
         foreign_rule(host, [broken[r.name] for r in catalogue.reserves if r.host == host])
         for host in catalogue.hosts
@@ -423,18 +438,46 @@ def rule_dict(rule: AlertRule, for_: str) -> dict[str, object]:
 
 
 def render_rules(alerts: Alerts, *, source: str) -> str:
-    """The rule file: a comment naming its source and options, then `groups:` with one group."""
-    header = [
-        f"# Prometheus alerting rules from the gpuplan catalogue {source}:",
+    """The rule file: a comment naming its source and options, then `groups:` with one group.
+
+    Written line by line (a fleet's file is megabytes; a YAML emitter takes seconds for it);
+    every value is a YAML scalar that reads back as the same string (`_yaml`).
+    """
+    lines = [
+        f"# Prometheus alerting rules from the gpuplan catalogue {_comment(source)}:",
         f"# for {alerts.for_}, drift threshold {alerts.threshold.text()}, foreign memory from "
         f"{format_bytes(FOREIGN_MEMORY_BYTES)}.",
         "# Generated by `gpuplan alerts`: regenerate it when the catalogue changes; do not edit.",
-        *(f"# note: {note}" for note in alerts.notes),
+        *(f"# note: {_comment(note)}" for note in alerts.notes),
+        "groups:",
+        f"- name: {GROUP}",
+        "  rules:",
     ]
-    document = {
-        "groups": [{"name": GROUP, "rules": [rule_dict(r, alerts.for_) for r in alerts.rules]}]
-    }
-    body = yaml.safe_dump(
-        document, sort_keys=False, allow_unicode=True, width=1 << 30, default_flow_style=False
-    )
-    return "\n".join(header) + "\n" + body
+    for rule in alerts.rules:
+        spelled = rule_dict(rule, alerts.for_)
+        lines += [f"  - alert: {rule.alert}", f"    expr: {_yaml(rule.expr)}"]
+        lines.append(f"    for: {alerts.for_}")
+        for key in ("labels", "annotations"):
+            lines.append(f"    {key}:")
+            values = spelled[key]
+            assert isinstance(values, dict)
+            lines += [f"      {k}: {_yaml(v)}" for k, v in values.items()]
+    return "\n".join(lines) + "\n"
+
+
+_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+_YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n"}
+
+
+def _yaml(value: str) -> str:
+    """`value` as a one-line YAML scalar: plain when unambiguous, else single-quoted, else JSON."""
+    if _PLAIN.match(value) and value.lower() not in _YAML_WORDS:
+        return value
+    if value.isascii() and value.isprintable():
+        return "'" + value.replace("'", "''") + "'"
+    return json.dumps(value)  # a YAML double-quoted scalar: JSON's escapes are YAML's
+
+
+def _comment(text: str) -> str:
+    """Text on one comment line."""
+    return " ".join(text.split())

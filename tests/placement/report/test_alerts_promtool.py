@@ -230,3 +230,31 @@ def test_the_scenarios_are_what_the_exporter_writes(tmp_path: Path) -> None:
     }
     assert seats == {s.name for s in load_catalogue(FV_ML1_CATALOGUE).seats if s.state == "running"}
     assert expected_alerts()["healthy"] == []
+
+
+ODD = """
+hosts:
+  "gpu.box-1": {cards: 2, margin: 1 GiB}
+reserves:
+  - {name: 'hold "a"', host: "gpu.box-1", gpu: 1, bytes: 10 GiB, for: ['we"ird {{x}} $1 .*']}
+seats:
+  - {name: 'we"ird {{x}} $1 .*', host: "gpu.box-1", gpus: [0], resident: 1 GiB, state: running,
+     match: 'x', engine: {kind: vllm}}
+  - {name: "it's", host: "gpu.box-1", gpus: [0, 1], resident: 2 GiB, state: running, match: 'y'}
+"""
+
+
+@needs_promtool
+def test_names_with_quotes_braces_and_dollars_stay_literal(tmp_path: Path) -> None:
+    source = tmp_path / "odd.yaml"
+    source.write_text(ODD)
+    catalogue = load_catalogue(source)
+    built = build_alerts(catalogue)
+    path = rule_file(catalogue, tmp_path)
+    checked = promtool("check", "rules", path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    read = yaml.safe_load(path.read_text())["groups"][0]["rules"]
+    assert [r["expr"] for r in read] == [r.expr for r in built.rules]
+    assert read[0]["labels"]["reserve"] == 'hold "a"'
+    assert 'seat!="we\\"ird {{x}} $1 .*"' in read[0]["expr"]
+    assert '"seat", "we\\"ird {{x}} $$1 .*", "", ""' in read[3]["expr"]  # label_replace
