@@ -16,7 +16,7 @@ from inventory.attribution import attribute
 from inventory.fake import FakeNvml
 from inventory.nvml import NvmlSource, PynvmlSource, RawCard
 from inventory.proc import read_proc_cmdline
-from inventory.snapshot import Card, Process, Snapshot, load_snapshot
+from inventory.snapshot import Card, Process, Snapshot, SnapshotError, load_snapshot
 from seats.model import Catalogue
 
 FAKE_ENV = "GPUPLAN_FAKE_NVML"
@@ -89,7 +89,11 @@ def open_source() -> Iterator[NvmlSource]:
     """
     fake = os.environ.get(FAKE_ENV)
     if fake:
-        yield FakeNvml.from_snapshot(load_snapshot(fake))
+        try:
+            replay = load_snapshot(fake)
+        except SnapshotError as exc:
+            raise SnapshotError(f"{FAKE_ENV}={fake}", exc.loc, exc.msg) from exc
+        yield FakeNvml.from_snapshot(replay)
         return
     with PynvmlSource() as source:
         yield source

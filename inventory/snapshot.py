@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from inventory import foreign
 from inventory.secrets import mask_cmdline
 from seats.errors import BadInputError
 from seats.loader import format_loc
@@ -222,16 +223,22 @@ def parse_snapshot(data: Any, source: str) -> Snapshot:
 
 
 def loads_snapshot(text: str, source: str) -> Snapshot:
-    """Parse JSON text as a snapshot."""
+    """Parse JSON text as a snapshot; another GPU tool's output is named as such."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
+        tool = foreign.recognise_text(text)
+        if tool is not None:
+            raise SnapshotError(source, "", foreign.message(tool)) from exc
         raise SnapshotError(source, "", f"not valid JSON: {exc.msg} (line {exc.lineno})") from exc
     except RecursionError as exc:
         raise SnapshotError(source, "", "not a snapshot: JSON nested too deeply") from exc
     except ValueError as exc:
         # json.loads refuses integers over 4,300 digits with a plain ValueError.
         raise SnapshotError(source, "", f"not a snapshot: {exc}") from exc
+    tool = foreign.recognise_json(data)
+    if tool is not None:
+        raise SnapshotError(source, "", foreign.message(tool))
     return parse_snapshot(data, source)
 
 
