@@ -377,7 +377,8 @@ def _holes(t: _Terms, exact_hole: bool | None) -> None:
             for p in t.by_card.get(widest.key, []):
                 t.objective[t.x[p]] -= hole_weight * _mib(problem.need[p])
             continue
-        hole = model.variable(f"hole_{h_i}", low=0, up=max_total)
+        # No lower bound: where holds exceed every card's room, the largest hole is negative.
+        hole = model.variable(f"hole_{h_i}", up=max_total)
         chosen = {c.key: model.binary(f"b_{h_i}_{j}") for j, c in enumerate(cards)}
         model.add(total(chosen.values()) == 1, f"holepick_{h_i}")
         for j, slot in enumerate(cards):

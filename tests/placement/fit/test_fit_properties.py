@@ -224,5 +224,9 @@ def case_of(**changes: Any) -> dict[str, Any]:
 # Mixed card sizes: a two-card seat on the two H200s of a host with an 80 GB-class card too;
 # its util covers the cards it is put on, not the host's smallest.
 @example(case_of(kinds=[0, 1, 1], new={"resident": 100, "gpus": 2, "engine": 4}))
+# Every card held whole for the seat itself: the model's largest hole is negative, not infeasible.
+@example(
+    case_of(margin_mib=256, new={"resident": 3}, reserves=[(0, "card", "new"), (1, "card", "new")])
+)
 def test_pruning_and_placers_are_never_stricter_than_the_verifier(case: dict[str, Any]) -> None:
     assert_never_stricter(case)
