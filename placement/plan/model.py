@@ -238,7 +238,9 @@ def _card(t: _Terms, k: int, slot: CardSlot) -> _Card:
     """load_c = Σ need[s,c]·x[s,c], and h_r ≥ base_r − Σ_{u ∈ for(r)} resident_u·x[u,c]."""
     model, x, need = t.model, t.x, t.problem.need
     pairs = t.by_card.get(slot.key, [])
-    load = model.variable(f"load_{k}", low=0)
+    # A redeploy's need is net of its own bytes on the card, which may exceed it: the card's
+    # load may then go below zero.
+    load = model.variable(f"load_{k}", low=min(0.0, sum(min(0.0, _mib(need[p])) for p in pairs)))
     t.load[slot.key] = load
     model.add(linear([(x[p], _mib(need[p])) for p in pairs] + [(load, -1.0)]) == 0, f"load_{k}")
     held: dict[str, Var | float] = {}
@@ -375,7 +377,8 @@ def _holes(t: _Terms, exact_hole: bool | None) -> None:
             for p in t.by_card.get(widest.key, []):
                 t.objective[t.x[p]] -= hole_weight * _mib(problem.need[p])
             continue
-        hole = model.variable(f"hole_{h_i}", low=0, up=max_total)
+        # No lower bound: where holds exceed every card's room, the largest hole is negative.
+        hole = model.variable(f"hole_{h_i}", up=max_total)
         chosen = {c.key: model.binary(f"b_{h_i}_{j}") for j, c in enumerate(cards)}
         model.add(total(chosen.values()) == 1, f"holepick_{h_i}")
         for j, slot in enumerate(cards):

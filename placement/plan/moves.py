@@ -13,12 +13,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from inventory.snapshot import Card, Process, Snapshot
+from placement.fit.room import fits_room, room_bytes
 from placement.fit.verdict import Verdict
 from placement.fit.verify import Placement, judge, verify_placement
 from placement.plan.cards import CardRow, card_rows
 from placement.plan.explain import explain_refusal
 from placement.plan.greedy import greedy_assignment
-from placement.plan.problem import NewSeat, Problem, build_problem
+from placement.plan.problem import CardSlot, NewSeat, Problem, build_problem
 from placement.plan.score import priority_weights, score
 from placement.plan.verified import verified
 from seats.model import Catalogue
@@ -197,6 +198,19 @@ def _candidates(problem: Problem, refused: Sequence[NewSeat]) -> list[Move]:
     return out
 
 
+def _room_after(slot: CardSlot, leaving: int, arriving: int = 0) -> int:
+    """free + what leaves − margin − what arrives: the card's room once moves are done, holds aside.
+
+    Holds are left out (looser than the verifier, never stricter): a necessary condition only.
+    """
+    return room_bytes(
+        free_bytes=slot.free_bytes + leaving,
+        held_bytes=0,
+        margin_bytes=slot.margin_bytes,
+        load_bytes=arriving,
+    )
+
+
 def _may_fit(moves: Sequence[Move], problem: Problem) -> bool:
     """A necessary condition in plain sums: on each target, what arrives ≤ free − margin + what leaves."""
     slots = {slot.key: slot for slot in problem.cards}
@@ -204,7 +218,7 @@ def _may_fit(moves: Sequence[Move], problem: Problem) -> bool:
         slot = slots[key]
         arriving = sum(m.resident_bytes for m in moves if (m.host, m.target) == key)
         leaving = sum(m.freed_bytes for m in moves if (m.host, m.source) == key)
-        if arriving > slot.free_bytes - slot.margin_bytes + leaving:
+        if not fits_room(arriving, _room_after(slot, leaving)):
             return False
     return True
 
@@ -235,7 +249,7 @@ def _may_place(
             continue
         arriving = sum(m.resident_bytes for m in moves if (m.host, m.target) == slot.key)
         leaving = sum(m.freed_bytes for m in moves if (m.host, m.source) == slot.key)
-        if smallest[slot.key] <= slot.free_bytes - slot.margin_bytes + leaving - arriving:
+        if fits_room(smallest[slot.key], _room_after(slot, leaving, arriving)):
             return True
     return False
 
@@ -254,14 +268,14 @@ def _goal_cards(
     for slot in problem.cards:
         if slot.key not in smallest:
             continue
-        room = slot.free_bytes - slot.margin_bytes
-        if smallest[slot.key] <= room:
+        room = _room_after(slot, 0)
+        if fits_room(smallest[slot.key], room):
             return None
         freed = sorted(
             {m.seat: m.freed_bytes for m in candidates if (m.host, m.source) == slot.key}.values(),
             reverse=True,
         )
-        if smallest[slot.key] <= room + sum(freed[:size]):
+        if fits_room(smallest[slot.key], _room_after(slot, sum(freed[:size]))):
             goal.add(slot.key)
     return goal
 

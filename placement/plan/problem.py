@@ -87,6 +87,8 @@ class CardSlot:
         `placed`: residents of new seats put on the card (a reserve's own among them consume it).
         """
         held = self.absent_bytes
+        if not self.reserves:
+            return held
         for r in self.reserves:
             if name is not None and name in r.for_:
                 continue
@@ -592,13 +594,13 @@ def _pair(
     own new seats placed here too), its own processes freed (a redeploy), the loosest util.
     The need is net of the seat's own bytes there, so a card's load stays what it adds.
     """
-    if exclusive_binds(
+    if (seat.exclusive or slot.exclusive_running) and exclusive_binds(
         exclusive=seat.exclusive,
         occupied=slot.occupied_for(seat.name),
         exclusive_neighbour=slot.exclusive_running,
     ):
         return None
-    own = slot.own_bytes.get(seat.name, 0)
+    own = slot.own_bytes.get(seat.name, 0) if slot.own_bytes else 0
     free = slot.free_bytes + own
     need = seat.resident_bytes
     gated = seat.engine.kind == "vllm" and rule.gating == "gated"
@@ -624,7 +626,7 @@ def _pair(
 
 def _gate_bound(seat: Seat, rule: GateRule, util: Decimal, slot: CardSlot, need: int) -> int | None:
     """The most load the card may carry (this seat's net need included) for its gate; None: fails alone."""
-    own = slot.own_bytes.get(seat.name, 0)
+    own = slot.own_bytes.get(seat.name, 0) if slot.own_bytes else 0
     if rule.source == "proposed" and kv_bytes(seat) is not None:
         # The plan falls back to the largest util that passes: the least it can ask is 0.001.
         requested = requested_bytes(UTIL_STEP, slot.cuda_total)
