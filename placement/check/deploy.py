@@ -186,6 +186,30 @@ def replica_seat(seat: Seat, replica: int) -> Seat:
     return seat if replica == 0 else seat.model_copy(update={"name": f"{seat.name}#{replica}"})
 
 
+def _stopped(snapshot: Snapshot, names: set[str]) -> Snapshot:
+    """`snapshot` with the processes of the seats `names` stopped: their bytes free again."""
+    cards = []
+    for card in snapshot.cards:
+        gone = [p for p in card.processes if p.seat in names]
+        if not gone or card.free_bytes is None:
+            cards.append(card)
+            continue
+        freed = sum(p.used_bytes or 0 for p in gone)
+        # Kept with no bytes: the seat's place is its new need (counted among the others),
+        # not a running seat gone missing (which `held` would count again).
+        update: dict[str, object] = {
+            "processes": tuple(
+                p.model_copy(update={"used_bytes": 0}) if p.seat in names else p
+                for p in card.processes
+            ),
+            "free_bytes": card.free_bytes + freed,
+        }
+        if card.used_bytes is not None:
+            update["used_bytes"] = max(0, card.used_bytes - freed)
+        cards.append(card.model_copy(update=update))
+    return snapshot.model_copy(update={"cards": tuple(cards)})
+
+
 def _together(
     catalogue: Catalogue,
     judged: Sequence[tuple[ServiceVerdict, int]],
@@ -212,9 +236,9 @@ def _together(
         mine = next(p for v, r, p in placements if v is verdict and r == replica)
         others = [p for _, _, p in placements if p is not mine]
         result = verdict.result
-        joint = judge(
-            catalogue, result.snapshot, mine.seat, mine.cards, others=others, mode="check"
-        )
+        # The whole stack is redeployed: the running processes of its other seats stop too.
+        snapshot = _stopped(result.snapshot, {p.seat.name for p in others} - {mine.seat.name})
+        joint = judge(catalogue, snapshot, mine.seat, mine.cards, others=others, mode="check")
         joint = replace(
             joint, warnings=tuple(dict.fromkeys([*result.verdict.warnings, *joint.warnings]))
         )

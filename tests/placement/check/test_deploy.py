@@ -223,3 +223,21 @@ def test_exit_is_the_worst_unknown_over_error(
     code, data = as_json(capsys, tmp_path, text)
     assert code == 3
     assert [v["verdict"] for v in data["verdicts"]] == ["unknown", "error"]
+
+
+def test_a_redeployed_stack_frees_every_running_seat_of_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # chat-large (catalogue, port 8031) already runs on card 1 with 60 GiB; redeployed beside a
+    # small new service, its running bytes are freed for both judgements, its need counted once.
+    text = (
+        "services:\n  chat:\n    image: vllm/vllm-openai:v0.11.0\n"
+        "    command: [--model, m, --port, '8031', --gpu-memory-utilization, '0.62']\n"
+        + CARD1
+        + vllm("small", "0.01")
+    )
+    code, data = as_json(capsys, tmp_path, text)
+    assert code == 0
+    chat, small = data["verdicts"]
+    assert small["verdict"] == "pass", small["reasons"]
+    assert small["card_figures"][0]["others_bytes"] == chat["card_figures"][0]["need_bytes"]
