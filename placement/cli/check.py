@@ -9,7 +9,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -26,12 +26,10 @@ from placement.cli.sources import (
     source_options,
     utc_now,
 )
-from placement.fit.verdict import Reason
 from seats.errors import BadInputError, CannotDecideError
 
 if TYPE_CHECKING:
-    from inventory.snapshot import Snapshot
-    from placement.check.seat import CheckResult
+    from placement.check.outside import CheckResult
     from seats.model import Catalogue
 
 HELP = "will this seat start on these cards? (pre-deploy check; exit 0 pass, 1 refuse)"
@@ -108,7 +106,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--compose", metavar="FILE", help="check every vLLM service of this docker compose file"
     )
-    parser.add_argument("--service", metavar="S", help="with --compose: check this service only")
+    parser.add_argument(
+        "--service",
+        metavar="S",
+        help="with --compose: check S and the services it depends_on (what `up -d S` starts)",
+    )
+    parser.add_argument(
+        "--profile",
+        action="append",
+        default=[],
+        metavar="P",
+        help="with --compose: include the services of profile P (repeatable)",
+    )
     parser.add_argument("--host", metavar="H", help="the host, where the snapshots cover several")
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
     add_catalogue_argument(parser)
@@ -137,8 +146,8 @@ def _validate(args: argparse.Namespace) -> None:
             raise BadInputError(
                 f"{', '.join(given)} apply to a catalogue seat; with --compose the file's own flags are judged"
             )
-    elif args.service is not None:
-        raise BadInputError("--service needs --compose FILE")
+    elif args.service is not None or args.profile:
+        raise BadInputError(f"{'--service' if args.service else '--profile'} needs --compose FILE")
 
 
 def _cards_to_judge(args: argparse.Namespace, catalogue: Catalogue, now: datetime) -> Cards:
@@ -165,9 +174,7 @@ def _checked_host(args: argparse.Namespace, catalogue: Catalogue) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     """Judge, print, record in the ledger when one is given; exit with the worst verdict."""
-    from placement.check.seat import result_json, results_json, worst_exit
-    from placement.cli.check_text import render, render_summary
-    from placement.plan.problem import check_snapshots
+    from placement.check.outside import check_snapshots
 
     _validate(args)
     now = utc_now()
@@ -177,49 +184,61 @@ def run(args: argparse.Namespace) -> int:
     origins = [cards.origin(s.host) for s in cards.snapshots]
     for warning in check_snapshots(catalogue, cards.snapshots, origins):
         print(f"warning: {warning}", file=sys.stderr)
-    results, skipped = _judge(args, catalogue, cards.snapshots)
-    if args.ledger:
+    if args.compose is not None:
+        return _run_compose(args, catalogue, cards, now)
+    return _run_seat(args, catalogue, cards, now)
+
+
+def _run_seat(args: argparse.Namespace, catalogue: Catalogue, cards: Cards, now: datetime) -> int:
+    """`check SEAT --gpu N`: one verdict."""
+    from placement.check.outside import check_seat, result_json
+    from placement.cli.check_text import render
+
+    result = check_seat(
+        catalogue,
+        cards.snapshots,
+        args.seat,
+        args.gpu,
+        host=args.host,
+        util=args.util,
+        kv_cache_bytes=args.kv_cache_bytes,
+        resident_bytes=args.resident_bytes,
+    )
+    _ledger(args, [result], now)
+    if args.json:
+        print(json.dumps(result_json(result), indent=2))
+    else:
+        print(render(result, cards.origin(result.snapshot.host)))
+    return int(result.exit_code)
+
+
+def _run_compose(
+    args: argparse.Namespace, catalogue: Catalogue, cards: Cards, now: datetime
+) -> int:
+    """`check --compose FILE`: the whole deploy, one verdict per service (and replica)."""
+    from placement.check.compose import load_compose
+    from placement.check.deploy import judge_deploy
+    from placement.cli.check_text import render_deploy
+
+    compose = load_compose(
+        args.compose, dict(os.environ), service=args.service, profiles=args.profile
+    )
+    deploy = judge_deploy(catalogue, cards.snapshots, compose, host=args.host)
+    _ledger(args, deploy.results, now)
+    for verdict in deploy.verdicts:
+        if verdict.kind == "error":
+            print(f"error: {verdict.message}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(deploy.to_json(), indent=2))
+    else:
+        print(render_deploy(deploy, cards.origin))
+    return int(deploy.exit_code)
+
+
+def _ledger(args: argparse.Namespace, results: list[CheckResult], now: datetime) -> None:
+    if args.ledger and results:
         _ledger_staleness(args.ledger, args.max_age, results, now)
         _record(args.ledger, results, now)
-    if args.json and args.compose is not None:
-        print(json.dumps(results_json(results, args.compose), indent=2))
-    elif args.json:
-        print(json.dumps(result_json(results[0]), indent=2))
-    else:
-        print("\n\n".join(render(result, cards.origin(result.snapshot.host)) for result in results))
-        if args.compose is not None:
-            print(render_summary(args.compose, results, skipped))
-    return int(worst_exit(results))
-
-
-def _judge(
-    args: argparse.Namespace, catalogue: Catalogue, snapshots: Sequence[Snapshot]
-) -> tuple[list[CheckResult], tuple[str, ...]]:
-    """Every verdict asked for, and the compose services that were not checked (not vLLM)."""
-    from placement.check.compose import load_compose
-    from placement.check.seat import check_seat, check_service
-
-    if args.compose is None:
-        result = check_seat(
-            catalogue,
-            snapshots,
-            args.seat,
-            args.gpu,
-            host=args.host,
-            util=args.util,
-            kv_cache_bytes=args.kv_cache_bytes,
-            resident_bytes=args.resident_bytes,
-        )
-        return [result], ()
-    compose = load_compose(args.compose, dict(os.environ), service=args.service)
-    if not compose.services:
-        raise BadInputError(
-            f"{args.compose}: no service runs vLLM (services: {', '.join(compose.skipped)})"
-        )
-    results = [
-        check_service(catalogue, snapshots, service, host=args.host) for service in compose.services
-    ]
-    return results, compose.skipped
 
 
 def _ledger_staleness(
@@ -243,7 +262,7 @@ def _record(
     the reason as an `error` rule.
     """
     from inventory.ledger.store import open_ledger
-    from placement.check.seat import inputs_digest
+    from placement.check.outside import Reason, inputs_digest
     from placement.decisions import Decision, record_decisions
 
     decisions = []

@@ -5,12 +5,12 @@ The `--json` output is `CheckResult.to_json()`; this is the same content for peo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable
 
 from inventory.snapshot import format_utc
-from placement.check.seat import CheckResult, worst_exit
+from placement.check.deploy import DeployResult, ServiceVerdict
+from placement.check.outside import CheckResult, Reason
 from placement.cli.render import b, reason_figures, table
-from placement.fit.verdict import Reason
 
 _LABEL = {"pass": "PASS", "refuse": "REFUSED", "unknown": "UNKNOWN"}
 _FIGURE_HEADERS = ("card", "free", "held", "margin", "need", "room", "gate free", "requested")
@@ -91,8 +91,76 @@ def render(result: CheckResult, source: str) -> str:
     return "\n".join(lines)
 
 
-def render_summary(compose: str, results: Sequence[CheckResult], skipped: Sequence[str]) -> str:
-    """The last line of `check --compose`: how many services, the worst verdict, what was skipped."""
-    worst = {0: "pass", 1: "refuse", 3: "unknown"}[int(worst_exit(results))]
-    tail = f"; not vLLM, not checked: {', '.join(skipped)}" if skipped else ""
-    return f"\n{compose}: {len(results)} vLLM service(s), worst verdict {worst}{tail}"
+_DEPLOY_HEADERS = ("service", "verdict", "cards", "need", "room used", "gate spare")
+
+
+def render_deploy(deploy: DeployResult, origin: Callable[[str], str]) -> str:
+    """`check --compose`: each service's report, then the deploy as one table and its worst verdict."""
+    blocks = [_service_block(verdict, origin) for verdict in deploy.verdicts]
+    rows = [_deploy_row(verdict) for verdict in deploy.verdicts]
+    lines = [
+        f"{deploy.compose}: one deploy, every GPU service judged together "
+        "(room shared on each card, each gate as if it started last)",
+        *(
+            "  " + line
+            for line in table(rows, _DEPLOY_HEADERS, ["left"] * 6, style="tight").splitlines()
+        ),
+    ]
+    tightest = _tightest_gate(deploy)
+    if tightest is not None:
+        lines.append(f"  tightest gate: {tightest}")
+    tail = f"; no GPU, not checked: {', '.join(deploy.skipped)}" if deploy.skipped else ""
+    count = len({verdict.service for verdict in deploy.verdicts})
+    lines.append(f"{deploy.compose}: {count} GPU service(s), worst verdict {deploy.kind}{tail}")
+    return "\n\n".join(blocks) + "\n\n" + "\n".join(lines)
+
+
+def _label(verdict: ServiceVerdict) -> str:
+    return verdict.service + (f" #{verdict.replica}" if verdict.replica is not None else "")
+
+
+def _service_block(verdict: ServiceVerdict, origin: Callable[[str], str]) -> str:
+    if verdict.result is None:
+        return f"{verdict.kind.upper()}  compose service {verdict.service}: {verdict.message}"
+    return render(verdict.result, origin(verdict.result.snapshot.host))
+
+
+def _deploy_row(verdict: ServiceVerdict) -> list[str]:
+    result = verdict.result
+    if result is None:
+        return [_label(verdict), verdict.kind.upper(), "-", "-", "-", "-"]
+    figures = result.verdict.figures
+    lower = "" if result.resident_known else " (lower bound)"
+    used = " ".join(
+        f"{b(f.need_bytes + f.others_bytes)}/{b(f.room_bytes + f.others_bytes)}" for f in figures
+    )
+    spare = " ".join(
+        b(f.gate_free_bytes - f.requested_bytes)
+        if f.gate_free_bytes is not None and f.requested_bytes is not None
+        else "-"
+        for f in figures
+    )
+    return [
+        _label(verdict),
+        _LABEL[result.verdict.verdict],
+        f"{result.verdict.host}:" + ",".join(map(str, result.verdict.cards)),
+        b(max((f.need_bytes for f in figures), default=result.seat.resident_bytes)) + lower,
+        used or "-",
+        spare or "-",
+    ]
+
+
+def _tightest_gate(deploy: DeployResult) -> str | None:
+    """The service whose vLLM gate has the least to spare (negative: it refuses)."""
+    best: tuple[int, str] | None = None
+    for verdict in deploy.verdicts:
+        for f in verdict.result.verdict.figures if verdict.result is not None else ():
+            if f.gate_free_bytes is None or f.requested_bytes is None:
+                continue
+            spare = f.gate_free_bytes - f.requested_bytes
+            text = f"{_label(verdict)} on card {f.card}: " + (
+                f"{b(spare)} to spare" if spare >= 0 else f"short {b(-spare)}"
+            )
+            if best is None or spare < best[0]:
+                best = (spare, text)
+    return best[1] if best is not None else None

@@ -7,23 +7,35 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+Expand = Callable[[str], str]
 
 _SHELLS = {"sh", "bash", "dash", "ash", "zsh"}
 _SHELL_OPERATORS = {"&&", "||", ";", "|", "&", ";;", "(", ")"}
 
 
-def vllm_args(argv: Sequence[str]) -> tuple[list[str], bool] | None:
+# A `\` before a line end continues the line; a folded scalar (`command: >`) leaves it before a space.
+_CONTINUATION = re.compile(r"\\[ \t]*(?:\r?\n|(?=[ \t]))")
+
+
+def split_command(text: str) -> list[str]:
+    r"""A command string split as compose splits it (shell words), `\` continuations joined."""
+    return shlex.split(_CONTINUATION.sub(" ", text))
+
+
+def vllm_args(argv: Sequence[str], expand: Expand = str) -> tuple[list[str], bool] | None:
     """The arguments after `vllm serve` or `-m vllm.entrypoints.openai.api_server`, if any.
 
-    The bool says whether a positional model may come first (`vllm serve MODEL`).
+    The bool says whether a positional model may come first (`vllm serve MODEL`). `expand`
+    turns a shell script's `$VAR` into the container's value (`bash -c "… $UTIL"`).
     """
     direct = _direct_args(argv)
     if direct is not None:
         return direct
     for i in range(len(argv)):
         if _is_shell_c(argv, i):
-            found = _shell_args(argv[i + 2])
+            found = _shell_args(expand(argv[i + 2]), expand)
             if found is not None:
                 return found
     return None
@@ -51,15 +63,15 @@ def _is_shell_c(argv: Sequence[str], i: int) -> bool:
     )
 
 
-def _shell_args(script: str) -> tuple[list[str], bool] | None:
+def _shell_args(script: str, expand: Expand) -> tuple[list[str], bool] | None:
     """`bash -c "vllm serve …"`: split the string (never run it) and look inside."""
     try:
-        lexer = shlex.shlex(script, posix=True, punctuation_chars=True)
+        lexer = shlex.shlex(_CONTINUATION.sub(" ", script), posix=True, punctuation_chars=True)
         lexer.whitespace_split = True
         inner = list(lexer)
     except ValueError:
         return None
-    found = vllm_args(inner)
+    found = vllm_args(inner, expand)
     if found is None:
         return None
     args, positional = found

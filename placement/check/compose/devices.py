@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -25,16 +26,71 @@ class Reader(Protocol):
 Devices = tuple[tuple[str, ...] | None, str | None, int | None]
 
 
+_CDI = "nvidia.com/gpu="
+_DEVICE_NODE = re.compile(r"/dev/nvidia(\d+)(?::.*)?")
+
+
+def asks_for_gpu(body: dict[str, object]) -> bool:
+    """True when the service asks for NVIDIA cards in any form docker knows (DESIGN.md)."""
+    if body.get("gpus") is not None or _cdi_entries(body):
+        return True
+    if str(body.get("runtime", "")).strip() == "nvidia":
+        return True
+    if any(_is_gpu_request(item) for item in _raw_requests(body)):
+        return True
+    environment = body.get("environment")
+    keys = (
+        [str(key) for key in environment]
+        if isinstance(environment, dict)
+        else [str(item).split("=", 1)[0] for item in environment]
+        if isinstance(environment, list)
+        else []
+    )
+    return "NVIDIA_VISIBLE_DEVICES" in keys
+
+
+def _is_gpu_request(item: object) -> bool:
+    if not isinstance(item, dict):
+        return False
+    capabilities = item.get("capabilities")
+    if isinstance(capabilities, list) and "gpu" in [str(c) for c in capabilities]:
+        return True
+    return str(item.get("driver", "")) in {"nvidia", "cdi"}
+
+
+def _raw_requests(body: dict[str, object]) -> list[object]:
+    deploy = body.get("deploy")
+    resources = deploy.get("resources") if isinstance(deploy, dict) else None
+    reservations = resources.get("reservations") if isinstance(resources, dict) else None
+    listed = reservations.get("devices") if isinstance(reservations, dict) else None
+    return list(listed) if isinstance(listed, list) else []
+
+
+def _cdi_entries(body: dict[str, object]) -> list[tuple[int, str]]:
+    """`devices: [nvidia.com/gpu=0, /dev/nvidia1]`: the service-level entries that name a card."""
+    listed = body.get("devices")
+    if not isinstance(listed, list):
+        return []
+    return [
+        (i, str(item))
+        for i, item in enumerate(listed)
+        if isinstance(item, str) and (_CDI in item or _DEVICE_NODE.fullmatch(item))
+    ]
+
+
 def read_devices(reader: Reader, body: dict[str, object]) -> Devices:
-    """(device ids, where they were written, count) from deploy reservations or `gpus:`."""
+    """(device ids, where they were written, count) from deploy reservations, `gpus:` or CDI devices.
+
+    A count of -1 is every card (`count: all`, `gpus: all`, `nvidia.com/gpu=all`).
+    """
+    cdi = _read_cdi(reader, body)
+    if cdi is not None:
+        return cdi
     requests = _reservation_requests(reader, body)
-    gpus = body.get("gpus")
-    if gpus is not None:
-        if isinstance(gpus, str) and reader.text(gpus, "gpus").strip().lower() == "all":
-            return None, "gpus: all", -1
-        if not isinstance(gpus, list):
-            raise reader.fail("gpus", "expected `all` or a list of device requests")
-        requests.extend((f"gpus[{i}]", item) for i, item in enumerate(gpus))
+    gpus = _gpus_requests(reader, body.get("gpus"))
+    if gpus is None:
+        return None, "gpus: all", -1
+    requests.extend(gpus)
     ids: list[str] = []
     where: str | None = None
     count: int | None = None
@@ -45,13 +101,27 @@ def read_devices(reader: Reader, body: dict[str, object]) -> Devices:
         if isinstance(capabilities, list) and "gpu" not in [str(c) for c in capabilities]:
             continue
         if item.get("device_ids") is not None:
-            ids.extend(_device_ids(reader, item["device_ids"], f"{at}.device_ids"))
             where = f"{at}.device_ids"
+            found = _device_ids(reader, item["device_ids"], where)
+            if "all" in found:
+                return None, where, -1
+            ids.extend(found)
         elif item.get("count") is not None:
             count, where = _count(reader, item["count"], f"{at}.count"), f"{at}.count"
     if ids:
         return tuple(ids), where, None
     return None, where, count
+
+
+def _gpus_requests(reader: Reader, gpus: object) -> list[tuple[str, object]] | None:
+    """`gpus:` as device requests; None for `gpus: all`."""
+    if gpus is None:
+        return []
+    if isinstance(gpus, str) and reader.text(gpus, "gpus").strip().lower() == "all":
+        return None
+    if not isinstance(gpus, list):
+        raise reader.fail("gpus", "expected `all` or a list of device requests")
+    return [(f"gpus[{i}]", item) for i, item in enumerate(gpus)]
 
 
 def _reservation_requests(reader: Reader, body: dict[str, object]) -> list[tuple[str, object]]:
@@ -67,9 +137,31 @@ def _reservation_requests(reader: Reader, body: dict[str, object]) -> list[tuple
 
 
 def _device_ids(reader: Reader, listed: object, where: str) -> list[str]:
+    """Card ids as docker reads them: the list joined with commas (`["0,1"]` is cards 0 and 1)."""
     if not isinstance(listed, list) or not listed:
         raise reader.fail(where, "expected a non-empty list of card ids")
-    return [reader.text(v, where).strip() for v in listed]
+    joined = ",".join(reader.text(v, where) for v in listed)
+    ids = [part.strip().removeprefix(_CDI) for part in joined.split(",") if part.strip()]
+    if not ids:
+        raise reader.fail(where, "expected a non-empty list of card ids")
+    return ids
+
+
+def _read_cdi(reader: Reader, body: dict[str, object]) -> Devices | None:
+    """`devices: [nvidia.com/gpu=0|GPU-uuid|all]` (CDI) or `/dev/nvidiaN` device nodes."""
+    entries = _cdi_entries(body)
+    if not entries:
+        return None
+    ids: list[str] = []
+    for i, raw in entries:
+        where = f"devices[{i}]"
+        text = reader.text(raw, where).strip()
+        node = _DEVICE_NODE.fullmatch(text)
+        card = node.group(1) if node else text.split(_CDI, 1)[-1].split(":", 1)[0]
+        if card == "all":
+            return None, where, -1
+        ids.append(card)
+    return tuple(ids), "devices", None
 
 
 def _count(reader: Reader, value: object, where: str) -> int:

@@ -26,7 +26,11 @@ class ComposeError(BadInputError):
 
 @dataclass(frozen=True)
 class ComposeService:
-    """One compose service that runs vLLM, with the flags that decide its memory.
+    """One GPU service of a compose file, with the flags that decide its memory.
+
+    `engine` is "vllm" when the service runs vLLM (found in its command, entrypoint or image, or
+    declared with `x-gpuplan-engine`), else None: only a catalogue seat can then say its need.
+    `unknown` says why its values cannot be known (a `--config` file gpuplan cannot read).
 
     `devices` are the host cards the container gets (indices or UUIDs as written; None when
     the file gives all cards or none); `visible` is CUDA_VISIBLE_DEVICES inside it, by
@@ -55,6 +59,10 @@ class ComposeService:
     visible: tuple[str, ...] | None = None
     seat: str | None = None
     notes: tuple[str, ...] = field(default=())
+    engine: str | None = "vllm"
+    replicas: int = 1
+    depends_on: tuple[str, ...] = ()
+    unknown: str | None = None
 
     @property
     def util(self) -> Decimal | None:
@@ -79,8 +87,13 @@ class ComposeService:
 
 @dataclass(frozen=True)
 class ComposeFile:
-    """The vLLM services of one compose file, and the names of the services that are not vLLM."""
+    """The GPU services of one compose file, the bad ones' errors, and the services left out.
+
+    `order` is every judged service's name (good or bad) in file order.
+    """
 
     path: str
     services: tuple[ComposeService, ...]
     skipped: tuple[str, ...]
+    errors: tuple[ComposeError, ...] = ()
+    order: tuple[str, ...] = ()

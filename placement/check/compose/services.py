@@ -5,15 +5,15 @@ Every error names the file, the service and the field; nothing in the service is
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from placement.check.compose.commands import image_version, vllm_args
-from placement.check.compose.devices import Devices, device_list, read_devices
+from placement.check.compose.commands import image_version, split_command, vllm_args
+from placement.check.compose.config import config_args, host_path
+from placement.check.compose.devices import Devices, asks_for_gpu, device_list, read_devices
 from placement.check.compose.flags import Flags, parse_util, read_flags, vllm_bytes
-from placement.check.compose.interpolation import MissingVariable, interpolate, parse_env_file
+from placement.check.compose.interpolation import MissingVariable, parse_env_file, substitute
 from placement.check.compose.model import ComposeError, ComposeService
 from seats.errors import CatalogueError
 from seats.loader import read_text_file
@@ -21,6 +21,11 @@ from seats.loader import read_text_file
 MAX_ENV_FILE_BYTES = 256 * 1024
 
 Found = tuple[str | None, list[str], list[str], bool]
+_READ_VARIABLES = {
+    "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_VISIBLE_DEVICES",
+    "VLLM_ALLOW_RUNTIME_LORA_UPDATING",
+}
 
 
 def read_text(path: Path, name: str, limit: int) -> str:
@@ -52,8 +57,8 @@ class ServiceReader:
     def fail(self, argument: str | None, msg: str) -> ComposeError:
         return ComposeError(self.path, self.name, argument, msg)
 
-    def text(self, value: object, where: str) -> str:
-        """A scalar as text, interpolated; an unset variable is an error in strict mode."""
+    def text(self, value: object, where: str, *, strict: bool | None = None) -> str:
+        """A scalar as text, interpolated; an unset variable is an error where gpuplan reads it."""
         if isinstance(value, bool):
             raw = "true" if value else "false"
         elif isinstance(value, int | float | str):
@@ -61,25 +66,31 @@ class ServiceReader:
         else:
             raise self.fail(where, f"expected text, got {type(value).__name__}")
         try:
-            return interpolate(raw, self.lookup)
+            result = substitute(raw, self.lookup)
         except MissingVariable as missing:
-            if not self.strict:
-                return self._lenient(raw)
             detail = f": {missing.message}" if missing.message else ""
-            raise self.fail(
-                where,
-                f"variable {missing.name} is not set and has no default{detail} "
-                f"(set it in the environment or in .env, or write ${{{missing.name}:-value}})",
-            ) from None
+            raise self.fail(where, f"required variable {missing.name} is not set{detail}") from None
         except ValueError as exc:
             raise self.fail(where, str(exc)) from None
+        if result.missing and (self.strict if strict is None else strict):
+            name = result.missing[0]
+            raise self.fail(
+                where,
+                f"variable {name} is not set and has no default "
+                f"(set it in the environment or in .env, or write ${{{name}:-value}})",
+            )
+        return result.text
 
-    def _lenient(self, raw: str) -> str:
-        # Only used to decide whether a service runs vLLM: unset variables read as empty.
-        try:
-            return interpolate(raw, lambda v: self.lookup(v) or "")
-        except (MissingVariable, ValueError):
-            return raw
+    def scan(self, value: object, where: str) -> None:
+        """Interpolate every value of the service: `${VAR:?…}` and bad templates refuse it anywhere."""
+        if isinstance(value, dict):
+            for key, item in value.items():
+                self.scan(item, f"{where}.{key}" if where else str(key))
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                self.scan(item, f"{where}[{i}]")
+        elif isinstance(value, str):
+            self.text(value, where, strict=False)
 
     def argv(self, key: str) -> list[str]:
         value = self.body.get(key)
@@ -88,41 +99,59 @@ class ServiceReader:
         if isinstance(value, str):
             text = self.text(value, key)
             try:
-                return shlex.split(text)
+                return split_command(text)
             except ValueError as exc:
                 raise self.fail(key, f"cannot split the command: {exc}") from None
         if isinstance(value, list):
             return [self.text(item, f"{key}[{i}]") for i, item in enumerate(value)]
         raise self.fail(key, f"expected a string or a list, got {type(value).__name__}")
 
-    def read(self, *, required: bool) -> ComposeService | None:
-        # First pass lenient: a non-vLLM service with an unset variable is not ours to refuse.
-        self.strict = False
-        if self._find() is None and not required:
-            return None
-        self.strict = True
-        found = self._find()
-        if found is None:
+    def read(self) -> ComposeService | None:
+        """The service as gpuplan judges it; None when it asks for no GPU and runs no vLLM."""
+        if "extends" in self.body:
             raise self.fail(
-                None,
-                "runs no vLLM server (no `vllm serve`, no api_server module, no vllm/vllm-openai image)",
+                "extends",
+                "extends: is not merged yet; run `docker compose -f FILE config > merged.yaml` "
+                "and check merged.yaml",
             )
-        return self._service(found)
+        self.scan(self.body, "")
+        if not asks_for_gpu(self.body):
+            # Not ours to refuse: an unset variable here is compose's "" (lenient).
+            self.strict = False
+            if self._find(self._declared_engine()) is None:
+                return None
+        self.strict = True
+        engine = self._declared_engine()
+        return self._service(self._find(engine), engine)
 
-    def _service(self, found: Found) -> ComposeService:
+    def _declared_engine(self) -> str | None:
+        raw = self.body.get("x-gpuplan-engine")
+        if raw is None:
+            return None
+        engine = self.text(raw, "x-gpuplan-engine").strip().lower()
+        if engine != "vllm":
+            raise self.fail(
+                "x-gpuplan-engine", f"{engine!r}: the only engine gpuplan reads is vllm"
+            )
+        return engine
+
+    def _service(self, found: Found | None, engine: str | None) -> ComposeService:
+        environment = self.environment()
+        if found is None:
+            return self._other(environment)
         image, argv, args, positional = found
         is_vllm_image, version = image_version(image)
+        unknown = None
+        if "--config" in args or any(a.startswith("--config=") for a in args):
+            args, unknown = self._with_config(args, positional)
         flags = read_flags(args, positional, self.fail)
-        environment = self.environment()
         notes = [f"{flag} is given more than once; vLLM uses the last" for flag in flags.repeated]
         devices, devices_from, count = self._cards(environment)
-        visible = self._visible(environment)
         if count is not None and count > 0 and devices is None:
             notes.append(
                 f"{devices_from} asks for {count} card(s) by count, not by id: "
                 "docker picks them, so the check assumes the first ones; pin them with device_ids"
             )
-        seat = self.body.get("x-gpuplan-seat")
         return ComposeService(
             name=self.name,
             path=self.path,
@@ -144,10 +173,79 @@ class ServiceReader:
             devices=devices,
             devices_from=devices_from,
             device_count=count,
-            visible=visible,
-            seat=self.text(seat, "x-gpuplan-seat") if seat is not None else None,
+            visible=self._visible(environment),
+            seat=self._seat(),
             notes=tuple(notes),
+            replicas=self._replicas(),
+            depends_on=self.depends_on(),
+            unknown=unknown,
         )
+
+    def _other(self, environment: dict[str, str]) -> ComposeService:
+        """A GPU service that is not vLLM: its cards and seat; its need only a catalogue can say."""
+        devices, devices_from, count = self._cards(environment)
+        image = self.body.get("image")
+        return ComposeService(
+            name=self.name,
+            path=self.path,
+            image=self.text(image, "image") if image is not None else None,
+            version=None,
+            model=None,
+            argv=tuple(self.argv("entrypoint") + self.argv("command")),
+            devices=devices,
+            devices_from=devices_from,
+            device_count=count,
+            visible=self._visible(environment),
+            seat=self._seat(),
+            engine=None,
+            replicas=self._replicas(),
+            depends_on=self.depends_on(),
+        )
+
+    def _seat(self) -> str | None:
+        seat = self.body.get("x-gpuplan-seat")
+        return self.text(seat, "x-gpuplan-seat") if seat is not None else None
+
+    def _with_config(self, args: list[str], positional: bool) -> tuple[list[str], str | None]:
+        """`--config FILE`: its flags put before the command line's (which win), or why unknown."""
+        at = next(i for i, a in enumerate(args) if a == "--config" or a.startswith("--config="))
+        if "=" in args[at]:
+            target, rest = args[at].split("=", 1)[1], args[:at] + args[at + 1 :]
+        elif at + 1 < len(args):
+            target, rest = args[at + 1], args[:at] + args[at + 2 :]
+        else:
+            raise self.fail("--config", "needs a value")
+        found = host_path(target, self.body.get("volumes"), self.directory)
+        if found is None:
+            return rest, (
+                f"its vLLM --config {target} is not mounted from beside the compose file, "
+                "so its util, KV cache and parallel size are unknown"
+            )
+        # `vllm serve MODEL …`: the model stays first; the file's flags go before the command line's.
+        head = 1 if positional and rest and not rest[0].startswith("-") else 0
+        return rest[:head] + config_args(found, self.path, self.name) + rest[head:], None
+
+    def _replicas(self) -> int:
+        deploy = self.body.get("deploy")
+        raw = deploy.get("replicas") if isinstance(deploy, dict) else None
+        where = "deploy.replicas"
+        if raw is None:
+            raw, where = self.body.get("scale"), "scale"
+        if raw is None:
+            return 1
+        text = self.text(raw, where).strip()
+        if not text.isdigit():
+            raise self.fail(where, f"{text!r} is not a whole number of replicas")
+        return int(text)
+
+    def depends_on(self) -> tuple[str, ...]:
+        """The services `docker compose up -d` starts with this one (list or mapping form)."""
+        raw = self.body.get("depends_on")
+        if raw is None:
+            return ()
+        if isinstance(raw, dict | list):
+            return tuple(str(name) for name in raw)
+        raise self.fail("depends_on", "expected a list or a mapping of service names")
 
     def _util(self, flags: Flags) -> str | None:
         if "--gpu-memory-utilization" not in flags.values:
@@ -196,20 +294,28 @@ class ServiceReader:
             )
         return visible
 
-    def _find(self) -> Found | None:
+    def _find(self, engine: str | None) -> Found | None:
         image = (
             self.text(self.body["image"], "image") if self.body.get("image") is not None else None
         )
         entrypoint = self.argv("entrypoint")
         command = self.argv("command")
         argv = entrypoint + command
-        found = vllm_args(argv)
+        found = vllm_args(argv, self._expand)
         if found is not None:
             return image, argv, found[0], found[1]
-        if image_version(image)[0] and not entrypoint:
-            # The image's own entrypoint is vLLM's server: `command:` holds only its arguments.
+        if (image_version(image)[0] and not entrypoint) or engine == "vllm":
+            # vLLM's server is the image's own entrypoint (or declared so): `command:` holds its arguments.
             return image, ["vllm", "serve", *command], command, True
         return None
+
+    def _expand(self, script: str) -> str:
+        """A `bash -c` script's `$VAR` as the shell reads it: from the container's environment."""
+        environment = self.environment()
+        try:
+            return substitute(script, lambda name: environment.get(name)).text
+        except (MissingVariable, ValueError):
+            return script
 
     def int_flag(self, flags: Flags, name: str, minimum: int) -> int | None:
         if name not in flags.values:
@@ -248,16 +354,23 @@ class ServiceReader:
             return []
         if isinstance(raw, dict):
             return [
-                (str(key), None if value is None else self.text(value, f"environment {key}"))
+                (str(key), None if value is None else self._env_value(str(key), value))
                 for key, value in raw.items()
             ]
         if isinstance(raw, list):
             entries: list[tuple[str, str | None]] = []
             for i, item in enumerate(raw):
-                key, sep, value = self.text(item, f"environment[{i}]").partition("=")
+                key = str(item).split("=", 1)[0]
+                text = self._env_value(key, item, f"environment[{i}]")
+                _, sep, value = text.partition("=")
                 entries.append((key, value if sep else None))
             return entries
         raise self.fail("environment", f"expected a list or a mapping, got {type(raw).__name__}")
+
+    def _env_value(self, key: str, value: object, where: str | None = None) -> str:
+        # Only the visible-devices variables are read: elsewhere an unset variable is compose's "".
+        strict = self.strict and key in _READ_VARIABLES
+        return self.text(value, where or f"environment {key}", strict=strict)
 
     def env_files(self) -> list[dict[str, str]]:
         raw = self.body.get("env_file")

@@ -163,7 +163,7 @@ def test_compose_refusal_and_unbounded(
     )
     assert code == 1
     assert "REFUSED  vllm-voices (compose service vllm-voices)" in out
-    assert "not vLLM, not checked: litellm" in out
+    assert "no GPU, not checked: litellm" in out
 
     compose = tmp_path / "compose.yaml"
     compose.write_text(
@@ -259,7 +259,7 @@ def test_bad_input_exits_2(
         ("services:\n  v:\n    image: vllm/vllm-openai\n    command: --gpu-memory-utilization 0\n", "--gpu-memory-utilization"),
         ("services:\n  v:\n    image: vllm/vllm-openai\n    command: --gpu-memory-utilization abc\n", "'abc'"),
         ("services:\n  v:\n    image: vllm/vllm-openai\n    command: --kv-cache-memory 12 GB\n", "ambiguous"),
-        ("services:\n  db:\n    image: postgres\n", "no service runs vLLM"),
+        ("services:\n  db:\n    image: postgres\n", "no service asks for a GPU"),
     ],
 )  # fmt: skip
 def test_bad_compose_exits_2(

@@ -1,0 +1,254 @@
+"""A compose file judged as one deploy: every GPU service (every replica) a new seat, together.
+
+Each service is first read and judged alone (its seat, cards, warnings); then each is judged
+again by the verifier as if it started last beside all the others' needs (DESIGN.md "Whole
+deploys"). A bad service is an `error`; a GPU service with no known need is `unknown`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from inventory.attribution import host_seats, match_seat
+from inventory.snapshot import Snapshot
+from placement.check.compose import ComposeError, ComposeFile, ComposeService, resolve_cards
+from placement.check.outside import (
+    CheckResult,
+    Placement,
+    check_seat,
+    check_service,
+    judge,
+    pick_snapshot,
+)
+from seats.errors import BadInputError, Exit
+from seats.model import Catalogue, Seat
+
+SCHEMA = 1
+Kind = Literal["pass", "refuse", "unknown", "error"]
+_EXIT: dict[str, Exit] = {
+    "pass": Exit.OK,
+    "refuse": Exit.REFUSED,
+    "error": Exit.BAD_INPUT,
+    "unknown": Exit.CANNOT_DECIDE,
+}
+# 3 over 2 over 1 over 0 (DESIGN.md "Fleets" and "Whole deploys").
+_RANK = {"pass": 0, "refuse": 1, "error": 2, "unknown": 3}
+
+
+@dataclass(frozen=True)
+class ServiceVerdict:
+    """One service (one replica of it) of the deploy: judged (`result`), or why not (`message`)."""
+
+    service: str
+    kind: Kind
+    result: CheckResult | None = None
+    replica: int | None = None
+    message: str | None = None
+
+    @property
+    def exit_code(self) -> Exit:
+        return _EXIT[self.kind]
+
+    def to_json(self) -> dict[str, Any]:
+        """A VERDICT plus "service" (and "replica"); `{"verdict": "error", "service", "message"}`."""
+        if self.result is None:
+            return {"verdict": self.kind, "service": self.service, "message": self.message}
+        data = self.result.to_json()
+        data["service"] = self.service
+        if self.replica is not None:
+            data["replica"] = self.replica
+        return data
+
+
+@dataclass(frozen=True)
+class DeployResult:
+    """Every verdict of one compose file, in file order, and the deploy's own verdict."""
+
+    compose: str
+    verdicts: tuple[ServiceVerdict, ...]
+    skipped: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> Kind:
+        worst: Kind = max((v.kind for v in self.verdicts), key=_RANK.__getitem__, default="pass")
+        return worst
+
+    @property
+    def exit_code(self) -> Exit:
+        return _EXIT[self.kind]
+
+    @property
+    def results(self) -> list[CheckResult]:
+        return [v.result for v in self.verdicts if v.result is not None]
+
+    def to_json(self) -> dict[str, Any]:
+        """`{"schema": 1, "compose", "verdict", "verdicts": [...], "warnings"}`."""
+        return {
+            "schema": SCHEMA,
+            "compose": self.compose,
+            "verdict": self.kind,
+            "verdicts": [v.to_json() for v in self.verdicts],
+            "warnings": list(dict.fromkeys(w for r in self.results for w in r.verdict.warnings)),
+        }
+
+
+def unknown_message(service: ComposeService) -> str:
+    """Why a GPU service has no known need, and both ways to declare it."""
+    return (
+        f"service {service.name} asks for a GPU but gpuplan cannot tell its need: it runs no vLLM "
+        "that gpuplan can see (vllm serve, the api_server module, the vllm/vllm-openai image) and "
+        "matches no catalogue seat; add `x-gpuplan-engine: vllm` to the service if it runs vLLM "
+        "(its command is then read as vLLM's arguments), or `x-gpuplan-seat: NAME` naming its seat "
+        "in the catalogue"
+    )
+
+
+def judge_deploy(
+    catalogue: Catalogue,
+    snapshots: Sequence[Snapshot],
+    compose: ComposeFile,
+    *,
+    host: str | None = None,
+) -> DeployResult:
+    """Judge every service of `compose` alone, then every judged one beside all the others."""
+    if not compose.order:
+        raise ComposeError(
+            compose.path,
+            None,
+            "services",
+            "no service asks for a GPU or runs vLLM"
+            + (f" (services: {', '.join(compose.skipped)})" if compose.skipped else ""),
+        )
+    alone: dict[str, ServiceVerdict] = {
+        error.service or "": ServiceVerdict(error.service or "", "error", message=str(error))
+        for error in compose.errors
+    }
+    for service in compose.services:
+        alone[service.name] = _alone(catalogue, snapshots, service, host)
+    replicas = {service.name: service.replicas for service in compose.services}
+    judged = [
+        (verdict, replica)
+        for name in compose.order
+        for verdict in [alone[name]]
+        for replica in range(replicas.get(name, 1) if verdict.result is not None else 1)
+    ]
+    return DeployResult(compose.path, _together(catalogue, judged, replicas), compose.skipped)
+
+
+def _alone(
+    catalogue: Catalogue, snapshots: Sequence[Snapshot], service: ComposeService, host: str | None
+) -> ServiceVerdict:
+    """The service judged on its own: its seat as it will start, or error / unknown."""
+    if service.unknown is not None:
+        return ServiceVerdict(service.name, "unknown", message=service.unknown)
+    try:
+        if service.engine == "vllm":
+            result = check_service(catalogue, snapshots, service, host=host)
+        else:
+            seat = _catalogue_seat(catalogue, service, snapshots)
+            if seat is None:
+                return ServiceVerdict(service.name, "unknown", message=unknown_message(service))
+            snapshot = pick_snapshot(snapshots, host or seat.host)
+            cards = resolve_cards(service, snapshot.host, snapshot.cards)
+            result = check_seat(catalogue, snapshots, seat.name, cards, host=snapshot.host)
+            result = replace(result, service=service.name)
+    except BadInputError as exc:
+        if not isinstance(exc, ComposeError):
+            exc = ComposeError(service.path, service.name, None, str(exc))
+        return ServiceVerdict(service.name, "error", message=str(exc))
+    return ServiceVerdict(service.name, result.verdict.verdict, result)
+
+
+def _catalogue_seat(
+    catalogue: Catalogue, service: ComposeService, snapshots: Sequence[Snapshot]
+) -> Seat | None:
+    """The catalogue seat a non-vLLM service is: `x-gpuplan-seat`, else a seat's `match`."""
+    if service.seat is not None:
+        try:
+            return catalogue.seat(service.seat)
+        except KeyError:
+            raise ComposeError(
+                service.path,
+                service.name,
+                "x-gpuplan-seat",
+                f"{service.seat!r} names no seat of the catalogue",
+            ) from None
+    hosts = sorted({snapshot.host for snapshot in snapshots})
+    candidates = [seat for name in hosts for seat in host_seats(catalogue, name)]
+    found = match_seat(" ".join(service.argv), candidates)
+    return catalogue.seat(found) if found is not None else None
+
+
+def replica_seat(seat: Seat, replica: int) -> Seat:
+    """Replica 0 is the seat itself (a redeploy frees its running bytes); others get `#i`."""
+    return seat if replica == 0 else seat.model_copy(update={"name": f"{seat.name}#{replica}"})
+
+
+def _stopped(snapshot: Snapshot, names: set[str]) -> Snapshot:
+    """`snapshot` with the processes of the seats `names` stopped: their bytes free again."""
+    cards = []
+    for card in snapshot.cards:
+        gone = [p for p in card.processes if p.seat in names]
+        if not gone or card.free_bytes is None:
+            cards.append(card)
+            continue
+        freed = sum(p.used_bytes or 0 for p in gone)
+        # Kept with no bytes: the seat's place is its new need (counted among the others),
+        # not a running seat gone missing (which `held` would count again).
+        update: dict[str, object] = {
+            "processes": tuple(
+                p.model_copy(update={"used_bytes": 0}) if p.seat in names else p
+                for p in card.processes
+            ),
+            "free_bytes": card.free_bytes + freed,
+        }
+        if card.used_bytes is not None:
+            update["used_bytes"] = max(0, card.used_bytes - freed)
+        cards.append(card.model_copy(update=update))
+    return snapshot.model_copy(update={"cards": tuple(cards)})
+
+
+def _together(
+    catalogue: Catalogue,
+    judged: Sequence[tuple[ServiceVerdict, int]],
+    replicas: dict[str, int],
+) -> tuple[ServiceVerdict, ...]:
+    """Each judged seat again, started last beside every other seat of the deploy (plan's rules).
+
+    An unknown or bad service has no need to count: its neighbours are judged without it.
+    """
+    placements: list[tuple[ServiceVerdict, int, Placement]] = []
+    for verdict, replica in judged:
+        if verdict.result is None:
+            continue
+        result = verdict.result
+        seat = replica_seat(result.seat, replica)
+        placements.append(
+            (verdict, replica, Placement(seat, result.snapshot.host, result.verdict.cards))
+        )
+    out: list[ServiceVerdict] = []
+    for verdict, replica in judged:
+        if verdict.result is None:
+            out.append(verdict)
+            continue
+        mine = next(p for v, r, p in placements if v is verdict and r == replica)
+        others = [p for _, _, p in placements if p is not mine]
+        result = verdict.result
+        # The whole stack is redeployed: the running processes of its other seats stop too.
+        snapshot = _stopped(result.snapshot, {p.seat.name for p in others} - {mine.seat.name})
+        joint = judge(catalogue, snapshot, mine.seat, mine.cards, others=others, mode="check")
+        joint = replace(
+            joint, warnings=tuple(dict.fromkeys([*result.verdict.warnings, *joint.warnings]))
+        )
+        shown = replica if replicas.get(verdict.service, 1) > 1 else None
+        out.append(
+            ServiceVerdict(
+                verdict.service,
+                joint.verdict,
+                replace(result, verdict=joint, seat=mine.seat),
+                replica=shown,
+            )
+        )
+    return tuple(out)

@@ -1,0 +1,37 @@
+"""The one door from the compose check to the modules it does not own (fit, plan, check.seat).
+
+Those are being reshaped; every name the compose check and its CLI use from them is taken
+here, so a rename there is a fix in this file alone.
+"""
+
+from __future__ import annotations
+
+from placement.check.seat import (
+    CheckResult,
+    check_seat,
+    check_service,
+    inputs_digest,
+    pick_snapshot,
+    result_json,
+    worst_exit,
+)
+from placement.fit.verdict import CardFigures, Reason, Verdict
+from placement.fit.verify import Placement, judge
+from placement.plan.problem import check_snapshots, load_add_file
+
+__all__ = [
+    "CardFigures",
+    "CheckResult",
+    "Placement",
+    "Reason",
+    "Verdict",
+    "check_seat",
+    "check_service",
+    "check_snapshots",
+    "inputs_digest",
+    "judge",
+    "load_add_file",
+    "pick_snapshot",
+    "result_json",
+    "worst_exit",
+]
