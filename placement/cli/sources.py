@@ -11,8 +11,9 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from inventory.snapshot import Snapshot, load_snapshot
 from seats.errors import BadInputError, CannotDecideError
@@ -191,7 +192,7 @@ def resolve_snapshots(
     needed_host: str | None = None,
     every_host_needed: bool = False,
 ) -> Cards:
-    """The snapshots the options name: one per host, with its origin label (no holds attached).
+    """The snapshots the options name: one per host, with its origin label and --ledger's holds.
 
     --snapshot FILE: read the file (a stale one warns, exits 3 only with --max-age).
     --live: NVML now. --ledger DB: the latest snapshot per host (exit 3 past --max-age, default 15m).
@@ -199,12 +200,26 @@ def resolve_snapshots(
     (or any host, with `every_host_needed`), else a warning.
     """
     if source.live:
-        return _live(source, catalogue, now)
-    if source.prometheus:
-        return _prometheus(source, catalogue, now, needed_host, every_host_needed)
-    if source.ledger and not source.snapshots:
-        return _ledger(source.ledger, source.max_age, now)
-    return _files(source.snapshots, source.max_age, now)
+        cards = _live(source, catalogue, now)
+    elif source.prometheus:
+        cards = _prometheus(source, catalogue, now, needed_host, every_host_needed)
+    elif source.ledger and not source.snapshots:
+        cards = _ledger(source.ledger, source.max_age, now)
+    else:
+        cards = _files(source.snapshots, source.max_age, now)
+    return _with_holds(cards, source.ledger, now)
+
+
+def _with_holds(cards: Cards, ledger: str | None, now: datetime) -> Cards:
+    """`cards` with the active holds of `ledger` on them (none without a ledger file)."""
+    if not ledger or not Path(ledger).exists():
+        return cards
+    from inventory.ledger.store import open_ledger
+    from inventory.snapshot import with_holds
+
+    with open_ledger(ledger, readonly=True) as opened:
+        holds = opened.holds(now)
+    return replace(cards, snapshots=tuple(with_holds(cards.snapshots, holds)))
 
 
 def _live(source: SourceOptions, catalogue: Catalogue | None, now: datetime) -> Cards:
