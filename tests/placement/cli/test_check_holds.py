@@ -18,8 +18,8 @@ from inventory.ledger.store import open_ledger
 from inventory.snapshot import load_snapshot
 from placement.cli import check as cli_check
 from placement.cli import ledger as cli_ledger
-from placement.cli import plan as cli_plan
 from placement.cli import main as cli_main
+from placement.cli import plan as cli_plan
 from placement.cli import sources
 
 ROOT = Path(__file__).resolve().parents[3]
