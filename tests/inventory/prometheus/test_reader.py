@@ -539,11 +539,15 @@ def test_a_needed_fresh_host_passes_other_hosts_by(
     )
     fake_prometheus.serve(fleet_of(fresh, old))
     source = SourceOptions(prometheus=fake_prometheus.url)
-    cards = resolve_snapshots(source, fv_ml1, NOW, needed_host="fv-ml1")
+    fleet = fv_ml1.model_copy(update={"hosts": {**fv_ml1.hosts, "fv-ml2": fv_ml1.hosts["fv-ml1"]}})
+    cards = resolve_snapshots(source, fleet, NOW, needed_host="fv-ml1")
     assert [s.host for s in cards.snapshots] == ["fv-ml1"]
-    assert cards.unusable == {"fv-ml2": cards.unusable["fv-ml2"]}
+    assert list(cards.unusable) == ["fv-ml2"] and cards.unusable["fv-ml2"].kind == "stale"
     with pytest.raises(CannotDecideError, match=r"fv-ml2: stale"):
-        resolve_snapshots(source, fv_ml1, NOW, every_host_needed=True)
+        resolve_snapshots(source, fleet, NOW, every_host_needed=True)
+    # Outside the catalogue, the same stale host is ignored and blocks nothing.
+    cards = resolve_snapshots(source, fv_ml1, NOW, every_host_needed=True)
+    assert (cards.ignored, dict(cards.unusable)) == (("fv-ml2",), {})
 
 
 def test_dcgm_bytes_reads_mib_up_to_the_largest_plausible_card() -> None:
