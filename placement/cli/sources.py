@@ -74,7 +74,11 @@ class _Once(argparse.Action):
 
 
 def add_source_arguments(parser: argparse.ArgumentParser, *, multiple: bool = False) -> None:
-    """--snapshot FILE | --live | --ledger DB | --prometheus URL, and --max-age."""
+    """--snapshot FILE | --live | --prometheus URL, or --ledger DB alone; and --max-age.
+
+    With another source, --ledger DB gives only the holds (and, for `check`, where decisions
+    and holds are recorded); alone, it gives the cards too.
+    """
     group = parser.add_mutually_exclusive_group()
     group.add_argument(
         "--snapshot",
@@ -84,12 +88,13 @@ def add_source_arguments(parser: argparse.ArgumentParser, *, multiple: bool = Fa
         + (" (repeatable, or a directory)" if multiple else ""),
     )
     group.add_argument("--live", action="store_true", help="read cards from NVML now")
-    group.add_argument(
+    parser.add_argument(
         "--ledger",
         metavar="DB",
         nargs="?",
         const=DEFAULT_LEDGER,
-        help=f"read the latest snapshot from the ledger (default file {DEFAULT_LEDGER})",
+        help="read the latest snapshot per host and the active holds from the ledger (default file "
+        f"{DEFAULT_LEDGER}); with --snapshot, --live or --prometheus, only the holds",
     )
     group.add_argument(
         "--prometheus",
@@ -231,7 +236,7 @@ def resolve_snapshots(
     needed_host: str | None = None,
     every_host_needed: bool = False,
 ) -> Cards:
-    """The snapshots the options name: one per host, with its origin label.
+    """The snapshots the options name: one per host, with its origin label (no holds attached).
 
     --snapshot FILE: read the file (a stale one warns, exits 3 only with --max-age).
     --live: NVML now. --ledger DB: the latest snapshot per host (past --max-age, default 15m, a
@@ -266,17 +271,17 @@ def resolve_snapshots(
 def _read(source: SourceOptions, catalogue: Catalogue | None, now: datetime) -> Cards:
     if source.live:
         return _live(source, catalogue, now)
-    if source.ledger:
-        return _ledger(source.ledger, source.max_age, now, strict=catalogue is None)
     if source.prometheus:
         return _prometheus(source, catalogue, now)
+    if source.ledger and not source.snapshots:
+        return _ledger(source.ledger, source.max_age, now, strict=catalogue is None)
     return _files(source.snapshots, source.max_age, now)
 
 
 def _label(source: SourceOptions) -> str:
     if source.live:
         return "NVML"
-    if source.ledger:
+    if source.ledger and not source.snapshots:
         return f"ledger {source.ledger}"
     return "snapshot files"
 
@@ -284,10 +289,10 @@ def _label(source: SourceOptions) -> str:
 def _absent_reason(source: SourceOptions) -> str:
     if source.live:
         return "absent: --live reads this machine's cards only"
-    if source.ledger:
-        return f"absent: ledger {source.ledger} holds no snapshot of it"
     if source.prometheus:
         return f"absent: Prometheus at {source.prometheus} has no series of it"
+    if source.ledger and not source.snapshots:
+        return f"absent: ledger {source.ledger} holds no snapshot of it"
     return "absent: no --snapshot of it was given"
 
 
