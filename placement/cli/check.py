@@ -178,7 +178,9 @@ def _validate(args: argparse.Namespace) -> None:
 def _cards_to_judge(args: argparse.Namespace, catalogue: Catalogue, now: datetime) -> Cards:
     """The snapshots to judge on. From a ledger, staleness is checked per snapshot used, later."""
     source = source_options(args)
-    if source.ledger:
+    if source.snapshots or source.live or source.prometheus:
+        source = replace(source, ledger=None)  # its holds are read inside the approval
+    elif source.ledger:
         source = replace(source, max_age=timedelta.max)
     host = _checked_host(args, catalogue)
     return resolve_snapshots(

@@ -11,8 +11,9 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from inventory.snapshot import Snapshot, load_snapshot
@@ -236,7 +237,7 @@ def resolve_snapshots(
     needed_host: str | None = None,
     every_host_needed: bool = False,
 ) -> Cards:
-    """The snapshots the options name: one per host, with its origin label (no holds attached).
+    """The snapshots the options name: one per host, with its origin label and --ledger's holds.
 
     --snapshot FILE: read the file (a stale one warns, exits 3 only with --max-age).
     --live: NVML now. --ledger DB: the latest snapshot per host (past --max-age, default 15m, a
@@ -270,12 +271,26 @@ def resolve_snapshots(
 
 def _read(source: SourceOptions, catalogue: Catalogue | None, now: datetime) -> Cards:
     if source.live:
-        return _live(source, catalogue, now)
-    if source.prometheus:
-        return _prometheus(source, catalogue, now)
-    if source.ledger and not source.snapshots:
-        return _ledger(source.ledger, source.max_age, now, strict=catalogue is None)
-    return _files(source.snapshots, source.max_age, now)
+        cards = _live(source, catalogue, now)
+    elif source.prometheus:
+        cards = _prometheus(source, catalogue, now)
+    elif source.ledger and not source.snapshots:
+        cards = _ledger(source.ledger, source.max_age, now, strict=catalogue is None)
+    else:
+        cards = _files(source.snapshots, source.max_age, now)
+    return _with_holds(cards, source.ledger, now)
+
+
+def _with_holds(cards: Cards, ledger: str | None, now: datetime) -> Cards:
+    """`cards` with the active holds of `ledger` on them (none without a ledger file)."""
+    if not ledger or not Path(ledger).exists():
+        return cards
+    from inventory.ledger.store import open_ledger
+    from inventory.snapshot import with_holds
+
+    with open_ledger(ledger, readonly=True) as opened:
+        holds = opened.holds(now)
+    return replace(cards, snapshots=tuple(with_holds(cards.snapshots, holds)))
 
 
 def _label(source: SourceOptions) -> str:
