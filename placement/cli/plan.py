@@ -1,6 +1,7 @@
 """`gpuplan plan`: place every planned seat and every --add seat; print cards before/after and flags.
 
-Exit 0 all placed, 1 any refused, 2 bad input, 3 cannot decide.
+Exit 3 if any seat is unknown (it depends on an unusable host), else 1 if any is refused, else 0;
+2 bad input.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ DESCRIPTION = (
     "Place every `planned` seat of the catalogue and every seat of each --add file on the "
     "cards of the snapshot(s): an integer program proposes, the exact-bytes verifier decides. "
     "Prints the cards before and after, the engine flags for each placed seat, and every "
-    "binding rule for each refused one. Exit 0 all placed, 1 any refused, 2 bad input, "
-    "3 cannot decide."
+    "binding rule for each refused one. With a catalogue only its hosts are used; a seat that "
+    "depends on an unusable host (absent, stale, incomplete …) is unknown. Exit 0 all placed, "
+    "1 any refused, 2 bad input, 3 any unknown or cannot decide."
 )
 
 
@@ -116,14 +118,17 @@ def run(args: argparse.Namespace) -> int:
         time_limit=args.time_limit,
         allow_moves=args.allow_moves,
         max_moves=args.max_moves,
+        unusable={host: u.reason for host, u in cards.unusable.items()},
     )
     if args.ledger:
         _record(args.ledger, catalogue, result, adds, now)
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        print(json.dumps({**result.to_json(), **cards.hosts_json()}, indent=2))
     else:
+        hosts = cards.hosts_lines()
+        sys.stdout.write("".join(f"{line}\n" for line in hosts) + ("\n" if hosts else ""))
         sys.stdout.write(render_plan(result, cards.origins, time.perf_counter() - started))
-    return Exit.OK if result.verdict == "pass" else Exit.REFUSED
+    return {"pass": Exit.OK, "refuse": Exit.REFUSED}.get(result.verdict, Exit.CANNOT_DECIDE)
 
 
 def pin_approved(
