@@ -188,6 +188,8 @@ def test_eight_checks_at_the_same_moment_pass_exactly_one(catalogue: Path, tmp_p
     context = multiprocessing.get_context("fork")
     for round_ in range(20):
         db = tmp_path / f"race-{round_}.sqlite"
+        with open_ledger(db):
+            pass  # the deploy scripts share a ledger that exists
         start = context.Barrier(len(SEATS))
         out = context.Queue()
         racers = [
@@ -200,7 +202,7 @@ def test_eight_checks_at_the_same_moment_pass_exactly_one(catalogue: Path, tmp_p
         for racer in racers:
             racer.join(timeout=60)
         codes = sorted(code for code, _, _ in results)
-        assert codes == [0] + [1] * 7, (round_, results)
+        assert codes == [0] + [1] * 7, (round_, [e for _, _, e in results if e])
         assert all(rules == ["hold"] for code, rules, _ in results if code == 1), results
 
 
