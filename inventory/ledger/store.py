@@ -18,6 +18,7 @@ from inventory.ledger import holds as hold_rows
 from inventory.ledger import queries, writes
 from inventory.ledger.schema import (
     APPLICATION,
+    APPROVAL_BUSY_TIMEOUT_MS,
     BUSY_TIMEOUT_MS,
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -50,13 +51,21 @@ class Approval:
     BEGIN IMMEDIATE transaction, so two checks on one ledger are judged one after the other.
     """
 
-    def __init__(self, cursor: sqlite3.Cursor, holds: list[Hold]) -> None:
+    def __init__(self, cursor: sqlite3.Cursor, path: str, holds: list[Hold]) -> None:
         self._cursor = cursor
+        self._path = path
         self.holds = holds
 
     def record_decision(self, **decision: Any) -> int:
         """Store one verdict (the keywords of `Ledger.record_decision`); return its id."""
         return writes.insert_decision(self._cursor, **decision)
+
+    def append(self, snapshot: Snapshot) -> int:
+        """Store the snapshot a verdict was judged on (once); return its id."""
+        found = writes.existing_snapshot(self._cursor, snapshot)
+        if found is not None:
+            return found
+        return writes.insert_snapshot(self._cursor, snapshot, self._path)
 
     def hold(self, holds: Sequence[Hold]) -> list[int]:
         """Record holds, each replacing its seat's open hold; return their ids."""
@@ -139,12 +148,15 @@ class Ledger:
     def approving(self, now: datetime) -> Iterator[Approval]:
         """A write transaction that settles ended holds, then reads the active ones at `now`.
 
-        A ledger busy for longer than the busy timeout is a LedgerError (exit 3) saying so.
+        Waits up to 30 s for another check's approval (deploys queue rather than fail); a
+        ledger busy for longer is a LedgerError (exit 3) saying so.
         """
         now_s = writes.seconds(now)
-        with self._transaction() as cursor:
+        if self.readonly:
+            raise LedgerError(self.path, "opened read-only; cannot write")
+        with writes.transaction(self.connection, self.path, APPROVAL_BUSY_TIMEOUT_MS) as cursor:
             hold_rows.settle(cursor, now_s)
-            yield Approval(cursor, hold_rows.active(cursor, now_s))
+            yield Approval(cursor, self.path, hold_rows.active(cursor, now_s))
 
     def release(self, seat: str, now: datetime) -> int:
         """End `seat`'s active hold by hand; how many ended (0: it had none)."""

@@ -115,16 +115,21 @@ def start_prometheus(
     workdir: Path,
     *,
     interval: str = "1s",
+    scrape_configs: str | None = None,
 ) -> str:
-    """Start Prometheus on a free loopback port scraping `targets` every `interval`; its URL."""
+    """Start Prometheus on a free loopback port scraping `targets` every `interval`; its URL.
+
+    `scrape_configs`: the YAML list of jobs to use instead of one `gpuplan` job over `targets`.
+    """
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "prometheus.yml"
     listed = ", ".join(f"'{target}'" for target in targets)
+    jobs = scrape_configs or (
+        f"  - job_name: gpuplan\n    static_configs: [{{targets: [{listed}]}}]\n"
+    )
     config.write_text(
         f"global: {{scrape_interval: {interval}, scrape_timeout: {interval}, evaluation_interval: 1m}}\n"
-        "scrape_configs:\n"
-        "  - job_name: gpuplan\n"
-        f"    static_configs: [{{targets: [{listed}]}}]\n"
+        "scrape_configs:\n" + jobs
     )
     port = free_port()
     log = (workdir / "prometheus.log").open("w")
