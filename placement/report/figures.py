@@ -93,7 +93,11 @@ def build_report(
         catalogue,
         window,
         latest,
-        Provenance(ledger_name, tuple(q.decisions_in(conn, window.start_s, window.end_s))),
+        Provenance(
+            ledger_name,
+            tuple(q.decisions_in(conn, window.start_s, window.end_s)),
+            **_ledger_holds(conn, window, now),
+        ),
         now=now,
         threshold=threshold,
         probe=probe,
@@ -111,6 +115,20 @@ class Provenance:
     percentile: str = PERCENTILE_DEFINITION
     notes: tuple[str, ...] = ()
     holds: tuple[HoldRow, ...] | None = None  # None: the report does not list holds
+    expired_holds: tuple[HoldRow, ...] = ()
+
+
+def _ledger_holds(conn: Connection, window: Window, now: datetime) -> dict[str, Any]:
+    """The holds active now, and those made in the window that expired unseen; none if neither."""
+    from inventory.ledger import holds as hold_queries
+    from placement.report.rows import hold_rows
+
+    now_s = int(now.timestamp())
+    active = hold_queries.active(conn, now_s)
+    expired = hold_queries.expired_unseen(conn, window.start_s, window.end_s, now_s)
+    if not active and not expired:
+        return {}
+    return {"holds": hold_rows(active), "expired_holds": hold_rows(expired)}
 
 
 def assemble(
@@ -157,6 +175,7 @@ def assemble(
         source=provenance.kind,
         percentile=provenance.percentile,
         holds=provenance.holds,
+        expired_holds=provenance.expired_holds,
     )
     # The headline reads the rest of the report: its advice rules, and the verifier's largest fits.
     headlines = tuple(
