@@ -25,9 +25,15 @@ def cuda_total(card: Card) -> int:
     return card.cuda_total_bytes or 0
 
 
+def fixed_reserve_bytes(reserve: Reserve) -> int | None:
+    """A reserve's amount in bytes; None for `bytes: card`, whose bytes depend on the card read."""
+    return None if reserve.amount_bytes == "card" else int(reserve.amount_bytes)
+
+
 def reserve_bytes(reserve: Reserve, card: Card) -> int:
     """Bytes a reserve holds on its card; `card` means the whole CUDA total."""
-    return cuda_total(card) if reserve.amount_bytes == "card" else int(reserve.amount_bytes)
+    fixed = fixed_reserve_bytes(reserve)
+    return cuda_total(card) if fixed is None else fixed
 
 
 def seats_declared_on(catalogue: Catalogue, host: str, index: int) -> list[Seat]:
