@@ -365,11 +365,7 @@ def judge(
     rule = gate_rule(seat.engine, propose=mode == "plan")
     out = _Judgement(reasons=host_reasons(seat, host, cards), warnings=list(rule.warnings))
     usable = _usable_cards(snapshot, cards, mode, out)
-    if seat.engine.kind == "vllm" and ctx == 0:
-        out.warnings.append(
-            f"host {host} declares no cuda_context: vLLM's gate reads free memory after its own "
-            "context (~1.25 GiB measured on an NVIDIA H200); set hosts.{host}.cuda_context"
-        )
+    # A host without cuda_context is said once per run, by fit.consistency.check_snapshot.
     states = _states(catalogue, snapshot, seat, usable, others, mode, state_cache)
     chosen = _chosen_util(seat, rule, states, ctx, out)
     for state in states:

@@ -333,22 +333,28 @@ def new_seats(catalogue: Catalogue, adds: Sequence[tuple[str, Seat]] = ()) -> li
 
 
 def check_snapshots(
-    catalogue: Catalogue, snapshots: Sequence[Snapshot], sources: Sequence[str]
+    catalogue: Catalogue,
+    snapshots: Sequence[Snapshot],
+    sources: Sequence[str],
+    seats: Sequence[Seat] = (),
 ) -> list[str]:
-    """Snapshot vs catalogue (placement.fit.consistency): contradictions are bad input, the rest warns."""
+    """Snapshot vs catalogue (placement.fit.consistency): contradictions are bad input, the rest warns.
+
+    `seats`: seats judged beside the catalogue's (added ones); each warning comes once per host.
+    """
     warnings: list[str] = []
     # Each host is checked against its own part of the catalogue (a fleet's cost stays linear).
     views = host_catalogues(catalogue, hostless=True)
     for snapshot, source in zip(snapshots, sources, strict=True):
         view = views.get(snapshot.host, catalogue)
         try:
-            warnings.extend(check_snapshot(view, snapshot, source))
+            warnings.extend(check_snapshot(view, snapshot, source, seats))
         except BadInputError:
             if view is catalogue:
                 raise
             # The same check fails on the whole catalogue; its message numbers the seats as
             # the file does (seats[i]), so let that one speak.
-            check_snapshot(catalogue, snapshot, source)
+            check_snapshot(catalogue, snapshot, source, seats)
             raise
     return warnings
 

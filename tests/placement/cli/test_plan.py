@@ -286,3 +286,34 @@ def test_each_snapshot_file_names_its_host_in_the_header(
     assert code == 0
     assert f"fv-ml1 · snapshot 2026-09-16T14:02:11Z ({FV_ML1_SNAPSHOT}) · CBC" in out
     assert f"fv-ml2 · snapshot 2026-09-16T14:02:11Z ({other}) · CBC" in out
+
+
+def test_a_host_without_cuda_context_is_warned_once_by_name(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    text = FV_ML1_CATALOGUE.read_text()
+    catalogue = tmp_path / "no-context.yaml"
+    catalogue.write_text(
+        "\n".join(line for line in text.splitlines() if "cuda_context:" not in line) + "\n"
+    )
+    code = main(
+        [
+            "plan",
+            "--catalogue",
+            str(catalogue),
+            "--snapshot",
+            str(FV_ML1_SNAPSHOT),
+            "--add",
+            str(EXAMPLES / "new-5gib-vllm.yaml"),
+        ]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0
+    said = [line for line in (out + err).splitlines() if "cuda_context" in line]
+    assert len(said) == 1
+    assert said[0].startswith("warning: host fv-ml1 declares no cuda_context")
+    assert "new-5gib-vllm" in said[0]  # an added seat is named with the catalogue's
+    assert "hosts: fv-ml1: cuda_context: 1.25 GiB" in said[0]
+    assert "gpuplan calibrate" in said[0]
+    for unknown in ("{host}", "DESIGN.md", "FACTS.md"):
+        assert unknown not in said[0]
