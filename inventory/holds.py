@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from inventory.snapshot import format_utc
-
 DEFAULT_HOLD_S = 30 * 60
 
 
@@ -34,10 +32,21 @@ class Hold:
             "host": self.host,
             "cards": list(self.cards),
             "need_bytes": self.need_bytes,
-            "created_at": format_utc(self.created_at),
-            "expires_at": format_utc(self.expires_at),
+            "created_at": _utc(self.created_at),
+            "expires_at": _utc(self.expires_at),
             "user": self.user,
         }
+
+    def note(self) -> str:
+        """`approved for tts at 14:03Z by ci-deploy, until 14:33Z`: how a refusal names it."""
+        return (
+            f"approved for {self.seat} at {short_time(self.created_at)} by {self.user}, "
+            f"until {short_time(self.expires_at)}"
+        )
+
+
+def _utc(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def short_time(moment: datetime) -> str:

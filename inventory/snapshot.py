@@ -8,6 +8,7 @@ A card that failed to read carries `error` and None figures, never zeros.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from inventory import foreign
+from inventory.holds import Hold
 from inventory.secrets import mask_cmdline
 from seats.errors import BadInputError
 from seats.loader import format_loc
@@ -75,6 +77,9 @@ class Card(BaseModel):
     utilization_percent: int | None = Field(default=None, ge=0, le=100)
     processes: tuple[Process, ...] = ()
     error: str | None = None
+    # Approvals from a ledger that count as held on this card (never measured, never stored
+    # or printed with the snapshot): see inventory.holds.
+    holds: tuple[Hold, ...] = Field(default=(), exclude=True)
 
     @field_validator(
         "total_bytes", "reserved_bytes", "used_bytes", "free_bytes", "index", mode="before"
@@ -268,3 +273,21 @@ def save_snapshot(snapshot: Snapshot, path: str | Path) -> None:
     temporary = target.with_name(target.name + ".tmp")
     temporary.write_text(dumps_snapshot(snapshot), encoding="utf-8")
     temporary.replace(target)
+
+
+def with_holds(snapshots: Sequence[Snapshot], holds: Sequence[Hold]) -> list[Snapshot]:
+    """`snapshots` with each active hold attached to the cards it holds (other hosts' ignored)."""
+    by_card: dict[tuple[str, int], list[Hold]] = {}
+    for hold in holds:
+        for index in hold.cards:
+            by_card.setdefault((hold.host, index), []).append(hold)
+    if not by_card:
+        return list(snapshots)
+    out = []
+    for snapshot in snapshots:
+        cards = tuple(
+            card.model_copy(update={"holds": tuple(by_card.get((snapshot.host, card.index), ()))})
+            for card in snapshot.cards
+        )
+        out.append(snapshot.model_copy(update={"cards": cards}))
+    return out

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from inventory.ledger.store import Ledger
+    from inventory.ledger.store import Approval, Ledger
     from inventory.snapshot import Snapshot
     from placement.fit.verdict import Verdict
 
@@ -26,7 +26,7 @@ def inputs_digest(inputs: Mapping[str, Any]) -> str:
 
 
 def record_decision(
-    ledger: Ledger,
+    ledger: Ledger | Approval,
     kind: Kind,
     verdict: Verdict,
     *,
@@ -66,7 +66,7 @@ class Decision:
 
 
 def record_decisions(
-    ledger: Ledger, kind: Kind, decisions: Sequence[Decision], decided_at: datetime
+    ledger: Ledger | Approval, kind: Kind, decisions: Sequence[Decision], decided_at: datetime
 ) -> list[int]:
     """Record each decision beside its snapshot (stored once: `append` finds one already there)."""
     return [

@@ -211,6 +211,7 @@ def _build_chunk(connection: sqlite3.Connection, path: str, rows: list[Any]) -> 
     ):
         card = dict(zip(_CARD_FIELDS, values, strict=True))
         card["processes"] = tuple(processes.get((sid, values[0]), ()))
+        card["holds"] = ()
         cards[sid].append(_trusted(Card, card))
     out: list[Snapshot] = []
     for sid, host, taken_at_s, driver, nvml_version in rows:

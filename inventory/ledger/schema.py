@@ -166,6 +166,11 @@ def migrate(connection: sqlite3.Connection, path: Path, version: int) -> None:
     for step in range(version, SCHEMA_VERSION):
         try:
             connection.execute("BEGIN IMMEDIATE")
+            # Another process may have migrated it while this one waited for the lock (two
+            # first writers of a new ledger at once): re-read the version under the lock.
+            if int(connection.execute("PRAGMA user_version").fetchone()[0]) > step:
+                connection.execute("COMMIT")
+                continue
             note = _run_step(connection, MIGRATIONS[step])
             connection.execute(f"PRAGMA user_version = {step + 1}")
             connection.execute("COMMIT")

@@ -50,13 +50,21 @@ class Approval:
     BEGIN IMMEDIATE transaction, so two checks on one ledger are judged one after the other.
     """
 
-    def __init__(self, cursor: sqlite3.Cursor, holds: list[Hold]) -> None:
+    def __init__(self, cursor: sqlite3.Cursor, path: str, holds: list[Hold]) -> None:
         self._cursor = cursor
+        self._path = path
         self.holds = holds
 
     def record_decision(self, **decision: Any) -> int:
         """Store one verdict (the keywords of `Ledger.record_decision`); return its id."""
         return writes.insert_decision(self._cursor, **decision)
+
+    def append(self, snapshot: Snapshot) -> int:
+        """Store the snapshot a verdict was judged on (once); return its id."""
+        found = writes.existing_snapshot(self._cursor, snapshot)
+        if found is not None:
+            return found
+        return writes.insert_snapshot(self._cursor, snapshot, self._path)
 
     def hold(self, holds: Sequence[Hold]) -> list[int]:
         """Record holds, each replacing its seat's open hold; return their ids."""
@@ -144,7 +152,7 @@ class Ledger:
         now_s = writes.seconds(now)
         with self._transaction() as cursor:
             hold_rows.settle(cursor, now_s)
-            yield Approval(cursor, hold_rows.active(cursor, now_s))
+            yield Approval(cursor, self.path, hold_rows.active(cursor, now_s))
 
     def release(self, seat: str, now: datetime) -> int:
         """End `seat`'s active hold by hand; how many ended (0: it had none)."""

@@ -9,8 +9,8 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING
@@ -22,6 +22,7 @@ from placement.cli.sources import (
     add_source_arguments,
     check_age,
     load_catalogue_argument,
+    parse_age,
     resolve_snapshots,
     source_options,
     utc_now,
@@ -29,6 +30,9 @@ from placement.cli.sources import (
 from seats.errors import BadInputError, CannotDecideError
 
 if TYPE_CHECKING:
+    from inventory.holds import Hold
+    from inventory.ledger.store import Approval
+    from inventory.snapshot import Snapshot
     from placement.check.outside import CheckResult
     from seats.model import Catalogue
 
@@ -120,11 +124,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--host", metavar="H", help="the host, where the snapshots cover several")
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    parser.add_argument(
+        "--hold-for",
+        type=parse_age,
+        default=timedelta(minutes=30),
+        metavar="AGE",
+        help="with --ledger: a pass holds its bytes on its cards this long, or until the seat is "
+        "seen there (default 30m)",
+    )
+    parser.add_argument(
+        "--no-hold", action="store_true", help="with --ledger: record the decision only"
+    )
     add_catalogue_argument(parser)
     add_source_arguments(parser)
 
 
 def _validate(args: argparse.Namespace) -> None:
+    if (
+        args.compose is None
+        and args.seat is None
+        and args.ledger
+        and not os.path.exists(args.ledger)
+    ):
+        raise BadInputError(
+            f"--ledger took {args.ledger!r} as its file (there is none) and no seat is named: "
+            f"put the seat first (gpuplan check {args.ledger} --gpu N --ledger [DB])"
+        )
     if args.compose is None and args.seat is None:
         raise BadInputError(
             "name a seat (gpuplan check SEAT --gpu N) or a compose file (--compose FILE)"
@@ -173,7 +198,7 @@ def _checked_host(args: argparse.Namespace, catalogue: Catalogue) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Judge, print, record in the ledger when one is given; exit with the worst verdict."""
+    """Judge, print, record in the ledger (with holds) when one is given; exit with the worst verdict."""
     from placement.check.outside import check_snapshots
 
     _validate(args)
@@ -184,37 +209,57 @@ def run(args: argparse.Namespace) -> int:
     origins = [cards.origin(s.host) for s in cards.snapshots]
     for warning in check_snapshots(catalogue, cards.snapshots, origins):
         print(f"warning: {warning}", file=sys.stderr)
-    if args.compose is not None:
-        return _run_compose(args, catalogue, cards, now)
-    return _run_seat(args, catalogue, cards, now)
+    judge = (
+        _compose_judge(args, catalogue)
+        if args.compose is not None
+        else _seat_judge(args, catalogue)
+    )
+    outcome = _judge_and_hold(args, cards, judge, now) if args.ledger else judge(cards.snapshots)
+    outcome.show(args.json, cards)
+    return int(outcome.exit_code)
 
 
-def _run_seat(args: argparse.Namespace, catalogue: Catalogue, cards: Cards, now: datetime) -> int:
+@dataclass(frozen=True)
+class Outcome:
+    """What a check judged: its results (one per seat), its exit, and how it prints itself."""
+
+    results: list[CheckResult]
+    exit_code: int
+    show: Callable[[bool, Cards], None]
+
+
+Judge = Callable[[Sequence["Snapshot"]], Outcome]
+
+
+def _seat_judge(args: argparse.Namespace, catalogue: Catalogue) -> Judge:
     """`check SEAT --gpu N`: one verdict."""
     from placement.check.outside import check_seat, result_json
     from placement.cli.check_text import render
 
-    result = check_seat(
-        catalogue,
-        cards.snapshots,
-        args.seat,
-        args.gpu,
-        host=args.host,
-        util=args.util,
-        kv_cache_bytes=args.kv_cache_bytes,
-        resident_bytes=args.resident_bytes,
-    )
-    _ledger(args, [result], now)
-    if args.json:
-        print(json.dumps(result_json(result), indent=2))
-    else:
-        print(render(result, cards.origin(result.snapshot.host)))
-    return int(result.exit_code)
+    def judge(snapshots: Sequence[Snapshot]) -> Outcome:
+        result = check_seat(
+            catalogue,
+            snapshots,
+            args.seat,
+            args.gpu,
+            host=args.host,
+            util=args.util,
+            kv_cache_bytes=args.kv_cache_bytes,
+            resident_bytes=args.resident_bytes,
+        )
+
+        def show(as_json: bool, cards: Cards) -> None:
+            if as_json:
+                print(json.dumps(result_json(result), indent=2))
+            else:
+                print(render(result, cards.origin(result.snapshot.host)))
+
+        return Outcome([result], int(result.exit_code), show)
+
+    return judge
 
 
-def _run_compose(
-    args: argparse.Namespace, catalogue: Catalogue, cards: Cards, now: datetime
-) -> int:
+def _compose_judge(args: argparse.Namespace, catalogue: Catalogue) -> Judge:
     """`check --compose FILE`: the whole deploy, one verdict per service (and replica)."""
     from placement.check.compose import load_compose
     from placement.check.deploy import judge_deploy
@@ -223,45 +268,91 @@ def _run_compose(
     compose = load_compose(
         args.compose, dict(os.environ), service=args.service, profiles=args.profile
     )
-    deploy = judge_deploy(catalogue, cards.snapshots, compose, host=args.host)
-    _ledger(args, deploy.results, now)
-    for verdict in deploy.verdicts:
-        if verdict.kind == "error":
-            print(f"error: {verdict.message}", file=sys.stderr)
-    if args.json:
-        print(json.dumps(deploy.to_json(), indent=2))
-    else:
-        print(render_deploy(deploy, cards.origin))
-    return int(deploy.exit_code)
+
+    def judge(snapshots: Sequence[Snapshot]) -> Outcome:
+        deploy = judge_deploy(catalogue, snapshots, compose, host=args.host)
+
+        def show(as_json: bool, cards: Cards) -> None:
+            for verdict in deploy.verdicts:
+                if verdict.kind == "error":
+                    print(f"error: {verdict.message}", file=sys.stderr)
+            if as_json:
+                print(json.dumps(deploy.to_json(), indent=2))
+            else:
+                print(render_deploy(deploy, cards.origin))
+
+        return Outcome(deploy.results, int(deploy.exit_code), show)
+
+    return judge
 
 
-def _ledger(args: argparse.Namespace, results: list[CheckResult], now: datetime) -> None:
-    if args.ledger and results:
-        _ledger_staleness(args.ledger, args.max_age, results, now)
-        _record(args.ledger, results, now)
+def _judge_and_hold(args: argparse.Namespace, cards: Cards, judge: Judge, now: datetime) -> Outcome:
+    """Read the holds, judge beside them, record the decisions and, on a pass, hold: one transaction.
+
+    Two checks on one ledger are judged one after the other, so they never both take the same
+    free bytes. A ledger snapshot past --max-age decides nothing: recorded `unknown`, exit 3.
+    """
+    from inventory.ledger.store import open_ledger
+    from inventory.snapshot import with_holds
+
+    stale: str | None = None
+    with open_ledger(args.ledger) as ledger, ledger.approving(now) as approval:
+        outcome = judge(with_holds(cards.snapshots, approval.holds))
+        stale = _stale(args, cards, outcome.results, now)
+        ids = _record(approval, outcome.results, now, stale=stale)
+        if stale is None and outcome.exit_code == 0 and not args.no_hold:
+            approval.hold(_holds(outcome.results, ids, now, args.hold_for))
+    if stale is not None:
+        raise CannotDecideError(stale)
+    return outcome
 
 
-def _ledger_staleness(
-    path: str, max_age: timedelta | None, results: list[CheckResult], now: datetime
-) -> None:
-    """A ledger snapshot past --max-age (default 15 min) decides nothing: record 'unknown', exit 3."""
+def _stale(
+    args: argparse.Namespace, cards: Cards, results: list[CheckResult], now: datetime
+) -> str | None:
+    """Why a ledger snapshot is too old to decide on (default 15 min), or None."""
     for result in results:
+        origin = cards.origin(result.snapshot.host)
+        if not origin.startswith("ledger"):
+            continue
         try:
-            check_age(result.snapshot, now, max_age or DEFAULT_MAX_AGE, f"ledger {path}")
+            check_age(result.snapshot, now, args.max_age or DEFAULT_MAX_AGE, origin)
         except CannotDecideError as exc:
-            _record(path, results, now, stale=str(exc))
-            raise
+            return str(exc)
+    return None
+
+
+def _holds(
+    results: list[CheckResult], ids: list[int], now: datetime, hold_for: timedelta
+) -> list[Hold]:
+    """One hold per passed seat: its need on each of its cards, until `hold_for` from now."""
+    from inventory.holds import Hold
+
+    user = os.environ.get("USER") or os.environ.get("LOGNAME") or "unknown"
+    return [
+        Hold(
+            seat=result.verdict.seat,
+            host=result.snapshot.host,
+            cards=tuple(result.verdict.cards),
+            need_bytes=result.verdict.need_bytes or 0,
+            created_at=now,
+            expires_at=now + hold_for,
+            user=user,
+            decision_id=decision_id,
+        )
+        for result, decision_id in zip(results, ids, strict=True)
+        if result.verdict.passed and result.verdict.need_bytes
+    ]
 
 
 def _record(
-    path: str, results: list[CheckResult], now: datetime, *, stale: str | None = None
-) -> None:
-    """Append each verdict to the ledger's decisions, for the weekly report.
+    approval: Approval, results: list[CheckResult], now: datetime, *, stale: str | None = None
+) -> list[int]:
+    """Append each verdict to the ledger's decisions, for the weekly report; their ids.
 
     `stale`: the snapshot was too old to decide on; each verdict is recorded as unknown, with
     the reason as an `error` rule.
     """
-    from inventory.ledger.store import open_ledger
     from placement.check.outside import Reason, inputs_digest
     from placement.decisions import Decision, record_decisions
 
@@ -272,6 +363,6 @@ def _record(
         if stale is not None:
             error = Reason("error", None, None, None, None, stale, host)
             verdict = replace(verdict, verdict="unknown", reasons=(error,))
+        # Recorded without its holds: a snapshot is what was measured, nothing else.
         decisions.append(Decision(verdict, inputs_digest(result), result.snapshot, host))
-    with open_ledger(path) as ledger:
-        record_decisions(ledger, "check", decisions, now)
+    return record_decisions(approval, "check", decisions, now)

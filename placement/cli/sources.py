@@ -73,7 +73,11 @@ class _Once(argparse.Action):
 
 
 def add_source_arguments(parser: argparse.ArgumentParser, *, multiple: bool = False) -> None:
-    """--snapshot FILE | --live | --ledger DB | --prometheus URL, and --max-age."""
+    """--snapshot FILE | --live | --prometheus URL, or --ledger DB alone; and --max-age.
+
+    With another source, --ledger DB gives only the holds (and, for `check`, where decisions
+    and holds are recorded); alone, it gives the cards too.
+    """
     group = parser.add_mutually_exclusive_group()
     group.add_argument(
         "--snapshot",
@@ -83,12 +87,13 @@ def add_source_arguments(parser: argparse.ArgumentParser, *, multiple: bool = Fa
         + (" (repeatable, or a directory)" if multiple else ""),
     )
     group.add_argument("--live", action="store_true", help="read cards from NVML now")
-    group.add_argument(
+    parser.add_argument(
         "--ledger",
         metavar="DB",
         nargs="?",
         const=DEFAULT_LEDGER,
-        help=f"read the latest snapshot from the ledger (default file {DEFAULT_LEDGER})",
+        help="read the latest snapshot per host and the active holds from the ledger (default file "
+        f"{DEFAULT_LEDGER}); with --snapshot, --live or --prometheus, only the holds",
     )
     group.add_argument(
         "--prometheus",
@@ -186,7 +191,7 @@ def resolve_snapshots(
     needed_host: str | None = None,
     every_host_needed: bool = False,
 ) -> Cards:
-    """The snapshots the options name: one per host, with its origin label.
+    """The snapshots the options name: one per host, with its origin label (no holds attached).
 
     --snapshot FILE: read the file (a stale one warns, exits 3 only with --max-age).
     --live: NVML now. --ledger DB: the latest snapshot per host (exit 3 past --max-age, default 15m).
@@ -195,10 +200,10 @@ def resolve_snapshots(
     """
     if source.live:
         return _live(source, catalogue, now)
-    if source.ledger:
-        return _ledger(source.ledger, source.max_age, now)
     if source.prometheus:
         return _prometheus(source, catalogue, now, needed_host, every_host_needed)
+    if source.ledger and not source.snapshots:
+        return _ledger(source.ledger, source.max_age, now)
     return _files(source.snapshots, source.max_age, now)
 
 

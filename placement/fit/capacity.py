@@ -62,11 +62,12 @@ def absent_seats(catalogue: Catalogue, host: str, card: Card) -> list[Seat]:
 
 @dataclass(frozen=True)
 class HeldPart:
-    """One contribution to `held`: a reserve's unconsumed bytes or an absent seat's resident."""
+    """One contribution to `held`: a reserve's unconsumed bytes, an absent seat's resident, or a hold."""
 
-    kind: str  # "reserve" or "absent"
+    kind: str  # "reserve", "absent" or "hold"
     name: str
     bytes: int
+    note: str = ""  # a hold's approval: who, when, until when
 
 
 def held_parts(
@@ -100,6 +101,11 @@ def held_parts(
     for absent in absent_seats(catalogue, host, card):
         if absent.name != seat:
             parts.append(HeldPart("absent", absent.name, absent.resident_bytes))
+    # An approved deploy's hold, except the seat's own and those of seats placed here now
+    # (judged beside it as new seats, so not counted twice).
+    for hold in card.holds:
+        if hold.seat != seat and hold.seat not in placed_here:
+            parts.append(HeldPart("hold", hold.seat, hold.need_bytes, hold.note()))
     return parts
 
 

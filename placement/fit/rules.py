@@ -94,13 +94,29 @@ def reserve_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | 
     )
 
 
+def hold_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | None:
+    """Rule `hold`: the seat does not fit, and other approved deploys' holds take bytes here."""
+    if fits_room(need_bytes, state.room_bytes) or not state.hold_held_bytes:
+        return None
+    return Reason(
+        rule="hold",
+        card=state.card.index,
+        need_bytes=need_bytes,
+        room_bytes=state.room_bytes,
+        short_bytes=need_bytes - state.room_bytes,
+        text="; ".join(state.hold_notes),
+        host=host,
+    )
+
+
 def room_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | None:
     """Rule `room`: need > free − held − margin − others (only `reserve` where releasing would do)."""
     room = state.room_bytes
     if fits_room(need_bytes, room):
         return None
-    if state.reserve_held_bytes and fits_room(need_bytes, room + state.reserve_held_bytes):
-        return None  # the reserve alone binds
+    releasable = state.reserve_held_bytes + state.hold_held_bytes
+    if releasable and fits_room(need_bytes, room + releasable):
+        return None  # reserves or holds alone bind
     short = need_bytes - room
     return Reason(
         rule="room",
@@ -203,6 +219,7 @@ def card_reasons(
     """Every rule that binds for `seat` on one usable card, in the verifier's order."""
     found = (
         reserve_reason(need_bytes=need_bytes, state=state, host=host),
+        hold_reason(need_bytes=need_bytes, state=state, host=host),
         room_reason(need_bytes=need_bytes, state=state, host=host),
         gate_reason(requested_bytes=requested_bytes, util=util, state=state, host=host),
         unbounded_reason(seat=seat, rule=rule, state=state, host=host),

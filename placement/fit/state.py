@@ -19,6 +19,7 @@ from placement.fit.capacity import (
 )
 from placement.fit.room import engine_free_bytes, room_bytes
 from seats.model import Catalogue, Seat
+from seats.units import format_bytes as b
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,8 @@ class CardState:
     reserve_held_bytes: int
     reserve_names: tuple[str, ...]
     reserve_for: tuple[str, ...]
+    hold_held_bytes: int  # active holds of other approved deploys (a ledger's)
+    hold_notes: tuple[str, ...]
     others_bytes: int  # what the other new seats on the card take
     margin_bytes: int
     cuda_context_bytes: int
@@ -81,6 +84,8 @@ def card_state(
         reserve_held_bytes=sum(part.bytes for part in reserves),
         reserve_names=tuple(part.name for part in reserves),
         reserve_for=reserve_for,
+        hold_held_bytes=sum(part.bytes for part in parts if part.kind == "hold"),
+        hold_notes=tuple(f"{b(part.bytes)} {part.note}" for part in parts if part.kind == "hold"),
         others_bytes=others_bytes,
         margin_bytes=margin,
         cuda_context_bytes=ctx,

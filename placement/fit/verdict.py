@@ -8,7 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Rule = Literal["room", "gate", "reserve", "unbounded", "exclusive", "error", "host", "margin"]
+Rule = Literal[
+    "room", "gate", "reserve", "unbounded", "exclusive", "error", "host", "margin", "hold"
+]
 VerdictKind = Literal["pass", "refuse", "unknown"]
 
 

@@ -84,7 +84,7 @@ def _shell_args(script: str, expand: Expand) -> tuple[list[str], bool] | None:
 _VLLM_IMAGE = re.compile(
     r"^(?:[^/]+\.[^/]+/|[^/]+:\d+/)?(?:docker\.io/)?vllm/vllm-openai(?::(?P<tag>[^@]+))?(?:@.*)?$"
 )
-_VERSION_TAG = re.compile(r"^v?(\d+\.\d+(?:\.\d+)?)(?:$|[-+].*)")
+_VERSION_TAG = re.compile(r"^v?(\d+\.\d+(?:\.\d+)*(?:\.?post\d+|rc\d+)?)(?:$|[-+].*)")
 
 
 def image_version(image: str | None) -> tuple[bool, str | None]:
