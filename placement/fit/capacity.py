@@ -68,6 +68,10 @@ class HeldPart:
     name: str
     bytes: int
     note: str = ""  # a hold's approval: who, when, until when
+    # A reserve some of whose own seats run or are placed on the card: what is left of it is
+    # theirs (counted in held), but it does not stand between another seat and the card, its
+    # seats do; and a seat is never told its own reserve blocks it.
+    in_use: bool = False
 
 
 def held_parts(
@@ -90,14 +94,15 @@ def held_parts(
             continue
         if seat is not None and seat in reserve.for_:
             continue
-        own = sum(
-            residents[name]
+        here = [
+            name
             for name in reserve.for_
             if name != seat and (name in declared or name in placed_here)
-        )
+        ]
+        own = sum(residents[name] for name in here)
         left = reserve_left_bytes(reserve_bytes=reserve_bytes(reserve, card), own_bytes=own)
         if left:
-            parts.append(HeldPart("reserve", reserve.name, left))
+            parts.append(HeldPart("reserve", reserve.name, left, in_use=bool(here)))
     for absent in absent_seats(catalogue, host, card):
         if absent.name != seat:
             parts.append(HeldPart("absent", absent.name, absent.resident_bytes))

@@ -26,6 +26,17 @@ def b(n: int) -> str:
     return format_bytes(n)
 
 
+# What a negative figure says: nothing is left, and by how much the card is already over.
+_NONE_LEFT = {"room": "no room", "free": "nothing free"}
+
+
+def figure_text(word: str, n: int) -> str:
+    """'room 1.58 GiB'; a negative figure as 'no room (344.03 MiB over)', never 'room -344.03 MiB'."""
+    if n >= 0:
+        return f"{word} {b(n)}"
+    return f"{_NONE_LEFT.get(word, 'no ' + word)} ({b(-n)} over)"
+
+
 def exclusive_binds(*, exclusive: bool, occupied: bool, exclusive_neighbour: bool) -> bool:
     """Rule `exclusive`: an exclusive seat on an occupied card, or any seat beside an exclusive one."""
     return (exclusive and occupied) or exclusive_neighbour
@@ -124,7 +135,8 @@ def room_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | Non
         need_bytes=need_bytes,
         room_bytes=room,
         short_bytes=short,
-        text=f"need {b(need_bytes)}, room {b(room)} ({room_terms(state)}): short {b(short)}",
+        text=f"need {b(need_bytes)}, {figure_text('room', room)} ({room_terms(state)}): "
+        f"short {b(short)}",
         host=host,
     )
 
@@ -158,7 +170,8 @@ def gate_reason(
         need_bytes=requested_bytes,
         room_bytes=gate_free,
         short_bytes=short,
-        text=f"vLLM's gate: free {b(gate_free)} after its {b(state.cuda_context_bytes)} CUDA context "
+        text=f"vLLM's gate: {figure_text('free', gate_free)} after its "
+        f"{b(state.cuda_context_bytes)} CUDA context "
         f"is less than util {format_util(util)} × {b(state.cuda_total_bytes)} = "
         f"{b(requested_bytes)}: short {b(short)}",
         host=host,
