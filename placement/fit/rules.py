@@ -8,16 +8,17 @@ reasons are built on; pruning and the placers call the same predicates without t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from decimal import Decimal
 from functools import lru_cache
 
 from inventory.snapshot import Card
-from placement.fit.engines import GateRule, format_util, passes_gate
+from placement.fit.engines import GateRule, format_util, passes_gate, requested_bytes
 from placement.fit.room import fits_room
 from placement.fit.state import CardState
 from placement.fit.verdict import Reason, host_reason
 from seats.model import Seat
-from seats.units import format_bytes
+from seats.units import GiB, format_bytes
 
 
 @lru_cache(maxsize=8192)
@@ -229,7 +230,11 @@ def card_reasons(
     requested_bytes: int | None,
     host: str,
 ) -> list[Reason]:
-    """Every rule that binds for `seat` on one usable card, in the verifier's order."""
+    """Every rule that binds for `seat` on one usable card, in the verifier's order.
+
+    A seat without a start-up check is refused by room, reserve or hold; the first of those
+    says what vLLM would do instead.
+    """
     found = (
         reserve_reason(need_bytes=need_bytes, state=state, host=host),
         hold_reason(need_bytes=need_bytes, state=state, host=host),
@@ -238,4 +243,30 @@ def card_reasons(
         unbounded_reason(seat=seat, rule=rule, state=state, host=host),
         exclusive_reason(seat=seat, state=state, host=host),
     )
-    return [reason for reason in found if reason is not None]
+    reasons = [reason for reason in found if reason is not None]
+    note = no_gate_note(seat=seat, rule=rule, util=util, state=state)
+    for i, reason in enumerate(reasons):
+        if note is not None and reason.rule in ("room", "reserve", "hold"):
+            reasons[i] = replace(reason, text=f"{reason.text}; {note}")
+            break
+    return reasons
+
+
+def no_gate_note(
+    *, seat: Seat, rule: GateRule, util: Decimal | None, state: CardState
+) -> str | None:
+    """What vLLM ≥ 0.34 with a util cap and no kv_cache_memory does where room refuses it.
+
+    Its extensible KV cache skips the start-up check and grows to about
+    min(util × CUDA total, free − 1 GiB): it starts, and takes from its neighbours.
+    """
+    free = state.free_bytes - state.others_bytes
+    if rule.checks_gate or util is None or seat.resident_bytes > free:
+        return None  # gated, or it could not even load: vLLM fails as gpuplan refuses
+    takes = min(requested_bytes(util, state.cuda_total_bytes), max(0, free - GiB))
+    squeezed = [*state.occupants, *state.reserve_names] or ["the card's margin"]
+    return (
+        f"vLLM {seat.engine.version} would not refuse it (no start-up check without "
+        f"kv_cache_memory): it would start and take about {b(takes)}, squeezing "
+        f"{', '.join(squeezed)}"
+    )

@@ -483,6 +483,8 @@ def sized_need(seat: Seat, rule: GateRule, util: Decimal | None, slot: CardSlot)
     need = need_bytes(
         seat.resident_bytes, kv_bytes(seat), util, slot.cuda_total, slot.cuda_context_bytes
     )
+    if not rule.checks_gate:
+        return _SizedNeed(util, need, None)  # vLLM ≥ 0.34 capped by util: room alone judges it
     if rule.source == "proposed" and kv_bytes(seat) is not None:
         # The plan falls back to the largest util that passes: the least it can ask is 0.001.
         requested = requested_bytes(UTIL_STEP, slot.cuda_total)
