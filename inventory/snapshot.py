@@ -276,13 +276,11 @@ def save_snapshot(snapshot: Snapshot, path: str | Path) -> None:
 
 
 def with_holds(snapshots: Sequence[Snapshot], holds: Sequence[Hold]) -> list[Snapshot]:
-    """`snapshots` with each active hold attached to the cards it holds (other hosts' ignored)."""
+    """`snapshots` with exactly `holds` attached to the cards they hold (others' holds cleared)."""
     by_card: dict[tuple[str, int], list[Hold]] = {}
     for hold in holds:
         for index in hold.cards:
             by_card.setdefault((hold.host, index), []).append(hold)
-    if not by_card:
-        return list(snapshots)
     out = []
     for snapshot in snapshots:
         cards = tuple(

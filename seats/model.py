@@ -135,6 +135,39 @@ class Lora(BaseModel):
         return value
 
 
+class Profile(BaseModel):
+    """What a vLLM seat's model takes per card, as vLLM's start-up log prints it (DESIGN.md, second refusal).
+
+    `gpuplan learn` writes it from a log or a model's config.json; `fit`'s rule `kv_capacity`
+    and the resident drawn from it read it.
+    """
+
+    model_config = _FROZEN
+
+    weights_bytes: Bytes = Field(alias="weights", description="model weights on each card")
+    non_kv_bytes: Bytes = Field(
+        alias="non_kv",
+        description="everything else vLLM keeps inside its request: activation peak, "
+        "non-torch memory, CUDA graphs",
+    )
+    kv_bytes_per_token: int = Field(
+        ge=1,
+        description="KV cache bytes one token takes on each card "
+        "(2 × layers × KV heads × head dim × dtype bytes, ÷ tensor-parallel size)",
+    )
+    max_model_len: int = Field(ge=1, description="--max-model-len: tokens one sequence may hold")
+
+    @field_validator("kv_bytes_per_token", "max_model_len", mode="before")
+    @classmethod
+    def _whole_number(cls, value: object) -> object:
+        # A count, not a size: '147456 B' or 1.5 would hide a unit slip.
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"must be a whole number of at least 1, got {value!r}")
+        if value < 1:
+            raise ValueError(f"must be at least 1, got {value}")
+        return value
+
+
 class Engine(BaseModel):
     """How the seat's server starts: vLLM (with a start-up gate) or anything else (none)."""
 
@@ -150,6 +183,12 @@ class Engine(BaseModel):
     )
     kv_cache_bytes: PositiveBytes | None = Field(
         default=None, alias="kv_cache_memory", description="--kv-cache-memory-bytes"
+    )
+    profile: Profile | None = Field(
+        default=None,
+        description="the model's bytes per card (vLLM only; from `gpuplan learn`)",
+        # Left out of dumps when absent: recorded decisions of seats without one stay as they were.
+        exclude_if=lambda value: value is None,
     )
 
     @field_validator("version", mode="before")
@@ -176,6 +215,13 @@ class Engine(BaseModel):
                 "card's total memory, e.g. 0.11"
             )
         return value
+
+    @model_validator(mode="after")
+    def _profile_is_vllm(self) -> Engine:
+        # Only vLLM's arithmetic reads a profile; on another engine it would be ignored in silence.
+        if self.profile is not None and self.kind != "vllm":
+            raise ValueError("engine.profile is read for vLLM seats only; set kind: vllm")
+        return self
 
 
 SeatState = Literal["running", "planned", "retired"]

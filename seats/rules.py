@@ -19,6 +19,7 @@ def check_rules(catalogue: Catalogue, path: str) -> None:
     _names_unique(catalogue, path)
     _seats_on_hosts(catalogue, path)
     _reserves(catalogue, path)
+    _profiles(catalogue, path)
 
 
 def _names_unique(catalogue: Catalogue, path: str) -> None:
@@ -167,3 +168,36 @@ def _reserves_share_card(
             f"reserves on {host_name}:{gpu} add up to {format_bytes(total)} ({total} B), "
             f"more than the card's {format_bytes(host.card_total_bytes)} ({host.card_total_bytes} B)",
         )
+
+
+def _profiles(catalogue: Catalogue, path: str) -> None:
+    """A profile's weights and non-KV bytes fit the card they are for (when its total is known)."""
+    for i, seat in enumerate(catalogue.seats):
+        profile = seat.engine.profile
+        if profile is None:
+            continue
+        totals = [
+            host.card_total_bytes
+            for name, host in catalogue.hosts.items()
+            if seat.host in (None, name)
+        ]
+        if not totals or any(total is None for total in totals):
+            continue  # judged against the snapshot's card instead (rule kv_capacity)
+        card = max(total for total in totals if total is not None)
+        at = f"seats[{i}].engine.profile"
+        for field, amount in (("weights", profile.weights_bytes), ("non_kv", profile.non_kv_bytes)):
+            if amount > card:
+                raise CatalogueError(
+                    path,
+                    f"{at}.{field}",
+                    f"{field} {format_bytes(amount)} ({amount} B) is more than the card's "
+                    f"{format_bytes(card)} ({card} B)",
+                )
+        both = profile.weights_bytes + profile.non_kv_bytes
+        if both > card:
+            raise CatalogueError(
+                path,
+                f"{at}.non_kv",
+                f"weights + non_kv = {format_bytes(both)} ({both} B) is more than the card's "
+                f"{format_bytes(card)} ({card} B): no KV cache would be left",
+            )

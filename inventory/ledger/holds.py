@@ -28,7 +28,9 @@ EXISTS (
 )"""
 
 _COLUMNS = (
-    "h.id, h.seat, h.host, h.need_bytes, h.created_at_s, h.expires_at_s, h.user, h.decision_id"
+    "h.seat, h.host, h.need_bytes, h.created_at_s, h.expires_at_s, h.user, h.decision_id,"
+    " (SELECT group_concat(card_idx) FROM (SELECT card_idx FROM hold_cards"
+    "  WHERE hold_id = h.id ORDER BY card_idx))"
 )
 
 
@@ -39,30 +41,21 @@ def _moment(seconds: int) -> datetime:
 def _holds(
     connection: sqlite3.Connection | sqlite3.Cursor, sql: str, params: tuple[object, ...]
 ) -> list[Hold]:
-    rows = connection.execute(sql, params).fetchall()
-    cards: dict[int, list[int]] = {}
-    ids = [row[0] for row in rows]
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        for hold_id, card in connection.execute(
-            f"SELECT hold_id, card_idx FROM hold_cards WHERE hold_id IN ({marks})"
-            " ORDER BY hold_id, card_idx",
-            chunk,
-        ):
-            cards.setdefault(hold_id, []).append(card)
+    """Holds from rows of `_COLUMNS` (cards as one comma-joined column: one query in all)."""
     return [
         Hold(
             seat=seat,
             host=host,
-            cards=tuple(cards.get(hold_id, ())),
+            cards=tuple(int(c) for c in cards.split(",")) if cards else (),
             need_bytes=need,
             created_at=_moment(created),
             expires_at=_moment(expires),
             user=user,
             decision_id=decision,
         )
-        for hold_id, seat, host, need, created, expires, user, decision in rows
+        for seat, host, need, created, expires, user, decision, cards in connection.execute(
+            sql, params
+        )
     ]
 
 

@@ -9,7 +9,7 @@ import json
 import sqlite3
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 # The handle the report's readers take: the ledger's connection (temporary tables live on it,
@@ -131,6 +131,7 @@ class CardBuckets:
     samples: Mapping[int, int]
     unexplained_bytes: Mapping[int, float]  # Σ max(0, unexplained) per bucket
     seat_bytes: Mapping[str, Mapping[int, float]]  # seat → Σ its bytes per bucket
+    free_min_bytes: Mapping[int, float] = field(default_factory=dict)  # lowest free per bucket
 
 
 # --- spans -------------------------------------------------------------------------------
@@ -596,13 +597,16 @@ def chart_buckets(conn: Connection, step_s: int) -> list[CardBuckets]:
     """Per card of the window, samples and bytes per `step_s`-second bucket, by host and card."""
     samples: dict[tuple[str, int], dict[int, int]] = defaultdict(dict)
     other: dict[tuple[str, int], dict[int, float]] = defaultdict(dict)
-    for host, idx, bucket, n, unexplained in conn.execute(
-        "SELECT host, idx, taken_at_s / ? AS b, COUNT(*), SUM(MAX(unexplained, 0)) FROM gp_card "
-        "GROUP BY b, host, idx",
+    free: dict[tuple[str, int], dict[int, float]] = defaultdict(dict)
+    for host, idx, bucket, n, unexplained, low in conn.execute(
+        "SELECT host, idx, taken_at_s / ? AS b, COUNT(*), SUM(MAX(unexplained, 0)), MIN(free_bytes) "
+        "FROM gp_card GROUP BY b, host, idx",
         (step_s,),
     ):
         samples[(host, idx)][int(bucket)] = int(n)
         other[(host, idx)][int(bucket)] = float(unexplained)
+        if low is not None:
+            free[(host, idx)][int(bucket)] = float(low)
     by_seat: dict[tuple[str, int], dict[str, dict[int, float]]] = defaultdict(
         lambda: defaultdict(dict)
     )
@@ -613,6 +617,6 @@ def chart_buckets(conn: Connection, step_s: int) -> list[CardBuckets]:
         host, idx, seat = key_of[int(kid)]
         by_seat[(host, idx)][seat][int(bucket)] = float(total)
     return [
-        CardBuckets(key[0], key[1], samples[key], other[key], by_seat.get(key, {}))
+        CardBuckets(key[0], key[1], samples[key], other[key], by_seat.get(key, {}), free[key])
         for key in sorted(samples)
     ]

@@ -18,6 +18,8 @@ from seats.errors import CannotDecideError
 APPLICATION = "gpuplan"
 SQLITE_HEADER = b"SQLite format 3\x00"
 BUSY_TIMEOUT_MS = 5000
+# A check's approval waits longer: deploys queue behind each other rather than fail.
+APPROVAL_BUSY_TIMEOUT_MS = 30000
 
 # MIGRATIONS[n] takes a file at `PRAGMA user_version` n to n + 1. Never edit a released step:
 # add one. Version 1 is the schema the ledger, report and exporter agreed on; version 2 adds
@@ -86,12 +88,12 @@ class LedgerError(CannotDecideError):
         super().__init__(f"ledger {path}: {msg}")
 
 
-def operational(path: str, exc: sqlite3.OperationalError) -> LedgerError:
+def operational(
+    path: str, exc: sqlite3.OperationalError, busy_ms: int = BUSY_TIMEOUT_MS
+) -> LedgerError:
     text = str(exc)
     if "locked" in text or "busy" in text:
-        return LedgerError(
-            path, f"busy for over {BUSY_TIMEOUT_MS / 1000:g} s (another writer holds it)"
-        )
+        return LedgerError(path, f"busy for over {busy_ms / 1000:g} s (another writer holds it)")
     if "readonly" in text or "read-only" in text:
         return LedgerError(path, "cannot write: the file or its directory is read-only")
     if "unable to open" in text:

@@ -18,6 +18,7 @@ from inventory.ledger import holds as hold_rows
 from inventory.ledger import queries, writes
 from inventory.ledger.schema import (
     APPLICATION,
+    APPROVAL_BUSY_TIMEOUT_MS,
     BUSY_TIMEOUT_MS,
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -147,10 +148,13 @@ class Ledger:
     def approving(self, now: datetime) -> Iterator[Approval]:
         """A write transaction that settles ended holds, then reads the active ones at `now`.
 
-        A ledger busy for longer than the busy timeout is a LedgerError (exit 3) saying so.
+        Waits up to 30 s for another check's approval (deploys queue rather than fail); a
+        ledger busy for longer is a LedgerError (exit 3) saying so.
         """
         now_s = writes.seconds(now)
-        with self._transaction() as cursor:
+        if self.readonly:
+            raise LedgerError(self.path, "opened read-only; cannot write")
+        with writes.transaction(self.connection, self.path, APPROVAL_BUSY_TIMEOUT_MS) as cursor:
             hold_rows.settle(cursor, now_s)
             yield Approval(cursor, self.path, hold_rows.active(cursor, now_s))
 

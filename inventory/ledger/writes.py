@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from inventory.ledger.schema import LedgerError, operational
+from inventory.ledger.schema import BUSY_TIMEOUT_MS, LedgerError, operational
 from inventory.snapshot import Snapshot, format_utc
 
 DECISION_KINDS = ("plan", "check")
@@ -27,15 +27,25 @@ def seconds(moment: datetime) -> int:
 
 
 @contextmanager
-def transaction(connection: sqlite3.Connection, path: str) -> Iterator[sqlite3.Cursor]:
-    """A cursor inside BEGIN IMMEDIATE … COMMIT; any exception rolls the whole of it back."""
+def transaction(
+    connection: sqlite3.Connection, path: str, busy_ms: int = BUSY_TIMEOUT_MS
+) -> Iterator[sqlite3.Cursor]:
+    """A cursor inside BEGIN IMMEDIATE … COMMIT; any exception rolls the whole of it back.
+
+    `busy_ms`: how long BEGIN waits for another writer before the ledger is called busy.
+    """
     # BEGIN IMMEDIATE takes the write lock up front (waiting up to busy_timeout), so a
     # snapshot is never half-written and readers in WAL mode keep reading meanwhile.
     cursor = connection.cursor()
     try:
+        if busy_ms != BUSY_TIMEOUT_MS:
+            cursor.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
         cursor.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:
-        raise operational(path, exc) from exc
+        raise operational(path, exc, busy_ms) from exc
+    finally:
+        if busy_ms != BUSY_TIMEOUT_MS:
+            cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     try:
         yield cursor
     except BaseException:

@@ -182,6 +182,8 @@ def read_fleet(
     now: datetime,
     max_age: timedelta,
     expected_cards: Mapping[str, int] | None = None,
+    card_totals: Mapping[str, int] | None = None,
+    host_label: str | None = None,
     timeout: float = 10.0,
     opener: Opener = _urlopen,
 ) -> Fleet:
@@ -190,8 +192,23 @@ def read_fleet(
     answers = [query(base, q, at=now, timeout=timeout, opener=opener) for q in QUERIES]
     results = QueryResults(*answers)
     return build_fleet(
-        results, now=now, max_age=max_age, expected_cards=expected_cards, source=base
+        results,
+        now=now,
+        max_age=max_age,
+        expected_cards=expected_cards,
+        card_totals=card_totals,
+        host_label=host_label,
+        source=base,
     )
+
+
+@dataclass(frozen=True)
+class _Expected:
+    """What the catalogue says of its hosts, and which label names a host."""
+
+    cards: Mapping[str, int]
+    totals: Mapping[str, int]
+    host_label: str | None
 
 
 def build_fleet(
@@ -200,17 +217,22 @@ def build_fleet(
     now: datetime,
     max_age: timedelta,
     expected_cards: Mapping[str, int] | None = None,
+    card_totals: Mapping[str, int] | None = None,
+    host_label: str | None = None,
     source: str = "Prometheus",
 ) -> Fleet:
     """One snapshot per host from the query answers.
 
     `taken_at` is the oldest sample time of the host (for gpuplan's exporter also no later than
     `gpuplan_snapshot_timestamp_seconds`, so a recorded snapshot keeps its age). A host older
-    than `max_age` is stale; a host with a missing card or figure, colliding series, implausible
-    DCGM units or a failed poll is reported as a problem and not used. `expected_cards` (from the
-    catalogue) names hosts that must be present and how many cards each has.
+    than `max_age` is stale; a host with a missing card or figure, colliding series, MIG or
+    time-sliced cards, implausible DCGM units or a failed poll is reported as a problem and not
+    used. `expected_cards` (from the catalogue) names hosts that must be present and how many
+    cards each has; `card_totals` their `card_total` (DCGM's summed totals are checked against
+    it); `host_label` the one label that names a host (else `HOST_LABELS`, then `instance`).
     """
-    built, problems, warnings = _host_snapshots(results, dict(expected_cards or {}))
+    expected = _Expected(dict(expected_cards or {}), dict(card_totals or {}), host_label)
+    built, problems, warnings = _host_snapshots(results, expected)
     fresh: list[Snapshot] = []
     stale: list[Snapshot] = []
     for snapshot in sorted(built, key=lambda s: s.host):
@@ -220,11 +242,6 @@ def build_fleet(
             problems.append(_stale(snapshot, age, max_age))
         else:
             fresh.append(snapshot)
-        if any(card.ok and card.reserved_bytes is None for card in snapshot.cards):
-            warnings.append(
-                f"{snapshot.host}: driver reserve unknown (NVML v1 figures); "
-                "used includes the reserve and CUDA total is taken as NVML total"
-            )
     return Fleet(
         source=source,
         snapshots=tuple(fresh),
@@ -235,7 +252,7 @@ def build_fleet(
 
 
 def _host_snapshots(
-    results: QueryResults, expected: Mapping[str, int]
+    results: QueryResults, expected: _Expected
 ) -> tuple[list[Snapshot], list[HostProblem], list[str]]:
     """A snapshot per host, the hosts that could not be read or are absent, and warnings.
 
@@ -244,37 +261,60 @@ def _host_snapshots(
     problems: list[HostProblem] = []
     warnings: list[str] = []
     built: list[Snapshot] = []
-    gpuplan_hosts = _group(results.gpuplan, _gpuplan_host)
-    gpuplan_times = _group(results.gpuplan_times, _gpuplan_host)
-    dcgm_hosts = _group(results.dcgm, _dcgm_host)
-    dcgm_times = _group(results.dcgm_times, _dcgm_host)
+    label = expected.host_label
+    gpuplan_hosts = _group(results.gpuplan, label, warnings)
+    gpuplan_times = _group(results.gpuplan_times, label)
+    dcgm_hosts = _group(results.dcgm, label, warnings)
+    dcgm_times = _group(results.dcgm_times, label)
 
     for host in sorted(gpuplan_hosts):
         try:
-            built.append(
-                _gpuplan_snapshot(host, gpuplan_hosts[host], gpuplan_times.get(host, []), expected)
+            snapshot = _gpuplan_snapshot(
+                host, gpuplan_hosts[host], gpuplan_times.get(host, []), expected.cards
             )
         except _HostFault as fault:
             problems.append(HostProblem(host, fault.kind, f"{host}: {fault.text}"))
+            continue
+        built.append(snapshot)
+        if any(card.ok and card.reserved_bytes is None for card in snapshot.cards):
+            warnings.append(
+                f"{host}: driver reserve unknown (NVML v1 figures); "
+                "used includes the reserve and CUDA total is taken as NVML total"
+            )
     for host in sorted(set(dcgm_hosts) - set(gpuplan_hosts)):
         try:
-            built.append(_dcgm_snapshot(host, dcgm_hosts[host], dcgm_times.get(host, []), expected))
+            snapshot, notes = _dcgm_snapshot(
+                host, dcgm_hosts[host], dcgm_times.get(host, []), expected
+            )
         except _HostFault as fault:
             problems.append(HostProblem(host, fault.kind, f"{host}: {fault.text}"))
             continue
+        built.append(snapshot)
         warnings.append(
             f"{host}: read from DCGM exporter ({DCGM_USED}/{DCGM_FREE}); no per-process data, "
             "so running seats with a `match` there count as absent (held)"
         )
-    for host in sorted(set(expected) - set(gpuplan_hosts) - set(dcgm_hosts)):
-        problems.append(
-            HostProblem(
-                host,
-                "absent",
-                f"{host}: no gpuplan_* or {DCGM_FREE} series in Prometheus for this catalogue host",
-            )
-        )
+        warnings.extend(notes)
+    seen = set(gpuplan_hosts) | set(dcgm_hosts)
+    for host in sorted(set(expected.cards) - seen):
+        problems.append(_absent(host, sorted(seen - set(expected.cards)), label))
     return built, problems, warnings
+
+
+def _absent(host: str, others: list[str], host_label: str | None) -> HostProblem:
+    """A catalogue host with no series, and where its series may be hiding."""
+    how = (
+        f"label {host_label} (--host-label)"
+        if host_label
+        else f"labels {', '.join(HOST_LABELS)}, else instance without its port"
+    )
+    text = (
+        f"{host}: absent: no gpuplan_* or {DCGM_FREE} series names it (hosts are read from {how})"
+    )
+    if others:
+        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        text += f"; Prometheus has series of hosts outside the catalogue: {shown}"
+    return HostProblem(host, "absent", text)
 
 
 def _stale(snapshot: Snapshot, age: timedelta, max_age: timedelta) -> HostProblem:
@@ -287,29 +327,55 @@ def _stale(snapshot: Snapshot, age: timedelta, max_age: timedelta) -> HostProble
     )
 
 
-def _gpuplan_host(sample: Sample) -> str | None:
-    return sample.labels.get("host") or None
+# DESIGN.md "Fleets": Prometheus renames gpuplan's own `host` to `exported_host` when the scrape
+# target sets one; dcgm-exporter names the node `Hostname` (`hostname` on its main branch since
+# it renamed the label); with none of them, the scrape target's address is all there is.
+HOST_LABELS = ("exported_host", "host", "Hostname", "hostname")
 
 
-def _dcgm_host(sample: Sample) -> str | None:
-    # dcgm-exporter names the node in `Hostname`; a relabelled `host` wins, else the target.
-    labels = sample.labels
-    host = labels.get("host") or labels.get("Hostname")
-    if host:
-        return host
+def host_of(labels: Mapping[str, str], host_label: str | None = None) -> str | None:
+    """The host a series belongs to: `host_label` alone when given, else DESIGN.md's order."""
+    if host_label is not None:
+        return labels.get(host_label) or None
+    for name in HOST_LABELS:
+        value = labels.get(name)
+        if value:
+            return value
     instance = labels.get("instance", "")
-    return instance.rsplit(":", 1)[0] or None
+    if instance.startswith("[") and "]" in instance:  # [::1]:9400
+        return instance[1 : instance.index("]")] or None
+    return instance.rsplit(":", 1)[0] if ":" in instance else (instance or None)
 
 
 def _group(
-    samples: Iterable[Sample], host_of: Callable[[Sample], str | None]
+    samples: Iterable[Sample], host_label: str | None, warnings: list[str] | None = None
 ) -> dict[str, list[Sample]]:
+    """Samples by host; with --host-label, series lacking that label are counted in a warning."""
     grouped: dict[str, list[Sample]] = defaultdict(list)
+    unnamed: list[Sample] = []
     for sample in samples:
-        host = host_of(sample)
-        if host is not None:
+        host = host_of(sample.labels, host_label)
+        if host is None:
+            unnamed.append(sample)
+        else:
             grouped[host].append(sample)
+    if unnamed and warnings is not None:
+        first = unnamed[0]
+        lacking = f"no {host_label} label" if host_label else "no host label and no instance"
+        warnings.append(
+            f"{len(unnamed)} series have {lacking} and are left out "
+            f"(first: {first.name} from {first.where()})"
+        )
     return grouped
+
+
+# Labels that tell two series of one card apart, in the order a collision message names them.
+# dcgm-exporter writes MIG instances as GPU_I_ID / GPU_I_PROFILE, and a card time-sliced among
+# pods once per pod (pod, namespace, container, vgpu; exported_* after a Kubernetes scrape).
+_MIG_LABELS = ("GPU_I_ID", "GPU_I_PROFILE")
+_POD_LABELS = ("pod", "exported_pod", "namespace", "exported_namespace", "container", "vgpu")
+_WHERE_LABELS = ("instance", "job", *_MIG_LABELS, *_POD_LABELS)
+WHOLE_CARDS = "MIG / time-slicing: gpuplan plans whole cards"
 
 
 def _index(samples: list[Sample], keys: tuple[str, ...]) -> dict[tuple[str, ...], Sample]:
@@ -318,15 +384,50 @@ def _index(samples: list[Sample], keys: tuple[str, ...]) -> dict[tuple[str, ...]
     for sample in samples:
         key = (sample.name, *(sample.labels.get(k, "") for k in keys))
         if key in seen:
-            first = seen[key]
             ident = ",".join(f'{k}="{v}"' for k, v in zip(keys, key[1:], strict=True))
-            raise _HostFault(
-                "collision",
-                f"{sample.name}{{{ident}}} comes from two series: {first.where()} and "
-                f"{sample.where()}; give each exporter its own host label",
+            raise _collision(
+                f"{sample.name}{{{ident}}}" if ident else sample.name, seen[key], sample
             )
         seen[key] = sample
     return seen
+
+
+def _collision(series: str, first: Sample, second: Sample) -> _HostFault:
+    """Two series with one identity: name the labels that differ, and MIG or time-slicing as such."""
+    differing = [
+        name
+        for name in sorted(set(first.labels) | set(second.labels), key=_label_rank)
+        if name != "__name__" and first.labels.get(name, "") != second.labels.get(name, "")
+    ]
+    shown = ", ".join(
+        f"{name} {first.labels.get(name, '')!r} vs {second.labels.get(name, '')!r}"
+        for name in differing[:4]
+    )
+    text = f"{series} comes from two series that differ in {shown or 'nothing but their samples'}"
+    if any(name in _MIG_LABELS or name in _POD_LABELS for name in differing):
+        return _HostFault("mig", f"{text}: the card is shared out; {WHOLE_CARDS}")
+    return _HostFault(
+        "collision",
+        f"{text}: two exporters answer for one host; give each its own host label "
+        "(or pick another with --host-label)",
+    )
+
+
+def _label_rank(name: str) -> tuple[int, str]:
+    return (_WHERE_LABELS.index(name) if name in _WHERE_LABELS else len(_WHERE_LABELS), name)
+
+
+def _no_mig(samples: list[Sample]) -> None:
+    """A DCGM series of a MIG instance describes a slice of the card, never the whole of it."""
+    for sample in samples:
+        labels = sample.labels
+        if labels.get("GPU_I_ID") or labels.get("GPU_I_PROFILE"):
+            raise _HostFault(
+                "mig",
+                f"gpu {labels.get('gpu', '?')} is in MIG mode ({sample.name} has GPU_I_PROFILE "
+                f"{labels.get('GPU_I_PROFILE', '')!r}, GPU_I_ID {labels.get('GPU_I_ID', '')!r}); "
+                f"{WHOLE_CARDS}",
+            )
 
 
 def _number(sample: Sample, host: str) -> float:
@@ -368,17 +469,18 @@ def _gpuplan_snapshot(
     host: str, samples: list[Sample], times: list[Sample], expected: Mapping[str, int]
 ) -> Snapshot:
     per_host, per_card, per_process = _gpuplan_series(samples)
-    host_series = _index(per_host, ("host",))
-    card_series = _index(per_card, ("host", "gpu"))
-    process_series = _index(per_process, ("host", "gpu", "pid"))
+    # Grouped by host already: a host's series are told apart by name, card and pid.
+    host_series = _index(per_host, ())
+    card_series = _index(per_card, ("gpu",))
+    process_series = _index(per_process, ("gpu", "pid"))
 
-    success = host_series.get((m.POLL_SUCCESS, host))
+    success = host_series.get((m.POLL_SUCCESS,))
     if success is not None and _number(success, host) != 1:
         raise _HostFault(
             "poll", f"the exporter at {success.where()} could not read NVML ({m.POLL_SUCCESS} 0)"
         )
 
-    declared = host_series.get((m.HOST_CARDS, host))
+    declared = host_series.get((m.HOST_CARDS,))
     count = _bytes(declared, host) if declared is not None else expected.get(host)
     by_card = _gpuplan_by_card(card_series, samples, count)
     processes = _gpuplan_processes(process_series, host)
@@ -393,10 +495,10 @@ def _gpuplan_snapshot(
         )
 
     moments = [_number(t, host) for t in times]
-    recorded = host_series.get((m.SNAPSHOT_TIMESTAMP, host))
+    recorded = host_series.get((m.SNAPSHOT_TIMESTAMP,))
     if recorded is not None:
         moments.append(_number(recorded, host))
-    info = host_series.get((m.HOST_INFO, host))
+    info = host_series.get((m.HOST_INFO,))
     labels = info.labels if info is not None else {}
     return _snapshot(
         host,
@@ -430,7 +532,7 @@ def _gpuplan_by_card(
 ) -> dict[int, dict[str, Sample]]:
     """Card index -> metric -> sample; every card up to `count` must have series."""
     by_card: dict[int, dict[str, Sample]] = defaultdict(dict)
-    for (metric, _host, _gpu), sample in card_series.items():
+    for (metric, _gpu), sample in card_series.items():
         by_card[_card_index(sample)][metric] = sample
     if not by_card:
         raise _HostFault(
@@ -503,14 +605,21 @@ def _gpuplan_card(
     )
 
 
+# DCGM rounds used, free and reserved to whole MiB each: their sum may miss the card's total by
+# up to 3 MiB (1 MiB short on real L40S figures), so a catalogue card_total this close is the card's.
+DCGM_TOTAL_TOLERANCE_BYTES = 4 * MIB
+
+
 def _dcgm_snapshot(
-    host: str, samples: list[Sample], times: list[Sample], expected: Mapping[str, int]
-) -> Snapshot:
+    host: str, samples: list[Sample], times: list[Sample], expected: _Expected
+) -> tuple[Snapshot, list[str]]:
+    """The host's snapshot from DCGM's figures, and what the reader had to assume to build it."""
+    _no_mig(samples)
     series = _index(samples, ("gpu",))
     by_card: dict[int, dict[str, Sample]] = defaultdict(dict)
     for (name, _gpu), sample in series.items():
         by_card[_card_index(sample)][name] = sample
-    missing = _missing_cards(by_card, expected.get(host))
+    missing = _missing_cards(by_card, expected.cards.get(host))
     if missing:
         raise _HostFault(
             "incomplete",
@@ -522,7 +631,8 @@ def _dcgm_snapshot(
         raise _HostFault(
             "incomplete", f"gpu {without[0]} lacks {DCGM_RESERVED} (other cards have it)"
         )
-    cards = [_dcgm_card(host, index, by_card[index]) for index in sorted(by_card)]
+    card_total = expected.totals.get(host)
+    cards = [_dcgm_card(host, index, by_card[index], card_total) for index in sorted(by_card)]
     moments = [_number(t, host) for t in times]
     driver = next(
         (
@@ -532,10 +642,30 @@ def _dcgm_snapshot(
         ),
         None,
     )
-    return _snapshot(host, moments, cards, driver=driver, nvml_version=None)
+    notes = _dcgm_notes(host, by_card, card_total)
+    return _snapshot(host, moments, cards, driver=driver, nvml_version=None), notes
 
 
-def _dcgm_card(host: str, index: int, card_series: Mapping[str, Sample]) -> Card:
+def _dcgm_notes(
+    host: str, by_card: Mapping[int, Mapping[str, Sample]], card_total: int | None
+) -> list[str]:
+    """What a DCGM host's figures leave unknown: the driver reserve, where it is not exported."""
+    if any(DCGM_RESERVED in figures for figures in by_card.values()):
+        return []
+    total = (
+        f"NVML total taken from hosts.{host}.card_total"
+        if card_total is not None
+        else "NVML total taken as used + free, which leaves out the unknown reserve"
+    )
+    return [
+        f"{host}: no {DCGM_RESERVED} series, so the driver reserve is unknown; {total}, and the "
+        f"CUDA total as that total (the stricter for vLLM's gate); export {DCGM_RESERVED} to know it"
+    ]
+
+
+def _dcgm_card(
+    host: str, index: int, card_series: Mapping[str, Sample], card_total: int | None
+) -> Card:
     """One card from DCGM's MiB figures: used and free must be there, total is summed if absent."""
     lacking = [n for n in (DCGM_USED, DCGM_FREE) if n not in card_series]
     if lacking:
@@ -558,15 +688,28 @@ def _dcgm_card(host: str, index: int, card_series: Mapping[str, Sample]) -> Card
         index=index,
         uuid=first.labels.get("UUID") or None,
         name=first.labels.get("modelName") or None,
-        # NVML: total = reserved + used + free (v2); without a reserve, used includes it.
-        # Whole MiB round each part, so their sum can miss the true total by up to 3 MiB.
-        total_bytes=figures["total"] or used + free + (reserved or 0),
+        total_bytes=figures["total"] or _dcgm_total(used, free, reserved, card_total),
         reserved_bytes=reserved,
         used_bytes=used,
         free_bytes=free,
         utilization_percent=None,
         processes=(),
     )
+
+
+def _dcgm_total(used: int, free: int, reserved: int | None, card_total: int | None) -> int:
+    """NVML total = reserved + used + free (v2), each part in whole MiB.
+
+    With the reserve, a catalogue card_total within DCGM_TOTAL_TOLERANCE_BYTES of the sum is
+    the exact total. Without it the sum lacks the reserve: card_total, when the sum is not above
+    it, is the total; else the sum (and the catalogue check says how far apart they are).
+    """
+    summed = used + free + (reserved or 0)
+    if card_total is None:
+        return summed
+    if reserved is not None:
+        return card_total if abs(summed - card_total) <= DCGM_TOTAL_TOLERANCE_BYTES else summed
+    return card_total if summed <= card_total + DCGM_TOTAL_TOLERANCE_BYTES else summed
 
 
 def _dcgm_bytes(host: str, index: int, reading: Sample | None) -> int | None:

@@ -14,11 +14,13 @@ from typing import Any, Literal
 from inventory.attribution import host_seats, match_seat
 from inventory.snapshot import Snapshot
 from placement.check.compose import ComposeError, ComposeFile, ComposeService, resolve_cards
+from placement.check.nearest import with_nearest
 from placement.check.outside import (
     CheckResult,
     Placement,
     check_seat,
     check_service,
+    did_you_mean,
     judge,
     pick_snapshot,
 )
@@ -134,7 +136,8 @@ def judge_deploy(
         for verdict in [alone[name]]
         for replica in range(replicas.get(name, 1) if verdict.result is not None else 1)
     ]
-    return DeployResult(compose.path, _together(catalogue, judged, replicas), compose.skipped)
+    together = _together(catalogue, snapshots, judged, replicas)
+    return DeployResult(compose.path, together, compose.skipped)
 
 
 def _alone(
@@ -173,7 +176,8 @@ def _catalogue_seat(
                 service.path,
                 service.name,
                 "x-gpuplan-seat",
-                f"{service.seat!r} names no seat of the catalogue",
+                f"{service.seat!r} names no seat of the catalogue"
+                + did_you_mean(service.seat, [s.name for s in catalogue.seats]),
             ) from None
     hosts = sorted({snapshot.host for snapshot in snapshots})
     candidates = [seat for name in hosts for seat in host_seats(catalogue, name)]
@@ -212,6 +216,7 @@ def _stopped(snapshot: Snapshot, names: set[str]) -> Snapshot:
 
 def _together(
     catalogue: Catalogue,
+    snapshots: Sequence[Snapshot],
     judged: Sequence[tuple[ServiceVerdict, int]],
     replicas: dict[str, int],
 ) -> tuple[ServiceVerdict, ...]:
@@ -243,12 +248,10 @@ def _together(
             joint, warnings=tuple(dict.fromkeys([*result.verdict.warnings, *joint.warnings]))
         )
         shown = replica if replicas.get(verdict.service, 1) > 1 else None
-        out.append(
-            ServiceVerdict(
-                verdict.service,
-                joint.verdict,
-                replace(result, verdict=joint, seat=mine.seat),
-                replica=shown,
-            )
+        # Where it is refused: other cards that take it beside the rest of the deploy.
+        seen = [snapshot if s.host == snapshot.host else s for s in snapshots]
+        mine_result = with_nearest(
+            catalogue, seen, replace(result, verdict=joint, seat=mine.seat), others
         )
+        out.append(ServiceVerdict(verdict.service, joint.verdict, mine_result, replica=shown))
     return tuple(out)

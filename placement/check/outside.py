@@ -10,14 +10,15 @@ from placement.check.seat import (
     CheckResult,
     check_seat,
     check_service,
+    did_you_mean,
     inputs_digest,
     pick_snapshot,
     result_json,
     worst_exit,
 )
 from placement.fit.verdict import CardFigures, Reason, Verdict
-from placement.fit.verify import Placement, judge
-from placement.plan.problem import check_snapshots, load_add_file
+from placement.fit.verify import Placement, host_catalogues, judge
+from placement.plan.problem import check_snapshots, load_add_file, new_seats
 
 __all__ = [
     "CardFigures",
@@ -28,9 +29,12 @@ __all__ = [
     "check_seat",
     "check_service",
     "check_snapshots",
+    "did_you_mean",
+    "host_catalogues",
     "inputs_digest",
     "judge",
     "load_add_file",
+    "new_seats",
     "pick_snapshot",
     "result_json",
     "worst_exit",

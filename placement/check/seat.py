@@ -6,6 +6,7 @@ what it adds is the warnings that do not refuse (LoRA, util vs resident, compose
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -15,6 +16,7 @@ from typing import Any
 from inventory.attribution import attribute, host_seats, match_seat
 from inventory.snapshot import Process, Snapshot, format_utc
 from placement.check.compose import ComposeError, ComposeService, resolve_cards
+from placement.check.elsewhere import Elsewhere
 from placement.decisions import inputs_digest as digest_of
 from placement.fit.capacity import cuda_context_bytes, cuda_total
 from placement.fit.engines import cover_target, format_util, requested_bytes, util_decimal
@@ -37,6 +39,8 @@ class CheckResult:
     snapshot: Snapshot
     resident_known: bool = True
     service: str | None = None
+    # Other cards and hosts that would take the seat, where it was refused (placement.check.nearest).
+    elsewhere: tuple[Elsewhere, ...] = ()
 
     @property
     def exit_code(self) -> Exit:
@@ -50,6 +54,8 @@ class CheckResult:
         data["resident_bytes"] = self.seat.resident_bytes if self.resident_known else None
         if self.service is not None:
             data["service"] = self.service
+        if self.verdict.verdict == "refuse":
+            data["nearest_cards"] = [e.to_json() for e in self.elsewhere]
         data["snapshot"] = {
             "host": self.snapshot.host,
             "taken_at": format_utc(self.snapshot.taken_at),
@@ -76,6 +82,12 @@ def worst_exit(results: Sequence[CheckResult]) -> Exit:
     return max((result.exit_code for result in results), default=Exit.OK)
 
 
+def did_you_mean(word: str, names: Sequence[str]) -> str:
+    """`; did you mean vllm-voices?` for a misspelt name, from difflib's close matches; else ""."""
+    close = difflib.get_close_matches(word, list(names), n=3)
+    return f"; did you mean {' or '.join(close)}?" if close else ""
+
+
 def pick_snapshot(snapshots: Sequence[Snapshot], host: str | None) -> Snapshot:
     """The snapshot of `host`; the only one when no host is named. BadInputError otherwise."""
     hosts = [snapshot.host for snapshot in snapshots]
@@ -86,7 +98,9 @@ def pick_snapshot(snapshots: Sequence[Snapshot], host: str | None) -> Snapshot:
         if len(snapshots) == 1:
             # The verifier refuses it with rule `host`, naming both.
             return snapshots[0]
-        raise BadInputError(f"no snapshot of host {host} (snapshots of {', '.join(hosts)})")
+        raise BadInputError(
+            f"no snapshot of host {host}{did_you_mean(host, hosts)} (snapshots of {', '.join(hosts)})"
+        )
     if len(snapshots) == 1:
         return snapshots[0]
     raise BadInputError(f"snapshots of several hosts ({', '.join(hosts)}): pass --host")
@@ -119,8 +133,11 @@ def check_seat(
     try:
         seat = catalogue.seat(name)
     except KeyError:
-        names = ", ".join(s.name for s in catalogue.seats) or "none"
-        raise BadInputError(f"no seat named {name!r} in the catalogue (seats: {names})") from None
+        names = [s.name for s in catalogue.seats]
+        raise BadInputError(
+            f"no seat named {name!r} in the catalogue{did_you_mean(name, names)} "
+            f"(seats: {', '.join(names) or 'none'}; a seat not in the catalogue yet: --add SEAT.yaml)"
+        ) from None
     snapshot = pick_snapshot(snapshots, host or seat.host)
     if cards is None:
         if seat.pinned_cards is None:
@@ -240,7 +257,8 @@ def _catalogue_seat(
                 service.path,
                 service.name,
                 "x-gpuplan-seat",
-                f"{service.seat!r} names no seat of the catalogue",
+                f"{service.seat!r} names no seat of the catalogue"
+                + did_you_mean(service.seat, [s.name for s in catalogue.seats]),
             ) from None
     hosts = {snapshot.host for snapshot in snapshots}
     candidates = [seat for host in sorted(hosts) for seat in host_seats(catalogue, host)]

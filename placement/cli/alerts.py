@@ -12,9 +12,7 @@ import tempfile
 from pathlib import Path
 
 from placement.cli.sources import add_catalogue_argument, load_catalogue_argument
-from placement.report.alerts import DEFAULT_FOR, build_alerts, parse_for, render_rules
-from placement.report.rows import parse_threshold
-from placement.report.thresholds import DRIFT_BYTES, DRIFT_PERCENT
+from placement.report.thresholds import DEFAULT_FOR, DRIFT_BYTES, DRIFT_PERCENT
 from seats.errors import BadInputError
 from seats.units import format_bytes
 
@@ -52,6 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print or write the rule file; 0, or 2 for bad input."""
+    # Imported here: they pull in prometheus_client, which every other command can do without.
+    from placement.report.alerts import build_alerts, parse_for, render_rules
+    from placement.report.rows import parse_threshold
+
     for_ = parse_for(args.for_)
     threshold = parse_threshold(args.drift_threshold)
     if args.out is not None and Path(args.out).is_dir():

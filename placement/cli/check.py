@@ -122,6 +122,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="P",
         help="with --compose: include the services of profile P (repeatable)",
     )
+    parser.add_argument(
+        "--add",
+        action="append",
+        default=[],
+        metavar="SEAT.yaml",
+        help="judge a seat not in the catalogue yet (as plan --add); with --compose, "
+        "`x-gpuplan-seat` may name it (repeatable)",
+    )
     parser.add_argument("--host", metavar="H", help="the host, where the snapshots cover several")
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
     parser.add_argument(
@@ -150,7 +158,7 @@ def _validate(args: argparse.Namespace) -> None:
             f"--ledger took {args.ledger!r} as its file (there is none) and no seat is named: "
             f"put the seat first (gpuplan check {args.ledger} --gpu N --ledger [DB])"
         )
-    if args.compose is None and args.seat is None:
+    if args.compose is None and args.seat is None and not args.add:
         raise BadInputError(
             "name a seat (gpuplan check SEAT --gpu N) or a compose file (--compose FILE)"
         )
@@ -178,7 +186,9 @@ def _validate(args: argparse.Namespace) -> None:
 def _cards_to_judge(args: argparse.Namespace, catalogue: Catalogue, now: datetime) -> Cards:
     """The snapshots to judge on. From a ledger, staleness is checked per snapshot used, later."""
     source = source_options(args)
-    if source.ledger:
+    if source.snapshots or source.live or source.prometheus:
+        source = replace(source, ledger=None)  # its holds are read inside the approval
+    elif source.ledger:
         source = replace(source, max_age=timedelta.max)
     host = _checked_host(args, catalogue)
     return resolve_snapshots(
@@ -203,7 +213,8 @@ def run(args: argparse.Namespace) -> int:
 
     _validate(args)
     now = utc_now()
-    catalogue = load_catalogue_argument(args)
+    catalogue = _with_added(args, load_catalogue_argument(args))
+    _known_host(args, catalogue)
     cards = _cards_to_judge(args, catalogue, now)
     # Card count vs the catalogue is bad input; a host the catalogue lacks only warns.
     origins = [cards.origin(s.host) for s in cards.snapshots]
@@ -219,6 +230,37 @@ def run(args: argparse.Namespace) -> int:
     return int(outcome.exit_code)
 
 
+def _with_added(args: argparse.Namespace, catalogue: Catalogue) -> Catalogue:
+    """The catalogue with the --add files' seats in it (checked as plan checks them); picks SEAT.
+
+    With no SEAT and no --compose, the --add files must hold one seat: it is the one judged.
+    """
+    if not args.add:
+        return catalogue
+    from placement.check.outside import load_add_file, new_seats
+
+    adds = [(path, seat) for path in args.add for seat in load_add_file(path)]
+    added = tuple(new.seat for new in new_seats(catalogue, adds) if new.origin != "catalogue")
+    if args.compose is None and args.seat is None:
+        if len(added) != 1:
+            names = ", ".join(seat.name for seat in added)
+            raise BadInputError(f"--add gives {len(added)} seats ({names}): name the one to check")
+        args.seat = added[0].name
+    return catalogue.model_copy(update={"seats": (*catalogue.seats, *added)})
+
+
+def _known_host(args: argparse.Namespace, catalogue: Catalogue) -> None:
+    """--host names a host of the catalogue (DESIGN.md "Fleets"), or says which it might mean."""
+    from placement.check.outside import did_you_mean
+
+    if args.host is not None and args.host not in catalogue.hosts:
+        hosts = list(catalogue.hosts)
+        raise BadInputError(
+            f"--host {args.host}: not a host of the catalogue{did_you_mean(args.host, hosts)} "
+            f"(hosts: {', '.join(hosts)})"
+        )
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What a check judged: its results (one per seat), its exit, and how it prints itself."""
@@ -232,7 +274,8 @@ Judge = Callable[[Sequence["Snapshot"]], Outcome]
 
 
 def _seat_judge(args: argparse.Namespace, catalogue: Catalogue) -> Judge:
-    """`check SEAT --gpu N`: one verdict."""
+    """`check SEAT --gpu N`: one verdict; a refusal names the nearest other cards that take it."""
+    from placement.check.nearest import with_nearest
     from placement.check.outside import check_seat, result_json
     from placement.cli.check_text import render
 
@@ -247,6 +290,7 @@ def _seat_judge(args: argparse.Namespace, catalogue: Catalogue) -> Judge:
             kv_cache_bytes=args.kv_cache_bytes,
             resident_bytes=args.resident_bytes,
         )
+        result = with_nearest(catalogue, snapshots, result)
 
         def show(as_json: bool, cards: Cards) -> None:
             if as_json:

@@ -85,6 +85,7 @@ def render(result: CheckResult, source: str) -> str:
     ]
     if verdict.nearest:
         lines.append("  nearest: " + " · or ".join(verdict.nearest))
+    lines.extend(f"  nearest: {elsewhere.text()}" for elsewhere in result.elsewhere)
     if verdict.flags:
         lines.append("  flags: " + " ".join(verdict.flags))
     lines.extend(f"  warning: {warning}" for warning in verdict.warnings)

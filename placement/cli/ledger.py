@@ -42,9 +42,13 @@ examples:
   GPUPLAN_CATALOGUE=fleet.yaml gpuplan ledger --live --json
   gpuplan ledger --catalogue fleet.yaml --ledger gpuplan-ledger.sqlite
 
+With a catalogue only its hosts are shown; any other host is ignored, and a
+catalogue host that could not be read (absent, stale, incomplete, MIG or
+time-sliced) is listed as unusable (also in --json: ignored_hosts, unusable_hosts).
+
 exit codes: 0 shown; 2 bad input (no catalogue, a bad catalogue or snapshot, a
 snapshot that contradicts the catalogue); 3 cannot decide (no NVML, a missing
-ledger, a snapshot older than --max-age)."""
+ledger, a snapshot older than --max-age, no catalogue host usable)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,7 +74,12 @@ def run(args: argparse.Namespace) -> int:
     for warning in view.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if args.json:
-        print(json.dumps(ledger_json(view), indent=2))
+        print(json.dumps({**ledger_json(view), **cards.hosts_json()}, indent=2))
     else:
+        hosts = cards.hosts_lines()
+        sys.stdout.write(
+            "".join(f"{line}\n" for line in hosts) + ("\n" if hosts and view.hosts else "")
+        )
         sys.stdout.write(render_ledger(view))
-    return Exit.OK
+    # Nothing to show is nothing decided: every catalogue host unusable.
+    return Exit.OK if view.hosts else Exit.CANNOT_DECIDE

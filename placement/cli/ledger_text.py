@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from inventory.snapshot import format_utc
 from placement.cli.render import Align, b, table
+from placement.fit.capacity import HeldPart
 from placement.report.ledger_view import CardRow, HostView, LedgerView
 from seats.units import format_mib
 
@@ -93,14 +94,19 @@ def _card_table(cards: Sequence[CardRow]) -> str:
     return table(rows, _CARD_HEADERS, align)
 
 
+def _held_part(part: HeldPart) -> str:
+    """`flash-next-hold (reserve, 94.97 GiB)`, or a hold: `tts-a (hold: 3.00 GiB approved …)`."""
+    if part.kind == "hold":
+        return f"{part.name} (hold: {b(part.bytes)} {part.note})"
+    return (
+        f"{part.name} ({'reserve' if part.kind == 'reserve' else 'absent seat'}, {b(part.bytes)})"
+    )
+
+
 def _held_table(cards: Sequence[CardRow]) -> str:
     rows = []
     for card in cards:
-        held = ", ".join(
-            f"{part.name} ({'reserve' if part.kind == 'reserve' else 'absent seat'}, "
-            f"{b(part.bytes)})"
-            for part in card.held_by
-        )
+        held = ", ".join(_held_part(part) for part in card.held_by)
         rows.append([card.index, held or "-", ", ".join(card.seats) or "-"])
     return table(rows, ["card", "held by", "declared seats"], ["left", "left", "left"])
 

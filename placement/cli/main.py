@@ -31,6 +31,7 @@ COMMANDS: tuple[str, ...] = (
     "demo-ledger",
     "exporter",
     "alerts",
+    "learn",
     "schema",
 )
 

@@ -111,6 +111,9 @@ def _verdict_lines(verdict: Verdict, multi_host: bool) -> list[str]:
         label = "cards" if len(verdict.cards) > 1 else "card"
         flags = "   " + " ".join(verdict.flags) if verdict.flags else ""
         out.append(f"PLACED   {verdict.seat} → {verdict.host} {label} {cards}{flags}")
+    elif verdict.verdict == "unknown":
+        out.append(f"UNKNOWN  {verdict.seat}: cannot be judged")
+        out.extend(f"  {reason.text}" for reason in verdict.reasons)
     else:
         out.append(f"REFUSED  {verdict.seat} ({b(verdict.need_bytes)}): {headline(verdict)}")
         out.extend(_reason_line(reason, multi_host) for reason in verdict.reasons)

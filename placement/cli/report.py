@@ -26,6 +26,7 @@ from seats.errors import BadInputError, CannotDecideError
 if TYPE_CHECKING:
     from inventory.ledger.store import Ledger
     from inventory.snapshot import Snapshot
+    from placement.report.from_prometheus import LedgerRecords
     from placement.report.rows import ChartSeries, DriftThreshold, Report, Window
     from seats.model import Catalogue
 
@@ -43,8 +44,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ledger",
         metavar="DB",
-        default=DEFAULT_LEDGER,
-        help=f"the SQLite ledger to read (default {DEFAULT_LEDGER})",
+        default=None,
+        help=f"the SQLite ledger to read (default {DEFAULT_LEDGER}); with --prometheus, the "
+        "ledger whose decisions and holds the report adds",
+    )
+    parser.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="build the report from this Prometheus's series of gpuplan's exporter (and DCGM's) "
+        "instead of a ledger of snapshots; the catalogue's hosts only",
+    )
+    parser.add_argument(
+        "--step",
+        type=parse_age,
+        default=None,
+        metavar="AGE",
+        help="with --prometheus: the resolution of per-seat sums, first/last times and broken "
+        "reserves (default 1m); larger is lighter on Prometheus",
     )
     add_catalogue_argument(parser)
     window = parser.add_mutually_exclusive_group()
@@ -63,7 +79,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--until",
         metavar="ISO",
-        help="end of a --since window, e.g. 2026-09-16T14:00:00Z (default: the newest snapshot)",
+        help="end of a --since window, e.g. 2026-09-16T14:00:00Z (default: the newest snapshot;"
+        " with --prometheus, now)",
     )
     parser.add_argument(
         "--format", choices=("md", "html", "json"), default="md", help="output format (default md)"
@@ -114,6 +131,10 @@ def run(args: argparse.Namespace) -> int:
         # process aggregates, on the second core and without sharing a GIL.
         drawer = _Drawer.start()
     try:
+        if args.prometheus:
+            return _prometheus_report(args, catalogue, threshold, week, until, now, drawer)
+        if args.step is not None:
+            raise BadInputError("--step goes with --prometheus")
         return _build_and_emit(args, catalogue, threshold, week, until, now, drawer)
     finally:
         if drawer is not None:
@@ -135,6 +156,7 @@ def _build_and_emit(
     from placement.report.figures import build_report, verifier_probe
     from placement.report.rows import window_since
 
+    args.ledger = args.ledger or DEFAULT_LEDGER
     with open_ledger(args.ledger, readonly=True) as ledger:
         span = ledger_span(ledger.connection)
         if span is None:
@@ -155,6 +177,69 @@ def _build_and_emit(
         )
         demo = demo_note(ledger.connection)
     return _emit(report, args.format, args.out, demo, drawer)
+
+
+def _prometheus_report(
+    args: argparse.Namespace,
+    catalogue: Catalogue,
+    threshold: DriftThreshold,
+    week: Window | None,
+    until: int | None,
+    now: datetime,
+    drawer: _Drawer | None,
+) -> int:
+    """The report from Prometheus's series; --ledger adds its decisions and active holds."""
+    import time
+
+    from inventory.prometheus.range import PromClient
+    from placement.report.figures import verifier_probe
+    from placement.report.from_prometheus import build_prometheus_report
+    from placement.report.rows import window_since
+
+    step = int(args.step.total_seconds()) if args.step is not None else 60
+    if step < 1:
+        raise BadInputError("--step must be at least 1s")
+    window = week or window_since(
+        args.since or timedelta(days=7), until if until is not None else int(now.timestamp())
+    )
+    records = _ledger_records(args.ledger, window, now) if args.ledger else None
+    started = time.perf_counter()
+    report, answers = build_prometheus_report(
+        PromClient(args.prometheus),
+        catalogue,
+        window,
+        now=now,
+        step_s=step,
+        threshold=threshold,
+        probe=verifier_probe,
+        records=records,
+        on_charts=drawer.send if drawer is not None else None,
+    )
+    if os.environ.get("GPUPLAN_TIMINGS"):
+        stats = answers.stats
+        print(
+            f"timings: {stats.queries} queries, {answers.wall_s:.2f} s until every answer was in "
+            f"({stats.wait_s:.2f} s of waiting summed over parallel queries), report built "
+            f"{time.perf_counter() - started:.2f} s after the first query",
+            file=sys.stderr,
+        )
+        for seconds, promql in stats.slowest:
+            print(f"  {seconds:6.2f} s  {promql[:160]}", file=sys.stderr)
+    return _emit(report, args.format, args.out, None, drawer)
+
+
+def _ledger_records(path: str, window: Window, now: datetime) -> LedgerRecords:
+    """The decisions in the window and the holds active now, from the ledger at `path`."""
+    from inventory.ledger.report_queries import decisions_in
+    from inventory.ledger.store import open_ledger
+    from placement.report.from_prometheus import LedgerRecords, hold_rows
+
+    with open_ledger(path, readonly=True) as ledger:
+        return LedgerRecords(
+            name=str(path),
+            decisions=tuple(decisions_in(ledger.connection, window.start_s, window.end_s)),
+            holds=hold_rows(ledger.holds(now)),
+        )
 
 
 def _latest_in(

@@ -11,8 +11,10 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 from inventory.snapshot import Snapshot, load_snapshot
 from seats.errors import BadInputError, CannotDecideError
@@ -101,6 +103,13 @@ def add_source_arguments(parser: argparse.ArgumentParser, *, multiple: bool = Fa
         help="read every host's cards from a Prometheus server (gpuplan exporter or DCGM metrics)",
     )
     parser.add_argument(
+        "--host-label",
+        metavar="NAME",
+        default=None,
+        help="with --prometheus: the label that names a series' host (default: exported_host, "
+        "host, Hostname, hostname, else instance without its port)",
+    )
+    parser.add_argument(
         "--max-age",
         type=parse_age,
         default=None,
@@ -150,6 +159,7 @@ class SourceOptions:
     prometheus: str | None = None
     max_age: timedelta | None = None
     host: str | None = None
+    host_label: str | None = None
 
 
 def source_options(args: argparse.Namespace) -> SourceOptions:
@@ -163,7 +173,25 @@ def source_options(args: argparse.Namespace) -> SourceOptions:
         prometheus=getattr(args, "prometheus", None) or None,
         max_age=getattr(args, "max_age", None),
         host=host if isinstance(host, str) and host else None,
+        host_label=getattr(args, "host_label", None) or None,
     )
+
+
+@dataclass(frozen=True)
+class Unusable:
+    """A catalogue host nothing is decided on, and why.
+
+    `kind`: absent, stale, incomplete, collision, mig (MIG or time-sliced cards), units or poll.
+    """
+
+    host: str
+    kind: str
+    reason: str
+
+    @property
+    def text(self) -> str:
+        """`host: reason`, as warnings print it."""
+        return f"{self.host}: {self.reason}"
 
 
 @dataclass(frozen=True)
@@ -171,16 +199,34 @@ class Cards:
     """The snapshots a source gave (one per host), each host's origin label, and the hosts left out.
 
     `origins`: host → where its snapshot came from (`NVML`, `ledger DB`, `Prometheus URL`, a file).
-    `unusable`: host → why it was left out (Prometheus: stale or incomplete); nothing is planned there.
+    `unusable`: catalogue host → why nothing is decided there (absent, stale, incomplete …).
+    `ignored`: hosts the source names that the catalogue does not describe (DESIGN.md "Fleets").
     """
 
     snapshots: tuple[Snapshot, ...]
     origins: Mapping[str, str] = field(default_factory=dict)
-    unusable: Mapping[str, str] = field(default_factory=dict)
+    unusable: Mapping[str, Unusable] = field(default_factory=dict)
+    ignored: tuple[str, ...] = ()
 
     def origin(self, host: str) -> str:
         """The origin label of `host`'s snapshot."""
         return self.origins.get(host, "snapshot file")
+
+    def hosts_json(self) -> dict[str, Any]:
+        """`ignored_hosts` and `unusable_hosts`, the keys every command's --json carries."""
+        return {
+            "ignored_hosts": list(self.ignored),
+            "unusable_hosts": [
+                {"host": u.host, "kind": u.kind, "reason": u.reason} for u in self.unusable.values()
+            ],
+        }
+
+    def hosts_lines(self) -> list[str]:
+        """The same for people: one line per unusable host, one for the ignored ones."""
+        lines = [f"unusable host {u.host} ({u.kind}): {u.reason}" for u in self.unusable.values()]
+        if self.ignored:
+            lines.append(f"ignored (not in the catalogue): {', '.join(self.ignored)}")
+        return lines
 
 
 def resolve_snapshots(
@@ -191,20 +237,96 @@ def resolve_snapshots(
     needed_host: str | None = None,
     every_host_needed: bool = False,
 ) -> Cards:
-    """The snapshots the options name: one per host, with its origin label (no holds attached).
+    """The snapshots the options name: one per host, with its origin label and --ledger's holds.
 
     --snapshot FILE: read the file (a stale one warns, exits 3 only with --max-age).
-    --live: NVML now. --ledger DB: the latest snapshot per host (exit 3 past --max-age, default 15m).
-    --prometheus URL: every usable host; a host left out is exit 3 when it is `needed_host`
-    (or any host, with `every_host_needed`), else a warning.
+    --live: NVML now. --ledger DB: the latest snapshot per host (past --max-age, default 15m, a
+    host is unusable; without a catalogue, exit 3). --prometheus URL: every usable host.
+    With a catalogue only its hosts are used (DESIGN.md "Fleets"): any other is ignored, and a
+    catalogue host with no usable snapshot is unusable. A host the source itself could not read
+    is exit 3 when it is `needed_host` (or any host, with `every_host_needed`); every ignored
+    or unusable host is warned of on stderr.
     """
+    read = _read(source, catalogue, now)
+    cards = read if catalogue is None else _bind(read, catalogue, _absent_reason(source))
+    blocking = [
+        u
+        for host, u in read.unusable.items()
+        if (every_host_needed or host == needed_host)
+        and (catalogue is None or host in catalogue.hosts)
+    ]
+    if blocking:
+        where = f"Prometheus at {source.prometheus}" if source.prometheus else _label(source)
+        raise CannotDecideError(f"{where}: {blocking[0].text}; cannot check on that host")
+    for host in cards.ignored:
+        print(
+            f"warning: {host} is not in the catalogue: its cards are ignored "
+            "(nothing is planned, checked or reported on a host the catalogue does not describe)",
+            file=sys.stderr,
+        )
+    for unusable in cards.unusable.values():
+        print(f"warning: {unusable.text}; nothing is planned on {unusable.host}", file=sys.stderr)
+    return cards
+
+
+def _read(source: SourceOptions, catalogue: Catalogue | None, now: datetime) -> Cards:
     if source.live:
-        return _live(source, catalogue, now)
-    if source.prometheus:
-        return _prometheus(source, catalogue, now, needed_host, every_host_needed)
+        cards = _live(source, catalogue, now)
+    elif source.prometheus:
+        cards = _prometheus(source, catalogue, now)
+    elif source.ledger and not source.snapshots:
+        cards = _ledger(source.ledger, source.max_age, now, strict=catalogue is None)
+    else:
+        cards = _files(source.snapshots, source.max_age, now)
+    return _with_holds(cards, source.ledger, now)
+
+
+def _with_holds(cards: Cards, ledger: str | None, now: datetime) -> Cards:
+    """`cards` with the active holds of `ledger` on them (none without a ledger file)."""
+    if not ledger or not Path(ledger).exists():
+        return cards
+    from inventory.ledger.store import open_ledger
+    from inventory.snapshot import with_holds
+
+    with open_ledger(ledger, readonly=True) as opened:
+        holds = opened.holds(now)
+    return replace(cards, snapshots=tuple(with_holds(cards.snapshots, holds)))
+
+
+def _label(source: SourceOptions) -> str:
+    if source.live:
+        return "NVML"
     if source.ledger and not source.snapshots:
-        return _ledger(source.ledger, source.max_age, now)
-    return _files(source.snapshots, source.max_age, now)
+        return f"ledger {source.ledger}"
+    return "snapshot files"
+
+
+def _absent_reason(source: SourceOptions) -> str:
+    if source.live:
+        return "absent: --live reads this machine's cards only"
+    if source.prometheus:
+        return f"absent: Prometheus at {source.prometheus} has no series of it"
+    if source.ledger and not source.snapshots:
+        return f"absent: ledger {source.ledger} holds no snapshot of it"
+    return "absent: no --snapshot of it was given"
+
+
+def _bind(cards: Cards, catalogue: Catalogue, absent: str) -> Cards:
+    """Only the catalogue's hosts: others ignored, catalogue hosts without a snapshot unusable."""
+    hosts = catalogue.hosts
+    named = {s.host for s in cards.snapshots} | set(cards.unusable)
+    snapshots = tuple(s for s in cards.snapshots if s.host in hosts)
+    unusable = {h: u for h, u in cards.unusable.items() if h in hosts}
+    have = {s.host for s in snapshots}
+    for host in hosts:
+        if host not in have and host not in unusable:
+            unusable[host] = Unusable(host, "absent", absent)
+    return Cards(
+        snapshots,
+        {h: o for h, o in cards.origins.items() if h in hosts},
+        dict(sorted(unusable.items())),
+        tuple(sorted(named - set(hosts))),
+    )
 
 
 def _live(source: SourceOptions, catalogue: Catalogue | None, now: datetime) -> Cards:
@@ -215,7 +337,7 @@ def _live(source: SourceOptions, catalogue: Catalogue | None, now: datetime) -> 
     return Cards((snapshot,), {snapshot.host: "NVML"})
 
 
-def _ledger(path: str, max_age: timedelta | None, now: datetime) -> Cards:
+def _ledger(path: str, max_age: timedelta | None, now: datetime, *, strict: bool) -> Cards:
     from inventory.ledger.store import open_ledger
 
     origin = f"ledger {path}"
@@ -223,9 +345,18 @@ def _ledger(path: str, max_age: timedelta | None, now: datetime) -> Cards:
         snapshots = ledger.latest_per_host()
     if not snapshots:
         raise CannotDecideError(f"ledger {path} holds no snapshot yet")
+    fresh: list[Snapshot] = []
+    unusable: dict[str, Unusable] = {}
     for snapshot in snapshots:
-        check_age(snapshot, now, max_age or DEFAULT_MAX_AGE, origin)
-    return Cards(tuple(snapshots), {s.host: origin for s in snapshots})
+        try:
+            check_age(snapshot, now, max_age or DEFAULT_MAX_AGE, origin)
+        except CannotDecideError as exc:
+            if strict:
+                raise
+            unusable[snapshot.host] = Unusable(snapshot.host, "stale", f"stale: {exc}")
+            continue
+        fresh.append(snapshot)
+    return Cards(tuple(fresh), {s.host: origin for s in fresh}, unusable)
 
 
 def _files(paths: tuple[str, ...], max_age: timedelta | None, now: datetime) -> Cards:
@@ -269,39 +400,33 @@ def _expand(paths: list[str]) -> list[str]:
     return out
 
 
-def _prometheus(
-    source: SourceOptions,
-    catalogue: Catalogue | None,
-    now: datetime,
-    needed_host: str | None,
-    every_host_needed: bool,
-) -> Cards:
-    """One snapshot per usable host (see inventory.prometheus.reader).
-
-    A stale or incomplete host is left out, so nothing is planned on it, and warned about;
-    it is exit 3 instead when its cards are needed (`needed_host`, or `every_host_needed`).
-    """
+def _prometheus(source: SourceOptions, catalogue: Catalogue | None, now: datetime) -> Cards:
+    """One snapshot per usable host (see inventory.prometheus.reader); the others unusable."""
     from inventory.prometheus.reader import read_fleet
 
     url = str(source.prometheus)
     expected = {name: host.cards for name, host in catalogue.hosts.items()} if catalogue else None
+    totals = (
+        {n: h.card_total_bytes for n, h in catalogue.hosts.items() if h.card_total_bytes}
+        if catalogue
+        else None
+    )
     fleet = read_fleet(
-        url, now=now, max_age=source.max_age or DEFAULT_MAX_AGE, expected_cards=expected
+        url,
+        now=now,
+        max_age=source.max_age or DEFAULT_MAX_AGE,
+        expected_cards=expected,
+        card_totals=totals,
+        host_label=source.host_label,
     )
+    seen = {s.host for s in (*fleet.snapshots, *fleet.stale)} | {p.host for p in fleet.problems}
+    outside = seen - set(catalogue.hosts) if catalogue else set()
     for warning in fleet.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    blocking = [p for p in fleet.problems if every_host_needed or p.host == needed_host]
-    if blocking:
-        raise CannotDecideError(
-            f"Prometheus at {url}: {blocking[0].text}; cannot check on that host"
-        )
-    for problem in fleet.problems:
-        print(f"warning: {problem.text}; nothing is planned on {problem.host}", file=sys.stderr)
-    if not fleet.snapshots:
-        raise CannotDecideError(f"Prometheus at {url} gives no usable host")
+        # A warning about a host outside the catalogue goes with that host: it is ignored.
+        if warning.split(": ", 1)[0] not in outside:
+            print(f"warning: {warning}", file=sys.stderr)
     origin = f"Prometheus {url}"
-    return Cards(
-        tuple(fleet.snapshots),
-        {s.host: origin for s in fleet.snapshots},
-        {problem.host: problem.text for problem in fleet.problems},
-    )
+    unusable = {
+        p.host: Unusable(p.host, p.kind, p.text.removeprefix(f"{p.host}: ")) for p in fleet.problems
+    }
+    return Cards(tuple(fleet.snapshots), {s.host: origin for s in fleet.snapshots}, unusable)

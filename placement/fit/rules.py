@@ -1,6 +1,7 @@
 """Each rule of what fits as one small pure function: a seat and a card state in, a Reason or None out.
 
-The rule names are DESIGN.md's: room, reserve, gate, unbounded, exclusive, error, host. The
+The rule names are DESIGN.md's: room, reserve, gate, unbounded, exclusive, error, host (and
+kv_capacity, whose arithmetic is `placement.fit.kv`'s). The
 predicates (`fits_room`, `passes_gate`, `exclusive_binds`, `unbounded_binds`) are what the
 reasons are built on; pruning and the placers call the same predicates without the words.
 """
@@ -14,6 +15,7 @@ from functools import lru_cache
 
 from inventory.snapshot import Card
 from placement.fit.engines import GateRule, format_util, passes_gate, requested_bytes
+from placement.fit.kv import kv_capacity_reason
 from placement.fit.room import fits_room
 from placement.fit.state import CardState
 from placement.fit.verdict import Reason, host_reason
@@ -240,6 +242,9 @@ def card_reasons(
         hold_reason(need_bytes=need_bytes, state=state, host=host),
         room_reason(need_bytes=need_bytes, state=state, host=host),
         gate_reason(requested_bytes=requested_bytes, util=util, state=state, host=host),
+        kv_capacity_reason(
+            seat=seat, util=util if rule.gating == "gated" else None, state=state, host=host
+        ),
         unbounded_reason(seat=seat, rule=rule, state=state, host=host),
         exclusive_reason(seat=seat, state=state, host=host),
     )

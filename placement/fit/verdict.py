@@ -9,7 +9,16 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Rule = Literal[
-    "room", "gate", "reserve", "unbounded", "exclusive", "error", "host", "margin", "hold"
+    "room",
+    "gate",
+    "reserve",
+    "unbounded",
+    "exclusive",
+    "error",
+    "host",
+    "margin",
+    "hold",
+    "kv_capacity",
 ]
 VerdictKind = Literal["pass", "refuse", "unknown"]
 

@@ -26,6 +26,7 @@ from placement.fit.engines import (
     requested_bytes,
     smallest_util_covering,
 )
+from placement.fit.kv import kv_fixes, util_target_bytes
 from placement.fit.rules import (
     b,
     card_reasons,
@@ -120,7 +121,10 @@ def kv_bytes(seat: Seat) -> int | None:
 
 def proposed_util(seat: Seat, cuda_totals: Iterable[int], cuda_context: int) -> Decimal | None:
     """The smallest 3-decimal util whose request covers the seat on every one of its cards."""
-    target = cover_target(seat.resident_bytes, kv_bytes(seat), cuda_context)
+    # The smallest util that passes both refusals: covering the seat, and holding one sequence.
+    target = max(
+        cover_target(seat.resident_bytes, kv_bytes(seat), cuda_context), util_target_bytes(seat)
+    )
     best: Decimal | None = UTIL_STEP
     for total in cuda_totals:
         util = smallest_util_covering(target, total)
@@ -419,7 +423,7 @@ def _nearest(
     rules = {reason.rule for reason in reasons}
     if rules & {"error", "host", "exclusive", "unbounded"}:
         return []
-    out: list[tuple[int, str]] = []
+    out: list[tuple[int, str]] = [(0, text) for text in kv_fixes(seat, util, state)]
     kv = kv_bytes(seat)
     room_short = max(0, need - state.room_bytes)
     gate_short = max(0, (requested or 0) - state.gate_free_bytes)

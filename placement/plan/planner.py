@@ -54,7 +54,9 @@ class PlanResult:
 
     @property
     def verdict(self) -> str:
-        """'pass' when every new seat is placed, else 'refuse'."""
+        """'unknown' when any seat cannot be judged, else 'pass' when every one is placed, else 'refuse'."""
+        if any(v.verdict == "unknown" for v in self.verdicts):
+            return "unknown"
         return "pass" if all(v.passed for v in self.verdicts) else "refuse"
 
     def to_json(self) -> dict[str, Any]:
@@ -92,10 +94,13 @@ def plan(
     allow_moves: bool = False,
     max_moves: int = 3,
     sources: Sequence[str] | None = None,
+    unusable: Mapping[str, str] | None = None,
 ) -> PlanResult:
     """Place every planned seat and every added one on the snapshots' cards; explain the rest.
 
     `adds` pairs each added seat with where it came from (a file name, for errors).
+    `unusable`: catalogue hosts with no usable snapshot (host → why); a seat that depends on
+    them is `unknown` (placement.plan.unusable).
     `timings` in the result: build, solve, verify, explain (seconds).
     """
     timings: dict[str, float] = {}
@@ -140,6 +145,10 @@ def plan(
         if outcome.verdicts is not None and outcome.placements is not None:
             verdicts, placements, moves = outcome.verdicts, outcome.placements, outcome.steps
             moved_rows = outcome.cards
+    if unusable:
+        from placement.plan.unusable import with_unknowns
+
+        verdicts = with_unknowns(catalogue, [n.seat for n in problem.seats], verdicts, unusable)
     return PlanResult(
         verdicts=tuple(verdicts),
         cards=tuple(

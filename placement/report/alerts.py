@@ -21,13 +21,12 @@ from inventory.prometheus.metrics import (
     PROCESS_USED,
 )
 from placement.report.rows import DriftThreshold
-from placement.report.thresholds import FOREIGN_MEMORY_BYTES, drift_bound_bytes
+from placement.report.thresholds import DEFAULT_FOR, FOREIGN_MEMORY_BYTES, drift_bound_bytes
 from seats.errors import BadInputError
 from seats.model import Catalogue, Reserve, Seat
 from seats.units import format_bytes
 
 GROUP = "gpuplan"
-DEFAULT_FOR = "5m"
 
 # The seven alerts, in the order the file lists them (DESIGN.md's table).
 RESERVE_BROKEN = "GpuplanReserveBroken"

@@ -8,7 +8,7 @@ advice rules for the headline. Rows are `rows`'; rendering is `render`'s and `ch
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,6 +21,7 @@ from placement.fit.capacity import (
     cuda_total,
     fixed_reserve_bytes,
     held_parts,
+    margin_bytes,
     plannable_bytes,
     reserve_bytes,
     seats_declared_on,
@@ -34,12 +35,15 @@ from placement.report.advice import (
 )
 from placement.report.rows import (
     LOOKBACK_DAYS,
+    PERCENTILE_DEFINITION,
     CardFit,
     CardRow,
     ChartSeries,
+    DecisionRow,
     DriftThreshold,
     ForeignProcess,
     Headline,
+    HoldRow,
     LoraRow,
     MissingSeat,
     Report,
@@ -48,6 +52,7 @@ from placement.report.rows import (
     Window,
     utc,
 )
+from placement.report.source import LedgerSource, WindowSource
 from placement.report.text import code_span, short
 from seats.errors import CannotDecideError
 from seats.model import Catalogue, Engine, Seat
@@ -80,20 +85,61 @@ def build_report(
     `probe` asks the verifier whether a seat of a given size fits a card (see `verifier_probe`);
     `on_charts` receives the chart series as soon as they are aggregated, before the rest.
     """
-    span = q.window_span(conn, window.start_s, window.end_s)
-    if span is None:
+    source = LedgerSource(conn, window.start_s, window.end_s)
+    if source.span() is None:
         raise CannotDecideError(f"ledger {ledger_name} holds no snapshot in {window.label}")
     q.prepare_window(conn, window.start_s, window.end_s, _seat_matcher(catalogue))
+    return assemble(
+        source,
+        catalogue,
+        window,
+        latest,
+        Provenance(ledger_name, tuple(q.decisions_in(conn, window.start_s, window.end_s))),
+        now=now,
+        threshold=threshold,
+        probe=probe,
+        on_charts=on_charts,
+    )
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where the figures come from, what the report says about them, and the ledger's records."""
+
+    name: str  # the ledger file, or the Prometheus URL
+    decisions: tuple[DecisionRow, ...] = ()
+    kind: str = "ledger"  # or "prometheus"
+    percentile: str = PERCENTILE_DEFINITION
+    notes: tuple[str, ...] = ()
+    holds: tuple[HoldRow, ...] | None = None  # None: the report does not list holds
+
+
+def assemble(
+    source: WindowSource,
+    catalogue: Catalogue,
+    window: Window,
+    latest: Sequence[Snapshot],
+    provenance: Provenance,
+    *,
+    now: datetime,
+    threshold: DriftThreshold = _DEFAULT_THRESHOLD,
+    probe: Probe | None = None,
+    on_charts: Callable[[tuple[ChartSeries, ...]], None] | None = None,
+) -> Report:
+    """The report from a window's aggregates (ledger or Prometheus) and the catalogue."""
+    span = source.span()
+    if span is None:
+        raise CannotDecideError(f"{provenance.name} holds no sample in {window.label}")
     current = {s.host: attribute(s, catalogue) for s in latest}
     # Charts first: a caller can draw them while the rest is aggregated.
-    charts = _charts(conn, catalogue, current, span.first_s, span.last_s)
+    charts = _charts(source, catalogue, current, span.first_s, span.last_s)
     if on_charts is not None:
         on_charts(charts)
-    cards = _cards(conn, catalogue, current)
-    seats = _seats(conn, catalogue, threshold, span.first_s, span.last_s)
+    cards = _cards(source, catalogue, current)
+    seats = _seats(source, catalogue, threshold, span.first_s, span.last_s)
     report = Report(
         window=window,
-        ledger=ledger_name,
+        ledger=provenance.name,
         first_at=format_utc(utc(span.first_s)),
         last_at=format_utc(utc(span.last_s)),
         snapshots=span.snapshots,
@@ -101,14 +147,17 @@ def build_report(
         headlines=(),
         cards=cards,
         seats=seats,
-        missing=_missing(conn, catalogue, window, {(s.seat, s.host) for s in seats}),
+        missing=_missing(source, catalogue, window, {(s.seat, s.host) for s in seats}),
         absent_now=_absent_now(catalogue, current),
-        foreign=_foreign(conn),
-        reserves=_reserves(conn, catalogue, current),
-        decisions=tuple(q.decisions_in(conn, window.start_s, window.end_s)),
+        foreign=_foreign(source),
+        reserves=_reserves(source, catalogue, current),
+        decisions=provenance.decisions,
         loras=_loras(catalogue),
         charts=charts,
-        notes=_notes(catalogue, current, cards, now, span.last_s),
+        notes=provenance.notes + _notes(catalogue, current, cards, now, span.last_s),
+        source=provenance.kind,
+        percentile=provenance.percentile,
+        holds=provenance.holds,
     )
     # The headline reads the rest of the report: its advice rules, and the verifier's largest fits.
     headlines = tuple(
@@ -198,7 +247,7 @@ def _at(seconds: int | None) -> str | None:
 
 
 def _cards(
-    conn: Connection, catalogue: Catalogue, current: dict[str, Snapshot]
+    source: WindowSource, catalogue: Catalogue, current: dict[str, Snapshot]
 ) -> tuple[CardRow, ...]:
     # Unexplained now: the same rule (used − bytes of processes matched to seats) on the
     # attributed newest snapshot, which is at hand already.
@@ -210,7 +259,7 @@ def _cards(
         if card.ok
     }
     rows: list[CardRow] = []
-    for usage in q.card_usage(conn):
+    for usage in source.card_usage():
         host, idx = usage.host, usage.card
         snapshot = current.get(host)
         card = _card_of(snapshot, idx)
@@ -243,20 +292,20 @@ def _cards(
     return tuple(rows)
 
 
-def _segment(first_s: int, last_s: int) -> int:
+def segment(first_s: int, last_s: int) -> int:
     """Length of the 'first' and 'last' parts compared for growth: a day, or a quarter of a short window."""
     return max(1, min(86400, (last_s - first_s) // 4))
 
 
 def _seats(
-    conn: Connection,
+    source: WindowSource,
     catalogue: Catalogue,
     threshold: DriftThreshold,
     first_s: int,
     last_s: int,
 ) -> tuple[SeatRow, ...]:
     known = {seat.name: seat for seat in catalogue.seats}
-    usages = q.seat_usage(conn, first_s, last_s, _segment(first_s, last_s))
+    usages = source.seat_usage(first_s, last_s, segment(first_s, last_s))
     return tuple(_seat_row(u, known.get(u.seat), threshold) for u in usages)
 
 
@@ -288,9 +337,9 @@ def _seat_row(usage: q.SeatUsage, seat: Seat | None, threshold: DriftThreshold) 
 
 
 def _missing(
-    conn: Connection, catalogue: Catalogue, window: Window, seen: set[tuple[str, str]]
+    source: WindowSource, catalogue: Catalogue, window: Window, seen: set[tuple[str, str]]
 ) -> tuple[MissingSeat, ...]:
-    hosts = q.window_hosts(conn)
+    hosts = source.window_hosts()
     out: list[MissingSeat] = []
     for seat in catalogue.seats:
         if (
@@ -303,8 +352,8 @@ def _missing(
         if (seat.name, seat.host) in seen:
             continue
         # Searched no further back than LOOKBACK_DAYS before the window.
-        last = q.last_sighting(
-            conn, seat.host, seat.name, window.start_s, window.start_s - LOOKBACK_DAYS * 86400
+        last = source.last_sighting(
+            seat.host, seat.name, window.start_s, window.start_s - LOOKBACK_DAYS * 86400
         )
         out.append(
             MissingSeat(
@@ -314,7 +363,7 @@ def _missing(
     return tuple(out)
 
 
-def _foreign(conn: Connection) -> tuple[ForeignProcess, ...]:
+def _foreign(source: WindowSource) -> tuple[ForeignProcess, ...]:
     return tuple(
         ForeignProcess(
             host=f.host,
@@ -326,12 +375,12 @@ def _foreign(conn: Connection) -> tuple[ForeignProcess, ...]:
             last_at=format_utc(utc(f.last_s)),
             max_bytes=f.max_bytes,
         )
-        for f in q.foreign_usage(conn)
+        for f in source.foreign_usage()
     )
 
 
 def _reserves(
-    conn: Connection, catalogue: Catalogue, current: dict[str, Snapshot]
+    source: WindowSource, catalogue: Catalogue, current: dict[str, Snapshot]
 ) -> tuple[ReserveRow, ...]:
     rows: list[ReserveRow] = []
     for reserve in catalogue.reserves:
@@ -339,7 +388,7 @@ def _reserves(
         card = _card_of(snapshot, reserve.gpu)
         fixed = fixed_reserve_bytes(reserve)
         held = reserve_bytes(reserve, card) if card is not None and card.ok else fixed
-        breaches = q.reserve_breaches(conn, reserve.host, reserve.gpu, reserve.for_, fixed)
+        breaches = source.reserve_breaches(reserve.host, reserve.gpu, reserve.for_, fixed)
         violated_now = (
             breaches.snapshots > 0
             and card is not None
@@ -392,7 +441,7 @@ def _loras(catalogue: Catalogue) -> tuple[LoraRow, ...]:
     return tuple(rows)
 
 
-def _chart_step(span_s: int) -> int:
+def chart_step(span_s: int) -> int:
     for step in _CHART_STEPS_S:
         if span_s / step <= _CHART_POINTS:
             return step
@@ -400,16 +449,16 @@ def _chart_step(span_s: int) -> int:
 
 
 def _charts(
-    conn: Connection,
+    source: WindowSource,
     catalogue: Catalogue,
     current: dict[str, Snapshot],
     first_s: int,
     last_s: int,
 ) -> tuple[ChartSeries, ...]:
-    step = _chart_step(last_s - first_s)
+    step = chart_step(last_s - first_s)
     return tuple(
         _chart(catalogue, _card_of(current.get(b.host), b.card), b, step)
-        for b in q.chart_buckets(conn, step)
+        for b in source.chart_buckets(step)
     )
 
 
@@ -439,6 +488,11 @@ def _chart(
         cuda_total_bytes=cuda_total(card) if card is not None and card.ok else None,
         declared_bytes=_declared(catalogue, host, idx),
         held_bytes=_held(catalogue, host, card),
+        free_min=tuple(buckets.free_min_bytes.get(b) for b in times),
+        margin_bytes=margin_bytes(catalogue, host),
+        seat_declared=tuple(
+            (s.name, s.resident_bytes) for s in seats_declared_on(catalogue, host, idx)
+        ),
     )
 
 

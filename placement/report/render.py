@@ -14,7 +14,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from placement.report.rows import LOOKBACK_DAYS, PERCENTILE_DEFINITION, ChartSeries, Report
+from placement.report.rows import LOOKBACK_DAYS, ChartSeries, Report
 from placement.report.text import code_span, short
 from seats.units import format_bytes
 
@@ -84,15 +84,7 @@ def blocks(
     out: list[Block] = [Heading(1, f"Capacity report · {report.window.label}")]
     if demo:
         out.append(Para(demo, lead="DEMO DATA — not measurements.", kind="demo"))
-    out.append(
-        Para(
-            f"Ledger `{report.ledger}` · {report.snapshots:,} snapshots from {_at(report.first_at)} "
-            f"to {_at(report.last_at)} · window {_at(report.window.start.isoformat().replace('+00:00', 'Z'))} "
-            f"to {_at(report.window.end.isoformat().replace('+00:00', 'Z'))} (end excluded). "
-            f"Percentiles are {PERCENTILE_DEFINITION}. A seat is flagged when its drift "
-            f"(observed p95 − declared resident) reaches {report.threshold.text()}."
-        )
-    )
+    out.append(Para(_provenance(report)))
     for note in report.notes:
         out.append(Para(note, lead="Note:", kind="note"))
     out += _headline(report)
@@ -100,6 +92,7 @@ def blocks(
     out += _seats(report)
     out += _reserves(report)
     out += _decisions(report)
+    out += _holds(report)
     out += _loras(report)
     out.append(Heading(2, "Charts"))
     out.append(
@@ -116,6 +109,27 @@ def blocks(
             Chart(f"{series.host} card {series.card}: used memory over the window", filename, png)
         )
     return out
+
+
+def _provenance(report: Report) -> str:
+    """Where the figures come from, the window, how percentiles are taken, the drift flag."""
+    window = (
+        f"window {_at(report.window.start.isoformat().replace('+00:00', 'Z'))} "
+        f"to {_at(report.window.end.isoformat().replace('+00:00', 'Z'))} (end excluded)"
+    )
+    tail = (
+        f"Percentiles are {report.percentile}. A seat is flagged when its drift "
+        f"(observed p95 − declared resident) reaches {report.threshold.text()}."
+    )
+    if report.source == "prometheus":
+        return (
+            f"Prometheus `{report.ledger}` · {report.snapshots:,} host samples from "
+            f"{_at(report.first_at)} to {_at(report.last_at)} · {window}. {tail}"
+        )
+    return (
+        f"Ledger `{report.ledger}` · {report.snapshots:,} snapshots from {_at(report.first_at)} "
+        f"to {_at(report.last_at)} · {window}. {tail}"
+    )
 
 
 def _headline(report: Report) -> list[Block]:
@@ -439,6 +453,34 @@ def _decisions(report: Report) -> list[Block]:
                 for d in report.decisions
             ),
             flagged=tuple(d.verdict != "pass" for d in report.decisions),
+        )
+    )
+    return out
+
+
+def _holds(report: Report) -> list[Block]:
+    """Active holds, when the report was given a ledger to read them from."""
+    if report.holds is None:
+        return []
+    out: list[Block] = [Heading(2, "Holds")]
+    if not report.holds:
+        out.append(Para("no approval holds bytes now."))
+        return out
+    out.append(
+        Table(
+            ("seat", "cards", "holds per card", "since", "until", "by"),
+            tuple(
+                (
+                    h.seat,
+                    f"{h.host}:{','.join(map(str, h.cards))}",
+                    _b(h.need_bytes),
+                    _at(h.created_at),
+                    _at(h.expires_at),
+                    h.user,
+                )
+                for h in report.holds
+            ),
+            numeric=frozenset({2}),
         )
     )
     return out

@@ -26,6 +26,7 @@ __all__ = [
     "DriftThreshold",
     "ForeignProcess",
     "Headline",
+    "HoldRow",
     "LoraRow",
     "MissingSeat",
     "Report",
@@ -311,6 +312,24 @@ class ChartSeries:
     cuda_total_bytes: int | None
     declared_bytes: int
     held_bytes: int
+    # The headroom view: lowest free per bucket (None where no reading), the host's margin,
+    # and each seat's declared resident (its drift over time is its layer − this).
+    free_min: tuple[float | None, ...] = ()
+    margin_bytes: int = 0
+    seat_declared: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class HoldRow:
+    """An approval that counts as held now (from the ledger a report was given)."""
+
+    seat: str
+    host: str
+    cards: tuple[int, ...]
+    need_bytes: int
+    created_at: str
+    expires_at: str
+    user: str
 
 
 @dataclass(frozen=True)
@@ -334,6 +353,9 @@ class Report:
     loras: tuple[LoraRow, ...]
     charts: tuple[ChartSeries, ...]
     notes: tuple[str, ...] = field(default=())
+    source: str = "ledger"  # where the figures come from: "ledger" or "prometheus"
+    percentile: str = PERCENTILE_DEFINITION
+    holds: tuple[HoldRow, ...] | None = None  # None: not listed (no ledger to read them from)
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON data: `"schema": 1` and raw byte ints."""
@@ -346,5 +368,8 @@ class Report:
         }
         # The JSON key stays "bytes" (schema 1).
         data["threshold"] = {"percent": self.threshold.percent, "bytes": self.threshold.size_bytes}
-        data["percentile"] = PERCENTILE_DEFINITION
+        if self.holds is None:
+            data.pop("holds")
+        if self.source == "ledger":
+            data.pop("source")  # schema 1 as it was: a ledger report has no "source" key
         return {"schema": 1, **data}

@@ -48,3 +48,7 @@ def reserve_allowance_bytes(cuda_total_bytes: int, reserve_bytes: int | None) ->
 def below_margin(free_bytes: int, margin_bytes: int) -> bool:
     """A card whose free bytes are under its host's margin (a margin of 0 never flags)."""
     return free_bytes < margin_bytes
+
+
+# Alerts' default `for:` (placement.report.alerts); here so the CLI can show it without importing that.
+DEFAULT_FOR = "5m"

@@ -115,16 +115,21 @@ def start_prometheus(
     workdir: Path,
     *,
     interval: str = "1s",
+    scrape_configs: str | None = None,
 ) -> str:
-    """Start Prometheus on a free loopback port scraping `targets` every `interval`; its URL."""
+    """Start Prometheus on a free loopback port scraping `targets` every `interval`; its URL.
+
+    `scrape_configs`: the YAML list of jobs to use instead of one `gpuplan` job over `targets`.
+    """
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "prometheus.yml"
     listed = ", ".join(f"'{target}'" for target in targets)
+    jobs = scrape_configs or (
+        f"  - job_name: gpuplan\n    static_configs: [{{targets: [{listed}]}}]\n"
+    )
     config.write_text(
         f"global: {{scrape_interval: {interval}, scrape_timeout: {interval}, evaluation_interval: 1m}}\n"
-        "scrape_configs:\n"
-        "  - job_name: gpuplan\n"
-        f"    static_configs: [{{targets: [{listed}]}}]\n"
+        "scrape_configs:\n" + jobs
     )
     port = free_port()
     log = (workdir / "prometheus.log").open("w")
@@ -189,3 +194,35 @@ class StaticMetrics:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def start_prometheus_on(
+    processes: Processes, binary: str, data: Path, workdir: Path, *, max_samples: int | None = None
+) -> str:
+    """Start Prometheus over an existing TSDB (e.g. backfilled blocks), scraping nothing; its URL.
+
+    Retention is unbounded: backfilled weeks may lie further back than the default 15 days.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = workdir / "prometheus.yml"
+    config.write_text("global: {scrape_interval: 1m}\nscrape_configs: []\n")
+    port = free_port()
+    log = (workdir / "prometheus.log").open("w")
+    flags = [f"--query.max-samples={max_samples}"] if max_samples is not None else []
+    processes.start(
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={data}",
+            "--storage.tsdb.retention.time=100y",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--log.level=warn",
+            *flags,
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    log.close()
+    url = f"http://127.0.0.1:{port}"
+    wait_until(lambda: _ready(url), 60, f"Prometheus at {url} ready ({workdir / 'prometheus.log'})")
+    return url

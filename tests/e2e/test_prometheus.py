@@ -263,9 +263,10 @@ def test_plan_through_prometheus_equals_the_plan_from_files(
     assert direct.returncode in (0, 1), direct.stderr
     assert through.returncode == direct.returncode, through.stderr
     # taken_at is dgx-7's sample time through Prometheus (the snapshots test pins the rest).
-    drop = ("taken_at",)
+    drop = ("taken_at", "ignored_hosts")
     plan = json.loads(through.stdout)
     assert plan["optimal"] is True
+    assert plan["ignored_hosts"] == ["fv-ml3"]  # scraped, but not in this catalogue
     assert _without_sources(plan, drop) == _without_sources(json.loads(direct.stdout), drop)
     assert {c["host"] for c in plan["cards"]} == {"dgx-7", "fv-ml1", "fv-ml2"}
 
@@ -293,9 +294,11 @@ def test_ledger_view_through_prometheus_equals_the_files(
     # Held, attributed, unexplained and plannable bytes: the same from either source; only the
     # foreign process's cmdline does not travel through Prometheus.
     assert view["hosts"][2]["foreign"][0]["cmdline"] is None
-    drop = ("cmdline", "taken_at")
+    drop = ("cmdline", "taken_at", "ignored_hosts")
     assert _without_sources(view, drop) == _without_sources(json.loads(direct.stdout), drop)
-    assert "fv-ml3: stale" in through.stderr
+    # fv-ml3 is scraped by the same Prometheus but not in this catalogue: left out, and said so.
+    assert view["ignored_hosts"] == ["fv-ml3"] and view["unusable_hosts"] == []
+    assert "fv-ml3 is not in the catalogue: its cards are ignored" in through.stderr
 
 
 def test_check_through_prometheus_matches_files_and_refuses_stale_hosts(

@@ -204,8 +204,11 @@ def test_two_exporters_claiming_one_host_collide(fv_ml1_snapshot: Snapshot) -> N
     fleet = build(QueryResults(gpuplan=first + second, gpuplan_times=times_of(first + second)))
     (problem,) = fleet.problems
     assert problem.kind == "collision"
-    assert 'host="fv-ml1"' in problem.text
-    assert "instance 10.0.0.1:9835 (job gpuplan) and instance 10.0.0.2:9835" in problem.text
+    assert problem.text == (
+        "fv-ml1: gpuplan_poll_success comes from two series that differ in instance "
+        "'10.0.0.1:9835' vs '10.0.0.2:9835': two exporters answer for one host; give each its "
+        "own host label (or pick another with --host-label)"
+    )
 
 
 def test_failed_poll_keeps_the_host_out(fv_ml1_snapshot: Snapshot) -> None:
@@ -306,12 +309,53 @@ def test_dcgm_total_is_used_when_exported() -> None:
     assert fleet.snapshots[0].card(0).total_bytes == 150_754_820_096  # NVML's, to the byte
 
 
-def test_dcgm_without_reserve_is_read_as_v1() -> None:
-    fleet = build(dcgm("dgx-7", {0: {"USED": "616", "FREE": "143156"}}))
+def test_dcgm_without_reserve_says_the_reserve_is_unknown() -> None:
+    # dcgm-exporter's used is NVML v2's (the reserve excluded): without _RESERVED the reserve is
+    # simply unknown, and used + free is short of the card by it.
+    fleet = build(dcgm("dgx-7", {0: {"USED": "0", "FREE": "143156"}}))
     card = fleet.snapshots[0].card(0)
     assert card.reserved_bytes is None
-    assert card.total_bytes == 143772 * MIB  # v1: used includes the reserve
-    assert any("driver reserve unknown" in w for w in fleet.warnings)
+    assert card.total_bytes == 143156 * MIB
+    (note,) = [w for w in fleet.warnings if p.DCGM_RESERVED in w]
+    assert note.startswith(f"dgx-7: no {p.DCGM_RESERVED} series, so the driver reserve is unknown")
+    assert "used + free, which leaves out the unknown reserve" in note
+    assert not any("used includes" in w for w in fleet.warnings)
+
+
+def test_dcgm_without_reserve_takes_the_catalogue_total() -> None:
+    fleet = build(
+        dcgm("dgx-7", {0: {"USED": "0", "FREE": "143156"}}),
+        card_totals={"dgx-7": 150_754_820_096},
+    )
+    card = fleet.snapshots[0].card(0)
+    assert (card.total_bytes, card.reserved_bytes) == (150_754_820_096, None)
+    # The reserve stays unknown: the CUDA total is the whole card (the stricter for gates).
+    assert card.cuda_total_bytes == 150_754_820_096
+    assert any("NVML total taken from hosts.dgx-7.card_total" in w for w in fleet.warnings)
+
+
+# Whole MiB as DCGM rounds them: on an L40S used + free + reserved came 1 MiB short of the
+# 46,068 MiB card (the issue's figures); within 4 MiB the catalogue's card_total is the total.
+L40S_CARD_TOTAL = 46_068 * MIB
+L40S = {"USED": "0", "FREE": "45453", "RESERVED": "614"}
+
+
+def test_dcgm_sum_within_4_mib_of_card_total_is_the_card() -> None:
+    assert not build(dcgm("l40s-1", {0: L40S})).problems
+    fleet = build(dcgm("l40s-1", {0: L40S}), card_totals={"l40s-1": L40S_CARD_TOTAL})
+    card = fleet.snapshots[0].card(0)
+    assert card.total_bytes == L40S_CARD_TOTAL
+    assert (card.used_bytes, card.free_bytes, card.reserved_bytes) == (0, 45453 * MIB, 614 * MIB)
+
+
+@pytest.mark.parametrize(
+    ("offset_mib", "accepted"), [(-4, True), (4, True), (5, False), (-5, False)]
+)
+def test_dcgm_total_tolerance_is_4_mib(offset_mib: int, accepted: bool) -> None:
+    summed = 46_067 * MIB
+    fleet = build(dcgm("l40s-1", {0: L40S}), card_totals={"l40s-1": summed + offset_mib * MIB})
+    total = fleet.snapshots[0].card(0).total_bytes
+    assert total == (summed + offset_mib * MIB if accepted else summed)
 
 
 def test_dcgm_values_in_bytes_are_refused() -> None:
@@ -495,11 +539,15 @@ def test_a_needed_fresh_host_passes_other_hosts_by(
     )
     fake_prometheus.serve(fleet_of(fresh, old))
     source = SourceOptions(prometheus=fake_prometheus.url)
-    cards = resolve_snapshots(source, fv_ml1, NOW, needed_host="fv-ml1")
+    fleet = fv_ml1.model_copy(update={"hosts": {**fv_ml1.hosts, "fv-ml2": fv_ml1.hosts["fv-ml1"]}})
+    cards = resolve_snapshots(source, fleet, NOW, needed_host="fv-ml1")
     assert [s.host for s in cards.snapshots] == ["fv-ml1"]
-    assert cards.unusable == {"fv-ml2": cards.unusable["fv-ml2"]}
+    assert list(cards.unusable) == ["fv-ml2"] and cards.unusable["fv-ml2"].kind == "stale"
     with pytest.raises(CannotDecideError, match=r"fv-ml2: stale"):
-        resolve_snapshots(source, fv_ml1, NOW, every_host_needed=True)
+        resolve_snapshots(source, fleet, NOW, every_host_needed=True)
+    # Outside the catalogue, the same stale host is ignored and blocks nothing.
+    cards = resolve_snapshots(source, fv_ml1, NOW, every_host_needed=True)
+    assert (cards.ignored, dict(cards.unusable)) == (("fv-ml2",), {})
 
 
 def test_dcgm_bytes_reads_mib_up_to_the_largest_plausible_card() -> None:
@@ -514,3 +562,166 @@ def test_dcgm_bytes_reads_mib_up_to_the_largest_plausible_card() -> None:
         p._dcgm_bytes("dgx-7", 3, reading(str(2**24)))
     assert caught.value.kind == "units"
     assert caught.value.text.startswith(f'{p.DCGM_FREE}{{gpu="3"}} = {2**24}: DCGM reports MiB')
+
+
+# Host identity: DESIGN.md's label order, or --host-label.
+
+
+def relabel(results: QueryResults, change: Mapping[str, str | None]) -> QueryResults:
+    """Every series with labels renamed (`old: new`) or dropped (`old: None`), as a scrape job may."""
+
+    def moved(sample: Sample) -> Sample:
+        labels = dict(sample.labels)
+        for old, new in change.items():
+            value = labels.pop(old, None)
+            if new is not None and value is not None:
+                labels[new] = value
+        return Sample(labels, sample.value, sample.at)
+
+    return QueryResults(
+        *(
+            [moved(s) for s in answer]
+            for answer in (results.gpuplan, results.gpuplan_times, results.dcgm, results.dcgm_times)
+        )
+    )
+
+
+def test_exported_host_wins_over_a_scrape_targets_host(fv_ml1_snapshot: Snapshot) -> None:
+    # The scrape job sets its own `host` target label: Prometheus keeps gpuplan's as exported_host.
+    results = relabel(fleet_of(fv_ml1_snapshot), {"host": "exported_host"})
+    results = QueryResults(
+        *(
+            [Sample({**s.labels, "host": "rack-4"}, s.value, s.at) for s in answer]
+            for answer in (results.gpuplan, results.gpuplan_times)
+        )
+    )
+    fleet = build(results, expected_cards={"fv-ml1": 4})
+    assert [s.host for s in fleet.snapshots] == ["fv-ml1"] and fleet.problems == ()
+
+
+@pytest.mark.parametrize("label", ["Hostname", "hostname"])
+def test_dcgm_hostname_either_spelling(label: str) -> None:
+    # dcgm-exporter 4.x writes Hostname; its main branch renamed it hostname (NVIDIA/dcgm-exporter#655).
+    results = relabel(dcgm("dgx-7", {0: H200_IDLE}), {"Hostname": label})
+    assert [s.host for s in build(results).snapshots] == ["dgx-7"]
+
+
+def test_dcgm_without_hostname_is_its_instance_without_port() -> None:
+    # dcgm-exporter --no-hostname: the scrape target is all that names the node.
+    results = relabel(dcgm("dgx-7", {0: H200_IDLE}), {"Hostname": None})
+    fleet = build(results, expected_cards={"dgx-7": 1})
+    assert [s.host for s in fleet.snapshots] == ["dgx-7"]  # instance "dgx-7:9400"
+
+
+def test_host_label_names_another_label() -> None:
+    results = relabel(dcgm("dgx-7", {0: H200_IDLE}), {"Hostname": "node"})
+    assert [s.host for s in build(results, host_label="node").snapshots] == ["dgx-7"]
+    # Without it, instance names the host; with a label no series has, every series is left out.
+    fleet = build(results, host_label="kubernetes_node")
+    assert fleet.snapshots == ()
+    assert fleet.warnings == (
+        "3 series have no kubernetes_node label and are left out "
+        "(first: DCGM_FI_DEV_FB_USED from instance dgx-7:9400 (job dcgm))",
+    )
+
+
+@pytest.mark.parametrize(
+    ("labels", "expected"),
+    [
+        ({"exported_host": "a", "host": "b", "Hostname": "c"}, "a"),
+        ({"host": "b", "Hostname": "c", "hostname": "d"}, "b"),
+        ({"Hostname": "c", "hostname": "d", "instance": "e:9400"}, "c"),
+        ({"hostname": "d", "instance": "e:9400"}, "d"),
+        ({"instance": "e:9400"}, "e"),
+        ({"instance": "[fd00::7]:9400"}, "fd00::7"),
+        ({"instance": "bare"}, "bare"),
+        ({"host": "", "instance": "e:1"}, "e"),
+        ({}, None),
+    ],
+)
+def test_host_of_follows_designs_order(labels: dict[str, str], expected: str | None) -> None:
+    assert p.host_of(labels) == expected
+
+
+def test_absent_host_names_the_labels_and_the_hosts_outside_the_catalogue() -> None:
+    results = relabel(dcgm("dgx-7", {0: H200_IDLE}), {"Hostname": None, "instance": None})
+    results = QueryResults(
+        dcgm=[
+            Sample({**s.labels, "instance": "10.0.0.7:9400"}, s.value, s.at) for s in results.dcgm
+        ],
+        dcgm_times=[
+            Sample({**s.labels, "instance": "10.0.0.7:9400"}, s.value, s.at)
+            for s in results.dcgm_times
+        ],
+    )
+    (problem,) = build(results, expected_cards={"dgx-7": 1}).problems
+    assert (problem.host, problem.kind) == ("dgx-7", "absent")
+    assert problem.text == (
+        "dgx-7: absent: no gpuplan_* or DCGM_FI_DEV_FB_FREE series names it (hosts are read from "
+        "labels exported_host, host, Hostname, hostname, else instance without its port); "
+        "Prometheus has series of hosts outside the catalogue: 10.0.0.7"
+    )
+
+
+# MIG and time-slicing: dcgm-exporter repeats a card's `gpu` label per MIG instance or per pod.
+
+
+def with_labels(results: QueryResults, **extra: str) -> list[Sample]:
+    return [Sample({**s.labels, **extra}, s.value, s.at) for s in results.dcgm]
+
+
+def test_mig_instances_are_named_as_mig_not_two_exporters() -> None:
+    # Labels as dcgm-exporter writes a MIG instance: GPU_I_PROFILE, GPU_I_ID after modelName.
+    card = dcgm("dgx-7", {0: {"USED": "0", "FREE": "9856"}})
+    first = with_labels(card, GPU_I_PROFILE="1g.10gb", GPU_I_ID="1")
+    second = with_labels(card, GPU_I_PROFILE="1g.10gb", GPU_I_ID="2")
+    (problem,) = build(QueryResults(dcgm=first + second, dcgm_times=card.dcgm_times)).problems
+    assert problem.kind == "mig"
+    assert "MIG / time-slicing: gpuplan plans whole cards" in problem.text
+    assert "two exporters" not in problem.text
+
+
+def test_one_mig_instance_per_card_is_still_mig() -> None:
+    card = dcgm("dgx-7", {0: {"USED": "0", "FREE": "9856"}})
+    only = with_labels(card, GPU_I_PROFILE="3g.40gb", GPU_I_ID="1")
+    (problem,) = build(QueryResults(dcgm=only, dcgm_times=card.dcgm_times)).problems
+    assert problem.kind == "mig"
+    assert problem.text == (
+        "dgx-7: gpu 0 is in MIG mode (DCGM_FI_DEV_FB_USED has GPU_I_PROFILE '3g.40gb', "
+        "GPU_I_ID '1'); MIG / time-slicing: gpuplan plans whole cards"
+    )
+
+
+def test_time_sliced_card_repeated_per_pod_is_named_as_such() -> None:
+    # dcgm-exporter with shared GPUs writes each pod's copy of the card's series (pod, namespace,
+    # container, vgpu).
+    card = dcgm("dgx-7", {0: H200_IDLE})
+    first = with_labels(card, pod="train-a-7f8d4b", namespace="ml", container="tf", vgpu="0")
+    second = with_labels(card, pod="train-b-x9k2p", namespace="ml", container="tf", vgpu="1")
+    (problem,) = build(QueryResults(dcgm=first + second, dcgm_times=card.dcgm_times)).problems
+    assert problem.kind == "mig"
+    assert problem.text.startswith(
+        'dgx-7: DCGM_FI_DEV_FB_USED{gpu="0"} comes from two series that differ in '
+        "pod 'train-a-7f8d4b' vs 'train-b-x9k2p', vgpu '0' vs '1'"
+    )
+    assert problem.text.endswith(
+        "the card is shared out; MIG / time-slicing: gpuplan plans whole cards"
+    )
+
+
+def test_one_pod_per_card_is_an_ordinary_card() -> None:
+    card = dcgm("dgx-7", {0: H200_IDLE})
+    labelled = with_labels(card, pod="vllm-0", namespace="serve", container="vllm")
+    fleet = build(QueryResults(dcgm=labelled, dcgm_times=card.dcgm_times))
+    assert fleet.problems == () and [s.host for s in fleet.snapshots] == ["dgx-7"]
+
+
+def test_two_dcgm_exporters_on_one_host_name_instance_and_job() -> None:
+    card = dcgm("dgx-7", {0: H200_IDLE})
+    first = with_labels(card, instance="10.0.0.7:9400")
+    second = with_labels(card, instance="10.0.0.8:9400", job="dcgm-2")
+    (problem,) = build(QueryResults(dcgm=first + second, dcgm_times=card.dcgm_times)).problems
+    assert problem.kind == "collision"
+    assert "differ in instance '10.0.0.7:9400' vs '10.0.0.8:9400', job 'dcgm' vs 'dcgm-2'" in (
+        problem.text
+    )

@@ -488,13 +488,24 @@ def test_a_stale_host_under_the_seat_exits_3(
     assert "fv-ml1: stale (last reading 1.0 h ago); cannot check on that host" in err
 
 
+def _catalogue_with_fv_ml2(folder: Path) -> str:
+    import yaml
+
+    data = yaml.safe_load((ROOT / CATALOGUE).read_text())
+    data["hosts"]["fv-ml2"] = dict(data["hosts"]["fv-ml1"])
+    path = folder / "fleet.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
 def test_a_stale_host_elsewhere_only_warns(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     at(monkeypatch, TAKEN)
     _fleet_with_stale(monkeypatch, "fv-ml2")
+    catalogue = _catalogue_with_fv_ml2(tmp_path)
     prometheus = ["--prometheus", "http://prometheus:9090"]
-    base = ["--gpu", "0", "--util", "0.11", "--catalogue", CATALOGUE, *prometheus]
+    base = ["--gpu", "0", "--util", "0.11", "--catalogue", catalogue, *prometheus]
     code, out, err = gpuplan(capsys, "check", "vllm-voices", *base)
     assert code == 0
     assert "(Prometheus http://prometheus:9090)" in out
@@ -502,7 +513,22 @@ def test_a_stale_host_elsewhere_only_warns(
     # A compose file does not say its host: every host must be readable.
     monkeypatch.setenv("VOICES_UTIL", "0.11")
     code, _, err = gpuplan(
-        capsys, "check", "--compose", COMPOSE, "--catalogue", CATALOGUE, *prometheus
+        capsys, "check", "--compose", COMPOSE, "--catalogue", catalogue, *prometheus
     )
     assert code == 3
     assert "fv-ml2: stale (last reading 1.0 h ago); cannot check on that host" in err
+
+
+def test_a_stale_host_outside_the_catalogue_is_ignored(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    at(monkeypatch, TAKEN)
+    _fleet_with_stale(monkeypatch, "fv-ml2")
+    prometheus = ["--prometheus", "http://prometheus:9090"]
+    monkeypatch.setenv("VOICES_UTIL", "0.11")
+    code, _, err = gpuplan(
+        capsys, "check", "--compose", COMPOSE, "--catalogue", CATALOGUE, *prometheus
+    )
+    assert code == 0, err
+    assert "warning: fv-ml2 is not in the catalogue: its cards are ignored" in err
+    assert "cannot check" not in err

@@ -17,7 +17,9 @@ import yaml
 from inventory.ledger.store import open_ledger
 from inventory.snapshot import load_snapshot
 from placement.cli import check as cli_check
+from placement.cli import ledger as cli_ledger
 from placement.cli import main as cli_main
+from placement.cli import plan as cli_plan
 from placement.cli import sources
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -50,7 +52,7 @@ def catalogue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def at(monkeypatch: pytest.MonkeyPatch, *, minutes: float) -> None:
     """The CLI's clock, `minutes` after the snapshot was taken (no sleeping)."""
-    for module in (sources, cli_check):
+    for module in (sources, cli_check, cli_ledger, cli_plan):
         monkeypatch.setattr(module, "utc_now", lambda: TAKEN + timedelta(minutes=minutes))
 
 
@@ -186,6 +188,8 @@ def test_eight_checks_at_the_same_moment_pass_exactly_one(catalogue: Path, tmp_p
     context = multiprocessing.get_context("fork")
     for round_ in range(20):
         db = tmp_path / f"race-{round_}.sqlite"
+        with open_ledger(db):
+            pass  # the deploy scripts share a ledger that exists
         start = context.Barrier(len(SEATS))
         out = context.Queue()
         racers = [
@@ -198,5 +202,24 @@ def test_eight_checks_at_the_same_moment_pass_exactly_one(catalogue: Path, tmp_p
         for racer in racers:
             racer.join(timeout=60)
         codes = sorted(code for code, _, _ in results)
-        assert codes == [0] + [1] * 7, (round_, results)
+        assert codes == [0] + [1] * 7, (round_, [e for _, _, e in results if e])
         assert all(rules == ["hold"] for code, rules, _ in results if code == 1), results
+
+
+def test_plan_and_ledger_read_the_holds(
+    catalogue: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "l.sqlite"
+    assert cli_main.main(check(catalogue, db, "tts-0")) == 0
+    capsys.readouterr()
+    source = ["--catalogue", str(catalogue), "--snapshot", str(SNAPSHOT), "--ledger", str(db)]
+    assert cli_main.main(["ledger", *source]) == 0
+    out = capsys.readouterr().out
+    assert "tts-0 (hold: 3.00 GiB approved for tts-0 at" in out
+    assert cli_main.main(["plan", *source, "--json"]) == 1  # not every tts seat fits card 1
+    captured = capsys.readouterr()
+    assert "note: tts-0 kept on fv-ml1 card(s) [1]" in captured.err
+    placed = {s["seat"]: s for s in json.loads(captured.out)["seats"]}
+    assert placed["tts-0"]["verdict"] == "pass" and placed["tts-0"]["cards"] == [1]
+    # The approved seat is counted once: another 3 GiB seat no longer fits card 1.
+    assert placed["tts-1"]["cards"] != [1] or placed["tts-1"]["verdict"] != "pass"

@@ -23,6 +23,7 @@ PRESENT = [
     "demo-ledger",
     "exporter",
     "alerts",
+    "learn",
     "schema",
 ]
 

@@ -276,15 +276,33 @@ def test_card_in_error_has_no_totals(tmp_path: Path, capsys: pytest.CaptureFixtu
     )
 
 
+def _with_hosts(folder: Path, *hosts: str) -> Path:
+    """fv-ml1's catalogue with more hosts of its shape (four cards, its figures)."""
+    import yaml
+
+    data = yaml.safe_load(FV_ML1_CATALOGUE.read_text())
+    for host in hosts:
+        data["hosts"][host] = dict(data["hosts"]["fv-ml1"])
+    path = folder / "fleet.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _snapshot_as(folder: Path, host: str) -> Path:
+    data = json.loads(FV_ML1_SNAPSHOT.read_text())
+    data["host"] = host
+    path = folder / f"{host}.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
 def test_each_snapshot_file_names_its_host_in_the_header(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    data = json.loads(FV_ML1_SNAPSHOT.read_text())
-    data["host"] = "fv-ml2"
-    other = tmp_path / "fv-ml2.json"
-    other.write_text(json.dumps(data))
+    other = _snapshot_as(tmp_path, "fv-ml2")
+    catalogue = _with_hosts(tmp_path, "fv-ml2")
     code = main(
-        ["plan", "--catalogue", str(FV_ML1_CATALOGUE), "--snapshot", str(FV_ML1_SNAPSHOT), "--snapshot", str(other)]
+        ["plan", "--catalogue", str(catalogue), "--snapshot", str(FV_ML1_SNAPSHOT), "--snapshot", str(other)]
     )  # fmt: skip
     out = capsys.readouterr().out
     assert code == 0
@@ -345,3 +363,98 @@ def test_seat_names_with_other_characters_are_quoted_in_the_seats_column() -> No
     )
     line = card_table([row]).splitlines()[-1]
     assert line.endswith('vllm-voices pid 4121 "my seat" +"new seat 2" +new_3.b')
+
+
+# DESIGN.md "Fleets": only the catalogue's hosts; a seat that depends on an unusable one is unknown.
+
+
+def test_a_host_outside_the_catalogue_is_ignored_and_takes_no_seat(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # fv-ml9 is the same machine's figures under a name the catalogue does not describe: its
+    # card 3 is free, but no seat may go there (no reserves, margin or cuda_context apply to it).
+    other = _snapshot_as(tmp_path, "fv-ml9")
+    code, out, err = run(capsys, "--snapshot", str(other), "--json")
+    assert code == 0
+    result = json.loads(out)
+    assert result["ignored_hosts"] == ["fv-ml9"] and result["unusable_hosts"] == []
+    assert {card["host"] for card in result["cards"]} == {"fv-ml1"}
+    assert [(s["seat"], s["host"]) for s in result["seats"]] == [("flash-next", "fv-ml1")]
+    assert "warning: fv-ml9 is not in the catalogue: its cards are ignored" in err
+    code, out, _ = run(capsys, "--snapshot", str(other))
+    assert out.startswith("ignored (not in the catalogue): fv-ml9\n\nfv-ml1 · snapshot")
+
+
+def test_a_seat_pinned_to_an_absent_host_is_unknown_and_exits_3(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    catalogue = _with_hosts(tmp_path, "fv-ml2")
+    seat = tmp_path / "probe.yaml"
+    seat.write_text("name: probe\nhost: fv-ml2\nresident: 1 GiB\n")
+    argv = ["plan", "--catalogue", str(catalogue), "--snapshot", str(FV_ML1_SNAPSHOT)]
+    code = main([*argv, "--add", str(seat), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 3
+    result = json.loads(out)
+    assert result["verdict"] == "unknown"
+    assert result["unusable_hosts"] == [
+        {"host": "fv-ml2", "kind": "absent", "reason": "absent: no --snapshot of it was given"}
+    ]
+    verdicts = {s["seat"]: s for s in result["seats"]}
+    assert verdicts["flash-next"]["verdict"] == "pass"  # fv-ml1's seats are still placed
+    probe = verdicts["probe"]
+    assert (probe["verdict"], probe["host"]) == ("unknown", "fv-ml2")
+    assert probe["reasons"][0]["text"] == (
+        "probe names host fv-ml2, which is unusable: absent: no --snapshot of it was given"
+    )
+    assert (
+        "warning: fv-ml2: absent: no --snapshot of it was given; nothing is planned on fv-ml2"
+        in err
+    )
+    code = main([*argv, "--add", str(seat)])
+    out = capsys.readouterr().out
+    assert code == 3
+    assert out.startswith("unusable host fv-ml2 (absent): absent: no --snapshot of it was given\n")
+    assert "UNKNOWN  probe: cannot be judged\n  probe names host fv-ml2, which is unusable" in out
+
+
+def test_an_unknown_outranks_a_refusal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    catalogue = _with_hosts(tmp_path, "fv-ml2")
+    seats = tmp_path / "seats.yaml"
+    seats.write_text(
+        "- {name: probe, host: fv-ml2, resident: 1 GiB}\n"
+        "- {name: huge, host: fv-ml1, resident: 500 GiB}\n"
+    )
+    argv = ["plan", "--catalogue", str(catalogue), "--snapshot", str(FV_ML1_SNAPSHOT)]
+    code = main([*argv, "--add", str(seats), "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 3
+    assert {s["seat"]: s["verdict"] for s in result["seats"]} == {
+        "flash-next": "pass",
+        "probe": "unknown",
+        "huge": "refuse",
+    }
+
+
+def test_with_no_usable_host_plan_prints_every_seat_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The catalogue's only host: its ledger snapshot is older than --max-age.
+    db = tmp_path / "ledger.sqlite"
+    assert main(["snapshot", "--from", str(FV_ML1_SNAPSHOT), "--ledger", str(db)]) == 0
+    capsys.readouterr()
+    code = main(["plan", "--catalogue", str(FV_ML1_CATALOGUE), "--ledger", str(db), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 3
+    result = json.loads(out)
+    assert result["verdict"] == "unknown" and result["cards"] == []
+    assert [(s["seat"], s["verdict"]) for s in result["seats"]] == [("flash-next", "unknown")]
+    (unusable,) = result["unusable_hosts"]
+    assert (unusable["host"], unusable["kind"]) == ("fv-ml1", "stale")
+    assert "older than --max-age 15 min" in unusable["reason"]
+    assert "nothing is planned on fv-ml1" in err
+    code = main(["plan", "--catalogue", str(FV_ML1_CATALOGUE), "--ledger", str(db)])
+    out = capsys.readouterr().out
+    assert code == 3
+    assert out.startswith("unusable host fv-ml1 (stale): stale: snapshot of fv-ml1 from ledger")
+    assert "UNKNOWN  flash-next: cannot be judged" in out

@@ -1,0 +1,264 @@
+"""vLLM's own start-up log read back into a seat's `engine.profile` (DESIGN.md, "vLLM's second refusal").
+
+Lines as vLLM 0.10 to 0.34 print them (read from each version's published wheel:
+`gpu_model_runner.py`, `gpu_worker.py`, `kv_cache_utils.py`), behind any `docker compose logs`
+or `(EngineCore_DP0 pid=…)` prefix. vLLM prints GiB rounded to 0.01 (the weights to 0.0001
+in 0.10 and 0.11); token counts and "… in use is N bytes" are exact, and are preferred.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from seats.errors import BadInputError
+from seats.units import GiB
+
+SUPPORTED = ((0, 10), (0, 34))
+_NUMBER = r"(-?[0-9]+(?:\.[0-9]+)?)"
+_COUNT = r"([0-9][0-9,]*)"
+VERSION = (
+    re.compile(r"vLLM API server version v?([0-9]+)\.([0-9]+)[^\s]*"),
+    re.compile(r"Initializing a V1 LLM engine \(v([0-9]+)\.([0-9]+)[^)]*\)"),
+)
+MAX_LEN = (
+    re.compile(r"max_seq_len=([0-9]+)"),
+    re.compile(r"Using max model len ([0-9]+)"),
+    re.compile(r"Maximum concurrency for " + _COUNT + r" tokens per request"),
+)
+WEIGHTS = (
+    re.compile(r"Model loading took " + _NUMBER + r" GiB"),
+    re.compile(r"Actual usage is " + _NUMBER + r" GiB for weight"),
+)
+KV_EXACT = (
+    re.compile(r"Current kv cache memory in use is ([0-9]+) bytes"),
+    re.compile(r"kv_cache_memory_bytes=([0-9]+) \("),
+)
+KV_GIB = (
+    re.compile(r"Available KV cache memory: " + _NUMBER + r" ?GiB"),
+    re.compile(r"reserved " + _NUMBER + r" ?GiB memory for KV Cache"),
+)
+TOKENS = re.compile(r"KV cache size: " + _COUNT + r" tokens")
+UTIL = (
+    re.compile(r"Desired GPU memory utilization is \(" + _NUMBER),
+    re.compile(r"'gpu_memory_utilization': " + _NUMBER),
+)
+TOTAL = re.compile(r"Free memory on device \(" + _NUMBER + r"/" + _NUMBER + r" GiB\)")
+NON_KV_SPLIT = re.compile(
+    r"GiB for weight, " + _NUMBER + r" GiB for peak activation, " + _NUMBER
+    + r" GiB for non-torch memory, and " + _NUMBER + r" GiB for CUDAGraph memory"
+)  # fmt: skip
+NON_KV_034 = re.compile(
+    r"Actual usage is " + _NUMBER + r" GiB for consumed memory \(weights \+ non-torch\), "
+    + _NUMBER + r" GiB for peak activation, and " + _NUMBER + r" GiB for CUDAGraph memory"
+)  # fmt: skip
+_PREFIX = re.compile(r"^[\w.-]+\s+\|\s?")  # docker compose logs: "voices-1  | "
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure of a profile, with the log line it came from and how exact it is."""
+
+    value: int
+    line_no: int
+    line: str
+    precision: str  # "exact", "0.01 GiB", "0.0001 GiB", or how it was derived
+
+
+@dataclass
+class LogFigures:
+    """What one start-up log says; None where it says nothing."""
+
+    version: tuple[int, int] | None = None
+    version_line: str = ""
+    max_model_len: Figure | None = None
+    weights: Figure | None = None
+    kv: Figure | None = None
+    tokens: Figure | None = None
+    util: Decimal | None = None
+    util_line: Figure | None = None
+    total: Figure | None = None
+    non_kv: Figure | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def clean(line: str) -> str:
+    """The line without a `docker compose logs` prefix or its line ending."""
+    return _PREFIX.sub("", line.rstrip("\r\n"), count=1)
+
+
+def _gib(text: str) -> int:
+    """A GiB figure as vLLM printed it, in whole bytes (rounded down)."""
+    return int(Decimal(text) * GiB)
+
+
+def _precision(text: str) -> str:
+    """The rounding of a printed GiB figure: its last decimal place."""
+    decimals = len(text.partition(".")[2])
+    return f"{Decimal(1).scaleb(-decimals)} GiB" if decimals else "1 GiB"
+
+
+def _first(patterns: Iterable[re.Pattern[str]], line: str) -> re.Match[str] | None:
+    for pattern in patterns:
+        found = pattern.search(line)
+        if found is not None:
+            return found
+    return None
+
+
+def read_log(lines: Iterable[str]) -> LogFigures:
+    """Every figure the log prints, the first of each kind (the smallest KV cache across ranks)."""
+    out = LogFigures()
+    for number, raw in enumerate(lines, start=1):
+        line = clean(raw)
+        _read_line(out, number, line)
+    return out
+
+
+def _read_line(out: LogFigures, number: int, line: str) -> None:
+    """One line's figures into `out`."""
+    version = _first(VERSION, line)
+    if version is not None and out.version is None:
+        out.version = (int(version.group(1)), int(version.group(2)))
+        out.version_line = line
+    found = _first(MAX_LEN, line)
+    if found is not None and out.max_model_len is None:
+        out.max_model_len = Figure(int(found.group(1).replace(",", "")), number, line, "exact")
+    found = _first(WEIGHTS, line)
+    if found is not None and out.weights is None:
+        out.weights = Figure(_gib(found.group(1)), number, line, _precision(found.group(1)))
+    _read_kv(out, number, line)
+    found = TOKENS.search(line)
+    if found is not None:
+        tokens = int(found.group(1).replace(",", ""))
+        if out.tokens is None or tokens < out.tokens.value:
+            out.tokens = Figure(tokens, number, line, "exact")
+    found = _first(UTIL, line)
+    if found is not None and out.util is None:
+        out.util = Decimal(found.group(1))
+        out.util_line = Figure(0, number, line, "exact")
+    found = TOTAL.search(line)
+    if found is not None and out.total is None:
+        out.total = Figure(_gib(found.group(2)), number, line, _precision(found.group(2)))
+    _read_non_kv(out, number, line)
+
+
+def _read_kv(out: LogFigures, number: int, line: str) -> None:
+    """The KV cache bytes: an exact count where the log has one, else the smallest GiB figure."""
+    exact = _first(KV_EXACT, line)
+    if exact is not None:
+        value = int(exact.group(1))
+        if out.kv is None or out.kv.precision != "exact" or value < out.kv.value:
+            out.kv = Figure(value, number, line, "exact")
+        return
+    found = _first(KV_GIB, line)
+    if found is None or (out.kv is not None and out.kv.precision == "exact"):
+        return
+    value = _gib(found.group(1))
+    if out.kv is None or value < out.kv.value:
+        out.kv = Figure(value, number, line, _precision(found.group(1)))
+
+
+def _read_non_kv(out: LogFigures, number: int, line: str) -> None:
+    """Activation peak + non-torch + CUDA graphs, where a line splits the request (0.10.2+)."""
+    found = NON_KV_SPLIT.search(line)
+    if found is not None:
+        parts = [Decimal(found.group(i)) for i in (1, 2, 3)]
+        out.non_kv = Figure(int(sum(parts) * GiB), number, line, "3 figures of 0.01 GiB")
+        return
+    found = NON_KV_034.search(line)
+    if found is not None and out.weights is not None:
+        consumed, peak, graphs = (Decimal(found.group(i)) for i in (1, 2, 3))
+        value = int((consumed + peak + graphs) * GiB) - out.weights.value
+        out.non_kv = Figure(value, number, line, "3 figures of 0.01 GiB, less the weights")
+
+
+@dataclass(frozen=True)
+class LearntProfile:
+    """The profile block `learn` prints: each figure with its source, None where unknown."""
+
+    version: str
+    weights: Figure
+    non_kv: Figure | None
+    kv_bytes_per_token: Figure
+    max_model_len: Figure
+    kv: Figure
+    tokens: Figure
+    notes: tuple[str, ...]
+
+
+_LOOKED_FOR = {
+    "weights": "'Model loading took X GiB'",
+    "kv": "'Available KV cache memory: X GiB' (or '… in use is N bytes')",
+    "tokens": "'GPU KV cache size: N tokens'",
+    "max_model_len": "'max_seq_len=N' (or 'Maximum concurrency for N tokens per request')",
+}
+
+
+def learn_profile(
+    figures: LogFigures, source: str, *, declared_util: Decimal | None, cuda_total: int | None
+) -> LearntProfile:
+    """The profile a log gives, or BadInputError naming the file and the line it looked for.
+
+    `declared_util` and `cuda_total` (the seat's and its host's) give `non_kv` where the log
+    prints no split of the request: non_kv = ceil(util × total) − weights − KV bytes.
+    """
+    if figures.version is not None and not SUPPORTED[0] <= figures.version <= SUPPORTED[1]:
+        major, minor = figures.version
+        raise BadInputError(
+            f"{source}: vLLM {major}.{minor} is outside the versions read (0.10 to 0.34): "
+            f"{figures.version_line.strip()[:200]}"
+        )
+    for name, looked in _LOOKED_FOR.items():
+        if getattr(figures, name) is None:
+            raise BadInputError(
+                f"{source}: no vLLM start-up line {looked}; is it vLLM 0.10 to 0.34?"
+            )
+    weights, kv, tokens, length = figures.weights, figures.kv, figures.tokens, figures.max_model_len
+    assert weights is not None and kv is not None and tokens is not None and length is not None
+    if tokens.value < 1:
+        raise BadInputError(f"{source}: line {tokens.line_no}: the KV cache holds no token")
+    notes = list(figures.notes)
+    per_token = Figure(
+        kv.value // tokens.value,
+        kv.line_no,
+        f"{kv.value:,} B ÷ {tokens.value:,} tokens (lines {kv.line_no} and {tokens.line_no})",
+        "an upper bound: vLLM counts tokens in whole blocks"
+        + ("" if kv.precision == "exact" else f", and the KV bytes are printed to {kv.precision}"),
+    )
+    non_kv = figures.non_kv or _non_kv_from_request(figures, declared_util, cuda_total, notes)
+    version = ".".join(str(part) for part in figures.version) if figures.version else "unknown"
+    return LearntProfile(version, weights, non_kv, per_token, length, kv, tokens, tuple(notes))
+
+
+def _non_kv_from_request(
+    figures: LogFigures, declared: Decimal | None, cuda_total: int | None, notes: list[str]
+) -> Figure | None:
+    """non_kv = ceil(util × total) − weights − KV bytes, from the log's util and total or the seat's."""
+    weights, kv = figures.weights, figures.kv
+    assert weights is not None and kv is not None
+    util = figures.util if figures.util is not None else declared
+    total = figures.total.value if figures.total is not None else cuda_total
+    if util is None or total is None:
+        notes.append(
+            "non_kv unknown: the log prints no 'Free memory on device (…) … Actual usage is …' "
+            "line; declare gpu_memory_utilization on the seat and card_total on its host"
+        )
+        return None
+    product = util * total
+    requested = int(-(-product // 1))
+    where = "the log's" if figures.total is not None else "the host's card_total (NVML total)"
+    if requested - weights.value - kv.value < 0:
+        notes.append(
+            f"non_kv unknown: util {util} × {total:,} B is less than the log's weights and KV "
+            "cache together; is this the seat's own log?"
+        )
+        return None
+    return Figure(
+        requested - weights.value - kv.value,
+        weights.line_no,
+        f"ceil({util} × {total:,} B, {where}) − weights − KV bytes",
+        "as exact as its terms",
+    )

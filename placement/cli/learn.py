@@ -1,0 +1,137 @@
+"""`gpuplan learn SEAT --vllm-log FILE|-`: a seat's `engine.profile` from vLLM's own start-up log.
+
+Prints the `profile:` block to paste under the seat's `engine:`, each figure with the line it
+came from (`docker compose logs voices | gpuplan learn vllm-voices --vllm-log -`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from placement.cli.sources import add_catalogue_argument, load_catalogue_argument
+from seats.errors import BadInputError
+from seats.units import format_bytes
+
+HELP = "a seat's engine.profile from vLLM's start-up log"
+DESCRIPTION = (
+    "Read vLLM's own start-up lines (0.10 to 0.34; `docker compose logs` prefixes are fine) and "
+    "print the engine.profile block to paste under the seat's engine: weights, non_kv, "
+    "kv_bytes_per_token and max_model_len, each with the line it came from. vLLM prints GiB "
+    "to 0.01; token counts and byte counts are exact and preferred. Exit 2 when the log lacks "
+    "a line, naming the line it looked for."
+)
+MAX_LOG_BYTES = 64 * 1024 * 1024
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """SEAT --vllm-log FILE|- [--catalogue F] [--json]."""
+    parser.add_argument("seat", metavar="SEAT", help="a seat of the catalogue")
+    parser.add_argument(
+        "--vllm-log", required=True, metavar="FILE", help="vLLM's start-up log, or - for stdin"
+    )
+    add_catalogue_argument(parser)
+    parser.add_argument("--json", action="store_true", help="the profile and its sources as JSON")
+
+
+def _read(name: str) -> tuple[list[str], str]:
+    """The log's lines and the name to give in errors."""
+    if name == "-":
+        return sys.stdin.read(MAX_LOG_BYTES).splitlines(), "<stdin>"
+    path = Path(name)
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            return handle.read(MAX_LOG_BYTES).splitlines(), name
+    except OSError as exc:
+        raise BadInputError(f"{name}: cannot read the log: {exc.strerror or exc}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the profile block (or its JSON); exit 2 when the log lacks a line."""
+    from placement.check.vllm_log import learn_profile, read_log
+
+    catalogue = load_catalogue_argument(args)
+    try:
+        seat = catalogue.seat(args.seat)
+    except KeyError:
+        raise BadInputError(f"no seat {args.seat!r} in {args.catalogue}") from None
+    lines, source = _read(args.vllm_log)
+    util = seat.engine.gpu_memory_utilization
+    host = catalogue.hosts.get(seat.host) if seat.host else None
+    profile = learn_profile(
+        read_log(lines),
+        source,
+        declared_util=Decimal(repr(util)) if util is not None else None,
+        cuda_total=host.card_total_bytes if host else None,
+    )
+    if args.json:
+        print(json.dumps(_as_json(seat.name, profile), indent=2))
+    else:
+        print(_as_text(seat.name, source, profile))
+    return 0
+
+
+def _figure(figure: Any) -> dict[str, Any] | None:
+    if figure is None:
+        return None
+    return {
+        "value": figure.value,
+        "line": figure.line_no,
+        "source": figure.line.strip(),
+        "precision": figure.precision,
+    }
+
+
+def _as_json(seat: str, profile: Any) -> dict[str, Any]:
+    return {
+        "schema": 1,
+        "seat": seat,
+        "vllm_version": profile.version,
+        "profile": {
+            "weights_bytes": profile.weights.value,
+            "non_kv_bytes": profile.non_kv.value if profile.non_kv else None,
+            "kv_bytes_per_token": profile.kv_bytes_per_token.value,
+            "max_model_len": profile.max_model_len.value,
+        },
+        "sources": {
+            "weights": _figure(profile.weights),
+            "non_kv": _figure(profile.non_kv),
+            "kv_bytes_per_token": _figure(profile.kv_bytes_per_token),
+            "max_model_len": _figure(profile.max_model_len),
+            "kv_cache": _figure(profile.kv),
+            "kv_tokens": _figure(profile.tokens),
+        },
+        "notes": list(profile.notes),
+    }
+
+
+def _source(figure: Any) -> str:
+    text = figure.line.strip()
+    return f"line {figure.line_no}: {text[:160]}{'…' if len(text) > 160 else ''}"
+
+
+def _as_text(seat: str, source: str, profile: Any) -> str:
+    """The block to paste, then each figure's source line and precision."""
+    non_kv = profile.non_kv.value if profile.non_kv else "unknown"
+    out = [
+        f"# {seat}: from vLLM {profile.version}'s start-up log ({source})",
+        "      profile:",
+        f"        weights: {profile.weights.value}  # {format_bytes(profile.weights.value)}",
+        f"        non_kv: {non_kv}"
+        + (f"  # {format_bytes(profile.non_kv.value)}" if profile.non_kv else ""),
+        f"        kv_bytes_per_token: {profile.kv_bytes_per_token.value}",
+        f"        max_model_len: {profile.max_model_len.value}",
+        "sources:",
+    ]
+    for name in ("weights", "non_kv", "kv", "tokens", "max_model_len"):
+        figure = getattr(profile, name)
+        if figure is not None:
+            out.append(f"  {name}: {_source(figure)} ({figure.precision})")
+    per_token = profile.kv_bytes_per_token
+    out.append(f"  kv_bytes_per_token: {per_token.line} ({per_token.precision})")
+    out.extend(f"note: {note}" for note in profile.notes)
+    return "\n".join(out)

@@ -1,0 +1,169 @@
+"""Rule `kv_capacity`: vLLM's second refusal, a KV cache that cannot hold one sequence of max_model_len.
+
+DESIGN.md "vLLM's second refusal". With an `engine.profile`, the KV cache is the pinned
+`kv_cache_memory`, else `ceil(util × cuda_total) − weights − non_kv`; it holds
+floor(KV bytes / kv_bytes_per_token) tokens, and vLLM refuses to start when that is below
+max_model_len. Everything here is per card, in exact integer bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from placement.fit.engines import (
+    format_util,
+    passes_gate,
+    requested_bytes,
+    smallest_util_covering,
+)
+from placement.fit.state import CardState
+from placement.fit.verdict import Reason
+from seats.model import Profile, Seat
+from seats.units import format_bytes
+
+
+def profile_of(seat: Seat) -> Profile | None:
+    """The seat's profile when vLLM's KV arithmetic applies to it, else None."""
+    return seat.engine.profile if seat.engine.kind == "vllm" else None
+
+
+def kv_cache_bytes(
+    profile: Profile, *, pinned_bytes: int | None, util: Decimal | None, cuda_total: int
+) -> int | None:
+    """The KV cache vLLM allocates on one card: the pin, else its request less weights and non-KV.
+
+    None when neither a pin nor a util says it (an unbounded seat: it grows into free memory).
+    May be negative: the request does not even hold the weights.
+    """
+    if pinned_bytes is not None:
+        return pinned_bytes
+    if util is None:
+        return None
+    return requested_bytes(util, cuda_total) - profile.weights_bytes - profile.non_kv_bytes
+
+
+def kv_tokens(kv_bytes: int, kv_bytes_per_token: int) -> int:
+    """floor(KV bytes / bytes per token): the tokens vLLM's cache holds (none when it is empty)."""
+    return max(0, kv_bytes) // kv_bytes_per_token
+
+
+def sequence_bytes(profile: Profile) -> int:
+    """KV bytes one sequence of max_model_len takes on a card."""
+    return profile.max_model_len * profile.kv_bytes_per_token
+
+
+def util_target_bytes(seat: Seat) -> int:
+    """The request a util must reach so that its KV cache holds one sequence (0: no such need).
+
+    Only where the KV cache is the request's leftover: a pinned KV cache does not grow with util.
+    """
+    profile = profile_of(seat)
+    if profile is None or seat.engine.kv_cache_bytes is not None:
+        return 0
+    return profile.weights_bytes + profile.non_kv_bytes + sequence_bytes(profile)
+
+
+def profile_resident_bytes(
+    seat: Seat, util: Decimal | None, cuda_total: int, cuda_context: int
+) -> int | None:
+    """weights + non_kv + KV bytes + cuda_context: what the profile says the seat holds on a card."""
+    profile = profile_of(seat)
+    if profile is None:
+        return None
+    kv = kv_cache_bytes(
+        profile, pinned_bytes=seat.engine.kv_cache_bytes, util=util, cuda_total=cuda_total
+    )
+    if kv is None:
+        return None
+    return profile.weights_bytes + profile.non_kv_bytes + max(0, kv) + cuda_context
+
+
+@dataclass(frozen=True)
+class KvCapacity:
+    """One card's KV figures for a seat with a profile."""
+
+    kv_bytes: int
+    tokens: int
+    max_model_len: int
+    kv_bytes_per_token: int
+
+    @property
+    def short_bytes(self) -> int:
+        """KV bytes missing for one sequence (0 when it fits)."""
+        return max(0, self.max_model_len * self.kv_bytes_per_token - max(0, self.kv_bytes))
+
+
+def kv_capacity(seat: Seat, util: Decimal | None, cuda_total: int) -> KvCapacity | None:
+    """The KV cache a seat gets on a card of CUDA total `cuda_total`; None without a profile or a size."""
+    profile = profile_of(seat)
+    if profile is None:
+        return None
+    kv = kv_cache_bytes(
+        profile, pinned_bytes=seat.engine.kv_cache_bytes, util=util, cuda_total=cuda_total
+    )
+    if kv is None:
+        return None
+    return KvCapacity(
+        kv_bytes=kv,
+        tokens=kv_tokens(kv, profile.kv_bytes_per_token),
+        max_model_len=profile.max_model_len,
+        kv_bytes_per_token=profile.kv_bytes_per_token,
+    )
+
+
+def kv_capacity_reason(
+    *, seat: Seat, util: Decimal | None, state: CardState, host: str
+) -> Reason | None:
+    """Rule `kv_capacity`: floor(KV bytes / bytes per token) < max_model_len on this card."""
+    found = kv_capacity(seat, util, state.cuda_total_bytes)
+    if found is None or found.tokens >= found.max_model_len:
+        return None
+    need = found.max_model_len * found.kv_bytes_per_token
+    where = (
+        "kv_cache_memory"
+        if seat.engine.kv_cache_bytes is not None
+        else f"util {format_util(util) if util is not None else '?'} leaves"
+    )
+    return Reason(
+        rule="kv_capacity",
+        card=state.card.index,
+        need_bytes=need,
+        room_bytes=found.kv_bytes,
+        short_bytes=need - found.kv_bytes,
+        text=f"vLLM's KV cache check: {where} {format_bytes(max(0, found.kv_bytes))} holds "
+        f"{found.tokens:,} tokens at {found.kv_bytes_per_token:,} B per token, fewer than "
+        f"max_model_len {found.max_model_len:,} ({format_bytes(need)}): "
+        f"short {format_bytes(need - found.kv_bytes)}",
+        host=host,
+    )
+
+
+def kv_fixes(seat: Seat, util: Decimal | None, state: CardState) -> list[str]:
+    """The nearest changes that pass `kv_capacity` on this card: the util, the KV bytes, the length.
+
+    A util is named only where the KV cache is the request's leftover; a util that vLLM's
+    gate on this card would refuse says so.
+    """
+    found = kv_capacity(seat, util, state.cuda_total_bytes)
+    if found is None or found.tokens >= found.max_model_len:
+        return []
+    need = found.max_model_len * found.kv_bytes_per_token
+    fixes: list[str] = []
+    target = util_target_bytes(seat)
+    if target:
+        better = smallest_util_covering(target, state.cuda_total_bytes)
+        if better is None:
+            fixes.append(f"no util holds {found.max_model_len:,} tokens on card {state.card.index}")
+        else:
+            gate_ok = passes_gate(
+                state.gate_free_bytes, requested_bytes(better, state.cuda_total_bytes)
+            )
+            fixes.append(
+                f"util ≥ {format_util(better)}"
+                + ("" if gate_ok else f" (card {state.card.index}'s gate refuses it)")
+            )
+    fixes.append(f"kv_cache_memory ≥ {format_bytes(need)} ({need:,} B)")
+    if found.tokens:
+        fixes.append(f"--max-model-len ≤ {found.tokens:,}")
+    return [f"card {state.card.index}: " + ", or ".join(fixes)]

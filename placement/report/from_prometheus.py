@@ -1,0 +1,237 @@
+"""The weekly report of a fleet built from Prometheus: range queries instead of a ledger of snapshots.
+
+The aggregates come from `inventory.prometheus.range`, "now" per host from the snapshot reader at
+the host's newest sample; `figures.assemble` then builds the same `Report` the ledger path builds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from inventory.ledger.report_queries import DecisionRow
+from inventory.prometheus import metrics as m
+from inventory.prometheus.range import (
+    PERCENTILE_DEFINITION,
+    HostSpan,
+    PromClient,
+    PrometheusWindow,
+    ReserveSpec,
+    load_window,
+)
+from inventory.prometheus.reader import DCGM_FREE, read_fleet
+from inventory.snapshot import Snapshot, format_utc
+from placement.report.figures import (
+    Probe,
+    Provenance,
+    assemble,
+    chart_step,
+    segment,
+)
+from placement.report.rows import (
+    LOOKBACK_DAYS,
+    ChartSeries,
+    DriftThreshold,
+    HoldRow,
+    Report,
+    Window,
+    utc,
+)
+from seats.errors import CannotDecideError
+from seats.model import Catalogue
+
+# A host whose newest sample is older than this before the window's newest has stopped.
+_STOP_SLACK_S = 300
+
+
+@dataclass(frozen=True)
+class LedgerRecords:
+    """What `--ledger` adds to a Prometheus report: the window's decisions and the active holds."""
+
+    name: str
+    decisions: tuple[DecisionRow, ...]
+    holds: tuple[HoldRow, ...]
+
+
+def build_prometheus_report(
+    client: PromClient,
+    catalogue: Catalogue,
+    window: Window,
+    *,
+    now: datetime,
+    step_s: int,
+    threshold: DriftThreshold,
+    probe: Probe | None = None,
+    records: LedgerRecords | None = None,
+    on_charts: Callable[[tuple[ChartSeries, ...]], None] | None = None,
+) -> tuple[Report, PrometheusWindow]:
+    """The report of the catalogue's hosts over `window`, and the window's answers (with timings).
+
+    Exit 3 (CannotDecideError) when no catalogue host has a series in the window.
+    """
+    hosts = sorted(catalogue.hosts)
+    if not hosts:
+        raise CannotDecideError(
+            "the catalogue describes no host: a Prometheus report covers only the catalogue's hosts"
+        )
+    client.window_text = f"the window {window.label}"
+    answers = load_window(
+        client,
+        hosts,
+        window.start_s,
+        window.end_s,
+        step_s=step_s,
+        chart_step_s=chart_step,
+        segment_s=segment,
+        reserves=[
+            ReserveSpec(
+                r.host,
+                r.gpu,
+                tuple(r.for_),
+                None if r.amount_bytes == "card" else int(r.amount_bytes),
+            )
+            for r in catalogue.reserves
+        ],
+        running_seats=[
+            (s.host, s.name)
+            for s in catalogue.seats
+            if s.state == "running" and s.match is not None and s.host is not None
+        ],
+        lookback_s=LOOKBACK_DAYS * 86400,
+    )
+    span = answers.span()
+    if span is None:
+        raise CannotDecideError(
+            f"Prometheus at {client.base} has no {m.SNAPSHOT_TIMESTAMP} or {DCGM_FREE} series "
+            f"of the catalogue's hosts ({', '.join(hosts)}) in {window.label}"
+        )
+    latest, fleet_notes = _latest(client, catalogue, answers.hosts, span.last_s, step_s)
+    notes = (
+        *_coverage_notes(hosts, answers.hosts, span.first_s, span.last_s, step_s),
+        *fleet_notes,
+        f"times of extremes and broken reserves are to the query step ({step_s} s); "
+        f"'samples' count the {step_s} s steps with a reading",
+    )
+    provenance = Provenance(
+        name=client.base,
+        decisions=records.decisions if records is not None else (),
+        kind="prometheus",
+        percentile=PERCENTILE_DEFINITION,
+        notes=notes,
+        holds=records.holds if records is not None else None,
+    )
+    report = assemble(
+        answers,
+        catalogue,
+        window,
+        latest,
+        provenance,
+        now=now,
+        threshold=threshold,
+        probe=probe,
+        on_charts=on_charts,
+    )
+    return report, answers
+
+
+def _latest(
+    client: PromClient,
+    catalogue: Catalogue,
+    spans: dict[str, HostSpan],
+    last_s: int,
+    step_s: int,
+) -> tuple[list[Snapshot], list[str]]:
+    """Each host's snapshot at its newest sample of the window, and why any could not be read.
+
+    Hosts still reporting at the window's end are read in one go; a host whose series stopped
+    earlier is read at its own last sample.
+    """
+    expected = {name: host.cards for name, host in catalogue.hosts.items() if host.cards}
+    moments = sorted({_moment(s, last_s) for s in spans.values()}, reverse=True)
+    found: dict[str, Snapshot] = {}
+    notes: list[str] = []
+    for moment in moments:
+        wanted = {h for h, s in spans.items() if _moment(s, last_s) == moment}
+        fleet = read_fleet(
+            client.base,
+            now=utc(moment),
+            max_age=timedelta(seconds=max(step_s * 3, _STOP_SLACK_S)),
+            expected_cards={h: n for h, n in expected.items() if h in wanted},
+            timeout=client.timeout,
+            opener=client.opener,
+        )
+        for snapshot in (*fleet.snapshots, *fleet.stale):
+            if snapshot.host in wanted and snapshot.host not in found:
+                found[snapshot.host] = snapshot
+        notes += [
+            f"{p.text} (at {format_utc(utc(moment))}): its 'now' columns and headline are left out"
+            for p in fleet.problems
+            if p.host in wanted and p.host not in found and p.kind != "absent"
+        ]
+    return [found[h] for h in sorted(found)], notes
+
+
+def _moment(span: HostSpan, last_s: int) -> int:
+    return last_s if last_s - span.last_s <= _STOP_SLACK_S else span.last_s
+
+
+def _coverage_notes(
+    hosts: Sequence[str], spans: dict[str, HostSpan], first_s: int, last_s: int, step_s: int
+) -> list[str]:
+    """A catalogue host with no series; one whose series start late or stop early; DCGM-only ones."""
+    slack = max(step_s * 3, _STOP_SLACK_S)
+    notes: list[str] = []
+    for host in hosts:
+        span = spans.get(host)
+        if span is None:
+            notes.append(
+                f"catalogue host {host} has no {m.SNAPSHOT_TIMESTAMP} (gpuplan exporter) or "
+                f"{DCGM_FREE} (DCGM) series in the window: nothing is reported for it"
+            )
+            continue
+        if last_s - span.last_s > slack:
+            notes.append(
+                f"{host}: its {span.metric} series stop at {format_utc(utc(span.last_s))}, "
+                f"{_duration(last_s - span.last_s)} before the window's newest sample; its figures "
+                "cover the window up to then, and its 'now' is that last sample"
+            )
+        if span.first_s - first_s > slack:
+            notes.append(
+                f"{host}: its {span.metric} series start at {format_utc(utc(span.first_s))}, "
+                f"{_duration(span.first_s - first_s)} after the window's first sample"
+            )
+        if span.metric == DCGM_FREE:
+            notes.append(
+                f"{host}: read from DCGM's card figures only (whole MiB, no processes): no seat, "
+                "foreign process or unexplained memory is reported for it"
+            )
+    return notes
+
+
+def _duration(seconds: int) -> str:
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{minutes} min"
+
+
+def hold_rows(holds: Sequence[Any]) -> tuple[HoldRow, ...]:
+    """Active holds from the ledger (`inventory.holds.Hold`) as report rows."""
+    return tuple(
+        HoldRow(
+            seat=h.seat,
+            host=h.host,
+            cards=tuple(h.cards),
+            need_bytes=h.need_bytes,
+            created_at=format_utc(h.created_at),
+            expires_at=format_utc(h.expires_at),
+            user=h.user,
+        )
+        for h in holds
+    )
