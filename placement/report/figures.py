@@ -19,6 +19,7 @@ from inventory.snapshot import Card, Snapshot, format_utc
 from placement.fit.capacity import (
     absent_seats,
     cuda_total,
+    fixed_reserve_bytes,
     held_parts,
     margin_bytes,
     plannable_bytes,
@@ -404,7 +405,7 @@ def _reserves(
     for reserve in catalogue.reserves:
         snapshot = current.get(reserve.host)
         card = _card_of(snapshot, reserve.gpu)
-        fixed = None if reserve.amount_bytes == "card" else int(reserve.amount_bytes)
+        fixed = fixed_reserve_bytes(reserve)
         held = reserve_bytes(reserve, card) if card is not None and card.ok else fixed
         breaches = source.reserve_breaches(reserve.host, reserve.gpu, reserve.for_, fixed)
         violated_now = (
