@@ -62,6 +62,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --prometheus: the resolution of per-seat sums, first/last times and broken "
         "reserves (default 1m); larger is lighter on Prometheus",
     )
+    parser.add_argument(
+        "--host-label",
+        metavar="NAME",
+        default=None,
+        help="with --prometheus: the label that names a series' host (default: exported_host, "
+        "host, Hostname, hostname, else instance without its port)",
+    )
     add_catalogue_argument(parser)
     window = parser.add_mutually_exclusive_group()
     window.add_argument(
@@ -133,8 +140,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.prometheus:
             return _prometheus_report(args, catalogue, threshold, week, until, now, drawer)
-        if args.step is not None:
-            raise BadInputError("--step goes with --prometheus")
+        if args.step is not None or args.host_label:
+            raise BadInputError(
+                f"{'--step' if args.step is not None else '--host-label'} goes with --prometheus"
+            )
         return _build_and_emit(args, catalogue, threshold, week, until, now, drawer)
     finally:
         if drawer is not None:
@@ -217,6 +226,7 @@ def _prometheus_report(
         probe=verifier_probe,
         records=records,
         on_charts=drawer.send if drawer is not None else None,
+        host_label=args.host_label,
     )
     if os.environ.get("GPUPLAN_TIMINGS"):
         stats = answers.stats
@@ -274,6 +284,8 @@ def _emit(
     from placement.report.charts import chart_filename, detail_series, seat_colours
     from placement.report.render import blocks, to_html, to_markdown
 
+    _warn_hosts(report)
+
     target, filename = out_target(out, fmt)
     if fmt == "json":
         data = report.to_json()
@@ -312,6 +324,18 @@ def _fleet_chart(series: Sequence[ChartSeries]) -> tuple[str, bytes] | None:
     if len({s.host for s in series}) < 2:
         return None
     return FLEET_FILENAME, render_fleet(series)
+
+
+def _warn_hosts(report: Report) -> None:
+    """Hosts left out, on stderr too (the report lists them on stdout, or in --json)."""
+    for host in report.ignored_hosts:
+        print(
+            f"warning: {host} is not in the catalogue: its series are ignored "
+            "(nothing is planned, checked or reported on a host the catalogue does not describe)",
+            file=sys.stderr,
+        )
+    for u in report.unusable_hosts:
+        print(f"warning: {u.host}: {u.reason}", file=sys.stderr)
 
 
 _SUFFIXES = {".md": "md", ".html": "html", ".htm": "html", ".json": "json"}

@@ -87,6 +87,7 @@ def blocks(
     if demo:
         out.append(Para(demo, lead="DEMO DATA — not measurements.", kind="demo"))
     out.append(Para(_provenance(report)))
+    out += _hosts_left_out(report)
     for note in report.notes:
         out.append(Para(note, lead="Note:", kind="note"))
     out += _headline(report)
@@ -146,6 +147,23 @@ def _charts(
                 f"{series.host} card {series.card}: headroom, drift per seat, used memory",
                 filename,
                 png,
+            )
+        )
+    return out
+
+
+def _hosts_left_out(report: Report) -> list[Block]:
+    """Catalogue hosts with nothing to report, and hosts the catalogue does not describe."""
+    out: list[Block] = []
+    for u in report.unusable_hosts:
+        out.append(Para(f"{u.host} ({u.kind}): {u.reason}", lead="Unusable host:", kind="note"))
+    if report.ignored_hosts:
+        out.append(
+            Para(
+                ", ".join(report.ignored_hosts) + " — not in the catalogue: left out of every "
+                "figure (nothing is planned, checked or reported on a host it does not describe).",
+                lead="Ignored hosts:",
+                kind="note",
             )
         )
     return out
