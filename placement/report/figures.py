@@ -553,6 +553,7 @@ def _fits(probe: Probe | None, catalogue: Catalogue, snapshot: Snapshot) -> tupl
     fits: list[CardFit] = []
     if probe is None:
         return ()
+    catalogue = host_catalogue(catalogue, snapshot.host)
     for card in snapshot.cards:
         if not card.ok:
             fits.append(CardFit(card.index, 0, 0, None, "error"))
@@ -562,6 +563,17 @@ def _fits(probe: Probe | None, catalogue: Catalogue, snapshot: Snapshot) -> tupl
         binding = why_plain if why_plain == why_vllm else f"{why_plain}; vLLM: {why_vllm}"
         fits.append(CardFit(card.index, plain, vllm, util, binding))
     return tuple(fits)
+
+
+def host_catalogue(catalogue: Catalogue, host: str) -> Catalogue:
+    """The catalogue as judging a card of `host` reads it: its seats and reserves, the seats
+    those reserves are for, and seats of no host. The same verdicts: the verifier looks at no
+    other host's seats, and a fleet's thousands of them cost each of its probes a scan.
+    """
+    reserves = tuple(r for r in catalogue.reserves if r.host == host)
+    named = {name for r in reserves for name in r.for_}
+    seats = tuple(s for s in catalogue.seats if s.host in (host, None) or s.name in named)
+    return catalogue.model_copy(update={"seats": seats, "reserves": reserves})
 
 
 def _headline(snapshot: Snapshot, facts: HostFacts) -> Headline:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -374,7 +374,7 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON data: `"schema": 1` and raw byte ints."""
-        data = asdict(self)
+        data = asdict(replace(self, charts=()))  # the charts' series are not JSON, and large
         data.pop("charts")
         data["window"] = {
             "start": format_utc(self.window.start),

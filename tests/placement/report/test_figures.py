@@ -520,3 +520,29 @@ def test_a_missing_seat_shows_when_it_was_last_seen(tmp_path: Path, small: Catal
     report = report_of(path, small, window=parse_week("2026-W38"))
     assert [(m.seat, m.last_seen) for m in report.missing] == [("gone", "2026-09-11T08:00:00Z")]
     assert "last seen 2026-09-11 08:00Z" in to_markdown(blocks(report, []))
+
+
+def test_the_headline_judges_on_the_host_s_catalogue_alike(small: Catalogue) -> None:
+    """Cutting the catalogue to one host (a fleet's speed-up) changes no largest fit."""
+    from inventory.attribution import attribute
+    from placement.report.figures import host_catalogue
+
+    data = small.model_dump(by_alias=True, exclude_none=True)
+    data["hosts"]["h2"] = data["hosts"]["h1"]
+    data["seats"], data["reserves"] = list(data["seats"]), list(data["reserves"])
+    for seat in list(data["seats"]):
+        if seat.get("host") == "h1":
+            data["seats"].append({**seat, "name": seat["name"] + "-2", "host": "h2"})
+    for reserve in list(data["reserves"]):
+        own = [name + "-2" for name in reserve["for"]]
+        data["reserves"].append(
+            {**reserve, "name": reserve["name"] + "-2", "host": "h2", "for": own}
+        )
+    fleet = parse_catalogue(data, "fleet.yaml")
+    snapshot = attribute(small_snapshots()[-1], fleet)
+    cut = host_catalogue(fleet, "h1")
+    assert {s.host for s in cut.seats} <= {"h1", None} and len(cut.seats) < len(fleet.seats)
+    for index in (0, 1):
+        for vllm in (False, True):
+            whole = largest_fit(verifier_probe, fleet, snapshot, index, vllm)
+            assert largest_fit(verifier_probe, cut, snapshot, index, vllm) == whole

@@ -1,0 +1,149 @@
+"""Benchmark of `gpuplan report --prometheus`: 128 hosts × 8 cards over one week of one-minute
+series, backfilled into a real Prometheus with promtool (tests/e2e/fleetweek.py's fleet).
+
+`run()` returns a Markdown section: wall time and peak memory of the CLI (median of 3), the CPU
+Prometheus spent answering, and where the time goes (GPUPLAN_TIMINGS=1). `--quick` skips it.
+Set GPUPLAN_BENCH_TSDB=DIR to keep (or reuse) the backfilled blocks there: the backfill of a
+week of 128 hosts takes minutes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from bench import quick
+
+ROOT = Path(__file__).resolve().parent.parent
+HOSTS = 128
+TARGET_S = 15.0
+TARGET_RSS_MB = 500.0
+RUNS = 3
+TSDB_ENV = "GPUPLAN_BENCH_TSDB"
+
+
+def _tsdb(week: object, work: Path, promtool: str) -> Path:
+    """The backfilled blocks: reused from GPUPLAN_BENCH_TSDB when it holds some, else written."""
+    from tests.e2e.fleetweek import FleetWeek, backfill
+
+    assert isinstance(week, FleetWeek)
+    kept = os.environ.get(TSDB_ENV)
+    target = Path(kept) if kept else work / "tsdb"
+    done = target / "backfilled"
+    if done.exists():
+        return target / "data"
+    started = time.perf_counter()
+    data = backfill(week, target, promtool, parallel=os.cpu_count() or 2)
+    done.write_text(f"{time.perf_counter() - started:.0f} s\n")
+    return data
+
+
+def _prometheus_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _report_once(url: str, catalogue: Path) -> tuple[float, float, str]:
+    """(wall s, peak RSS MB, stderr) of one `report --prometheus --json` in a fresh process."""
+    env = {**os.environ, "GPUPLAN_TIMINGS": "1", "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-m", "placement", "report", "--prometheus", url]
+    argv += ["--catalogue", str(catalogue), "--week", "2026-W37", "--json"]
+    started = time.perf_counter()
+    child = subprocess.Popen(
+        argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    assert child.stderr is not None
+    err = child.stderr.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - started
+    if status != 0:
+        raise RuntimeError(f"report --prometheus failed ({status}): {err[-2000:]}")
+    return wall, usage.ru_maxrss / 1024, err
+
+
+def measure() -> list[str]:
+    from tests.e2e.fleetweek import FleetWeek
+    from tests.e2e.harness import Processes, install_prometheus, start_prometheus_on
+
+    binary, promtool = install_prometheus(), shutil.which("promtool")
+    if binary is None or promtool is None:
+        return ["Skipped: Debian's prometheus (with promtool) is not installed."]
+    week = FleetWeek(hosts=HOSTS)
+    with tempfile.TemporaryDirectory() as folder:
+        work = Path(folder)
+        began = time.perf_counter()
+        data = _tsdb(week, work, promtool)
+        backfill_s = time.perf_counter() - began
+        catalogue = work / "fleet.yaml"
+        catalogue.write_text(yaml.safe_dump(week.catalogue()))
+        processes = Processes()
+        try:
+            url = start_prometheus_on(processes, binary, data, work / "prometheus")
+            server = processes.started[-1].pid
+            _report_once(url, catalogue)  # warm Prometheus's page cache and head
+            runs = []
+            for _ in range(RUNS):
+                before = _prometheus_cpu_s(server)
+                wall, rss, err = _report_once(url, catalogue)
+                runs.append((wall, rss, _prometheus_cpu_s(server) - before, err))
+        finally:
+            processes.stop_all()
+    return _section(runs, backfill_s, week)
+
+
+def _section(
+    runs: list[tuple[float, float, float, str]], backfill_s: float, week: object
+) -> list[str]:
+    wall = statistics.median(r[0] for r in runs)
+    rss = max(r[1] for r in runs)
+    server_cpu = statistics.median(r[2] for r in runs)
+    err = sorted(runs)[len(runs) // 2][3]
+    timing = next((line for line in err.splitlines() if line.startswith("timings:")), "")
+    slowest = [line.strip() for line in err.splitlines() if re.match(r"\s+\d+\.\d+ s ", line)]
+    verdict = "meets" if wall < TARGET_S and rss < TARGET_RSS_MB else "MISSES"
+    lines = [
+        f"| `report --prometheus --json`, {HOSTS} hosts × 8 cards, one week at 1 min | median of {RUNS} | target |",
+        "| --- | ---: | ---: |",
+        f"| wall, whole CLI | {wall:.1f} s | < {TARGET_S:.0f} s |",
+        f"| peak RSS of the CLI | {rss:.0f} MB | < {TARGET_RSS_MB:.0f} MB |",
+        f"| CPU Prometheus spent answering | {server_cpu:.1f} s | |",
+        "",
+        f"{verdict.capitalize()} the target. {timing.removeprefix('timings: ')}.",
+        "",
+        "Slowest queries of the median run (seconds each; they run 8 at a time):",
+        "",
+        *[f"- `{line}`" for line in slowest],
+        "",
+        f"Backfill ({'reused' if os.environ.get(TSDB_ENV) else 'written'} with promtool tsdb "
+        f"create-blocks-from openmetrics): {backfill_s:.0f} s.",
+    ]
+    return lines
+
+
+def run() -> str:
+    """The Markdown section of this bench."""
+    load = os.getloadavg()[0]
+    head = [
+        "## Weekly report from Prometheus",
+        "",
+        f"Load average {load:.1f} on {os.cpu_count()} cores when the run began (a shared machine "
+        "inflates these; Prometheus and the report share the cores).",
+        "",
+    ]
+    if quick():
+        return "\n".join([*head, f"Skipped under `--quick` (the {HOSTS}-host week)."])
+    return "\n".join([*head, *measure(), ""])
+
+
+if __name__ == "__main__":
+    print(run())
