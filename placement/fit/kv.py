@@ -18,6 +18,7 @@ from placement.fit.engines import (
     requested_bytes,
     smallest_util_covering,
 )
+from placement.fit.resident_sum import leftover_kv_bytes, resident_bytes
 from placement.fit.state import CardState
 from placement.fit.verdict import Reason
 from seats.model import Profile, Seat
@@ -41,7 +42,9 @@ def kv_cache_bytes(
         return pinned_bytes
     if util is None:
         return None
-    return requested_bytes(util, cuda_total) - profile.weights_bytes - profile.non_kv_bytes
+    return leftover_kv_bytes(
+        requested_bytes(util, cuda_total), profile.weights_bytes, profile.non_kv_bytes
+    )
 
 
 def kv_tokens(kv_bytes: int, kv_bytes_per_token: int) -> int:
@@ -77,7 +80,9 @@ def profile_resident_bytes(
     )
     if kv is None:
         return None
-    return profile.weights_bytes + profile.non_kv_bytes + max(0, kv) + cuda_context
+    return resident_bytes(
+        weights=profile.weights_bytes, non_kv=profile.non_kv_bytes, kv=kv, cuda_context=cuda_context
+    )
 
 
 @dataclass(frozen=True)
