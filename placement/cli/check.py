@@ -151,6 +151,7 @@ def _validate(args: argparse.Namespace) -> None:
     if (
         args.compose is None
         and args.seat is None
+        and not args.add
         and args.ledger
         and not os.path.exists(args.ledger)
     ):
