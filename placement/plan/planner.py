@@ -184,8 +184,6 @@ def _assign(
     warnings: list[str],
 ) -> _Found:
     """Greedy first; the integer program unless greedy provably places every placeable seat."""
-    from placement.plan.model import solve
-
     weights = priority_weights(problem.seats)
     # No placement places a seat that has no eligible card: the primary objective's bound.
     bound = score((n.name for n in problem.seats if problem.has_eligible_host(n.name)), weights)
@@ -202,6 +200,13 @@ def _assign(
             "the hole and tight-fit tie-breaks are the greedy placement's, not optimised"
         )
         return _Found("greedy", 0.0, greedy, bound)
+    if score(greedy, weights) >= bound and all(_only_placement(problem, name) for name in greedy):
+        # Every placeable seat is placed, each where nothing else could take it: no other
+        # placement exists, so this one is optimal on every term; the solver is not needed.
+        return _Found("optimal", 0.0, greedy, bound)
+    # Imported only here: pulp and highspy cost more to import than a small plan takes.
+    from placement.plan.model import solve
+
     remaining = max(0.05, time_limit - (time.perf_counter() - started))
     solution = solve(problem, solver=solver, time_limit=remaining, initial=greedy)  # type: ignore[arg-type]
     timings["build"] = solution.build_s
@@ -223,6 +228,16 @@ def _assign(
             warnings.append(f"the {named} placement places more than {solver}'s: shown instead")
             return _Found("greedy", found.gap, fallback, bound)
     return found
+
+
+def _only_placement(problem: Problem, name: str) -> bool:
+    """True when the seat has exactly one eligible placement: one host, as many cards as it takes."""
+    hosts = problem.eligible_hosts(name)
+    if len(hosts) != 1:
+        return False
+    host = hosts[0]
+    cards = sum(1 for slot in problem.hosts[host] if (name, host, slot.index) in problem.need)
+    return cards == problem.seat(name).seat.card_count
 
 
 def _verdicts(

@@ -145,3 +145,19 @@ def test_running_one_command_imports_no_other_command_module() -> None:
 def test_version_is_read_only_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--version"]) == 0
     assert capsys.readouterr().out.startswith("gpuplan ")
+
+
+def test_plan_on_fv_ml1_imports_no_solver() -> None:
+    # First-fit's placement is the only one there: pulp (and highspy) are never imported.
+    code = (
+        "import sys\n"
+        "from placement.cli.main import main\n"
+        "code = main(['plan', '--catalogue', 'seats/catalogue/fv-ml1.yaml',\n"
+        "    '--snapshot', 'seats/catalogue/fv-ml1.snapshot.json', '--json'])\n"
+        "print(code, 'pulp' in sys.modules, 'highspy' in sys.modules, file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert done.stderr.split()[-3:] == ["0", "False", "False"], done.stderr
+    assert '"optimal": true' in done.stdout
