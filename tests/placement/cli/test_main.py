@@ -156,8 +156,6 @@ def test_plan_on_fv_ml1_imports_no_solver() -> None:
         "    '--snapshot', 'seats/catalogue/fv-ml1.snapshot.json', '--json'])\n"
         "print(code, 'pulp' in sys.modules, 'highspy' in sys.modules, file=sys.stderr)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=False
-    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.stderr.split()[-3:] == ["0", "False", "False"], done.stderr
     assert '"optimal": true' in done.stdout
