@@ -16,6 +16,7 @@ from placement.fit.verify import (
     CardStates,
     Placement,
 )
+from placement.plan.bound import LevelBound, level_bounds
 from placement.plan.cards import CardRow, card_rows
 from placement.plan.explain import explain_refusal
 from placement.plan.greedy import greedy_assignment
@@ -46,6 +47,8 @@ class PlanResult:
     timings: dict[str, float] = field(default_factory=dict)
     moves: tuple[dict[str, Any], ...] = ()
     moves_note: str | None = None
+    # Per priority level, highest first: the most seats any placement could place there.
+    bounds: tuple[LevelBound, ...] = ()
 
     @property
     def optimal(self) -> bool:
@@ -76,6 +79,16 @@ class PlanResult:
             "moves": list(self.moves),
             "moves_note": self.moves_note,
             "warnings": list(self.warnings),
+            "bounds": [
+                {
+                    "priority": level.priority,
+                    "seats": level.seats,
+                    "bound": level.bound,
+                    "placed": level.placed,
+                    "gap": level.gap,
+                }
+                for level in self.bounds
+            ],
         }
 
 
@@ -145,6 +158,9 @@ def plan(
         if outcome.verdicts is not None and outcome.placements is not None:
             verdicts, placements, moves = outcome.verdicts, outcome.placements, outcome.steps
             moved_rows = outcome.cards
+    bound_started = time.perf_counter()
+    bounds = tuple(level_bounds(problem, (v.seat for v in verdicts if v.passed)))
+    timings["bound"] = time.perf_counter() - bound_started
     if unusable:
         from placement.plan.unusable import with_unknowns
 
@@ -165,6 +181,7 @@ def plan(
         timings=timings,
         moves=moves,
         moves_note=moves_note,
+        bounds=bounds,
     )
 
 
