@@ -164,8 +164,9 @@ def test_concurrent_approvals_serialise(tmp_path: Path) -> None:
 
     for round_ in range(3):
         path = tmp_path / f"race-{round_}.sqlite"
-        with open_ledger(path):
-            pass
+        if round_ < 2:  # the last round: eight first writers create the ledger together
+            with open_ledger(path):
+                pass
         go = time.time() + 1.5
         racers = [
             subprocess.Popen(
