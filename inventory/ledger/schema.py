@@ -151,12 +151,27 @@ def connect(path: Path, readonly: bool) -> sqlite3.Connection:
 
 
 def identify(connection: sqlite3.Connection, path: Path) -> tuple[bool, int]:
-    """(is it ours, its user_version); (False, 0) for an empty database. Reads only."""
+    """(is it ours, its user_version); (False, 0) for an empty database. Reads only.
+
+    The reads share one read transaction: a second process creating the ledger at the same
+    moment is seen before its first migration or after it, never halfway (tables from before,
+    the version from after).
+    """
     try:
-        tables = {
-            r[0] for r in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-        }
-        version = int(connection.execute("PRAGMA user_version").fetchone()[0])
+        connection.execute("BEGIN")
+        try:
+            tables = {
+                r[0]
+                for r in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+            version = int(connection.execute("PRAGMA user_version").fetchone()[0])
+            row = (
+                connection.execute("SELECT value FROM meta WHERE key = 'application'").fetchone()
+                if "meta" in tables
+                else None
+            )
+        finally:
+            connection.execute("COMMIT")
         if not tables:
             return False, version
         if "meta" not in tables:
@@ -164,7 +179,6 @@ def identify(connection: sqlite3.Connection, path: Path) -> tuple[bool, int]:
                 path,
                 "an SQLite file of another application (no gpuplan meta table); left unchanged",
             )
-        row = connection.execute("SELECT value FROM meta WHERE key = 'application'").fetchone()
     except sqlite3.OperationalError as exc:
         raise operational(str(path), exc) from exc
     except sqlite3.DatabaseError as exc:

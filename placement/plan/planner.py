@@ -106,7 +106,10 @@ def plan(
     timings: dict[str, float] = {}
     started = time.perf_counter()
     warnings = check_snapshots(
-        catalogue, snapshots, list(sources) if sources else [s.host for s in snapshots]
+        catalogue,
+        snapshots,
+        list(sources) if sources else [s.host for s in snapshots],
+        [seat for _, seat in adds],
     )
     seats = new_seats(catalogue, adds)
     problem = build_problem(catalogue, snapshots, seats)
