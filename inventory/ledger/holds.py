@@ -80,17 +80,17 @@ def active(connection: sqlite3.Connection | sqlite3.Cursor, now_s: int) -> list[
 
 
 def expired_unseen(
-    connection: sqlite3.Connection | sqlite3.Cursor, since_s: int, until_s: int
+    connection: sqlite3.Connection | sqlite3.Cursor, since_s: int, until_s: int, now_s: int
 ) -> list[Hold]:
-    """Holds that expired in [since_s, until_s) without their seat ever being seen on their cards."""
+    """Holds made in [since_s, until_s) that expired by `now_s` without their seat ever being seen."""
     if not _has_holds(connection):
         return []
     return _holds(
         connection,
-        f"SELECT {_COLUMNS} FROM holds h WHERE h.expires_at_s >= ? AND h.expires_at_s < ?"
-        f" AND (h.ended_at_s IS NULL OR h.ended_by = 'expired') AND NOT {_SEEN}"
-        " ORDER BY h.expires_at_s, h.id",
-        (since_s, until_s),
+        f"SELECT {_COLUMNS} FROM holds h WHERE h.created_at_s >= ? AND h.created_at_s < ?"
+        " AND h.expires_at_s <= ? AND (h.ended_at_s IS NULL OR h.ended_by = 'expired')"
+        f" AND NOT {_SEEN} ORDER BY h.expires_at_s, h.id",
+        (since_s, until_s, now_s),
     )
 
 

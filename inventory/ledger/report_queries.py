@@ -142,6 +142,12 @@ def ledger_span(conn: Connection) -> Span | None:
     return _span(conn.execute("SELECT MIN(taken_at_s), MAX(taken_at_s), COUNT(*) FROM snapshots"))
 
 
+def newest_decision_s(conn: Connection) -> int | None:
+    """When the newest decision was recorded, None when there is none."""
+    row = conn.execute("SELECT MAX(decided_at_s) FROM decisions").fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
 def window_span(conn: Connection, start_s: int, end_s: int) -> Span | None:
     """The same over snapshots taken in [start_s, end_s), None when there are none."""
     return _span(

@@ -98,6 +98,20 @@ def operational(
         return LedgerError(path, "cannot write: the file or its directory is read-only")
     if "unable to open" in text:
         return LedgerError(path, "cannot open: check the directory exists and is writable")
+    # SQLite says "full" when a write came up short (ENOSPC, or a file size limit met midway)
+    # and "disk I/O error" when it failed outright (EFBIG, EIO); its transaction is rolled back.
+    if "full" in text:
+        return LedgerError(
+            path,
+            "cannot write: the disk is full (or the file reached its size limit); "
+            "nothing of this write was stored",
+        )
+    if "disk I/O error" in text:
+        return LedgerError(
+            path,
+            "cannot write: disk I/O error (a full disk, a file size limit or a failing device); "
+            "nothing of this write was stored",
+        )
     return LedgerError(path, f"SQLite error: {text}")
 
 
@@ -137,12 +151,27 @@ def connect(path: Path, readonly: bool) -> sqlite3.Connection:
 
 
 def identify(connection: sqlite3.Connection, path: Path) -> tuple[bool, int]:
-    """(is it ours, its user_version); (False, 0) for an empty database. Reads only."""
+    """(is it ours, its user_version); (False, 0) for an empty database. Reads only.
+
+    The reads share one read transaction: a second process creating the ledger at the same
+    moment is seen before its first migration or after it, never halfway (tables from before,
+    the version from after).
+    """
     try:
-        tables = {
-            r[0] for r in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-        }
-        version = int(connection.execute("PRAGMA user_version").fetchone()[0])
+        connection.execute("BEGIN")
+        try:
+            tables = {
+                r[0]
+                for r in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+            version = int(connection.execute("PRAGMA user_version").fetchone()[0])
+            row = (
+                connection.execute("SELECT value FROM meta WHERE key = 'application'").fetchone()
+                if "meta" in tables
+                else None
+            )
+        finally:
+            connection.execute("COMMIT")
         if not tables:
             return False, version
         if "meta" not in tables:
@@ -150,7 +179,6 @@ def identify(connection: sqlite3.Connection, path: Path) -> tuple[bool, int]:
                 path,
                 "an SQLite file of another application (no gpuplan meta table); left unchanged",
             )
-        row = connection.execute("SELECT value FROM meta WHERE key = 'application'").fetchone()
     except sqlite3.OperationalError as exc:
         raise operational(str(path), exc) from exc
     except sqlite3.DatabaseError as exc:

@@ -218,10 +218,10 @@ class Ledger:
         """Holds active at `now` (not expired, not ended, seat not yet seen), oldest first."""
         return hold_rows.active(self.connection, writes.seconds(now))
 
-    def holds_expired_unseen(self, since: datetime, until: datetime) -> list[Hold]:
-        """Holds that expired in [since, until) without their seat ever being seen."""
+    def holds_expired_unseen(self, since: datetime, until: datetime, now: datetime) -> list[Hold]:
+        """Holds made in [since, until) that expired by `now` without their seat ever being seen."""
         return hold_rows.expired_unseen(
-            self.connection, writes.seconds(since), writes.seconds(until)
+            self.connection, writes.seconds(since), writes.seconds(until), writes.seconds(now)
         )
 
     def meta(self, key: str) -> str | None:

@@ -5,6 +5,8 @@ The `--json` output is `PlanResult.to_json()`; this is the same content for peop
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping, Sequence
 
 from inventory.snapshot import format_utc
@@ -34,16 +36,33 @@ def _header(result: PlanResult, origins: Mapping[str, str], seconds: float | Non
     return lines
 
 
+# A name the seats column shows bare: the catalogue's safe characters, or a process of no seat.
+_BARE = re.compile(r"[A-Za-z0-9._-]+|pid \d+")
+
+
+def _word(name: str) -> str:
+    """`name` as one word of the seats column: quoted (JSON string) when it holds anything else."""
+    return name if _BARE.fullmatch(name) else json.dumps(name, ensure_ascii=False)
+
+
 def card_table(rows: Sequence[CardRow]) -> str:
     """One host's cards: used/CUDA total, free before → after, held, plannable before → after, seats."""
     table_rows: list[list[object]] = []
     for row in rows:
         if row.error is not None:
             table_rows.append(
-                [row.index, f"error: {row.error}", "-", "-", "-", "-", " ".join(row.seats)]
+                [
+                    row.index,
+                    f"error: {row.error}",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    " ".join(map(_word, row.seats)),
+                ]
             )
             continue
-        seats = list(row.seats) + [f"+{name}" for name in row.new_seats]
+        seats = [_word(name) for name in row.seats] + [f"+{_word(name)}" for name in row.new_seats]
         table_rows.append(
             [
                 row.index,
@@ -88,11 +107,10 @@ def _verdict_lines(verdict: Verdict, multi_host: bool) -> list[str]:
     """PLACED with its cards and flags, or REFUSED with every binding rule and the nearest change."""
     out: list[str] = []
     if verdict.passed:
-        where = f"{verdict.host} " if multi_host else ""
         cards = ", ".join(str(c) for c in verdict.cards)
         label = "cards" if len(verdict.cards) > 1 else "card"
         flags = "   " + " ".join(verdict.flags) if verdict.flags else ""
-        out.append(f"PLACED   {verdict.seat} → {where}{label} {cards}{flags}")
+        out.append(f"PLACED   {verdict.seat} → {verdict.host} {label} {cards}{flags}")
     elif verdict.verdict == "unknown":
         out.append(f"UNKNOWN  {verdict.seat}: cannot be judged")
         out.extend(f"  {reason.text}" for reason in verdict.reasons)

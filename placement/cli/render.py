@@ -11,6 +11,7 @@ from typing import Literal
 
 from tabulate import tabulate
 
+from placement.fit.rules import figure_text
 from placement.fit.verdict import Reason
 from seats.units import GiB, format_bytes
 
@@ -80,4 +81,7 @@ def reason_figures(reason: Reason) -> str | None:
     if reason.need_bytes is None or reason.room_bytes is None:
         return None
     need, room = _FIGURE_WORDS.get(reason.rule, _DEFAULT_WORDS)
-    return f"{need} {b(reason.need_bytes)}  {room} {b(reason.room_bytes)}  short {b(reason.short_bytes)}"
+    return (
+        f"{need} {b(reason.need_bytes)}  {figure_text(room, reason.room_bytes)}  "
+        f"short {b(reason.short_bytes)}"
+    )

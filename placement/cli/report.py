@@ -150,7 +150,7 @@ def _build_and_emit(
     now: datetime,
     drawer: _Drawer | None,
 ) -> int:
-    from inventory.ledger.report_queries import ledger_span
+    from inventory.ledger.report_queries import ledger_span, newest_decision_s
     from inventory.ledger.store import open_ledger
     from placement.report.demo import demo_note
     from placement.report.figures import build_report, verifier_probe
@@ -161,8 +161,11 @@ def _build_and_emit(
         span = ledger_span(ledger.connection)
         if span is None:
             raise CannotDecideError(f"ledger {args.ledger} holds no snapshot yet")
+        # By default the window ends at the newest record: a snapshot, or a decision taken
+        # after it (a check right before the report) — never leaving that decision out.
+        newest = max(span[1], newest_decision_s(ledger.connection) or span[1])
         window = week or window_since(
-            args.since or timedelta(days=7), until if until is not None else span[1]
+            args.since or timedelta(days=7), until if until is not None else newest
         )
         report = build_report(
             ledger.connection,
@@ -232,13 +235,15 @@ def _ledger_records(path: str, window: Window, now: datetime) -> LedgerRecords:
     """The decisions in the window and the holds active now, from the ledger at `path`."""
     from inventory.ledger.report_queries import decisions_in
     from inventory.ledger.store import open_ledger
-    from placement.report.from_prometheus import LedgerRecords, hold_rows
+    from placement.report.from_prometheus import LedgerRecords
+    from placement.report.rows import hold_rows
 
     with open_ledger(path, readonly=True) as ledger:
         return LedgerRecords(
             name=str(path),
             decisions=tuple(decisions_in(ledger.connection, window.start_s, window.end_s)),
             holds=hold_rows(ledger.holds(now)),
+            expired_holds=hold_rows(ledger.holds_expired_unseen(window.start, window.end, now)),
         )
 
 

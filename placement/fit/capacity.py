@@ -25,9 +25,15 @@ def cuda_total(card: Card) -> int:
     return card.cuda_total_bytes or 0
 
 
+def fixed_reserve_bytes(reserve: Reserve) -> int | None:
+    """A reserve's amount in bytes; None for `bytes: card`, whose bytes depend on the card read."""
+    return None if reserve.amount_bytes == "card" else int(reserve.amount_bytes)
+
+
 def reserve_bytes(reserve: Reserve, card: Card) -> int:
     """Bytes a reserve holds on its card; `card` means the whole CUDA total."""
-    return cuda_total(card) if reserve.amount_bytes == "card" else int(reserve.amount_bytes)
+    fixed = fixed_reserve_bytes(reserve)
+    return cuda_total(card) if fixed is None else fixed
 
 
 def seats_declared_on(catalogue: Catalogue, host: str, index: int) -> list[Seat]:
@@ -62,6 +68,10 @@ class HeldPart:
     name: str
     bytes: int
     note: str = ""  # a hold's approval: who, when, until when
+    # A reserve some of whose own seats run or are placed on the card: what is left of it is
+    # theirs (counted in held), but it does not stand between another seat and the card, its
+    # seats do; and a seat is never told its own reserve blocks it.
+    in_use: bool = False
 
 
 def held_parts(
@@ -84,14 +94,15 @@ def held_parts(
             continue
         if seat is not None and seat in reserve.for_:
             continue
-        own = sum(
-            residents[name]
+        here = [
+            name
             for name in reserve.for_
             if name != seat and (name in declared or name in placed_here)
-        )
+        ]
+        own = sum(residents[name] for name in here)
         left = reserve_left_bytes(reserve_bytes=reserve_bytes(reserve, card), own_bytes=own)
         if left:
-            parts.append(HeldPart("reserve", reserve.name, left))
+            parts.append(HeldPart("reserve", reserve.name, left, in_use=bool(here)))
     for absent in absent_seats(catalogue, host, card):
         if absent.name != seat:
             parts.append(HeldPart("absent", absent.name, absent.resident_bytes))

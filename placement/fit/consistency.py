@@ -7,16 +7,32 @@ Called by every command that puts a catalogue beside a snapshot (`ledger`, `plan
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 
 from inventory.snapshot import Snapshot
 from placement.fit.capacity import cuda_total, reserve_bytes
 from seats.errors import BadInputError
-from seats.model import Catalogue, Reserve
+from seats.model import Catalogue, Reserve, Seat
 from seats.units import format_bytes
 
 
-def check_snapshot(catalogue: Catalogue, snapshot: Snapshot, source: str) -> list[str]:
+def missing_cuda_context_warning(host: str, seats: Sequence[str]) -> str:
+    """The one warning for vLLM seats on a host whose catalogue entry gives no `cuda_context`."""
+    return (
+        f"host {host} declares no cuda_context, so vLLM seats ({', '.join(dict.fromkeys(seats))}) "
+        "are judged as if vLLM's own CUDA context took nothing before its start-up check reads "
+        "free memory; it takes about 1.25 GiB (measured on an NVIDIA H200). Give the figure in "
+        f"the catalogue (hosts: {host}: cuda_context: 1.25 GiB), or measure it on the host with "
+        "`gpuplan calibrate`"
+    )
+
+
+def check_snapshot(
+    catalogue: Catalogue, snapshot: Snapshot, source: str, seats: Sequence[Seat] = ()
+) -> list[str]:
     """Warnings about `snapshot` (read from `source`) against `catalogue`; BadInputError on a contradiction.
+
+    `seats`: seats the run judges beside the catalogue's (added ones), for the cuda_context warning.
 
     Bad input: the catalogue's host has another card count; a card whose NVML total differs
     from `card_total`; a card the catalogue pins a seat or reserve to that the snapshot lacks;
@@ -68,15 +84,11 @@ def check_snapshot(catalogue: Catalogue, snapshot: Snapshot, source: str) -> lis
     if context == 0:
         vllm = [
             seat.name
-            for seat in catalogue.seats
+            for seat in (*catalogue.seats, *seats)
             if seat.engine.kind == "vllm" and seat.state != "retired" and seat.host in (name, None)
         ]
         if vllm:
-            warnings.append(
-                f"host {name} declares no cuda_context, so vLLM seats ({', '.join(vllm)}) are judged "
-                "as if their process took nothing before the gate reads free memory (~1.25 GiB "
-                f"measured on an NVIDIA H200, FACTS.md); set hosts.{name}.cuda_context"
-            )
+            warnings.append(missing_cuda_context_warning(name, vllm))
     return warnings
 
 

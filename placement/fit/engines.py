@@ -97,6 +97,9 @@ class GateRule:
     source: UtilSource
     kv_cache_bytes: int | None
     warnings: tuple[str, ...] = ()
+    # False for vLLM ≥ 0.34 with a declared util and no kv_cache_memory: its extensible KV
+    # cache skips the start-up check, and the util only caps what it grows to (judged by room).
+    checks_gate: bool = True
 
 
 def is_vllm(seat: Seat) -> bool:
@@ -115,10 +118,12 @@ def gate_rule(engine: Engine, *, propose: bool) -> GateRule:
     if engine.kind != "vllm":
         return GateRule("none", None, "none", None)
     kv = engine.kv_cache_bytes
-    if engine.gpu_memory_utilization is not None:
-        return GateRule("gated", util_decimal(engine.gpu_memory_utilization), "declared", kv)
-    warnings: list[str] = []
     version = parse_version(engine.version)
+    if engine.gpu_memory_utilization is not None:
+        util = util_decimal(engine.gpu_memory_utilization)
+        capped = kv is None and version is not None and version[:2] >= UNBOUNDED_FROM
+        return GateRule("gated", util, "declared", kv, checks_gate=not capped)
+    warnings: list[str] = []
     if engine.version is not None and version is None:
         warnings.append(
             f"vLLM version {engine.version!r} is not recognised; judged as gated with util "

@@ -9,23 +9,35 @@ reasons are built on; pruning and the placers call the same predicates without t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from decimal import Decimal
 from functools import lru_cache
 
 from inventory.snapshot import Card
-from placement.fit.engines import GateRule, format_util, passes_gate
+from placement.fit.engines import GateRule, format_util, passes_gate, requested_bytes
 from placement.fit.kv import kv_capacity_reason
 from placement.fit.room import fits_room
 from placement.fit.state import CardState
-from placement.fit.verdict import Reason, host_reason
+from placement.fit.verdict import Reason, Rule, host_reason
 from seats.model import Seat
-from seats.units import format_bytes
+from seats.units import GiB, format_bytes
 
 
 @lru_cache(maxsize=8192)
 def b(n: int) -> str:
     """Bytes as text. Cached: explaining refusals prints the same card figures seat after seat."""
     return format_bytes(n)
+
+
+# What a negative figure says: nothing is left, and by how much the card is already over.
+_NONE_LEFT = {"room": "no room", "free": "nothing free"}
+
+
+def figure_text(word: str, n: int) -> str:
+    """'room 1.58 GiB'; a negative figure as 'no room (344.03 MiB over)', never 'room -344.03 MiB'."""
+    if n >= 0:
+        return f"{word} {b(n)}"
+    return f"{_NONE_LEFT.get(word, 'no ' + word)} ({b(-n)} over)"
 
 
 def exclusive_binds(*, exclusive: bool, occupied: bool, exclusive_neighbour: bool) -> bool:
@@ -82,31 +94,36 @@ def error_reason(card: Card, host: str) -> Reason | None:
 
 def reserve_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | None:
     """Rule `reserve`: the seat does not fit, and reserves it is not for hold bytes here."""
-    if fits_room(need_bytes, state.room_bytes) or not state.reserve_held_bytes:
+    if not state.reserve_held_bytes:
         return None
-    return Reason(
-        rule="reserve",
-        card=state.card.index,
-        need_bytes=need_bytes,
-        room_bytes=state.room_bytes,
-        short_bytes=need_bytes - state.room_bytes,
-        text=f"{b(state.reserve_held_bytes)} held for {', '.join(dict.fromkeys(state.reserve_for))} "
-        f"({', '.join(state.reserve_names)})",
-        host=host,
+    text = (
+        f"{b(state.reserve_held_bytes)} held for {', '.join(dict.fromkeys(state.reserve_for))} "
+        f"({', '.join(state.reserve_names)})"
     )
+    return _held_reason("reserve", text, need_bytes=need_bytes, state=state, host=host)
 
 
 def hold_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | None:
     """Rule `hold`: the seat does not fit, and other approved deploys' holds take bytes here."""
-    if fits_room(need_bytes, state.room_bytes) or not state.hold_held_bytes:
+    if not state.hold_held_bytes:
+        return None
+    text = "; ".join(state.hold_notes)
+    return _held_reason("hold", text, need_bytes=need_bytes, state=state, host=host)
+
+
+def _held_reason(
+    rule: Rule, text: str, *, need_bytes: int, state: CardState, host: str
+) -> Reason | None:
+    """A `reserve` or `hold` reason: bytes others were promised bind where the seat is short."""
+    if fits_room(need_bytes, state.room_bytes):
         return None
     return Reason(
-        rule="hold",
+        rule=rule,
         card=state.card.index,
         need_bytes=need_bytes,
         room_bytes=state.room_bytes,
         short_bytes=need_bytes - state.room_bytes,
-        text="; ".join(state.hold_notes),
+        text=text,
         host=host,
     )
 
@@ -126,7 +143,8 @@ def room_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | Non
         need_bytes=need_bytes,
         room_bytes=room,
         short_bytes=short,
-        text=f"need {b(need_bytes)}, room {b(room)} ({room_terms(state)}): short {b(short)}",
+        text=f"need {b(need_bytes)}, {figure_text('room', room)} ({room_terms(state)}): "
+        f"short {b(short)}",
         host=host,
     )
 
@@ -160,7 +178,8 @@ def gate_reason(
         need_bytes=requested_bytes,
         room_bytes=gate_free,
         short_bytes=short,
-        text=f"vLLM's gate: free {b(gate_free)} after its {b(state.cuda_context_bytes)} CUDA context "
+        text=f"vLLM's gate: {figure_text('free', gate_free)} after its "
+        f"{b(state.cuda_context_bytes)} CUDA context "
         f"is less than util {format_util(util)} × {b(state.cuda_total_bytes)} = "
         f"{b(requested_bytes)}: short {b(short)}",
         host=host,
@@ -218,7 +237,11 @@ def card_reasons(
     requested_bytes: int | None,
     host: str,
 ) -> list[Reason]:
-    """Every rule that binds for `seat` on one usable card, in the verifier's order."""
+    """Every rule that binds for `seat` on one usable card, in the verifier's order.
+
+    A seat without a start-up check is refused by room, reserve or hold; the first of those
+    says what vLLM would do instead.
+    """
     found = (
         reserve_reason(need_bytes=need_bytes, state=state, host=host),
         hold_reason(need_bytes=need_bytes, state=state, host=host),
@@ -230,4 +253,30 @@ def card_reasons(
         unbounded_reason(seat=seat, rule=rule, state=state, host=host),
         exclusive_reason(seat=seat, state=state, host=host),
     )
-    return [reason for reason in found if reason is not None]
+    reasons = [reason for reason in found if reason is not None]
+    note = no_gate_note(seat=seat, rule=rule, util=util, state=state)
+    for i, reason in enumerate(reasons):
+        if note is not None and reason.rule in ("room", "reserve", "hold"):
+            reasons[i] = replace(reason, text=f"{reason.text}; {note}")
+            break
+    return reasons
+
+
+def no_gate_note(
+    *, seat: Seat, rule: GateRule, util: Decimal | None, state: CardState
+) -> str | None:
+    """What vLLM ≥ 0.34 with a util cap and no kv_cache_memory does where room refuses it.
+
+    Its extensible KV cache skips the start-up check and grows to about
+    min(util × CUDA total, free − 1 GiB): it starts, and takes from its neighbours.
+    """
+    free = state.free_bytes - state.others_bytes
+    if rule.checks_gate or util is None or seat.resident_bytes > free:
+        return None  # gated, or it could not even load: vLLM fails as gpuplan refuses
+    takes = min(requested_bytes(util, state.cuda_total_bytes), max(0, free - GiB))
+    squeezed = [*state.occupants, *state.reserve_names] or ["the card's margin"]
+    return (
+        f"vLLM {seat.engine.version} would not refuse it (no start-up check without "
+        f"kv_cache_memory): it would start and take about {b(takes)}, squeezing "
+        f"{', '.join(squeezed)}"
+    )

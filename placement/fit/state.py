@@ -29,8 +29,8 @@ class CardState:
     card: Card
     cuda_total_bytes: int
     free_bytes: int  # the seat's own processes freed first (a redeploy)
-    held_bytes: int  # reserves the seat is not for, and absent seats
-    reserve_held_bytes: int
+    held_bytes: int  # reserves the seat is not for, absent seats and holds
+    reserve_held_bytes: int  # reserves none of whose own seats is on the card (they block)
     reserve_names: tuple[str, ...]
     reserve_for: tuple[str, ...]
     hold_held_bytes: int  # active holds of other approved deploys (a ledger's)
@@ -62,7 +62,8 @@ def card_state(
     parts = held_parts(
         catalogue, host, card, seat.name, [s.name for s in others_here] + [seat.name]
     )
-    reserves = [part for part in parts if part.kind == "reserve"]
+    # Reserves whose own seats are on the card count in held, but only idle ones block.
+    reserves = [part for part in parts if part.kind == "reserve" and not part.in_use]
     reserve_names = {part.name for part in reserves}
     reserve_for = tuple(
         name

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Literal
@@ -33,6 +33,7 @@ from placement.fit.rules import (
     error_reason,
     host_reasons,
     missing_card_reason,
+    no_gate_note,
 )
 from placement.fit.state import CardState, card_state
 from placement.fit.verdict import CardFigures, Reason, Verdict, host_reason
@@ -303,6 +304,10 @@ def _chosen_util(
     return chosen
 
 
+# Rules a seat without a start-up check is refused by instead (what it would squeeze).
+_ROOMY = ("room", "reserve", "hold")
+
+
 def _judge_card(
     seat: Seat, rule: GateRule, util: Decimal | None, state: CardState, host: str, out: _Judgement
 ) -> None:
@@ -311,7 +316,7 @@ def _judge_card(
     need = seat_need(seat, util, state.cuda_total_bytes, ctx, rule)
     requested = (
         requested_bytes(util, state.cuda_total_bytes)
-        if rule.gating == "gated" and util is not None
+        if rule.gating == "gated" and rule.checks_gate and util is not None
         else None
     )
     out.figures.append(
@@ -337,6 +342,17 @@ def _judge_card(
         host=host,
     )
     out.reasons.extend(reasons)
+    if (
+        util is not None
+        and no_gate_note(seat=seat, rule=rule, util=util, state=state)
+        and any(r.rule in _ROOMY for r in reasons)
+    ):
+        out.warnings.append(
+            f"vLLM {seat.engine.version} would not refuse {seat.name}: with "
+            f"gpu_memory_utilization {format_util(util)} and no kv_cache_memory it skips its "
+            "start-up check and grows to about min(util × CUDA total, free − 1 GiB); gpuplan "
+            "refuses it by room so that it does not squeeze the seats beside it"
+        )
     if reasons:
         out.nearest.extend(_nearest(seat, rule, util, state, need, requested, ctx, reasons))
 
@@ -369,11 +385,7 @@ def judge(
     rule = gate_rule(seat.engine, propose=mode == "plan")
     out = _Judgement(reasons=host_reasons(seat, host, cards), warnings=list(rule.warnings))
     usable = _usable_cards(snapshot, cards, mode, out)
-    if seat.engine.kind == "vllm" and ctx == 0:
-        out.warnings.append(
-            f"host {host} declares no cuda_context: vLLM's gate reads free memory after its own "
-            "context (~1.25 GiB measured on an NVIDIA H200); set hosts.{host}.cuda_context"
-        )
+    # A host without cuda_context is said once per run, by fit.consistency.check_snapshot.
     states = _states(catalogue, snapshot, seat, usable, others, mode, state_cache)
     chosen = _chosen_util(seat, rule, states, ctx, out)
     # A proposed util makes the request the resident already: only a declared figure can fall short.
@@ -419,20 +431,8 @@ def _nearest(
     kv = kv_bytes(seat)
     room_short = max(0, need - state.room_bytes)
     gate_short = max(0, (requested or 0) - state.gate_free_bytes)
-    if rules == {"gate"} and util is not None and rule.source != "proposed":
-        limit = largest_util_within(state.gate_free_bytes, state.cuda_total_bytes)
-        if (
-            limit is not None
-            and seat_need(seat, limit, state.cuda_total_bytes, ctx, rule) <= state.room_bytes
-        ):
-            out.append((gate_short, f"fits on card {index} with util ≤ {format_util(limit)}"))
-    if "room" in rules and kv is None and util is not None and need > seat.resident_bytes:
-        # The request sizes this seat: a smaller util shrinks it.
-        limit = largest_util_within(
-            min(state.room_bytes - ctx, state.gate_free_bytes), state.cuda_total_bytes
-        )
-        if limit is not None and seat.resident_bytes <= state.room_bytes:
-            out.append((room_short, f"fits on card {index} with util ≤ {format_util(limit)}"))
+    if util is not None:
+        out.extend(_util_hints(seat, rule, util, state, need, rules, room_short, gate_short))
     if "room" in rules and kv is not None and room_short < kv and not gate_short:
         out.append((room_short, f"lower kv_cache_memory by {b(room_short)} (card {index})"))
     if "reserve" in rules and "room" not in rules and not gate_short:
@@ -448,6 +448,35 @@ def _nearest(
         ]
     if "reserve" not in rules and short:
         out.append((short, f"free {b(short)} on card {index}"))
+    return out
+
+
+def _util_hints(
+    seat: Seat,
+    rule: GateRule,
+    util: Decimal,
+    state: CardState,
+    need: int,
+    rules: Collection[str],
+    room_short: int,
+    gate_short: int,
+) -> list[tuple[int, str]]:
+    """A smaller util that would let the seat onto the card (its gate, or its room)."""
+    index, ctx, total = state.card.index, state.cuda_context_bytes, state.cuda_total_bytes
+    out: list[tuple[int, str]] = []
+    if rules == {"gate"} and rule.source != "proposed":
+        limit = largest_util_within(state.gate_free_bytes, total)
+        if limit is not None and seat_need(seat, limit, total, ctx, rule) <= state.room_bytes:
+            out.append((gate_short, f"fits on card {index} with util ≤ {format_util(limit)}"))
+    if "room" in rules and kv_bytes(seat) is None and need > seat.resident_bytes:
+        # The request sizes this seat: a smaller util shrinks it. Without a start-up check
+        # (vLLM ≥ 0.34, util a cap) only the room bounds the util.
+        within = state.room_bytes - ctx
+        if rule.checks_gate:
+            within = min(within, state.gate_free_bytes)
+        limit = largest_util_within(within, total)
+        if limit is not None and seat.resident_bytes <= state.room_bytes:
+            out.append((room_short, f"fits on card {index} with util ≤ {format_util(limit)}"))
     return out
 
 

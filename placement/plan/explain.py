@@ -9,11 +9,25 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from placement.fit.verdict import Reason, Verdict, host_reason
 from placement.fit.verify import CardStates, Placement, judge
 from placement.plan.problem import NewSeat, Problem
+from seats.model import Seat
 from seats.units import format_bytes
+
+
+@dataclass
+class _Explanation:
+    """What explaining one refused seat gathers, host by host."""
+
+    reasons: list[Reason]
+    nearest: list[tuple[int, str]]
+    warnings: list[str]
+    need: int
+    # Per host, the room of the cards refused for room alone (fragmentation).
+    fragment_room: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
 
 def explain_refusal(
@@ -29,89 +43,125 @@ def explain_refusal(
     `placements` (see `judge`); the cards' states are then worked out once, not per seat.
     """
     seat = new.seat
-    reasons: list[Reason] = list(failed.reasons) if failed is not None else []
-    nearest: list[tuple[int, str]] = [(0, text) for text in failed.nearest] if failed else []
-    warnings: list[str] = list(failed.warnings) if failed is not None else []
+    out = _Explanation(
+        reasons=list(failed.reasons) if failed is not None else [],
+        nearest=[(0, text) for text in failed.nearest] if failed else [],
+        warnings=list(failed.warnings) if failed is not None else [],
+        need=seat.resident_bytes,
+    )
     hosts = [s.host for s in problem.snapshots if seat.host in (None, s.host)]
     if seat.host is not None and seat.host not in hosts:
-        reasons.append(
+        out.reasons.append(
             host_reason(
                 f"{seat.name} names host {seat.host}; no snapshot of it was given", seat.host
             )
         )
-    one_card = seat.model_copy(update={"gpus": 1}) if seat.card_count > 1 else seat
-    pinned = seat.pinned_cards
-    need = seat.resident_bytes
-    fragment_room: dict[str, int] = defaultdict(int)
     # judge reads only the placements on the judged host: hand it those alone.
     on_host: dict[str, list[Placement]] = defaultdict(list)
     for placement in placements:
         on_host[placement.host].append(placement)
     for host in hosts:
-        snapshot = problem.snapshot(host)
-        here = on_host[host]
-        passing: list[int] = []
-        for card in snapshot.cards:
-            if pinned is not None and card.index not in pinned:
-                continue
-            verdict = judge(
-                problem.card_catalogue(host, card.index),
-                snapshot,
-                one_card,
-                [card.index],
-                others=here,
-                state_cache=state_cache,
+        passing = _explain_host(
+            problem, seat, host, on_host[host], len(hosts) > 1, state_cache, out
+        )
+        _passing_reason(seat, host, passing, out)
+    _fragmentation(problem, seat, out)
+    return Verdict(
+        verdict="refuse",
+        seat=seat.name,
+        host=seat.host,
+        cards=(),
+        reasons=tuple(out.reasons),
+        flags=(),
+        warnings=tuple(dict.fromkeys(out.warnings)),
+        nearest=tuple(
+            dict.fromkeys(text for _, text in sorted(out.nearest, key=lambda item: item[0]))
+        ),
+        need_bytes=out.need,
+    )
+
+
+def _explain_host(
+    problem: Problem,
+    seat: Seat,
+    host: str,
+    here: Sequence[Placement],
+    fleet: bool,
+    state_cache: CardStates | None,
+    out: _Explanation,
+) -> list[int]:
+    """Judge the seat alone on each card of `host` it may use; the cards where it passes."""
+    snapshot = problem.snapshot(host)
+    one_card = seat.model_copy(update={"gpus": 1}) if seat.card_count > 1 else seat
+    pinned = seat.pinned_cards
+    passing: list[int] = []
+    for card in snapshot.cards:
+        if pinned is not None and card.index not in pinned:
+            continue
+        verdict = judge(
+            problem.card_catalogue(host, card.index),
+            snapshot,
+            one_card,
+            [card.index],
+            others=here,
+            state_cache=state_cache,
+        )
+        out.warnings.extend(verdict.warnings)
+        out.need = max(out.need, verdict.need_bytes or 0)
+        if verdict.passed:
+            blocked = _blocked_by(problem, Placement(seat, host, (card.index,)), here)
+            if blocked is None:
+                passing.append(card.index)
+            else:
+                out.reasons.append(blocked)
+            continue
+        out.reasons.extend(r for r in verdict.reasons if r.rule != "host")
+        shorts = [r.short_bytes for r in verdict.reasons if r.short_bytes is not None]
+        texts = verdict.nearest
+        if fleet:
+            texts = tuple(re.sub(r"card (\d+)", rf"card {host}:\1", text) for text in texts)
+        out.nearest.extend((min(shorts, default=1 << 62), text) for text in texts)
+        only = verdict.reasons[0] if len(verdict.reasons) == 1 else None
+        if only is not None and only.rule == "room" and only.room_bytes is not None:
+            out.fragment_room[host] += max(0, only.room_bytes)
+    return passing
+
+
+def _passing_reason(seat: Seat, host: str, passing: Sequence[int], out: _Explanation) -> None:
+    """Rule `host` for too few passing cards; `room` for a card it fits alone but was given away."""
+    if seat.card_count > 1 and len(passing) < seat.card_count:
+        out.reasons.append(
+            host_reason(
+                f"{seat.name} needs {seat.card_count} cards of one host; {host} has "
+                f"{len(passing)} with room for it ({', '.join(map(str, passing)) or 'none'})",
+                host,
             )
-            warnings.extend(verdict.warnings)
-            need = max(need, verdict.need_bytes or 0)
-            if verdict.passed:
-                blocked = _blocked_by(problem, Placement(seat, host, (card.index,)), here)
-                if blocked is None:
-                    passing.append(card.index)
-                else:
-                    reasons.append(blocked)
-                continue
-            reasons.extend(r for r in verdict.reasons if r.rule != "host")
-            shorts = [r.short_bytes for r in verdict.reasons if r.short_bytes is not None]
-            texts = verdict.nearest
-            if len(hosts) > 1:
-                texts = tuple(re.sub(r"card (\d+)", rf"card {host}:\1", text) for text in texts)
-            nearest.extend((min(shorts, default=1 << 62), text) for text in texts)
-            for reason in verdict.reasons:
-                if (
-                    reason.rule == "room"
-                    and reason.room_bytes is not None
-                    and len(verdict.reasons) == 1
-                ):
-                    fragment_room[host] += max(0, reason.room_bytes)
-        if seat.card_count > 1 and len(passing) < seat.card_count:
-            reasons.append(
-                host_reason(
-                    f"{seat.name} needs {seat.card_count} cards of one host; {host} has "
-                    f"{len(passing)} with room for it ({', '.join(map(str, passing)) or 'none'})",
-                    host,
-                )
+        )
+    elif passing:
+        # Fits alone on a card but the plan gave the room to others (priority, more seats).
+        out.reasons.append(
+            Reason(
+                "room",
+                passing[0],
+                out.need,
+                None,
+                None,
+                f"fits card {passing[0]} of {host} alone, but not beside the seats placed first "
+                "(higher priority, or more seats placed without it)",
+                host,
             )
-        elif passing:
-            # Fits alone on a card but the plan gave the room to others (priority, more seats).
-            reasons.append(
-                Reason(
-                    "room",
-                    passing[0],
-                    need,
-                    None,
-                    None,
-                    f"fits card {passing[0]} of {host} alone, but not beside the seats placed first "
-                    "(higher priority, or more seats placed without it)",
-                    host,
-                )
-            )
-    for host, total in fragment_room.items():
+        )
+
+
+def _fragmentation(problem: Problem, seat: Seat, out: _Explanation) -> None:
+    """A host whose cards have the room between them but no card alone: say so."""
+    need = out.need
+    for host, total in out.fragment_room.items():
         largest = max(
             (c.cuda_total - c.margin_bytes for c in problem.hosts[host] if c.ok), default=0
         )
         if seat.card_count == 1 and total >= need and need <= largest:
-            nearest.append(
+            out.nearest.append(
                 (
                     1 << 63,
                     f"fragmentation: {format_bytes(total)} of room across {host}'s cards, but no single "
@@ -119,17 +169,6 @@ def explain_refusal(
                     "(--allow-moves)",
                 )
             )
-    return Verdict(
-        verdict="refuse",
-        seat=seat.name,
-        host=seat.host,
-        cards=(),
-        reasons=tuple(reasons),
-        flags=(),
-        warnings=tuple(dict.fromkeys(warnings)),
-        nearest=tuple(dict.fromkeys(text for _, text in sorted(nearest, key=lambda item: item[0]))),
-        need_bytes=need,
-    )
 
 
 def _blocked_by(

@@ -313,6 +313,93 @@ def _sets(
             yield combo
 
 
+class _Search:
+    """The move search's running best: sets tried fewest first, each evaluated against the best."""
+
+    def __init__(
+        self, problem: Problem, placements: Sequence[Placement], solver: str, deadline: float
+    ) -> None:
+        self.problem = problem
+        self.solver = solver
+        self.deadline = deadline
+        self.weights = priority_weights(problem.seats)
+        self.placed_names = {p.seat.name for p in placements}
+        self.refused = [new for new in problem.seats if new.name not in self.placed_names]
+        self.best_score = score(self.placed_names, self.weights)
+        self.full = score((new.name for new in problem.seats), self.weights)
+        self.world = _World(problem.catalogue, problem.snapshots)
+        self.best: tuple[list[Move], Problem, list[Placement]] | None = None
+        self.unordered: list[tuple[Move, ...]] = []
+        self.tried = 0
+        self.cut_short = False
+
+    def _score(self, placements: Iterable[Placement]) -> Score:
+        return score((p.seat.name for p in placements), self.weights)
+
+    def evaluate(self, moves: Sequence[Move]) -> tuple[Problem, list[Placement]] | None:
+        """The verified placement of every new seat once `moves` are done, if it may beat the best."""
+        problem = self.problem
+        catalogue, snapshots = self.world.state(moves)
+        moved_problem = build_problem(
+            catalogue,
+            [snapshots[s.host] for s in problem.snapshots],
+            problem.seats,
+            attributed=True,
+        )
+        eligible = (n.name for n in problem.seats if moved_problem.eligible_hosts(n.name))
+        if score(eligible, self.weights) <= self.best_score:
+            return None  # not even every seat with an eligible card would beat it
+        greedy = greedy_assignment(moved_problem)
+        out, _ = verified(moved_problem, greedy)
+        remaining = self.deadline - time.perf_counter()
+        if self._score(out) < self.full and remaining > 0.05:
+            from placement.plan.model import solve
+
+            solver = self.solver
+            solution = solve(moved_problem, solver=solver, time_limit=remaining, initial=greedy)  # type: ignore[arg-type]
+            proposed, _ = verified(moved_problem, solution.assignment)
+            if self._score(proposed) > self._score(out):
+                out = proposed
+        return moved_problem, out
+
+    def run(self, max_moves: int) -> None:
+        """Try sets of 1, 2, … `max_moves` moves until every seat is placed or time runs out."""
+        candidates = _candidates(self.problem, self.refused)
+        smallest = _smallest_refused(self.problem, self.refused)
+        for size in range(1, max_moves + 1):
+            if self.best is not None and self.best_score == self.full:
+                break
+            for combo in _sets(candidates, size, self.problem, smallest, self.deadline):
+                if time.perf_counter() > self.deadline:
+                    self.cut_short = True
+                    break
+                self._try(combo)
+            if self.cut_short or time.perf_counter() > self.deadline:
+                self.cut_short = True
+                break
+
+    def _try(self, combo: tuple[Move, ...]) -> None:
+        """Keep `combo` as the best when it has a safe order and places more (strict priority)."""
+        self.tried += 1
+        world = self.world
+        order = world.order(frozenset(combo), self.deadline)
+        if order is None:
+            if len(self.unordered) < MAX_UNORDERED and all(
+                world.start(frozenset(combo) - {m}, m).passed for m in combo
+            ):
+                self.unordered.append(combo)  # the end state verifies; no way there does
+            return
+        found = self.evaluate(order)
+        if found is None:
+            return
+        moved_problem, new_placements = found
+        found_score = self._score(new_placements)
+        if found_score <= self.best_score or _new_starts(moved_problem, new_placements) is None:
+            return
+        self.best_score = found_score
+        self.best = (order, moved_problem, new_placements)
+
+
 def plan_moves(
     problem: Problem,
     placements: Sequence[Placement],
@@ -326,102 +413,48 @@ def plan_moves(
     Sets of 1, 2, … `max_moves` moves are tried; a set counts only when its moves have an order
     in which each restart passes the verifier, and its new seats then pass beside them.
     """
-    from placement.plan.model import solve
-
-    started = time.perf_counter()
-    deadline = started + time_limit
-    weights = priority_weights(problem.seats)
-    placed_names = {p.seat.name for p in placements}
-    refused = [new for new in problem.seats if new.name not in placed_names]
-    best_score = score(placed_names, weights)
-    world = _World(problem.catalogue, problem.snapshots)
-    candidates = _candidates(problem, refused)
-    smallest = _smallest_refused(problem, refused)
-    best: tuple[list[Move], Problem, list[Placement]] | None = None
-    unordered: list[tuple[Move, ...]] = []
-    tried = 0
-    cut_short = False
-    full = score((new.name for new in problem.seats), weights)
-
-    def evaluate(moves: Sequence[Move]) -> tuple[Problem, list[Placement]] | None:
-        """The verified placement of every new seat once `moves` are done, if it may beat the best."""
-        catalogue, snapshots = world.state(moves)
-        moved_problem = build_problem(
-            catalogue,
-            [snapshots[s.host] for s in problem.snapshots],
-            problem.seats,
-            attributed=True,
-        )
-        eligible = (n.name for n in problem.seats if moved_problem.eligible_hosts(n.name))
-        if score(eligible, weights) <= best_score:
-            return None  # not even every seat with an eligible card would beat it
-        greedy = greedy_assignment(moved_problem)
-        out, _ = verified(moved_problem, greedy)
-        if score((p.seat.name for p in out), weights) < full:
-            remaining = deadline - time.perf_counter()
-            if remaining > 0.05:
-                solution = solve(moved_problem, solver=solver, time_limit=remaining, initial=greedy)  # type: ignore[arg-type]
-                proposed, _ = verified(moved_problem, solution.assignment)
-                if score((p.seat.name for p in proposed), weights) > score(
-                    (p.seat.name for p in out), weights
-                ):
-                    out = proposed
-        return moved_problem, out
-
-    for size in range(1, max_moves + 1):
-        if best is not None and best_score == full:
-            break
-        for combo in _sets(candidates, size, problem, smallest, deadline):
-            if time.perf_counter() > deadline:
-                cut_short = True
-                break
-            tried += 1
-            order = world.order(frozenset(combo), deadline)
-            if order is None:
-                if len(unordered) < MAX_UNORDERED and all(
-                    world.start(frozenset(combo) - {m}, m).passed for m in combo
-                ):
-                    unordered.append(combo)  # the end state verifies; no way there does
-                continue
-            found = evaluate(order)
-            if found is None:
-                continue
-            moved_problem, new_placements = found
-            found_score = score((p.seat.name for p in new_placements), weights)
-            if found_score <= best_score:
-                continue
-            starts = _new_starts(moved_problem, new_placements)
-            if starts is None:
-                continue
-            best_score = found_score
-            best = (order, moved_problem, new_placements)
-        if cut_short or time.perf_counter() > deadline:
-            cut_short = True
-            break
-
+    search = _Search(problem, placements, solver, time.perf_counter() + time_limit)
+    search.run(max_moves)
     limit_text = (
         f"; the search stopped when the plan's time limit ran out ({time_limit:.2g} s were left "
-        f"for it) after {tried} move set(s), so fewer or better moves may exist"
-        if cut_short
+        f"for it) after {search.tried} move set(s), so fewer or better moves may exist"
+        if search.cut_short
         else ""
     )
-    if best is None:
-        note = (
-            f"no set of up to {max_moves} move(s) of running seats to other cards of their host "
-            "places more seats "
-            + (
-                f"({tried} set(s) tried)"
-                if tried or cut_short
-                else "(none frees enough on a card a refused seat may use)"
-            )
-        )
-        blocked = _blocked_note(unordered, evaluate, weights, best_score, placed_names)
-        if blocked:
-            note += "; " + blocked
-        return MovesOutcome(note=note + "; no such order exists" + limit_text)
+    if search.best is None:
+        return MovesOutcome(note=_nothing_found_note(search, max_moves) + limit_text)
+    return _outcome(search, *search.best, limit_text)
 
-    order, moved_problem, new_placements = best
-    steps = _steps(world, order, moved_problem, new_placements)
+
+def _nothing_found_note(search: _Search, max_moves: int) -> str:
+    """Why the plan without moves stands: how many sets were tried, and a set with no safe order."""
+    note = (
+        f"no set of up to {max_moves} move(s) of running seats to other cards of their host "
+        "places more seats "
+        + (
+            f"({search.tried} set(s) tried)"
+            if search.tried or search.cut_short
+            else "(none frees enough on a card a refused seat may use)"
+        )
+    )
+    blocked = _blocked_note(
+        search.unordered, search.evaluate, search.weights, search.best_score, search.placed_names
+    )
+    if blocked:
+        note += "; " + blocked
+    return note + "; no such order exists"
+
+
+def _outcome(
+    search: _Search,
+    order: list[Move],
+    moved_problem: Problem,
+    new_placements: list[Placement],
+    limit_text: str,
+) -> MovesOutcome:
+    """The best set's verdicts, steps and card rows (before: as measured; after: moves done)."""
+    problem = search.problem
+    steps = _steps(search.world, order, moved_problem, new_placements)
     by_name = {
         v.seat: v
         for v in verify_placement(moved_problem.catalogue, moved_problem.snapshots, new_placements)
@@ -449,7 +482,8 @@ def plan_moves(
     note = (
         f"{len(order)} move(s): {', '.join(m.text() for m in order)} "
         f"({format_bytes(restarted)} restarted); every start listed passed the verifier against "
-        f"the state it starts from, one seat down at a time ({tried} set(s) tried)" + limit_text
+        f"the state it starts from, one seat down at a time ({search.tried} set(s) tried)"
+        + limit_text
     )
     return MovesOutcome(note, verdicts, new_placements, steps, rows)
 

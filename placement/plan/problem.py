@@ -333,22 +333,28 @@ def new_seats(catalogue: Catalogue, adds: Sequence[tuple[str, Seat]] = ()) -> li
 
 
 def check_snapshots(
-    catalogue: Catalogue, snapshots: Sequence[Snapshot], sources: Sequence[str]
+    catalogue: Catalogue,
+    snapshots: Sequence[Snapshot],
+    sources: Sequence[str],
+    seats: Sequence[Seat] = (),
 ) -> list[str]:
-    """Snapshot vs catalogue (placement.fit.consistency): contradictions are bad input, the rest warns."""
+    """Snapshot vs catalogue (placement.fit.consistency): contradictions are bad input, the rest warns.
+
+    `seats`: seats judged beside the catalogue's (added ones); each warning comes once per host.
+    """
     warnings: list[str] = []
     # Each host is checked against its own part of the catalogue (a fleet's cost stays linear).
     views = host_catalogues(catalogue, hostless=True)
     for snapshot, source in zip(snapshots, sources, strict=True):
         view = views.get(snapshot.host, catalogue)
         try:
-            warnings.extend(check_snapshot(view, snapshot, source))
+            warnings.extend(check_snapshot(view, snapshot, source, seats))
         except BadInputError:
             if view is catalogue:
                 raise
             # The same check fails on the whole catalogue; its message numbers the seats as
             # the file does (seats[i]), so let that one speak.
-            check_snapshot(catalogue, snapshot, source)
+            check_snapshot(catalogue, snapshot, source, seats)
             raise
     return warnings
 
@@ -439,6 +445,69 @@ def build_problem(
 PairEntry = tuple[int, int | None]  # (need, gate bound or None)
 
 
+@dataclass(frozen=True)
+class _SeatFacts:
+    """What pruning reads of a seat, read off the pydantic model once per table."""
+
+    seat: Seat
+    name: str
+    host: str | None
+    card_count: int
+    pinned: tuple[int, ...] | None
+    exclusive: bool
+    rule: GateRule
+
+
+@dataclass(frozen=True)
+class _SizedNeed:
+    """A seat's need on cards of one CUDA total and context, and what its gate then requests."""
+
+    util: Decimal | None
+    need_bytes: int
+    requested_bytes: int | None  # None: no gate (not vLLM, or no util)
+
+
+@dataclass(frozen=True)
+class _CardRoom:
+    """One card's room and gate free for a seat that nothing on the card names (most seats)."""
+
+    room_bytes: int  # free − held (every reserve, less its own new seats placed here) − margin
+    gate_free_bytes: int  # free − cuda_context
+    named: frozenset[str]  # seats a reserve here is for: they meet less held
+
+
+def sized_need(seat: Seat, rule: GateRule, util: Decimal | None, slot: CardSlot) -> _SizedNeed:
+    """The seat's need and gate request on cards like `slot` (pure: cached per card size)."""
+    if seat.engine.kind != "vllm" or rule.gating != "gated" or util is None:
+        return _SizedNeed(util, seat.resident_bytes, None)
+    need = need_bytes(
+        seat.resident_bytes, kv_bytes(seat), util, slot.cuda_total, slot.cuda_context_bytes
+    )
+    if not rule.checks_gate:
+        return _SizedNeed(util, need, None)  # vLLM ≥ 0.34 capped by util: room alone judges it
+    if rule.source == "proposed" and kv_bytes(seat) is not None:
+        # The plan falls back to the largest util that passes: the least it can ask is 0.001.
+        requested = requested_bytes(UTIL_STEP, slot.cuda_total)
+    else:
+        requested = requested_bytes(util, slot.cuda_total)
+    return _SizedNeed(util, need, requested)
+
+
+def card_room(slot: CardSlot, new_residents: Mapping[str, int]) -> _CardRoom:
+    """`slot`'s room and gate free for a seat no reserve there is for and with no process there."""
+    return _CardRoom(
+        room_bytes=room_bytes(
+            free_bytes=slot.free_bytes,
+            held_bytes=slot.held_bytes(None, new_residents),
+            margin_bytes=slot.margin_bytes,
+        ),
+        gate_free_bytes=engine_free_bytes(
+            free_bytes=slot.free_bytes, cuda_context_bytes=slot.cuda_context_bytes
+        ),
+        named=frozenset(name for r in slot.reserves for name in r.for_),
+    )
+
+
 class PairTable(Mapping[PairKey, int]):
     """need[(seat, host, card)] for the eligible pairs, each worked out when first asked.
 
@@ -446,7 +515,8 @@ class PairTable(Mapping[PairKey, int]):
     `has_eligible_host`); the model iterates them all. Each pair is a pure function of the
     seat and the card (`_pair`), so the answer does not depend on when it is asked, and
     iterating gives the pairs in the order a seat-by-host-by-card loop would (the model's
-    variable order).
+    variable order). What depends on the seat alone, on the card alone, or on the seat and
+    the card's size is worked out once and kept.
     """
 
     def __init__(self, seats: Sequence[NewSeat], hosts: dict[str, tuple[CardSlot, ...]]) -> None:
@@ -459,8 +529,9 @@ class PairTable(Mapping[PairKey, int]):
         }
         self._residents = {new.name: new.seat.resident_bytes for new in self._seats}
         self._memo: dict[PairKey, PairEntry | None] = {}
-        self._rules: dict[str, GateRule] = {}
-        self._utils: dict[tuple[str, int, int], Decimal | None] = {}
+        self._facts: dict[str, _SeatFacts] = {}
+        self._sized: dict[tuple[str, int, int], _SizedNeed] = {}
+        self._rooms: dict[CardKey, _CardRoom] = {}
         self._all: dict[PairKey, int] | None = None
         self.gate_bounds = _GateBounds(self)
 
@@ -475,31 +546,43 @@ class PairTable(Mapping[PairKey, int]):
         self._memo[key] = found
         return found
 
+    def _seat_facts(self, name: str) -> _SeatFacts | None:
+        facts = self._facts.get(name)
+        if facts is None:
+            seat = self._by_name.get(name)
+            if seat is None:
+                return None
+            rule = gate_rule(seat.engine, propose=True)
+            facts = _SeatFacts(
+                seat, name, seat.host, seat.card_count, seat.pinned_cards, seat.exclusive, rule
+            )
+            self._facts[name] = facts
+        return facts
+
     def _compute(self, name: str, host: str, index: int) -> PairEntry | None:
-        seat = self._by_name.get(name)
-        slot = self._slots.get((host, index))
-        if seat is None or slot is None or not slot.ok:
+        facts = self._facts.get(name) or self._seat_facts(name)
+        card = (host, index)
+        slot = self._slots.get(card)
+        if facts is None or slot is None or not slot.ok:
             return None
-        if seat.host is not None and seat.host != host:
+        if facts.host is not None and facts.host != host:
             return None
-        if self._ok_count[host] < seat.card_count:
+        if self._ok_count[host] < facts.card_count:
             return None
-        pinned = seat.pinned_cards
-        if pinned is not None and index not in pinned:
+        if facts.pinned is not None and index not in facts.pinned:
             return None
-        rule = self._rules.get(name)
-        if rule is None:
-            rule = self._rules[name] = gate_rule(seat.engine, propose=True)
         # The loosest util the seat may start with on this card: a multi-card seat's util covers
         # its chosen cards, at least this card's (mixed card sizes on a host). Cached per card
         # size and context: a fleet has few card sizes.
-        util_key = (name, slot.cuda_total, slot.cuda_context_bytes)
-        if util_key in self._utils:
-            util = self._utils[util_key]
-        else:
-            util = start_util(seat, rule, [slot.cuda_total], slot.cuda_context_bytes)
-            self._utils[util_key] = util
-        return _pair(seat, rule, util, slot, self._residents)
+        sized_key = (name, slot.cuda_total, slot.cuda_context_bytes)
+        sized = self._sized.get(sized_key)
+        if sized is None:
+            util = start_util(facts.seat, facts.rule, [slot.cuda_total], slot.cuda_context_bytes)
+            sized = self._sized[sized_key] = sized_need(facts.seat, facts.rule, util, slot)
+        room = self._rooms.get(card)
+        if room is None:
+            room = self._rooms[card] = card_room(slot, self._residents)
+        return _fit_pair(facts, sized, slot, room, self._residents)
 
     def _keys(self) -> Iterator[PairKey]:
         """Every (seat, host, card) that could be eligible, in the model's order."""
@@ -590,52 +673,57 @@ def _pair(
 ) -> tuple[int, int | None] | None:
     """(need, gate bound) when the seat could go on the card alone, else None (pruned).
 
+    The pair as `PairTable` works it out, with nothing cached (the reference its caches keep).
+    """
+    facts = _SeatFacts(
+        seat, seat.name, seat.host, seat.card_count, seat.pinned_cards, seat.exclusive, rule
+    )
+    sized = sized_need(seat, rule, util, slot)
+    return _fit_pair(facts, sized, slot, card_room(slot, new_residents), new_residents)
+
+
+def _fit_pair(
+    seat: _SeatFacts,
+    sized: _SizedNeed,
+    slot: CardSlot,
+    room: _CardRoom,
+    new_residents: Mapping[str, int],
+) -> tuple[int, int | None] | None:
+    """(need, gate bound) when the seat could go on the card alone, else None (pruned).
+
     Looser than the verifier, never stricter: the least held it could meet (every reserve's
     own new seats placed here too), its own processes freed (a redeploy), the loosest util.
     The need is net of the seat's own bytes there, so a card's load stays what it adds.
     """
+    name = seat.name
     if (seat.exclusive or slot.exclusive_running) and exclusive_binds(
         exclusive=seat.exclusive,
-        occupied=slot.occupied_for(seat.name),
+        occupied=slot.occupied_for(name),
         exclusive_neighbour=slot.exclusive_running,
     ):
         return None
-    own = slot.own_bytes.get(seat.name, 0) if slot.own_bytes else 0
-    free = slot.free_bytes + own
-    need = seat.resident_bytes
-    gated = seat.engine.kind == "vllm" and rule.gating == "gated"
-    if gated:
-        need = need_bytes(
-            seat.resident_bytes, kv_bytes(seat), util, slot.cuda_total, slot.cuda_context_bytes
+    own = slot.own_bytes.get(name, 0) if slot.own_bytes else 0
+    room_left, gate_free = room.room_bytes, room.gate_free_bytes
+    if own or name in room.named:
+        # A redeploy frees its own processes; a reserve's own seat meets less held.
+        room_left = room_bytes(
+            free_bytes=slot.free_bytes + own,
+            held_bytes=slot.held_bytes(name, new_residents),
+            margin_bytes=slot.margin_bytes,
         )
-    room = room_bytes(
-        free_bytes=free,
-        held_bytes=slot.held_bytes(seat.name, new_residents),
-        margin_bytes=slot.margin_bytes,
-    )
-    if not fits_room(need, room):
+        gate_free = engine_free_bytes(
+            free_bytes=slot.free_bytes + own, cuda_context_bytes=slot.cuda_context_bytes
+        )
+    need = sized.need_bytes
+    if not fits_room(need, room_left):
         return None
-    if not gated or util is None:
+    requested = sized.requested_bytes
+    if requested is None:
         return need - own, None
-    bound = _gate_bound(seat, rule, util, slot, need)
-    if bound is None:
-        return None
+    if not passes_gate(gate_free, requested):
+        return None  # fails its gate alone
+    # The most load the card may carry (this seat's net need included) for its gate, as if
+    # started last: others + need − own ≤ free − ctx + need − requested.
+    bound = gate_free - own + need - requested
     # Where the room constraint already implies the gate, no bound is kept.
     return need - own, bound if bound < slot.open_bytes else None
-
-
-def _gate_bound(seat: Seat, rule: GateRule, util: Decimal, slot: CardSlot, need: int) -> int | None:
-    """The most load the card may carry (this seat's net need included) for its gate; None: fails alone."""
-    own = slot.own_bytes.get(seat.name, 0) if slot.own_bytes else 0
-    if rule.source == "proposed" and kv_bytes(seat) is not None:
-        # The plan falls back to the largest util that passes: the least it can ask is 0.001.
-        requested = requested_bytes(UTIL_STEP, slot.cuda_total)
-    else:
-        requested = requested_bytes(util, slot.cuda_total)
-    gate_free = engine_free_bytes(
-        free_bytes=slot.free_bytes + own, cuda_context_bytes=slot.cuda_context_bytes
-    )
-    if not passes_gate(gate_free, requested):
-        return None
-    # As if started last: others + need − own ≤ free − ctx + need − requested.
-    return gate_free - own + need - requested

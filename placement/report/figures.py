@@ -19,6 +19,7 @@ from inventory.snapshot import Card, Snapshot, format_utc
 from placement.fit.capacity import (
     absent_seats,
     cuda_total,
+    fixed_reserve_bytes,
     held_parts,
     margin_bytes,
     plannable_bytes,
@@ -93,7 +94,11 @@ def build_report(
         catalogue,
         window,
         latest,
-        Provenance(ledger_name, tuple(q.decisions_in(conn, window.start_s, window.end_s))),
+        Provenance(
+            ledger_name,
+            tuple(q.decisions_in(conn, window.start_s, window.end_s)),
+            **_ledger_holds(conn, window, now),
+        ),
         now=now,
         threshold=threshold,
         probe=probe,
@@ -111,6 +116,20 @@ class Provenance:
     percentile: str = PERCENTILE_DEFINITION
     notes: tuple[str, ...] = ()
     holds: tuple[HoldRow, ...] | None = None  # None: the report does not list holds
+    expired_holds: tuple[HoldRow, ...] = ()
+
+
+def _ledger_holds(conn: Connection, window: Window, now: datetime) -> dict[str, Any]:
+    """The holds active now, and those made in the window that expired unseen; none if neither."""
+    from inventory.ledger import holds as hold_queries
+    from placement.report.rows import hold_rows
+
+    now_s = int(now.timestamp())
+    active = hold_queries.active(conn, now_s)
+    expired = hold_queries.expired_unseen(conn, window.start_s, window.end_s, now_s)
+    if not active and not expired:
+        return {}
+    return {"holds": hold_rows(active), "expired_holds": hold_rows(expired)}
 
 
 def assemble(
@@ -157,6 +176,7 @@ def assemble(
         source=provenance.kind,
         percentile=provenance.percentile,
         holds=provenance.holds,
+        expired_holds=provenance.expired_holds,
     )
     # The headline reads the rest of the report: its advice rules, and the verifier's largest fits.
     headlines = tuple(
@@ -385,7 +405,7 @@ def _reserves(
     for reserve in catalogue.reserves:
         snapshot = current.get(reserve.host)
         card = _card_of(snapshot, reserve.gpu)
-        fixed = None if reserve.amount_bytes == "card" else int(reserve.amount_bytes)
+        fixed = fixed_reserve_bytes(reserve)
         held = reserve_bytes(reserve, card) if card is not None and card.ok else fixed
         breaches = source.reserve_breaches(reserve.host, reserve.gpu, reserve.for_, fixed)
         violated_now = (

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from inventory.ledger.report_queries import DecisionRow
 from inventory.prometheus import metrics as m
@@ -53,6 +52,7 @@ class LedgerRecords:
     name: str
     decisions: tuple[DecisionRow, ...]
     holds: tuple[HoldRow, ...]
+    expired_holds: tuple[HoldRow, ...] = ()
 
 
 def build_prometheus_report(
@@ -121,6 +121,7 @@ def build_prometheus_report(
         percentile=PERCENTILE_DEFINITION,
         notes=notes,
         holds=records.holds if records is not None else None,
+        expired_holds=records.expired_holds if records is not None else (),
     )
     report = assemble(
         answers,
@@ -219,19 +220,3 @@ def _duration(seconds: int) -> str:
     if hours:
         return f"{hours} h {minutes} min"
     return f"{minutes} min"
-
-
-def hold_rows(holds: Sequence[Any]) -> tuple[HoldRow, ...]:
-    """Active holds from the ledger (`inventory.holds.Hold`) as report rows."""
-    return tuple(
-        HoldRow(
-            seat=h.seat,
-            host=h.host,
-            cards=tuple(h.cards),
-            need_bytes=h.need_bytes,
-            created_at=format_utc(h.created_at),
-            expires_at=format_utc(h.expires_at),
-            user=h.user,
-        )
-        for h in holds
-    )

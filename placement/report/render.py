@@ -14,7 +14,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from placement.report.rows import LOOKBACK_DAYS, ChartSeries, Report
+from placement.report.rows import LOOKBACK_DAYS, ChartSeries, HoldRow, Report
 from placement.report.text import code_span, short
 from seats.units import format_bytes
 
@@ -465,25 +465,36 @@ def _holds(report: Report) -> list[Block]:
     out: list[Block] = [Heading(2, "Holds")]
     if not report.holds:
         out.append(Para("no approval holds bytes now."))
-        return out
-    out.append(
-        Table(
-            ("seat", "cards", "holds per card", "since", "until", "by"),
-            tuple(
-                (
-                    h.seat,
-                    f"{h.host}:{','.join(map(str, h.cards))}",
-                    _b(h.need_bytes),
-                    _at(h.created_at),
-                    _at(h.expires_at),
-                    h.user,
-                )
-                for h in report.holds
-            ),
-            numeric=frozenset({2}),
+    else:
+        out.append(_hold_table(report.holds))
+    if report.expired_holds:
+        out.append(
+            Para(
+                "Approved in the window but never seen on their cards before the hold expired: "
+                "deployed elsewhere, under another name, or not at all.",
+                lead="Expired unseen.",
+            )
         )
-    )
+        out.append(_hold_table(report.expired_holds))
     return out
+
+
+def _hold_table(holds: Sequence[HoldRow]) -> Table:
+    return Table(
+        ("seat", "cards", "holds per card", "since", "until", "by"),
+        tuple(
+            (
+                h.seat,
+                f"{h.host}:{','.join(map(str, h.cards))}",
+                _b(h.need_bytes),
+                _at(h.created_at),
+                _at(h.expires_at),
+                h.user,
+            )
+            for h in holds
+        ),
+        numeric=frozenset({2}),
+    )
 
 
 def _loras(report: Report) -> list[Block]:

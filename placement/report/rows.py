@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -356,6 +357,7 @@ class Report:
     source: str = "ledger"  # where the figures come from: "ledger" or "prometheus"
     percentile: str = PERCENTILE_DEFINITION
     holds: tuple[HoldRow, ...] | None = None  # None: not listed (no ledger to read them from)
+    expired_holds: tuple[HoldRow, ...] = ()  # approved in the window, expired, seat never seen
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON data: `"schema": 1` and raw byte ints."""
@@ -370,6 +372,23 @@ class Report:
         data["threshold"] = {"percent": self.threshold.percent, "bytes": self.threshold.size_bytes}
         if self.holds is None:
             data.pop("holds")
+            data.pop("expired_holds")
         if self.source == "ledger":
             data.pop("source")  # schema 1 as it was: a ledger report has no "source" key
         return {"schema": 1, **data}
+
+
+def hold_rows(holds: Sequence[Any]) -> tuple[HoldRow, ...]:
+    """Active holds from the ledger (`inventory.holds.Hold`) as report rows."""
+    return tuple(
+        HoldRow(
+            seat=h.seat,
+            host=h.host,
+            cards=tuple(h.cards),
+            need_bytes=h.need_bytes,
+            created_at=format_utc(h.created_at),
+            expires_at=format_utc(h.expires_at),
+            user=h.user,
+        )
+        for h in holds
+    )

@@ -20,6 +20,7 @@ from placement.cli import check as cli_check
 from placement.cli import ledger as cli_ledger
 from placement.cli import main as cli_main
 from placement.cli import plan as cli_plan
+from placement.cli import report as cli_report
 from placement.cli import sources
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -223,3 +224,55 @@ def test_plan_and_ledger_read_the_holds(
     assert placed["tts-0"]["verdict"] == "pass" and placed["tts-0"]["cards"] == [1]
     # The approved seat is counted once: another 3 GiB seat no longer fits card 1.
     assert placed["tts-1"]["cards"] != [1] or placed["tts-1"]["verdict"] != "pass"
+
+
+def test_the_report_lists_holds_and_approvals_that_expired_unseen(
+    catalogue: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    db = tmp_path / "l.sqlite"
+    assert cli_main.main([*check(catalogue, db, "tts-0"), "--hold-for", "10m"]) == 0
+    at(monkeypatch, minutes=5)
+    assert cli_main.main([*check(catalogue, db, "tts-1"), "--hold-for", "1h", "--gpu", "2"]) == 1
+    assert (
+        cli_main.main([*check(catalogue, db, "tts-2"), "--hold-for", "1h"]) == 1
+    )  # tts-0 holds it
+    capsys.readouterr()
+    at(monkeypatch, minutes=30)
+    monkeypatch.setattr(cli_report, "utc_now", lambda: TAKEN + timedelta(minutes=30))
+    argv = ["report", "--ledger", str(db), "--catalogue", str(catalogue), "--json"]
+    assert cli_main.main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    # The decisions after the newest snapshot are in the window (the checks came after it).
+    assert [d["seat"] for d in data["decisions"]] == ["tts-0", "tts-1", "tts-2"]
+    assert data["holds"] == []  # tts-0's expired at minute 11
+    assert [h["seat"] for h in data["expired_holds"]] == ["tts-0"]
+    assert cli_main.main(argv[:-1]) == 0
+    text = capsys.readouterr().out
+    assert "## Holds" in text and "Expired unseen." in text
+
+
+def test_a_held_card_that_then_errors_decides_nothing(
+    catalogue: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "l.sqlite"
+    assert cli_main.main(check(catalogue, db, "tts-0")) == 0
+    raw = json.loads(SNAPSHOT.read_text())
+    raw["cards"] = [
+        {"index": 1, "error": "GpuIsLost"} if c["index"] == 1 else c for c in raw["cards"]
+    ]
+    lost = tmp_path / "lost.json"
+    lost.write_text(json.dumps(raw))
+    argv = [
+        "check", "tts-1", "--gpu", "1", "--catalogue", str(catalogue),
+        "--snapshot", str(lost), "--ledger", str(db), "--json",
+    ]  # fmt: skip
+    capsys.readouterr()
+    assert cli_main.main(argv) == 3
+    data = json.loads(capsys.readouterr().out)
+    assert data["verdict"] == "unknown" and [r["rule"] for r in data["reasons"]] == ["error"]
+    # tts-0's approval still stands: nothing was decided on the lost card.
+    assert cli_main.main(["holds", "--ledger", str(db), "--json"]) == 0
+    assert [h["seat"] for h in json.loads(capsys.readouterr().out)["holds"]] == ["tts-0"]

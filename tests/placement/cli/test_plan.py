@@ -33,7 +33,7 @@ def run(capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str, str]
 def test_example_places_flash_next_on_card_3(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys)
     assert code == 0
-    assert "PLACED   flash-next → card 3   --gpu-memory-utilization 0.968" in out
+    assert "PLACED   flash-next → fv-ml1 card 3   --gpu-memory-utilization 0.968" in out
 
 
 def test_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
@@ -66,7 +66,11 @@ def test_refusal_exits_1_with_reasons(capsys: pytest.CaptureFixture[str]) -> Non
         5_448 * MiB,
         696 * MiB,
     )
-    assert any(r["card"] == 3 and r["rule"] == "reserve" for r in six["reasons"])
+    card3 = {r["rule"]: r for r in six["reasons"] if r["card"] == 3}
+    assert set(card3) == {"room", "exclusive"}  # flash-next's reserve is flash-next's now
+    assert (
+        card3["room"]["room_bytes"] == -360_743_699
+    )  # JSON keeps the signed figure (344.03 MiB over)
 
 
 def test_highs_keeps_stdout_json(capfd: pytest.CaptureFixture[str]) -> None:
@@ -79,7 +83,7 @@ def test_highs_keeps_stdout_json(capfd: pytest.CaptureFixture[str]) -> None:
 def test_vllm_5gib_warns(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--add", str(EXAMPLES / "new-5gib-vllm.yaml"))
     assert code == 0
-    assert "new-5gib-vllm → card 1   --gpu-memory-utilization 0.046" in out
+    assert "new-5gib-vllm → fv-ml1 card 1   --gpu-memory-utilization 0.046" in out
     assert "no longer covers the whole seat" in out
 
 
@@ -304,6 +308,61 @@ def test_each_snapshot_file_names_its_host_in_the_header(
     assert code == 0
     assert f"fv-ml1 · snapshot 2026-09-16T14:02:11Z ({FV_ML1_SNAPSHOT}) · CBC" in out
     assert f"fv-ml2 · snapshot 2026-09-16T14:02:11Z ({other}) · CBC" in out
+
+
+def test_a_host_without_cuda_context_is_warned_once_by_name(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    text = FV_ML1_CATALOGUE.read_text()
+    catalogue = tmp_path / "no-context.yaml"
+    catalogue.write_text(
+        "\n".join(line for line in text.splitlines() if "cuda_context:" not in line) + "\n"
+    )
+    code = main(
+        [
+            "plan",
+            "--catalogue",
+            str(catalogue),
+            "--snapshot",
+            str(FV_ML1_SNAPSHOT),
+            "--add",
+            str(EXAMPLES / "new-5gib-vllm.yaml"),
+        ]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0
+    said = [line for line in (out + err).splitlines() if "cuda_context" in line]
+    assert len(said) == 1
+    assert said[0].startswith("warning: host fv-ml1 declares no cuda_context")
+    assert "new-5gib-vllm" in said[0]  # an added seat is named with the catalogue's
+    assert "hosts: fv-ml1: cuda_context: 1.25 GiB" in said[0]
+    assert "gpuplan calibrate" in said[0]
+    for unknown in ("{host}", "DESIGN.md", "FACTS.md"):
+        assert unknown not in said[0]
+
+
+def test_seat_names_with_other_characters_are_quoted_in_the_seats_column() -> None:
+    from placement.cli.plan_text import card_table
+    from placement.plan.cards import CardRow
+
+    row = CardRow(
+        host="fv-ml1",
+        index=0,
+        error=None,
+        total_bytes=16 * 1024**3,
+        used_bytes=0,
+        free_before_bytes=16 * 1024**3,
+        free_after_bytes=8 * 1024**3,
+        held_bytes=0,
+        held=(),
+        plannable_before_bytes=16 * 1024**3,
+        plannable_after_bytes=8 * 1024**3,
+        seats=("vllm-voices", "pid 4121", "my seat"),
+        new_seats=("new seat 2", "new_3.b"),
+        cuda_total_bytes=16 * 1024**3,
+    )
+    line = card_table([row]).splitlines()[-1]
+    assert line.endswith('vllm-voices pid 4121 "my seat" +"new seat 2" +new_3.b')
 
 
 # DESIGN.md "Fleets": only the catalogue's hosts; a seat that depends on an unusable one is unknown.

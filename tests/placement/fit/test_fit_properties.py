@@ -33,6 +33,8 @@ ENGINES: tuple[dict[str, Any], ...] = (
     {"kind": "vllm", "version": "0.11.0", "gpu_memory_utilization": 0.4},
     {"kind": "vllm", "version": "0.11.0"},
     {"kind": "vllm", "version": "0.34.0"},
+    # No start-up check: the util caps what it grows to, judged by room alone.
+    {"kind": "vllm", "version": "0.34.0", "gpu_memory_utilization": 0.4},
 )
 
 

@@ -276,3 +276,26 @@ def test_verify_placement_judges_each_as_last(fv_ml1: Catalogue, snap: Snapshot)
 def test_seat_larger_than_any_card_says_so(fv_ml1: Catalogue, snap: Snapshot) -> None:
     verdict = judge(fv_ml1, snap, seat("huge", "100 GiB"), [3])
     assert verdict.nearest == ("100.00 GiB is more than a card of 94.97 GiB CUDA total holds",)
+
+
+def test_vllm_034_with_a_util_and_no_kv_pin_has_no_gate_and_is_refused_by_room(
+    fv_ml1: Catalogue, before: Snapshot
+) -> None:
+    # The seed's card 0 before the voices seat (held for it, as it is declared and down).
+    old = vllm("v33", "1 GiB", version="0.33.0", gpu_memory_utilization=0.12)
+    assert rules(judge(fv_ml1, before, old, [0], mode="check")) == [("room", 0), ("gate", 0)]
+
+    new = vllm("v34", "1 GiB", version="0.34.0", gpu_memory_utilization=0.12)
+    verdict = judge(fv_ml1, before, new, [0], mode="check")
+    assert rules(verdict) == [("room", 0)]  # no gate: vLLM 0.34 never checks it
+    room = verdict.reasons[0]
+    assert room.need_bytes == 12_236_756_091 + 1_183 * MiB  # the util caps, plus its context
+    assert "vLLM 0.34.0 would not refuse it" in room.text
+    assert "it would start and take about" in room.text and "squeezing" in room.text
+    assert verdict.figures[0].requested_bytes is None
+    assert not any("gate" in text for text in verdict.nearest)
+    assert any("fits on card 0 with util ≤" in text for text in verdict.nearest)
+    assert any("would not refuse v34" in w and "by room" in w for w in verdict.warnings)
+    # The util hint is the room's alone, and it passes.
+    limit = next(t for t in verdict.nearest if "util ≤" in t).rsplit(" ", 1)[1]
+    assert judge(fv_ml1, before, new, [0], mode="check", util=float(limit)).passed

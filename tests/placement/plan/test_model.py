@@ -288,7 +288,11 @@ def test_fv_ml1_6gib_is_refused_everywhere(fv_ml1: Catalogue, fv_ml1_snapshot: S
     assert by_card[(1, "room")].short_bytes == 696 * 1024**2
     assert (by_card[(0, "room")].short_bytes or 0) > 696 * 1024**2
     assert (by_card[(2, "room")].short_bytes or 0) > 696 * 1024**2
-    assert (3, "reserve") in by_card
+    # Card 3 goes to flash-next, the reserve's own seat: flash-next blocks it, not its reserve.
+    assert (3, "reserve") not in by_card
+    assert (3, "exclusive") in by_card
+    assert (by_card[(3, "room")].room_bytes or 0) < 0  # the reserve's rest still counts as held
+    assert "no room (344.03 MiB over)" in by_card[(3, "room")].text
     assert six.nearest[0] == "free 696.00 MiB on card 1"
     assert any("fragmentation" in text and "placement decision" in text for text in six.nearest)
 
@@ -554,3 +558,45 @@ def test_best_fit_takes_the_narrowest_card_that_fits(
             left[(host, card)] -= s.resident_bytes
             expected[s.name] = (host, (card,))
     assert greedy_assignment(problem, fit="best") == expected
+
+
+def test_a_placement_nothing_else_could_make_skips_the_solver() -> None:
+    # Only card 1 takes the 8 GiB seat, only card 0 the 3 GiB one: the placement is forced.
+    catalogue, snapshots = make_fleet({"h": [4 * GiB, 9 * GiB]})
+    seats = [seat("big", 8 * GiB), seat("small", 3 * GiB, host="h", gpus=[0])]
+    result = run_plan(catalogue, snapshots, seats)
+    assert result.status == "optimal" and result.optimal
+    assert "solve" not in result.timings
+    assert placed(result) == {"big": ("h", (1,)), "small": ("h", (0,))}
+    assert_verified(catalogue, snapshots, result)
+
+
+def test_a_choice_of_cards_still_goes_to_the_solver() -> None:
+    # Both cards take the 3 GiB seat: the tie-breaks are the solver's to settle.
+    catalogue, snapshots = make_fleet({"h": [4 * GiB, 9 * GiB]})
+    result = run_plan(catalogue, snapshots, [seat("small", 3 * GiB)])
+    assert result.status == "optimal"
+    assert "solve" in result.timings
+
+
+def test_no_refused_seat_is_told_its_own_reserve_blocks_it(
+    fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot
+) -> None:
+    # flash-next's reserve holds card 3; a larger flash-next is refused everywhere, and a
+    # small seat refused on card 3 meets flash-next there, not flash-next's reserve.
+    bigger = [
+        s.model_copy(update={"resident_bytes": 96 * GiB}) if s.name == "flash-next" else s
+        for s in fv_ml1.seats
+    ]
+    catalogue = fv_ml1.model_copy(update={"seats": tuple(bigger)})
+    result = plan(
+        catalogue, [fv_ml1_snapshot], adds(seat("small", 1 * GiB, gpus=[3], host="fv-ml1"))
+    )
+    own = {r.name: set(r.for_) for r in catalogue.reserves}
+    refused = [v for v in result.verdicts if not v.passed]
+    assert {v.seat for v in refused} >= {"flash-next"}
+    for verdict in refused:
+        for reason in verdict.reasons:
+            if reason.rule == "reserve":
+                named = [name for name, seats in own.items() if name in reason.text]
+                assert all(verdict.seat not in own[name] for name in named), reason.text
