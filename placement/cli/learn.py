@@ -13,6 +13,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from placement.cli.names import did_you_mean, names
 from placement.cli.sources import add_catalogue_argument, load_catalogue_argument
 from seats.errors import BadInputError
 from seats.units import format_bytes
@@ -58,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         seat = catalogue.seat(args.seat)
     except KeyError:
-        raise BadInputError(f"no seat {args.seat!r} in {args.catalogue}") from None
+        close = did_you_mean(args.seat, names(catalogue, "seats"))
+        raise BadInputError(f"no seat {args.seat!r} in {args.catalogue}{close}") from None
     lines, source = _read(args.vllm_log)
     util = seat.engine.gpu_memory_utilization
     host = catalogue.hosts.get(seat.host) if seat.host else None
