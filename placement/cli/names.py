@@ -6,9 +6,8 @@ and for `gpuplan completion --names`; the suggestion is difflib's close matches.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
-
-from placement.check.seat import did_you_mean
 
 if TYPE_CHECKING:
     from seats.model import Catalogue
@@ -17,6 +16,14 @@ __all__ = ["KINDS", "did_you_mean", "names"]
 
 Kind = Literal["seats", "hosts"]
 KINDS: tuple[Kind, ...] = ("seats", "hosts")
+
+
+def did_you_mean(word: str, names: Sequence[str]) -> str:
+    """`; did you mean vllm-voices?` for a misspelt name, else "" (placement.check's, loaded only
+    on this error path: `holds` and `learn` start without the checker)."""
+    from placement.check.seat import did_you_mean as close
+
+    return close(word, names)
 
 
 def names(catalogue: Catalogue, kind: Kind) -> list[str]:

@@ -16,6 +16,7 @@ from placement.fit.verify import (
     CardStates,
     Placement,
 )
+from placement.plan.bound import LevelBound, level_bounds
 from placement.plan.cards import CardRow, card_rows
 from placement.plan.explain import explain_refusal
 from placement.plan.greedy import greedy_assignment
@@ -46,6 +47,8 @@ class PlanResult:
     timings: dict[str, float] = field(default_factory=dict)
     moves: tuple[dict[str, Any], ...] = ()
     moves_note: str | None = None
+    # Per priority level, highest first: the most seats any placement could place there.
+    bounds: tuple[LevelBound, ...] = ()
 
     @property
     def optimal(self) -> bool:
@@ -76,6 +79,16 @@ class PlanResult:
             "moves": list(self.moves),
             "moves_note": self.moves_note,
             "warnings": list(self.warnings),
+            "bounds": [
+                {
+                    "priority": level.priority,
+                    "seats": level.seats,
+                    "bound": level.bound,
+                    "placed": level.placed,
+                    "gap": level.gap,
+                }
+                for level in self.bounds
+            ],
         }
 
 
@@ -145,6 +158,9 @@ def plan(
         if outcome.verdicts is not None and outcome.placements is not None:
             verdicts, placements, moves = outcome.verdicts, outcome.placements, outcome.steps
             moved_rows = outcome.cards
+    bound_started = time.perf_counter()
+    bounds = tuple(level_bounds(problem, (v.seat for v in verdicts if v.passed)))
+    timings["bound"] = time.perf_counter() - bound_started
     if unusable:
         from placement.plan.unusable import with_unknowns
 
@@ -165,6 +181,7 @@ def plan(
         timings=timings,
         moves=moves,
         moves_note=moves_note,
+        bounds=bounds,
     )
 
 
@@ -187,8 +204,6 @@ def _assign(
     warnings: list[str],
 ) -> _Found:
     """Greedy first; the integer program unless greedy provably places every placeable seat."""
-    from placement.plan.model import solve
-
     weights = priority_weights(problem.seats)
     # No placement places a seat that has no eligible card: the primary objective's bound.
     bound = score((n.name for n in problem.seats if problem.has_eligible_host(n.name)), weights)
@@ -205,6 +220,13 @@ def _assign(
             "the hole and tight-fit tie-breaks are the greedy placement's, not optimised"
         )
         return _Found("greedy", 0.0, greedy, bound)
+    if score(greedy, weights) >= bound and all(_only_placement(problem, name) for name in greedy):
+        # Every placeable seat is placed, each where nothing else could take it: no other
+        # placement exists, so this one is optimal on every term; the solver is not needed.
+        return _Found("optimal", 0.0, greedy, bound)
+    # Imported only here: pulp and highspy cost more to import than a small plan takes.
+    from placement.plan.model import solve
+
     remaining = max(0.05, time_limit - (time.perf_counter() - started))
     solution = solve(problem, solver=solver, time_limit=remaining, initial=greedy)  # type: ignore[arg-type]
     timings["build"] = solution.build_s
@@ -226,6 +248,16 @@ def _assign(
             warnings.append(f"the {named} placement places more than {solver}'s: shown instead")
             return _Found("greedy", found.gap, fallback, bound)
     return found
+
+
+def _only_placement(problem: Problem, name: str) -> bool:
+    """True when the seat has exactly one eligible placement: one host, as many cards as it takes."""
+    hosts = problem.eligible_hosts(name)
+    if len(hosts) != 1:
+        return False
+    host = hosts[0]
+    cards = sum(1 for slot in problem.hosts[host] if (name, host, slot.index) in problem.need)
+    return cards == problem.seat(name).seat.card_count
 
 
 def _verdicts(
