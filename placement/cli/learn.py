@@ -13,6 +13,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from placement.cli.names import did_you_mean, names
 from placement.cli.sources import add_catalogue_argument, load_catalogue_argument
 from seats.errors import BadInputError
 from seats.units import format_bytes
@@ -64,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         seat = catalogue.seat(args.seat)
     except KeyError:
-        raise BadInputError(f"no seat {args.seat!r} in {args.catalogue}") from None
+        close = did_you_mean(args.seat, names(catalogue, "seats"))
+        raise BadInputError(f"no seat {args.seat!r} in {args.catalogue}{close}") from None
     if args.config is not None:
         from placement.cli.learn_config import run_config
 

@@ -33,6 +33,7 @@ COMMANDS: tuple[str, ...] = (
     "alerts",
     "learn",
     "schema",
+    "completion",
 )
 
 

@@ -12,6 +12,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from placement.cli import notice
 from placement.cli.sources import (
     add_catalogue_argument,
     add_source_arguments,
@@ -110,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
     adds: list[tuple[str, Seat]] = []
     for path in args.add:
         adds.extend((path, seat) for seat in load_add_file(path))
+    notice.plan_notice(catalogue, snapshots, adds, args.time_limit)
     result = plan(
         catalogue,
         snapshots,

@@ -25,6 +25,7 @@ PRESENT = [
     "alerts",
     "learn",
     "schema",
+    "completion",
 ]
 
 
