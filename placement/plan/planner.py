@@ -18,7 +18,7 @@ from placement.fit.verify import (
 )
 from placement.plan.bound import LevelBound, level_bounds
 from placement.plan.cards import CardRow, card_rows
-from placement.plan.explain import explain_refusal
+from placement.plan.explain import ExplainClasses, explain_refusal
 from placement.plan.greedy import greedy_assignment
 from placement.plan.problem import (
     Problem,
@@ -270,10 +270,11 @@ def _verdicts(
     # The verifier's last round judged exactly these placements: its verdicts are the answer.
     accepted = {v.seat: v for v in last}
     states: CardStates = {}
+    classes = ExplainClasses.of(problem)
     return [
         accepted[new.name]
         if new.name in accepted
-        else explain_refusal(problem, new, placements, failed.get(new.name), states)
+        else explain_refusal(problem, new, placements, failed.get(new.name), states, classes)
         for new in problem.seats
     ]
 
