@@ -278,3 +278,52 @@ def _blocked_by(
                 candidate.host,
             )
     return None
+
+
+# A crowded fleet refuses a seat on hundreds of cards: say the tightest few, count the rest.
+SUMMARY_PLACES = 3
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A refusal cut short: the reasons of its tightest places, and every rule's count."""
+
+    reasons: tuple[Reason, ...]
+    # rule → on how many places (cards; hosts for rule `host`) it binds, most first.
+    counts: dict[str, int]
+    places: int
+
+
+def summarise(verdict: Verdict, keep: int = SUMMARY_PLACES) -> Summary | None:
+    """The `keep` tightest cards or hosts of a refusal; None when it names at most one more.
+
+    A place is a card (or a host, for a reason on no card). Tightest: the fewest bytes short
+    on the rule that binds most there; a place where a rule without bytes binds (exclusive,
+    unbounded, error, host …) comes after every place that bytes would free. The reasons
+    kept are the verdict's own, in its order; a seat's place where it fits alone but was
+    given away (room, no bytes short) counts as the tightest of all.
+    """
+    places: dict[tuple[str | None, int | None], list[Reason]] = defaultdict(list)
+    for reason in verdict.reasons:
+        places[(reason.host, reason.card)].append(reason)
+    if len(places) <= keep + 1:
+        # Three places and a line of counts would say no less in no fewer lines.
+        return None
+    order = sorted(places, key=lambda place: _tightness(places[place]))
+    chosen = set(order[:keep])
+    counts: dict[str, int] = defaultdict(int)
+    for here in places.values():
+        for rule in dict.fromkeys(r.rule for r in here):
+            counts[rule] += 1
+    return Summary(
+        reasons=tuple(r for r in verdict.reasons if (r.host, r.card) in chosen),
+        counts=dict(sorted(counts.items(), key=lambda item: -item[1])),
+        places=len(places),
+    )
+
+
+def _tightness(reasons: Sequence[Reason]) -> tuple[int, int]:
+    """(0, bytes short) where bytes would free the place, else (1, 0)."""
+    if any(r.short_bytes is None and r.rule != "room" for r in reasons):
+        return (1, 0)
+    return (0, max(r.short_bytes or 0 for r in reasons))

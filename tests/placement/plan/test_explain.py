@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from placement.fit.verdict import Reason, Verdict
 from placement.fit.verify import CardStates
-from placement.plan.explain import ExplainClasses, explain_refusal
+from placement.plan.explain import ExplainClasses, explain_refusal, summarise
 from placement.plan.greedy import greedy_assignment
 from placement.plan.problem import build_problem, new_seats
 from placement.plan.verified import verified_verdicts
-from tests.placement.plan.test_fleet import random_fleet
+from tests.placement.plan.test_fleet import GIB, random_fleet
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -58,3 +59,30 @@ def test_a_class_is_explained_once_for_all_its_seats() -> None:
         assert exclusive
         assert all(text.startswith(f"copy{i} is exclusive;") for text in exclusive)
         assert verdict == explain_refusal(problem, problem.seat(f"copy{i}"), [])
+
+
+def _reason(rule: str, host: str, card: int | None, short: int | None) -> Reason:
+    return Reason(rule, card, None, None, short, f"{rule} on {host}:{card}", host)  # type: ignore[arg-type]
+
+
+def test_a_summary_keeps_the_three_tightest_places_and_counts_every_rule() -> None:
+    reasons = (
+        _reason("room", "a", 0, 5 * GIB),
+        _reason("gate", "a", 0, 7 * GIB),  # card a:0 is 7 GiB short: its worst rule
+        _reason("exclusive", "a", 1, None),
+        _reason("room", "a", 2, 1 * GIB),
+        _reason("room", "b", 0, 6 * GIB),
+        _reason("reserve", "b", 1, 2 * GIB),
+        _reason("host", "c", None, None),
+    )
+    verdict = Verdict("refuse", "s", None, (), reasons)
+    summary = summarise(verdict)
+    assert summary is not None
+    assert [(r.host, r.card, r.rule) for r in summary.reasons] == [
+        ("a", 2, "room"),
+        ("b", 0, "room"),
+        ("b", 1, "reserve"),
+    ]
+    assert summary.counts == {"room": 3, "gate": 1, "exclusive": 1, "reserve": 1, "host": 1}
+    assert summary.places == 6
+    assert summarise(Verdict("refuse", "s", None, (), reasons[:5])) is None  # four places
