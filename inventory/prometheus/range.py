@@ -29,7 +29,7 @@ from inventory.ledger.report_queries import (
     Span,
 )
 from inventory.prometheus import metrics as m
-from inventory.prometheus.reader import DCGM_FREE, DCGM_USED, MIB, check_url
+from inventory.prometheus.reader import DCGM_FREE, DCGM_USED, HOST_LABELS, MIB, check_url, host_of
 from seats.errors import CannotDecideError
 
 __all__ = [
@@ -225,14 +225,27 @@ def _card(labels: Labels) -> tuple[str, int] | None:
     return (_host(labels), int(gpu)) if gpu.isdigit() else None
 
 
+# Which label names a host, in DESIGN.md's order ("Fleets"): the reader's `host_of` reads the same.
+IDENTITY_LABELS = (*HOST_LABELS, "instance")
+# `instance` without its port ("[::1]:9400" → "::1"), as a PromQL regex for label_replace.
+_INSTANCE_HOST = r"\[?([^\]]*?)\]?(?::[0-9]+)?"
+
+
 @dataclass
 class _Queries:
-    """The PromQL of one window: selectors bound to the catalogue's hosts, ranges to the window."""
+    """The PromQL of one window: selectors bound to the catalogue's hosts, ranges to the window.
+
+    `label` names the hosts in these series (DESIGN.md's order, or --host-label); `shadow` are
+    the labels before it in that order, which must then be absent. Answers are relabelled to
+    `host` by `_Relabelled`.
+    """
 
     hosts: tuple[str, ...]
     start_s: int
     end_s: int
     step_s: int
+    label: str = "host"
+    shadow: tuple[str, ...] = ()
 
     @property
     def at(self) -> float:
@@ -249,30 +262,62 @@ class _Queries:
         """The window as a subquery range at --step."""
         return f"[{(self.end_s - self.start_s) * 1000 - 1}ms:{self.step_s}s]"
 
+    def named(self, hosts: Sequence[str]) -> str:
+        """Matchers of the series of these hosts."""
+        absent = "".join(f'{name}="",' for name in self.shadow)
+        if self.label == "instance":
+            values = json.dumps(f"({'|'.join(re.escape(h) for h in hosts)})(:[0-9]+)?")
+            return f"{absent}instance=~{values}"
+        return f"{absent}{self.label}=~{_regex(hosts)}"
+
     def sel(self, metric: str, extra: str = "") -> str:
-        matchers = f"host=~{_regex(self.hosts)}" + (f",{extra}" if extra else "")
+        matchers = self.named(self.hosts) + (f",{extra}" if extra else "")
         return f"{metric}{{{matchers}}}"
 
-    def dcgm(self, template: str, metric: str) -> str:
-        """`template` with SEL as a DCGM series of these hosts: host from `host`, else `Hostname`.
+    def by(self, rest: str = "") -> str:
+        """The labels to aggregate by: the host's, then `rest`."""
+        return f"{self.label}, {rest}" if rest else self.label
 
-        dcgm-exporter names the node in `Hostname`; a scrape job may relabel it to `host`.
-        """
-        hosts = _regex(self.hosts)
-        named = template.replace("SEL", f'{metric}{{host="",Hostname=~{hosts}}}')
-        relabelled = template.replace("SEL", f"{metric}{{host=~{hosts}}}")
-        return f'(label_replace({named}, "host", "$1", "Hostname", "(.*)") or {relabelled})'
+    def dcgm(self, template: str, metric: str) -> str:
+        """`template` with SEL as a DCGM series of these hosts."""
+        return template.replace("SEL", self.sel(metric))
 
     def seat_sum(self, extra: str = "") -> str:
         """Bytes per seat and card at each moment: its processes summed."""
         seat = _SEATED + (f",{extra}" if extra else "")
-        return f"sum by (host, gpu, seat) ({self.sel(m.PROCESS_USED, seat)})"
+        return f"sum by ({self.by('gpu, seat')}) ({self.sel(m.PROCESS_USED, seat)})"
 
-    def unexplained(self, cards: str = "") -> str:
+    def unexplained(self, cards: str = "", hosts: Sequence[str] | None = None) -> str:
         """used − bytes of processes matched to seats, per card (0 matched when none ran)."""
-        used = f"sum by (host, gpu) ({self.sel(m.CARD_USED, cards)})"
-        seats = f"sum by (host, gpu) ({self.sel(m.PROCESS_USED, ','.join(filter(None, (_SEATED, cards))))})"
+        q = self if hosts is None else replace(self, hosts=tuple(hosts))
+        by = self.by("gpu")
+        used = f"sum by ({by}) ({q.sel(m.CARD_USED, cards)})"
+        seated = ",".join(filter(None, (_SEATED, cards)))
+        seats = f"sum by ({by}) ({q.sel(m.PROCESS_USED, seated)})"
         return f"({used} - ({seats} or 0 * {used}))"
+
+
+@dataclass
+class _Relabelled:
+    """A client whose answers name hosts in `host`, whatever label named them in the series."""
+
+    client: PromClient
+    label: str
+
+    def _wrap(self, promql: str) -> str:
+        pattern = _INSTANCE_HOST if self.label == "instance" else "(.*)"
+        return f'label_replace({promql}, "host", "$1", "{self.label}", {json.dumps(pattern)})'
+
+    def instant(self, promql: str, at_s: float) -> Vector:
+        return self.client.instant(self._wrap(promql), at_s)
+
+    def range(self, promql: str, start_s: float, end_s: float, step_s: float) -> Matrix:
+        return self.client.range(self._wrap(promql), start_s, end_s, step_s)
+
+
+def _client_for(client: PromClient, label: str) -> PromClient:
+    """`client` itself when series name hosts in `host`, else one relabelling its answers."""
+    return client if label == "host" else _Relabelled(client, label)  # type: ignore[return-value]
 
 
 # --- loading ----------------------------------------------------------------------------
@@ -299,6 +344,8 @@ class PrometheusWindow:
     dcgm_hosts: tuple[str, ...]
     stats: QueryStats
     wall_s: float
+    # Hosts with series in the window that are not the catalogue's (DESIGN.md "Fleets").
+    ignored: tuple[str, ...] = ()
 
     def span(self) -> Span | None:
         if not self.hosts:
@@ -366,106 +413,226 @@ def load_window(
     reserves: Sequence[ReserveSpec],
     running_seats: Sequence[tuple[str, str]],
     lookback_s: int,
+    host_label: str | None = None,
     workers: int = 8,
 ) -> PrometheusWindow:
     """Ask Prometheus for every aggregate of the window [start_s, end_s) over `hosts`.
 
-    First which hosts have series and when (one round), then everything else at once, in
-    parallel (`workers` queries in flight). `chart_step_s(span)` and `segment_s(first, last)`
-    are the report's own choices, so both sources bucket and split the window alike.
+    First which hosts have series, when, and which label names each (one round; hosts outside
+    `hosts` are listed in `ignored`), then everything else at once, in parallel (`workers`
+    queries in flight), once per label that names hosts. `chart_step_s(span)` and
+    `segment_s(first, last)` are the report's own choices, so both sources bucket and split the
+    window alike.
     """
     check_url(client.base)
     started = time.perf_counter()
-    q = _Queries(tuple(sorted(hosts)), start_s, end_s, step_s)
+    base = _Queries((), start_s, end_s, step_s)
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        spans = _host_spans(client, q, pool)
-        dcgm = tuple(sorted(h for h, s in spans.items() if s.metric == DCGM_FREE))
+        found = _host_spans(client, base, pool, host_label)
+        spans = {h: f for h, (f, _) in found.items() if h in hosts}
+        ignored = tuple(sorted(set(found) - set(hosts)))
         if not spans:
-            return _empty(client, started)
+            return _empty(client, started, ignored)
         first = min(s.first_s for s in spans.values())
         last = max(s.last_s for s in spans.values())
-        chart = chart_step_s(last - first)
-        segment = segment_s(first, last)
-        cards = pool.submit(_card_usage, client, q)
-        dcgm_cards = pool.submit(_dcgm_usage, client, q, dcgm)
-        seats = pool.submit(_seat_stats, client, q)
-        firsts = pool.submit(_seat_medians, client, q, first + segment, segment)
-        lasts = pool.submit(_seat_medians, client, q, last + 0.001, segment)
-        foreign = pool.submit(_foreign, client, q)
-        charts = pool.submit(_buckets, client, q, chart, first, last, dcgm)
-        holders = pool.submit(_holders, client, q, reserves)
-        breach_jobs = {
-            (r.host, r.card, r.own): pool.submit(_breaches, client, q, r, first, last)
-            for r in reserves
-        }
-        unexplained = _unexplained(client, q, charts.result(), first, last)
-        seen = {(h, s) for (h, _, s) in seats.result()}
-        sightings = _sightings(client, q, running_seats, seen, set(spans), lookback_s)
-        breaches = {
-            key: _with_holders(job.result(), holders.result(), key)
-            for key, job in breach_jobs.items()
-        }
+        window = _Plan(first, last, chart_step_s(last - first), segment_s(first, last))
+        groups: dict[tuple[bool, str], list[str]] = defaultdict(list)
+        for host in sorted(spans):
+            groups[(spans[host].metric == DCGM_FREE, found[host][1])].append(host)
+        jobs = [
+            _submit_group(pool, client, _group_queries(base, hosts_of, label, host_label), dcgm,
+                          window, reserves)
+            for (dcgm, label), hosts_of in sorted(groups.items())
+        ]  # fmt: skip
+        parts = [_collect_group(client, job, window) for job in jobs]
+        seats_all = {k: v for part in parts for k, v in part.seats_all.items()}
+        seen = {(h, seat) for (h, _, seat) in seats_all}
+        sightings: dict[tuple[str, str], int] = {}
+        for (dcgm, label), hosts_of in groups.items():
+            if not dcgm:
+                q = _group_queries(base, hosts_of, label, host_label)
+                missing = [(h, st) for h, st in running_seats if h in hosts_of]
+                sightings |= _sightings(
+                    _client_for(client, label), q, missing, seen, set(spans), lookback_s
+                )
         return PrometheusWindow(
             base=client.base,
             hosts=spans,
-            cards=sorted(
-                [_with_unexplained(c, unexplained) for c in cards.result()] + dcgm_cards.result(),
-                key=lambda c: (c.host, c.card),
+            cards=sorted([c for part in parts for c in part.cards], key=lambda c: (c.host, c.card)),
+            seats_all=seats_all,
+            seats_first={k: v for part in parts for k, v in part.seats_first.items()},
+            seats_last={k: v for part in parts for k, v in part.seats_last.items()},
+            foreign=sorted(
+                [f for part in parts for f in part.foreign],
+                key=lambda f: (f.host, f.card, f.first_s),
             ),
-            seats_all=seats.result(),
-            seats_first=firsts.result(),
-            seats_last=lasts.result(),
-            foreign=foreign.result(),
-            breaches=breaches,
-            buckets=charts.result(),
-            chart_step_s=chart,
+            breaches={k: v for part in parts for k, v in part.breaches.items()},
+            buckets=sorted(
+                [b for part in parts for b in part.buckets], key=lambda b: (b.host, b.card)
+            ),
+            chart_step_s=window.chart_s,
             sightings=sightings,
-            dcgm_hosts=dcgm,
+            dcgm_hosts=tuple(sorted(h for h, s in spans.items() if s.metric == DCGM_FREE)),
             stats=client.stats,
             wall_s=time.perf_counter() - started,
+            ignored=ignored,
         )
 
 
-def _empty(client: PromClient, started: float) -> PrometheusWindow:
+@dataclass(frozen=True)
+class _Plan:
+    """The window's first and last sample, chart bucket and first/last segment, in seconds."""
+
+    first_s: int
+    last_s: int
+    chart_s: int
+    segment_s: int
+
+
+@dataclass
+class _Part:
+    """The aggregates of one group of hosts (those one label names, from one exporter)."""
+
+    cards: list[CardUsage]
+    seats_all: dict[tuple[str, int, str], tuple[int, int, int, int]]
+    seats_first: dict[tuple[str, int, str], int]
+    seats_last: dict[tuple[str, int, str], int]
+    foreign: list[ForeignUsage]
+    breaches: dict[tuple[str, int, tuple[str, ...]], ReserveBreaches]
+    buckets: list[CardBuckets]
+
+
+def _group_queries(
+    base: _Queries, hosts: Sequence[str], label: str, host_label: str | None
+) -> _Queries:
+    order = (host_label,) if host_label else IDENTITY_LABELS
+    shadow = order[: order.index(label)] if label in order else ()
+    return replace(base, hosts=tuple(hosts), label=label, shadow=shadow)
+
+
+def _submit_group(
+    pool: ThreadPoolExecutor,
+    client: PromClient,
+    q: _Queries,
+    dcgm: bool,
+    window: _Plan,
+    reserves: Sequence[ReserveSpec],
+) -> tuple[_Queries, bool, dict[str, Any]]:
+    """Every query of one group, submitted to `pool`; `_collect_group` waits for them."""
+    c = _client_for(client, q.label)
+    first, last = window.first_s, window.last_s
+    if dcgm:
+        return q, True, {
+            "cards": pool.submit(_dcgm_usage, c, q),
+            "charts": pool.submit(_dcgm_buckets, c, q, window.chart_s, first, last),
+        }  # fmt: skip
+    mine = [r for r in reserves if r.host in q.hosts]
+    return q, False, {
+        "cards": pool.submit(_card_usage, c, q),
+        "seats": pool.submit(_seat_stats, c, q),
+        "firsts": pool.submit(_seat_medians, c, q, first + window.segment_s, window.segment_s),
+        "lasts": pool.submit(_seat_medians, c, q, last + 0.001, window.segment_s),
+        "foreign": pool.submit(_foreign, c, q),
+        "charts": pool.submit(_buckets, c, q, window.chart_s, first, last),
+        "holders": pool.submit(_holders, c, q, mine),
+        "breaches": {
+            (r.host, r.card, r.own): pool.submit(_breaches, c, q, r, first, last) for r in mine
+        },
+    }  # fmt: skip
+
+
+def _collect_group(
+    client: PromClient, job: tuple[_Queries, bool, dict[str, Any]], window: _Plan
+) -> _Part:
+    q, dcgm, futures = job
+    if dcgm:
+        return _Part(futures["cards"].result(), {}, {}, {}, [], {}, futures["charts"].result())
+    charts = futures["charts"].result()
+    c = _client_for(client, q.label)
+    unexplained = _unexplained(c, q, charts, window.first_s, window.last_s)
+    holders = futures["holders"].result()
+    return _Part(
+        cards=[_with_unexplained(row, unexplained) for row in futures["cards"].result()],
+        seats_all=futures["seats"].result(),
+        seats_first=futures["firsts"].result(),
+        seats_last=futures["lasts"].result(),
+        foreign=futures["foreign"].result(),
+        breaches={
+            key: _with_holders(job.result(), holders, key)
+            for key, job in futures["breaches"].items()
+        },
+        buckets=charts,
+    )
+
+
+def _empty(client: PromClient, started: float, ignored: tuple[str, ...] = ()) -> PrometheusWindow:
     return PrometheusWindow(
         client.base, {}, [], {}, {}, {}, [], {}, [], 60, {}, (), client.stats,
-        time.perf_counter() - started,
+        time.perf_counter() - started, ignored,
     )  # fmt: skip
 
 
-def _host_spans(client: PromClient, q: _Queries, pool: ThreadPoolExecutor) -> dict[str, HostSpan]:
-    """Per host: first and last sample time and count, from gpuplan's snapshot time, else DCGM's."""
-    spans: dict[str, HostSpan] = {}
+def _host_spans(
+    client: PromClient, q: _Queries, pool: ThreadPoolExecutor, host_label: str | None
+) -> dict[str, tuple[HostSpan, str]]:
+    """Per host of any series: first and last sample time and count, and the label naming it.
+
+    From gpuplan's snapshot time, else DCGM's free memory. Hosts are named as `host_of` names
+    them (DESIGN.md's order of labels, or `host_label`), so no host is read under two names.
+    """
+    labels = (host_label,) if host_label else IDENTITY_LABELS
+    by = ", ".join(labels)
     # gpuplan's snapshot time is the gauge's value; DCGM's is the step that saw a sample.
     # (timestamp() inside a subquery is far slower on Prometheus 2.42 than either.)
-    ts = q.sel(m.SNAPSHOT_TIMESTAMP)
-    dcgm_time = f"(0 * SEL + time()){q.sub}"
+    ts, free = m.SNAPSHOT_TIMESTAMP, DCGM_FREE
     queries = {
-        m.SNAPSHOT_TIMESTAMP: (
-            f"max by (host) (count_over_time({ts}{q.rng}))",
-            f"min by (host) (min_over_time({ts}{q.rng}))",
-            f"max by (host) (max_over_time({ts}{q.rng}))",
+        ts: (
+            f"max by ({by}) (count_over_time({ts}{q.rng}))",
+            f"min by ({by}) (min_over_time({ts}{q.rng}))",
+            f"max by ({by}) (max_over_time({ts}{q.rng}))",
         ),
         # DCGM has one series per card: a host's samples are its card seen most often.
-        DCGM_FREE: (
-            f"max by (host) ({q.dcgm(f'count_over_time(SEL{q.rng})', DCGM_FREE)})",
-            f"min by (host) ({q.dcgm(f'min_over_time({dcgm_time})', DCGM_FREE)})",
-            f"max by (host) ({q.dcgm(f'max_over_time({dcgm_time})', DCGM_FREE)})",
+        free: (
+            f"max by ({by}) (count_over_time({free}{q.rng}))",
+            f"min by ({by}) (min_over_time((0 * {free} + time()){q.sub}))",
+            f"max by ({by}) (max_over_time((0 * {free} + time()){q.sub}))",
         ),
     }
     answers = {
         metric: [pool.submit(client.instant, expr, q.at) for expr in exprs]
         for metric, exprs in queries.items()
     }
+    spans: dict[str, tuple[HostSpan, str]] = {}
     for metric, futures in answers.items():
         counts, lows, highs = (
-            {_host(labels): value for labels, value in a.result()} for a in futures
+            _by_identity(a.result(), host_label, pick)
+            for a, pick in zip(futures, (max, min, max), strict=True)
         )
-        for host, n in counts.items():
+        for host, (n, label) in counts.items():
             if host in spans or host not in lows or host not in highs:
                 continue
-            spans[host] = HostSpan(host, _int(lows[host]), _int(highs[host]), _int(n), metric)
+            span = HostSpan(host, _int(lows[host][0]), _int(highs[host][0]), _int(n), metric)
+            spans[host] = (span, label)
     return spans
+
+
+def _by_identity(
+    vector: Vector, host_label: str | None, pick: Callable[[float, float], float]
+) -> dict[str, tuple[float, str]]:
+    """Values by the host `host_of` names (several series `pick`ed into one), with the label
+    that named it (the first in DESIGN.md's order, where series of one host differ)."""
+    out: dict[str, tuple[float, str]] = {}
+    order = (host_label,) if host_label else IDENTITY_LABELS
+    for labels, value in vector:
+        host = host_of(labels, host_label)
+        if host is None:
+            continue
+        label = next((name for name in order if labels.get(name)), order[-1])
+        if host in out:
+            value = pick(value, out[host][0])
+            label = min(label, out[host][1], key=order.index)
+        out[host] = (value, label)
+    return out
 
 
 def _card_usage(client: PromClient, q: _Queries) -> list[CardUsage]:
@@ -476,7 +643,7 @@ def _card_usage(client: PromClient, q: _Queries) -> list[CardUsage]:
         "p95": f"quantile_over_time(0.95, {used}{q.rng})",
         "max": f"max_over_time({used}{q.rng})",
         "low": f"min_over_time({free}{q.rng})",
-        "errors": f"sum by (host, gpu) (sum_over_time({q.sel(m.CARD_ERROR)}{q.rng}))",
+        "errors": f"sum by ({q.by('gpu')}) (sum_over_time({q.sel(m.CARD_ERROR)}{q.rng}))",
         "v1": f"min_over_time({q.sel(m.CARD_MEMORY_VERSION)}{q.rng})",
     }
     got = {key: _by_card(client.instant(expr, q.at)) for key, expr in exprs.items()}
@@ -516,7 +683,7 @@ def _unexplained(
     out: dict[tuple[str, int], tuple[int, int]] = {}
     for host in sorted({h for h, _ in wanted}):
         gpus = sorted(str(c) for h, c in wanted if h == host)
-        expr = f"{q.unexplained(f'host={json.dumps(host)},gpu=~{_regex(gpus)}')} > 0"
+        expr = f"{q.unexplained(f'gpu=~{_regex(gpus)}', hosts=[host])} > 0"
         for labels, points in client.range(expr, *_steps(q, first_s, last_s)):
             key = _card(labels)
             if key is not None and points:
@@ -566,21 +733,18 @@ def _steps(q: _Queries, first_s: float, last_s: float) -> tuple[float, float, fl
     return float(start), float(max(start, end)), float(step)
 
 
-def _dcgm_usage(client: PromClient, q: _Queries, hosts: Sequence[str]) -> list[CardUsage]:
+def _dcgm_usage(client: PromClient, q: _Queries) -> list[CardUsage]:
     """Cards of hosts that only DCGM's exporter describes: used and free in MiB, no processes."""
-    if not hosts:
-        return []
-    dq = _Queries(tuple(hosts), q.start_s, q.end_s, q.step_s)
     exprs = {
-        "n": dq.dcgm(f"count_over_time(SEL{q.rng})", DCGM_USED),
-        "p50": dq.dcgm(f"quantile_over_time(0.5, SEL{q.rng})", DCGM_USED),
-        "p95": dq.dcgm(f"quantile_over_time(0.95, SEL{q.rng})", DCGM_USED),
-        "max": dq.dcgm(f"max_over_time(SEL{q.rng})", DCGM_USED),
-        "low": dq.dcgm(f"min_over_time(SEL{q.rng})", DCGM_FREE),
+        "n": q.dcgm(f"count_over_time(SEL{q.rng})", DCGM_USED),
+        "p50": q.dcgm(f"quantile_over_time(0.5, SEL{q.rng})", DCGM_USED),
+        "p95": q.dcgm(f"quantile_over_time(0.95, SEL{q.rng})", DCGM_USED),
+        "max": q.dcgm(f"max_over_time(SEL{q.rng})", DCGM_USED),
+        "low": q.dcgm(f"min_over_time(SEL{q.rng})", DCGM_FREE),
     }
     got = {key: _by_card(client.instant(expr, q.at)) for key, expr in exprs.items()}
-    lowest = dq.dcgm(f"min_over_time(SEL{q.rng} @ {q.at:.3f})", DCGM_FREE)
-    low_at = _first_at(client, dq, f"{dq.dcgm('SEL', DCGM_FREE)} == on(host, gpu) {lowest}")
+    lowest = q.dcgm(f"min_over_time(SEL{q.rng} @ {q.at:.3f})", DCGM_FREE)
+    low_at = _first_at(client, q, f"{q.dcgm('SEL', DCGM_FREE)} == on({q.by('gpu')}) {lowest}")
     return [
         CardUsage(
             host=key[0],
@@ -677,9 +841,7 @@ def _foreign(client: PromClient, q: _Queries) -> list[ForeignUsage]:
     """Processes no seat claims, per card: pids, samples, first and last sight, most bytes."""
     selector = q.sel(m.PROCESS_USED, f'seat="{m.FOREIGN}"')
     # The host's snapshot time at each step the process was seen.
-    seen_at = (
-        f"({q.sel(m.SNAPSHOT_TIMESTAMP)} * on(host) group_right() ({selector} > bool -1)){q.sub}"
-    )
+    seen_at = f"({q.sel(m.SNAPSHOT_TIMESTAMP)} * on({q.label}) group_right() ({selector} > bool -1)){q.sub}"
     answers = [
         client.instant(expr, q.at)
         for expr in (
@@ -720,10 +882,11 @@ def _breaches(
     client: PromClient, q: _Queries, reserve: ReserveSpec, first_s: int, last_s: int
 ) -> ReserveBreaches:
     """The steps where others held more of the reserve's card than it leaves them."""
-    card = f'host="{reserve.host}",gpu="{reserve.card}"'
-    used = f"sum by (host, gpu) ({m.CARD_USED}{{{card}}})"
+    card = f'{q.named([reserve.host])},gpu="{reserve.card}"'
+    by = q.by("gpu")
+    used = f"sum by ({by}) ({m.CARD_USED}{{{card}}})"
     own = (
-        f"sum by (host, gpu) ({m.PROCESS_USED}{{{card},seat=~{_regex(reserve.own)}}})"
+        f"sum by ({by}) ({m.PROCESS_USED}{{{card},seat=~{_regex(reserve.own)}}})"
         if reserve.own
         else None
     )
@@ -731,8 +894,8 @@ def _breaches(
     if reserve.fixed_bytes is None:
         allowed = "0"
     else:
-        total = f"sum by (host, gpu) ({m.CARD_TOTAL}{{{card}}})"
-        held = f"sum by (host, gpu) ({m.CARD_RESERVED}{{{card}}})"
+        total = f"sum by ({by}) ({m.CARD_TOTAL}{{{card}}})"
+        held = f"sum by ({by}) ({m.CARD_RESERVED}{{{card}}})"
         allowed = f"clamp_min({total} - ({held} or 0 * {total}) - {reserve.fixed_bytes}, 0)"
     points = [
         (t, v)
@@ -760,7 +923,7 @@ def _holders(
         return []
     hosts = sorted({r.host for r in reserves})
     cards = sorted({str(r.card) for r in reserves})
-    selector = f"{m.PROCESS_USED}{{host=~{_regex(hosts)},gpu=~{_regex(cards)}}}"
+    selector = f"{m.PROCESS_USED}{{{q.named(hosts)},gpu=~{_regex(cards)}}}"
     out: list[tuple[tuple[str, int], str, int]] = []
     for labels, value in client.instant(f"max_over_time({selector}{q.rng})", q.at):
         key = _card(labels)
@@ -797,12 +960,7 @@ def _with_holders(
 
 
 def _buckets(
-    client: PromClient,
-    q: _Queries,
-    step_s: int,
-    first_s: int,
-    last_s: int,
-    dcgm: Sequence[str],
+    client: PromClient, q: _Queries, step_s: int, first_s: int, last_s: int
 ) -> list[CardBuckets]:
     """Per card and chart bucket: each seat's mean bytes, the unexplained mean, the lowest free.
 
@@ -810,29 +968,41 @@ def _buckets(
     counts as one sample holding the means, so the ledger's sums ÷ samples reads the same.
     """
     width = f"[{step_s * 1000 - 1}ms]"
-    start = (first_s // step_s + 1) * step_s - 0.001
-    end = (last_s // step_s + 1) * step_s - 0.001
+    start, end = _bucket_span(step_s, first_s, last_s)
     used = f"avg_over_time({q.sel(m.CARD_USED)}{width})"
-    seats = f"sum by (host, gpu, seat) (avg_over_time({q.sel(m.PROCESS_USED, _SEATED)}{width}))"
+    seats = f"sum by ({q.by('gpu, seat')}) (avg_over_time({q.sel(m.PROCESS_USED, _SEATED)}{width}))"
     free = f"min_over_time({q.sel(m.CARD_FREE)}{width})"
     answers = {
         "used": client.range(used, start, end, step_s),
         "seats": client.range(seats, start, end, step_s),
         "free": client.range(free, start, end, step_s),
     }
-    if dcgm:
-        dq = _Queries(tuple(dcgm), q.start_s, q.end_s, q.step_s)
-        for key, metric in (("used", DCGM_USED), ("free", DCGM_FREE)):
-            answers[key] += [
-                (labels, [(t, v * MIB) for t, v in points])
-                for labels, points in client.range(
-                    dq.dcgm(f"{'avg' if key == 'used' else 'min'}_over_time(SEL{width})", metric),
-                    start,
-                    end,
-                    step_s,
-                )
-            ]
     return _bucket_rows(answers, step_s)
+
+
+def _dcgm_buckets(
+    client: PromClient, q: _Queries, step_s: int, first_s: int, last_s: int
+) -> list[CardBuckets]:
+    """The same buckets from DCGM's used and free memory (whole MiB; no seats)."""
+    width = f"[{step_s * 1000 - 1}ms]"
+    start, end = _bucket_span(step_s, first_s, last_s)
+    answers: dict[str, Matrix] = {"seats": []}
+    for key, metric in (("used", DCGM_USED), ("free", DCGM_FREE)):
+        answers[key] = [
+            (labels, [(t, v * MIB) for t, v in points])
+            for labels, points in client.range(
+                q.dcgm(f"{'avg' if key == 'used' else 'min'}_over_time(SEL{width})", metric),
+                start,
+                end,
+                step_s,
+            )
+        ]
+    return _bucket_rows(answers, step_s)
+
+
+def _bucket_span(step_s: int, first_s: int, last_s: int) -> tuple[float, float]:
+    """The first and last bucket's evaluation times (each bucket's last millisecond)."""
+    return (first_s // step_s + 1) * step_s - 0.001, (last_s // step_s + 1) * step_s - 0.001
 
 
 def _bucket_rows(answers: dict[str, Matrix], step_s: int) -> list[CardBuckets]:
@@ -890,7 +1060,7 @@ def _sightings(
     seat_names = sorted({s for _, s in missing})
     selector = q.sel(m.PROCESS_USED, f"seat=~{_regex(seat_names)}")
     step = max(q.step_s, 300)
-    expr = f"max by (host, seat) (max_over_time(timestamp({selector})[{lookback_s}s:{step}s]))"
+    expr = f"max by ({q.by('seat')}) (max_over_time(timestamp({selector})[{lookback_s}s:{step}s]))"
     found = client.instant(expr, q.start_s - 0.001)
     return {
         (labels.get("host", ""), labels.get("seat", "")): _int(value)

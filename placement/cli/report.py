@@ -62,6 +62,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --prometheus: the resolution of per-seat sums, first/last times and broken "
         "reserves (default 1m); larger is lighter on Prometheus",
     )
+    parser.add_argument(
+        "--host-label",
+        metavar="NAME",
+        default=None,
+        help="with --prometheus: the label that names a series' host (default: exported_host, "
+        "host, Hostname, hostname, else instance without its port)",
+    )
     add_catalogue_argument(parser)
     window = parser.add_mutually_exclusive_group()
     window.add_argument(
@@ -133,8 +140,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.prometheus:
             return _prometheus_report(args, catalogue, threshold, week, until, now, drawer)
-        if args.step is not None:
-            raise BadInputError("--step goes with --prometheus")
+        if args.step is not None or args.host_label:
+            raise BadInputError(
+                f"{'--step' if args.step is not None else '--host-label'} goes with --prometheus"
+            )
         return _build_and_emit(args, catalogue, threshold, week, until, now, drawer)
     finally:
         if drawer is not None:
@@ -217,6 +226,7 @@ def _prometheus_report(
         probe=verifier_probe,
         records=records,
         on_charts=drawer.send if drawer is not None else None,
+        host_label=args.host_label,
     )
     if os.environ.get("GPUPLAN_TIMINGS"):
         stats = answers.stats
@@ -271,8 +281,10 @@ def _latest_in(
 def _emit(
     report: Report, fmt: str, out: str | None, demo: str | None, drawer: _Drawer | None = None
 ) -> int:
-    from placement.report.charts import chart_filename, seat_colours
+    from placement.report.charts import chart_filename, detail_series, seat_colours
     from placement.report.render import blocks, to_html, to_markdown
+
+    _warn_hosts(report)
 
     target, filename = out_target(out, fmt)
     if fmt == "json":
@@ -284,16 +296,18 @@ def _emit(
     # Markdown without --out has nowhere to put PNG files: it prints without charts.
     draw = fmt == "html" or target is not None
     colours = seat_colours(name for s in report.charts for name, _ in s.layers)
-    pngs: list[bytes | None] = [None] * len(report.charts)
+    shown = detail_series(report.charts)
+    pngs: list[bytes | None] = [None] * len(shown)
     if draw:
-        drawn = drawer.receive(report.charts) if drawer is not None else None
-        pngs = list(drawn) if drawn is not None else _render_all(report.charts, colours)
-    charts = [(s, chart_filename(s), png) for s, png in zip(report.charts, pngs, strict=True)]
+        drawn = drawer.receive(shown) if drawer is not None else None
+        pngs = list(drawn) if drawn is not None else _render_all(shown, colours)
+    charts = [(s, chart_filename(s), png) for s, png in zip(shown, pngs, strict=True)]
+    fleet = _fleet_chart(report.charts) if draw else None
     if fmt == "md" and target is not None:
-        for _, name, png in charts:
+        for _, name, png in [*charts, (None, *fleet)] if fleet else charts:
             if png is not None:
                 (target / name).write_bytes(png)
-    items = blocks(report, charts if draw else [], demo=demo)
+    items = blocks(report, charts if draw else [], demo=demo, fleet=fleet)
     if fmt == "html":
         return _write(
             to_html(items, f"gpuplan capacity report · {report.window.label}"),
@@ -301,6 +315,27 @@ def _emit(
             filename,
         )
     return _write(to_markdown(items), target, filename)
+
+
+def _fleet_chart(series: Sequence[ChartSeries]) -> tuple[str, bytes] | None:
+    """The hosts' small multiples of headroom, for a report of more than one host."""
+    from placement.report.charts import FLEET_FILENAME, render_fleet
+
+    if len({s.host for s in series}) < 2:
+        return None
+    return FLEET_FILENAME, render_fleet(series)
+
+
+def _warn_hosts(report: Report) -> None:
+    """Hosts left out, on stderr too (the report lists them on stdout, or in --json)."""
+    for host in report.ignored_hosts:
+        print(
+            f"warning: {host} is not in the catalogue: its series are ignored "
+            "(nothing is planned, checked or reported on a host the catalogue does not describe)",
+            file=sys.stderr,
+        )
+    for u in report.unusable_hosts:
+        print(f"warning: {u.host}: {u.reason}", file=sys.stderr)
 
 
 _SUFFIXES = {".md": "md", ".html": "html", ".htm": "html", ".json": "json"}
@@ -473,16 +508,17 @@ class _Drawer:
         """Hand the child the charts to draw (it starts at once); colours as `_emit` picks them."""
         import pickle
 
-        from placement.report.charts import seat_colours
+        from placement.report.charts import detail_series, seat_colours
 
         if self.requests is None:
             return
         colours = seat_colours(name for s in series for name, _ in s.layers)
-        self.sent = len(series)
+        shown = detail_series(series)
+        self.sent = len(shown)
         try:
             with os.fdopen(self.requests, "wb") as pipe:
                 self.requests = None
-                pipe.write(pickle.dumps((list(series), colours)))
+                pipe.write(pickle.dumps((shown, colours)))
         except OSError:
             self.sent = None
 

@@ -49,10 +49,11 @@ from placement.report.rows import (
     Report,
     ReserveRow,
     SeatRow,
+    UnusableHost,
     Window,
     utc,
 )
-from placement.report.source import LedgerSource, WindowSource
+from placement.report.source import CatalogueBound, LedgerSource, WindowSource
 from placement.report.text import code_span, short
 from seats.errors import CannotDecideError
 from seats.model import Catalogue, Engine, Seat
@@ -117,6 +118,10 @@ class Provenance:
     notes: tuple[str, ...] = ()
     holds: tuple[HoldRow, ...] | None = None  # None: the report does not list holds
     expired_holds: tuple[HoldRow, ...] = ()
+    # Hosts outside the catalogue the source had series of, and catalogue hosts it could not
+    # read; the ledger path finds both itself (`_bound`).
+    ignored_hosts: tuple[str, ...] = ()
+    unusable_hosts: tuple[UnusableHost, ...] = ()
 
 
 def _ledger_holds(conn: Connection, window: Window, now: datetime) -> dict[str, Any]:
@@ -144,11 +149,22 @@ def assemble(
     probe: Probe | None = None,
     on_charts: Callable[[tuple[ChartSeries, ...]], None] | None = None,
 ) -> Report:
-    """The report from a window's aggregates (ledger or Prometheus) and the catalogue."""
+    """The report from a window's aggregates (ledger or Prometheus) and the catalogue.
+
+    Only the catalogue's hosts are reported (DESIGN.md "Fleets"): any other host's rows are left
+    out and the host listed as ignored; a catalogue host without a sample is listed as unusable.
+    """
     span = source.span()
     if span is None:
         raise CannotDecideError(f"{provenance.name} holds no sample in {window.label}")
-    current = {s.host: attribute(s, catalogue) for s in latest}
+    source, provenance = _bound(source, catalogue, provenance)
+    if not source.window_hosts():
+        raise CannotDecideError(
+            f"{provenance.name} holds no sample of the catalogue's hosts "
+            f"({', '.join(sorted(catalogue.hosts)) or 'none'}) in {window.label}; "
+            f"only of {', '.join(provenance.ignored_hosts)}, which the catalogue does not describe"
+        )
+    current = {s.host: attribute(s, catalogue) for s in latest if s.host in catalogue.hosts}
     # Charts first: a caller can draw them while the rest is aggregated.
     charts = _charts(source, catalogue, current, span.first_s, span.last_s)
     if on_charts is not None:
@@ -177,6 +193,8 @@ def assemble(
         percentile=provenance.percentile,
         holds=provenance.holds,
         expired_holds=provenance.expired_holds,
+        ignored_hosts=provenance.ignored_hosts,
+        unusable_hosts=provenance.unusable_hosts,
     )
     # The headline reads the rest of the report: its advice rules, and the verifier's largest fits.
     headlines = tuple(
@@ -187,6 +205,26 @@ def assemble(
         for snapshot in current.values()
     )
     return replace(report, headlines=headlines)
+
+
+def _bound(
+    source: WindowSource, catalogue: Catalogue, provenance: Provenance
+) -> tuple[WindowSource, Provenance]:
+    """The source cut to the catalogue's hosts; the hosts left out added to the provenance."""
+    hosts = set(catalogue.hosts)
+    seen = source.window_hosts()
+    ignored = sorted(set(provenance.ignored_hosts) | (seen - hosts))
+    listed = {u.host for u in provenance.unusable_hosts}
+    where = "Prometheus at" if provenance.kind == "prometheus" else "ledger"
+    absent = tuple(
+        UnusableHost(
+            host, "absent", f"absent: {where} {provenance.name} has no sample of it in the window"
+        )
+        for host in sorted(hosts - seen - listed)
+    )
+    unusable = tuple(sorted((*provenance.unusable_hosts, *absent), key=lambda u: u.host))
+    bound = replace(provenance, ignored_hosts=tuple(ignored), unusable_hosts=unusable)
+    return CatalogueBound(source, frozenset(hosts)), bound
 
 
 def _absent_now(
@@ -220,11 +258,6 @@ def _notes(
     if any(c.nvml_v1 for c in cards):
         notes.append(
             "some cards were read through NVML v1 only: their used bytes include the driver reserve"
-        )
-    for host in sorted(set(current) - set(catalogue.hosts)):
-        notes.append(
-            f"host {host} is not in the catalogue: nothing is declared, held or reserved there, "
-            "and every process on it counts as matching no seat"
         )
     return tuple(notes)
 

@@ -35,6 +35,7 @@ from placement.report.rows import (
     DriftThreshold,
     HoldRow,
     Report,
+    UnusableHost,
     Window,
     utc,
 )
@@ -66,10 +67,13 @@ def build_prometheus_report(
     probe: Probe | None = None,
     records: LedgerRecords | None = None,
     on_charts: Callable[[tuple[ChartSeries, ...]], None] | None = None,
+    host_label: str | None = None,
 ) -> tuple[Report, PrometheusWindow]:
     """The report of the catalogue's hosts over `window`, and the window's answers (with timings).
 
-    Exit 3 (CannotDecideError) when no catalogue host has a series in the window.
+    Hosts are named as `plan --prometheus` names them (DESIGN.md's labels, or `host_label`);
+    others are ignored, catalogue hosts without series unusable. Exit 3 (CannotDecideError)
+    when no catalogue host has a series in the window.
     """
     hosts = sorted(catalogue.hosts)
     if not hosts:
@@ -100,14 +104,22 @@ def build_prometheus_report(
             if s.state == "running" and s.match is not None and s.host is not None
         ],
         lookback_s=LOOKBACK_DAYS * 86400,
+        host_label=host_label,
     )
     span = answers.span()
     if span is None:
+        others = (
+            f"; only of {', '.join(answers.ignored)}, not in the catalogue"
+            if answers.ignored
+            else ""
+        )
         raise CannotDecideError(
             f"Prometheus at {client.base} has no {m.SNAPSHOT_TIMESTAMP} or {DCGM_FREE} series "
-            f"of the catalogue's hosts ({', '.join(hosts)}) in {window.label}"
+            f"of the catalogue's hosts ({', '.join(hosts)}) in {window.label}{others}"
         )
-    latest, fleet_notes = _latest(client, catalogue, answers.hosts, span.last_s, step_s)
+    latest, fleet_notes, unreadable = _latest(
+        client, catalogue, answers.hosts, span.last_s, step_s, host_label
+    )
     notes = (
         *_coverage_notes(hosts, answers.hosts, span.first_s, span.last_s, step_s),
         *fleet_notes,
@@ -122,6 +134,8 @@ def build_prometheus_report(
         notes=notes,
         holds=records.holds if records is not None else None,
         expired_holds=records.expired_holds if records is not None else (),
+        ignored_hosts=answers.ignored,
+        unusable_hosts=unreadable,
     )
     report = assemble(
         answers,
@@ -143,8 +157,10 @@ def _latest(
     spans: dict[str, HostSpan],
     last_s: int,
     step_s: int,
-) -> tuple[list[Snapshot], list[str]]:
-    """Each host's snapshot at its newest sample of the window, and why any could not be read.
+    host_label: str | None,
+) -> tuple[list[Snapshot], list[str], tuple[UnusableHost, ...]]:
+    """Each host's snapshot at its newest sample of the window, why any could not be read (as
+    notes, and as unusable hosts: their window's figures stay, their 'now' is left out).
 
     Hosts still reporting at the window's end are read in one go; a host whose series stopped
     earlier is read at its own last sample.
@@ -153,6 +169,7 @@ def _latest(
     moments = sorted({_moment(s, last_s) for s in spans.values()}, reverse=True)
     found: dict[str, Snapshot] = {}
     notes: list[str] = []
+    unreadable: dict[str, UnusableHost] = {}
     for moment in moments:
         wanted = {h for h, s in spans.items() if _moment(s, last_s) == moment}
         fleet = read_fleet(
@@ -162,16 +179,17 @@ def _latest(
             expected_cards={h: n for h, n in expected.items() if h in wanted},
             timeout=client.timeout,
             opener=client.opener,
+            host_label=host_label,
         )
         for snapshot in (*fleet.snapshots, *fleet.stale):
             if snapshot.host in wanted and snapshot.host not in found:
                 found[snapshot.host] = snapshot
-        notes += [
-            f"{p.text} (at {format_utc(utc(moment))}): its 'now' columns and headline are left out"
-            for p in fleet.problems
-            if p.host in wanted and p.host not in found and p.kind != "absent"
-        ]
-    return [found[h] for h in sorted(found)], notes
+        for p in fleet.problems:
+            if p.host in wanted and p.host not in found and p.kind != "absent":
+                text = f"{p.text} (at {format_utc(utc(moment))}): its 'now' columns and headline are left out"
+                notes.append(text)
+                unreadable.setdefault(p.host, UnusableHost(p.host, p.kind, text))
+    return [found[h] for h in sorted(found)], notes, tuple(unreadable.values())
 
 
 def _moment(span: HostSpan, last_s: int) -> int:
@@ -186,11 +204,7 @@ def _coverage_notes(
     notes: list[str] = []
     for host in hosts:
         span = spans.get(host)
-        if span is None:
-            notes.append(
-                f"catalogue host {host} has no {m.SNAPSHOT_TIMESTAMP} (gpuplan exporter) or "
-                f"{DCGM_FREE} (DCGM) series in the window: nothing is reported for it"
-            )
+        if span is None:  # listed as unusable (absent) by `figures.assemble`
             continue
         if last_s - span.last_s > slack:
             notes.append(

@@ -79,12 +79,15 @@ def blocks(
     charts: Sequence[tuple[ChartSeries, str, bytes | None]],
     *,
     demo: str | None = None,
+    fleet: tuple[str, bytes | None] | None = None,
 ) -> list[Block]:
-    """The report as blocks; `charts` are (series, file name, PNG bytes or None when not drawn)."""
+    """The report as blocks; `charts` are (series, file name, PNG bytes or None when not drawn),
+    `fleet` the (file name, PNG) of the hosts' small multiples, for a report of several hosts."""
     out: list[Block] = [Heading(1, f"Capacity report · {report.window.label}")]
     if demo:
         out.append(Para(demo, lead="DEMO DATA — not measurements.", kind="demo"))
     out.append(Para(_provenance(report)))
+    out += _hosts_left_out(report)
     for note in report.notes:
         out.append(Para(note, lead="Note:", kind="note"))
     out += _headline(report)
@@ -94,19 +97,74 @@ def blocks(
     out += _decisions(report)
     out += _holds(report)
     out += _loras(report)
-    out.append(Heading(2, "Charts"))
+    return out + _charts(report, charts, fleet)
+
+
+def _charts(
+    report: Report,
+    charts: Sequence[tuple[ChartSeries, str, bytes | None]],
+    fleet: tuple[str, bytes | None] | None,
+) -> list[Block]:
+    out: list[Block] = [Heading(2, "Charts")]
+    if fleet is not None:
+        out.append(Heading(3, "Headroom per host, worst first"))
+        out.append(
+            Para(
+                "One panel per host, the host whose cards came closest to its margin first: each "
+                "card's free memory (lowest per bucket) over the window, the margin dashed. The "
+                "axis is linear over the last 4 GiB and logarithmic above, so the last GiB show."
+            )
+        )
+        out.append(Chart("free memory per card, one panel per host, worst first", *fleet))
+        out.append(Heading(3, "Per card"))
     out.append(
         Para(
-            "Per card, used memory over the window stacked by seat (means per bucket); grey is "
-            "memory no seat explains. Lines: the CUDA total (NVML total − driver reserve), the declared "
-            "total of the catalogue's seats; the red band is what reserves hold (and seats that are down keep)."
+            "Per card, three views of the window. Headroom: free memory (lowest per bucket) and "
+            "plannable = free − held − margin (held and margin as now), the largest new seat that "
+            "room alone would let on; the dashed line is the lowest plannable, what would have fit "
+            "all window; the axis shows the last 4 GiB linearly. Drift: each declared seat's bytes "
+            "(mean per bucket) minus its declared resident; above zero it holds more than planned. "
+            "Used: memory stacked by seat; grey is memory no seat explains; lines: the CUDA total "
+            "(NVML total − driver reserve), the declared total of the catalogue's seats; the red "
+            "band is what reserves hold (and seats that are down keep)."
         )
     )
     if not charts:
         out.append(Para("Charts are written as PNG files with --out DIR.", kind="note"))
+    hosts = {s.host for s in report.charts}
+    drawn = {s.host for s, _, _ in charts}
+    if charts and len(drawn) < len(hosts):
+        out.append(
+            Para(
+                f"Per-card charts of the {len(drawn)} hosts with least headroom (the first "
+                f"panels above); the other {len(hosts) - len(drawn)} hosts are in the panels only.",
+                kind="note",
+            )
+        )
     for series, filename, png in charts:
         out.append(
-            Chart(f"{series.host} card {series.card}: used memory over the window", filename, png)
+            Chart(
+                f"{series.host} card {series.card}: headroom, drift per seat, used memory",
+                filename,
+                png,
+            )
+        )
+    return out
+
+
+def _hosts_left_out(report: Report) -> list[Block]:
+    """Catalogue hosts with nothing to report, and hosts the catalogue does not describe."""
+    out: list[Block] = []
+    for u in report.unusable_hosts:
+        out.append(Para(f"{u.host} ({u.kind}): {u.reason}", lead="Unusable host:", kind="note"))
+    if report.ignored_hosts:
+        out.append(
+            Para(
+                ", ".join(report.ignored_hosts) + " — not in the catalogue: left out of every "
+                "figure (nothing is planned, checked or reported on a host it does not describe).",
+                lead="Ignored hosts:",
+                kind="note",
+            )
         )
     return out
 
@@ -596,7 +654,8 @@ p.note { background: #eef4ff; border-left: 4px solid #4a78d0; padding: 6px 10px;
 p.demo { background: #fff0f0; border-left: 4px solid #c0392b; padding: 6px 10px; }
 p.act { background: #fff8e1; border-left: 4px solid #e0a800; padding: 8px 10px; font-size: 15px; }
 code { background: #f3f4f6; padding: 0 3px; border-radius: 3px; }
-figure { margin: 10px 0 22px; } figure img { max-width: 100%; border: 1px solid #e5e5e5; }
+figure { margin: 10px 0 22px; } figure img { max-width: 100%; height: auto; border: 1px solid #e5e5e5; }
+table { display: block; max-width: 100%; overflow-x: auto; }
 figcaption { color: #555; font-size: 12px; }
 """
 

@@ -321,6 +321,15 @@ class ChartSeries:
 
 
 @dataclass(frozen=True)
+class UnusableHost:
+    """A catalogue host the report has nothing (or no 'now') for, and why; kinds as `plan` says."""
+
+    host: str
+    kind: str  # absent, stale, incomplete, collision, mig, units, poll
+    reason: str
+
+
+@dataclass(frozen=True)
 class HoldRow:
     """An approval that counts as held now (from the ledger a report was given)."""
 
@@ -358,6 +367,10 @@ class Report:
     percentile: str = PERCENTILE_DEFINITION
     holds: tuple[HoldRow, ...] | None = None  # None: not listed (no ledger to read them from)
     expired_holds: tuple[HoldRow, ...] = ()  # approved in the window, expired, seat never seen
+    # DESIGN.md "Fleets": hosts of the source outside the catalogue, left out of every figure;
+    # catalogue hosts the source has no data (or no readable 'now') for.
+    ignored_hosts: tuple[str, ...] = ()
+    unusable_hosts: tuple[UnusableHost, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON data: `"schema": 1` and raw byte ints."""

@@ -54,6 +54,12 @@ class FleetWeek:
     hosts: int = 16
     cards: int = 8
     minutes: int = 7 * DAY
+    # Hosts whose series a scrape job labelled `host` itself: gpuplan's label is `exported_host`.
+    exported: frozenset[int] = frozenset()
+    # The story's moments, in minutes from START (a shorter window moves them earlier).
+    spill: tuple[int, int] = SPILL
+    stop_at: int = STOP_AT
+    unexplained_from: int = UNEXPLAINED_FROM
 
     @property
     def start_s(self) -> int:
@@ -62,9 +68,15 @@ class FleetWeek:
     def host(self, h: int) -> str:
         return f"fl-{h:02d}"
 
+    def host_labels(self, h: int) -> str:
+        """The labels naming host `h` in its series, as Prometheus stored them."""
+        if h in self.exported:
+            return f'exported_host="{self.host(h)}",host="scrape-target-{h}"'
+        return f'host="{self.host(h)}"'
+
     def minutes_of(self, h: int) -> int:
         """How many readings host `h` has (the stopped host fewer)."""
-        return min(self.minutes, STOP_AT) if h == STOPPED_HOST else self.minutes
+        return min(self.minutes, self.stop_at) if h == STOPPED_HOST else self.minutes
 
     def declared_a(self, h: int, c: int) -> int:
         return (30 + (h * 8 + c) % 20) * GIB
@@ -103,13 +115,13 @@ class FleetWeek:
     def value(self, h: int, p: Process, t: int) -> int | None:
         """Bytes process `p` holds at minute `t`, None when it is not running then."""
         if p.kind == "spill":
-            return p.base if SPILL[0] <= t < SPILL[1] else None
+            return p.base if self.spill[0] <= t < self.spill[1] else None
         noise = ((t * 7919 + h * 31 + p.card * 17 + p.pid) % 64) * 8 * MIB
         leak = 3 * GIB * t // self.minutes if (h == 0 and p.card == 1 and p.kind == "a") else 0
         return p.base + noise + leak
 
     def unexplained(self, h: int, c: int, t: int) -> int:
-        return GIB if (h == 1 and c == 3 and t >= UNEXPLAINED_FROM) else 0
+        return GIB if (h == 1 and c == 3 and t >= self.unexplained_from) else 0
 
     def catalogue(self) -> dict[str, Any]:
         """The catalogue of the fleet: its hosts, seats (running, matched by port) and the reserve."""
@@ -213,16 +225,16 @@ class FleetWeek:
         return count
 
     def _family(self, out: TextIO, family: str, every: int, h: int, span: range) -> int:
-        host, start = self.host(h), self.start_s
+        start = self.start_s
         n = range(span.start, min(span.stop, self.minutes_of(h)))
         lines: list[str] = []
         if family in ("gpuplan_snapshot_timestamp_seconds", "gpuplan_poll_success"):
             for t in n:
                 value = start + t * 60 if family.endswith("seconds") else 1
-                lines.append(f'{family}{{host="{host}"}} {value} {start + t * 60}\n')
+                lines.append(f"{family}{{{self.host_labels(h)}}} {value} {start + t * 60}\n")
         elif family == "gpuplan_process_used_bytes":
             for p in self.processes(h):
-                labels = f'host="{host}",gpu="{p.card}",uuid="GPU-{h}-{p.card}",pid="{p.pid}",seat="{p.seat or "foreign"}"'
+                labels = f'{self.host_labels(h)},gpu="{p.card}",uuid="GPU-{h}-{p.card}",pid="{p.pid}",seat="{p.seat or "foreign"}"'
                 for t in n:
                     v = self.value(h, p, t)
                     if v is not None:
@@ -235,7 +247,7 @@ class FleetWeek:
     def _card_lines(self, family: str, every: int, h: int, n: range) -> list[str]:
         if not n:
             return []
-        host, start = self.host(h), self.start_s
+        start = self.start_s
         procs = self.processes(h)
         fixed = {
             "gpuplan_card_total_bytes": TOTAL,
@@ -249,7 +261,7 @@ class FleetWeek:
         times = [t for t in n if t % every == 0 or t == self.minutes_of(h) - 1]
         for c in range(self.cards):
             extra = ',error=""' if family == "gpuplan_card_error" else ""
-            labels = f'host="{host}",gpu="{c}",uuid="GPU-{h}-{c}"{extra}'
+            labels = f'{self.host_labels(h)},gpu="{c}",uuid="GPU-{h}-{c}"{extra}'
             for t in n if table is not None else times:
                 if table is None:
                     v = fixed[family]

@@ -1,6 +1,11 @@
-"""End to end: a week of one-minute series for 16 hosts × 8 cards, backfilled into a real
+"""End to end: three days of one-minute series for 6 hosts × 8 cards, backfilled into a real
 Prometheus with promtool, reported by `report --prometheus` and compared with the SQLite report
 of the same readings (same flags, drifts within the percentile difference, the same broken reserve).
+
+The story (tests/e2e/fleetweek.py) in three days: fl-00 leaks and breaks a reserve one
+afternoon, fl-01 gains unexplained memory, fl-03 runs a foreign notebook, fl-05 stops on day 3.
+fl-02's series carry `exported_host` (a scrape job set `host`); fl-04 is not in the catalogue
+(ignored on both paths); the catalogue's fl-99 has no series at all (unusable on both paths).
 """
 
 from __future__ import annotations
@@ -16,10 +21,21 @@ import yaml
 
 from inventory.ledger.store import open_ledger
 from placement.cli.main import main
-from tests.e2e.fleetweek import GIB, SPILL, WEEK, FleetWeek, backfill
+from tests.e2e.fleetweek import DAY, GIB, FleetWeek, backfill
 from tests.e2e.harness import Processes, install_prometheus, start_prometheus_on
 
 pytestmark = pytest.mark.slow
+
+SPILL = (DAY + 13 * 60, DAY + 17 * 60)  # day 2, 13:00 to 17:00
+WEEK = FleetWeek(
+    hosts=6,
+    minutes=3 * DAY,
+    exported=frozenset({2}),
+    spill=SPILL,
+    stop_at=2 * DAY + 12 * 60,
+    unexplained_from=2 * DAY + 6 * 60,
+)
+WINDOW = ("--since", "3d", "--until", "2026-09-10T00:00:00Z")
 
 
 @pytest.fixture(scope="module")
@@ -30,9 +46,13 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path,
     if binary is None or promtool is None:
         pytest.skip("Debian's prometheus (with promtool) is not installed; .ci/run installs it")
     work = tmp_path_factory.mktemp("fleetweek")
-    week = FleetWeek(hosts=16)
+    week = WEEK
+    data = week.catalogue()
+    data["hosts"].pop("fl-04")
+    data["seats"] = [s for s in data["seats"] if s["host"] != "fl-04"]
+    data["hosts"]["fl-99"] = {"cards": 8, "margin": "1 GiB"}
     catalogue = work / "fleet.yaml"
-    catalogue.write_text(yaml.safe_dump(week.catalogue()))
+    catalogue.write_text(yaml.safe_dump(data))
     data = backfill(week, work, promtool)
     ledger = work / "ledger.sqlite"
     with open_ledger(ledger) as store:
@@ -46,7 +66,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path,
 
 
 def report(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
-    code = main(["report", "--week", WEEK, "--json", *args])
+    code = main(["report", *WINDOW, "--json", *args])
     out = capsys.readouterr().out
     assert code == 0
     data: dict[str, Any] = json.loads(out)
@@ -61,6 +81,13 @@ def test_prometheus_report_matches_the_ledger_report(
     sql = report(capsys, "--ledger", str(ledger), "--catalogue", str(catalogue))
     assert prom["source"] == "prometheus" and "quantile_over_time" in prom["percentile"]
     assert "nearest-rank" in sql["percentile"]
+
+    # Only the catalogue's hosts, named alike on both paths (fl-02 through exported_host).
+    for data in (prom, sql):
+        assert data["ignored_hosts"] == ["fl-04"]
+        assert [(u["host"], u["kind"]) for u in data["unusable_hosts"]] == [("fl-99", "absent")]
+        assert {c["host"] for c in data["cards"]} == {"fl-00", "fl-01", "fl-02", "fl-03", "fl-05"}
+    assert any(s["host"] == "fl-02" for s in prom["seats"])
 
     # Seats: the same rows, the same flags, drifts within the two percentiles' difference.
     prom_seats = {(s["seat"], s["card"]): s for s in prom["seats"]}
@@ -95,6 +122,53 @@ def test_prometheus_report_matches_the_ledger_report(
     # The foreign notebook, and the host whose series stop mid-week.
     assert [(f["host"], f["card"]) for f in prom["foreign"]] == [("fl-03", 2)]
     assert any(
-        "fl-05: its gpuplan_snapshot_timestamp_seconds series stop at 2026-09-11T11:59:00Z" in n
+        "fl-05: its gpuplan_snapshot_timestamp_seconds series stop at 2026-09-09T11:59:00Z" in n
         for n in prom["notes"]
     )
+
+
+def test_both_paths_chart_the_same_headroom(fleet: tuple[str, Path, Path]) -> None:
+    """The charts' data model is one: the lowest free per bucket and the margin agree."""
+    from datetime import UTC, datetime, timedelta
+
+    from inventory.prometheus.range import PromClient
+    from placement.report.charts import headroom, worst_first
+    from placement.report.figures import build_report
+    from placement.report.from_prometheus import build_prometheus_report
+    from placement.report.rows import parse_threshold, window_since
+    from seats.loader import load_catalogue
+
+    url, catalogue_path, ledger = fleet
+    catalogue = load_catalogue(catalogue_path)
+    end = int(datetime(2026, 9, 10, tzinfo=UTC).timestamp())
+    window = window_since(timedelta(days=3), end)
+    now, threshold = datetime(2026, 9, 10, tzinfo=UTC), parse_threshold("5%,1GiB")
+    prom, _ = build_prometheus_report(
+        PromClient(url), catalogue, window, now=now, step_s=60, threshold=threshold
+    )
+    with open_ledger(ledger, readonly=True) as store:
+        latest = [
+            s for h in catalogue.hosts for s in store.snapshots(h, now - timedelta(minutes=1), now)
+        ]
+        sql = build_report(
+            store.connection,
+            catalogue,
+            window,
+            latest,
+            ledger_name="l",
+            now=now,
+            threshold=threshold,
+        )
+    prom_charts = {(c.host, c.card): c for c in prom.charts}
+    sql_charts = {(c.host, c.card): c for c in sql.charts}
+    assert set(prom_charts) == set(sql_charts)
+    for key, chart in sql_charts.items():
+        twin = prom_charts[key]
+        assert twin.times_s == chart.times_s and twin.margin_bytes == chart.margin_bytes == GIB
+        assert headroom(twin).lowest_free == headroom(chart).lowest_free, key
+    # fl-00 card 7, where the spill took 6 GiB one afternoon: its lowest free is then.
+    spill = headroom(prom_charts[("fl-00", 7)])
+    assert spill.lowest_free_at_s is not None
+    assert SPILL[0] * 60 <= spill.lowest_free_at_s - WEEK.start_s < SPILL[1] * 60
+    # The fleet's panels come in the same order, worst first, on both paths.
+    assert [h for h, _ in worst_first(prom.charts)] == [h for h, _ in worst_first(sql.charts)]

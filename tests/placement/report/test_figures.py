@@ -484,14 +484,32 @@ def test_cards_in_error_and_v1_cards_are_counted_not_zeroed(
     assert "(+2 in error)" in md and "h1:0 (v1)" in md
 
 
-def test_a_host_the_catalogue_does_not_know_is_reported_with_a_note(
-    tmp_path: Path, small: Catalogue
-) -> None:
+def test_a_host_the_catalogue_does_not_know_is_ignored(tmp_path: Path, small: Catalogue) -> None:
     stray = [s.model_copy(update={"host": "h9"}) for s in small_snapshots()]
-    report = report_of(write_ledger(tmp_path / "l.sqlite", stray, decisions=False), small)
-    assert any("host h9 is not in the catalogue" in note for note in report.notes)
-    assert {c.host for c in report.cards} == {"h9"} and report.cards[0].declared_bytes == 0
-    assert report.headlines[0].host == "h9" and report.headlines[0].fits[0].largest_bytes > 0
+    both = write_ledger(tmp_path / "l.sqlite", [*small_snapshots(), *stray], decisions=False)
+    report = report_of(both, small)
+    assert report.ignored_hosts == ("h9",) and report.unusable_hosts == ()
+    assert {c.host for c in report.cards} == {"h1"}
+    assert {h.host for h in report.headlines} == {"h1"}
+    assert {s.host for s in report.charts} == {"h1"} and {f.host for f in report.foreign} == {"h1"}
+    assert list(report.to_json()["ignored_hosts"]) == ["h9"]
+    assert "**Ignored hosts:** h9 — not in the catalogue" in to_markdown(blocks(report, []))
+
+
+def test_only_hosts_outside_the_catalogue_is_exit_3(tmp_path: Path, small: Catalogue) -> None:
+    stray = [s.model_copy(update={"host": "h9"}) for s in small_snapshots()]
+    with pytest.raises(CannotDecideError, match=r"no sample of the catalogue's hosts \(h1\)"):
+        report_of(write_ledger(tmp_path / "l.sqlite", stray, decisions=False), small)
+
+
+def test_a_catalogue_host_without_snapshots_is_unusable(tmp_path: Path, small: Catalogue) -> None:
+    data = small.model_dump(by_alias=True, exclude_none=True)
+    data["hosts"]["h2"] = data["hosts"]["h1"]
+    two = parse_catalogue(data, "two.yaml")
+    report = report_of(write_ledger(tmp_path / "l.sqlite", small_snapshots()), two)
+    assert [(u.host, u.kind) for u in report.unusable_hosts] == [("h2", "absent")]
+    assert "has no sample of it in the window" in report.unusable_hosts[0].reason
+    assert report.to_json()["unusable_hosts"][0]["host"] == "h2"
 
 
 def test_a_missing_seat_shows_when_it_was_last_seen(tmp_path: Path, small: Catalogue) -> None:
