@@ -18,7 +18,7 @@ from placement.fit.verify import (
 )
 from placement.plan.bound import LevelBound, level_bounds
 from placement.plan.cards import CardRow, card_rows
-from placement.plan.explain import explain_refusal
+from placement.plan.explain import SUMMARY_PLACES, ExplainClasses, explain_refusal, summarise
 from placement.plan.greedy import greedy_assignment
 from placement.plan.problem import (
     Problem,
@@ -62,8 +62,13 @@ class PlanResult:
             return "unknown"
         return "pass" if all(v.passed for v in self.verdicts) else "refuse"
 
-    def to_json(self) -> dict[str, Any]:
-        """DESIGN.md's `plan` JSON shape."""
+    def to_json(self, explain: str = "all") -> dict[str, Any]:
+        """DESIGN.md's `plan` JSON shape.
+
+        `explain="summary"`: a refusal on more than three cards or hosts keeps the reasons of
+        its tightest three, and `reason_counts` says on how many places each rule binds; its
+        `nearest` keeps the first three changes, `nearest_count` saying how many there are.
+        """
         return {
             "schema": 1,
             "verdict": self.verdict,
@@ -74,7 +79,7 @@ class PlanResult:
             "snapshots": [
                 {"host": s.host, "taken_at": format_utc(s.taken_at)} for s in self.snapshots
             ],
-            "seats": [v.to_json() for v in self.verdicts],
+            "seats": [_verdict_json(v, explain) for v in self.verdicts],
             "cards": [row.to_json() for row in self.cards],
             "moves": list(self.moves),
             "moves_note": self.moves_note,
@@ -90,6 +95,19 @@ class PlanResult:
                 for level in self.bounds
             ],
         }
+
+
+def _verdict_json(verdict: Verdict, explain: str) -> dict[str, Any]:
+    """A seat's VERDICT; a long refusal cut to its summary unless `explain` is "all"."""
+    data = verdict.to_json()
+    summary = summarise(verdict) if explain == "summary" and not verdict.passed else None
+    if summary is not None:
+        data["reasons"] = [reason.to_json() for reason in summary.reasons]
+        data["reason_counts"] = summary.counts
+        if len(verdict.nearest) > SUMMARY_PLACES:
+            data["nearest"] = list(verdict.nearest[:SUMMARY_PLACES])
+            data["nearest_count"] = len(verdict.nearest)
+    return data
 
 
 # Past this many eligible (seat, card) pairs, a greedy placement that already places every
@@ -270,10 +288,11 @@ def _verdicts(
     # The verifier's last round judged exactly these placements: its verdicts are the answer.
     accepted = {v.seat: v for v in last}
     states: CardStates = {}
+    classes = ExplainClasses.of(problem)
     return [
         accepted[new.name]
         if new.name in accepted
-        else explain_refusal(problem, new, placements, failed.get(new.name), states)
+        else explain_refusal(problem, new, placements, failed.get(new.name), states, classes)
         for new in problem.seats
     ]
 
