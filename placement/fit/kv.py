@@ -68,18 +68,25 @@ def util_target_bytes(seat: Seat) -> int:
     return profile.weights_bytes + profile.non_kv_bytes + sequence_bytes(profile)
 
 
-def profile_resident_bytes(
-    seat: Seat, util: Decimal | None, cuda_total: int, cuda_context: int
-) -> int | None:
-    """weights + non_kv + KV bytes + cuda_context: what the profile says the seat holds on a card."""
+def _profile_kv(seat: Seat, util: Decimal | None, cuda_total: int) -> tuple[Profile, int] | None:
+    """The seat's profile and the KV bytes it gets on a card; None without a profile or a size."""
     profile = profile_of(seat)
     if profile is None:
         return None
     kv = kv_cache_bytes(
         profile, pinned_bytes=seat.engine.kv_cache_bytes, util=util, cuda_total=cuda_total
     )
-    if kv is None:
+    return None if kv is None else (profile, kv)
+
+
+def profile_resident_bytes(
+    seat: Seat, util: Decimal | None, cuda_total: int, cuda_context: int
+) -> int | None:
+    """weights + non_kv + KV bytes + cuda_context: what the profile says the seat holds on a card."""
+    found = _profile_kv(seat, util, cuda_total)
+    if found is None:
         return None
+    profile, kv = found
     return resident_bytes(
         weights=profile.weights_bytes, non_kv=profile.non_kv_bytes, kv=kv, cuda_context=cuda_context
     )
@@ -157,14 +164,10 @@ class KvCapacity:
 
 def kv_capacity(seat: Seat, util: Decimal | None, cuda_total: int) -> KvCapacity | None:
     """The KV cache a seat gets on a card of CUDA total `cuda_total`; None without a profile or a size."""
-    profile = profile_of(seat)
-    if profile is None:
+    found = _profile_kv(seat, util, cuda_total)
+    if found is None:
         return None
-    kv = kv_cache_bytes(
-        profile, pinned_bytes=seat.engine.kv_cache_bytes, util=util, cuda_total=cuda_total
-    )
-    if kv is None:
-        return None
+    profile, kv = found
     return KvCapacity(
         kv_bytes=kv,
         tokens=kv_tokens(kv, profile.kv_bytes_per_token),
