@@ -23,8 +23,8 @@ MAX_DOCUMENT_BYTES = 1024 * 1024
 MAX_EXPANDED_NODES = 200_000
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader with a nesting cap; duplicate keys are refused on the node graph.
+class _DepthCapped(yaml.composer.Composer):
+    """PyYAML's composer with a nesting cap; duplicate keys are refused on the node graph.
 
     Duplicates are found by `_check_nodes` before construction, where the field path is
     known and a merge key (`<<: *base`) can still be told from a repeated key.
@@ -45,6 +45,32 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             return super().compose_node(parent, index)  # type: ignore[no-untyped-call]
         finally:
             self._depth -= 1
+
+
+class _PureLoader(_DepthCapped, yaml.SafeLoader):
+    """The safe loader in pure Python, for a PyYAML built without libyaml."""
+
+
+if yaml.__with_libyaml__:
+    from yaml.cyaml import CParser  # type: ignore[attr-defined]
+
+    class _CLoader(_DepthCapped, CParser, yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
+        """libyaml's parser (C, iterative) under PyYAML's composer, constructor and resolver.
+
+        About 6x faster than the pure-Python scanner on a fleet's catalogue. The events
+        are composed in Python, so the nesting cap and the alias checks hold as before
+        (libyaml's own composer recurses in C, where no cap could stop it).
+        """
+
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            yaml.constructor.SafeConstructor.__init__(self)  # type: ignore[no-untyped-call]
+            yaml.resolver.Resolver.__init__(self)  # type: ignore[no-untyped-call]
+            yaml.composer.Composer.__init__(self)  # type: ignore[no-untyped-call]
+
+    _UniqueKeyLoader: Any = _CLoader
+else:  # pragma: no cover - PyYAML wheels ship libyaml
+    _UniqueKeyLoader = _PureLoader
 
 
 def _check_nodes(node: yaml.Node, path: str) -> None:
@@ -124,14 +150,10 @@ def read_yaml(text: str, path: str) -> Any:
     if len(text.encode("utf-8", errors="replace")) > MAX_DOCUMENT_BYTES:
         raise CatalogueError(path, "", "the file is over 1 MiB; a catalogue is far smaller")
     try:
-        # The reader checks for control characters as soon as it is built.
+        # The pure-Python reader checks for control characters as soon as it is built.
         loader = _UniqueKeyLoader(text)
     except yaml.reader.ReaderError as exc:
-        raise CatalogueError(
-            path,
-            "",
-            f"not YAML text: control character #x{exc.character:04x} at offset {exc.position}",
-        ) from exc
+        raise _unreadable(exc, text, path) from exc
     loader._path = path
     try:
         node = loader.get_single_node()  # type: ignore[no-untyped-call]
@@ -144,10 +166,28 @@ def read_yaml(text: str, path: str) -> Any:
     except RecursionError as exc:
         # PyYAML composes and constructs recursively: `[[[[…` thousands deep ends here.
         raise CatalogueError(path, "", "the document nests too deeply to be a catalogue") from exc
+    except yaml.reader.ReaderError as exc:
+        # libyaml's reader meets a control character only when it parses up to it.
+        raise _unreadable(exc, text, path) from exc
     except yaml.YAMLError as exc:
+        if "maximum nesting depth" in str(exc):
+            # libyaml's scanner looks ahead past our composer's cap and stops at its own.
+            raise CatalogueError(
+                path, "", f"the document nests deeper than {MAX_DEPTH} levels"
+            ) from exc
         raise _refusal(exc, path) from exc
     finally:
         loader.dispose()  # type: ignore[no-untyped-call]
+
+
+def _unreadable(exc: yaml.reader.ReaderError, text: str, path: str) -> CatalogueError:
+    """A control character, at its offset in characters (libyaml counts UTF-8 bytes)."""
+    position = exc.position
+    if _UniqueKeyLoader is not _PureLoader:
+        position = len(text.encode("utf-8")[:position].decode("utf-8", errors="ignore"))
+    return CatalogueError(
+        path, "", f"not YAML text: control character #x{exc.character:04x} at offset {position}"
+    )
 
 
 def _refusal(exc: yaml.YAMLError, path: str) -> CatalogueError:

@@ -98,6 +98,20 @@ def operational(
         return LedgerError(path, "cannot write: the file or its directory is read-only")
     if "unable to open" in text:
         return LedgerError(path, "cannot open: check the directory exists and is writable")
+    # SQLite says "full" when a write came up short (ENOSPC, or a file size limit met midway)
+    # and "disk I/O error" when it failed outright (EFBIG, EIO); its transaction is rolled back.
+    if "full" in text:
+        return LedgerError(
+            path,
+            "cannot write: the disk is full (or the file reached its size limit); "
+            "nothing of this write was stored",
+        )
+    if "disk I/O error" in text:
+        return LedgerError(
+            path,
+            "cannot write: disk I/O error (a full disk, a file size limit or a failing device); "
+            "nothing of this write was stored",
+        )
     return LedgerError(path, f"SQLite error: {text}")
 
 

@@ -48,6 +48,10 @@ def transaction(
             cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     try:
         yield cursor
+    except sqlite3.OperationalError as exc:
+        # A full disk can strike at any insert, not only at COMMIT: still exit 3, said plainly.
+        connection.rollback()
+        raise operational(path, exc) from exc
     except BaseException:
         # KeyboardInterrupt too: the snapshot in flight is discarded, never half-stored.
         connection.rollback()

@@ -11,16 +11,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from inventory.attribution import host_seats, match_seat
 from inventory.snapshot import Snapshot
 from placement.check.compose import ComposeError, ComposeFile, ComposeService, resolve_cards
 from placement.check.nearest import with_nearest
 from placement.check.outside import (
     CheckResult,
     Placement,
+    catalogue_seat,
     check_seat,
     check_service,
-    did_you_mean,
     judge,
     pick_snapshot,
 )
@@ -150,7 +149,7 @@ def _alone(
         if service.engine == "vllm":
             result = check_service(catalogue, snapshots, service, host=host)
         else:
-            seat = _catalogue_seat(catalogue, service, snapshots)
+            seat = catalogue_seat(catalogue, service, snapshots)
             if seat is None:
                 return ServiceVerdict(service.name, "unknown", message=unknown_message(service))
             snapshot = pick_snapshot(snapshots, host or seat.host)
@@ -162,27 +161,6 @@ def _alone(
             exc = ComposeError(service.path, service.name, None, str(exc))
         return ServiceVerdict(service.name, "error", message=str(exc))
     return ServiceVerdict(service.name, result.verdict.verdict, result)
-
-
-def _catalogue_seat(
-    catalogue: Catalogue, service: ComposeService, snapshots: Sequence[Snapshot]
-) -> Seat | None:
-    """The catalogue seat a non-vLLM service is: `x-gpuplan-seat`, else a seat's `match`."""
-    if service.seat is not None:
-        try:
-            return catalogue.seat(service.seat)
-        except KeyError:
-            raise ComposeError(
-                service.path,
-                service.name,
-                "x-gpuplan-seat",
-                f"{service.seat!r} names no seat of the catalogue"
-                + did_you_mean(service.seat, [s.name for s in catalogue.seats]),
-            ) from None
-    hosts = sorted({snapshot.host for snapshot in snapshots})
-    candidates = [seat for name in hosts for seat in host_seats(catalogue, name)]
-    found = match_seat(" ".join(service.argv), candidates)
-    return catalogue.seat(found) if found is not None else None
 
 
 def replica_seat(seat: Seat, replica: int) -> Seat:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from placement.check.seat import (
     CheckResult,
+    catalogue_seat,
     check_seat,
     check_service,
     did_you_mean,
@@ -26,6 +27,7 @@ __all__ = [
     "Placement",
     "Reason",
     "Verdict",
+    "catalogue_seat",
     "check_seat",
     "check_service",
     "check_snapshots",

@@ -182,7 +182,7 @@ def check_service(
     host: str | None = None,
 ) -> CheckResult:
     """`gpuplan check --compose FILE`: one vLLM service as the file will start it."""
-    seat = _catalogue_seat(catalogue, service, snapshots)
+    seat = catalogue_seat(catalogue, service, snapshots)
     snapshot = pick_snapshot(snapshots, host or (seat.host if seat else None))
     cards = resolve_cards(service, snapshot.host, snapshot.cards)
     warnings = list(service.notes)
@@ -246,9 +246,10 @@ def check_service(
     )
 
 
-def _catalogue_seat(
+def catalogue_seat(
     catalogue: Catalogue, service: ComposeService, snapshots: Sequence[Snapshot]
 ) -> Seat | None:
+    """The catalogue seat a service is: `x-gpuplan-seat`, else a seat's `match` on its command."""
     if service.seat is not None:
         try:
             return catalogue.seat(service.seat)

@@ -20,13 +20,16 @@ SUPPORTED = ((0, 10), (0, 34))
 _NUMBER = r"(-?[0-9]+(?:\.[0-9]+)?)"
 _COUNT = r"([0-9][0-9,]*)"
 VERSION = (
-    re.compile(r"vLLM API server version v?([0-9]+)\.([0-9]+)[^\s]*"),
+    re.compile(r"vLLM (?:API )?server version v?([0-9]+)\.([0-9]+)[^\s]*"),
     re.compile(r"Initializing a V1 LLM engine \(v([0-9]+)\.([0-9]+)[^)]*\)"),
+    # 0.18 on: an ASCII-art banner (`entrypoints/utils.py`), "█ ▀▄▀ █  version 0.18.0".
+    re.compile(r"▀▄▀ █\s+version v?([0-9]+)\.([0-9]+)"),
 )
 MAX_LEN = (
     re.compile(r"max_seq_len=([0-9]+)"),
     re.compile(r"Using max model len ([0-9]+)"),
     re.compile(r"Maximum concurrency for " + _COUNT + r" tokens per request"),
+    re.compile(r"non-default args: \{.*'max_model_len': ([0-9]+)"),
 )
 WEIGHTS = (
     re.compile(r"Model loading took " + _NUMBER + r" GiB"),
@@ -95,9 +98,12 @@ def _gib(text: str) -> int:
 
 
 def _precision(text: str) -> str:
-    """The rounding of a printed GiB figure: its last decimal place."""
-    decimals = len(text.partition(".")[2])
-    return f"{Decimal(1).scaleb(-decimals)} GiB" if decimals else "1 GiB"
+    """The rounding of a printed GiB figure: its last decimal place, and never coarser than 0.01.
+
+    From 0.14 vLLM prints GiB as `str(round(x, 2))`, which drops trailing zeros: "6.9" is 6.90.
+    """
+    decimals = max(len(text.partition(".")[2]), 2)
+    return f"{Decimal(1).scaleb(-decimals)} GiB"
 
 
 def _first(patterns: Iterable[re.Pattern[str]], line: str) -> re.Match[str] | None:

@@ -27,7 +27,7 @@ from placement.cli.sources import (
     source_options,
     utc_now,
 )
-from seats.errors import BadInputError, CannotDecideError
+from seats.errors import BadInputError, CannotDecideError, Exit
 
 if TYPE_CHECKING:
     from inventory.holds import Hold
@@ -151,6 +151,7 @@ def _validate(args: argparse.Namespace) -> None:
     if (
         args.compose is None
         and args.seat is None
+        and not args.add
         and args.ledger
         and not os.path.exists(args.ledger)
     ):
@@ -220,14 +221,41 @@ def run(args: argparse.Namespace) -> int:
     origins = [cards.origin(s.host) for s in cards.snapshots]
     for warning in check_snapshots(catalogue, cards.snapshots, origins):
         print(f"warning: {warning}", file=sys.stderr)
+    unknown = _unknown_seat(args, catalogue, cards)
+    if unknown is not None:
+        return unknown
     judge = (
         _compose_judge(args, catalogue)
         if args.compose is not None
         else _seat_judge(args, catalogue)
     )
     outcome = _judge_and_hold(args, cards, judge, now) if args.ledger else judge(cards.snapshots)
+    if not args.json:
+        for line in cards.hosts_lines():
+            print(line)
     outcome.show(args.json, cards)
     return int(outcome.exit_code)
+
+
+def _unknown_seat(args: argparse.Namespace, catalogue: Catalogue, cards: Cards) -> int | None:
+    """A catalogue seat whose every host is unusable cannot be judged: verdict `unknown`, exit 3."""
+    from placement.plan.unusable import unknown_verdict
+
+    seat = next((s for s in catalogue.seats if s.name == args.seat), None)
+    if seat is None or not cards.unusable:
+        return None
+    if args.host is not None:
+        seat = seat.model_copy(update={"host": args.host})
+    verdict = unknown_verdict(catalogue, seat, {h: u.reason for h, u in cards.unusable.items()})
+    if verdict is None:
+        return None
+    if args.json:
+        print(json.dumps({"schema": 1, **verdict.to_json(), **cards.hosts_json()}, indent=2))
+    else:
+        for line in cards.hosts_lines():
+            print(line)
+        print(f"UNKNOWN  {seat.name}: {verdict.reasons[0].text}")
+    return int(Exit.CANNOT_DECIDE)
 
 
 def _with_added(args: argparse.Namespace, catalogue: Catalogue) -> Catalogue:
@@ -294,7 +322,7 @@ def _seat_judge(args: argparse.Namespace, catalogue: Catalogue) -> Judge:
 
         def show(as_json: bool, cards: Cards) -> None:
             if as_json:
-                print(json.dumps(result_json(result), indent=2))
+                print(json.dumps({**result_json(result), **cards.hosts_json()}, indent=2))
             else:
                 print(render(result, cards.origin(result.snapshot.host)))
 
@@ -321,7 +349,7 @@ def _compose_judge(args: argparse.Namespace, catalogue: Catalogue) -> Judge:
                 if verdict.kind == "error":
                     print(f"error: {verdict.message}", file=sys.stderr)
             if as_json:
-                print(json.dumps(deploy.to_json(), indent=2))
+                print(json.dumps({**deploy.to_json(), **cards.hosts_json()}, indent=2))
             else:
                 print(render_deploy(deploy, cards.origin))
 

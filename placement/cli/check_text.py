@@ -6,13 +6,17 @@ The `--json` output is `CheckResult.to_json()`; this is the same content for peo
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import get_args
 
 from inventory.snapshot import format_utc
 from placement.check.deploy import DeployResult, ServiceVerdict
 from placement.check.outside import CheckResult, Reason
 from placement.cli.render import b, reason_figures, table
+from placement.fit.verdict import Rule
 
 _LABEL = {"pass": "PASS", "refuse": "REFUSED", "unknown": "UNKNOWN"}
+# The rule column fits the longest rule's name (kv_capacity), so the figures line up.
+RULE_WIDTH = max(len(rule) for rule in get_args(Rule))
 _FIGURE_HEADERS = ("card", "free", "held", "margin", "need", "room", "gate free", "requested")
 
 
@@ -71,7 +75,7 @@ def reason_line(reason: Reason) -> str:
     where = f"card {reason.card}" if reason.card is not None else "host"
     figures = reason_figures(reason)
     numbers = f"{figures}  " if figures is not None else ""
-    return f"  {where}  {reason.rule:<9} {numbers}— {reason.text}"
+    return f"  {where}  {reason.rule:<{RULE_WIDTH}} {numbers}— {reason.text}"
 
 
 def render(result: CheckResult, source: str) -> str:

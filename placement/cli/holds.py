@@ -7,6 +7,7 @@ import json
 
 from inventory.holds import Hold, short_time
 from placement.cli import sources
+from placement.cli.names import did_you_mean
 from placement.cli.render import b, table
 from seats.errors import BadInputError
 
@@ -37,8 +38,12 @@ def run(args: argparse.Namespace) -> int:
             pass  # a missing or foreign file is exit 3 here, never created by a release
         with open_ledger(args.ledger) as ledger:
             ended = ledger.release(args.release, now)
+            held = [hold.seat for hold in ledger.holds(now)]
         if not ended:
-            raise BadInputError(f"ledger {args.ledger}: seat {args.release} has no active hold")
+            raise BadInputError(
+                f"ledger {args.ledger}: seat {args.release} has no active hold"
+                + did_you_mean(args.release, held)
+            )
         print(f"released the hold of {args.release}")
         return 0
     with open_ledger(args.ledger, readonly=True) as ledger:

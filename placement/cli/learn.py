@@ -13,6 +13,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from placement.cli.names import did_you_mean, names
 from placement.cli.sources import add_catalogue_argument, load_catalogue_argument
 from seats.errors import BadInputError
 from seats.units import format_bytes
@@ -23,16 +24,22 @@ DESCRIPTION = (
     "print the engine.profile block to paste under the seat's engine: weights, non_kv, "
     "kv_bytes_per_token and max_model_len, each with the line it came from. vLLM prints GiB "
     "to 0.01; token counts and byte counts are exact and preferred. Exit 2 when the log lacks "
-    "a line, naming the line it looked for."
+    "a line, naming the line it looked for. --config DIR reads a model folder instead: "
+    "kv_bytes_per_token and max_model_len from config.json, weights from the safetensors headers."
 )
 MAX_LOG_BYTES = 64 * 1024 * 1024
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """SEAT --vllm-log FILE|- [--catalogue F] [--json]."""
+    """SEAT (--vllm-log FILE|- | --config DIR) [--catalogue F] [--json]."""
     parser.add_argument("seat", metavar="SEAT", help="a seat of the catalogue")
-    parser.add_argument(
-        "--vllm-log", required=True, metavar="FILE", help="vLLM's start-up log, or - for stdin"
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--vllm-log", metavar="FILE", help="vLLM's start-up log, or - for stdin")
+    source.add_argument(
+        "--config",
+        metavar="DIR",
+        help="a model folder: kv_bytes_per_token and max_model_len from its config.json, "
+        "weights from its *.safetensors headers",
     )
     add_catalogue_argument(parser)
     parser.add_argument("--json", action="store_true", help="the profile and its sources as JSON")
@@ -58,7 +65,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         seat = catalogue.seat(args.seat)
     except KeyError:
-        raise BadInputError(f"no seat {args.seat!r} in {args.catalogue}") from None
+        close = did_you_mean(args.seat, names(catalogue, "seats"))
+        raise BadInputError(f"no seat {args.seat!r} in {args.catalogue}{close}") from None
+    if args.config is not None:
+        from placement.cli.learn_config import run_config
+
+        return run_config(seat, Path(args.config), as_json=args.json)
     lines, source = _read(args.vllm_log)
     util = seat.engine.gpu_memory_utilization
     host = catalogue.hosts.get(seat.host) if seat.host else None

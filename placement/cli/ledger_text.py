@@ -135,7 +135,28 @@ def _seat_table(host: HostView) -> str:
             ]
         )
     headers = ["seat", "cards", "state", "declared", "observed", "observed − declared", "status"]
-    return table(rows, headers, ["left", "left", "left", "right", "right", "right", "left"])
+    text = table(rows, headers, ["left", "left", "left", "right", "right", "right", "left"])
+    return "\n".join([text, *_profile_lines(host)])
+
+
+def _profile_lines(host: HostView) -> list[str]:
+    """Each profiled seat's breakdown per card, beside what the catalogue declares and NVML saw."""
+    lines = []
+    for seat in host.seats:
+        if seat.profile is None:
+            continue
+        cards = len(seat.cards) or 1
+        observed = (
+            f", observed {format_mib(seat.observed_bytes // cards)}"
+            if seat.observed_bytes is not None and seat.status == "present"
+            else ""
+        )
+        lines.append(
+            f"profile {seat.seat}: {seat.profile.parts()} = "
+            f"{format_mib(seat.profile.total_bytes)} per card (declared "
+            f"{format_mib(seat.declared_bytes // cards)}{observed})"
+        )
+    return lines
 
 
 def _short(text: str | None, width: int = 72) -> str:

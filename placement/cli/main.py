@@ -1,8 +1,9 @@
 """The `gpuplan` command line: a thin shell over the library (STYLE.md).
 
 Each subcommand lives in `placement/cli/<name>.py` with `HELP`, `add_arguments(parser)`
-and `run(args) -> int`; heavy imports (pulp, matplotlib, NVML) happen inside `run`, so
-`gpuplan --help` stays fast. Only `GpuplanError` is caught; `--debug` shows its traceback.
+and `run(args) -> int`; heavy imports (pulp, matplotlib, NVML) happen inside `run`, and a
+named command imports its own module alone (a `check` in a deploy script runs on every
+deploy). Only `GpuplanError` is caught; `--debug` shows its traceback.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from importlib import metadata
 from types import ModuleType
 
 from seats.errors import Exit, GpuplanError
@@ -33,6 +33,7 @@ COMMANDS: tuple[str, ...] = (
     "alerts",
     "learn",
     "schema",
+    "completion",
 )
 
 
@@ -61,14 +62,46 @@ class _Parser(argparse.ArgumentParser):
 
 def version() -> str:
     """The installed gpuplan's version (the source tree's when run uninstalled)."""
+    # importlib.metadata costs ~30 ms to import: only `--version` pays it.
+    from importlib import metadata
+
     try:
         return metadata.version("gpuplan")
     except metadata.PackageNotFoundError:
         return "0+unknown"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole argument parser, one subparser per command module."""
+class _Version(argparse.Action):
+    """`--version`, reading the installed version only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(f"gpuplan {version()}")  # on stdout, as argparse's own version action
+        parser.exit()
+
+
+def named_command(words: Sequence[str]) -> str | None:
+    """The command a command line runs, when it names one and asks for no top-level help.
+
+    The only top-level options are flags (`--debug`, `--version`, `--help`), so the first
+    word that is not an option is the command.
+    """
+    for word in words:
+        if word in ("-h", "--help"):
+            return None
+        if not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser: one subparser per command module, or `only`'s alone.
+
+    Without `only` every command module is imported (`gpuplan --help` lists them all with
+    their HELP, and an unknown command is told every choice); a missing module fails loudly.
+    """
     parser = _Parser(
         prog="gpuplan",
         description="GPU placement planner and capacity ledger: where does a seat go, "
@@ -76,9 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok/pass, 1 refused, 2 bad input, 3 cannot decide.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks of gpuplan errors")
-    parser.add_argument("--version", action="version", version=f"gpuplan {version()}")
+    parser.add_argument("--version", action=_Version, help="show program's version number and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
+    for name in COMMANDS if only is None else (only,):
         module = _module(name)
         command = sub.add_parser(
             name, help=module.HELP, description=getattr(module, "DESCRIPTION", module.HELP)
@@ -100,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one `gpuplan` command and return its exit code."""
     words = list(sys.argv[1:] if argv is None else argv)
     wants_json = "--json" in words
-    parser = build_parser()
+    parser = build_parser(named_command(words))
     try:
         args = parser.parse_args(words)
     except UsageError as exc:

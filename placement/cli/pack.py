@@ -10,6 +10,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
+from placement.cli import notice
 from placement.cli.sources import add_catalogue_argument, load_catalogue_argument
 from seats.errors import BadInputError
 from seats.units import ByteSizeError, parse_bytes
@@ -102,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
         raise BadInputError(f"--time-limit must be positive, got {args.time_limit:g}")
     catalogue = load_catalogue_argument(args)
     card_bytes, origin = card_bytes_argument(args)
+    notice.pack_notice(catalogue, args.time_limit)
     result = pack_seats(catalogue, card_bytes, solver=args.solver, time_limit=args.time_limit)
     if args.json:
         # card_bytes is a CUDA total: cuda_total_bytes names it as every other JSON does.

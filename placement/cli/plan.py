@@ -12,6 +12,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from placement.cli import notice
 from placement.cli.sources import (
     add_catalogue_argument,
     add_source_arguments,
@@ -35,10 +36,10 @@ HELP = "place planned seats on the cards: where, with which flags, or why not"
 DESCRIPTION = (
     "Place every `planned` seat of the catalogue and every seat of each --add file on the "
     "cards of the snapshot(s): an integer program proposes, the exact-bytes verifier decides. "
-    "Prints the cards before and after, the engine flags for each placed seat, and every "
-    "binding rule for each refused one. With a catalogue only its hosts are used; a seat that "
-    "depends on an unusable host (absent, stale, incomplete …) is unknown. Exit 0 all placed, "
-    "1 any refused, 2 bad input, 3 any unknown or cannot decide."
+    "Prints the cards before and after, the engine flags for each placed seat, and for each "
+    "refused one its tightest three cards with a count per rule (--explain all: every card). "
+    "With a catalogue only its hosts are used; a seat that depends on an unusable host (absent, stale, incomplete …) is unknown. "
+    "Exit 0 all placed, 1 any refused, 2 bad input, 3 any unknown or cannot decide."
 )
 
 
@@ -93,6 +94,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="solver time limit in seconds (default 10); a time-limited answer says so",
     )
+    parser.add_argument(
+        "--explain",
+        choices=("summary", "all"),
+        default="summary",
+        help="a refused seat: its tightest three cards and a count per rule (default), "
+        "or every card with every rule (all)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON (schema 1, raw byte ints)")
 
 
@@ -110,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
     adds: list[tuple[str, Seat]] = []
     for path in args.add:
         adds.extend((path, seat) for seat in load_add_file(path))
+    notice.plan_notice(catalogue, snapshots, adds, args.time_limit)
     result = plan(
         catalogue,
         snapshots,
@@ -123,11 +132,13 @@ def run(args: argparse.Namespace) -> int:
     if args.ledger:
         _record(args.ledger, catalogue, result, adds, now)
     if args.json:
-        print(json.dumps({**result.to_json(), **cards.hosts_json()}, indent=2))
+        print(json.dumps({**result.to_json(args.explain), **cards.hosts_json()}, indent=2))
     else:
         hosts = cards.hosts_lines()
         sys.stdout.write("".join(f"{line}\n" for line in hosts) + ("\n" if hosts else ""))
-        sys.stdout.write(render_plan(result, cards.origins, time.perf_counter() - started))
+        sys.stdout.write(
+            render_plan(result, cards.origins, time.perf_counter() - started, args.explain)
+        )
     return {"pass": Exit.OK, "refuse": Exit.REFUSED}.get(result.verdict, Exit.CANNOT_DECIDE)
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from inventory.snapshot import format_utc
 from placement.cli.render import b, gib, reason_figures, table
 from placement.fit.verdict import Reason, Verdict
+from placement.plan.explain import SUMMARY_PLACES, Summary, summarise
 from placement.plan.planner import CardRow, PlanResult
 
 _CARD_HEADERS = ("card", "used / total", "free", "free after", "held", "plannable → after", "seats")
@@ -103,9 +104,28 @@ def _reason_line(reason: Reason, multi_host: bool) -> str:
     return f"  {card:<8} {reason.rule:<9} {figures or reason.text}"
 
 
-def _verdict_lines(verdict: Verdict, multi_host: bool) -> list[str]:
-    """PLACED with its cards and flags, or REFUSED with every binding rule and the nearest change."""
+def _counts_line(summary: Summary) -> str:
+    """How many places each rule binds on, after the tightest few shown above it."""
+    counts = ", ".join(
+        f"{rule} on {count} {'host' if rule == 'host' else 'card'}{'' if count == 1 else 's'}"
+        for rule, count in summary.counts.items()
+    )
+    shown = len({(r.host, r.card) for r in summary.reasons})
+    places = "cards" if "host" not in summary.counts else "cards or hosts"
+    return (
+        f"  … the tightest {shown} of {summary.places} {places}; in all: {counts} "
+        "(--explain all lists every one)"
+    )
+
+
+def _verdict_lines(verdict: Verdict, multi_host: bool, explain: str = "all") -> list[str]:
+    """PLACED with its cards and flags, or REFUSED with its binding rules and the nearest change.
+
+    `explain="summary"`: a refusal on more than three places shows the tightest three and
+    a count per rule; "all" shows every card with every rule.
+    """
     out: list[str] = []
+    summary = summarise(verdict) if explain == "summary" and not verdict.passed else None
     if verdict.passed:
         cards = ", ".join(str(c) for c in verdict.cards)
         label = "cards" if len(verdict.cards) > 1 else "card"
@@ -116,17 +136,31 @@ def _verdict_lines(verdict: Verdict, multi_host: bool) -> list[str]:
         out.extend(f"  {reason.text}" for reason in verdict.reasons)
     else:
         out.append(f"REFUSED  {verdict.seat} ({b(verdict.need_bytes)}): {headline(verdict)}")
-        out.extend(_reason_line(reason, multi_host) for reason in verdict.reasons)
+        reasons = summary.reasons if summary is not None else verdict.reasons
+        out.extend(_reason_line(reason, multi_host) for reason in reasons)
+        if summary is not None:
+            out.append(_counts_line(summary))
         if verdict.nearest:
-            out.append("  nearest: " + " · or ".join(verdict.nearest))
-    out.extend(f"  warning: {warning}" for warning in verdict.warnings)
+            out.append("  nearest: " + " · or ".join(_first(verdict.nearest, summary, "more")))
+    warnings = _first(verdict.warnings, summary, "more warnings")
+    out.extend(f"  warning: {warning}" for warning in warnings)
     return out
 
 
+def _first(texts: Sequence[str], summary: Summary | None, more: str) -> Sequence[str]:
+    """All of `texts`, or under a summary its first three and how many more there are."""
+    if summary is None or len(texts) <= SUMMARY_PLACES:
+        return texts
+    return [*texts[:SUMMARY_PLACES], f"{len(texts) - SUMMARY_PLACES} {more} (--explain all)"]
+
+
 def render_plan(
-    result: PlanResult, origins: Mapping[str, str] | None = None, seconds: float | None = None
+    result: PlanResult,
+    origins: Mapping[str, str] | None = None,
+    seconds: float | None = None,
+    explain: str = "summary",
 ) -> str:
-    """The whole text answer of `gpuplan plan`."""
+    """The whole text answer of `gpuplan plan`; `explain` as `_verdict_lines` takes it."""
     origins = origins or {}
     multi_host = len(result.snapshots) > 1
     out: list[str] = []
@@ -139,7 +173,7 @@ def render_plan(
         out.append(card_table(rows))
     out.append("")
     for verdict in result.verdicts:
-        out.extend(_verdict_lines(verdict, multi_host))
+        out.extend(_verdict_lines(verdict, multi_host, explain))
     if result.moves:
         out.append("")
         out.append("MOVES (in this order; every step verified):")

@@ -146,12 +146,15 @@ def _from_prometheus(args: argparse.Namespace, catalogue: Catalogue | None) -> i
     for problem in fleet.problems:
         print(f"warning: {problem.text}", file=sys.stderr)
     snapshots = [*fleet.snapshots, *fleet.stale]
+    known = [s.host for s in snapshots]
     if args.host is not None:
         snapshots = [s for s in snapshots if s.host == args.host]
     if not snapshots:
+        from placement.cli.names import did_you_mean
         from seats.errors import CannotDecideError
 
-        raise CannotDecideError(f"Prometheus at {args.prometheus} gives no host to record")
+        which = f" named {args.host}{did_you_mean(args.host, known)}" if args.host else ""
+        raise CannotDecideError(f"Prometheus at {args.prometheus} gives no host{which} to record")
     for snapshot in sorted(snapshots, key=lambda s: s.host):
         if catalogue is not None:
             snapshot = attribute(snapshot, catalogue)
@@ -192,6 +195,7 @@ def _take(source: NvmlSource | None, host: str | None, catalogue: Catalogue | No
     from placement.cli.sources import utc_now
 
     name = host or default_host(catalogue)
+    _warn_unknown_host(name, catalogue)
     if source is not None:
         snapshot = take_snapshot(source, utc_now(), name, catalogue=catalogue)
     else:
@@ -236,6 +240,19 @@ def _write(args: argparse.Namespace, snapshot: Snapshot, *, polling: bool) -> No
             print(_line(snapshot), flush=True)
         if stored:
             print(stored, flush=True)
+
+
+def _warn_unknown_host(name: str, catalogue: Catalogue | None) -> None:
+    """A --host the catalogue does not know is recorded as given, but said (plan ignores it)."""
+    from placement.cli.names import did_you_mean
+
+    if catalogue is not None and name not in catalogue.hosts:
+        print(
+            f"warning: {name} is not a host of the catalogue"
+            f"{did_you_mean(name, list(catalogue.hosts))}; recorded under {name}, "
+            "which plan and check ignore",
+            file=sys.stderr,
+        )
 
 
 def _warn_pid_namespace(snapshot: Snapshot) -> None:

@@ -359,23 +359,42 @@ def _ledger(path: str, max_age: timedelta | None, now: datetime, *, strict: bool
     return Cards(tuple(fresh), {s.host: origin for s in fresh}, unusable)
 
 
+def _warn_old(old: list[tuple[str, Snapshot]], now: datetime) -> None:
+    """One warning for the snapshots older than the default age: by file alone, by host when many.
+
+    A fleet read from a directory of old snapshots would otherwise say it once per host.
+    """
+    if len(old) == 1:
+        path, snapshot = old[0]
+        print(
+            f"warning: snapshot {path} is {_age_text(now - snapshot.taken_at)} old; deciding on it anyway "
+            "(pass --max-age to refuse)",
+            file=sys.stderr,
+        )
+    elif old:
+        hosts = ", ".join(f"{s.host} ({_age_text(now - s.taken_at)})" for _, s in old)
+        print(
+            f"warning: {len(old)} snapshots older than {_age_text(DEFAULT_MAX_AGE)}: {hosts}; "
+            "deciding on them anyway (pass --max-age to refuse)",
+            file=sys.stderr,
+        )
+
+
 def _files(paths: tuple[str, ...], max_age: timedelta | None, now: datetime) -> Cards:
     if not paths:
         raise BadInputError("no cards to read: pass --snapshot FILE, --live or --ledger DB")
     snapshots: list[Snapshot] = []
     origins: dict[str, str] = {}
+    old: list[tuple[str, Snapshot]] = []
     for path in _expand(list(paths)):
         snapshot = load_snapshot(path)
         if max_age is not None:
             check_age(snapshot, now, max_age, path)
         elif now - snapshot.taken_at > DEFAULT_MAX_AGE:
-            print(
-                f"warning: snapshot {path} is {_age_text(now - snapshot.taken_at)} old; deciding on it anyway "
-                "(pass --max-age to refuse)",
-                file=sys.stderr,
-            )
+            old.append((path, snapshot))
         snapshots.append(snapshot)
         origins.setdefault(snapshot.host, path)
+    _warn_old(old, now)
     hosts = [s.host for s in snapshots]
     duplicates = {h for h in hosts if hosts.count(h) > 1}
     if duplicates:

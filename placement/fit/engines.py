@@ -8,10 +8,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from decimal import Decimal
-from fractions import Fraction
 from functools import lru_cache
 from typing import Literal
 
+from placement.fit.resident_sum import request_bytes
 from seats.model import Engine, Seat
 
 Gating = Literal["gated", "unbounded", "none"]
@@ -50,8 +50,7 @@ def requested_bytes(util: Decimal, cuda_total: int) -> int:
 
     Cached: a fleet asks it for few distinct (util, card size) pairs, each many times.
     """
-    product = Fraction(util) * cuda_total
-    return -(-product.numerator // product.denominator)
+    return request_bytes(util, cuda_total)
 
 
 def passes_gate(gate_free_bytes: int, requested: int) -> bool:

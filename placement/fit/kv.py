@@ -8,6 +8,7 @@ max_model_len. Everything here is per card, in exact integer bytes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -17,6 +18,7 @@ from placement.fit.engines import (
     requested_bytes,
     smallest_util_covering,
 )
+from placement.fit.resident_sum import leftover_kv_bytes, resident_bytes
 from placement.fit.state import CardState
 from placement.fit.verdict import Reason
 from seats.model import Profile, Seat
@@ -40,7 +42,9 @@ def kv_cache_bytes(
         return pinned_bytes
     if util is None:
         return None
-    return requested_bytes(util, cuda_total) - profile.weights_bytes - profile.non_kv_bytes
+    return leftover_kv_bytes(
+        requested_bytes(util, cuda_total), profile.weights_bytes, profile.non_kv_bytes
+    )
 
 
 def kv_tokens(kv_bytes: int, kv_bytes_per_token: int) -> int:
@@ -64,19 +68,83 @@ def util_target_bytes(seat: Seat) -> int:
     return profile.weights_bytes + profile.non_kv_bytes + sequence_bytes(profile)
 
 
-def profile_resident_bytes(
-    seat: Seat, util: Decimal | None, cuda_total: int, cuda_context: int
-) -> int | None:
-    """weights + non_kv + KV bytes + cuda_context: what the profile says the seat holds on a card."""
+def _profile_kv(seat: Seat, util: Decimal | None, cuda_total: int) -> tuple[Profile, int] | None:
+    """The seat's profile and the KV bytes it gets on a card; None without a profile or a size."""
     profile = profile_of(seat)
     if profile is None:
         return None
     kv = kv_cache_bytes(
         profile, pinned_bytes=seat.engine.kv_cache_bytes, util=util, cuda_total=cuda_total
     )
-    if kv is None:
+    return None if kv is None else (profile, kv)
+
+
+def profile_resident_bytes(
+    seat: Seat, util: Decimal | None, cuda_total: int, cuda_context: int
+) -> int | None:
+    """weights + non_kv + KV bytes + cuda_context: what the profile says the seat holds on a card."""
+    found = _profile_kv(seat, util, cuda_total)
+    if found is None:
         return None
-    return profile.weights_bytes + profile.non_kv_bytes + max(0, kv) + cuda_context
+    profile, kv = found
+    return resident_bytes(
+        weights=profile.weights_bytes, non_kv=profile.non_kv_bytes, kv=kv, cuda_context=cuda_context
+    )
+
+
+@dataclass(frozen=True)
+class ProfileResident:
+    """What a profile says a seat holds on one card, part by part."""
+
+    weights_bytes: int
+    non_kv_bytes: int
+    kv_bytes: int
+    cuda_context_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        """weights + non_kv + KV bytes + cuda_context."""
+        return self.weights_bytes + self.non_kv_bytes + self.kv_bytes + self.cuda_context_bytes
+
+    def parts(self) -> str:
+        """`weights 7.42 GiB + non_kv 1.32 GiB + KV 2.00 GiB + cuda_context 1.16 GiB`."""
+        return (
+            f"weights {format_bytes(self.weights_bytes)} + non_kv {format_bytes(self.non_kv_bytes)}"
+            f" + KV {format_bytes(self.kv_bytes)} + cuda_context "
+            f"{format_bytes(self.cuda_context_bytes)}"
+        )
+
+
+def profile_resident(
+    seat: Seat, util: Decimal | None, cuda_total: int, cuda_context: int
+) -> ProfileResident | None:
+    """The profile's resident on a card; None without a profile or a KV size (unbounded)."""
+    total = profile_resident_bytes(seat, util, cuda_total, cuda_context)
+    profile = profile_of(seat)
+    if total is None or profile is None:
+        return None
+    kv = total - profile.weights_bytes - profile.non_kv_bytes - cuda_context
+    return ProfileResident(profile.weights_bytes, profile.non_kv_bytes, kv, cuda_context)
+
+
+def profile_resident_warning(
+    seat: Seat, util: Decimal | None, states: Sequence[CardState], cuda_context: int
+) -> str | None:
+    """A declared resident below what the profile says the seat holds: both figures, and the parts."""
+    worst: tuple[ProfileResident, int] | None = None
+    for state in states:
+        found = profile_resident(seat, util, state.cuda_total_bytes, cuda_context)
+        if found is not None and (worst is None or found.total_bytes > worst[0].total_bytes):
+            worst = (found, state.card.index)
+    if worst is None or worst[0].total_bytes <= seat.resident_bytes:
+        return None
+    found, card = worst
+    return (
+        f"{seat.name}: declared resident {format_bytes(seat.resident_bytes)} is below the "
+        f"{format_bytes(found.total_bytes)} its profile implies on card {card} ({found.parts()}): "
+        "the seat will hold more than the catalogue counts for it; raise resident to "
+        f"{found.total_bytes:,} B"
+    )
 
 
 @dataclass(frozen=True)
@@ -96,14 +164,10 @@ class KvCapacity:
 
 def kv_capacity(seat: Seat, util: Decimal | None, cuda_total: int) -> KvCapacity | None:
     """The KV cache a seat gets on a card of CUDA total `cuda_total`; None without a profile or a size."""
-    profile = profile_of(seat)
-    if profile is None:
+    found = _profile_kv(seat, util, cuda_total)
+    if found is None:
         return None
-    kv = kv_cache_bytes(
-        profile, pinned_bytes=seat.engine.kv_cache_bytes, util=util, cuda_total=cuda_total
-    )
-    if kv is None:
-        return None
+    profile, kv = found
     return KvCapacity(
         kv_bytes=kv,
         tokens=kv_tokens(kv, profile.kv_bytes_per_token),

@@ -18,7 +18,7 @@ from placement.fit.engines import GateRule, format_util, passes_gate, requested_
 from placement.fit.kv import kv_capacity_reason
 from placement.fit.room import fits_room
 from placement.fit.state import CardState
-from placement.fit.verdict import Reason, host_reason
+from placement.fit.verdict import Reason, Rule, host_reason
 from seats.model import Seat
 from seats.units import GiB, format_bytes
 
@@ -94,31 +94,36 @@ def error_reason(card: Card, host: str) -> Reason | None:
 
 def reserve_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | None:
     """Rule `reserve`: the seat does not fit, and reserves it is not for hold bytes here."""
-    if fits_room(need_bytes, state.room_bytes) or not state.reserve_held_bytes:
+    if not state.reserve_held_bytes:
         return None
-    return Reason(
-        rule="reserve",
-        card=state.card.index,
-        need_bytes=need_bytes,
-        room_bytes=state.room_bytes,
-        short_bytes=need_bytes - state.room_bytes,
-        text=f"{b(state.reserve_held_bytes)} held for {', '.join(dict.fromkeys(state.reserve_for))} "
-        f"({', '.join(state.reserve_names)})",
-        host=host,
+    text = (
+        f"{b(state.reserve_held_bytes)} held for {', '.join(dict.fromkeys(state.reserve_for))} "
+        f"({', '.join(state.reserve_names)})"
     )
+    return _held_reason("reserve", text, need_bytes=need_bytes, state=state, host=host)
 
 
 def hold_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | None:
     """Rule `hold`: the seat does not fit, and other approved deploys' holds take bytes here."""
-    if fits_room(need_bytes, state.room_bytes) or not state.hold_held_bytes:
+    if not state.hold_held_bytes:
+        return None
+    text = "; ".join(state.hold_notes)
+    return _held_reason("hold", text, need_bytes=need_bytes, state=state, host=host)
+
+
+def _held_reason(
+    rule: Rule, text: str, *, need_bytes: int, state: CardState, host: str
+) -> Reason | None:
+    """A `reserve` or `hold` reason: bytes others were promised bind where the seat is short."""
+    if fits_room(need_bytes, state.room_bytes):
         return None
     return Reason(
-        rule="hold",
+        rule=rule,
         card=state.card.index,
         need_bytes=need_bytes,
         room_bytes=state.room_bytes,
         short_bytes=need_bytes - state.room_bytes,
-        text="; ".join(state.hold_notes),
+        text=text,
         host=host,
     )
 

@@ -26,7 +26,7 @@ from placement.fit.engines import (
     requested_bytes,
     smallest_util_covering,
 )
-from placement.fit.kv import kv_fixes, util_target_bytes
+from placement.fit.kv import kv_fixes, profile_resident_warning, util_target_bytes
 from placement.fit.rules import (
     b,
     card_reasons,
@@ -388,6 +388,10 @@ def judge(
     # A host without cuda_context is said once per run, by fit.consistency.check_snapshot.
     states = _states(catalogue, snapshot, seat, usable, others, mode, state_cache)
     chosen = _chosen_util(seat, rule, states, ctx, out)
+    # A proposed util makes the request the resident already: only a declared figure can fall short.
+    if rule.source != "proposed" or kv_bytes(seat) is not None:
+        warning = profile_resident_warning(seat, chosen, states, ctx)
+        out.warnings.extend([warning] if warning else [])
     for state in states:
         _judge_card(seat, rule, chosen, state, host, out)
     gated = seat.engine.kind == "vllm" and rule.gating == "gated"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from placement.fit.verdict import Reason, Verdict, host_reason
 from placement.fit.verify import CardStates, Placement, judge
@@ -30,25 +30,107 @@ class _Explanation:
     fragment_room: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
 
+# The name a class's representative is explained under: no catalogue or YAML name holds a NUL,
+# so putting each seat's own name back into the texts is exact.
+_STAND_IN = "\x00seat\x00"
+
+
+@dataclass
+class ExplainClasses:
+    """Explanations shared by interchangeable refused seats, beside one set of placements.
+
+    Two seats that differ only in name and priority meet every card alike when nothing on
+    the fleet names them (no reserve is for them, no process is theirs, the catalogue does
+    not declare them): the verifier reads a seat's name only for those. Such a seat is
+    explained once per class, under a stand-in name, and each seat of the class gets that
+    explanation with its own name put back. Every other seat is explained on its own.
+    """
+
+    named: frozenset[str]
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, problem: Problem) -> ExplainClasses:
+        """The names the fleet refers to (those seats are never pooled)."""
+        named = {seat.name for seat in problem.catalogue.seats}
+        named.update(name for reserve in problem.catalogue.reserves for name in reserve.for_)
+        named.update(
+            process.seat
+            for snapshot in problem.snapshots
+            for card in snapshot.cards
+            for process in card.processes
+            if process.seat is not None
+        )
+        return cls(frozenset(named))
+
+    def key(self, seat: Seat) -> str | None:
+        """The seat's class: everything the verifier reads of it but its name; None when named."""
+        if seat.name in self.named or "\x00" in seat.name:
+            return None
+        return seat.model_dump_json(exclude={"name", "priority"})
+
+
 def explain_refusal(
     problem: Problem,
     new: NewSeat,
     placements: Sequence[Placement],
     failed: Verdict | None = None,
     state_cache: CardStates | None = None,
+    classes: ExplainClasses | None = None,
 ) -> Verdict:
     """Why `new` is not placed: every card of every host it may use, with every binding rule.
 
     `state_cache`: one dict shared by the calls that explain seats beside the same
     `placements` (see `judge`); the cards' states are then worked out once, not per seat.
+    `classes`: likewise shared, so interchangeable seats are explained once (ExplainClasses).
+    `failed`: the verifier's own refusal of the seat, said first.
     """
     seat = new.seat
-    out = _Explanation(
-        reasons=list(failed.reasons) if failed is not None else [],
-        nearest=[(0, text) for text in failed.nearest] if failed else [],
-        warnings=list(failed.warnings) if failed is not None else [],
-        need=seat.resident_bytes,
+    key = classes.key(seat) if classes is not None else None
+    if classes is None or key is None:
+        alone = _explain(problem, seat, placements, state_cache)
+    else:
+        shared = classes.verdicts.get(key)
+        if shared is None:
+            stand_in = seat.model_copy(update={"name": _STAND_IN})
+            shared = classes.verdicts[key] = _explain(problem, stand_in, placements, state_cache)
+        alone = _renamed(shared, seat.name)
+    if failed is None:
+        return alone
+    return replace(
+        alone,
+        reasons=(*failed.reasons, *alone.reasons),
+        warnings=tuple(dict.fromkeys((*failed.warnings, *alone.warnings))),
+        # The verifier's own changes come first, as the nearest (they bind where it was put).
+        nearest=tuple(dict.fromkeys((*failed.nearest, *alone.nearest))),
     )
+
+
+def _renamed(verdict: Verdict, name: str) -> Verdict:
+    """A class's explanation with the stand-in name replaced by the seat's own."""
+
+    def put(text: str) -> str:
+        return text.replace(_STAND_IN, name)
+
+    return replace(
+        verdict,
+        seat=name,
+        reasons=tuple(
+            replace(r, text=put(r.text)) if _STAND_IN in r.text else r for r in verdict.reasons
+        ),
+        warnings=tuple(map(put, verdict.warnings)),
+        nearest=tuple(map(put, verdict.nearest)),
+    )
+
+
+def _explain(
+    problem: Problem,
+    seat: Seat,
+    placements: Sequence[Placement],
+    state_cache: CardStates | None,
+) -> Verdict:
+    """The explanation of one seat on every card of every host it may use."""
+    out = _Explanation(reasons=[], nearest=[], warnings=[], need=seat.resident_bytes)
     hosts = [s.host for s in problem.snapshots if seat.host in (None, s.host)]
     if seat.host is not None and seat.host not in hosts:
         out.reasons.append(
@@ -196,3 +278,52 @@ def _blocked_by(
                 candidate.host,
             )
     return None
+
+
+# A crowded fleet refuses a seat on hundreds of cards: say the tightest few, count the rest.
+SUMMARY_PLACES = 3
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A refusal cut short: the reasons of its tightest places, and every rule's count."""
+
+    reasons: tuple[Reason, ...]
+    # rule → on how many places (cards; hosts for rule `host`) it binds, most first.
+    counts: dict[str, int]
+    places: int
+
+
+def summarise(verdict: Verdict, keep: int = SUMMARY_PLACES) -> Summary | None:
+    """The `keep` tightest cards or hosts of a refusal; None when it names at most one more.
+
+    A place is a card (or a host, for a reason on no card). Tightest: the fewest bytes short
+    on the rule that binds most there; a place where a rule without bytes binds (exclusive,
+    unbounded, error, host …) comes after every place that bytes would free. The reasons
+    kept are the verdict's own, in its order; a seat's place where it fits alone but was
+    given away (room, no bytes short) counts as the tightest of all.
+    """
+    places: dict[tuple[str | None, int | None], list[Reason]] = defaultdict(list)
+    for reason in verdict.reasons:
+        places[(reason.host, reason.card)].append(reason)
+    if len(places) <= keep + 1:
+        # Three places and a line of counts would say no less in no fewer lines.
+        return None
+    order = sorted(places, key=lambda place: _tightness(places[place]))
+    chosen = set(order[:keep])
+    counts: dict[str, int] = defaultdict(int)
+    for here in places.values():
+        for rule in dict.fromkeys(r.rule for r in here):
+            counts[rule] += 1
+    return Summary(
+        reasons=tuple(r for r in verdict.reasons if (r.host, r.card) in chosen),
+        counts=dict(sorted(counts.items(), key=lambda item: -item[1])),
+        places=len(places),
+    )
+
+
+def _tightness(reasons: Sequence[Reason]) -> tuple[int, int]:
+    """(0, bytes short) where bytes would free the place, else (1, 0)."""
+    if any(r.short_bytes is None and r.rule != "room" for r in reasons):
+        return (1, 0)
+    return (0, max(r.short_bytes or 0 for r in reasons))

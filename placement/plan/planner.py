@@ -16,8 +16,9 @@ from placement.fit.verify import (
     CardStates,
     Placement,
 )
+from placement.plan.bound import LevelBound, level_bounds
 from placement.plan.cards import CardRow, card_rows
-from placement.plan.explain import explain_refusal
+from placement.plan.explain import SUMMARY_PLACES, ExplainClasses, explain_refusal, summarise
 from placement.plan.greedy import greedy_assignment
 from placement.plan.problem import (
     Problem,
@@ -46,6 +47,8 @@ class PlanResult:
     timings: dict[str, float] = field(default_factory=dict)
     moves: tuple[dict[str, Any], ...] = ()
     moves_note: str | None = None
+    # Per priority level, highest first: the most seats any placement could place there.
+    bounds: tuple[LevelBound, ...] = ()
 
     @property
     def optimal(self) -> bool:
@@ -59,8 +62,13 @@ class PlanResult:
             return "unknown"
         return "pass" if all(v.passed for v in self.verdicts) else "refuse"
 
-    def to_json(self) -> dict[str, Any]:
-        """DESIGN.md's `plan` JSON shape."""
+    def to_json(self, explain: str = "all") -> dict[str, Any]:
+        """DESIGN.md's `plan` JSON shape.
+
+        `explain="summary"`: a refusal on more than three cards or hosts keeps the reasons of
+        its tightest three, and `reason_counts` says on how many places each rule binds; its
+        `nearest` keeps the first three changes, `nearest_count` saying how many there are.
+        """
         return {
             "schema": 1,
             "verdict": self.verdict,
@@ -71,12 +79,35 @@ class PlanResult:
             "snapshots": [
                 {"host": s.host, "taken_at": format_utc(s.taken_at)} for s in self.snapshots
             ],
-            "seats": [v.to_json() for v in self.verdicts],
+            "seats": [_verdict_json(v, explain) for v in self.verdicts],
             "cards": [row.to_json() for row in self.cards],
             "moves": list(self.moves),
             "moves_note": self.moves_note,
             "warnings": list(self.warnings),
+            "bounds": [
+                {
+                    "priority": level.priority,
+                    "seats": level.seats,
+                    "bound": level.bound,
+                    "placed": level.placed,
+                    "gap": level.gap,
+                }
+                for level in self.bounds
+            ],
         }
+
+
+def _verdict_json(verdict: Verdict, explain: str) -> dict[str, Any]:
+    """A seat's VERDICT; a long refusal cut to its summary unless `explain` is "all"."""
+    data = verdict.to_json()
+    summary = summarise(verdict) if explain == "summary" and not verdict.passed else None
+    if summary is not None:
+        data["reasons"] = [reason.to_json() for reason in summary.reasons]
+        data["reason_counts"] = summary.counts
+        if len(verdict.nearest) > SUMMARY_PLACES:
+            data["nearest"] = list(verdict.nearest[:SUMMARY_PLACES])
+            data["nearest_count"] = len(verdict.nearest)
+    return data
 
 
 # Past this many eligible (seat, card) pairs, a greedy placement that already places every
@@ -145,6 +176,9 @@ def plan(
         if outcome.verdicts is not None and outcome.placements is not None:
             verdicts, placements, moves = outcome.verdicts, outcome.placements, outcome.steps
             moved_rows = outcome.cards
+    bound_started = time.perf_counter()
+    bounds = tuple(level_bounds(problem, (v.seat for v in verdicts if v.passed)))
+    timings["bound"] = time.perf_counter() - bound_started
     if unusable:
         from placement.plan.unusable import with_unknowns
 
@@ -165,6 +199,7 @@ def plan(
         timings=timings,
         moves=moves,
         moves_note=moves_note,
+        bounds=bounds,
     )
 
 
@@ -187,8 +222,6 @@ def _assign(
     warnings: list[str],
 ) -> _Found:
     """Greedy first; the integer program unless greedy provably places every placeable seat."""
-    from placement.plan.model import solve
-
     weights = priority_weights(problem.seats)
     # No placement places a seat that has no eligible card: the primary objective's bound.
     bound = score((n.name for n in problem.seats if problem.has_eligible_host(n.name)), weights)
@@ -205,6 +238,13 @@ def _assign(
             "the hole and tight-fit tie-breaks are the greedy placement's, not optimised"
         )
         return _Found("greedy", 0.0, greedy, bound)
+    if score(greedy, weights) >= bound and all(_only_placement(problem, name) for name in greedy):
+        # Every placeable seat is placed, each where nothing else could take it: no other
+        # placement exists, so this one is optimal on every term; the solver is not needed.
+        return _Found("optimal", 0.0, greedy, bound)
+    # Imported only here: pulp and highspy cost more to import than a small plan takes.
+    from placement.plan.model import solve
+
     remaining = max(0.05, time_limit - (time.perf_counter() - started))
     solution = solve(problem, solver=solver, time_limit=remaining, initial=greedy)  # type: ignore[arg-type]
     timings["build"] = solution.build_s
@@ -228,6 +268,16 @@ def _assign(
     return found
 
 
+def _only_placement(problem: Problem, name: str) -> bool:
+    """True when the seat has exactly one eligible placement: one host, as many cards as it takes."""
+    hosts = problem.eligible_hosts(name)
+    if len(hosts) != 1:
+        return False
+    host = hosts[0]
+    cards = sum(1 for slot in problem.hosts[host] if (name, host, slot.index) in problem.need)
+    return cards == problem.seat(name).seat.card_count
+
+
 def _verdicts(
     problem: Problem,
     placements: Sequence[Placement],
@@ -238,10 +288,11 @@ def _verdicts(
     # The verifier's last round judged exactly these placements: its verdicts are the answer.
     accepted = {v.seat: v for v in last}
     states: CardStates = {}
+    classes = ExplainClasses.of(problem)
     return [
         accepted[new.name]
         if new.name in accepted
-        else explain_refusal(problem, new, placements, failed.get(new.name), states)
+        else explain_refusal(problem, new, placements, failed.get(new.name), states, classes)
         for new in problem.seats
     ]
 

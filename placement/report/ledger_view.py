@@ -6,9 +6,11 @@ Pure: catalogue + snapshots in, rows out; the per-card formulas are `placement.f
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from inventory.attribution import attribute
@@ -25,6 +27,7 @@ from placement.fit.capacity import (
     unexplained_bytes,
 )
 from placement.fit.consistency import check_snapshot
+from placement.fit.kv import ProfileResident, profile_resident
 from seats.model import Catalogue, Seat
 
 SCHEMA_VERSION = 1
@@ -79,6 +82,8 @@ class SeatRow:
     declared_bytes: int
     observed_bytes: int | None
     status: str  # present | absent | assumed | elsewhere | planned
+    # What the seat's engine.profile says it holds on one of its cards (None without one).
+    profile: ProfileResident | None = None
 
     @property
     def difference_bytes(self) -> int | None:
@@ -194,8 +199,27 @@ def _seat_rows(catalogue: Catalogue, snapshot: Snapshot) -> list[SeatRow]:
             continue
         if seat.host != snapshot.host and not (seat.host is None and seat.name in observed):
             continue
-        rows.append(_seat_row(seat, observed.get(seat.name)))
+        row = _seat_row(seat, observed.get(seat.name))
+        rows.append(_with_profile(catalogue, snapshot, seat, row))
     return rows
+
+
+def _with_profile(catalogue: Catalogue, snapshot: Snapshot, seat: Seat, row: SeatRow) -> SeatRow:
+    """The row with the profile's resident on the first of its cards that NVML read."""
+    if seat.engine.profile is None:
+        return row
+    by_index = {card.index: card for card in snapshot.cards if card.error is None}
+    indices = [i for i in (*row.cards, *row.observed_cards) if i in by_index]
+    if not indices:
+        return row
+    util = seat.engine.gpu_memory_utilization
+    found = profile_resident(
+        seat,
+        Decimal(repr(util)) if util is not None else None,
+        cuda_total(by_index[indices[0]]),
+        cuda_context_bytes(catalogue, snapshot.host),
+    )
+    return dataclasses.replace(row, profile=found)
 
 
 def _seat_row(seat: Seat, seen: dict[int, int] | None) -> SeatRow:
@@ -241,6 +265,7 @@ def ledger_json(view: LedgerView) -> dict[str, Any]:
                         "status": seat.status,
                         "state": seat.state,
                         "observed_cards": list(seat.observed_cards),
+                        "profile": _profile_json(seat.profile),
                     }
                     for seat in host.seats
                 ],
@@ -258,6 +283,19 @@ def ledger_json(view: LedgerView) -> dict[str, Any]:
             for host in view.hosts
         ],
         "warnings": view.warnings,
+    }
+
+
+def _profile_json(found: ProfileResident | None) -> dict[str, int] | None:
+    """The profile's parts on one card, in bytes (None without a profile)."""
+    if found is None:
+        return None
+    return {
+        "weights_bytes": found.weights_bytes,
+        "non_kv_bytes": found.non_kv_bytes,
+        "kv_bytes": found.kv_bytes,
+        "cuda_context_bytes": found.cuda_context_bytes,
+        "per_card_bytes": found.total_bytes,
     }
 
 

@@ -215,7 +215,13 @@ def _headline(report: Report) -> list[Block]:
             )
             out.append(
                 Table(
-                    ("card", "any seat (no gate)", "vLLM seat", "its util", "what binds next"),
+                    (
+                        "card",
+                        "any seat (no gate)",
+                        "vLLM seat, KV pinned",
+                        "its util",
+                        "what binds next",
+                    ),
                     rows,
                     numeric=frozenset({1, 2, 3}),
                 )

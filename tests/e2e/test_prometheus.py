@@ -386,3 +386,23 @@ def test_snapshot_records_the_fleet_from_prometheus_into_the_ledger(
     refused = gpuplan(*common, "--interval", "5")
     assert refused.returncode == 2
     assert "--prometheus reads a whole fleet once" in refused.stderr
+
+
+def test_holds_from_a_ledger_beside_cards_from_prometheus(
+    fleet: Fleet2, gpuplan: Callable[..., Ran], tmp_path: Path
+) -> None:
+    # Cards from Prometheus, holds from --ledger (DESIGN.md "Whole deploys"): fv-ml1's card 1
+    # has 5.32 GiB of room; a 3 GiB approval there leaves 2.32 GiB for the next check.
+    db = tmp_path / "deploys.sqlite"
+    for name in ("tts-a", "tts-b"):
+        (tmp_path / f"{name}.yaml").write_text(f"name: {name}\nhost: fv-ml1\nresident: 3 GiB\n")
+    common = ["--gpu", "1", "--catalogue", str(fleet.catalogue), "--prometheus", fleet.url]
+    first = gpuplan("check", "--add", str(tmp_path / "tts-a.yaml"), *common, "--ledger", str(db))
+    assert first.returncode == 0, first.stdout + first.stderr
+    second = gpuplan(
+        "check", "--add", str(tmp_path / "tts-b.yaml"), *common, "--ledger", str(db), "--json"
+    )
+    assert second.returncode == 1, second.stdout + second.stderr
+    reasons = json.loads(second.stdout)["reasons"]
+    assert [r["rule"] for r in reasons] == ["hold"]
+    assert "approved for tts-a" in reasons[0]["text"]

@@ -727,3 +727,42 @@ def test_a_whole_card_is_spelled_card(tmp_path: Path, spelling: str) -> None:
     with pytest.raises(CatalogueError, match="write the whole card as `card`") as caught:
         load_catalogue(path)
     assert caught.value.loc == "reserves[0].bytes"
+
+
+def test_nesting_a_whole_mebibyte_deep_is_refused_not_a_crash(tmp_path: Path) -> None:
+    # libyaml's parser is iterative, and its events are composed under our cap: no C recursion.
+    depth = (MAX_DOCUMENT_BYTES - 16) // 2
+    with pytest.raises(CatalogueError, match="nests deeper than 64 levels"):
+        load_catalogue(write(tmp_path, "hosts: " + "[" * depth + "]" * depth + "\n"))
+
+
+PARITY = [
+    (Path(__file__).resolve().parents[2] / "seats/catalogue/fv-ml1.yaml").read_text(),
+    "a: &x {b: [1, 2.5, null, true, '0.11']}\nc: *x\nd: {<<: *x, e: 2026-09-16}\n",
+    "hosts: &a [*a]\n",
+    "hosts: " + "[" * 100 + "]" * 100 + "\n",
+    "hosts: {a: 1, a: 2}\n",
+    "hosts: \x1f\n",
+    "x: !!python/object/apply:os.system [ls]\n",
+    "a: 1\n---\nb: 2\n",
+    "hosts: [unclosed\n  : : {\n",
+    BILLION_LAUGHS,
+]
+
+
+@pytest.mark.parametrize("text", PARITY, ids=range(len(PARITY)))
+def test_libyaml_and_pure_python_read_alike(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from seats import loader
+
+    def outcome() -> object:
+        try:
+            return read_yaml(text, "f.yaml")
+        except CatalogueError as exc:
+            if exc.msg.startswith("not valid YAML:"):
+                # libyaml words a syntax error its own way; the line it names is the same.
+                return ("syntax", exc.loc, exc.msg.rsplit("(", 1)[-1])
+            return ("error", exc.loc, exc.msg)
+
+    fast = outcome()
+    monkeypatch.setattr(loader, "_UniqueKeyLoader", loader._PureLoader)
+    assert outcome() == fast

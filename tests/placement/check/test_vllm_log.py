@@ -4,6 +4,7 @@ line) read back into a profile; prefixes of `docker compose logs`; the lines it 
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -150,3 +151,49 @@ def test_an_unknown_seat_is_exit_2(capsys: pytest.CaptureFixture[str], tmp_path:
         capsys, "nope", "--vllm-log", str(V0_11), "--catalogue", catalogue(tmp_path)
     )
     assert code == 2 and "no seat 'nope'" in err
+
+
+# Real logs of other versions, as far as the public threads quoted them (each file's first line
+# says what it lacks): each figure they hold is read, and learn names the line they lack.
+FRAGMENTS = {
+    "v0.10.2-arbor-prefixed.fragment.log": {"weights": int(Decimal("27.5185") * GiB)},
+    "v0.13.0-qwen3-8b-fp8.fragment.log": {
+        "version": (0, 13),
+        "weights": int(Decimal("8.8011") * GiB),
+    },
+    "v0.18.0-qwen3-8b-gguf-compose.fragment.log": {"version": (0, 18), "max_model_len": 16_384},
+    "v0.18-dev-qwen3.5-gguf.fragment.log": {
+        "kv": int(Decimal("6.9") * GiB),
+        "tokens": 89_760,
+        "max_model_len": 262_144,
+    },
+    "v0.24.0-qwen3.6-35b-a3b-nvfp4.fragment.log": {
+        "kv": int(Decimal("6.01") * GiB),
+        "tokens": 569_878,
+        "max_model_len": 131_072,
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(FRAGMENTS))
+def test_each_real_fragment_gives_its_figures(name: str) -> None:
+    figures = read_log((LOGS / name).read_text(encoding="utf-8").splitlines())
+    for field, expected in FRAGMENTS[name].items():
+        value = getattr(figures, field)
+        got = value if field == "version" else value.value
+        assert got == expected, (name, field)
+
+
+def test_a_gib_figure_printed_without_its_trailing_zero_is_still_to_the_hundredth() -> None:
+    # From 0.14 vLLM prints str(round(x, 2)): "6.9 GiB" is 6.90, not a figure to a tenth.
+    name = "v0.18-dev-qwen3.5-gguf.fragment.log"
+    figures = read_log((LOGS / name).read_text(encoding="utf-8").splitlines())
+    assert figures.kv is not None and figures.kv.precision == "0.01 GiB"
+
+
+def test_a_fragment_without_the_kv_lines_is_exit_2_naming_the_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    log = LOGS / "v0.13.0-qwen3-8b-fp8.fragment.log"
+    code, _, err = learn(capsys, "chat", "--vllm-log", str(log), "--catalogue", catalogue(tmp_path))
+    assert code == 2 and "Available KV cache memory: X GiB" in err

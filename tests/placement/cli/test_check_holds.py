@@ -252,3 +252,27 @@ def test_the_report_lists_holds_and_approvals_that_expired_unseen(
     assert cli_main.main(argv[:-1]) == 0
     text = capsys.readouterr().out
     assert "## Holds" in text and "Expired unseen." in text
+
+
+def test_a_held_card_that_then_errors_decides_nothing(
+    catalogue: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "l.sqlite"
+    assert cli_main.main(check(catalogue, db, "tts-0")) == 0
+    raw = json.loads(SNAPSHOT.read_text())
+    raw["cards"] = [
+        {"index": 1, "error": "GpuIsLost"} if c["index"] == 1 else c for c in raw["cards"]
+    ]
+    lost = tmp_path / "lost.json"
+    lost.write_text(json.dumps(raw))
+    argv = [
+        "check", "tts-1", "--gpu", "1", "--catalogue", str(catalogue),
+        "--snapshot", str(lost), "--ledger", str(db), "--json",
+    ]  # fmt: skip
+    capsys.readouterr()
+    assert cli_main.main(argv) == 3
+    data = json.loads(capsys.readouterr().out)
+    assert data["verdict"] == "unknown" and [r["rule"] for r in data["reasons"]] == ["error"]
+    # tts-0's approval still stands: nothing was decided on the lost card.
+    assert cli_main.main(["holds", "--ledger", str(db), "--json"]) == 0
+    assert [h["seat"] for h in json.loads(capsys.readouterr().out)["holds"]] == ["tts-0"]

@@ -103,3 +103,22 @@ def test_the_named_pin_holds_40960(capsys: pytest.CaptureFixture[str], tmp_path:
     code, out = check(capsys, tmp_path, 40_960, "--kv-cache-memory", "6039797759", "--json")
     assert code == 1
     assert [r["rule"] for r in json.loads(out)["reasons"]] == ["kv_capacity"]
+
+
+def test_a_resident_below_the_profile_is_a_warning_with_both_figures(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # 7600 MiB + 1.32 GiB + the 2 GiB pin + fv-ml1's cuda_context: ~12,183 MiB against 10,740 MiB.
+    code, out = check(capsys, tmp_path, 8_192, "--json")
+    assert code == 0
+    (warning,) = [w for w in json.loads(out)["warnings"] if "its profile implies" in w]
+    assert warning.startswith("vllm-voices: declared resident 10.49 GiB is below the 11.90 GiB")
+    assert "weights 7.42 GiB + non_kv 1.32 GiB + KV 2.00 GiB + cuda_context" in warning
+
+
+def test_a_resident_that_covers_the_profile_draws_no_warning(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out = check(capsys, tmp_path, 8_192, "--resident", "12 GiB", "--json")
+    assert code == 0
+    assert not [w for w in json.loads(out)["warnings"] if "its profile implies" in w]

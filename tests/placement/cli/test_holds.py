@@ -69,3 +69,10 @@ def test_a_missing_ledger_is_exit_3_and_not_created(
     missing = tmp_path / "none.sqlite"
     assert cli_main.main(["holds", "--ledger", str(missing), "--release", "x"]) == 3
     assert not missing.exists()
+
+
+def test_release_of_a_misspelt_seat_says_which_it_might_mean(
+    ledger_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli_main.main(["holds", "--ledger", str(ledger_path), "--release", "tts-b"]) == 2
+    assert "seat tts-b has no active hold; did you mean tts-a?" in capsys.readouterr().err

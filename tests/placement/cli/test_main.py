@@ -25,6 +25,7 @@ PRESENT = [
     "alerts",
     "learn",
     "schema",
+    "completion",
 ]
 
 
@@ -104,3 +105,58 @@ def test_python_dash_m_placement_is_gpuplan() -> None:
     )
     assert done.returncode == 0
     assert done.stdout.startswith("usage: gpuplan schema")
+
+
+@pytest.mark.parametrize(
+    ("words", "named"),
+    [
+        (["check", "s", "--gpu", "0"], "check"),
+        (["--debug", "plan", "--json"], "plan"),
+        (["demo-ledger"], "demo-ledger"),
+        (["--help", "plan"], None),
+        (["-h"], None),
+        ([], None),
+        (["plot", "plan"], None),
+    ],
+)
+def test_the_named_command_is_the_first_word_that_is_not_an_option(
+    words: list[str], named: str | None
+) -> None:
+    assert cli_main.named_command(words) == named
+
+
+def test_running_one_command_imports_no_other_command_module() -> None:
+    # A `check` in a deploy script runs on every deploy: it must not pay for the others.
+    code = (
+        "import sys\n"
+        "from placement.cli.main import main\n"
+        "main(['check', '--help'])\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('placement.cli.')\n"
+        "    or m.split('.')[0] in ('pulp', 'highspy', 'matplotlib', 'prometheus_client'))\n"
+        "print(' '.join(loaded), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    loaded = done.stderr.split()
+    assert "placement.cli.check" in loaded
+    for name in ("placement.cli.plan", "placement.cli.report", "pulp", "matplotlib"):
+        assert name not in loaded, loaded
+
+
+def test_version_is_read_only_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("gpuplan ")
+
+
+def test_plan_on_fv_ml1_imports_no_solver() -> None:
+    # First-fit's placement is the only one there: pulp (and highspy) are never imported.
+    code = (
+        "import sys\n"
+        "from placement.cli.main import main\n"
+        "code = main(['plan', '--catalogue', 'seats/catalogue/fv-ml1.yaml',\n"
+        "    '--snapshot', 'seats/catalogue/fv-ml1.snapshot.json', '--json'])\n"
+        "print(code, 'pulp' in sys.modules, 'highspy' in sys.modules, file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.stderr.split()[-3:] == ["0", "False", "False"], done.stderr
+    assert '"optimal": true' in done.stdout

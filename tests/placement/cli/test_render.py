@@ -68,10 +68,18 @@ def test_plan_and_check_say_the_same_figures_for_the_same_rule(rule: str) -> Non
     figures = reason_figures(reason)
     assert figures is not None
     assert _reason_line(reason, multi_host=False) == f"  card 1   {rule:<9} {figures}"
-    assert reason_line(reason) == f"  card 1  {rule:<9} {figures}  — the {rule} text"
+    assert reason_line(reason) == f"  card 1  {rule:<11} {figures}  — the {rule} text"
 
 
 def test_a_rule_without_figures_is_said_by_its_text_in_both() -> None:
     reason = _reason("exclusive", None, None)
     assert _reason_line(reason, multi_host=False) == "  card 1   exclusive the exclusive text"
-    assert reason_line(reason) == "  card 1  exclusive — the exclusive text"
+    assert reason_line(reason) == "  card 1  exclusive   — the exclusive text"
+
+
+def test_check_lines_up_the_figures_after_kv_capacity() -> None:
+    # The rule column fits "kv_capacity" (11): a gate line's figures start where its do.
+    gate = reason_line(_reason("gate"))
+    kv = reason_line(_reason("kv_capacity", None, None))
+    assert gate.index("requested") == len("  card 1  kv_capacity ")
+    assert kv.startswith("  card 1  kv_capacity — ")

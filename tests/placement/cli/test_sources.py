@@ -88,3 +88,15 @@ def test_ledger_labels_every_host_with_the_ledger(
     ]
     with pytest.raises(CannotDecideError, match="older than --max-age 15 min"):
         resolve_snapshots(source, None, TAKEN + timedelta(minutes=16))
+
+
+def test_old_files_of_many_hosts_warn_in_one_line_naming_each(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    paths = tuple(str(_copy_as(tmp_path, f"host-{i:03d}")) for i in range(3))
+    resolve_snapshots(SourceOptions(snapshots=paths), None, TAKEN + timedelta(hours=2))
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        "warning: 3 snapshots older than 15 min: host-000 (2.0 h), host-001 (2.0 h), "
+        "host-002 (2.0 h); deciding on them anyway (pass --max-age to refuse)"
+    ]

@@ -558,3 +558,46 @@ def test_explaining_with_shared_card_states_says_the_same(seed: int) -> None:
         alone = explain_refusal(problem, new, placements)
         assert explain_refusal(problem, new, placements, None, shared) == alone
     assert shared
+
+
+def test_plan_cli_summarises_a_refusal_on_many_cards_unless_explain_all(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    catalogue = tmp_path / "fleet.yaml"
+    catalogue.write_text(
+        "hosts:\n"
+        f"  a100s: {{cards: 4, card_total: {SMALL[0]}}}\n"
+        f"  h200s: {{cards: 2, card_total: {H200[0]}}}\n"
+        "seats:\n"
+        "  - {name: huge, resident: 200 GiB}\n"  # fits no card: room binds on all six
+    )
+    # a100s card 1 is the fullest: the tightest three are the H200s, then a100s card 0.
+    save_snapshot(snapshot("a100s", SMALL, [0, 20 * GIB, 0, 0]), tmp_path / "a100s.json")
+    save_snapshot(snapshot("h200s", H200, [0, 0]), tmp_path / "h200s.json")
+    base = ["plan", "--catalogue", str(catalogue)]
+    base += ["--snapshot", str(tmp_path / "a100s.json"), "--snapshot", str(tmp_path / "h200s.json")]
+
+    def answer(*extra: str) -> str:
+        assert main([*base, *extra]) == 1
+        return capsys.readouterr().out
+
+    out = answer()
+    lines = out[out.index("REFUSED  huge") :].splitlines()
+    assert [line.split()[1] for line in lines[1:4]] == ["a100s:0", "h200s:0", "h200s:1"]
+    assert lines[4] == (
+        "  … the tightest 3 of 6 cards; in all: room on 6 cards (--explain all lists every one)"
+    )
+    every = answer("--explain", "all")
+    cards = [line.split()[1] for line in every.splitlines() if line.startswith("  card ")]
+    assert len(cards) == 6
+    assert "tightest" not in every
+    summary = json.loads(answer("--json"))["seats"][0]
+    assert summary["reason_counts"] == {"room": 6}
+    assert [(r["host"], r["card"]) for r in summary["reasons"]] == [
+        ("a100s", 0),
+        ("h200s", 0),
+        ("h200s", 1),
+    ]
+    full = json.loads(answer("--json", "--explain", "all"))["seats"][0]
+    assert "reason_counts" not in full
+    assert len(full["reasons"]) == 6

@@ -560,6 +560,25 @@ def test_best_fit_takes_the_narrowest_card_that_fits(
     assert greedy_assignment(problem, fit="best") == expected
 
 
+def test_a_placement_nothing_else_could_make_skips_the_solver() -> None:
+    # Only card 1 takes the 8 GiB seat, only card 0 the 3 GiB one: the placement is forced.
+    catalogue, snapshots = make_fleet({"h": [4 * GiB, 9 * GiB]})
+    seats = [seat("big", 8 * GiB), seat("small", 3 * GiB, host="h", gpus=[0])]
+    result = run_plan(catalogue, snapshots, seats)
+    assert result.status == "optimal" and result.optimal
+    assert "solve" not in result.timings
+    assert placed(result) == {"big": ("h", (1,)), "small": ("h", (0,))}
+    assert_verified(catalogue, snapshots, result)
+
+
+def test_a_choice_of_cards_still_goes_to_the_solver() -> None:
+    # Both cards take the 3 GiB seat: the tie-breaks are the solver's to settle.
+    catalogue, snapshots = make_fleet({"h": [4 * GiB, 9 * GiB]})
+    result = run_plan(catalogue, snapshots, [seat("small", 3 * GiB)])
+    assert result.status == "optimal"
+    assert "solve" in result.timings
+
+
 def test_no_refused_seat_is_told_its_own_reserve_blocks_it(
     fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot
 ) -> None:

@@ -1,0 +1,56 @@
+"""The per-level upper bound: never below what an optimal placement places, and tight where it can tell."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from placement.plan.bound import level_bounds
+from placement.plan.problem import build_problem, new_seats
+from seats.units import GiB
+from tests.placement.plan.test_model import adds, make_fleet, run_plan, seat
+
+
+def test_two_cards_of_room_bound_a_two_card_seat_and_a_third() -> None:
+    # Two cards of 9 GiB: a 2-card seat of 8 GiB takes both; with it placed first (priority 1),
+    # no 8 GiB seat of priority 0 can be placed, whatever the placement.
+    catalogue, snapshots = make_fleet({"h": [9 * GiB, 9 * GiB]})
+    seats = [seat("pair", 8 * GiB, gpus=2, priority=1), seat("one", 8 * GiB)]
+    problem = build_problem(catalogue, snapshots, new_seats(catalogue, adds(*seats)))
+    top, low = level_bounds(problem, ["pair"])
+    assert (top.priority, top.bound, top.placed, top.gap) == (1, 1, 1, 0.0)
+    assert (low.priority, low.bound, low.placed) == (0, 0, 0)
+
+
+def test_fragmented_room_is_not_counted_as_whole() -> None:
+    # 3 + 3 GiB of room on two cards, seats of 4 GiB: room adds up to 6, yet none fits.
+    catalogue, snapshots = make_fleet({"h": [3 * GiB, 3 * GiB]})
+    seats = [seat("a", 4 * GiB), seat("b", 2 * GiB)]
+    problem = build_problem(catalogue, snapshots, new_seats(catalogue, adds(*seats)))
+    (level,) = level_bounds(problem, ["b"])
+    assert level.bound == 1 and level.gap == 0.0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_no_optimal_placement_places_more_than_the_bound(seed: int) -> None:
+    rng = random.Random(seed)
+    rooms = {f"h{h}": [rng.randint(4, 16) * GiB for _ in range(3)] for h in range(2)}
+    catalogue, snapshots = make_fleet(rooms)
+    seats = [
+        seat(
+            f"s{i}",
+            rng.randint(1, 9) * GiB,
+            priority=rng.choice([0, 1]),
+            **({"gpus": 2} if rng.random() < 0.2 else {}),
+        )
+        for i in range(9)
+    ]
+    result = run_plan(catalogue, snapshots, seats, solver="highs")
+    assert result.status == "optimal"
+    placed = {v.seat for v in result.verdicts if v.passed}
+    for level in result.bounds:
+        got = sum(1 for s in seats if s.priority == level.priority and s.name in placed)
+        assert level.placed == got
+        assert level.bound >= got, (level, placed)
+    assert result.to_json()["bounds"][0]["priority"] == max(s.priority for s in seats)

@@ -1,0 +1,88 @@
+"""Explaining refusals: interchangeable seats explained once per class say what each alone would."""
+
+from __future__ import annotations
+
+import pytest
+
+from placement.fit.verdict import Reason, Verdict
+from placement.fit.verify import CardStates
+from placement.plan.explain import ExplainClasses, explain_refusal, summarise
+from placement.plan.greedy import greedy_assignment
+from placement.plan.problem import build_problem, new_seats
+from placement.plan.verified import verified_verdicts
+from tests.placement.plan.test_fleet import GIB, random_fleet
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_seats_explained_once_per_class_read_as_if_explained_alone(seed: int) -> None:
+    catalogue, snaps, _ = random_fleet(seed)
+    # Each planned seat of the catalogue gets an --add twin of another name and priority
+    # (several twins per class once sizes repeat); reserves and a redeploy's process name
+    # some of the catalogue's planned seats, which the catalogue names anyway.
+    twins = [
+        ("test", s.model_copy(update={"name": f"{s.name}-twin", "priority": s.priority + 1}))
+        for s in catalogue.seats
+        if s.state == "planned"
+    ]
+    problem = build_problem(catalogue, snaps, new_seats(catalogue, twins))
+    placements, failed, _ = verified_verdicts(problem, greedy_assignment(problem))
+    placed = {p.seat.name for p in placements}
+    refused = [new for new in problem.seats if new.name not in placed]
+    classes = ExplainClasses.of(problem)
+    states: CardStates = {}
+    for new in refused:
+        alone = explain_refusal(problem, new, placements, failed.get(new.name))
+        pooled = explain_refusal(problem, new, placements, failed.get(new.name), states, classes)
+        assert pooled == alone
+    pooled_seats = [new for new in refused if classes.key(new.seat) is not None]
+    assert pooled_seats
+    assert all(new.name.endswith("-twin") for new in pooled_seats)
+    assert len(classes.verdicts) <= len(pooled_seats)
+
+
+def test_a_class_is_explained_once_for_all_its_seats() -> None:
+    catalogue, snaps, _ = random_fleet(0)
+    big = next(s for s in catalogue.seats if s.state == "planned" and s.engine.kind == "vllm")
+    adds = [
+        ("test", big.model_copy(update={"name": f"copy{i}", "exclusive": True})) for i in range(5)
+    ]
+    problem = build_problem(catalogue, snaps, new_seats(catalogue, adds))
+    classes = ExplainClasses.of(problem)
+    # Exclusive: the rule's text names the seat, which each copy must read as its own.
+    verdicts = [
+        explain_refusal(problem, problem.seat(f"copy{i}"), [], None, {}, classes) for i in range(5)
+    ]
+    assert len(classes.verdicts) == 1
+    assert [v.seat for v in verdicts] == [f"copy{i}" for i in range(5)]
+    for i, verdict in enumerate(verdicts):
+        exclusive = [r.text for r in verdict.reasons if r.rule == "exclusive"]
+        assert exclusive
+        assert all(text.startswith(f"copy{i} is exclusive;") for text in exclusive)
+        assert verdict == explain_refusal(problem, problem.seat(f"copy{i}"), [])
+
+
+def _reason(rule: str, host: str, card: int | None, short: int | None) -> Reason:
+    return Reason(rule, card, None, None, short, f"{rule} on {host}:{card}", host)  # type: ignore[arg-type]
+
+
+def test_a_summary_keeps_the_three_tightest_places_and_counts_every_rule() -> None:
+    reasons = (
+        _reason("room", "a", 0, 5 * GIB),
+        _reason("gate", "a", 0, 7 * GIB),  # card a:0 is 7 GiB short: its worst rule
+        _reason("exclusive", "a", 1, None),
+        _reason("room", "a", 2, 1 * GIB),
+        _reason("room", "b", 0, 6 * GIB),
+        _reason("reserve", "b", 1, 2 * GIB),
+        _reason("host", "c", None, None),
+    )
+    verdict = Verdict("refuse", "s", None, (), reasons)
+    summary = summarise(verdict)
+    assert summary is not None
+    assert [(r.host, r.card, r.rule) for r in summary.reasons] == [
+        ("a", 2, "room"),
+        ("b", 0, "room"),
+        ("b", 1, "reserve"),
+    ]
+    assert summary.counts == {"room": 3, "gate": 1, "exclusive": 1, "reserve": 1, "host": 1}
+    assert summary.places == 6
+    assert summarise(Verdict("refuse", "s", None, (), reasons[:5])) is None  # four places
