@@ -451,10 +451,9 @@ def load_window(
         for (dcgm, label), hosts_of in groups.items():
             if not dcgm:
                 q = _group_queries(base, hosts_of, label, host_label)
-                missing = [(h, st) for h, st in running_seats if h in hosts_of]
-                sightings |= _sightings(
-                    _client_for(client, label), q, missing, seen, set(spans), lookback_s
-                )
+                mine = [(h, st) for h, st in running_seats if h in hosts_of]
+                c = _client_for(client, label)
+                sightings |= _sightings(c, q, mine, seen, set(spans), lookback_s)
         return PrometheusWindow(
             base=client.base,
             hosts=spans,
