@@ -9,8 +9,6 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Literal
 
-from tabulate import tabulate
-
 from placement.fit.rules import figure_text
 from placement.fit.verdict import Reason
 from seats.units import GiB, format_bytes
@@ -47,6 +45,8 @@ def table(
     cells = [[str(cell) for cell in row] for row in rows]
     if style == "tight":
         return _tight(cells, list(headers), align)
+    from tabulate import tabulate  # only here: `check`'s tight tables start without it
+
     return str(
         tabulate(
             cells,
