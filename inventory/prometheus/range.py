@@ -29,7 +29,17 @@ from inventory.ledger.report_queries import (
     Span,
 )
 from inventory.prometheus import metrics as m
-from inventory.prometheus.reader import DCGM_FREE, DCGM_USED, HOST_LABELS, MIB, check_url, host_of
+from inventory.prometheus.reader import (
+    DCGM_FREE,
+    DCGM_USED,
+    HOST_LABELS,
+    MIB,
+    Opener,
+    check_url,
+    fetch,
+    host_of,
+    urlopen_json,
+)
 from seats.errors import CannotDecideError
 
 __all__ = [
@@ -54,16 +64,8 @@ _SEATED = f'seat!="{m.FOREIGN}"'  # processes some seat's `match` claims
 _TOO_MANY = "too many samples"
 
 Labels = Mapping[str, str]
-Opener = Callable[[str, float], bytes]
 Vector = list[tuple[Labels, float]]
 Matrix = list[tuple[Labels, list[tuple[float, float]]]]
-
-
-def _urlopen(url: str, timeout: float) -> bytes:
-    request = urllib.request.Request(url, headers={"Accept": "application/json"})
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        body: bytes = response.read()
-        return body
 
 
 @dataclass
@@ -89,7 +91,7 @@ class PromClient:
     base: str
     window_text: str = "the window"
     timeout: float = 60.0
-    opener: Opener = _urlopen
+    opener: Opener = urlopen_json
     stats: QueryStats = field(default_factory=QueryStats)
 
     def instant(self, promql: str, at_s: float) -> Vector:
@@ -143,20 +145,7 @@ class PromClient:
     def _get(self, path: str, params: dict[str, str], promql: str) -> dict[str, Any]:
         url = f"{self.base.rstrip('/')}/api/v1/{path}?{urllib.parse.urlencode(params)}"
         started = time.perf_counter()
-        try:
-            body = self.opener(url, self.timeout)
-        except urllib.error.HTTPError as exc:
-            # Prometheus answers a bad or refused query with 4xx/5xx and a JSON error body.
-            body = exc.read()
-            if not body:
-                raise CannotDecideError(
-                    f"Prometheus at {self.base}: query {promql} failed with HTTP {exc.code} {exc.reason}"
-                ) from exc
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise CannotDecideError(
-                f"Prometheus at {self.base} is unreachable ({reason}) while querying {promql}"
-            ) from exc
+        body = fetch(self.base, url, promql, timeout=self.timeout, opener=self.opener)
         data = self._answer(body, promql)
         self.stats.add(time.perf_counter() - started, len(data.get("result", [])), promql)
         return data

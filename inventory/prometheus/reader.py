@@ -103,7 +103,7 @@ class _HostFault(Exception):
 Opener = Callable[[str, float], bytes]
 
 
-def _urlopen(url: str, timeout: float) -> bytes:
+def urlopen_json(url: str, timeout: float) -> bytes:
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
     with urllib.request.urlopen(request, timeout=timeout) as response:
         body: bytes = response.read()
@@ -126,25 +126,32 @@ def check_url(base: str) -> None:
 
 
 def query(
-    base: str, promql: str, *, at: datetime, timeout: float = 10.0, opener: Opener = _urlopen
+    base: str, promql: str, *, at: datetime, timeout: float = 10.0, opener: Opener = urlopen_json
 ) -> list[Sample]:
     """Run one instant query; exit 3 (CannotDecideError) when Prometheus is unreachable or refuses."""
-    url = query_url(base, promql, at)
+    body = fetch(base, query_url(base, promql, at), promql, timeout=timeout, opener=opener)
+    return parse_response(body, base, promql)
+
+
+def fetch(
+    base: str, url: str, promql: str, *, timeout: float, opener: Opener = urlopen_json
+) -> bytes:
+    """The body Prometheus answers at `url` (an error body too); exit 3 when it cannot be reached."""
     try:
-        body = opener(url, timeout)
+        return opener(url, timeout)
     except urllib.error.HTTPError as exc:
-        # Prometheus answers a bad query with 400/422 and a JSON error body.
+        # Prometheus answers a bad or refused query with 4xx/5xx and a JSON error body.
         body = exc.read()
         if not body:
             raise CannotDecideError(
                 f"Prometheus at {base}: query {promql} failed with HTTP {exc.code} {exc.reason}"
             ) from exc
+        return bytes(body)
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise CannotDecideError(
             f"Prometheus at {base} is unreachable ({reason}) while querying {promql}"
         ) from exc
-    return parse_response(body, base, promql)
 
 
 def parse_response(body: bytes, base: str, promql: str) -> list[Sample]:
@@ -185,7 +192,7 @@ def read_fleet(
     card_totals: Mapping[str, int] | None = None,
     host_label: str | None = None,
     timeout: float = 10.0,
-    opener: Opener = _urlopen,
+    opener: Opener = urlopen_json,
 ) -> Fleet:
     """Query Prometheus at `base` and build the fleet (see `build_fleet`)."""
     check_url(base)
