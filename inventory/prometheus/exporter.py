@@ -5,8 +5,6 @@ Both poll through a `SnapshotCollector`, so a scrape (or a write) always shows a
 
 from __future__ import annotations
 
-import os
-import tempfile
 import threading
 from collections.abc import Callable
 from datetime import datetime
@@ -16,6 +14,7 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client.exposition import generate_latest, start_http_server
 from prometheus_client.registry import CollectorRegistry
 
+from inventory.atomic import replace_file
 from inventory.attribution import attribute
 from inventory.nvml import NvmlSource
 from inventory.snapshot import Snapshot, load_snapshot
@@ -82,17 +81,7 @@ def write_textfile(registry: CollectorRegistry, directory: str | Path) -> Path:
     target = folder / TEXTFILE_NAME
     text = generate_latest(registry)
     try:
-        handle, temporary = tempfile.mkstemp(prefix=".gpuplan.", suffix=".tmp", dir=folder)
+        replace_file(target, text)
     except OSError as exc:
         raise BadInputError(f"--textfile {directory}: cannot write: {exc.strerror}") from exc
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temporary, 0o644)  # mkstemp makes 0600; node_exporter may run as another user
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
     return target

@@ -6,11 +6,10 @@ Prints the file, or writes it atomically with --out; what the file leaves out is
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 
+from inventory.atomic import replace_file
 from placement.cli.sources import add_catalogue_argument, load_catalogue_argument
 from placement.report.thresholds import DEFAULT_FOR, DRIFT_BYTES, DRIFT_PERCENT
 from seats.errors import BadInputError
@@ -80,17 +79,7 @@ def write_atomically(target: Path, text: str) -> Path:
     if not folder.is_dir():
         raise BadInputError(f"--out {target}: no such directory {folder}")
     try:
-        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+        replace_file(target, text.encode("utf-8"))
     except OSError as exc:
         raise BadInputError(f"--out {target}: cannot write: {exc.strerror}") from exc
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temporary, 0o644)  # mkstemp makes 0600; Prometheus may run as another user
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
     return target
