@@ -8,28 +8,16 @@ inventory/ledger/: tests/inventory/ledger/test_no_sql_elsewhere.py holds that ru
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from tests.scripts.loader import layout_report
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _layout_report() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "layout_report", ROOT / "scripts" / "layout_report.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("layout_report", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-layout = _layout_report()
+layout = layout_report()
 
 # inventory's data types and pure rules over them: what fit, plan, pack and check may read.
 # Not nvml, poller, fake, proc or calibrate (they touch the machine), nor ledger or prometheus.

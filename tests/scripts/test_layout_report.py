@@ -2,28 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from tests.scripts.loader import layout_report
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "layout_report", ROOT / "scripts" / "layout_report.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("layout_report", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-layout = _load()
+layout = layout_report()
 
 # A tree shaped like ours: seats at the bottom, inventory above with a subpackage reached by
 # relative imports, placement above both, an import inside a function, and a __main__.
