@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -57,6 +58,8 @@ PERCENTILE_DEFINITION = (
     "processes): linear interpolation between the two nearest samples, so a percentile may lie "
     "between two values really recorded (the SQLite ledger's report uses nearest-rank instead)"
 )
+# Threads waiting on answers at once (the client bounds the queries in flight).
+_JOBS = 32
 # Prometheus refuses a range query of more points than this per series; longer ones are split.
 MAX_POINTS = 10_000
 _SEATED = f'seat!="{m.FOREIGN}"'  # processes some seat's `match` claims
@@ -93,6 +96,20 @@ class PromClient:
     timeout: float = 60.0
     opener: Opener = urlopen_json
     stats: QueryStats = field(default_factory=QueryStats)
+    # Queries in flight at once: Prometheus spreads one query over one core, and more at once
+    # than it has cores only share them.
+    in_flight: int = 8
+    _slots: threading.BoundedSemaphore = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._slots = threading.BoundedSemaphore(self.in_flight)
+
+    def instants(self, exprs: Sequence[str], at_s: float) -> list[Vector]:
+        """`instant` of each of `exprs`, asked at once (`in_flight` bounds them), in order."""
+        if len(exprs) < 2:
+            return [self.instant(expr, at_s) for expr in exprs]
+        with ThreadPoolExecutor(max_workers=len(exprs)) as pool:
+            return list(pool.map(lambda expr: self.instant(expr, at_s), exprs))
 
     def instant(self, promql: str, at_s: float) -> Vector:
         """The instant vector of `promql` evaluated at `at_s` (unix seconds)."""
@@ -144,8 +161,9 @@ class PromClient:
 
     def _get(self, path: str, params: dict[str, str], promql: str) -> dict[str, Any]:
         url = f"{self.base.rstrip('/')}/api/v1/{path}?{urllib.parse.urlencode(params)}"
-        started = time.perf_counter()
-        body = fetch(self.base, url, promql, timeout=self.timeout, opener=self.opener)
+        with self._slots:
+            started = time.perf_counter()
+            body = fetch(self.base, url, promql, timeout=self.timeout, opener=self.opener)
         data = self._answer(body, promql)
         self.stats.add(time.perf_counter() - started, len(data.get("result", [])), promql)
         return data
@@ -300,6 +318,9 @@ class _Relabelled:
     def instant(self, promql: str, at_s: float) -> Vector:
         return self.client.instant(self._wrap(promql), at_s)
 
+    def instants(self, exprs: Sequence[str], at_s: float) -> list[Vector]:
+        return self.client.instants([self._wrap(expr) for expr in exprs], at_s)
+
     def range(self, promql: str, start_s: float, end_s: float, step_s: float) -> Matrix:
         return self.client.range(self._wrap(promql), start_s, end_s, step_s)
 
@@ -403,25 +424,28 @@ def load_window(
     running_seats: Sequence[tuple[str, str]],
     lookback_s: int,
     host_label: str | None = None,
-    workers: int = 8,
+    on_spans: Callable[[dict[str, HostSpan]], None] | None = None,
 ) -> PrometheusWindow:
     """Ask Prometheus for every aggregate of the window [start_s, end_s) over `hosts`.
 
     First which hosts have series, when, and which label names each (one round; hosts outside
-    `hosts` are listed in `ignored`), then everything else at once, in parallel (`workers`
-    queries in flight), once per label that names hosts. `chart_step_s(span)` and
+    `hosts` are listed in `ignored`), then everything else at once, in parallel (the client's
+    `in_flight` queries at a time), once per label that names hosts. `chart_step_s(span)` and
     `segment_s(first, last)` are the report's own choices, so both sources bucket and split the
-    window alike.
+    window alike. `on_spans` gets the hosts' spans as soon as they are known, before the rest
+    is asked: the caller may work beside the queries.
     """
     check_url(client.base)
     started = time.perf_counter()
     base = _Queries((), start_s, end_s, step_s)
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    with ThreadPoolExecutor(max_workers=_JOBS) as pool:
         found = _host_spans(client, base, pool, host_label)
         spans = {h: f for h, (f, _) in found.items() if h in hosts}
         ignored = tuple(sorted(set(found) - set(hosts)))
         if not spans:
             return _empty(client, started, ignored)
+        if on_spans is not None:
+            on_spans(spans)
         first = min(s.first_s for s in spans.values())
         last = max(s.last_s for s in spans.values())
         window = _Plan(first, last, chart_step_s(last - first), segment_s(first, last))
@@ -630,12 +654,10 @@ def _card_usage(client: PromClient, q: _Queries) -> list[CardUsage]:
         "p50": f"quantile_over_time(0.5, {used}{q.rng})",
         "p95": f"quantile_over_time(0.95, {used}{q.rng})",
         "max": f"max_over_time({used}{q.rng})",
-        "low": f"min_over_time({free}{q.rng})",
         "errors": f"sum by ({q.by('gpu')}) (sum_over_time({q.sel(m.CARD_ERROR)}{q.rng}))",
         "v1": f"min_over_time({q.sel(m.CARD_MEMORY_VERSION)}{q.rng})",
     }
-    got = {key: _by_card(client.instant(expr, q.at)) for key, expr in exprs.items()}
-    low_at = _first_at(client, q, f"{free} == min_over_time({free}{q.rng} @ {q.at:.3f})")
+    got, low_at = _card_answers(client, q, exprs, free)
     rows: list[CardUsage] = []
     for key in sorted(set(got["n"]) | {k for k, v in got["errors"].items() if v > 0}):
         n = _int(got["n"].get(key, 0))
@@ -657,6 +679,24 @@ def _card_usage(client: PromClient, q: _Queries) -> list[CardUsage]:
             )
         )
     return rows
+
+
+def _card_answers(
+    client: PromClient, q: _Queries, exprs: Mapping[str, str], free: str
+) -> tuple[dict[str, dict[tuple[str, int], float]], dict[tuple[str, int], int]]:
+    """Each of `exprs` by card, with "low": the lowest of `free` over the window, and the first
+    step holding it by card. The search for that step (several rounds) starts first."""
+
+    def lowest() -> tuple[Vector, dict[tuple[str, int], int]]:
+        low = client.instant(f"min_over_time({free}{q.rng})", q.at)
+        return low, _first_lowest(client, q, free, low)
+
+    with ThreadPoolExecutor(max_workers=1) as side:
+        search = side.submit(lowest)
+        answers = client.instants(list(exprs.values()), q.at)
+        low, low_at = search.result()
+    got = {key: _by_card(answer) for key, answer in zip(exprs, answers, strict=True)}
+    return got | {"low": _by_card(low)}, low_at
 
 
 def _unexplained(
@@ -705,15 +745,109 @@ def _by_card(vector: Vector) -> dict[tuple[str, int], float]:
     return out
 
 
-def _first_at(client: PromClient, q: _Queries, expr: str) -> dict[tuple[str, int], int]:
-    """Per card, the first step of the window where `expr` (a filtering comparison) holds."""
+SeriesKey = tuple[tuple[str, str], ...]
+# The first-lowest search reads the window in hours: the hourly minima, then each hour's steps.
+_HOUR_S = 3600
+
+
+def _series_key(labels: Labels) -> SeriesKey:
+    return tuple(sorted((k, v) for k, v in labels.items() if k != "__name__"))
+
+
+def _first_lowest(
+    client: PromClient, q: _Queries, selector: str, lowest: Vector
+) -> dict[tuple[str, int], int]:
+    """Per card, the first step of the window where a series of `selector` shows its lowest
+    value of the window (`lowest`: its `min_over_time` over the window, per series).
+
+    The same steps `selector == min_over_time(selector[window] @ end)` finds at every --step,
+    without comparing 10,000 steps of every card in Prometheus: the steps of the first two
+    hours (those also see samples from before the window, within the lookback), then for the
+    series not found there the first hour whose minimum is the lowest, and only that hour's
+    steps (and the next hour's, where the lookback carries its samples). A step before that
+    hour sees no sample holding the lowest value, so the first match found is the first.
+    """
+    low = {_series_key(labels): value for labels, value in lowest}
+    found: dict[SeriesKey, float] = {}
+    steps = _steps(q, q.start_s, q.start_s + 2 * _HOUR_S - 1)
+    _match(client.range(selector, *steps), low, low, found)
+    rest = set(low) - set(found)
+    if rest:
+        for hour, keys in sorted(_lowest_hours(client, q, selector, low, rest).items()):
+            first = q.start_s + hour * _HOUR_S
+            steps = _steps(q, first, first + 2 * _HOUR_S - 1)
+            _match(client.range(_narrowed(q, selector, keys), *steps), low, keys, found)
+        # A lowest no step of its hours saw (a step longer than the samples' spacing skips
+        # samples): every step of the window, as the comparison read them.
+        unseen = [k for k in rest if k not in found]
+        if unseen:
+            steps = _steps(q, q.start_s, q.end_s)
+            _match(client.range(_narrowed(q, selector, unseen), *steps), low, unseen, found)
     out: dict[tuple[str, int], int] = {}
-    for labels, points in client.range(expr, *_steps(q, q.start_s, q.end_s)):
-        key = _card(labels)
-        if key is not None and points:
-            at = _int(min(t for t, _ in points))
-            out[key] = min(at, out.get(key, at))
+    for key, at_s in found.items():
+        card = _card(dict(key))
+        if card is not None:
+            out[card] = min(_int(at_s), out.get(card, _int(at_s)))
     return out
+
+
+def _match(
+    answer: Matrix,
+    low: Mapping[SeriesKey, float],
+    wanted: Collection[SeriesKey],
+    found: dict[SeriesKey, float],
+) -> None:
+    """Record in `found` the first step of `answer` where each series of `wanted` holds its
+    `low` value (other series the answer holds are left: their first step may lie outside)."""
+    chosen = set(wanted)
+    for labels, points in answer:
+        key = _series_key(labels)
+        if key in found or key not in chosen:
+            continue
+        at_s = next((t for t, v in points if v == low[key]), None)
+        if at_s is not None:
+            found[key] = at_s
+
+
+def _lowest_hours(
+    client: PromClient,
+    q: _Queries,
+    selector: str,
+    low: Mapping[SeriesKey, float],
+    wanted: set[SeriesKey],
+) -> dict[int, list[SeriesKey]]:
+    """The series of `wanted`, by the first hour of the window whose minimum is their lowest.
+
+    Hour k is the hour before start + (k + 1) h - 1 ms, both ends in (one millisecond more than
+    an hour, so no sample falls between two hours however Prometheus bounds a range); the last
+    may reach past the window's end, which cannot move the first hour: the lowest is a sample
+    of the window, in that hour or before.
+    """
+    hours = math.ceil((q.end_s - q.start_s) / _HOUR_S)
+    first = q.start_s + _HOUR_S - 0.001
+    expr = f"min_over_time({selector}[{_HOUR_S}s])"
+    by_hour: dict[int, list[SeriesKey]] = defaultdict(list)
+    for labels, points in client.range(expr, first, first + (hours - 1) * _HOUR_S, _HOUR_S):
+        key = _series_key(labels)
+        if key not in wanted:
+            continue
+        at_s = next((t for t, v in points if v == low[key]), None)
+        if at_s is not None:
+            by_hour[round(at_s + 0.001 - q.start_s) // _HOUR_S - 1].append(key)
+    return by_hour
+
+
+def _narrowed(q: _Queries, selector: str, keys: Sequence[SeriesKey]) -> str:
+    """`selector` cut to the hosts and cards of `keys` (their cross product: a few extra series
+    are read and left unmatched)."""
+    labels = [dict(key) for key in keys]
+    hosts = sorted({_host(k) for k in labels} - {""})
+    gpus = sorted({k.get("gpu", "") for k in labels} - {""})
+    if not hosts or not gpus:
+        return selector
+    name, _, matchers = selector.partition("{")
+    cut = f"{q.named(hosts)},gpu=~{_regex(gpus)}"
+    return f"{name}{{{cut},{matchers}" if matchers else f"{name}{{{cut}}}"
 
 
 def _steps(q: _Queries, first_s: float, last_s: float) -> tuple[float, float, float]:
@@ -731,11 +865,8 @@ def _dcgm_usage(client: PromClient, q: _Queries) -> list[CardUsage]:
         "p50": q.dcgm(f"quantile_over_time(0.5, SEL{q.rng})", DCGM_USED),
         "p95": q.dcgm(f"quantile_over_time(0.95, SEL{q.rng})", DCGM_USED),
         "max": q.dcgm(f"max_over_time(SEL{q.rng})", DCGM_USED),
-        "low": q.dcgm(f"min_over_time(SEL{q.rng})", DCGM_FREE),
     }
-    got = {key: _by_card(client.instant(expr, q.at)) for key, expr in exprs.items()}
-    lowest = q.dcgm(f"min_over_time(SEL{q.rng} @ {q.at:.3f})", DCGM_FREE)
-    low_at = _first_at(client, q, f"{q.dcgm('SEL', DCGM_FREE)} == on({q.by('gpu')}) {lowest}")
+    got, low_at = _card_answers(client, q, exprs, q.dcgm("SEL", DCGM_FREE))
     return [
         CardUsage(
             host=key[0],
@@ -799,14 +930,15 @@ def _four(
     client: PromClient, q: _Queries, ranged: str
 ) -> list[dict[tuple[str, int, str, str] | None, float]]:
     """count, p50, p95 and max over `ranged`, keyed by (host, card, seat, pid)."""
+    exprs = [
+        f"count_over_time({ranged})",
+        f"quantile_over_time(0.5, {ranged})",
+        f"quantile_over_time(0.95, {ranged})",
+        f"max_over_time({ranged})",
+    ]
     return [
-        {_proc_key(labels): value for labels, value in client.instant(expr, q.at)}
-        for expr in (
-            f"count_over_time({ranged})",
-            f"quantile_over_time(0.5, {ranged})",
-            f"quantile_over_time(0.95, {ranged})",
-            f"max_over_time({ranged})",
-        )
+        {_proc_key(labels): value for labels, value in answer}
+        for answer in client.instants(exprs, q.at)
     ]
 
 
@@ -849,15 +981,15 @@ def _foreign(client: PromClient, q: _Queries) -> list[ForeignUsage]:
     selector = q.sel(m.PROCESS_USED, f'seat="{m.FOREIGN}"')
     # The host's snapshot time at each step the process was seen.
     seen_at = f"({q.sel(m.SNAPSHOT_TIMESTAMP)} * on({q.label}) group_right() ({selector} > bool -1)){q.sub}"
-    answers = [
-        client.instant(expr, q.at)
-        for expr in (
+    answers = client.instants(
+        [
             f"count_over_time({selector}{q.rng})",
             f"max_over_time({selector}{q.rng})",
             f"min_over_time({seen_at})",
             f"max_over_time({seen_at})",
-        )
-    ]
+        ],
+        q.at,
+    )
     per_card: dict[tuple[str, int], list[list[float]]] = defaultdict(list)
     by_pid = [{_pid_key(labels): value for labels, value in a} for a in answers]
     for key, n in by_pid[0].items():
@@ -979,11 +1111,10 @@ def _buckets(
     used = f"avg_over_time({q.sel(m.CARD_USED)}{width})"
     seats = f"sum by ({q.by('gpu, seat')}) (avg_over_time({q.sel(m.PROCESS_USED, _SEATED)}{width}))"
     free = f"min_over_time({q.sel(m.CARD_FREE)}{width})"
-    answers = {
-        "used": client.range(used, start, end, step_s),
-        "seats": client.range(seats, start, end, step_s),
-        "free": client.range(free, start, end, step_s),
-    }
+    exprs = {"used": used, "seats": seats, "free": free}
+    with ThreadPoolExecutor(max_workers=len(exprs)) as pool:
+        asked = {key: pool.submit(client.range, e, start, end, step_s) for key, e in exprs.items()}
+        answers = {key: future.result() for key, future in asked.items()}
     return _bucket_rows(answers, step_s)
 
 

@@ -6,10 +6,13 @@ the host's newest sample; `figures.assemble` then builds the same `Report` the l
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from inventory.attribution import attribute
 from inventory.ledger.report_queries import DecisionRow
 from inventory.prometheus import metrics as m
 from inventory.prometheus.range import (
@@ -27,6 +30,8 @@ from placement.report.figures import (
     Provenance,
     assemble,
     chart_step,
+    host_catalogue,
+    largest_fit,
     segment,
 )
 from placement.report.rows import (
@@ -81,6 +86,81 @@ def build_prometheus_report(
             "the catalogue describes no host: a Prometheus report covers only the catalogue's hosts"
         )
     client.window_text = f"the window {window.label}"
+    with ThreadPoolExecutor(max_workers=1) as side:
+        early = _Early(side, client, catalogue, step_s, host_label, probe)
+        try:
+            return _build(client, catalogue, window, early, now, threshold, records, on_charts)
+        finally:
+            early.stop.set()
+
+
+@dataclass
+class _Early:
+    """Work done beside the queries, as soon as the hosts' spans are known: each host's 'now'
+    (the snapshot reader's own queries), then the headline's largest fits, which depend only on
+    the catalogue and those snapshots (the verifier's answers are kept for `assemble`)."""
+
+    side: ThreadPoolExecutor
+    client: PromClient
+    catalogue: Catalogue
+    step_s: int
+    host_label: str | None
+    probe: Probe | None
+    answers: dict[tuple[str, datetime, int, int, bool], tuple[bool, str, str | None]] = field(
+        default_factory=dict
+    )
+    stop: threading.Event = field(default_factory=threading.Event)
+    latest: Future[tuple[list[Snapshot], list[str], tuple[UnusableHost, ...]]] | None = None
+    fits: Future[None] | None = None
+
+    def start(self, spans: dict[str, HostSpan]) -> None:
+        last_s = max(s.last_s for s in spans.values())
+        self.latest = self.side.submit(
+            _latest, self.client, self.catalogue, spans, last_s, self.step_s, self.host_label
+        )
+        if self.probe is not None:
+            self.fits = self.side.submit(self._search, self.latest)
+
+    def cached(
+        self, catalogue: Catalogue, snapshot: Snapshot, card: int, resident: int, vllm: bool
+    ) -> tuple[bool, str, str | None]:
+        """The probe, answering again what it answered beside the queries."""
+        assert self.probe is not None
+        key = (snapshot.host, snapshot.taken_at, card, resident, vllm)
+        hit = self.answers.get(key)
+        if hit is None:
+            hit = self.answers[key] = self.probe(catalogue, snapshot, card, resident, vllm)
+        return hit
+
+    def _search(
+        self, latest: Future[tuple[list[Snapshot], list[str], tuple[UnusableHost, ...]]]
+    ) -> None:
+        """What `figures.assemble` asks for each card's largest fit, asked now."""
+        for found in latest.result()[0]:
+            if found.host not in self.catalogue.hosts:
+                continue
+            snapshot = attribute(found, self.catalogue)
+            catalogue = host_catalogue(self.catalogue, found.host)
+            for card in snapshot.cards:
+                for vllm in (False, True):
+                    if self.stop.is_set():
+                        return
+                    if card.ok:
+                        largest_fit(self.cached, catalogue, snapshot, card.index, vllm)
+
+
+def _build(
+    client: PromClient,
+    catalogue: Catalogue,
+    window: Window,
+    early: _Early,
+    now: datetime,
+    threshold: DriftThreshold,
+    records: LedgerRecords | None,
+    on_charts: Callable[[tuple[ChartSeries, ...]], None] | None,
+) -> tuple[Report, PrometheusWindow]:
+    hosts = sorted(catalogue.hosts)
+    step_s = early.step_s
     answers = load_window(
         client,
         hosts,
@@ -104,7 +184,8 @@ def build_prometheus_report(
             if s.state == "running" and s.match is not None and s.host is not None
         ],
         lookback_s=LOOKBACK_DAYS * 86400,
-        host_label=host_label,
+        host_label=early.host_label,
+        on_spans=early.start,
     )
     span = answers.span()
     if span is None:
@@ -117,9 +198,10 @@ def build_prometheus_report(
             f"Prometheus at {client.base} has no {m.SNAPSHOT_TIMESTAMP} or {DCGM_FREE} series "
             f"of the catalogue's hosts ({', '.join(hosts)}) in {window.label}{others}"
         )
-    latest, fleet_notes, unreadable = _latest(
-        client, catalogue, answers.hosts, span.last_s, step_s, host_label
-    )
+    assert early.latest is not None  # started with the spans
+    latest, fleet_notes, unreadable = early.latest.result()
+    if early.fits is not None:
+        wait([early.fits])  # its failures, if any, come again from `assemble`
     notes = (
         *_coverage_notes(hosts, answers.hosts, span.first_s, span.last_s, step_s),
         *fleet_notes,
@@ -145,7 +227,7 @@ def build_prometheus_report(
         provenance,
         now=now,
         threshold=threshold,
-        probe=probe,
+        probe=early.cached if early.probe is not None else None,
         on_charts=on_charts,
     )
     return report, answers
