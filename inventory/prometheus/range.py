@@ -144,8 +144,9 @@ class PromClient:
                 labels = series.get("metric", {})
                 key = tuple(sorted(labels.items()))
                 names[key] = labels
+                # Popped: each series' JSON points are freed once read, not with the answer.
                 merged[key] += [
-                    (float(t), float(v)) for t, v in series.get("values", []) if v != "NaN"
+                    (float(t), float(v)) for t, v in series.pop("values", []) if v != "NaN"
                 ]
             begin = stop + step_s
         return [(names[key], points) for key, points in merged.items()]
@@ -1113,9 +1114,11 @@ def _buckets(
     free = f"min_over_time({q.sel(m.CARD_FREE)}{width})"
     exprs = {"used": used, "seats": seats, "free": free}
     with ThreadPoolExecutor(max_workers=len(exprs)) as pool:
-        asked = {key: pool.submit(client.range, e, start, end, step_s) for key, e in exprs.items()}
+        asked = {
+            key: pool.submit(_bucketed, client, e, start, end, step_s) for key, e in exprs.items()
+        }
         answers = {key: future.result() for key, future in asked.items()}
-    return _bucket_rows(answers, step_s)
+    return _bucket_rows(answers)
 
 
 def _dcgm_buckets(
@@ -1124,18 +1127,11 @@ def _dcgm_buckets(
     """The same buckets from DCGM's used and free memory (whole MiB; no seats)."""
     width = f"[{step_s * 1000 - 1}ms]"
     start, end = _bucket_span(step_s, first_s, last_s)
-    answers: dict[str, Matrix] = {"seats": []}
+    answers: dict[str, Bucketed] = {"seats": []}
     for key, metric in (("used", DCGM_USED), ("free", DCGM_FREE)):
-        answers[key] = [
-            (labels, [(t, v * MIB) for t, v in points])
-            for labels, points in client.range(
-                q.dcgm(f"{'avg' if key == 'used' else 'min'}_over_time(SEL{width})", metric),
-                start,
-                end,
-                step_s,
-            )
-        ]
-    return _bucket_rows(answers, step_s)
+        expr = q.dcgm(f"{'avg' if key == 'used' else 'min'}_over_time(SEL{width})", metric)
+        answers[key] = _bucketed(client, expr, start, end, step_s, scale=MIB)
+    return _bucket_rows(answers)
 
 
 def _bucket_span(step_s: int, first_s: int, last_s: int) -> tuple[float, float]:
@@ -1143,26 +1139,41 @@ def _bucket_span(step_s: int, first_s: int, last_s: int) -> tuple[float, float]:
     return (first_s // step_s + 1) * step_s - 0.001, (last_s // step_s + 1) * step_s - 0.001
 
 
-def _bucket_rows(answers: dict[str, Matrix], step_s: int) -> list[CardBuckets]:
-    def bucket(t: float) -> int:
-        return round(t + 0.001) // step_s - 1
+# A range answer at the chart step: each series' values by bucket.
+Bucketed = list[tuple[Labels, dict[int, float]]]
 
+
+def _bucketed(
+    client: PromClient, expr: str, start: float, end: float, step_s: int, scale: float = 1
+) -> Bucketed:
+    """The range answer of `expr` by bucket (its points dropped as soon as they are read:
+    a fleet's answers at once would hold hundreds of MB of points)."""
+    out: Bucketed = []
+    for labels, points in client.range(expr, start, end, step_s):
+        if scale == 1:
+            out.append((labels, {round(t + 0.001) // step_s - 1: v for t, v in points}))
+        else:
+            out.append((labels, {round(t + 0.001) // step_s - 1: v * scale for t, v in points}))
+        points.clear()
+    return out
+
+
+def _bucket_rows(answers: dict[str, Bucketed]) -> list[CardBuckets]:
     used: dict[tuple[str, int], dict[int, float]] = defaultdict(dict)
-    for labels, points in answers["used"]:
+    for labels, values in answers["used"]:
         key = _card(labels)
         if key is not None:
-            for t, v in points:
-                used[key][bucket(t)] = v
+            used[key].update(values)
     seats: dict[tuple[str, int], dict[str, dict[int, float]]] = defaultdict(dict)
-    for labels, points in answers["seats"]:
+    for labels, values in answers["seats"]:
         seat = _seat_key(labels)
         if seat is not None:
-            seats[seat[:2]][seat[2]] = {bucket(t): v for t, v in points}
+            seats[seat[:2]][seat[2]] = values
     free: dict[tuple[str, int], dict[int, float]] = defaultdict(dict)
-    for labels, points in answers["free"]:
+    for labels, values in answers["free"]:
         key = _card(labels)
         if key is not None:
-            free[key] = {bucket(t): v for t, v in points}
+            free[key] = values
     rows: list[CardBuckets] = []
     for key in sorted(used):
         by_seat = seats.get(key, {})
