@@ -231,6 +231,22 @@ class Problem:
             return self.need.exceeds(limit)
         return len(self.need) > limit
 
+    def restricted(self, host: str, seats: Sequence[NewSeat]) -> Problem:
+        """The part of the problem on `host` alone, for `seats` (which name it): cards as they are."""
+        hosts = {host: self.hosts[host]}
+        table = PairTable(seats, hosts)
+        return Problem(
+            catalogue=self.catalogue,
+            snapshots=tuple(s for s in self.snapshots if s.host == host),
+            seats=tuple(seats),
+            cards=hosts[host],
+            hosts=hosts,
+            need=table,
+            gate_bound=table.gate_bounds,
+            host_views=self.host_views,
+            card_views=self.card_views,
+        )
+
     def least_width(self, name: str) -> int:
         """`PairTable.least_width`: the width below which no card takes `name` (its resident at least)."""
         if isinstance(self.need, PairTable):
@@ -271,6 +287,24 @@ class Problem:
         ]
         # Stable: equal widths keep host order.
         return sorted(widest, key=lambda item: -item[0])
+
+
+def split_by_host(problem: Problem) -> list[Problem] | None:
+    """One part per host when every new seat names its host (and seats name two hosts or more).
+
+    A seat that names its host has no pair anywhere else, so each host's seats and cards form a
+    problem of their own. None when some seat may go to any host (then every host is one part),
+    or when there would be one part. Seats naming a host with no snapshot belong to no part.
+    """
+    by_host: dict[str, list[NewSeat]] = {}
+    for new in problem.seats:
+        if new.seat.host is None:
+            return None
+        by_host.setdefault(new.seat.host, []).append(new)
+    parts = [
+        problem.restricted(host, seats) for host, seats in by_host.items() if host in problem.hosts
+    ]
+    return parts if len(parts) > 1 else None
 
 
 def load_add_file(path: str | Path) -> list[Seat]:

@@ -11,7 +11,7 @@ import placement.plan.planner as planner
 from placement.cli.plan_text import render_plan
 from placement.plan.greedy import best_fit, first_fit
 from placement.plan.most import most_seats
-from placement.plan.problem import build_problem, new_seats
+from placement.plan.problem import build_problem, new_seats, split_by_host
 from placement.plan.score import priority_weights, score
 from seats.units import GiB
 from tests.placement.plan.test_model import adds, assert_verified, make_fleet, run_plan, seat
@@ -89,3 +89,47 @@ def test_the_text_shows_each_level_against_its_bound_when_no_solver_proved_it(
     seats = [seat(f"x{i}", 2 * GiB, exclusive=True) for i in range(3)]
     text = render_plan(run_plan(catalogue, snapshots, seats))
     assert "  priority 0: placed 2 of 3, bound 3 (gap 33.3%)" in text
+
+
+def test_seats_that_name_their_hosts_are_solved_host_by_host(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Three hosts, every seat naming its own: 4, 4, 3, 3, 3, 3 GiB onto two 10 GiB cards on
+    # each, which first fit cannot pack; each host's own integer program does.
+    from placement.plan import model
+
+    rooms = {f"h{h}": [10 * GiB, 10 * GiB] for h in range(3)}
+    catalogue, snapshots = make_fleet(rooms)
+    seats = [
+        seat(f"{host}-s{i}", size * GiB, host=host)
+        for host in rooms
+        for i, size in enumerate([4, 4, 3, 3, 3, 3])
+    ]
+    solved: list[list[str]] = []
+    real_solve = model.solve
+
+    def spy(problem: object, **kwargs: object) -> object:
+        solved.append(sorted(problem.hosts))  # type: ignore[attr-defined]
+        return real_solve(problem, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(model, "solve", spy)
+    result = run_plan(catalogue, snapshots, seats)
+    assert solved == [["h0"], ["h1"], ["h2"]]
+    assert result.status == "optimal" and result.verdict == "pass"
+    assert_verified(catalogue, snapshots, result)
+
+
+def test_a_seat_free_to_go_anywhere_keeps_the_fleet_one_problem() -> None:
+    rooms = {f"h{h}": [10 * GiB] for h in range(2)}
+    catalogue, snapshots = make_fleet(rooms)
+    seats = [seat("pinned", 4 * GiB, host="h0"), seat("free", 4 * GiB)]
+    problem = build_problem(catalogue, snapshots, new_seats(catalogue, adds(*seats)))
+    assert split_by_host(problem) is None
+    seats = [seat("a", 4 * GiB, host="h0"), seat("b", 4 * GiB, host="h1")]
+    problem = build_problem(catalogue, snapshots, new_seats(catalogue, adds(*seats)))
+    parts = split_by_host(problem)
+    assert parts is not None
+    assert [(list(p.hosts), [n.name for n in p.seats]) for p in parts] == [
+        (["h0"], ["a"]),
+        (["h1"], ["b"]),
+    ]
