@@ -225,6 +225,8 @@ COMPLETE = {
         # "2.65 GiB for peak activation, 0.02 GiB for non-torch memory": the 4.06 GiB of CUDA
         # graphs lie outside 0.10's request (12.79 GiB = 4.15 + 2.65 + 0.02 + 5.97).
         "non_kv": gib("2.65") + gib("0.02") + 1,  # int(2.67 × GiB), one sum rounded once
+        # "… and 4.06 GiB for CUDAGraph memory" on the same line: the profile's cuda_graphs.
+        "cuda_graphs": gib("4.06"),
         "kv": 6_414_487_654,  # "Current kv cache memory in use is 6414487654 bytes", exact
         "tokens": 223_712,  # "GPU KV cache size: 223,712 tokens" = 13,982 blocks × 16
         "max_model_len": 4_096,
@@ -235,6 +237,7 @@ COMPLETE = {
         "version": "0.13",
         "weights": gib("9.3795"),  # "Model loading took 9.3795 GiB memory"
         "non_kv": None,  # no line splits the request
+        "cuda_graphs": gib("1.18"),  # "Graph capturing finished in 20 secs, took 1.18 GiB"
         "kv": gib("10.39"),  # "Available KV cache memory: 10.39 GiB"
         "tokens": 56_736,  # 3,546 blocks × 16
         "max_model_len": 8_192,
@@ -245,6 +248,7 @@ COMPLETE = {
         "version": "0.15",
         "weights": gib("5.32"),  # "Model loading took 5.32 GiB memory"
         "non_kv": None,
+        "cuda_graphs": gib("0.58"),  # "Graph capturing finished in 4 secs, took 0.58 GiB"
         "kv": gib("64.73"),  # "Available KV cache memory: 64.73 GiB"
         "tokens": 530_288,  # 33,143 blocks × 16
         "max_model_len": 8_192,  # "Using max model len 8192" (the offline LLM class: no server line)
@@ -255,6 +259,7 @@ COMPLETE = {
         "version": "0.19",
         "weights": gib("7.12"),
         "non_kv": None,
+        "cuda_graphs": gib("0.46"),  # "Graph capturing finished in 6 secs, took 0.46 GiB"
         "kv": gib("13.06"),
         "tokens": 35_648,  # 2,228 blocks × 16
         "max_model_len": 4_096,
@@ -268,6 +273,9 @@ COMPLETE = {
         "version": "0.25",
         "weights": gib("95.63"),  # the model and its drafter
         "non_kv": None,
+        # From 0.21 the graphs are inside the request (and non_kv): the 2.08 GiB of line 217 is
+        # no cuda_graphs of the profile.
+        "cuda_graphs": 0,
         "kv": gib("6.97"),
         "tokens": 94_135,
         "max_model_len": 65_536,
@@ -298,6 +306,7 @@ def test_learn_reproduces_the_profile_of_a_real_log(
     assert data["profile"] == {
         "weights_bytes": expected["weights"],
         "non_kv_bytes": expected["non_kv"],
+        "cuda_graphs_bytes": expected["cuda_graphs"],
         "kv_bytes_per_token": expected["kv"] // expected["tokens"],
         "max_model_len": expected["max_model_len"],
     }
@@ -317,16 +326,60 @@ def test_bytes_per_token_agree_with_the_models_architecture(name: str) -> None:
         assert kv // tokens == per_token == 28_672
 
 
-def test_before_0_21_cuda_graphs_are_a_note_not_non_kv(
+def test_before_0_21_cuda_graphs_are_their_own_figure_not_non_kv(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     log = LOGS / "v0.10.2-qwen2-vl-2b.log"
     code, out, _ = learn(capsys, "chat", "--vllm-log", str(log), "--catalogue", catalogue(tmp_path))
     assert code == 0
+    # The line that splits the request (line numbers as `learn` counts them: splitlines()).
+    lines = log.read_text(encoding="utf-8").splitlines()
+    at = next(i for i, line in enumerate(lines, 1) if "4.06 GiB for CUDAGraph memory" in line)
+    assert f"        cuda_graphs: {gib('4.06')}  # 4.06 GiB\n" in out
+    source = next(line for line in out.splitlines() if line.startswith("  cuda_graphs:"))
+    assert source.startswith(f"  cuda_graphs: line {at}: ")
+    assert source.endswith("(0.01 GiB, '4.06 GiB for CUDAGraph memory')")
     assert "note: CUDA graphs took 4.06 GiB beyond weights + non_kv + KV" in out
     # The log's own request: util 0.8 × 15.99 GiB = 12.79 GiB = weights + non_kv + KV, to 0.01 GiB.
     request = gib("12.79")
     assert abs(gib("4.1513") + (gib("2.65") + gib("0.02")) + 6_414_487_654 - request) < GiB // 100
+
+
+def test_a_negative_graph_capture_counts_as_none(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # 0.11.0's "Graph capturing finished in 18 secs, took -0.03 GiB": free memory grew meanwhile.
+    path = catalogue(tmp_path)
+    code, out, _ = learn(capsys, "chat", "--vllm-log", str(V0_11), "--catalogue", path, "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["profile"]["cuda_graphs_bytes"] == 0
+    assert data["sources"]["cuda_graphs"]["precision"] == "printed -0.03 GiB: none counted"
+    assert "took -0.03 GiB" in data["sources"]["cuda_graphs"]["source"]
+
+
+def test_from_0_21_the_block_has_no_cuda_graphs(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    log = LOGS / "v0.25.1-laguna-s-2.1-nvfp4.log"
+    assert "Graph capturing finished in 11 secs, took 2.08 GiB" in log.read_text(encoding="utf-8")
+    code, out, _ = learn(capsys, "chat", "--vllm-log", str(log), "--catalogue", catalogue(tmp_path))
+    assert code == 0
+    assert "cuda_graphs" not in out and "CUDA graphs took" not in out
+
+
+def test_before_0_21_a_log_without_the_capture_line_leaves_cuda_graphs_unknown(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    text = (LOGS / "v0.13.0-qwen2.5-14b-awq.log").read_text(encoding="utf-8").splitlines()
+    kept = [line for line in text if "Graph capturing finished" not in line]
+    assert len(kept) == len(text) - 1
+    log = tmp_path / "cut.log"
+    log.write_text("\n".join(kept), encoding="utf-8")
+    code, out, _ = learn(capsys, "chat", "--vllm-log", str(log), "--catalogue", catalogue(tmp_path))
+    assert code == 0
+    assert "        cuda_graphs: unknown\n" in out
+    assert "note: cuda_graphs unknown: the log prints no 'Graph capturing finished" in out
 
 
 def test_kv_bytes_printed_to_a_hundredth_give_bytes_per_token_either_side(
