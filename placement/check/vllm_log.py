@@ -8,6 +8,7 @@ in 0.10 and 0.11); token counts and "… in use is N bytes" are exact, and are p
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -58,6 +59,11 @@ NON_KV_034 = re.compile(
     + _NUMBER + r" GiB for peak activation, and " + _NUMBER + r" GiB for CUDAGraph memory"
 )  # fmt: skip
 _PREFIX = re.compile(r"^[\w.-]+\s+\|\s?")  # docker compose logs: "voices-1  | "
+# From 0.21 vLLM counts CUDA graphs inside its request ("CUDA graph memory profiling is enabled
+# (default since v0.21.0)", 0.25.1's log); before, it captures them after sizing the KV cache, beyond
+# the request: 0.10.2's log (tests/placement/data/vllm-logs) asks 12.79 GiB = 4.15 weights + 2.65
+# activation + 0.02 non-torch + 5.97 KV, and its 4.06 GiB of CUDA graphs come on top.
+GRAPHS_IN_REQUEST = (0, 21)
 
 
 @dataclass(frozen=True)
@@ -168,11 +174,22 @@ def _read_kv(out: LogFigures, number: int, line: str) -> None:
 
 
 def _read_non_kv(out: LogFigures, number: int, line: str) -> None:
-    """Activation peak + non-torch + CUDA graphs, where a line splits the request (0.10.2+)."""
+    """Activation peak + non-torch (+ CUDA graphs from 0.21), where a line splits the request."""
+    if out.non_kv is not None:
+        return
     found = NON_KV_SPLIT.search(line)
     if found is not None:
-        parts = [Decimal(found.group(i)) for i in (1, 2, 3)]
-        out.non_kv = Figure(int(sum(parts) * GiB), number, line, "3 figures of 0.01 GiB")
+        peak, non_torch, graphs = (Decimal(found.group(i)) for i in (1, 2, 3))
+        if out.version is None or out.version >= GRAPHS_IN_REQUEST:
+            out.non_kv = Figure(
+                int((peak + non_torch + graphs) * GiB), number, line, "3 figures of 0.01 GiB"
+            )
+            return
+        out.non_kv = Figure(int((peak + non_torch) * GiB), number, line, "2 figures of 0.01 GiB")
+        out.notes.append(
+            f"CUDA graphs took {graphs} GiB beyond weights + non_kv + KV (line {number}): vLLM "
+            "before 0.21 captures them after sizing the KV cache, outside its request"
+        )
         return
     found = NON_KV_034.search(line)
     if found is not None and out.weights is not None:
@@ -231,12 +248,29 @@ def learn_profile(
         kv.value // tokens.value,
         kv.line_no,
         f"{kv.value:,} B ÷ {tokens.value:,} tokens (lines {kv.line_no} and {tokens.line_no})",
-        "an upper bound: vLLM counts tokens in whole blocks"
-        + ("" if kv.precision == "exact" else f", and the KV bytes are printed to {kv.precision}"),
+        _per_token_precision(kv, tokens.value),
     )
     non_kv = figures.non_kv or _non_kv_from_request(figures, declared_util, cuda_total, notes)
     version = ".".join(str(part) for part in figures.version) if figures.version else "unknown"
     return LearntProfile(version, weights, non_kv, per_token, length, kv, tokens, tuple(notes))
+
+
+def _per_token_precision(kv: Figure, tokens: int) -> str:
+    """How far floor(KV bytes / tokens) may be from the true bytes per token.
+
+    With exact KV bytes it is an upper bound (tokens are whole blocks, so the KV bytes hold a part
+    of a block more). With KV bytes printed to 0.01 GiB it may fall on either side: half a
+    hundredth of a GiB over the tokens (0.15's 64.73 GiB ÷ 530,288 tokens is 131,067, 5 B under
+    Llama-3-8B's 131,072).
+    """
+    if kv.precision == "exact":
+        return "an upper bound: vLLM counts tokens in whole blocks"
+    half_unit = Decimal(kv.precision.split()[0]) * GiB / 2
+    slack = math.ceil(half_unit / tokens)
+    return (
+        f"within {slack:,} B either way: the KV bytes are printed to {kv.precision} "
+        "(and vLLM counts tokens in whole blocks)"
+    )
 
 
 def _non_kv_from_request(
@@ -254,7 +288,7 @@ def _non_kv_from_request(
         )
         return None
     product = util * total
-    requested = int(-(-product // 1))
+    requested = math.ceil(product)  # Decimal's // truncates toward zero: no -(-x // 1) here
     where = "the log's" if figures.total is not None else "the host's card_total (NVML total)"
     if requested - weights.value - kv.value < 0:
         notes.append(
