@@ -6,7 +6,6 @@ what it adds is the warnings that do not refuse (LoRA, util vs resident, compose
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -88,6 +87,8 @@ def worst_exit(results: Sequence[CheckResult]) -> Exit:
 
 def did_you_mean(word: str, names: Sequence[str]) -> str:
     """`; did you mean vllm-voices?` for a misspelt name, from difflib's close matches; else ""."""
+    import difflib  # only when a name is misspelt: `check` in a deploy script does not pay for it
+
     close = difflib.get_close_matches(word, list(names), n=3)
     return f"; did you mean {' or '.join(close)}?" if close else ""
 
