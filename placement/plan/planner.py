@@ -20,6 +20,7 @@ from placement.plan.bound import LevelBound, level_bounds
 from placement.plan.cards import CardRow, card_rows
 from placement.plan.explain import SUMMARY_PLACES, ExplainClasses, explain_refusal, summarise
 from placement.plan.greedy import greedy_assignment
+from placement.plan.most import most_seats
 from placement.plan.problem import (
     Problem,
     build_problem,
@@ -113,6 +114,9 @@ def _verdict_json(verdict: Verdict, explain: str) -> dict[str, Any]:
 # Past this many eligible (seat, card) pairs, a greedy placement that already places every
 # placeable seat is kept as it is: the model would only refine tie-breaks, at fleet-size cost.
 SKIP_SOLVER_PAIRS = 2_000
+# Past this many eligible pairs the integer program is not built at all when greedy leaves
+# seats out: on the crowded 64 × 8 fleet (100,000+ pairs) it spent 57 s to place fewer.
+SOLVER_MAX_PAIRS = 50_000
 
 
 def plan(
@@ -242,6 +246,15 @@ def _assign(
         # Every placeable seat is placed, each where nothing else could take it: no other
         # placement exists, so this one is optimal on every term; the solver is not needed.
         return _Found("optimal", 0.0, greedy, bound)
+    if problem.pairs_exceed(SOLVER_MAX_PAIRS):
+        # Too large for the integer program to improve on within seconds (bench/bench_crowded.py):
+        # the most seats best fit packs per level, its gap to the level bounds reported.
+        assignment, named = _most_greedy(problem, greedy, weights)
+        warnings.append(
+            f"more than {SOLVER_MAX_PAIRS:,} eligible seat-card pairs: the integer program is not "
+            f"run; the placement is {named}, its gap to the upper bound per priority shown"
+        )
+        return _Found("greedy", None, assignment, bound)
     # Imported only here: pulp and highspy cost more to import than a small plan takes.
     from placement.plan.model import solve
 
@@ -295,6 +308,17 @@ def _verdicts(
         else explain_refusal(problem, new, placements, failed.get(new.name), states, classes)
         for new in problem.seats
     ]
+
+
+def _most_greedy(
+    problem: Problem, first: Assignment, weights: Mapping[str, float]
+) -> tuple[Assignment, str]:
+    """The best of first fit, best fit and the smallest-seats search (`placement.plan.most`)."""
+    fallback, named = _better_greedy(problem, first, weights)
+    most = most_seats(problem)
+    if score(most, weights) > score(fallback, weights):
+        return most, "the smallest-seats-first search's"
+    return fallback, named
 
 
 def _better_greedy(
