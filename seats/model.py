@@ -150,6 +150,14 @@ class Profile(BaseModel):
         description="everything else vLLM keeps inside its request: activation peak, "
         "non-torch memory, CUDA graphs",
     )
+    cuda_graphs_bytes: Bytes = Field(
+        default=0,
+        alias="cuda_graphs",
+        description="memory vLLM holds outside its request: CUDA graphs captured after the KV "
+        "cache is sized (vLLM before 0.21; from 0.21 they are inside non_kv)",
+        # Left out of dumps at 0: recorded decisions of profiles without it stay as they were.
+        exclude_if=lambda value: value == 0,
+    )
     kv_bytes_per_token: int = Field(
         ge=1,
         description="KV cache bytes one token takes on each card "

@@ -171,7 +171,7 @@ def _reserves_share_card(
 
 
 def _profiles(catalogue: Catalogue, path: str) -> None:
-    """A profile's weights and non-KV bytes fit the card they are for (when its total is known)."""
+    """A profile's weights, non-KV and CUDA graph bytes fit the card they are for (when its total is known)."""
     for i, seat in enumerate(catalogue.seats):
         profile = seat.engine.profile
         if profile is None:
@@ -185,7 +185,12 @@ def _profiles(catalogue: Catalogue, path: str) -> None:
             continue  # judged against the snapshot's card instead (rule kv_capacity)
         card = max(total for total in totals if total is not None)
         at = f"seats[{i}].engine.profile"
-        for field, amount in (("weights", profile.weights_bytes), ("non_kv", profile.non_kv_bytes)):
+        fields = (
+            ("weights", profile.weights_bytes),
+            ("non_kv", profile.non_kv_bytes),
+            ("cuda_graphs", profile.cuda_graphs_bytes),
+        )
+        for field, amount in fields:
             if amount > card:
                 raise CatalogueError(
                     path,

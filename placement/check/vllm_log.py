@@ -8,13 +8,14 @@ in 0.10 and 0.11); token counts and "… in use is N bytes" are exact, and are p
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
 from seats.errors import BadInputError
-from seats.units import GiB
+from seats.units import GiB, format_bytes
 
 SUPPORTED = ((0, 10), (0, 34))
 _NUMBER = r"(-?[0-9]+(?:\.[0-9]+)?)"
@@ -57,7 +58,16 @@ NON_KV_034 = re.compile(
     r"Actual usage is " + _NUMBER + r" GiB for consumed memory \(weights \+ non-torch\), "
     + _NUMBER + r" GiB for peak activation, and " + _NUMBER + r" GiB for CUDAGraph memory"
 )  # fmt: skip
+# gpu_model_runner.py's capture_model, every version read: the free memory the graphs took.
+GRAPHS_CAPTURED = re.compile(
+    r"Graph capturing finished in [0-9.]+ secs?, took " + _NUMBER + r" ?GiB"
+)
 _PREFIX = re.compile(r"^[\w.-]+\s+\|\s?")  # docker compose logs: "voices-1  | "
+# From 0.21 vLLM counts CUDA graphs inside its request ("CUDA graph memory profiling is enabled
+# (default since v0.21.0)", 0.25.1's log); before, it captures them after sizing the KV cache, beyond
+# the request: 0.10.2's log (tests/placement/data/vllm-logs) asks 12.79 GiB = 4.15 weights + 2.65
+# activation + 0.02 non-torch + 5.97 KV, and its 4.06 GiB of CUDA graphs come on top.
+GRAPHS_IN_REQUEST = (0, 21)
 
 
 @dataclass(frozen=True)
@@ -84,6 +94,10 @@ class LogFigures:
     util_line: Figure | None = None
     total: Figure | None = None
     non_kv: Figure | None = None
+    # CUDA graphs (inside non_kv from 0.21): the line that splits the request, else the largest
+    # "Graph capturing finished … took X GiB" across ranks.
+    graphs_split: Figure | None = None
+    graphs: Figure | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -149,6 +163,7 @@ def _read_line(out: LogFigures, number: int, line: str) -> None:
     if found is not None and out.total is None:
         out.total = Figure(_gib(found.group(2)), number, line, _precision(found.group(2)))
     _read_non_kv(out, number, line)
+    _read_graphs(out, number, line)
 
 
 def _read_kv(out: LogFigures, number: int, line: str) -> None:
@@ -168,17 +183,46 @@ def _read_kv(out: LogFigures, number: int, line: str) -> None:
 
 
 def _read_non_kv(out: LogFigures, number: int, line: str) -> None:
-    """Activation peak + non-torch + CUDA graphs, where a line splits the request (0.10.2+)."""
+    """Activation peak + non-torch (+ CUDA graphs from 0.21), where a line splits the request."""
+    if out.non_kv is not None:
+        return
     found = NON_KV_SPLIT.search(line)
     if found is not None:
-        parts = [Decimal(found.group(i)) for i in (1, 2, 3)]
-        out.non_kv = Figure(int(sum(parts) * GiB), number, line, "3 figures of 0.01 GiB")
+        peak, non_torch, graphs = (Decimal(found.group(i)) for i in (1, 2, 3))
+        if out.version is None or out.version >= GRAPHS_IN_REQUEST:
+            out.non_kv = Figure(
+                int((peak + non_torch + graphs) * GiB), number, line, "3 figures of 0.01 GiB"
+            )
+            return
+        out.non_kv = Figure(int((peak + non_torch) * GiB), number, line, "2 figures of 0.01 GiB")
+        out.graphs_split = _graphs_figure(
+            found.group(3), number, line, f"'{found.group(3)} GiB for CUDAGraph memory'"
+        )
         return
     found = NON_KV_034.search(line)
     if found is not None and out.weights is not None:
         consumed, peak, graphs = (Decimal(found.group(i)) for i in (1, 2, 3))
         value = int((consumed + peak + graphs) * GiB) - out.weights.value
         out.non_kv = Figure(value, number, line, "3 figures of 0.01 GiB, less the weights")
+
+
+def _graphs_figure(text: str, number: int, line: str, quoted: str = "") -> Figure:
+    """A printed CUDA graph figure; a negative one (free memory grew while capturing) counts as 0."""
+    value = _gib(text)
+    said = f", {quoted}" if quoted else ""
+    if value >= 0:
+        return Figure(value, number, line, _precision(text) + said)
+    return Figure(0, number, line, f"printed {text} GiB{said}: none counted")
+
+
+def _read_graphs(out: LogFigures, number: int, line: str) -> None:
+    """The CUDA graphs one rank's capture took: the largest across ranks is kept."""
+    found = GRAPHS_CAPTURED.search(line)
+    if found is None:
+        return
+    figure = _graphs_figure(found.group(1), number, line)
+    if out.graphs is None or figure.value > out.graphs.value:
+        out.graphs = figure
 
 
 @dataclass(frozen=True)
@@ -193,6 +237,9 @@ class LearntProfile:
     kv: Figure
     tokens: Figure
     notes: tuple[str, ...]
+    # Before 0.21 the graphs lie outside the request: the profile's cuda_graphs (None: unknown).
+    graphs_outside_request: bool = False
+    cuda_graphs: Figure | None = None
 
 
 _LOOKED_FOR = {
@@ -231,12 +278,59 @@ def learn_profile(
         kv.value // tokens.value,
         kv.line_no,
         f"{kv.value:,} B ÷ {tokens.value:,} tokens (lines {kv.line_no} and {tokens.line_no})",
-        "an upper bound: vLLM counts tokens in whole blocks"
-        + ("" if kv.precision == "exact" else f", and the KV bytes are printed to {kv.precision}"),
+        _per_token_precision(kv, tokens.value),
     )
     non_kv = figures.non_kv or _non_kv_from_request(figures, declared_util, cuda_total, notes)
     version = ".".join(str(part) for part in figures.version) if figures.version else "unknown"
-    return LearntProfile(version, weights, non_kv, per_token, length, kv, tokens, tuple(notes))
+    outside = figures.version is not None and figures.version < GRAPHS_IN_REQUEST
+    graphs = figures.graphs_split or figures.graphs
+    notes.extend(_graphs_notes(graphs) if outside else [])
+    return LearntProfile(
+        version,
+        weights,
+        non_kv,
+        per_token,
+        length,
+        kv,
+        tokens,
+        tuple(notes),
+        graphs_outside_request=outside,
+        cuda_graphs=graphs if outside else None,
+    )
+
+
+def _graphs_notes(graphs: Figure | None) -> list[str]:
+    """What `cuda_graphs` means before vLLM 0.21, or why it is unknown."""
+    if graphs is None:
+        return [
+            "cuda_graphs unknown: the log prints no 'Graph capturing finished in … took X GiB' "
+            "line (0 if vLLM ran with --enforce-eager)"
+        ]
+    if not graphs.value:
+        return []
+    return [
+        f"CUDA graphs took {format_bytes(graphs.value)} beyond weights + non_kv + KV (line "
+        f"{graphs.line_no}): vLLM before 0.21 captures them after sizing the KV cache, outside its "
+        "request; cuda_graphs counts them in the seat's resident, not in its KV cache"
+    ]
+
+
+def _per_token_precision(kv: Figure, tokens: int) -> str:
+    """How far floor(KV bytes / tokens) may be from the true bytes per token.
+
+    With exact KV bytes it is an upper bound (tokens are whole blocks, so the KV bytes hold a part
+    of a block more). With KV bytes printed to 0.01 GiB it may fall on either side: half a
+    hundredth of a GiB over the tokens (0.15's 64.73 GiB ÷ 530,288 tokens is 131,067, 5 B under
+    Llama-3-8B's 131,072).
+    """
+    if kv.precision == "exact":
+        return "an upper bound: vLLM counts tokens in whole blocks"
+    half_unit = Decimal(kv.precision.split()[0]) * GiB / 2
+    slack = math.ceil(half_unit / tokens)
+    return (
+        f"within {slack:,} B either way: the KV bytes are printed to {kv.precision} "
+        "(and vLLM counts tokens in whole blocks)"
+    )
 
 
 def _non_kv_from_request(
@@ -254,7 +348,7 @@ def _non_kv_from_request(
         )
         return None
     product = util * total
-    requested = int(-(-product // 1))
+    requested = math.ceil(product)  # Decimal's // truncates toward zero: no -(-x // 1) here
     where = "the log's" if figures.total is not None else "the host's card_total (NVML total)"
     if requested - weights.value - kv.value < 0:
         notes.append(

@@ -106,12 +106,14 @@ def _as_json(seat: str, profile: Any) -> dict[str, Any]:
         "profile": {
             "weights_bytes": profile.weights.value,
             "non_kv_bytes": profile.non_kv.value if profile.non_kv else None,
+            "cuda_graphs_bytes": _graphs_bytes(profile),
             "kv_bytes_per_token": profile.kv_bytes_per_token.value,
             "max_model_len": profile.max_model_len.value,
         },
         "sources": {
             "weights": _figure(profile.weights),
             "non_kv": _figure(profile.non_kv),
+            "cuda_graphs": _figure(profile.cuda_graphs),
             "kv_bytes_per_token": _figure(profile.kv_bytes_per_token),
             "max_model_len": _figure(profile.max_model_len),
             "kv_cache": _figure(profile.kv),
@@ -119,6 +121,23 @@ def _as_json(seat: str, profile: Any) -> dict[str, Any]:
         },
         "notes": list(profile.notes),
     }
+
+
+def _graphs_bytes(profile: Any) -> int | None:
+    """The profile's cuda_graphs: 0 from vLLM 0.21 (inside non_kv), None where the log lacks it."""
+    if not profile.graphs_outside_request:
+        return 0
+    return profile.cuda_graphs.value if profile.cuda_graphs else None
+
+
+def _graphs_line(profile: Any) -> list[str]:
+    """`cuda_graphs:` for vLLM before 0.21, which captures them outside its request."""
+    if not profile.graphs_outside_request:
+        return []
+    graphs = profile.cuda_graphs
+    if graphs is None:
+        return ["        cuda_graphs: unknown"]
+    return [f"        cuda_graphs: {graphs.value}  # {format_bytes(graphs.value)}"]
 
 
 def _source(figure: Any) -> str:
@@ -135,11 +154,12 @@ def _as_text(seat: str, source: str, profile: Any) -> str:
         f"        weights: {profile.weights.value}  # {format_bytes(profile.weights.value)}",
         f"        non_kv: {non_kv}"
         + (f"  # {format_bytes(profile.non_kv.value)}" if profile.non_kv else ""),
+        *_graphs_line(profile),
         f"        kv_bytes_per_token: {profile.kv_bytes_per_token.value}",
         f"        max_model_len: {profile.max_model_len.value}",
         "sources:",
     ]
-    for name in ("weights", "non_kv", "kv", "tokens", "max_model_len"):
+    for name in ("weights", "non_kv", "cuda_graphs", "kv", "tokens", "max_model_len"):
         figure = getattr(profile, name)
         if figure is not None:
             out.append(f"  {name}: {_source(figure)} ({figure.precision})")

@@ -154,6 +154,27 @@ def _first(texts: Sequence[str], summary: Summary | None, more: str) -> Sequence
     return [*texts[:SUMMARY_PLACES], f"{len(texts) - SUMMARY_PLACES} {more} (--explain all)"]
 
 
+def _bound_lines(result: PlanResult) -> list[str]:
+    """Per priority, placed against the most any placement could place: shown when not proven.
+
+    A solver's proof, or a bound every level meets, says it already; a level below its bound
+    on a placement no solver proved is the gap the reader needs.
+    """
+    if result.status == "optimal" or all(level.placed >= level.bound for level in result.bounds):
+        return []
+    out = [
+        "",
+        "BOUND (the most seats any placement could place, per priority; placement.plan.bound):",
+    ]
+    for level in result.bounds:
+        proof = "proven the most" if level.placed >= level.bound else f"gap {level.gap:.1%}"
+        out.append(
+            f"  priority {level.priority}: placed {level.placed:,} of {level.seats:,}, "
+            f"bound {level.bound:,} ({proof})"
+        )
+    return out
+
+
 def render_plan(
     result: PlanResult,
     origins: Mapping[str, str] | None = None,
@@ -174,6 +195,7 @@ def render_plan(
     out.append("")
     for verdict in result.verdicts:
         out.extend(_verdict_lines(verdict, multi_host, explain))
+    out.extend(_bound_lines(result))
     if result.moves:
         out.append("")
         out.append("MOVES (in this order; every step verified):")

@@ -68,6 +68,18 @@ def util_target_bytes(seat: Seat) -> int:
     return profile.weights_bytes + profile.non_kv_bytes + sequence_bytes(profile)
 
 
+def graphs_outside_request_bytes(seat: Seat) -> int:
+    """CUDA graphs the seat holds beyond vLLM's request (the profile's cuda_graphs, before 0.21).
+
+    A util `plan` proposes leaves room for them inside the resident; 0 with a pinned KV cache,
+    whose request does not size what the seat holds.
+    """
+    profile = profile_of(seat)
+    if profile is None or seat.engine.kv_cache_bytes is not None:
+        return 0
+    return profile.cuda_graphs_bytes
+
+
 def _profile_kv(seat: Seat, util: Decimal | None, cuda_total: int) -> tuple[Profile, int] | None:
     """The seat's profile and the KV bytes it gets on a card; None without a profile or a size."""
     profile = profile_of(seat)
@@ -82,13 +94,18 @@ def _profile_kv(seat: Seat, util: Decimal | None, cuda_total: int) -> tuple[Prof
 def profile_resident_bytes(
     seat: Seat, util: Decimal | None, cuda_total: int, cuda_context: int
 ) -> int | None:
-    """weights + non_kv + KV bytes + cuda_context: what the profile says the seat holds on a card."""
+    """weights + non_kv + KV bytes + cuda_graphs + cuda_context: what the profile says the seat
+    holds on a card (the graphs of vLLM before 0.21 come on top of its request)."""
     found = _profile_kv(seat, util, cuda_total)
     if found is None:
         return None
     profile, kv = found
     return resident_bytes(
-        weights=profile.weights_bytes, non_kv=profile.non_kv_bytes, kv=kv, cuda_context=cuda_context
+        weights=profile.weights_bytes,
+        non_kv=profile.non_kv_bytes,
+        kv=kv,
+        cuda_context=cuda_context,
+        cuda_graphs=profile.cuda_graphs_bytes,
     )
 
 
@@ -100,17 +117,30 @@ class ProfileResident:
     non_kv_bytes: int
     kv_bytes: int
     cuda_context_bytes: int
+    cuda_graphs_bytes: int = 0
 
     @property
     def total_bytes(self) -> int:
-        """weights + non_kv + KV bytes + cuda_context."""
-        return self.weights_bytes + self.non_kv_bytes + self.kv_bytes + self.cuda_context_bytes
+        """weights + non_kv + KV bytes + cuda_graphs + cuda_context."""
+        return (
+            self.weights_bytes
+            + self.non_kv_bytes
+            + self.kv_bytes
+            + self.cuda_graphs_bytes
+            + self.cuda_context_bytes
+        )
 
     def parts(self) -> str:
-        """`weights 7.42 GiB + non_kv 1.32 GiB + KV 2.00 GiB + cuda_context 1.16 GiB`."""
+        """`weights 7.42 GiB + non_kv 1.32 GiB + KV 2.00 GiB + cuda_context 1.16 GiB`, with
+        `+ cuda_graphs …` before the context where the profile has them."""
+        graphs = (
+            f" + cuda_graphs {format_bytes(self.cuda_graphs_bytes)}"
+            if self.cuda_graphs_bytes
+            else ""
+        )
         return (
             f"weights {format_bytes(self.weights_bytes)} + non_kv {format_bytes(self.non_kv_bytes)}"
-            f" + KV {format_bytes(self.kv_bytes)} + cuda_context "
+            f" + KV {format_bytes(self.kv_bytes)}{graphs} + cuda_context "
             f"{format_bytes(self.cuda_context_bytes)}"
         )
 
@@ -123,8 +153,9 @@ def profile_resident(
     profile = profile_of(seat)
     if total is None or profile is None:
         return None
-    kv = total - profile.weights_bytes - profile.non_kv_bytes - cuda_context
-    return ProfileResident(profile.weights_bytes, profile.non_kv_bytes, kv, cuda_context)
+    graphs = profile.cuda_graphs_bytes
+    kv = total - profile.weights_bytes - profile.non_kv_bytes - graphs - cuda_context
+    return ProfileResident(profile.weights_bytes, profile.non_kv_bytes, kv, cuda_context, graphs)
 
 
 def profile_resident_warning(

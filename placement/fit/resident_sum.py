@@ -22,6 +22,10 @@ def leftover_kv_bytes(requested: int, weights: int, non_kv: int) -> int:
     return requested - weights - non_kv
 
 
-def resident_bytes(*, weights: int, non_kv: int, kv: int, cuda_context: int) -> int:
-    """weights + non_kv + KV bytes (none when negative) + cuda_context: a seat's bytes on a card."""
-    return weights + non_kv + max(0, kv) + cuda_context
+def resident_bytes(
+    *, weights: int, non_kv: int, kv: int, cuda_context: int, cuda_graphs: int = 0
+) -> int:
+    """weights + non_kv + KV bytes (none when negative) + cuda_graphs + cuda_context: a seat's
+    bytes on a card. The CUDA graphs of vLLM before 0.21 lie outside its request, so they are
+    counted here and never in `leftover_kv_bytes`."""
+    return weights + non_kv + max(0, kv) + cuda_graphs + cuda_context

@@ -26,7 +26,12 @@ from placement.fit.engines import (
     requested_bytes,
     smallest_util_covering,
 )
-from placement.fit.kv import kv_fixes, profile_resident_warning, util_target_bytes
+from placement.fit.kv import (
+    graphs_outside_request_bytes,
+    kv_fixes,
+    profile_resident_warning,
+    util_target_bytes,
+)
 from placement.fit.rules import (
     b,
     card_reasons,
@@ -122,9 +127,10 @@ def kv_bytes(seat: Seat) -> int | None:
 def proposed_util(seat: Seat, cuda_totals: Iterable[int], cuda_context: int) -> Decimal | None:
     """The smallest 3-decimal util whose request covers the seat on every one of its cards."""
     # The smallest util that passes both refusals: covering the seat, and holding one sequence.
-    target = max(
-        cover_target(seat.resident_bytes, kv_bytes(seat), cuda_context), util_target_bytes(seat)
-    )
+    # CUDA graphs vLLM captures outside its request (before 0.21) are part of the resident.
+    cover = cover_target(seat.resident_bytes, kv_bytes(seat), cuda_context)
+    cover = max(1, cover - graphs_outside_request_bytes(seat))
+    target = max(cover, util_target_bytes(seat))
     best: Decimal | None = UTIL_STEP
     for total in cuda_totals:
         util = smallest_util_covering(target, total)

@@ -2,19 +2,29 @@
 
 A relaxation of the plan: each seat is one piece of its resident bytes (less its own bytes
 already on a card), in units of 64 MiB rounded down, which may be split across cards, but only
-cards with room for its whole size; reserves, gates, exclusivity, pins and a multi-card seat's
-other cards are dropped. A card's room, in units rounded down, is then lowered to the largest
-sum of the seats' sizes it could hold (what fragmentation leaves unused on every card). Each
-step only loosens, so no placement places more seats of a level than its bound.
+cards with room for its whole size; reserves, exclusivity, pins and a multi-card seat's other
+cards are dropped. A card's room, in units rounded down, is then lowered to the largest sum of
+the seats' sizes it could hold (what fragmentation leaves unused on every card).
+
+vLLM's gate is kept in one aggregate form. A gated seat s (need − requested = e_s ≤ 0 on every
+card size) keeps its card's load within free − cuda_context + e_s, so with E the largest such
+e_s, a card c holding any gated piece holds at most g_c = min(R_c, free_c − ctx_c + E) instead
+of its room R_c: it loses ℓ_c = R_c − g_c. With X the cards holding gated pieces,
+
+    Σ pieces ≤ Σ_c R_c − Σ_{c∈X} ℓ_c   and   Σ gated pieces ≤ Σ_{c∈X} g_c,
+
+and the least Σ_{c∈X} ℓ_c over such X is bounded below by its LP relaxation (cards by ℓ_c / g_c
+ascending, the last one split). Each step only loosens, so no placement places more seats of
+a level than its bound.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from placement.plan.problem import NewSeat, Problem
+from placement.plan.problem import CardSlot, NewSeat, PairTable, Problem
 
 
 @dataclass(frozen=True)
@@ -40,81 +50,184 @@ def level_bounds(problem: Problem, placed: Iterable[str]) -> list[LevelBound]:
     at every size threshold).
     """
     done = set(placed)
-    rooms = [max(0, slot.open_bytes) // UNIT_BYTES for slot in problem.cards if slot.ok]
+    own = _most_own(problem)
+    ok = [slot for slot in problem.cards if slot.ok]
+    rooms = [max(0, slot.open_bytes) // UNIT_BYTES for slot in ok]
+    slack = _gate_slacks(problem, ok)
+    widest_gate = max((e for e in slack.values() if e <= 0), default=None)
     levels: dict[int, list[NewSeat]] = defaultdict(list)
     for new in problem.seats:
         levels[new.seat.priority].append(new)
-    above: list[tuple[list[_Piece], int]] = []  # each higher level's pieces and its count
+    above: list[tuple[_Pieces, int]] = []  # each higher level's pieces and its count
     out: list[LevelBound] = []
     for priority in sorted(levels, reverse=True):
         members = levels[priority]
-        pieces = [
-            (_size(problem, new), new.seat.card_count)
-            for new in members
-            if problem.has_eligible_host(new.name)
-        ]
+        pieces = _Pieces(
+            [
+                (_size(new, own), new.seat.card_count, slack.get(new.name, 1) <= 0)
+                for new in members
+                if problem.has_eligible_host(new.name)
+            ]
+        )
         count = sum(1 for new in members if new.name in done)
-        sizes = {size for level, _ in above for size, _ in level} | {size for size, _ in pieces}
-        usable = _usable(rooms, sizes)
+        sizes = {p[0] for level, _ in above for p in level.pieces} | {p[0] for p in pieces.pieces}
+        lowered = _lowered(rooms, sizes)
+        gate = _GateLoss.of(ok, lowered, sizes, widest_gate)
+        usable = sorted(lowered, reverse=True)
         thresholds = sorted(sizes | {0})
         room_at = {t: sum(r for r in usable if r >= t) for t in thresholds}
-        carried = {t: sum(_least(level, t, n) for level, n in above) for t in thresholds}
+        carried = {t: sum(level.least(t, n) for level, n in above) for t in thresholds}
+        carried_gated = sum(level.least_gated(n) for level, n in above)
         if any(carried[t] > room_at[t] for t in thresholds):
             most = 0  # cannot happen for a placement that exists; said as no room
         else:
-            most = _most(pieces, thresholds, {t: room_at[t] - carried[t] for t in thresholds})
+            room = {t: room_at[t] - carried[t] for t in thresholds}
+            most = _most(pieces, thresholds, room, gate, carried_gated)
         out.append(LevelBound(priority, len(members), most, count))
         above.append((pieces, count))
     return out
 
 
-_Piece = tuple[int, int]  # (size in units, cards)
-
-
-def _least(pieces: Sequence[_Piece], t: int, n: int) -> int:
-    """The fewest units that any `n` of `pieces` put on cards of `t` or more units.
-
-    A seat of size s ≥ t puts s on each of its cards, all of t or more units; a smaller one
-    may avoid them. Infinite (a large number) when fewer than `n` pieces exist.
-    """
-    if n <= 0:
-        return 0
-    small = sum(1 for size, _ in pieces if size < t)
-    if n <= small:
-        return 0
-    costs = sorted(size * cards for size, cards in pieces if size >= t)
-    take = n - small
-    return sum(costs[:take]) if take <= len(costs) else _NEVER
-
-
+_Piece = tuple[int, int, bool]  # (size in units, cards, gated)
 _NEVER = 1 << 62
 
 
-def _most(pieces: Sequence[_Piece], thresholds: Sequence[int], room: dict[int, int]) -> int:
-    """The most of `pieces` such that, at every threshold, the fewest units they need there fit."""
+class _Pieces:
+    """One level's pieces, with the sorted costs and prefix sums its queries need, kept per threshold."""
+
+    def __init__(self, pieces: Sequence[_Piece]) -> None:
+        self.pieces = list(pieces)
+        self._at: dict[int, tuple[int, list[int]]] = {}
+        ungated = sum(1 for _, _, gated in pieces if not gated)
+        costs = sorted(size * cards for size, cards, gated in pieces if gated)
+        self._gated = (ungated, _prefix(costs))
+
+    def __len__(self) -> int:
+        return len(self.pieces)
+
+    def least(self, t: int, n: int) -> int:
+        """The fewest units that any `n` of the pieces put on cards of `t` or more units.
+
+        A seat of size s ≥ t puts s on each of its cards, all of t or more units; a smaller one
+        may avoid them. Infinite (a large number) when fewer than `n` pieces exist.
+        """
+        found = self._at.get(t)
+        if found is None:
+            small = sum(1 for size, _, _ in self.pieces if size < t)
+            costs = sorted(size * cards for size, cards, _ in self.pieces if size >= t)
+            found = self._at[t] = (small, _prefix(costs))
+        return _take(*found, n)
+
+    def least_gated(self, n: int) -> int:
+        """The fewest units of gated pieces among any `n` of them (ungated ones taken first)."""
+        return _take(*self._gated, n)
+
+
+def _prefix(costs: Sequence[int]) -> list[int]:
+    sums = [0]
+    for cost in costs:
+        sums.append(sums[-1] + cost)
+    return sums
+
+
+def _take(free: int, sums: Sequence[int], n: int) -> int:
+    """Sum of the cheapest n − free costs (`sums` their prefix sums); 0 when n ≤ free."""
+    if n <= free:
+        return 0
+    take = n - free
+    return sums[take] if take < len(sums) else _NEVER
+
+
+def _most(
+    pieces: _Pieces,
+    thresholds: Sequence[int],
+    room: dict[int, int],
+    gate: _GateLoss,
+    carried_gated: int,
+) -> int:
+    """The most of `pieces` such that, at every threshold, the fewest units they need there fit.
+
+    At threshold 0 the room is less what the cards holding the gated pieces lose.
+    """
+
+    def fits(n: int) -> bool:
+        if not all(pieces.least(t, n) <= room[t] for t in thresholds):
+            return False
+        return pieces.least(0, n) <= room[0] - gate.loss(carried_gated + pieces.least_gated(n))
+
     low, high = 0, len(pieces)
     while low < high:
         middle = (low + high + 1) // 2
-        if all(_least(pieces, t, middle) <= room[t] for t in thresholds):
+        if fits(middle):
             low = middle
         else:
             high = middle - 1
     return low
 
 
+@dataclass(frozen=True)
+class _GateLoss:
+    """Cards as the gate term sees them: (ℓ_c, g_c) in units, by ℓ_c / g_c ascending."""
+
+    cards: tuple[tuple[int, int], ...] = ()
+
+    @classmethod
+    def of(
+        cls,
+        slots: Sequence[CardSlot],
+        lowered: Sequence[int],
+        sizes: Iterable[int],
+        widest: int | None,
+    ) -> _GateLoss:
+        """ℓ_c and g_c of every card (`lowered[i]` is slot i's room R_c); none without a gated seat."""
+        if widest is None:
+            return cls()
+        gated_rooms = [
+            max(0, slot.free_bytes - slot.cuda_context_bytes + widest) // UNIT_BYTES
+            for slot in slots
+        ]
+        gated_rooms = _lowered(gated_rooms, sizes)
+        cards = [
+            (room - min(room, g), min(room, g))
+            for room, g in zip(lowered, gated_rooms, strict=True)
+        ]
+        cards.sort(key=lambda card: card[0] / card[1] if card[1] else float("inf"))
+        return cls(tuple(cards))
+
+    def loss(self, gated: int) -> int:
+        """A lower bound (whole units) on the least Σ ℓ_c over cards whose Σ g_c holds `gated`."""
+        if gated <= 0 or not self.cards:
+            return 0
+        lost = 0.0
+        for loss, room in self.cards:
+            if room <= 0:
+                break
+            if room >= gated:
+                return int(lost + loss * gated / room)
+            lost += loss
+            gated -= room
+        return _NEVER  # the gated pieces fit on no set of cards
+
+
 UNIT_BYTES = 64 * 2**20
 
 
-def _size(problem: Problem, new: NewSeat) -> int:
+def _size(new: NewSeat, own: Mapping[str, int]) -> int:
     """The least units the seat adds to any card: its resident, less its own bytes already there."""
-    own = max(
-        (slot.own_bytes.get(new.name, 0) for slot in problem.cards if slot.own_bytes), default=0
-    )
-    return max(0, new.seat.resident_bytes - own) // UNIT_BYTES
+    return max(0, new.seat.resident_bytes - own.get(new.name, 0)) // UNIT_BYTES
 
 
-def _usable(rooms: Sequence[int], sizes: Iterable[int]) -> list[int]:
-    """Each room lowered to the largest sum of `sizes` (each any number of times) within it, descending.
+def _most_own(problem: Problem) -> dict[str, int]:
+    """Per seat, the most bytes its own processes hold on any one card."""
+    own: dict[str, int] = {}
+    for slot in problem.cards:
+        for name, held in slot.own_bytes.items():
+            own[name] = max(held, own.get(name, 0))
+    return own
+
+
+def _lowered(rooms: Sequence[int], sizes: Iterable[int]) -> list[int]:
+    """Each room lowered to the largest sum of `sizes` (each any number of times) within it.
 
     Seats on a card add up to at most its room, and their sizes (rounded down) to such a sum.
     """
@@ -133,4 +246,21 @@ def _usable(rooms: Sequence[int], sizes: Iterable[int]) -> list[int]:
         if reach >> n & 1:
             last = n
         best.append(last)
-    return sorted((best[room] for room in rooms), reverse=True)
+    return [best[room] for room in rooms]
+
+
+def _gate_slacks(problem: Problem, slots: Sequence[CardSlot]) -> dict[str, int]:
+    """Per gated seat, the largest need − requested over the card sizes present.
+
+    Only from a `PairTable` (the plan's); a seat without a request on some size is left out.
+    """
+    table = problem.need
+    if not isinstance(table, PairTable):
+        return {}
+    sizes = {(slot.cuda_total, slot.cuda_context_bytes): slot for slot in slots}
+    out: dict[str, int] = {}
+    for new in problem.seats:
+        slack = [table.gate_slack(new.name, slot) for slot in sizes.values()]
+        if slack and all(e is not None for e in slack):
+            out[new.name] = max(e for e in slack if e is not None)
+    return out

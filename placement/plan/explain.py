@@ -28,6 +28,20 @@ class _Explanation:
     need: int
     # Per host, the room of the cards refused for room alone (fragmentation).
     fragment_room: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    # Warnings of the refusing cards: only those every one of them gives are about the seat
+    # (a util chosen for one full card says nothing of a seat that goes nowhere).
+    refusing: list[str] | None = None
+
+    def refused_with(self, warnings: Sequence[str]) -> None:
+        """Keep, of a refusing card's warnings, those every refusing card gave."""
+        if self.refusing is None:
+            self.refusing = list(warnings)
+        else:
+            self.refusing = [w for w in self.refusing if w in warnings]
+
+    def all_warnings(self) -> tuple[str, ...]:
+        """The passing cards' warnings, then those every refusing card gave, once each."""
+        return tuple(dict.fromkeys((*self.warnings, *(self.refusing or ()))))
 
 
 # The name a class's representative is explained under: no catalogue or YAML name holds a NUL,
@@ -155,7 +169,7 @@ def _explain(
         cards=(),
         reasons=tuple(out.reasons),
         flags=(),
-        warnings=tuple(dict.fromkeys(out.warnings)),
+        warnings=out.all_warnings(),
         nearest=tuple(
             dict.fromkeys(text for _, text in sorted(out.nearest, key=lambda item: item[0]))
         ),
@@ -188,15 +202,16 @@ def _explain_host(
             others=here,
             state_cache=state_cache,
         )
-        out.warnings.extend(verdict.warnings)
         out.need = max(out.need, verdict.need_bytes or 0)
         if verdict.passed:
+            out.warnings.extend(verdict.warnings)
             blocked = _blocked_by(problem, Placement(seat, host, (card.index,)), here)
             if blocked is None:
                 passing.append(card.index)
             else:
                 out.reasons.append(blocked)
             continue
+        out.refused_with(verdict.warnings)
         out.reasons.extend(r for r in verdict.reasons if r.rule != "host")
         shorts = [r.short_bytes for r in verdict.reasons if r.short_bytes is not None]
         texts = verdict.nearest

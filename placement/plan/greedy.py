@@ -7,9 +7,10 @@ verifier re-checks the result like any proposal.
 
 from __future__ import annotations
 
+import copy
 from bisect import bisect_left, insort
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from placement.fit.room import fits_room, room_bytes
@@ -18,6 +19,7 @@ from placement.plan.problem import CardSlot, NewSeat, Problem
 from placement.plan.verified import Assignment
 
 _NONE = -(1 << 80)
+_NO_GATE = 1 << 80
 
 
 class _WidestFirst:
@@ -37,6 +39,11 @@ class _WidestFirst:
             self._tree[size + i] = value
         for node in range(size - 1, 0, -1):
             self._tree[node] = max(self._tree[2 * node], self._tree[2 * node + 1])
+
+    def copy(self) -> _WidestFirst:
+        twin = copy.copy(self)
+        twin._tree = list(self._tree)
+        return twin
 
     def set(self, i: int, value: int) -> None:
         node = self._size + i
@@ -61,16 +68,14 @@ class _WidestFirst:
         return self._descend(2 * node + 1, middle, high, start, need)
 
 
-def placing_order(problem: Problem) -> list[NewSeat]:
+def placing_key(new: NewSeat) -> tuple[int, int, str]:
     """Priority, then bytes over all its cards, descending; then name."""
-    return sorted(
-        problem.seats,
-        key=lambda new: (
-            -new.seat.priority,
-            -new.seat.resident_bytes * new.seat.card_count,
-            new.name,
-        ),
-    )
+    return (-new.seat.priority, -new.seat.resident_bytes * new.seat.card_count, new.name)
+
+
+def placing_order(problem: Problem) -> list[NewSeat]:
+    """The seats by `placing_key`: priority, then bytes over all its cards, descending."""
+    return sorted(problem.seats, key=placing_key)
 
 
 class _Cards:
@@ -85,6 +90,8 @@ class _Cards:
         self.problem = problem
         self.load: dict[tuple[str, int], int] = defaultdict(int)
         self.members: dict[tuple[str, int], list[str]] = defaultdict(list)
+        # Per card, the smallest gate bound of the seats placed on it (load must stay within).
+        self.gate_floor: dict[tuple[str, int], int] = {}
         self.exclusive = {new.name for new in problem.seats if new.seat.exclusive}
         self.residents = {new.name: new.seat.resident_bytes for new in problem.seats}
         self.slots = {slot.key: slot for slot in problem.cards}
@@ -106,33 +113,45 @@ class _Cards:
 
     def room_left(self, name: str, host: str, slot: CardSlot) -> int | None:
         """Bytes of room left on `slot` if `name` goes there now; None if it cannot."""
-        problem = self.problem
-        pair = (name, host, slot.index)
-        if pair not in problem.need:
-            return None
         key = slot.key
-        members = self.members[key]
-        if members and exclusive_binds(
-            exclusive=name in self.exclusive,
-            occupied=True,
-            exclusive_neighbour=any(m in self.exclusive for m in members),
+        floor = self.gate_floor.get(key)
+        if floor is not None and (
+            # The seat adds at least its resident less its own bytes there (a cheap first test).
+            self.load[key] + self.residents[name] - (slot.widest_bytes - slot.open_bytes) > floor
         ):
             return None
-        placed = {m: self.residents[m] for m in members} if members else None
+        found = self.problem.pair(name, host, slot.index)
+        if found is None:
+            return None
+        need, own_gate = found
+        members = self.members[key]
+        if (
+            members
+            and self.exclusive
+            and exclusive_binds(
+                exclusive=name in self.exclusive,
+                occupied=True,
+                exclusive_neighbour=any(m in self.exclusive for m in members),
+            )
+        ):
+            return None
+        load = self.load[key]
+        # Reserves are consumed by their own seats: only then do the members' residents matter.
+        placed = {m: self.residents[m] for m in members} if members and slot.reserves else None
         room = room_bytes(
             free_bytes=slot.free_bytes,
             held_bytes=slot.held_bytes(name, placed),
             margin_bytes=slot.margin_bytes,
-            load_bytes=self.load[key],
+            load_bytes=load,
         )
-        need = problem.need[pair]
         if not fits_room(need, room):
             return None
-        after = self.load[key] + need
-        for member in [*members, name]:
-            bound = problem.gate_bound.get((member, host, slot.index))
-            if bound is not None and after > bound:
-                return None
+        # Every gated seat on the card, this one too, must see the load within its gate bound.
+        after = load + need
+        if after > self.gate_floor.get(key, _NO_GATE) or (
+            own_gate is not None and after > own_gate
+        ):
+            return None
         return room - need
 
     def fitting(self, name: str, host: str, count: int | None) -> list[tuple[int, int]]:
@@ -150,20 +169,31 @@ class _Cards:
     def place(self, name: str, at: int, cards: tuple[int, ...]) -> None:
         host = self.host_names[at]
         for index in cards:
-            self.load[(host, index)] += self.problem.need[(name, host, index)]
+            found = self.problem.pair(name, host, index)
+            if found is None:
+                raise KeyError((name, host, index))
+            need, gate = found
+            self.load[(host, index)] += need
             self.members[(host, index)].append(name)
+            if gate is not None:
+                self.gate_floor[(host, index)] = min(
+                    gate, self.gate_floor.get((host, index), _NO_GATE)
+                )
         now = self.widths(host)
         for k, w in enumerate(now):
             self.trees[k].set(at, w)
         self.host_widths[at] = now
 
 
-def first_fit(problem: Problem) -> Assignment:
-    """First-fit-decreasing: hosts in their order, the first cards that take the seat."""
+def first_fit(problem: Problem, order: Sequence[NewSeat] | None = None) -> Assignment:
+    """First-fit-decreasing: hosts in their order, the first cards that take the seat.
+
+    `order`: the seats to try, in this order (default: all, in `placing_order`).
+    """
     cards = _Cards(problem)
     out: Assignment = {}
-    for new in placing_order(problem):
-        count, resident = new.seat.card_count, new.seat.resident_bytes
+    for new in placing_order(problem) if order is None else order:
+        count, resident = new.seat.card_count, problem.least_width(new.name)
         tree = cards.trees[count - 1]
         # A seat that names its host has no eligible card anywhere else: try that host alone.
         home = cards.position.get(new.seat.host, -1) if new.seat.host is not None else None
@@ -195,10 +225,23 @@ class _BestFit(_Cards):
             for k in range(self.depth)
         ]
 
+    def copy(self) -> _BestFit:
+        """An independent copy of the cards' state (the problem is shared, never changed)."""
+        twin = copy.copy(self)
+        twin.load = defaultdict(int, self.load)
+        twin.members = defaultdict(list, {key: list(names) for key, names in self.members.items()})
+        twin.gate_floor = dict(self.gate_floor)
+        twin.host_widths = list(self.host_widths)
+        twin.trees = [tree.copy() for tree in self.trees]
+        twin.by_width = list(self.by_width)
+        twin.by_host = [list(column) for column in self.by_host]
+        return twin
+
     def one_card(self, new: NewSeat) -> tuple[int, int, tuple[int, ...]] | None:
         """The narrowest card wide enough that takes the seat (a bisection, then a short walk)."""
         for j in range(
-            bisect_left(self.by_width, (new.seat.resident_bytes, -1, -1)), len(self.by_width)
+            bisect_left(self.by_width, (self.problem.least_width(new.name), -1, -1)),
+            len(self.by_width),
         ):
             _, spot, index = self.by_width[j]
             host = self.host_names[spot]
@@ -211,7 +254,8 @@ class _BestFit(_Cards):
         """The host whose k-th widest card is narrowest among those that take the seat."""
         count = new.seat.card_count
         column = self.by_host[count - 1]
-        for j in range(bisect_left(column, (new.seat.resident_bytes, -1)), len(column)):
+        least = self.problem.least_width(new.name)
+        for j in range(bisect_left(column, (least, -1)), len(column)):
             spot = column[j][1]
             found = self.fitting(new.name, self.host_names[spot], None)
             if len(found) >= count:
@@ -221,7 +265,7 @@ class _BestFit(_Cards):
     def at_home(self, new: NewSeat, home: int) -> tuple[int, int, tuple[int, ...]] | None:
         """A seat naming its host: that host alone, where the fewest bytes of room are left."""
         count = new.seat.card_count
-        at = self.trees[count - 1].next_at_least(max(home, 0), new.seat.resident_bytes)
+        at = self.trees[count - 1].next_at_least(max(home, 0), self.problem.least_width(new.name))
         if at is None or at != home:
             return None
         found = self.fitting(new.name, self.host_names[at], None)
@@ -249,29 +293,54 @@ def _tightest(
     return (sum(room for room, _ in chosen), at, tuple(sorted(index for _, index in chosen)))
 
 
-def best_fit(problem: Problem) -> Assignment:
+class BestFitPacking:
+    """A best-fit packing that can be resumed: the cards' state and the placement so far.
+
+    `copy()` forks it, so searches that share a prefix of seats place that prefix once.
+    """
+
+    def __init__(self, problem: Problem) -> None:
+        self.cards = _BestFit(problem)
+        self.placed: Assignment = {}
+
+    def copy(self) -> BestFitPacking:
+        """An independent packing in the same state."""
+        twin = object.__new__(BestFitPacking)
+        twin.cards = self.cards.copy()
+        twin.placed = dict(self.placed)
+        return twin
+
+    def add(self, seats: Iterable[NewSeat]) -> int:
+        """Place each seat, in order, where best fit puts it; how many found no card."""
+        cards, missed = self.cards, 0
+        for new in seats:
+            home = cards.position.get(new.seat.host, -1) if new.seat.host is not None else None
+            if home is not None:
+                best = cards.at_home(new, home)
+            elif new.seat.card_count == 1:
+                best = cards.one_card(new)
+            else:
+                best = cards.many_cards(new)
+            if best is None:
+                missed += 1
+                continue
+            _, at, chosen = best
+            cards.place(new.name, at, chosen)
+            self.placed[new.name] = (cards.host_names[at], chosen)
+        return missed
+
+
+def best_fit(problem: Problem, order: Sequence[NewSeat] | None = None) -> Assignment:
     """Best-fit-decreasing: each seat where the fewest bytes of room are left after it.
 
     A one-card seat on the narrowest card that takes it; a multi-card seat on the host whose
     k-th widest card is narrowest among those that take it (its k narrowest fitting cards); a
     seat naming its host where the fewest bytes of room are left. A baseline beside first fit,
-    and a second fallback.
+    and a second fallback. `order`: the seats to try, in this order (default: `placing_order`).
     """
-    cards = _BestFit(problem)
-    out: Assignment = {}
-    for new in placing_order(problem):
-        home = cards.position.get(new.seat.host, -1) if new.seat.host is not None else None
-        if home is not None:
-            best = cards.at_home(new, home)
-        elif new.seat.card_count == 1:
-            best = cards.one_card(new)
-        else:
-            best = cards.many_cards(new)
-        if best is not None:
-            _, at, chosen = best
-            cards.place(new.name, at, chosen)
-            out[new.name] = (cards.host_names[at], chosen)
-    return out
+    packing = BestFitPacking(problem)
+    packing.add(placing_order(problem) if order is None else order)
+    return packing.placed
 
 
 def greedy_assignment(problem: Problem, *, fit: Literal["first", "best"] = "first") -> Assignment:

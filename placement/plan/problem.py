@@ -231,6 +231,39 @@ class Problem:
             return self.need.exceeds(limit)
         return len(self.need) > limit
 
+    def restricted(self, host: str, seats: Sequence[NewSeat]) -> Problem:
+        """The part of the problem on `host` alone, for `seats` (which name it): cards as they are."""
+        hosts = {host: self.hosts[host]}
+        table = PairTable(seats, hosts)
+        return Problem(
+            catalogue=self.catalogue,
+            snapshots=tuple(s for s in self.snapshots if s.host == host),
+            seats=tuple(seats),
+            cards=hosts[host],
+            hosts=hosts,
+            need=table,
+            gate_bound=table.gate_bounds,
+            host_views=self.host_views,
+            card_views=self.card_views,
+        )
+
+    def least_width(self, name: str) -> int:
+        """`PairTable.least_width`: the width below which no card takes `name` (its resident at least)."""
+        if isinstance(self.need, PairTable):
+            return self.need.least_width(name)
+        return self.seat(name).seat.resident_bytes
+
+    def pair(self, name: str, host: str, index: int) -> PairEntry | None:
+        """(need, gate bound or None) when `name` may go on card `index` of `host`, else None.
+
+        One lookup for both: the greedy placers ask it for every card they try.
+        """
+        if isinstance(self.need, PairTable):
+            return self.need.entry(name, host, index)
+        key = (name, host, index)
+        need = self.need.get(key)
+        return None if need is None else (need, self.gate_bound.get(key))
+
     def _eligible_on(self, name: str, host: str) -> int:
         slots = self.hosts[host]
         resident = self.seat(name).seat.resident_bytes
@@ -254,6 +287,24 @@ class Problem:
         ]
         # Stable: equal widths keep host order.
         return sorted(widest, key=lambda item: -item[0])
+
+
+def split_by_host(problem: Problem) -> list[Problem] | None:
+    """One part per host when every new seat names its host (and seats name two hosts or more).
+
+    A seat that names its host has no pair anywhere else, so each host's seats and cards form a
+    problem of their own. None when some seat may go to any host (then every host is one part),
+    or when there would be one part. Seats naming a host with no snapshot belong to no part.
+    """
+    by_host: dict[str, list[NewSeat]] = {}
+    for new in problem.seats:
+        if new.seat.host is None:
+            return None
+        by_host.setdefault(new.seat.host, []).append(new)
+    parts = [
+        problem.restricted(host, seats) for host, seats in by_host.items() if host in problem.hosts
+    ]
+    return parts if len(parts) > 1 else None
 
 
 def load_add_file(path: str | Path) -> list[Seat]:
@@ -533,6 +584,7 @@ class PairTable(Mapping[PairKey, int]):
         self._sized: dict[tuple[str, int, int], _SizedNeed] = {}
         self._rooms: dict[CardKey, _CardRoom] = {}
         self._all: dict[PairKey, int] | None = None
+        self._least_width: dict[str, int] = {}
         self.gate_bounds = _GateBounds(self)
 
     def entry(self, name: str, host: str, index: int) -> PairEntry | None:
@@ -571,18 +623,79 @@ class PairTable(Mapping[PairKey, int]):
             return None
         if facts.pinned is not None and index not in facts.pinned:
             return None
-        # The loosest util the seat may start with on this card: a multi-card seat's util covers
-        # its chosen cards, at least this card's (mixed card sizes on a host). Cached per card
-        # size and context: a fleet has few card sizes.
-        sized_key = (name, slot.cuda_total, slot.cuda_context_bytes)
-        sized = self._sized.get(sized_key)
-        if sized is None:
-            util = start_util(facts.seat, facts.rule, [slot.cuda_total], slot.cuda_context_bytes)
-            sized = self._sized[sized_key] = sized_need(facts.seat, facts.rule, util, slot)
+        sized = self._sized_need(facts, slot)
         room = self._rooms.get(card)
         if room is None:
             room = self._rooms[card] = card_room(slot, self._residents)
         return _fit_pair(facts, sized, slot, room, self._residents)
+
+    def _sized_need(self, facts: _SeatFacts, slot: CardSlot) -> _SizedNeed:
+        """The seat's need and request on cards like `slot`.
+
+        The loosest util the seat may start with on this card: a multi-card seat's util covers
+        its chosen cards, at least this card's (mixed card sizes on a host). Cached per card
+        size and context: a fleet has few card sizes.
+        """
+        sized_key = (facts.name, slot.cuda_total, slot.cuda_context_bytes)
+        sized = self._sized.get(sized_key)
+        if sized is None:
+            util = start_util(facts.seat, facts.rule, [slot.cuda_total], slot.cuda_context_bytes)
+            sized = self._sized[sized_key] = sized_need(facts.seat, facts.rule, util, slot)
+        return sized
+
+    def least_width(self, name: str) -> int:
+        """A width (free − absent − margin + own − load) every card must keep to take `name`.
+
+        Its resident; for a seat whose gate requests bytes, also requested + cuda_context −
+        margin − absent on the loosest card of each size (the gate, load ≤ free − context −
+        requested, rewritten in width). Placers start their scans there: no card narrower
+        takes the seat, so skipping them changes no answer.
+        """
+        found = self._least_width.get(name)
+        if found is not None:
+            return found
+        facts = self._facts.get(name) or self._seat_facts(name)
+        if facts is None:
+            return 0
+        least = facts.seat.resident_bytes
+        gated: list[int] = []
+        for slot, offset in self._size_classes.values():
+            requested = self._sized_need(facts, slot).requested_bytes
+            if requested is None:
+                gated = []
+                break
+            gated.append(requested + offset)
+        if gated:
+            least = max(least, min(gated))
+        self._least_width[name] = least
+        return least
+
+    @cached_property
+    def _size_classes(self) -> dict[tuple[int, int], tuple[CardSlot, int]]:
+        """Per (CUDA total, context): one card of that size, and the least context − margin − absent."""
+        out: dict[tuple[int, int], tuple[CardSlot, int]] = {}
+        for slot in self._slots.values():
+            if not slot.ok:
+                continue
+            key = (slot.cuda_total, slot.cuda_context_bytes)
+            offset = slot.cuda_context_bytes - slot.margin_bytes - slot.absent_bytes
+            if key not in out or offset < out[key][1]:
+                out[key] = (slot, offset)
+        return out
+
+    def gate_slack(self, name: str, slot: CardSlot) -> int | None:
+        """need − requested of `name` on cards like `slot`; None when its gate requests nothing.
+
+        Where the seat is, the card's load (its need included) stays within
+        free − cuda_context + need − requested: the gate as if started last.
+        """
+        facts = self._facts.get(name) or self._seat_facts(name)
+        if facts is None:
+            return None
+        sized = self._sized_need(facts, slot)
+        if sized.requested_bytes is None:
+            return None
+        return sized.need_bytes - sized.requested_bytes
 
     def _keys(self) -> Iterator[PairKey]:
         """Every (seat, host, card) that could be eligible, in the model's order."""

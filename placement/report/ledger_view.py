@@ -294,6 +294,7 @@ def _profile_json(found: ProfileResident | None) -> dict[str, int] | None:
         "weights_bytes": found.weights_bytes,
         "non_kv_bytes": found.non_kv_bytes,
         "kv_bytes": found.kv_bytes,
+        "cuda_graphs_bytes": found.cuda_graphs_bytes,
         "cuda_context_bytes": found.cuda_context_bytes,
         "per_card_bytes": found.total_bytes,
     }

@@ -54,6 +54,17 @@ def test_a_profile_loads_with_bytes_as_ints(tmp_path: Path) -> None:
     assert profile.max_model_len == 40_960
 
 
+def test_cuda_graphs_are_0_unless_given_and_left_out_of_dumps_at_0(tmp_path: Path) -> None:
+    seat = load_catalogue(write(tmp_path, CATALOGUE)).seat("vllm-voices")
+    assert seat.engine.profile is not None and seat.engine.profile.cuda_graphs_bytes == 0
+    assert "cuda_graphs" not in seat.model_dump(by_alias=True)["engine"]["profile"]
+    text = edited("non_kv: 1.32 GiB", "non_kv: 1.32 GiB\n        cuda_graphs: 4.06 GiB")
+    seat = load_catalogue(write(tmp_path, text)).seat("vllm-voices")
+    assert seat.engine.profile is not None
+    assert seat.engine.profile.cuda_graphs_bytes == int(4.06 * GiB) == 4_359_391_805
+    assert seat.model_dump(by_alias=True)["engine"]["profile"]["cuda_graphs"] == 4_359_391_805
+
+
 def test_no_profile_by_default(tmp_path: Path) -> None:
     text = CATALOGUE.split("      profile:")[0]
     assert load_catalogue(write(tmp_path, text)).seat("vllm-voices").engine.profile is None
@@ -70,6 +81,10 @@ def test_no_profile_by_default(tmp_path: Path) -> None:
         ("weights: 7.55 GiB", "weights: 7.55 GB", "weights", "ambiguous unit"),
         ("non_kv: 1.32 GiB", "non_kv: -1 GiB", "non_kv", "negative"),
         ("non_kv: 1.32 GiB", "non_kv: 0.4", "non_kv", "looks like a fraction"),
+        ("non_kv: 1.32 GiB", "non_kv: 1.32 GiB\n        cuda_graphs: -1 GiB", "cuda_graphs",
+         "negative"),
+        ("non_kv: 1.32 GiB", "non_kv: 1.32 GiB\n        cuda_graphs: 4 GB", "cuda_graphs",
+         "ambiguous unit"),
         ("max_model_len: 40960", "max_model_len: 40960\n        tokens: 3", "tokens", "unknown key"),
     ],
 )  # fmt: skip
@@ -97,6 +112,12 @@ def test_a_missing_figure_is_named(tmp_path: Path) -> None:
         ("weights: 7.55 GiB", "weights: 97872 MiB", "weights", "95.58 GiB"),
         ("non_kv: 1.32 GiB", "non_kv: 100 GiB", "non_kv", "100.00 GiB"),
         ("non_kv: 1.32 GiB", "non_kv: 90 GiB", "non_kv", "weights \\+ non_kv = 97.55 GiB"),
+        (
+            "non_kv: 1.32 GiB",
+            "non_kv: 1.32 GiB\n        cuda_graphs: 97872 MiB",
+            "cuda_graphs",
+            "cuda_graphs 95.58 GiB",
+        ),
     ],
 )
 def test_weights_or_non_kv_over_the_card(
@@ -152,6 +173,8 @@ def test_the_schema_describes_the_profile() -> None:
     ]
     assert profile["properties"]["kv_bytes_per_token"]["minimum"] == 1
     assert profile["properties"]["max_model_len"]["minimum"] == 1
+    assert profile["properties"]["cuda_graphs"]["default"] == 0
+    assert "outside its request" in profile["properties"]["cuda_graphs"]["description"]
     assert {
         "type": "string",
         "pattern": profile["properties"]["weights"]["anyOf"][1]["pattern"],

@@ -122,3 +122,33 @@ def test_a_resident_that_covers_the_profile_draws_no_warning(
     code, out = check(capsys, tmp_path, 8_192, "--resident", "12 GiB", "--json")
     assert code == 0
     assert not [w for w in json.loads(out)["warnings"] if "its profile implies" in w]
+
+
+def _check_profile(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, profile: str
+) -> tuple[int, list[str]]:
+    text = CATALOGUE.read_text(encoding="utf-8").replace(PIN, PIN + f"      profile: {profile}\n")
+    path = tmp_path / "fv-ml1-graphs.yaml"
+    path.write_text(text, encoding="utf-8")
+    code = cli.main(
+        ["check", "vllm-voices", "--catalogue", str(path), "--snapshot", SNAPSHOT, "--json"]
+    )
+    warnings = json.loads(capsys.readouterr().out)["warnings"]
+    return code, [w for w in warnings if "its profile implies" in w]
+
+
+def test_cuda_graphs_outside_the_request_count_in_the_profiles_resident(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # vLLM before 0.21 captures its graphs after sizing the KV cache. Without them the profile
+    # says 5 GiB + 1 GiB + the 2 GiB pin + 1,183 MiB = 9,375 MiB, under the declared 10,740 MiB;
+    # with 2 GiB of graphs it says 11,423 MiB.
+    base = "{weights: 5 GiB, non_kv: 1 GiB, kv_bytes_per_token: 147456, max_model_len: 8192"
+    code, warnings = _check_profile(capsys, tmp_path, base + "}")
+    assert code == 0 and warnings == []
+    code, warnings = _check_profile(capsys, tmp_path, base + ", cuda_graphs: 2 GiB}")
+    assert code == 0
+    (warning,) = warnings
+    assert warning.startswith("vllm-voices: declared resident 10.49 GiB is below the 11.16 GiB")
+    assert "KV 2.00 GiB + cuda_graphs 2.00 GiB + cuda_context 1.16 GiB" in warning
+    assert warning.endswith(f"raise resident to {11_423 * 2**20:,} B")

@@ -10,7 +10,13 @@ import pytest
 
 from inventory.attribution import attribute
 from inventory.snapshot import Snapshot
-from placement.fit.kv import kv_cache_bytes, kv_tokens, profile_resident_bytes
+from placement.fit.kv import (
+    kv_cache_bytes,
+    kv_capacity,
+    kv_tokens,
+    profile_resident,
+    profile_resident_bytes,
+)
 from placement.fit.verify import judge
 from seats.model import Catalogue, Profile, Seat
 from seats.units import GiB, MiB
@@ -25,12 +31,15 @@ def snap(fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot) -> Snapshot:
     return attribute(fv_ml1_snapshot, fv_ml1)
 
 
-def profile(max_model_len: int, weights: str = "1 GiB", non_kv: str = "512 MiB") -> dict[str, Any]:
+def profile(
+    max_model_len: int, weights: str = "1 GiB", non_kv: str = "512 MiB", **more: Any
+) -> dict[str, Any]:
     return {
         "weights": weights,
         "non_kv": non_kv,
         "kv_bytes_per_token": QWEN3_4B,
         "max_model_len": max_model_len,
+        **more,
     }
 
 
@@ -158,4 +167,58 @@ def test_profile_resident_adds_weights_non_kv_kv_and_context() -> None:
     # Without a pin the KV cache fills the request: the resident is request + context.
     assert profile_resident_bytes(unpinned, Decimal("0.04"), CUDA_TOTAL, CONTEXT) == (
         4_078_918_697 + CONTEXT
+    )
+
+
+def test_cuda_graphs_count_in_the_resident_but_not_in_the_kv_cache() -> None:
+    """vLLM before 0.21 captures CUDA graphs after sizing its KV cache, outside its request."""
+    util = Decimal("0.04")
+    without = vllm("4 GiB", gpu_memory_utilization=0.04, profile=profile(8_192))
+    graphs = vllm(
+        "4 GiB", gpu_memory_utilization=0.04, profile=profile(8_192, cuda_graphs="600 MiB")
+    )
+    # The KV cache is still ceil(util × total) − weights − non_kv: 16,739 tokens either way.
+    for seat in (without, graphs):
+        found = kv_capacity(seat, util, CUDA_TOTAL)
+        assert found is not None
+        assert (found.kv_bytes, found.tokens) == (2_468_305_961, 16_739)
+    # The resident: request + context without graphs, and 600 MiB more with them.
+    assert profile_resident_bytes(without, util, CUDA_TOTAL, CONTEXT) == 4_078_918_697 + CONTEXT
+    assert profile_resident_bytes(graphs, util, CUDA_TOTAL, CONTEXT) == (
+        4_078_918_697 + 600 * MiB + CONTEXT
+    )
+    parts = profile_resident(graphs, util, CUDA_TOTAL, CONTEXT)
+    assert parts is not None
+    assert (parts.kv_bytes, parts.cuda_graphs_bytes) == (2_468_305_961, 600 * MiB)
+    assert "+ KV 2.30 GiB + cuda_graphs 600.00 MiB + cuda_context" in parts.parts()
+    plain = profile_resident(without, util, CUDA_TOTAL, CONTEXT)
+    assert plain is not None and "cuda_graphs" not in plain.parts()
+
+
+def test_plan_leaves_room_for_graphs_outside_the_request(fv_ml1: Catalogue, snap: Snapshot) -> None:
+    # Without a pin the seat holds request + graphs + context: the proposed request covers the
+    # resident less both, so what vLLM then holds is the declared resident. (A small model: its
+    # KV target, 512 MiB and one token, asks less than covering the seat.)
+    small = {"max_model_len": 1, "weights": "256 MiB", "non_kv": "256 MiB"}
+    plain = judge(fv_ml1, snap, vllm("3 GiB", profile=profile(**small)), [1], mode="plan")
+    graphs = vllm("3 GiB", profile=profile(**small, cuda_graphs="1 GiB"))
+    verdict = judge(fv_ml1, snap, graphs, [1], mode="plan")
+    assert (plain.util, verdict.util) == ("0.020", "0.009")
+    for util, outside in ((plain.util, 0), (verdict.util, GiB)):
+        assert util is not None
+        thousandths = int(Decimal(util) * 1000)
+        target = 3 * GiB - CONTEXT - outside
+        assert (
+            -(-(thousandths - 1) * CUDA_TOTAL // 1000)
+            < target
+            <= -(-thousandths * CUDA_TOTAL // 1000)
+        )
+    assert verdict.passed and not [w for w in verdict.warnings if "profile implies" in w]
+    # A pinned KV cache does not grow with the util: its request covers the resident as before.
+    pin = {"kv_cache_memory": "256 MiB"}
+    with_pin = vllm("3 GiB", **pin, profile=profile(**small, cuda_graphs="1 GiB"))
+    without = vllm("3 GiB", **pin, profile=profile(**small))
+    assert (
+        judge(fv_ml1, snap, with_pin, [1], mode="plan").util
+        == judge(fv_ml1, snap, without, [1], mode="plan").util
     )

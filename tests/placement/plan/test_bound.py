@@ -8,8 +8,9 @@ import pytest
 
 from placement.plan.bound import level_bounds
 from placement.plan.problem import build_problem, new_seats
+from seats.model import Seat
 from seats.units import GiB
-from tests.placement.plan.test_model import adds, make_fleet, run_plan, seat
+from tests.placement.plan.test_model import adds, make_fleet, placed, run_plan, seat
 
 
 def test_two_cards_of_room_bound_a_two_card_seat_and_a_third() -> None:
@@ -54,3 +55,50 @@ def test_no_optimal_placement_places_more_than_the_bound(seed: int) -> None:
         assert level.placed == got
         assert level.bound >= got, (level, placed)
     assert result.to_json()["bounds"][0]["priority"] == max(s.priority for s in seats)
+
+
+def _gated(name: str, resident: int, util: float, **extra: object) -> Seat:
+    """A vLLM seat with a declared util and a pinned KV cache: its gate asks util × total."""
+    engine = {
+        "kind": "vllm",
+        "version": "0.11.0",
+        "gpu_memory_utilization": util,
+        "kv_cache_memory": GiB,
+    }
+    return seat(name, resident, engine=engine, **extra)
+
+
+def test_the_gate_lowers_the_bound_where_each_card_holds_one_gated_seat() -> None:
+    # Two cards of 10 GiB free, 1 GiB of CUDA context, seats of 5 GiB asking 5 GiB (16 GiB × 0.3125).
+    # Room takes two a card; the gate (5 + 5 > 10 − 1) one: a gated card holds 9 GiB, so 5 GiB
+    # of seats. The same seats without a gate are bounded by room alone: 4.
+    catalogue, snapshots = make_fleet({"h": [10 * GiB, 10 * GiB]}, ctx=GiB)
+    gated = [_gated(f"g{i}", 5 * GiB, 0.3125) for i in range(4)]
+    result = run_plan(catalogue, snapshots, gated, solver="highs")
+    assert result.optimal and len(placed(result)) == 2
+    assert [level.bound for level in result.bounds] == [2]
+    plain = [seat(f"p{i}", 5 * GiB) for i in range(4)]
+    problem = build_problem(catalogue, snapshots, new_seats(catalogue, adds(*plain)))
+    assert [level.bound for level in level_bounds(problem, [])] == [4]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_no_optimal_placement_of_gated_seats_places_more_than_the_bound(seed: int) -> None:
+    rng = random.Random(100 + seed)
+    rooms = {f"h{h}": [rng.randint(4, 16) * GiB for _ in range(3)] for h in range(2)}
+    catalogue, snapshots = make_fleet(rooms, ctx=GiB // 2, margin=GiB // 4)
+    seats: list[Seat] = []
+    for i in range(9):
+        resident = rng.randint(1, 7) * GiB
+        priority = rng.choice([0, 1])
+        if rng.random() < 0.6:
+            util = round(resident / (16 * GiB) + rng.choice([0.0, 0.02, 0.05]), 3)
+            seats.append(_gated(f"s{i}", resident, util, priority=priority))
+        else:
+            seats.append(seat(f"s{i}", resident, priority=priority))
+    result = run_plan(catalogue, snapshots, seats, solver="highs")
+    assert result.status == "optimal"
+    got = {v.seat for v in result.verdicts if v.passed}
+    for level in result.bounds:
+        count = sum(1 for s in seats if s.priority == level.priority and s.name in got)
+        assert level.bound >= count, (level, got)

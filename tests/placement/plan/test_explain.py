@@ -10,7 +10,9 @@ from placement.plan.explain import ExplainClasses, explain_refusal, summarise
 from placement.plan.greedy import greedy_assignment
 from placement.plan.problem import build_problem, new_seats
 from placement.plan.verified import verified_verdicts
+from seats.units import GiB
 from tests.placement.plan.test_fleet import GIB, random_fleet
+from tests.placement.plan.test_model import make_fleet, run_plan, seat
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -86,3 +88,16 @@ def test_a_summary_keeps_the_three_tightest_places_and_counts_every_rule() -> No
     assert summary.counts == {"room": 3, "gate": 1, "exclusive": 1, "reserve": 1, "host": 1}
     assert summary.places == 6
     assert summarise(Verdict("refuse", "s", None, (), reasons[:5])) is None  # four places
+
+
+def test_a_refusal_keeps_no_util_chosen_for_a_card_that_refused_the_seat() -> None:
+    # A pinned-KV seat whose covering util the gate cannot honour gets "the largest util that
+    # passes" for a card; the card still refuses it (room), so that util advises nothing.
+    catalogue, snapshots = make_fleet({"h": [2 * GiB, 3 * GiB]}, ctx=GiB // 4)
+    engine = {"kind": "vllm", "version": "0.11.0", "kv_cache_memory": GiB}
+    seats = [seat("big", 6 * GiB, engine=engine)]
+    result = run_plan(catalogue, snapshots, seats)
+    (verdict,) = result.verdicts
+    assert not verdict.passed
+    assert {r.rule for r in verdict.reasons} == {"room"}
+    assert not any("is the largest that passes" in w for w in verdict.warnings), verdict.warnings

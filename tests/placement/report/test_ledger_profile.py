@@ -20,13 +20,17 @@ PROFILE = (
 
 
 def _ledger(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *extra: str
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    *extra: str,
+    profile: str = PROFILE,
 ) -> str:
     monkeypatch.delenv("GPUPLAN_CATALOGUE", raising=False)
     text = Path(FV_ML1_CATALOGUE).read_text(encoding="utf-8")
     assert text.count(PIN) == 1
     path = tmp_path / "fv-ml1.yaml"
-    path.write_text(text.replace(PIN, PIN + PROFILE), encoding="utf-8")
+    path.write_text(text.replace(PIN, PIN + profile), encoding="utf-8")
     argv = ["ledger", "--catalogue", str(path), "--snapshot", str(FV_ML1_SNAPSHOT), *extra]
     assert main(argv) == 0
     return capsys.readouterr().out
@@ -40,6 +44,7 @@ def test_the_json_gives_the_profile_parts_per_card(
     profile = seats["vllm-voices"]["profile"]
     assert profile["weights_bytes"] == 7600 * MiB
     assert profile["kv_bytes"] == 2 * GiB  # the pin
+    assert profile["cuda_graphs_bytes"] == 0
     assert profile["cuda_context_bytes"] == data["hosts"][0]["cuda_context_bytes"]
     assert profile["per_card_bytes"] == (
         7600 * MiB + int(1.32 * GiB) + 2 * GiB + profile["cuda_context_bytes"]
@@ -54,3 +59,20 @@ def test_the_text_puts_the_breakdown_beside_declared_and_observed(
     line = next(x for x in out.splitlines() if x.startswith("profile vllm-voices:"))
     assert "weights 7.42 GiB + non_kv 1.32 GiB + KV 2.00 GiB + cuda_context" in line
     assert line.endswith("per card (declared 10,740 MiB, observed 10,740 MiB)")
+
+
+def test_cuda_graphs_outside_the_request_show_in_the_breakdown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    graphs = PROFILE.replace("max_model_len: 8192}", "max_model_len: 8192, cuda_graphs: 600 MiB}")
+    assert graphs != PROFILE
+    data = json.loads(_ledger(tmp_path, capsys, monkeypatch, "--json", profile=graphs))
+    profile = {s["seat"]: s for s in data["hosts"][0]["seats"]}["vllm-voices"]["profile"]
+    assert profile["cuda_graphs_bytes"] == 600 * MiB
+    assert profile["kv_bytes"] == 2 * GiB  # the graphs are not taken from the KV cache
+    assert profile["per_card_bytes"] == (
+        7600 * MiB + int(1.32 * GiB) + 2 * GiB + 600 * MiB + profile["cuda_context_bytes"]
+    )
+    out = _ledger(tmp_path, capsys, monkeypatch, profile=graphs)
+    line = next(x for x in out.splitlines() if x.startswith("profile vllm-voices:"))
+    assert "KV 2.00 GiB + cuda_graphs 600.00 MiB + cuda_context" in line

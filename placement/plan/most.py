@@ -1,0 +1,96 @@
+"""The most seats per priority level without the integer program: keep the smallest, pack them.
+
+Strict priority makes the plan's objective lexicographic: (seats placed at the highest level,
+then the next, …). Level by level, highest first, with C the seats already committed (all
+placed together), the search looks for the largest K such that best-fit-decreasing places
+C ∪ S_K, where S_K holds the K smallest seats of the level (bytes over all their cards):
+
+    K* = max { K : BFD(C ∪ S_K) places every seat of C ∪ S_K }
+
+To count seats, the smallest are the ones to keep: any K seats take at least the bytes of the
+K smallest, on every card-size threshold (the relaxation in `placement.plan.bound`). K is
+bisected between what a smallest-first pass placed (a placement that exists) and the level's
+upper bound; every candidate is a real packing, so the answer is a placement whichever way the
+bisection goes (feasibility in K need not be monotone: the search may stop short of the best
+K, never report one it did not pack). A last pass then tries the level's other seats, smallest
+first, in what is left, and the placed ones join C.
+
+Each pack is one best-fit pass, O(seats · log cards) plus the cards it walks; a level needs
+about log₂(bound − placed) of them. The verifier re-checks the result like any proposal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from placement.plan.bound import level_bounds
+from placement.plan.greedy import BestFitPacking, placing_key
+from placement.plan.problem import NewSeat, Problem
+from placement.plan.verified import Assignment
+
+
+def most_seats(problem: Problem) -> Assignment:
+    """A placement that keeps, level by level, the most seats best-fit can pack (see module doc)."""
+    levels = sorted({new.seat.priority for new in problem.seats}, reverse=True)
+    # C packed in decreasing order: every attempt at a level starts from a fork of it.
+    committed = BestFitPacking(problem)
+    for priority in levels:
+        level = sorted(
+            (
+                new
+                for new in problem.seats
+                if new.seat.priority == priority and problem.has_eligible_host(new.name)
+            ),
+            key=_bytes_key,
+        )
+        if level:
+            committed = _level(problem, committed, level)
+    return committed.placed
+
+
+def _level(problem: Problem, committed: BestFitPacking, level: Sequence[NewSeat]) -> BestFitPacking:
+    """C with as many of `level` (ascending bytes) as best fit packs: the packing after the level."""
+    every = _packed(committed, level)
+    if every is not None:
+        return every
+    # Smallest first on top of C: a placement that exists, and the bisection's floor.
+    floor = committed.copy()
+    floor.add(level)
+    low = sum(1 for new in level if new.name in floor.placed)
+    best = _packed(committed, level[:low])
+    if best is None:
+        low, best = 0, committed
+    high = min(len(level) - 1, _level_bound(problem, committed, level[0].seat.priority))
+    while low < high:
+        middle = (low + high + 1) // 2
+        attempt = _packed(committed, level[:middle])
+        if attempt is not None:
+            low, best = middle, attempt
+        else:
+            high = middle - 1
+    topped = best.copy()
+    topped.add(level[low:])
+    return max((floor, topped), key=lambda packing: _count(packing, level))
+
+
+def _packed(committed: BestFitPacking, seats: Sequence[NewSeat]) -> BestFitPacking | None:
+    """C with `seats` added in decreasing order, or None when one of them found no card."""
+    attempt = committed.copy()
+    return None if attempt.add(sorted(seats, key=placing_key)) else attempt
+
+
+def _count(packing: BestFitPacking, level: Sequence[NewSeat]) -> int:
+    return sum(1 for new in level if new.name in packing.placed)
+
+
+def _level_bound(problem: Problem, committed: BestFitPacking, priority: int) -> int:
+    """The most seats of level `priority` any placement keeping C's counts could place."""
+    for level in level_bounds(problem, committed.placed):
+        if level.priority == priority:
+            return level.bound
+    return 0
+
+
+def _bytes_key(new: NewSeat) -> tuple[int, str]:
+    """Ascending bytes over all the seat's cards, then name."""
+    return (new.seat.resident_bytes * new.seat.card_count, new.name)
