@@ -566,7 +566,8 @@ def _tile(i: int, host: str, cards: list[ChartSeries]) -> list[str]:
             f'<line x1="{x0:.1f}" x2="{x1:.1f}" y1="{y(margin):.1f}" y2="{y(margin):.1f}" '
             'stroke="black" stroke-width="1" stroke-dasharray="4 2"/>'
         )
-    out.append(_text(x0, y0 - 6, tile_title(i, host, worst), 'font-size="9.5"'))
+    # From the cell's left edge, small: a long host name and its lowest free fit in the cell.
+    out.append(_text(left + 6, y0 - 6, tile_title(i, host, worst), 'font-size="8.5"'))
     return out
 
 
