@@ -403,9 +403,9 @@ CARD_COLOURS = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
 )  # fmt: skip
 # A tile's plot area inside its 1 × 1 cell (the title above it, the scale to its left).
-_TILE_X = (0.07, 0.98)
-_TILE_Y = (0.28, 0.86)  # measured down from the cell's top
-_LOG_SHARE = 0.6  # of a tile's height, for free memory above the last 4 GiB
+TILE_X = (0.07, 0.98)
+TILE_Y = (0.28, 0.86)  # measured down from the cell's top
+LOG_SHARE = 0.6  # of a tile's height, for free memory above the last 4 GiB
 
 
 def tile_height(values_gib: Any, top_gib: float) -> Any:
@@ -419,10 +419,10 @@ def tile_height(values_gib: Any, top_gib: float) -> Any:
     if top_gib <= 4 * LINEAR_GIB:
         return value / top_gib
     with np.errstate(divide="ignore", invalid="ignore"):
-        high = (1 - _LOG_SHARE) + _LOG_SHARE * np.log(value / LINEAR_GIB) / np.log(
+        high = (1 - LOG_SHARE) + LOG_SHARE * np.log(value / LINEAR_GIB) / np.log(
             top_gib / LINEAR_GIB
         )
-    return np.where(value <= LINEAR_GIB, (1 - _LOG_SHARE) * value / LINEAR_GIB, high)
+    return np.where(value <= LINEAR_GIB, (1 - LOG_SHARE) * value / LINEAR_GIB, high)
 
 
 def render_fleet(series: Sequence[ChartSeries], *, dpi: int = 72) -> bytes:
@@ -489,13 +489,13 @@ def _fleet_tile(axes: Any, lines: list[_Line], i: int, host: str, cards: list[Ch
     top = max(1.0, max(highs, default=1.0) * 1.05)
     first = min((s.times_s[0] for s in cards if s.times_s), default=0)
     last = max((s.times_s[-1] for s in cards if s.times_s), default=1)
-    x0, x1 = column + _TILE_X[0], column + _TILE_X[1]
+    x0, x1 = column + TILE_X[0], column + TILE_X[1]
 
     def x(t: Any) -> Any:
         return x0 + (x1 - x0) * (np.asarray(t, dtype=float) - first) / max(1, last - first)
 
     def y(v: Any) -> Any:
-        return row + _TILE_Y[1] - (_TILE_Y[1] - _TILE_Y[0]) * tile_height(v, top)
+        return row + TILE_Y[1] - (TILE_Y[1] - TILE_Y[0]) * tile_height(v, top)
 
     def flat(xs: Any, ys: Any) -> Any:
         return np.column_stack((xs, ys))
@@ -504,7 +504,7 @@ def _fleet_tile(axes: Any, lines: list[_Line], i: int, host: str, cards: list[Ch
     frame = (("color", "#999999"), ("linewidth", 0.6))
     lines.append((((x0, bottom), (x1, bottom), (x1, ceiling), (x0, ceiling), (x0, bottom)), frame))
     faint = (("color", "#e3e3e3"), ("linewidth", 0.5))
-    for mark in _scale(top):
+    for mark in tile_scale(top):
         at = float(y(mark))
         lines.append((((x0, at), (x1, at)), faint))
         axes.text(x0 - 0.005, at, f"{mark:g}", fontsize=6, ha="right", va="center")
@@ -524,19 +524,21 @@ def _fleet_tile(axes: Any, lines: list[_Line], i: int, host: str, cards: list[Ch
         dashed = (("color", "black"), ("linewidth", 0.7), ("linestyle", "--"))
         at = float(y(margin))
         lines.append((((x0, at), (x1, at)), dashed))
-    axes.text(x0, row + _TILE_Y[0] - 0.04, _tile_title(i, host, worst), fontsize=8, va="bottom")
+    axes.text(x0, row + TILE_Y[0] - 0.04, tile_title(i, host, worst), fontsize=8, va="bottom")
 
 
-def _scale(top: float) -> list[float]:
+def tile_scale(top: float) -> list[float]:
     """The values a tile labels: 0, the last 4 GiB's edge, and a power of two near the top."""
     if top <= 4 * LINEAR_GIB:
         return [0.0, round(top / 2, 1)]
     marks = [0.0, LINEAR_GIB]
-    high = 2 ** int(__import__("math").log2(top))
+    import math
+
+    high = 2 ** int(math.log2(top))
     return marks + ([float(high)] if high > 2 * LINEAR_GIB else [])
 
 
-def _tile_title(i: int, host: str, worst: tuple[float, int, int] | None) -> str:
+def tile_title(i: int, host: str, worst: tuple[float, int, int] | None) -> str:
     from datetime import datetime
 
     if worst is None:

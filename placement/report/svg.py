@@ -19,11 +19,16 @@ from placement.report.charts import (
     CARD_COLOURS,
     FREE_COLOUR,
     LINEAR_GIB,
+    LOG_SHARE,
     OTHER_COLOUR,
     PLANNABLE_COLOUR,
     TAKEN_COLOUR,
+    TILE_X,
+    TILE_Y,
     headroom,
     seat_colours,
+    tile_scale,
+    tile_title,
     worst_first,
 )
 from placement.report.rows import ChartSeries
@@ -44,6 +49,7 @@ class Scale:
     log: bool = False
 
     def fraction(self, value: float) -> float:
+        # Clamped: nothing is drawn outside its plot area, so no clip path is needed.
         value = min(max(value, self.low), self.top)
         if not self.log:
             return (value - self.low) / (self.top - self.low)
@@ -478,7 +484,6 @@ _FLEET_WIDTH = 1008
 _CELL_WIDTH = _FLEET_WIDTH / FLEET_COLUMNS
 _CELL_HEIGHT = 137.0
 _HEADER = 44.0
-_LOG_SHARE = 0.6  # of a tile's height, for free memory above the last 4 GiB
 
 
 def tile_fraction(value: float, top: float) -> float:
@@ -487,8 +492,8 @@ def tile_fraction(value: float, top: float) -> float:
     if top <= 4 * LINEAR_GIB:
         return value / top
     if value <= LINEAR_GIB:
-        return (1 - _LOG_SHARE) * value / LINEAR_GIB
-    return (1 - _LOG_SHARE) + _LOG_SHARE * math.log(value / LINEAR_GIB) / math.log(top / LINEAR_GIB)
+        return (1 - LOG_SHARE) * value / LINEAR_GIB
+    return (1 - LOG_SHARE) + LOG_SHARE * math.log(value / LINEAR_GIB) / math.log(top / LINEAR_GIB)
 
 
 def fleet_chart(series: Sequence[ChartSeries]) -> str:
@@ -516,8 +521,8 @@ def _tile(i: int, host: str, cards: list[ChartSeries]) -> list[str]:
     """One host's tile: its frame, scale, cards' free memory, margin, and its lowest free."""
     left = (i % FLEET_COLUMNS) * _CELL_WIDTH
     top = _HEADER + (i // FLEET_COLUMNS) * _CELL_HEIGHT
-    x0, x1 = left + 0.07 * _CELL_WIDTH, left + 0.98 * _CELL_WIDTH
-    y0, y1 = top + 0.28 * _CELL_HEIGHT, top + 0.86 * _CELL_HEIGHT
+    x0, x1 = (left + f * _CELL_WIDTH for f in TILE_X)
+    y0, y1 = (top + f * _CELL_HEIGHT for f in TILE_Y)
     rooms = [(s, headroom(s)) for s in cards]
     high = max(
         (max((v for v in r.free if v is not None), default=1.0) for _, r in rooms), default=1.0
@@ -534,7 +539,7 @@ def _tile(i: int, host: str, cards: list[ChartSeries]) -> list[str]:
 
     faint = 'stroke="#e3e3e3" stroke-width="0.7"'
     out = []
-    for mark in _tile_scale(peak):
+    for mark in tile_scale(peak):
         out.append(
             f'<line x1="{x0:.1f}" x2="{x1:.1f}" y1="{y(mark):.1f}" y2="{y(mark):.1f}" {faint}/>'
         )
@@ -569,18 +574,3 @@ def _tile(i: int, host: str, cards: list[ChartSeries]) -> list[str]:
     # From the cell's left edge, small: a long host name and its lowest free fit in the cell.
     out.append(_text(left + 6, y0 - 6, tile_title(i, host, worst), 'font-size="8.5"'))
     return out
-
-
-def _tile_scale(top: float) -> list[float]:
-    """The values a tile labels: 0, the last 4 GiB's edge, and a power of two near the top."""
-    if top <= 4 * LINEAR_GIB:
-        return [0.0, round(top / 2, 1)]
-    high = 2 ** int(math.log2(top))
-    return [0.0, LINEAR_GIB] + ([float(high)] if high > 2 * LINEAR_GIB else [])
-
-
-def tile_title(i: int, host: str, worst: tuple[float, int, int] | None) -> str:
-    if worst is None:
-        return f"{i + 1}. {host} · no free-memory reading"
-    at = datetime.fromtimestamp(worst[2], UTC).strftime("%a %H:%M")
-    return f"{i + 1}. {host} · lowest free {worst[0]:.2f} GiB (card {worst[1]}, {at})"
