@@ -7,11 +7,10 @@ cannot be matched and is foreign too, unless the poller already named its seat.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from inventory.snapshot import Card, Process, Snapshot
-from seats.model import Catalogue, Seat
+from seats.model import Catalogue, Seat, match_pattern
 
 
 def host_seats(catalogue: Catalogue, host: str) -> list[Seat]:
@@ -26,7 +25,7 @@ def match_seat(cmdline: str | None, seats: Iterable[Seat]) -> str | None:
     if cmdline is None:
         return None
     for seat in seats:
-        if seat.match is not None and re.search(seat.match, cmdline):
+        if seat.match is not None and match_pattern(seat.match).search(cmdline):
             return seat.name
     return None
 

@@ -6,16 +6,14 @@ what it adds is the warnings that do not refuse (LoRA, util vs resident, compose
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from inventory.attribution import attribute, host_seats, match_seat
 from inventory.snapshot import Process, Snapshot, format_utc
-from placement.check.compose import ComposeError, ComposeService, resolve_cards
 from placement.check.elsewhere import Elsewhere
 from placement.decisions import inputs_digest as digest_of
 from placement.fit.capacity import cuda_context_bytes, cuda_total
@@ -25,6 +23,11 @@ from placement.fit.verify import judge, override_seat
 from seats.errors import BadInputError, Exit
 from seats.model import Catalogue, Engine, Seat
 from seats.units import format_bytes
+
+if TYPE_CHECKING:
+    # The compose reader is imported only where a compose file is judged: `check SEAT` runs
+    # in every deploy script and does not pay for it.
+    from placement.check.compose import ComposeService
 
 SCHEMA = 1
 _EXIT = {"pass": Exit.OK, "refuse": Exit.REFUSED, "unknown": Exit.CANNOT_DECIDE}
@@ -84,6 +87,8 @@ def worst_exit(results: Sequence[CheckResult]) -> Exit:
 
 def did_you_mean(word: str, names: Sequence[str]) -> str:
     """`; did you mean vllm-voices?` for a misspelt name, from difflib's close matches; else ""."""
+    import difflib  # only when a name is misspelt: `check` in a deploy script does not pay for it
+
     close = difflib.get_close_matches(word, list(names), n=3)
     return f"; did you mean {' or '.join(close)}?" if close else ""
 
@@ -182,6 +187,8 @@ def check_service(
     host: str | None = None,
 ) -> CheckResult:
     """`gpuplan check --compose FILE`: one vLLM service as the file will start it."""
+    from placement.check.compose import resolve_cards
+
     seat = catalogue_seat(catalogue, service, snapshots)
     snapshot = pick_snapshot(snapshots, host or (seat.host if seat else None))
     cards = resolve_cards(service, snapshot.host, snapshot.cards)
@@ -254,6 +261,8 @@ def catalogue_seat(
         try:
             return catalogue.seat(service.seat)
         except KeyError:
+            from placement.check.compose import ComposeError
+
             raise ComposeError(
                 service.path,
                 service.name,

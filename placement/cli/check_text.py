@@ -6,13 +6,16 @@ The `--json` output is `CheckResult.to_json()`; this is the same content for peo
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import get_args
+from typing import TYPE_CHECKING, get_args
 
 from inventory.snapshot import format_utc
-from placement.check.deploy import DeployResult, ServiceVerdict
 from placement.check.outside import CheckResult, Reason
 from placement.cli.render import b, reason_figures, table
 from placement.fit.verdict import Rule
+
+if TYPE_CHECKING:
+    # Types only: `check SEAT` prints without importing the compose reader behind them.
+    from placement.check.deploy import DeployResult, ServiceVerdict
 
 _LABEL = {"pass": "PASS", "refuse": "REFUSED", "unknown": "UNKNOWN"}
 # The rule column fits the longest rule's name (kv_capacity), so the figures line up.

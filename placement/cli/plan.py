@@ -106,7 +106,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Plan, print, record to the ledger when --ledger is given; exit 0 or 1."""
-    from placement.cli.plan_text import render_plan
     from placement.plan.planner import plan
     from placement.plan.problem import load_add_file
 
@@ -134,6 +133,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({**result.to_json(args.explain), **cards.hosts_json()}, indent=2))
     else:
+        from placement.cli.plan_text import render_plan  # the tables: not for --json
+
         hosts = cards.hosts_lines()
         sys.stdout.write("".join(f"{line}\n" for line in hosts) + ("\n" if hosts else ""))
         sys.stdout.write(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -160,3 +162,39 @@ def test_plan_on_fv_ml1_imports_no_solver() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.stderr.split()[-3:] == ["0", "False", "False"], done.stderr
     assert '"optimal": true' in done.stdout
+
+
+FV_ML1 = [
+    "--catalogue",
+    "seats/catalogue/fv-ml1.yaml",
+    "--snapshot",
+    "seats/catalogue/fv-ml1.snapshot.json",
+]
+# Issue 17: none of these in a command that runs in a deploy script or at a shell prompt.
+HEAVY = ("pulp", "highspy", "matplotlib", "prometheus_client", "inventory.prometheus")
+
+
+def _heavy_imports_of(words: list[str]) -> tuple[int, list[str]]:
+    """The exit of `gpuplan WORDS` run in a fresh interpreter, and the HEAVY modules it imported."""
+    code = (
+        "import json, sys\n"
+        "from placement.cli.main import main\n"
+        f"code = main({words!r})\n"
+        f"heavy = sorted(m for m in sys.modules if m.startswith({HEAVY!r}))\n"
+        "print(json.dumps([code, heavy]), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    exit_code, heavy = json.loads(done.stderr.splitlines()[-1])
+    return int(exit_code), list(heavy)
+
+
+def test_check_ledger_and_holds_import_no_solver_charts_or_prometheus(tmp_path: Path) -> None:
+    # Each really runs, in a fresh interpreter: a check that holds, the ledger it wrote, its holds.
+    ledger = str(tmp_path / "l.sqlite")
+    runs = [
+        ["check", "vllm-voices", "--gpu", "0", *FV_ML1, "--ledger", ledger],
+        ["ledger", *FV_ML1, "--ledger", ledger, "--json"],
+        ["holds", "--ledger", ledger, "--json"],
+    ]
+    for words in runs:
+        assert _heavy_imports_of(words) == (0, []), words
