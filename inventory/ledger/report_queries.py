@@ -305,20 +305,24 @@ def percentiles(
     value: str,
     where: str = "",
     params: Sequence[Any] = (),
+    counts: Sequence[tuple[Any, ...]] | None = None,
 ) -> dict[tuple[Any, ...], tuple[int, int, int, int]]:
     """key → (samples, p50, p95, max) of `value` in `table`, nearest-rank, in SQL.
 
     The p-th percentile of N ascending samples is the sample at rank ceil(p·N/100), in integer
     arithmetic (p·N + 99) // 100. One grouped count, then per key and percentile one
     `ORDER BY value LIMIT 1 OFFSET rank − 1` walked along an index on (keys…, value): no row
-    ever reaches Python.
+    ever reaches Python. `counts`, rows of (keys…, N, max), saves the grouped count to a
+    caller whose own pass over the table counted them.
     """
     k = ", ".join(keys)
     extra = f" AND ({where})" if where else ""
-    counts = conn.execute(
-        f"SELECT {k}, COUNT(*), MAX({value}) FROM {table} WHERE {value} IS NOT NULL{extra} GROUP BY {k}",
-        tuple(params),
-    ).fetchall()
+    if counts is None:
+        counts = conn.execute(
+            f"SELECT {k}, COUNT(*), MAX({value}) FROM {table} WHERE {value} IS NOT NULL{extra} "
+            f"GROUP BY {k}",
+            tuple(params),
+        ).fetchall()
     match = " AND ".join(f"{key} = ?" for key in keys)
     pick = f"SELECT {value} FROM {table} WHERE {match} AND {value} IS NOT NULL{extra} ORDER BY {value} LIMIT 1 OFFSET ?"
     width = len(keys)
@@ -339,15 +343,17 @@ def percentiles(
 
 def card_usage(conn: Connection) -> list[CardUsage]:
     """Every card the window saw (read or in error), by host and index."""
-    used = percentiles(conn, "gp_card", ("host", "idx"), "used_bytes")
-    # One pass for the extremes; then, per card, the earliest time each was reached.
-    summary = {
-        (host, idx): (low, high, int(v1_rows or 0))
-        for host, idx, low, high, v1_rows in conn.execute(
-            "SELECT host, idx, MIN(free_bytes), MAX(unexplained), SUM(reserved_bytes IS NULL) "
-            "FROM gp_card GROUP BY host, idx"
-        )
-    }
+    # One pass over each card's rows for its count and extremes (gp_card holds only rows with a
+    # used reading); then the percentiles' offset walks, and per card the earliest time each
+    # extreme was reached.
+    cards = conn.execute(
+        "SELECT host, idx, COUNT(*), MAX(used_bytes), MIN(free_bytes), MAX(unexplained), "
+        "SUM(reserved_bytes IS NULL) FROM gp_card GROUP BY host, idx"
+    ).fetchall()
+    used = percentiles(
+        conn, "gp_card", ("host", "idx"), "used_bytes", counts=[card[:4] for card in cards]
+    )
+    summary = {(host, idx): (low, high, int(v1 or 0)) for host, idx, _, _, low, high, v1 in cards}
     min_free, worst = _first_times(conn, summary)
     errors = {
         (host, idx): int(n)

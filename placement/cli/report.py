@@ -134,9 +134,10 @@ def run(args: argparse.Namespace) -> int:
     until = _parse_until(args.until) if args.until else None
     now = utc_now()
     drawer = None
-    if args.format == "html" or (args.format == "md" and args.out):
-        # A forked child imports matplotlib (about a third of the charts' cost) while this
-        # process aggregates, on the second core and without sharing a GIL.
+    if args.format == "md" and args.out:
+        # A forked child imports matplotlib for the PNG files (about a third of the charts' cost)
+        # while this process aggregates, on the second core and without sharing a GIL. HTML
+        # draws SVG in-process (render.html_report).
         drawer = _Drawer.start()
     try:
         if args.prometheus:
@@ -285,7 +286,7 @@ def _emit(
     report: Report, fmt: str, out: str | None, demo: str | None, drawer: _Drawer | None = None
 ) -> int:
     from placement.report.charts import chart_filename, detail_series, seat_colours
-    from placement.report.render import blocks, to_html, to_markdown
+    from placement.report.render import blocks, html_report, to_markdown
 
     _warn_hosts(report)
 
@@ -296,8 +297,10 @@ def _emit(
             data["demo"] = demo
         text = json.dumps(data, indent=2) + "\n"
         return _write(text, target, filename)
+    if fmt == "html":
+        return _write(html_report(report, demo), target, filename)
     # Markdown without --out has nowhere to put PNG files: it prints without charts.
-    draw = fmt == "html" or target is not None
+    draw = target is not None
     colours = seat_colours(name for s in report.charts for name, _ in s.layers)
     shown = detail_series(report.charts)
     pngs: list[bytes | None] = [None] * len(shown)
@@ -311,12 +314,6 @@ def _emit(
             if png is not None:
                 (target / name).write_bytes(png)
     items = blocks(report, charts if draw else [], demo=demo, fleet=fleet)
-    if fmt == "html":
-        return _write(
-            to_html(items, f"gpuplan capacity report · {report.window.label}"),
-            target,
-            filename,
-        )
     return _write(to_markdown(items), target, filename)
 
 

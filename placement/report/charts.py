@@ -23,12 +23,12 @@ _PALETTE = (
     "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2",
     "#dbdb8d", "#9edae5",
 )  # fmt: skip
-_OTHER_COLOUR = "#7f7f7f"
-_FREE_COLOUR = "#2e7d32"
-_PLANNABLE_COLOUR = "#1f4e9e"
-_TAKEN_COLOUR = "#b22222"
+OTHER_COLOUR = "#7f7f7f"
+FREE_COLOUR = "#2e7d32"
+PLANNABLE_COLOUR = "#1f4e9e"
+TAKEN_COLOUR = "#b22222"
 # Free memory above this many GiB is drawn on a log scale: the last few GiB stay readable.
-_LINEAR_GIB = 4.0
+LINEAR_GIB = 4.0
 
 FLEET_FILENAME = "chart-fleet-headroom.png"
 
@@ -197,9 +197,9 @@ def _headroom_axis(axes: Any, top_gib: float, *, sparse: bool = False) -> None:
     from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     top = max(1.0, top_gib * 1.08)
-    if top > 4 * _LINEAR_GIB:
+    if top > 4 * LINEAR_GIB:
         top = top_gib * 1.3  # the log part squeezes the top: leave the highest line room
-        axes.set_yscale("symlog", linthresh=_LINEAR_GIB, linscale=1.6)
+        axes.set_yscale("symlog", linthresh=LINEAR_GIB, linscale=1.6)
         marks = (0, 2, 4, 16, 64, 256) if sparse else (0, 1, 2, 3, 4, 8, 16, 32, 64, 128, 256)
         ticks = [t for t in marks if t <= top]
         axes.set_yticks(ticks)
@@ -217,11 +217,11 @@ def _headroom_panel(axes: Any, times: Any, series: ChartSeries) -> list[_Entry]:
     free, plannable = _nan(room.free), _nan(room.plannable)
     legend: list[_Entry] = []
     if len(times) and room.lowest_free is not None:
-        taken = {"facecolor": _TAKEN_COLOUR, "alpha": 0.13, "linewidth": 0}
+        taken = {"facecolor": TAKEN_COLOUR, "alpha": 0.13, "linewidth": 0}
         axes.fill_between(times, plannable, free, **taken)
-        free_style = {"color": _FREE_COLOUR, "linewidth": 1.2}
+        free_style = {"color": FREE_COLOUR, "linewidth": 1.2}
         axes.plot(times, free, **free_style)
-        plan_style = {"color": _PLANNABLE_COLOUR, "linewidth": 1.8}
+        plan_style = {"color": PLANNABLE_COLOUR, "linewidth": 1.8}
         axes.plot(times, plannable, **plan_style)
         legend += [
             ("free (lowest per bucket)", None, free_style),
@@ -266,7 +266,7 @@ def _drift_panel(
         if layer is None or not len(times):
             continue
         values = (np.asarray(layer, dtype=float) - declared) / GiB
-        style = {"color": palette.get(name, _OTHER_COLOUR), "linewidth": 1.3}
+        style = {"color": palette.get(name, OTHER_COLOUR), "linewidth": 1.3}
         axes.plot(times, values, **style)
         reach = max(reach, float(np.abs(values).max()))
         legend.append((name, None, style))
@@ -311,9 +311,7 @@ def _stack(
     axes: Any, times: Any, values: Any, names: list[str], palette: dict[str, str]
 ) -> list[_Entry]:
     """The seats' layers stacked (unexplained grey on top); their legend entries."""
-    fills = [
-        _OTHER_COLOUR if name == "other" else palette.get(name, _OTHER_COLOUR) for name in names
-    ]
+    fills = [OTHER_COLOUR if name == "other" else palette.get(name, OTHER_COLOUR) for name in names]
     labels = ["unexplained (no seat)" if name == "other" else name for name in names]
     if len(times):
         # Thin white edges keep neighbouring seats apart where their colours are close.
@@ -335,9 +333,9 @@ def _reference_lines(axes: Any, series: ChartSeries) -> list[_Entry]:
         legend.append((f"declared {series.declared_bytes / GiB:.2f} GiB", None, style))
     if series.held_bytes and total is not None:
         floor = max(0, total - series.held_bytes) / GiB
-        band = {"facecolor": _TAKEN_COLOUR, "alpha": 0.12, "linewidth": 0}
+        band = {"facecolor": TAKEN_COLOUR, "alpha": 0.12, "linewidth": 0}
         axes.axhspan(floor, total / GiB, **band)
-        axes.axhline(floor, color=_TAKEN_COLOUR, linewidth=1.0, linestyle=":")
+        axes.axhline(floor, color=TAKEN_COLOUR, linewidth=1.0, linestyle=":")
         legend.append(
             # Two lines: in one the label ran past the image's right edge.
             (f"held {series.held_bytes / GiB:.2f} GiB\n(reserves, seats down)", band, None)
@@ -401,13 +399,13 @@ def _time_axis(axes: Any, series: ChartSeries, times: Any) -> None:
 # --- the fleet: small multiples ---------------------------------------------------------------
 
 _FLEET_COLUMNS = 4
-_CARD_COLOURS = (
+CARD_COLOURS = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
 )  # fmt: skip
 # A tile's plot area inside its 1 × 1 cell (the title above it, the scale to its left).
-_TILE_X = (0.07, 0.98)
-_TILE_Y = (0.28, 0.86)  # measured down from the cell's top
-_LOG_SHARE = 0.6  # of a tile's height, for free memory above the last 4 GiB
+TILE_X = (0.07, 0.98)
+TILE_Y = (0.28, 0.86)  # measured down from the cell's top
+LOG_SHARE = 0.6  # of a tile's height, for free memory above the last 4 GiB
 
 
 def tile_height(values_gib: Any, top_gib: float) -> Any:
@@ -418,13 +416,13 @@ def tile_height(values_gib: Any, top_gib: float) -> Any:
     import numpy as np
 
     value = np.clip(np.asarray(values_gib, dtype=float), 0.0, top_gib)
-    if top_gib <= 4 * _LINEAR_GIB:
+    if top_gib <= 4 * LINEAR_GIB:
         return value / top_gib
     with np.errstate(divide="ignore", invalid="ignore"):
-        high = (1 - _LOG_SHARE) + _LOG_SHARE * np.log(value / _LINEAR_GIB) / np.log(
-            top_gib / _LINEAR_GIB
+        high = (1 - LOG_SHARE) + LOG_SHARE * np.log(value / LINEAR_GIB) / np.log(
+            top_gib / LINEAR_GIB
         )
-    return np.where(value <= _LINEAR_GIB, (1 - _LOG_SHARE) * value / _LINEAR_GIB, high)
+    return np.where(value <= LINEAR_GIB, (1 - LOG_SHARE) * value / LINEAR_GIB, high)
 
 
 def render_fleet(series: Sequence[ChartSeries], *, dpi: int = 72) -> bytes:
@@ -460,7 +458,7 @@ def render_fleet(series: Sequence[ChartSeries], *, dpi: int = 72) -> bytes:
         fontsize=9,
         va="center",
     )
-    for c, colour in enumerate(_CARD_COLOURS):
+    for c, colour in enumerate(CARD_COLOURS):
         figure.text(
             0.68 + c * 0.035, 1 - 0.3 / figure.get_figheight(), f"■ {c}", color=colour,
             fontsize=9, va="center",
@@ -491,13 +489,13 @@ def _fleet_tile(axes: Any, lines: list[_Line], i: int, host: str, cards: list[Ch
     top = max(1.0, max(highs, default=1.0) * 1.05)
     first = min((s.times_s[0] for s in cards if s.times_s), default=0)
     last = max((s.times_s[-1] for s in cards if s.times_s), default=1)
-    x0, x1 = column + _TILE_X[0], column + _TILE_X[1]
+    x0, x1 = column + TILE_X[0], column + TILE_X[1]
 
     def x(t: Any) -> Any:
         return x0 + (x1 - x0) * (np.asarray(t, dtype=float) - first) / max(1, last - first)
 
     def y(v: Any) -> Any:
-        return row + _TILE_Y[1] - (_TILE_Y[1] - _TILE_Y[0]) * tile_height(v, top)
+        return row + TILE_Y[1] - (TILE_Y[1] - TILE_Y[0]) * tile_height(v, top)
 
     def flat(xs: Any, ys: Any) -> Any:
         return np.column_stack((xs, ys))
@@ -506,7 +504,7 @@ def _fleet_tile(axes: Any, lines: list[_Line], i: int, host: str, cards: list[Ch
     frame = (("color", "#999999"), ("linewidth", 0.6))
     lines.append((((x0, bottom), (x1, bottom), (x1, ceiling), (x0, ceiling), (x0, bottom)), frame))
     faint = (("color", "#e3e3e3"), ("linewidth", 0.5))
-    for mark in _scale(top):
+    for mark in tile_scale(top):
         at = float(y(mark))
         lines.append((((x0, at), (x1, at)), faint))
         axes.text(x0 - 0.005, at, f"{mark:g}", fontsize=6, ha="right", va="center")
@@ -515,7 +513,7 @@ def _fleet_tile(axes: Any, lines: list[_Line], i: int, host: str, cards: list[Ch
         lines.append((((at, bottom), (at, ceiling)), faint))
     worst: tuple[float, int, int] | None = None
     for s, room in rooms:
-        style = (("color", _CARD_COLOURS[s.card % len(_CARD_COLOURS)]), ("linewidth", 0.8))
+        style = (("color", CARD_COLOURS[s.card % len(CARD_COLOURS)]), ("linewidth", 0.8))
         if len(s.times_s) > 1:
             # NaN where no reading: the line breaks there.
             lines.append((flat(x(s.times_s), y(_nan(room.free))), style))
@@ -526,19 +524,21 @@ def _fleet_tile(axes: Any, lines: list[_Line], i: int, host: str, cards: list[Ch
         dashed = (("color", "black"), ("linewidth", 0.7), ("linestyle", "--"))
         at = float(y(margin))
         lines.append((((x0, at), (x1, at)), dashed))
-    axes.text(x0, row + _TILE_Y[0] - 0.04, _tile_title(i, host, worst), fontsize=8, va="bottom")
+    axes.text(x0, row + TILE_Y[0] - 0.04, tile_title(i, host, worst), fontsize=8, va="bottom")
 
 
-def _scale(top: float) -> list[float]:
+def tile_scale(top: float) -> list[float]:
     """The values a tile labels: 0, the last 4 GiB's edge, and a power of two near the top."""
-    if top <= 4 * _LINEAR_GIB:
+    if top <= 4 * LINEAR_GIB:
         return [0.0, round(top / 2, 1)]
-    marks = [0.0, _LINEAR_GIB]
-    high = 2 ** int(__import__("math").log2(top))
-    return marks + ([float(high)] if high > 2 * _LINEAR_GIB else [])
+    marks = [0.0, LINEAR_GIB]
+    import math
+
+    high = 2 ** int(math.log2(top))
+    return marks + ([float(high)] if high > 2 * LINEAR_GIB else [])
 
 
-def _tile_title(i: int, host: str, worst: tuple[float, int, int] | None) -> str:
+def tile_title(i: int, host: str, worst: tuple[float, int, int] | None) -> str:
     from datetime import datetime
 
     if worst is None:

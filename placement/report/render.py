@@ -47,11 +47,16 @@ class Bullets:
     items: tuple[str, ...]
 
 
+# A drawn chart: PNG bytes (a Markdown report's files), SVG markup (the HTML page's, inline), or
+# None where it was not drawn.
+Picture = bytes | str | None
+
+
 @dataclass(frozen=True)
 class Chart:
     alt: str
     filename: str
-    png: bytes | None
+    picture: Picture
 
 
 Block = Heading | Para | Table | Bullets | Chart
@@ -76,13 +81,13 @@ def _at(text: str | None) -> str:
 
 def blocks(
     report: Report,
-    charts: Sequence[tuple[ChartSeries, str, bytes | None]],
+    charts: Sequence[tuple[ChartSeries, str, Picture]],
     *,
     demo: str | None = None,
-    fleet: tuple[str, bytes | None] | None = None,
+    fleet: tuple[str, Picture] | None = None,
 ) -> list[Block]:
-    """The report as blocks; `charts` are (series, file name, PNG bytes or None when not drawn),
-    `fleet` the (file name, PNG) of the hosts' small multiples, for a report of several hosts."""
+    """The report as blocks; `charts` are (series, file name, picture: PNG, SVG or None when not
+    drawn), `fleet` the (file name, picture) of the hosts' small multiples, for several hosts."""
     out: list[Block] = [Heading(1, f"Capacity report · {report.window.label}")]
     if demo:
         out.append(Para(demo, lead="DEMO DATA — not measurements.", kind="demo"))
@@ -102,8 +107,8 @@ def blocks(
 
 def _charts(
     report: Report,
-    charts: Sequence[tuple[ChartSeries, str, bytes | None]],
-    fleet: tuple[str, bytes | None] | None,
+    charts: Sequence[tuple[ChartSeries, str, Picture]],
+    fleet: tuple[str, Picture] | None,
 ) -> list[Block]:
     out: list[Block] = [Heading(2, "Charts")]
     if fleet is not None:
@@ -141,12 +146,12 @@ def _charts(
                 kind="note",
             )
         )
-    for series, filename, png in charts:
+    for series, filename, picture in charts:
         out.append(
             Chart(
                 f"{series.host} card {series.card}: headroom, drift per seat, used memory",
                 filename,
-                png,
+                picture,
             )
         )
     return out
@@ -632,9 +637,8 @@ def to_markdown(items: Sequence[Block]) -> str:
             ]
         elif isinstance(block, Bullets):
             lines += [f"- {item}" for item in block.items] + [""]
-        else:
-            if block.png is not None:
-                lines += [f"![{block.alt}]({block.filename})", ""]
+        elif isinstance(block.picture, bytes):  # a PNG file written beside the Markdown
+            lines += [f"![{block.alt}]({block.filename})", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -654,7 +658,8 @@ p.note { background: #eef4ff; border-left: 4px solid #4a78d0; padding: 6px 10px;
 p.demo { background: #fff0f0; border-left: 4px solid #c0392b; padding: 6px 10px; }
 p.act { background: #fff8e1; border-left: 4px solid #e0a800; padding: 8px 10px; font-size: 15px; }
 code { background: #f3f4f6; padding: 0 3px; border-radius: 3px; }
-figure { margin: 10px 0 22px; } figure img { max-width: 100%; height: auto; border: 1px solid #e5e5e5; }
+figure { margin: 10px 0 22px; }
+figure img, figure svg { display: block; max-width: 100%; height: auto; border: 1px solid #e5e5e5; }
 table { display: block; max-width: 100%; overflow-x: auto; }
 figcaption { color: #555; font-size: 12px; }
 """
@@ -675,8 +680,30 @@ def _inline(text: str) -> str:
     return _CODE_SPAN.sub(code, html.escape(text, quote=True))
 
 
+def _picture(chart: Chart) -> str:
+    """An SVG chart inline (its text escaped where it was drawn), a PNG as a data: URI."""
+    if isinstance(chart.picture, str):
+        return chart.picture
+    data = base64.b64encode(chart.picture or b"").decode("ascii")
+    return f'<img alt="{html.escape(chart.alt)}" src="data:image/png;base64,{data}">'
+
+
+def html_report(report: Report, demo: str | None = None) -> str:
+    """The report as one self-contained page, its charts inline SVG (`svg`: no plotting library,
+    no PNG to encode)."""
+    from placement.report.charts import FLEET_FILENAME, chart_filename, detail_series, seat_colours
+    from placement.report.svg import card_chart, fleet_chart
+
+    colours = seat_colours(name for s in report.charts for name, _ in s.layers)
+    charts = [(s, chart_filename(s), card_chart(s, colours)) for s in detail_series(report.charts)]
+    several = len({s.host for s in report.charts}) > 1
+    fleet = (FLEET_FILENAME, fleet_chart(report.charts)) if several else None
+    items = blocks(report, charts, demo=demo, fleet=fleet)
+    return to_html(items, f"gpuplan capacity report · {report.window.label}")
+
+
 def to_html(items: Sequence[Block], title: str) -> str:
-    """One self-contained page: CSS inline, charts embedded as base64 PNG."""
+    """One self-contained page: CSS inline, charts inline SVG (or base64 PNG), no scripts."""
     body: list[str] = []
     for block in items:
         if isinstance(block, Heading):
@@ -702,11 +729,9 @@ def to_html(items: Sequence[Block], title: str) -> str:
             )
         elif isinstance(block, Bullets):
             body.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in block.items) + "</ul>")
-        elif block.png is not None:
-            data = base64.b64encode(block.png).decode("ascii")
+        elif block.picture is not None:
             body.append(
-                f'<figure><img alt="{html.escape(block.alt)}" src="data:image/png;base64,{data}">'
-                f"<figcaption>{html.escape(block.alt)}</figcaption></figure>"
+                f"<figure>{_picture(block)}<figcaption>{html.escape(block.alt)}</figcaption></figure>"
             )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

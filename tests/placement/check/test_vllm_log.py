@@ -92,27 +92,24 @@ def test_bytes_per_token_is_an_upper_bound_within_the_printed_precision(
     assert data["sources"]["kv_tokens"]["precision"] == "exact"
 
 
-def test_non_kv_from_the_seats_util_and_its_hosts_total(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+@pytest.mark.parametrize(
+    ("card_total", "request_bytes"),
+    [
+        # non_kv = ceil(util × the host's total) − weights − the log's KV bytes.
+        ("120 GiB", -(-9 * 120 * GiB // 10)),
+        # 0.9 × 130,000,000,001 B = 117,000,000,000.9 B: vLLM's request is the next whole byte.
+        ("130000000001", 117_000_000_001),
+    ],
+)
+def test_non_kv_from_the_seats_util_and_its_hosts_total_rounded_up(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, card_total: str, request_bytes: int
 ) -> None:
-    path = catalogue(tmp_path, ", card_total: 120 GiB", ", gpu_memory_utilization: 0.9")
+    path = catalogue(tmp_path, f", card_total: {card_total}", ", gpu_memory_utilization: 0.9")
     code, out, _ = learn(capsys, "chat", "--vllm-log", str(V0_11), "--catalogue", path, "--json")
     assert code == 0
     data = json.loads(out)
     kv = data["sources"]["kv_cache"]["value"]
-    assert data["profile"]["non_kv_bytes"] == -(-9 * 120 * GiB // 10) - int(3.8844 * GiB) - kv
-
-
-def test_the_request_is_rounded_up_when_util_times_total_is_not_whole(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    # 0.9 × 130,000,000,001 B = 117,000,000,000.9 B: vLLM's request is the next whole byte.
-    path = catalogue(tmp_path, ", card_total: 130000000001", ", gpu_memory_utilization: 0.9")
-    code, out, _ = learn(capsys, "chat", "--vllm-log", str(V0_11), "--catalogue", path, "--json")
-    assert code == 0
-    data = json.loads(out)
-    kv = data["sources"]["kv_cache"]["value"]
-    assert data["profile"]["non_kv_bytes"] == 117_000_000_001 - int(3.8844 * GiB) - kv
+    assert data["profile"]["non_kv_bytes"] == request_bytes - int(3.8844 * GiB) - kv
 
 
 def test_docker_compose_prefixes_are_read_through(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 from pathlib import Path
 
@@ -55,7 +54,10 @@ def test_html_embeds_charts(files: tuple[Path, Path], tmp_path: Path) -> None:
     argv = ["report", "--ledger", str(ledger), "--catalogue", str(catalogue), "--format", "html"]
     assert main([*argv, "--out", str(tmp_path / "h")]) == 0
     page = (tmp_path / "h" / "report.html").read_text()
-    assert page.count('src="data:image/png;base64,') == 2
+    # Inline SVG, one per card: no PNG inside or beside the page, and nothing to fetch.
+    assert page.count('<svg xmlns="http://www.w3.org/2000/svg"') == 2
+    assert page.count("</svg>") == 2
+    assert "data:image/png" not in page and "<script" not in page
     assert not list((tmp_path / "h").glob("*.png"))  # self-contained
 
 
@@ -71,17 +73,12 @@ def test_charts_come_back_when_the_drawing_child_fails(
     # report draws the charts itself, the same bytes it draws with no drawer at all.
     monkeypatch.setattr(command, "_drawer_main", fail)
     argv = ["report", "--ledger", str(ledger_of(files)), "--catalogue", str(files[0])]
-    assert main([*argv, "--format", "html", "--out", str(tmp_path / "a")]) == 0
+    assert main([*argv, "--out", str(tmp_path / "a")]) == 0
     monkeypatch.setattr(command._Drawer, "start", classmethod(lambda cls: None))
-    assert main([*argv, "--format", "html", "--out", str(tmp_path / "b")]) == 0
-    images = [
-        re.findall(
-            r'src="data:image/png;base64,([^"]+)"', (tmp_path / d / "report.html").read_text()
-        )
-        for d in ("a", "b")
-    ]
-    assert len(images[0]) == 2
-    assert images[0] == images[1]
+    assert main([*argv, "--out", str(tmp_path / "b")]) == 0
+    images = [sorted((tmp_path / d).glob("chart-*.png")) for d in ("a", "b")]
+    assert [p.name for p in images[0]] == ["chart-h1-gpu0.png", "chart-h1-gpu1.png"]
+    assert [p.read_bytes() for p in images[0]] == [p.read_bytes() for p in images[1]]
 
 
 def ledger_of(files: tuple[Path, Path]) -> Path:

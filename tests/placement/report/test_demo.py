@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import sqlite3
@@ -204,21 +203,20 @@ def test_report_on_the_demo_says_demo(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "**DEMO DATA — not measurements.**" in text
     assert "python3 /home/ops/notebooks/probe_embeddings.py" in text
     assert "| flash-next-hold" in text and "300 snapshots" in text
-    # Four cards: the charts are drawn by forked workers, and all four come back whole.
-    html_args = [
-        "report",
-        "--ledger",
-        str(out),
-        "--catalogue",
-        str(FV_ML1_CATALOGUE),
-        "--format",
-        "html",
-    ]
-    assert main([*html_args, "--out", str(tmp_path / "r")]) == 0
+    # Four cards: the Markdown's PNG files are drawn by forked workers, all four come back whole.
+    args = ["report", "--ledger", str(out), "--catalogue", str(FV_ML1_CATALOGUE)]
+    assert main([*args, "--out", str(tmp_path / "m")]) == 0
+    pngs = sorted((tmp_path / "m").glob("chart-fv-ml1-gpu*.png"))
+    assert len(pngs) == 4
+    assert all(png.read_bytes().startswith(b"\x89PNG") for png in pngs)
+    # The page draws the same four as inline SVG, each with its three panels' titles.
+    assert main([*args, "--format", "html", "--out", str(tmp_path / "r")]) == 0
     page = (tmp_path / "r" / "report.html").read_text()
-    images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
-    assert len(images) == 4
-    assert all(base64.b64decode(image).startswith(b"\x89PNG") for image in images)
+    charts = re.findall(r"<svg .*?</svg>", page, re.DOTALL)
+    assert len(charts) == 4
+    for card, chart in enumerate(charts):
+        assert f"fv-ml1 · card {card} · headroom" in chart
+        assert "drift per seat" in chart and "used memory stacked by seat" in chart
 
 
 def test_the_default_week_story(fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot) -> None:

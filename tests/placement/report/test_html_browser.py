@@ -1,4 +1,4 @@
-"""The HTML report in a real headless browser (Debian's chromium): its charts load, nothing overflows.
+"""The HTML report in a real headless browser (Debian's chromium): its charts draw, nothing overflows.
 
 Skipped, saying why, only where chromium is not installed (`.ci/run` installs it).
 """
@@ -30,6 +30,13 @@ window.addEventListener("load", () => {
     (e) => e.getBoundingClientRect().right > root.clientWidth + 1);
   const found = {
     images: [...document.images].map((i) => [i.alt, i.complete, i.naturalWidth, i.naturalHeight]),
+    charts: [...document.querySelectorAll("figure svg")].map((c) => {
+      const box = c.getBoundingClientRect();
+      // The drawing's own extent: an empty or collapsed chart has none.
+      const drawn = c.getBBox();
+      return [c.getAttribute("aria-label"), box.width, box.height, drawn.width, drawn.height,
+              c.querySelectorAll("path").length];
+    }),
     scroll_width: root.scrollWidth, client_width: root.clientWidth,
     wide: wide.map((e) => e.tagName + " " + (e.textContent || "").slice(0, 40)),
   };
@@ -85,12 +92,19 @@ def test_charts_load_and_nothing_overflows(two_host_report: Path, tmp_path: Path
     match = re.search(r'<pre id="probe">(.*?)</pre>', result.stdout, re.DOTALL)
     assert match, f"chromium gave no probe (exit {result.returncode}): {result.stderr[-800:]}"
     found = json.loads(match.group(1).replace("&quot;", '"').replace("&amp;", "&"))
-    alts = [alt for alt, _, _, _ in found["images"]]
+    assert found["images"] == []  # the charts are inline SVG: nothing to load
+    labels = [label for label, *_ in found["charts"]]
     # The fleet's panels first, then each card of both hosts.
-    assert alts[0].startswith("free memory per card, one panel per host")
-    assert len(alts) == 1 + 4
-    for alt, complete, width, height in found["images"]:
-        assert complete and width > 800 and height > 100, alt
+    assert labels[0].startswith("free memory per card, one panel per host")
+    assert labels[1:] == [
+        f"{host} card {card}: headroom, drift per seat, used memory"
+        for host in ("h1", "h2")
+        for card in (0, 1)
+    ]
+    for label, width, height, drawn_width, drawn_height, paths in found["charts"]:
+        assert width > 800 and height > 100, label
+        assert drawn_width > 0.9 * width and drawn_height > 0.9 * height, label
+        assert paths >= 2, label  # a line per card (fleet), or free, plannable, layers…
     assert found["scroll_width"] <= found["client_width"], found["wide"]
     assert not found["wide"]
 
@@ -105,11 +119,11 @@ def test_screenshot_shows_the_charts(two_host_report: Path, tmp_path: Path) -> N
     with Image.open(shot) as image:
         pixels = np.asarray(image.convert("RGB"), dtype=int)
     assert pixels.shape[1] == 1400
-    # The five images are over 3,000 px tall together, the text above them about 1,300 px:
+    # The five charts are over 3,000 px tall together, the text above them about 1,300 px:
     # without them the page would have far fewer rows that are not blank.
     drawn_rows = int((pixels < 245).any(axis=2).any(axis=1).sum())
     assert drawn_rows > 3500, drawn_rows
-    # Saturated pixels (the charts' lines and fills; text is grey or black): the images drew.
+    # Saturated pixels (the charts' lines and fills; text is grey or black): the charts drew.
     saturation = pixels.max(axis=2) - pixels.min(axis=2)
     coloured_rows = int((saturation > 60).any(axis=1).sum())
     assert coloured_rows > 150, coloured_rows
