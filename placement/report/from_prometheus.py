@@ -161,32 +161,7 @@ def _build(
 ) -> tuple[Report, PrometheusWindow]:
     hosts = sorted(catalogue.hosts)
     step_s = early.step_s
-    answers = load_window(
-        client,
-        hosts,
-        window.start_s,
-        window.end_s,
-        step_s=step_s,
-        chart_step_s=chart_step,
-        segment_s=segment,
-        reserves=[
-            ReserveSpec(
-                r.host,
-                r.gpu,
-                tuple(r.for_),
-                None if r.amount_bytes == "card" else int(r.amount_bytes),
-            )
-            for r in catalogue.reserves
-        ],
-        running_seats=[
-            (s.host, s.name)
-            for s in catalogue.seats
-            if s.state == "running" and s.match is not None and s.host is not None
-        ],
-        lookback_s=LOOKBACK_DAYS * 86400,
-        host_label=early.host_label,
-        on_spans=early.start,
-    )
+    answers = _load(client, catalogue, window, early)
     span = answers.span()
     if span is None:
         others = (
@@ -231,6 +206,38 @@ def _build(
         on_charts=on_charts,
     )
     return report, answers
+
+
+def _load(
+    client: PromClient, catalogue: Catalogue, window: Window, early: _Early
+) -> PrometheusWindow:
+    """The window's aggregates of the catalogue's hosts; `early` starts once their spans are in."""
+    return load_window(
+        client,
+        sorted(catalogue.hosts),
+        window.start_s,
+        window.end_s,
+        step_s=early.step_s,
+        chart_step_s=chart_step,
+        segment_s=segment,
+        reserves=[
+            ReserveSpec(
+                r.host,
+                r.gpu,
+                tuple(r.for_),
+                None if r.amount_bytes == "card" else int(r.amount_bytes),
+            )
+            for r in catalogue.reserves
+        ],
+        running_seats=[
+            (s.host, s.name)
+            for s in catalogue.seats
+            if s.state == "running" and s.match is not None and s.host is not None
+        ],
+        lookback_s=LOOKBACK_DAYS * 86400,
+        host_label=early.host_label,
+        on_spans=early.start,
+    )
 
 
 def _latest(
