@@ -15,6 +15,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -326,10 +327,30 @@ class Catalogue(BaseModel):
     hosts: dict[str, Host] = Field(min_length=1)
     reserves: tuple[Reserve, ...] = ()
     seats: tuple[Seat, ...] = ()
+    # Built on first use and kept with the seats tuple it was built from (a model_copy with
+    # other seats carries the attribute along): seats by name, running seats by (host, card).
+    _index: (
+        tuple[tuple[Seat, ...], dict[str, Seat], dict[tuple[str, int], tuple[Seat, ...]]] | None
+    ) = PrivateAttr(default=None)
+
+    def _seat_index(
+        self,
+    ) -> tuple[tuple[Seat, ...], dict[str, Seat], dict[tuple[str, int], tuple[Seat, ...]]]:
+        if self._index is None or self._index[0] is not self.seats:
+            by_name: dict[str, Seat] = {}
+            pinned: dict[tuple[str, int], list[Seat]] = {}
+            for seat in self.seats:
+                by_name.setdefault(seat.name, seat)
+                if seat.state == "running" and seat.host is not None:
+                    for card in dict.fromkeys(seat.pinned_cards or ()):
+                        pinned.setdefault((seat.host, card), []).append(seat)
+            self._index = (self.seats, by_name, {k: tuple(v) for k, v in pinned.items()})
+        return self._index
+
+    def pinned_on(self, host: str, index: int) -> tuple[Seat, ...]:
+        """Running seats pinned to card `index` of `host`, in catalogue order (indexed once)."""
+        return self._seat_index()[2].get((host, index), ())
 
     def seat(self, name: str) -> Seat:
-        """The seat called `name`; KeyError if none."""
-        for seat in self.seats:
-            if seat.name == name:
-                return seat
-        raise KeyError(name)
+        """The seat called `name` (the first of that name); KeyError if none."""
+        return self._seat_index()[1][name]

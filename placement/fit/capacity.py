@@ -38,11 +38,7 @@ def reserve_bytes(reserve: Reserve, card: Card) -> int:
 
 def seats_declared_on(catalogue: Catalogue, host: str, index: int) -> list[Seat]:
     """Running seats the catalogue pins to card `index` of `host`."""
-    return [
-        seat
-        for seat in catalogue.seats
-        if seat.state == "running" and seat.host == host and index in (seat.pinned_cards or ())
-    ]
+    return list(catalogue.pinned_on(host, index))
 
 
 def present_seats(card: Card) -> set[str]:
@@ -88,7 +84,6 @@ def held_parts(
     """
     parts: list[HeldPart] = []
     declared = {s.name: s for s in seats_declared_on(catalogue, host, card.index)}
-    residents = {s.name: s.resident_bytes for s in catalogue.seats}
     for reserve in catalogue.reserves:
         if reserve.host != host or reserve.gpu != card.index:
             continue
@@ -99,7 +94,7 @@ def held_parts(
             for name in reserve.for_
             if name != seat and (name in declared or name in placed_here)
         ]
-        own = sum(residents[name] for name in here)
+        own = sum(catalogue.seat(name).resident_bytes for name in here)
         left = reserve_left_bytes(reserve_bytes=reserve_bytes(reserve, card), own_bytes=own)
         if left:
             parts.append(HeldPart("reserve", reserve.name, left, in_use=bool(here)))
