@@ -31,7 +31,6 @@ from placement.report.figures import (
     assemble,
     chart_step,
     host_catalogue,
-    largest_fit,
     segment,
 )
 from placement.report.rows import (
@@ -49,6 +48,7 @@ from seats.model import Catalogue
 
 # A host whose newest sample is older than this before the window's newest has stopped.
 _STOP_SLACK_S = 300
+_MIB = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -109,6 +109,8 @@ class _Early:
     answers: dict[tuple[str, datetime, int, int, bool], tuple[bool, str, str | None]] = field(
         default_factory=dict
     )
+    # The largest MiB that fits, by (host, taken at, card, vLLM?), where the search found it.
+    bounds: dict[tuple[str, datetime, int, bool], int] = field(default_factory=dict)
     stop: threading.Event = field(default_factory=threading.Event)
     latest: Future[tuple[list[Snapshot], list[str], tuple[UnusableHost, ...]]] | None = None
     fits: Future[None] | None = None
@@ -124,29 +126,102 @@ class _Early:
     def cached(
         self, catalogue: Catalogue, snapshot: Snapshot, card: int, resident: int, vllm: bool
     ) -> tuple[bool, str, str | None]:
-        """The probe, answering again what it answered beside the queries."""
+        """The probe, answering again what it answered beside the queries.
+
+        Where the search beside the queries found a card's boundary (the largest MiB that fits),
+        a size it did not ask about is answered from it: fitting is monotone in the seat's size
+        (`largest_fit`'s premise), so a smaller seat fits and a larger one does not, binding as
+        the first size that does not. `largest_fit` ends on the boundary and the MiB above it,
+        whose answers are the verifier's own, so its result is the same.
+        """
         assert self.probe is not None
         key = (snapshot.host, snapshot.taken_at, card, resident, vllm)
         hit = self.answers.get(key)
         if hit is None:
+            hit = self._implied(key)
+        if hit is None:
             hit = self.answers[key] = self.probe(catalogue, snapshot, card, resident, vllm)
         return hit
+
+    def _implied(
+        self, key: tuple[str, datetime, int, int, bool]
+    ) -> tuple[bool, str, str | None] | None:
+        host, taken_at, card, resident, vllm = key
+        low = self.bounds.get((host, taken_at, card, vllm))
+        if low is None:
+            return None
+        if resident <= low * _MIB:
+            return True, "", None
+        above = self.answers.get((host, taken_at, card, (low + 1) * _MIB, vllm))
+        return None if above is None else (False, above[1], None)
 
     def _search(
         self, latest: Future[tuple[list[Snapshot], list[str], tuple[UnusableHost, ...]]]
     ) -> None:
-        """What `figures.assemble` asks for each card's largest fit, asked now."""
+        """What `figures.assemble` asks for each card's largest fit, asked now: each card's
+        boundary, searched from a guess (the previous card's distance below its free memory;
+        for vLLM, the plain seat's boundary) and remembered for `cached`."""
+        gap = 0
         for found in latest.result()[0]:
             if found.host not in self.catalogue.hosts:
                 continue
             snapshot = attribute(found, self.catalogue)
             catalogue = host_catalogue(self.catalogue, found.host)
             for card in snapshot.cards:
-                for vllm in (False, True):
-                    if self.stop.is_set():
-                        return
-                    if card.ok:
-                        largest_fit(self.cached, catalogue, snapshot, card.index, vllm)
+                if self.stop.is_set():
+                    return
+                if not card.ok:
+                    continue
+                top = (card.free_bytes or 0) // _MIB
+                plain = self._boundary(catalogue, snapshot, card.index, False, top - gap)
+                if plain is not None:
+                    gap = top - plain
+                self._boundary(catalogue, snapshot, card.index, True, plain or top - gap)
+
+    def _boundary(
+        self, catalogue: Catalogue, snapshot: Snapshot, card: int, vllm: bool, guess: int
+    ) -> int | None:
+        """The largest MiB a new seat may hold on `card`, searched outward from `guess`, with the
+        verifier's answers at it and at the MiB above (None where nothing fits or all the free
+        memory does: `largest_fit` reads those from its first probes)."""
+
+        def fits(n: int) -> bool:
+            return self.cached(catalogue, snapshot, card, n * _MIB, vllm)[0]
+
+        top = (snapshot.card(card).free_bytes or 0) // _MIB
+        if top <= 1:
+            return None
+        # 0 fits and top + 1 does not without asking; every size asked lies between them.
+        low, high = _bracket(fits, 0, top + 1, min(max(guess, 1), top))
+        while high - low > 1:
+            mid = (low + high) // 2
+            if fits(mid):
+                low = mid
+            else:
+                high = mid
+        if low == 0 or high == top + 1:
+            return None
+        self.bounds[(snapshot.host, snapshot.taken_at, card, vllm)] = low
+        return low
+
+
+def _bracket(fits: Callable[[int], bool], low: int, high: int, guess: int) -> tuple[int, int]:
+    """A narrower (fits, does not fit) pair around `guess`, within `low` (fits) and `high`
+    (does not), galloping away from the guess in doubling steps."""
+    step = 1
+    if fits(guess):
+        low = guess
+        while low + step < high:
+            if not fits(low + step):
+                return low, low + step
+            low, step = low + step, step * 2
+        return low, high
+    high = guess
+    while high - step > low:
+        if fits(high - step):
+            return high - step, high
+        high, step = high - step, step * 2
+    return low, high
 
 
 def _build(
