@@ -69,6 +69,8 @@ _TOO_MANY = "too many samples"
 Labels = Mapping[str, str]
 Vector = list[tuple[Labels, float]]
 Matrix = list[tuple[Labels, list[tuple[float, float]]]]
+# One series of a range answer as read: its labels and its [time, "value"] points.
+RawSeries = tuple[Labels, Sequence[Sequence[Any]]]
 
 
 @dataclass
@@ -129,6 +131,8 @@ class PromClient:
         """The range answer of `promql` from `start_s` to `end_s`, split into MAX_POINTS pieces."""
         merged: dict[tuple[tuple[str, str], ...], list[tuple[float, float]]] = defaultdict(list)
         names: dict[tuple[tuple[str, str], ...], Labels] = {}
+        # Series share their times, and many their values: each text is converted once.
+        floats = _Floats()
         piece = step_s * (MAX_POINTS - 1)
         begin = start_s
         while begin <= end_s:
@@ -139,17 +143,27 @@ class PromClient:
                 "end": f"{stop:.3f}",
                 "step": f"{step_s:g}",
             }
-            data = self._get("query_range", params, promql)
-            for series in data.get("result", []):
-                labels = series.get("metric", {})
+            for labels, values in self._series(params, promql):
                 key = tuple(sorted(labels.items()))
                 names[key] = labels
-                # Popped: each series' JSON points are freed once read, not with the answer.
-                merged[key] += [
-                    (float(t), float(v)) for t, v in series.pop("values", []) if v != "NaN"
-                ]
+                merged[key] += [(floats[t], floats[v]) for t, v in values if v != "NaN"]
             begin = stop + step_s
         return [(names[key], points) for key, points in merged.items()]
+
+    def _series(self, params: dict[str, str], promql: str) -> list[RawSeries]:
+        """The series of one range answer, each with its [time, "value"] points: read from
+        Prometheus's own layout without a JSON object per point, else (any other layout, an
+        error) through `json`."""
+        url = f"{self.base.rstrip('/')}/api/v1/query_range?{urllib.parse.urlencode(params)}"
+        with self._slots:
+            started = time.perf_counter()
+            body = fetch(self.base, url, promql, timeout=self.timeout, opener=self.opener)
+        found = _matrix_text(body)
+        if found is None:
+            data = self._answer(body, promql)
+            found = [(s.get("metric", {}), s.pop("values", [])) for s in data.get("result", [])]
+        self.stats.add(time.perf_counter() - started, len(found), promql)
+        return found
 
     def _point(self, series: Any, key: str, promql: str) -> tuple[Labels, float]:
         try:
@@ -192,6 +206,67 @@ class PromClient:
         if not isinstance(result, dict):
             raise CannotDecideError(f"Prometheus at {self.base}: query {promql} has no data")
         return result
+
+
+class _Floats(dict[Any, float]):
+    """float() of each text (or number) asked, converted on first sight."""
+
+    def __missing__(self, text: Any) -> float:
+        value = self[text] = float(text)
+        return value
+
+
+_MATRIX_HEAD = '{"status":"success","data":{"resultType":"matrix","result":['
+_METRIC = '{"metric":'
+_VALUES = ',"values":['
+_POINT = re.compile(r'\[([-+.0-9eE]+),"([^"\\]*)"\]')
+_LABELS = json.JSONDecoder()
+
+
+def _matrix_text(body: bytes) -> list[RawSeries] | None:
+    """The series of a successful range answer as Prometheus lays it out (`{"metric":{…},
+    "values":[[t,"v"],…]}` one after another), each point as its two strings; None where
+    anything differs (an error, warnings, another server's spacing): `json` reads those."""
+    try:
+        text = body.decode()
+    except UnicodeDecodeError:
+        return None
+    if not text.startswith(_MATRIX_HEAD):
+        return None
+    pos = len(_MATRIX_HEAD)
+    out: list[RawSeries] = []
+    if text.startswith("]}}", pos):
+        return out if len(text) == pos + 3 else None
+    while (found := _series_text(text, pos)) is not None:
+        labels, points, pos = found
+        out.append((labels, points))
+        if text.startswith("}]}}", pos):
+            return out if len(text) == pos + 4 else None
+        if not text.startswith("},", pos):
+            return None
+        pos += 2
+    return None
+
+
+def _series_text(text: str, pos: int) -> tuple[Labels, list[tuple[str, str]], int] | None:
+    """The labels and points of the series at `pos`, and where its values end (None: not
+    Prometheus's layout)."""
+    if not text.startswith(_METRIC, pos):
+        return None
+    try:
+        labels, pos = _LABELS.raw_decode(text, pos + len(_METRIC))
+    except ValueError:
+        return None
+    if not isinstance(labels, dict) or not text.startswith(_VALUES, pos):
+        return None
+    start = pos + len(_VALUES)
+    end = text.find("]]", start)
+    if end < 0 or text.startswith("]", start):
+        return None
+    points = _POINT.findall(text, start, end + 1)
+    if len(points) != text.count("[", start, end + 1):
+        return None
+    return labels, points, end + 2
 
 
 # --- what the window is asked -----------------------------------------------------------
