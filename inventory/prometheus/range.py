@@ -1252,10 +1252,7 @@ def _bucket_rows(answers: dict[str, Bucketed]) -> list[CardBuckets]:
     rows: list[CardBuckets] = []
     for key in sorted(used):
         by_seat = seats.get(key, {})
-        other = {
-            b: max(0.0, v - sum(layer.get(b, 0.0) for layer in by_seat.values()))
-            for b, v in used[key].items()
-        }
+        other = _unexplained_means(used[key], by_seat)
         rows.append(
             CardBuckets(
                 key[0],
@@ -1267,6 +1264,18 @@ def _bucket_rows(answers: dict[str, Bucketed]) -> list[CardBuckets]:
             )
         )
     return rows
+
+
+def _unexplained_means(
+    used: dict[int, float], by_seat: dict[str, dict[int, float]]
+) -> dict[int, float]:
+    """Per bucket, the card's mean less its seats' means summed (seat by seat, a seat without
+    the bucket counting 0.0), never below zero."""
+    if not by_seat:
+        return {b: max(0.0, v) for b, v in used.items()}
+    layers = [[layer.get(b, 0.0) for b in used] for layer in by_seat.values()]
+    sums = map(sum, zip(*layers, strict=True))
+    return {b: max(0.0, v - s) for (b, v), s in zip(used.items(), sums, strict=True)}
 
 
 def _sightings(
