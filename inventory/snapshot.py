@@ -24,6 +24,9 @@ from seats.loader import format_loc
 SCHEMA_VERSION = 1
 MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
 _FROZEN = ConfigDict(extra="ignore", frozen=True)
+# Validated inside a snapshot when one is read; built on their own only where a poller or a
+# reader makes cards (see seats.model._NESTED).
+_NESTED = ConfigDict(**_FROZEN, defer_build=True)
 
 
 class SnapshotError(BadInputError):
@@ -40,7 +43,7 @@ class SnapshotError(BadInputError):
 class Process(BaseModel):
     """One compute process on a card, as NVML lists it."""
 
-    model_config = _FROZEN
+    model_config = _NESTED
 
     pid: int = Field(ge=0)
     used_bytes: int | None = Field(default=None, ge=0, description="None when NVML cannot say")
@@ -65,7 +68,7 @@ class Process(BaseModel):
 class Card(BaseModel):
     """One GPU of the host, by NVML index."""
 
-    model_config = _FROZEN
+    model_config = _NESTED
 
     index: int = Field(ge=0)
     uuid: str | None = None

@@ -239,11 +239,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _unknown_seat(args: argparse.Namespace, catalogue: Catalogue, cards: Cards) -> int | None:
     """A catalogue seat whose every host is unusable cannot be judged: verdict `unknown`, exit 3."""
-    from placement.plan.unusable import unknown_verdict
-
     seat = next((s for s in catalogue.seats if s.name == args.seat), None)
     if seat is None or not cards.unusable:
         return None
+    from placement.plan.unusable import unknown_verdict
+
     if args.host is not None:
         seat = seat.model_copy(update={"host": args.host})
     verdict = unknown_verdict(catalogue, seat, {h: u.reason for h, u in cards.unusable.items()})

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from inventory.snapshot import Snapshot
 from placement.fit.capacity import cuda_total, reserve_bytes
+from placement.fit.verify import host_catalogues
 from seats.errors import BadInputError
 from seats.model import Catalogue, Reserve, Seat
 from seats.units import format_bytes
@@ -133,3 +134,30 @@ def _reserves_fit(catalogue: Catalogue, snapshot: Snapshot, source: str) -> None
                 f"({format_bytes(held)}), more than the card's CUDA total {total} B "
                 f"({format_bytes(total)}): {held - total} B ({format_bytes(held - total)}) too many"
             )
+
+
+def check_snapshots(
+    catalogue: Catalogue,
+    snapshots: Sequence[Snapshot],
+    sources: Sequence[str],
+    seats: Sequence[Seat] = (),
+) -> list[str]:
+    """`check_snapshot` for each snapshot beside its source: contradictions are bad input, the rest warns.
+
+    `seats`: seats judged beside the catalogue's (added ones); each warning comes once per host.
+    """
+    warnings: list[str] = []
+    # Each host is checked against its own part of the catalogue (a fleet's cost stays linear).
+    views = host_catalogues(catalogue, hostless=True)
+    for snapshot, source in zip(snapshots, sources, strict=True):
+        view = views.get(snapshot.host, catalogue)
+        try:
+            warnings.extend(check_snapshot(view, snapshot, source, seats))
+        except BadInputError:
+            if view is catalogue:
+                raise
+            # The same check fails on the whole catalogue; its message numbers the seats as
+            # the file does (seats[i]), so let that one speak.
+            check_snapshot(catalogue, snapshot, source, seats)
+            raise
+    return warnings

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from inventory.snapshot import Snapshot, format_utc
+from placement.fit.consistency import check_snapshots
 from placement.fit.verdict import Verdict
 from placement.fit.verify import (
     CardStates,
@@ -21,13 +22,7 @@ from placement.plan.cards import CardRow, card_rows
 from placement.plan.explain import SUMMARY_PLACES, ExplainClasses, explain_refusal, summarise
 from placement.plan.greedy import greedy_assignment
 from placement.plan.most import most_seats
-from placement.plan.problem import (
-    Problem,
-    build_problem,
-    check_snapshots,
-    new_seats,
-    split_by_host,
-)
+from placement.plan.problem import Problem, build_problem, new_seats, split_by_host
 from placement.plan.score import priority_weights, score
 from placement.plan.verified import Assignment, verified_verdicts
 from seats.model import Catalogue, Seat

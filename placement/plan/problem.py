@@ -25,7 +25,6 @@ from placement.fit.capacity import (
     reserve_bytes,
     seats_declared_on,
 )
-from placement.fit.consistency import check_snapshot
 from placement.fit.engines import (
     UTIL_STEP,
     GateRule,
@@ -37,7 +36,7 @@ from placement.fit.engines import (
 from placement.fit.room import engine_free_bytes, fits_room, reserve_left_bytes, room_bytes
 from placement.fit.rules import exclusive_binds
 from placement.fit.verify import card_catalogues, host_catalogues, kv_bytes, start_util
-from seats.errors import BadInputError, CatalogueError
+from seats.errors import CatalogueError
 from seats.loader import format_loc, read_text_file, read_yaml
 from seats.model import Catalogue, Seat
 
@@ -381,33 +380,6 @@ def new_seats(catalogue: Catalogue, adds: Sequence[tuple[str, Seat]] = ()) -> li
                 )
         out.append(NewSeat(seat, origin))
     return out
-
-
-def check_snapshots(
-    catalogue: Catalogue,
-    snapshots: Sequence[Snapshot],
-    sources: Sequence[str],
-    seats: Sequence[Seat] = (),
-) -> list[str]:
-    """Snapshot vs catalogue (placement.fit.consistency): contradictions are bad input, the rest warns.
-
-    `seats`: seats judged beside the catalogue's (added ones); each warning comes once per host.
-    """
-    warnings: list[str] = []
-    # Each host is checked against its own part of the catalogue (a fleet's cost stays linear).
-    views = host_catalogues(catalogue, hostless=True)
-    for snapshot, source in zip(snapshots, sources, strict=True):
-        view = views.get(snapshot.host, catalogue)
-        try:
-            warnings.extend(check_snapshot(view, snapshot, source, seats))
-        except BadInputError:
-            if view is catalogue:
-                raise
-            # The same check fails on the whole catalogue; its message numbers the seats as
-            # the file does (seats[i]), so let that one speak.
-            check_snapshot(catalogue, snapshot, source, seats)
-            raise
-    return warnings
 
 
 def _card_slot(catalogue: Catalogue, snapshot: Snapshot, index: int) -> CardSlot:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
@@ -107,6 +108,28 @@ def test_python_dash_m_placement_is_gpuplan() -> None:
     )
     assert done.returncode == 0
     assert done.stdout.startswith("usage: gpuplan schema")
+
+
+def test_the_gpuplan_process_freezes_its_start_up_objects_and_collects_after() -> None:
+    # What the command imported is frozen (skipped by every later collection); the collector
+    # is on again for what the command makes.
+    code = (
+        "import atexit, gc, sys\n"
+        "atexit.register(lambda: print(gc.isenabled(), gc.get_freeze_count() > 10_000))\n"
+        "from placement.cli.main import entry\n"
+        "sys.argv = ['gpuplan', 'schema', '--help']\n"
+        "entry()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "True True"
+
+
+def test_main_in_process_leaves_the_collector_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    frozen = gc.get_freeze_count()
+    assert main(["check", "--help"]) == 0
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == frozen
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ import pytest
 from inventory.attribution import attribute
 from inventory.snapshot import Snapshot, save_snapshot
 from placement.cli.main import main
+from placement.fit.consistency import check_snapshots
 from placement.fit.engines import gate_rule
 from placement.fit.verify import (
     CardStates,
@@ -37,7 +38,6 @@ from placement.plan.problem import (
     Problem,
     _pair,
     build_problem,
-    check_snapshots,
     new_seats,
 )
 from placement.plan.verified import verified
