@@ -131,13 +131,20 @@ def start_prometheus(
         f"global: {{scrape_interval: {interval}, scrape_timeout: {interval}, evaluation_interval: 1m}}\n"
         "scrape_configs:\n" + jobs
     )
+    return _serve(processes, binary, workdir, [f"--storage.tsdb.path={workdir / 'data'}"], 20)
+
+
+def _serve(
+    processes: Processes, binary: str, workdir: Path, flags: Sequence[str], ready_s: float
+) -> str:
+    """Start Prometheus on `workdir`'s prometheus.yml and a free loopback port; its URL once ready."""
     port = free_port()
     log = (workdir / "prometheus.log").open("w")
     processes.start(
         [
             binary,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={workdir / 'data'}",
+            f"--config.file={workdir / 'prometheus.yml'}",
+            *flags,
             f"--web.listen-address=127.0.0.1:{port}",
             "--log.level=warn",
         ],
@@ -146,7 +153,9 @@ def start_prometheus(
     )
     log.close()
     url = f"http://127.0.0.1:{port}"
-    wait_until(lambda: _ready(url), 20, f"Prometheus at {url} ready ({workdir / 'prometheus.log'})")
+    wait_until(
+        lambda: _ready(url), ready_s, f"Prometheus at {url} ready ({workdir / 'prometheus.log'})"
+    )
     return url
 
 
@@ -206,23 +215,7 @@ def start_prometheus_on(
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "prometheus.yml"
     config.write_text("global: {scrape_interval: 1m}\nscrape_configs: []\n")
-    port = free_port()
-    log = (workdir / "prometheus.log").open("w")
-    flags = [f"--query.max-samples={max_samples}"] if max_samples is not None else []
-    processes.start(
-        [
-            binary,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={data}",
-            "--storage.tsdb.retention.time=100y",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--log.level=warn",
-            *flags,
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    log.close()
-    url = f"http://127.0.0.1:{port}"
-    wait_until(lambda: _ready(url), 60, f"Prometheus at {url} ready ({workdir / 'prometheus.log'})")
-    return url
+    flags = [f"--storage.tsdb.path={data}", "--storage.tsdb.retention.time=100y"]
+    if max_samples is not None:
+        flags.append(f"--query.max-samples={max_samples}")
+    return _serve(processes, binary, workdir, flags, 60)

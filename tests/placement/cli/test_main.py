@@ -32,6 +32,11 @@ PRESENT = [
 ]
 
 
+def _python(code: str) -> subprocess.CompletedProcess[str]:
+    """`code` run in a fresh interpreter, its output captured."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+
+
 def test_help_exits_0_and_lists_every_present_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
@@ -120,7 +125,7 @@ def test_the_gpuplan_process_freezes_its_start_up_objects_and_collects_after() -
         "sys.argv = ['gpuplan', 'schema', '--help']\n"
         "entry()\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    done = _python(code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "True True"
 
@@ -160,7 +165,7 @@ def test_running_one_command_imports_no_other_command_module() -> None:
         "    or m.split('.')[0] in ('pulp', 'highspy', 'matplotlib', 'prometheus_client'))\n"
         "print(' '.join(loaded), file=sys.stderr)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    done = _python(code)
     assert done.returncode == 0, done.stderr
     loaded = done.stderr.split()
     assert "placement.cli.check" in loaded
@@ -182,7 +187,7 @@ def test_plan_on_fv_ml1_imports_no_solver() -> None:
         "    '--snapshot', 'seats/catalogue/fv-ml1.snapshot.json', '--json'])\n"
         "print(code, 'pulp' in sys.modules, 'highspy' in sys.modules, file=sys.stderr)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    done = _python(code)
     assert done.stderr.split()[-3:] == ["0", "False", "False"], done.stderr
     assert '"optimal": true' in done.stdout
 
@@ -206,7 +211,7 @@ def _heavy_imports_of(words: list[str]) -> tuple[int, list[str]]:
         f"heavy = sorted(m for m in sys.modules if m.startswith({HEAVY!r}))\n"
         "print(json.dumps([code, heavy]), file=sys.stderr)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    done = _python(code)
     exit_code, heavy = json.loads(done.stderr.splitlines()[-1])
     return int(exit_code), list(heavy)
 

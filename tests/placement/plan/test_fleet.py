@@ -156,21 +156,30 @@ def test_the_solver_places_what_first_fit_decreasing_cannot() -> None:
         assert result.optimal
 
 
-def test_plan_cli_reads_one_snapshot_per_host(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    hosts = {"a100s": (SMALL, 4), "h200s": (H200, 2)}
+def a100s_and_h200s(tmp_path: Path, seats: str, *, a100s_used: list[int]) -> Path:
+    """fleet.yaml with hosts a100s (4 SMALL cards) and h200s (2 empty H200s) and `seats` (YAML
+    list lines), beside a100s.json and h200s.json; the catalogue's path."""
     catalogue = tmp_path / "fleet.yaml"
     catalogue.write_text(
         "hosts:\n"
         f"  a100s: {{cards: 4, card_total: {SMALL[0]}}}\n"
         f"  h200s: {{cards: 2, card_total: {H200[0]}}}\n"
-        "seats:\n"
-        "  - {name: big, resident: 100 GiB}\n"
-        "  - {name: tp, resident: 40 GiB, gpus: 2}\n"
+        "seats:\n" + seats
     )
-    save_snapshot(snapshot("a100s", SMALL, [0, 0, 0, 0]), tmp_path / "a100s.json")
+    save_snapshot(snapshot("a100s", SMALL, a100s_used), tmp_path / "a100s.json")
     save_snapshot(snapshot("h200s", H200, [0, 0]), tmp_path / "h200s.json")
+    return catalogue
+
+
+def test_plan_cli_reads_one_snapshot_per_host(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hosts = {"a100s": (SMALL, 4), "h200s": (H200, 2)}
+    catalogue = a100s_and_h200s(
+        tmp_path,
+        "  - {name: big, resident: 100 GiB}\n  - {name: tp, resident: 40 GiB, gpus: 2}\n",
+        a100s_used=[0, 0, 0, 0],
+    )
     code = main(
         [
             "plan",
@@ -563,17 +572,10 @@ def test_explaining_with_shared_card_states_says_the_same(seed: int) -> None:
 def test_plan_cli_summarises_a_refusal_on_many_cards_unless_explain_all(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    catalogue = tmp_path / "fleet.yaml"
-    catalogue.write_text(
-        "hosts:\n"
-        f"  a100s: {{cards: 4, card_total: {SMALL[0]}}}\n"
-        f"  h200s: {{cards: 2, card_total: {H200[0]}}}\n"
-        "seats:\n"
-        "  - {name: huge, resident: 200 GiB}\n"  # fits no card: room binds on all six
-    )
-    # a100s card 1 is the fullest: the tightest three are the H200s, then a100s card 0.
-    save_snapshot(snapshot("a100s", SMALL, [0, 20 * GIB, 0, 0]), tmp_path / "a100s.json")
-    save_snapshot(snapshot("h200s", H200, [0, 0]), tmp_path / "h200s.json")
+    # huge fits no card: room binds on all six. a100s card 1 is the fullest: the tightest three
+    # are the H200s, then a100s card 0.
+    huge = "  - {name: huge, resident: 200 GiB}\n"
+    catalogue = a100s_and_h200s(tmp_path, huge, a100s_used=[0, 20 * GIB, 0, 0])
     base = ["plan", "--catalogue", str(catalogue)]
     base += ["--snapshot", str(tmp_path / "a100s.json"), "--snapshot", str(tmp_path / "h200s.json")]
 
