@@ -248,10 +248,6 @@ def test_snapshots_through_prometheus_equal_the_files(fleet: Fleet2) -> None:
 def test_plan_through_prometheus_equals_the_plan_from_files(
     fleet: Fleet2, gpuplan: Callable[..., Ran]
 ) -> None:
-    try:
-        import placement.cli.plan  # noqa: F401
-    except ModuleNotFoundError:
-        pytest.skip("the plan command is not in this checkout yet")
     # A generous limit: on a loaded 2-core runner CBC can be starved past the 10 s default, and
     # a time-limited answer need not be the same placement twice.
     common = ["plan", "--json", "--time-limit", "120", "--catalogue", str(fleet.catalogue)]

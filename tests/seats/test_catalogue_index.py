@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from seats.model import Catalogue
 
 HOSTS = {"h": {"cards": 2, "card_total": "80 GiB"}}
@@ -24,9 +26,5 @@ def test_pinned_on_and_seat_follow_a_copy_with_other_seats() -> None:
     assert [s.name for s in moved.pinned_on("h", 0)] == ["a"]
     assert moved.pinned_on("h", 1) == ()
     assert [s.name for s in catalogue.pinned_on("h", 1)] == ["a"]  # the original is untouched
-    try:
+    with pytest.raises(KeyError):  # a seat the copy no longer holds is not found
         moved.seat("b")
-    except KeyError:
-        pass
-    else:
-        raise AssertionError("a seat the copy no longer holds was found")

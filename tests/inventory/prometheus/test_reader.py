@@ -211,7 +211,7 @@ def test_two_exporters_claiming_one_host_collide(fv_ml1_snapshot: Snapshot) -> N
     )
 
 
-def test_failed_poll_keeps_the_host_out(fv_ml1_snapshot: Snapshot) -> None:
+def test_failed_poll_keeps_the_host_out() -> None:
     text = render(Reading("fv-ml1", None, 0.01, "NVML gone")).decode()
     samples = [
         Sample(
