@@ -3,13 +3,16 @@ token) against max_model_len, for a pinned KV cache, a declared util and the uti
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from inventory.attribution import attribute
 from inventory.snapshot import Snapshot
+from placement.check.hf_model import kv_bytes_per_token
 from placement.fit.kv import (
     kv_cache_bytes,
     kv_capacity,
@@ -23,6 +26,7 @@ from seats.units import GiB, MiB
 
 CUDA_TOTAL = 101_972_967_424  # fv-ml1: 97,871 MiB NVML total − 622 MiB driver reserve
 CONTEXT = 1183 * MiB
+CONFIGS = Path(__file__).resolve().parents[1] / "data" / "hf-configs"
 QWEN3_4B = 147_456  # 2 × 36 layers × 8 KV heads × 128 head dim × 2 B (bf16)
 
 
@@ -59,7 +63,9 @@ def rules(verdict: Any) -> list[tuple[str, int | None]]:
 
 
 def test_bytes_per_token_of_qwen3_4b() -> None:
-    assert QWEN3_4B == 2 * 36 * 8 * 128 * 2
+    # The figure these tests use is what Qwen3-4B's real config.json gives.
+    config = json.loads((CONFIGS / "qwen3-4b" / "config.json").read_text("utf-8"))
+    assert kv_bytes_per_token(config, "qwen3-4b", 1).value == QWEN3_4B == 2 * 36 * 8 * 128 * 2
 
 
 def test_a_pinned_kv_cache_is_its_pin_whatever_the_util() -> None:
