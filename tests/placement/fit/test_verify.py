@@ -263,14 +263,14 @@ def test_verify_placement_judges_each_as_last(fv_ml1: Catalogue, snap: Snapshot)
     good = verify_placement(
         fv_ml1, [snap], [Placement(a, "fv-ml1", (1,)), Placement(b, "fv-ml1", (1,))]
     )
-    assert all(v.passed for v in good)
+    assert [v.seat for v in good] == ["a", "b"] and all(v.passed for v in good)
     c = seat("c", "2 GiB")
     bad = verify_placement(
         fv_ml1,
         [snap],
         [Placement(x, "fv-ml1", (1,)) for x in (a, b, c)],
     )
-    assert not any(v.passed for v in bad)
+    assert [v.seat for v in bad] == ["a", "b", "c"] and not any(v.passed for v in bad)
 
 
 def test_seat_larger_than_any_card_says_so(fv_ml1: Catalogue, snap: Snapshot) -> None:
