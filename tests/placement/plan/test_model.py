@@ -601,6 +601,9 @@ def test_no_refused_seat_is_told_its_own_reserve_blocks_it(
     own = {r.name: set(r.for_) for r in catalogue.reserves}
     refused = [v for v in result.verdicts if not v.passed]
     assert {v.seat for v in refused} >= {"flash-next"}
+    # Not vacuous: small's refusal on card 3 is a reserve reason, the one the loop checks.
+    small = next(v for v in refused if v.seat == "small")
+    assert any(r.rule == "reserve" and "flash-next-hold" in r.text for r in small.reasons)
     for verdict in refused:
         for reason in verdict.reasons:
             if reason.rule == "reserve":
