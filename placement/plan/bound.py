@@ -190,12 +190,12 @@ class _GateLoss:
         """A lower bound (whole units) on the least Σ ℓ_c over cards whose Σ g_c holds `gated`."""
         if gated <= 0 or not self.cards:
             return 0
-        lost = 0.0
+        lost = 0
         for loss, room in self.cards:
             if room <= 0:
                 break
             if room >= gated:
-                return int(lost + loss * gated / room)
+                return lost + loss * gated // room  # the split card's share, rounded down
             lost += loss
             gated -= room
         return _NEVER  # the gated pieces fit on no set of cards
