@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +59,7 @@ def _read(name: str) -> tuple[list[str], str]:
 def run(args: argparse.Namespace) -> int:
     """Print the profile block (or its JSON); exit 2 when the log lacks a line."""
     from placement.check.vllm_log import learn_profile, read_log
+    from placement.fit.engines import util_decimal
 
     catalogue = load_catalogue_argument(args)
     try:
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     profile = learn_profile(
         read_log(lines),
         source,
-        declared_util=Decimal(repr(util)) if util is not None else None,
+        declared_util=util_decimal(util) if util is not None else None,
         cuda_total=host.card_total_bytes if host else None,
     )
     if args.json:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from placement.cli.sources import (
     DEFAULT_LEDGER,
     add_catalogue_argument,
+    add_host_label_argument,
     load_catalogue_argument,
     parse_age,
     utc_now,
@@ -63,13 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --prometheus: the resolution of per-seat sums, first/last times and broken "
         "reserves (default 1m); larger is lighter on Prometheus",
     )
-    parser.add_argument(
-        "--host-label",
-        metavar="NAME",
-        default=None,
-        help="with --prometheus: the label that names a series' host (default: exported_host, "
-        "host, Hostname, hostname, else instance without its port)",
-    )
+    add_host_label_argument(parser)
     add_catalogue_argument(parser)
     window = parser.add_mutually_exclusive_group()
     window.add_argument(

@@ -74,6 +74,17 @@ class _Once(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
+def add_host_label_argument(parser: argparse.ArgumentParser) -> None:
+    """--host-label: which Prometheus label names a series' host (plan, check, ledger, report)."""
+    parser.add_argument(
+        "--host-label",
+        metavar="NAME",
+        default=None,
+        help="with --prometheus: the label that names a series' host (default: exported_host, "
+        "host, Hostname, hostname, else instance without its port)",
+    )
+
+
 def add_source_arguments(parser: argparse.ArgumentParser, *, multiple: bool = False) -> None:
     """--snapshot FILE | --live | --prometheus URL, or --ledger DB alone; and --max-age.
 
@@ -102,13 +113,7 @@ def add_source_arguments(parser: argparse.ArgumentParser, *, multiple: bool = Fa
         metavar="URL",
         help="read every host's cards from a Prometheus server (gpuplan exporter or DCGM metrics)",
     )
-    parser.add_argument(
-        "--host-label",
-        metavar="NAME",
-        default=None,
-        help="with --prometheus: the label that names a series' host (default: exported_host, "
-        "host, Hostname, hostname, else instance without its port)",
-    )
+    add_host_label_argument(parser)
     parser.add_argument(
         "--max-age",
         type=parse_age,

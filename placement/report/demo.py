@@ -325,6 +325,7 @@ def record_demo_checks(
     """
     from placement.check.seat import check_seat, inputs_digest
     from placement.decisions import record_decision
+    from placement.fit.engines import util_decimal
 
     if story.check_seat is None or story.check_card is None:
         return []
@@ -332,7 +333,7 @@ def record_demo_checks(
     declared = seat.engine.gpu_memory_utilization
     if declared is None:
         return []
-    base_util = Decimal(repr(declared))
+    base_util = util_decimal(declared)
     first = kept.get(story.check_at)
     second = kept.get(story.check_at + timedelta(minutes=7))
     if first is None or second is None:

@@ -10,7 +10,6 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
 from inventory.attribution import attribute
@@ -27,6 +26,7 @@ from placement.fit.capacity import (
     unexplained_bytes,
 )
 from placement.fit.consistency import check_snapshot
+from placement.fit.engines import util_decimal
 from placement.fit.kv import ProfileResident, profile_resident
 from seats.model import Catalogue, Seat
 
@@ -215,7 +215,7 @@ def _with_profile(catalogue: Catalogue, snapshot: Snapshot, seat: Seat, row: Sea
     util = seat.engine.gpu_memory_utilization
     found = profile_resident(
         seat,
-        Decimal(repr(util)) if util is not None else None,
+        util_decimal(util) if util is not None else None,
         cuda_total(by_index[indices[0]]),
         cuda_context_bytes(catalogue, snapshot.host),
     )
