@@ -39,6 +39,7 @@ from inventory.prometheus.reader import (
     check_url,
     fetch,
     host_of,
+    successful_answer,
     urlopen_json,
 )
 from seats.errors import CannotDecideError
@@ -184,25 +185,15 @@ class PromClient:
         return data
 
     def _answer(self, body: bytes, promql: str) -> dict[str, Any]:
-        try:
-            data = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise CannotDecideError(
-                f"Prometheus at {self.base}: the answer to {promql} is not JSON (is this a Prometheus URL?)"
-            ) from exc
-        if not isinstance(data, dict) or data.get("status") != "success":
-            error = str(data.get("error", "no error text")) if isinstance(data, dict) else "?"
-            kind = data.get("errorType", "error") if isinstance(data, dict) else "error"
+        def refused(error: str) -> None:
             if _TOO_MANY in error:
                 raise CannotDecideError(
                     f"Prometheus at {self.base} refused {promql}: {error}. Its --query.max-samples "
                     f"is too low for {self.window_text}: pass a shorter window (e.g. --since 2d) "
                     "or a larger --step (e.g. --step 5m), or raise --query.max-samples"
                 )
-            raise CannotDecideError(
-                f"Prometheus at {self.base}: query {promql} failed: {kind}: {error}"
-            )
-        result = data.get("data")
+
+        result = successful_answer(body, self.base, promql, refused).get("data")
         if not isinstance(result, dict):
             raise CannotDecideError(f"Prometheus at {self.base}: query {promql} has no data")
         return result

@@ -154,8 +154,14 @@ def fetch(
         ) from exc
 
 
-def parse_response(body: bytes, base: str, promql: str) -> list[Sample]:
-    """The samples of an instant-query JSON answer, or CannotDecideError naming the query."""
+def successful_answer(
+    body: bytes, base: str, promql: str, refused: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """The JSON object of a successful Prometheus answer, or CannotDecideError naming the query.
+
+    Where Prometheus says the query failed, `refused` (if given) sees its error text first and
+    may raise a more helpful error of its own.
+    """
     try:
         data = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -163,10 +169,19 @@ def parse_response(body: bytes, base: str, promql: str) -> list[Sample]:
             f"Prometheus at {base}: the answer to {promql} is not JSON (is this a Prometheus URL?)"
         ) from exc
     if not isinstance(data, dict) or data.get("status") != "success":
-        error = data.get("error", "no error text") if isinstance(data, dict) else "not an object"
+        error = (
+            str(data.get("error", "no error text")) if isinstance(data, dict) else "not an object"
+        )
         kind = data.get("errorType", "error") if isinstance(data, dict) else "error"
+        if refused is not None:
+            refused(error)
         raise CannotDecideError(f"Prometheus at {base}: query {promql} failed: {kind}: {error}")
-    result = data.get("data", {})
+    return data
+
+
+def parse_response(body: bytes, base: str, promql: str) -> list[Sample]:
+    """The samples of an instant-query JSON answer, or CannotDecideError naming the query."""
+    result = successful_answer(body, base, promql).get("data", {})
     if result.get("resultType") != "vector" or not isinstance(result.get("result"), list):
         raise CannotDecideError(
             f"Prometheus at {base}: query {promql} did not return an instant vector"

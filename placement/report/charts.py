@@ -319,27 +319,53 @@ def _stack(
     return [(label, {"facecolor": fill}, None) for label, fill in zip(labels, fills, strict=True)]
 
 
+@dataclass(frozen=True)
+class ReferenceLines:
+    """The composition chart's reference figures in GiB (drawing units), and their legend text.
+
+    Both drawings (PNG here, SVG in placement.report.svg) take them from `reference_lines`.
+    """
+
+    total: float | None  # the card's CUDA total
+    declared: float | None  # the declared seats' residents together
+    held_floor: float | None  # total − held (reserves, seats down), when anything is held
+    total_label: str
+    declared_label: str
+    # Two lines: in one the label ran past the image's right edge.
+    held_label: str
+
+
+def reference_lines(series: ChartSeries) -> ReferenceLines:
+    """CUDA total, declared total and the held band's floor of one card's series."""
+    total = series.cuda_total_bytes
+    held = bool(series.held_bytes) and total is not None
+    return ReferenceLines(
+        total=None if total is None else total / GiB,
+        declared=series.declared_bytes / GiB if series.declared_bytes else None,
+        held_floor=max(0, (total or 0) - series.held_bytes) / GiB if held else None,
+        total_label=f"CUDA total {(total or 0) / GiB:.2f} GiB",
+        declared_label=f"declared {series.declared_bytes / GiB:.2f} GiB",
+        held_label=f"held {series.held_bytes / GiB:.2f} GiB\n(reserves, seats down)",
+    )
+
+
 def _reference_lines(axes: Any, series: ChartSeries) -> list[_Entry]:
     """CUDA total, declared total and the band reserves and down seats hold; their legend entries."""
     legend: list[_Entry] = []
-    total = series.cuda_total_bytes
-    if total is not None:
+    ref = reference_lines(series)
+    if ref.total is not None:
         style = {"color": "black", "linewidth": 1.4}
-        axes.axhline(total / GiB, **style)
-        legend.append((f"CUDA total {total / GiB:.2f} GiB", None, style))
-    if series.declared_bytes:
+        axes.axhline(ref.total, **style)
+        legend.append((ref.total_label, None, style))
+    if ref.declared is not None:
         style = {"color": "#1f4e9e", "linewidth": 1.2, "linestyle": "--"}
-        axes.axhline(series.declared_bytes / GiB, **style)
-        legend.append((f"declared {series.declared_bytes / GiB:.2f} GiB", None, style))
-    if series.held_bytes and total is not None:
-        floor = max(0, total - series.held_bytes) / GiB
+        axes.axhline(ref.declared, **style)
+        legend.append((ref.declared_label, None, style))
+    if ref.held_floor is not None and ref.total is not None:
         band = {"facecolor": TAKEN_COLOUR, "alpha": 0.12, "linewidth": 0}
-        axes.axhspan(floor, total / GiB, **band)
-        axes.axhline(floor, color=TAKEN_COLOUR, linewidth=1.0, linestyle=":")
-        legend.append(
-            # Two lines: in one the label ran past the image's right edge.
-            (f"held {series.held_bytes / GiB:.2f} GiB\n(reserves, seats down)", band, None)
-        )
+        axes.axhspan(ref.held_floor, ref.total, **band)
+        axes.axhline(ref.held_floor, color=TAKEN_COLOUR, linewidth=1.0, linestyle=":")
+        legend.append((ref.held_label, band, None))
     return legend
 
 

@@ -57,7 +57,7 @@ from placement.report.source import CatalogueBound, LedgerSource, WindowSource
 from placement.report.text import code_span, short
 from seats.errors import CannotDecideError
 from seats.model import Catalogue, Engine, Seat
-from seats.units import format_bytes
+from seats.units import MiB, format_bytes
 
 _CHART_STEPS_S = (60, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)
 _CHART_POINTS = 400  # a week in 30-minute means
@@ -653,25 +653,24 @@ def largest_fit(
     Fitting is monotone in the seat's size (a bigger seat needs more room and, for vLLM,
     a bigger util), so the search is exact to the MiB.
     """
-    mib = 1024 * 1024
-    top = (snapshot.card(card).free_bytes or 0) // mib
-    ok, binding, util = probe(catalogue, snapshot, card, mib, vllm)
+    top = (snapshot.card(card).free_bytes or 0) // MiB
+    ok, binding, util = probe(catalogue, snapshot, card, MiB, vllm)
     if not ok:
         return 0, binding, None
     low, high = 1, top + 1  # low fits, high does not
     best_util = util
     ok_top, binding_top, util_top = (
-        probe(catalogue, snapshot, card, top * mib, vllm) if top > 1 else (True, "", util)
+        probe(catalogue, snapshot, card, top * MiB, vllm) if top > 1 else (True, "", util)
     )
     if ok_top:
-        return top * mib, "free", util_top
+        return top * MiB, "free", util_top
     binding = binding_top
     high = top
     while high - low > 1:
         mid = (low + high) // 2
-        ok, why, util = probe(catalogue, snapshot, card, mid * mib, vllm)
+        ok, why, util = probe(catalogue, snapshot, card, mid * MiB, vllm)
         if ok:
             low, best_util = mid, util
         else:
             high, binding = mid, why
-    return low * mib, binding, best_util
+    return low * MiB, binding, best_util

@@ -45,10 +45,10 @@ from placement.report.rows import (
 )
 from seats.errors import CannotDecideError
 from seats.model import Catalogue
+from seats.units import MiB
 
 # A host whose newest sample is older than this before the window's newest has stopped.
 _STOP_SLACK_S = 300
-_MIB = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -150,9 +150,9 @@ class _Early:
         low = self.bounds.get((host, taken_at, card, vllm))
         if low is None:
             return None
-        if resident <= low * _MIB:
+        if resident <= low * MiB:
             return True, "", None
-        above = self.answers.get((host, taken_at, card, (low + 1) * _MIB, vllm))
+        above = self.answers.get((host, taken_at, card, (low + 1) * MiB, vllm))
         return None if above is None else (False, above[1], None)
 
     def _search(
@@ -172,7 +172,7 @@ class _Early:
                     return
                 if not card.ok:
                     continue
-                top = (card.free_bytes or 0) // _MIB
+                top = (card.free_bytes or 0) // MiB
                 plain = self._boundary(catalogue, snapshot, card.index, False, top - gap)
                 if plain is not None:
                     gap = top - plain
@@ -186,9 +186,9 @@ class _Early:
         memory does: `largest_fit` reads those from its first probes)."""
 
         def fits(n: int) -> bool:
-            return self.cached(catalogue, snapshot, card, n * _MIB, vllm)[0]
+            return self.cached(catalogue, snapshot, card, n * MiB, vllm)[0]
 
-        top = (snapshot.card(card).free_bytes or 0) // _MIB
+        top = (snapshot.card(card).free_bytes or 0) // MiB
         if top <= 1:
             return None
         # 0 fits and top + 1 does not without asking; every size asked lies between them.

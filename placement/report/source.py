@@ -43,15 +43,23 @@ class WindowSource(Protocol):
 
 
 class LedgerSource:
-    """The ledger's aggregates over [start_s, end_s), after `report_queries.prepare_window`."""
+    """The ledger's aggregates over [start_s, end_s), after `report_queries.prepare_window`.
+
+    The span and the window's hosts are asked several times by one report (and by the
+    catalogue bound); each is queried once and remembered.
+    """
 
     def __init__(self, conn: Connection, start_s: int, end_s: int) -> None:
         self.conn = conn
         self.start_s = start_s
         self.end_s = end_s
+        self._span: tuple[Span | None] | None = None
+        self._hosts: frozenset[str] | None = None
 
     def span(self) -> Span | None:
-        return q.window_span(self.conn, self.start_s, self.end_s)
+        if self._span is None:
+            self._span = (q.window_span(self.conn, self.start_s, self.end_s),)
+        return self._span[0]
 
     def card_usage(self) -> list[CardUsage]:
         return q.card_usage(self.conn)
@@ -71,7 +79,9 @@ class LedgerSource:
         return q.chart_buckets(self.conn, step_s)
 
     def window_hosts(self) -> set[str]:
-        return q.window_hosts(self.conn)
+        if self._hosts is None:
+            self._hosts = frozenset(q.window_hosts(self.conn))
+        return set(self._hosts)
 
     def last_sighting(self, host: str, seat: str, before_s: int, after_s: int) -> int | None:
         return q.last_sighting(self.conn, host, seat, before_s, after_s)

@@ -26,6 +26,7 @@ from placement.report.charts import (
     TILE_X,
     TILE_Y,
     headroom,
+    reference_lines,
     seat_colours,
     tile_scale,
     tile_title,
@@ -454,26 +455,21 @@ def _reference_lines(series: ChartSeries) -> tuple[list[_Part], list[Entry]]:
     """CUDA total, declared total and the band reserves and down seats hold; their legend entries."""
     parts: list[_Part] = []
     entries: list[Entry] = []
-    total = series.cuda_total_bytes
-    if series.held_bytes and total is not None:
-        floor = max(0, total - series.held_bytes) / GiB
+    ref = reference_lines(series)
+    if ref.held_floor is not None and ref.total is not None:
         band = f'fill="{TAKEN_COLOUR}" fill-opacity="0.12"'
-        parts.append(partial(_draw_span, low=floor, high=total / GiB, style=band))
+        parts.append(partial(_draw_span, low=ref.held_floor, high=ref.total, style=band))
         dotted = f'stroke="{TAKEN_COLOUR}" stroke-width="1.2" stroke-dasharray="1.5 2"'
-        parts.append(partial(_draw_hline, value=floor, style=dotted))
-        held = f"held {series.held_bytes / GiB:.2f} GiB\n(reserves, seats down)"
-        entries.append((held, band, None))
-    if total is not None:
+        parts.append(partial(_draw_hline, value=ref.held_floor, style=dotted))
+        entries.append((ref.held_label, band, None))
+    if ref.total is not None:
         style = 'stroke="black" stroke-width="1.7"'
-        parts.append(partial(_draw_hline, value=total / GiB, style=style))
-        entries.insert(0, (f"CUDA total {total / GiB:.2f} GiB", None, style))
-    if series.declared_bytes:
+        parts.append(partial(_draw_hline, value=ref.total, style=style))
+        entries.insert(0, (ref.total_label, None, style))
+    if ref.declared is not None:
         style = f'stroke="{PLANNABLE_COLOUR}" stroke-width="1.5" stroke-dasharray="5 3"'
-        parts.append(partial(_draw_hline, value=series.declared_bytes / GiB, style=style))
-        entries.insert(
-            1 if total is not None else 0,
-            (f"declared {series.declared_bytes / GiB:.2f} GiB", None, style),
-        )
+        parts.append(partial(_draw_hline, value=ref.declared, style=style))
+        entries.insert(1 if ref.total is not None else 0, (ref.declared_label, None, style))
     return parts, entries
 
 

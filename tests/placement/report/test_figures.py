@@ -546,3 +546,21 @@ def test_the_headline_judges_on_the_host_s_catalogue_alike(small: Catalogue) -> 
         for vllm in (False, True):
             whole = largest_fit(verifier_probe, fleet, snapshot, index, vllm)
             assert largest_fit(verifier_probe, cut, snapshot, index, vllm) == whole
+
+
+def test_ledger_report_asks_span_and_hosts_once(tmp_path: Path, small: Catalogue) -> None:
+    path = write_ledger(tmp_path / "l.sqlite", small_snapshots())
+    asked: list[str] = []
+    with open_ledger(path, readonly=True) as ledger:
+        ledger.connection.set_trace_callback(asked.append)
+        latest = ledger.latest_per_host()
+        build_report(
+            ledger.connection,
+            small,
+            window_since(timedelta(days=7), int(latest[0].taken_at.timestamp())),
+            latest,
+            ledger_name=str(path),
+            now=latest[0].taken_at,
+        )
+    assert sum("SELECT DISTINCT host FROM gp_win" in s for s in asked) == 1
+    assert sum("MIN(taken_at_s), MAX(taken_at_s), COUNT(*) FROM snapshots" in s for s in asked) == 1
