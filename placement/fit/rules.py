@@ -227,6 +227,10 @@ def exclusive_reason(*, seat: Seat, state: CardState, host: str) -> Reason | Non
     )
 
 
+# Rules a seat without a start-up check is refused by instead (what it would squeeze).
+ROOMY_RULES = ("room", "reserve", "hold")
+
+
 def card_reasons(
     *,
     seat: Seat,
@@ -256,7 +260,7 @@ def card_reasons(
     reasons = [reason for reason in found if reason is not None]
     note = no_gate_note(seat=seat, rule=rule, util=util, state=state)
     for i, reason in enumerate(reasons):
-        if note is not None and reason.rule in ("room", "reserve", "hold"):
+        if note is not None and reason.rule in ROOMY_RULES:
             reasons[i] = replace(reason, text=f"{reason.text}; {note}")
             break
     return reasons

@@ -33,6 +33,7 @@ from placement.fit.kv import (
     util_target_bytes,
 )
 from placement.fit.rules import (
+    ROOMY_RULES,
     b,
     card_reasons,
     error_reason,
@@ -310,10 +311,6 @@ def _chosen_util(
     return chosen
 
 
-# Rules a seat without a start-up check is refused by instead (what it would squeeze).
-_ROOMY = ("room", "reserve", "hold")
-
-
 def _judge_card(
     seat: Seat, rule: GateRule, util: Decimal | None, state: CardState, host: str, out: _Judgement
 ) -> None:
@@ -351,7 +348,7 @@ def _judge_card(
     if (
         util is not None
         and no_gate_note(seat=seat, rule=rule, util=util, state=state)
-        and any(r.rule in _ROOMY for r in reasons)
+        and any(r.rule in ROOMY_RULES for r in reasons)
     ):
         out.warnings.append(
             f"vLLM {seat.engine.version} would not refuse {seat.name}: with "

@@ -23,8 +23,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
+from placement.fit.room import engine_free_bytes
 from placement.plan.problem import CardSlot, NewSeat, PairTable, Problem
+from seats.units import MiB
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,7 @@ class _Pieces:
         self._at: dict[int, tuple[int, list[int]]] = {}
         ungated = sum(1 for _, _, gated in pieces if not gated)
         costs = sorted(size * cards for size, cards, gated in pieces if gated)
-        self._gated = (ungated, _prefix(costs))
+        self._gated = (ungated, list(accumulate(costs, initial=0)))
 
     def __len__(self) -> int:
         return len(self.pieces)
@@ -115,19 +118,12 @@ class _Pieces:
         if found is None:
             small = sum(1 for size, _, _ in self.pieces if size < t)
             costs = sorted(size * cards for size, cards, _ in self.pieces if size >= t)
-            found = self._at[t] = (small, _prefix(costs))
+            found = self._at[t] = (small, list(accumulate(costs, initial=0)))
         return _take(*found, n)
 
     def least_gated(self, n: int) -> int:
         """The fewest units of gated pieces among any `n` of them (ungated ones taken first)."""
         return _take(*self._gated, n)
-
-
-def _prefix(costs: Sequence[int]) -> list[int]:
-    sums = [0]
-    for cost in costs:
-        sums.append(sums[-1] + cost)
-    return sums
 
 
 def _take(free: int, sums: Sequence[int], n: int) -> int:
@@ -182,11 +178,7 @@ class _GateLoss:
         """ℓ_c and g_c of every card (`lowered[i]` is slot i's room R_c); none without a gated seat."""
         if widest is None:
             return cls()
-        gated_rooms = [
-            max(0, slot.free_bytes - slot.cuda_context_bytes + widest) // UNIT_BYTES
-            for slot in slots
-        ]
-        gated_rooms = _lowered(gated_rooms, sizes)
+        gated_rooms = _lowered([_gated_units(slot, widest) for slot in slots], sizes)
         cards = [
             (room - min(room, g), min(room, g))
             for room, g in zip(lowered, gated_rooms, strict=True)
@@ -198,18 +190,26 @@ class _GateLoss:
         """A lower bound (whole units) on the least Σ ℓ_c over cards whose Σ g_c holds `gated`."""
         if gated <= 0 or not self.cards:
             return 0
-        lost = 0.0
+        lost = 0
         for loss, room in self.cards:
             if room <= 0:
                 break
             if room >= gated:
-                return int(lost + loss * gated / room)
+                return lost + loss * gated // room  # the split card's share, rounded down
             lost += loss
             gated -= room
         return _NEVER  # the gated pieces fit on no set of cards
 
 
-UNIT_BYTES = 64 * 2**20
+UNIT_BYTES = 64 * MiB
+
+
+def _gated_units(slot: CardSlot, widest: int) -> int:
+    """g_c before lowering: free − cuda_context + E in whole units (what vLLM's gate leaves)."""
+    gate_free = engine_free_bytes(
+        free_bytes=slot.free_bytes, cuda_context_bytes=slot.cuda_context_bytes
+    )
+    return max(0, gate_free + widest) // UNIT_BYTES
 
 
 def _size(new: NewSeat, own: Mapping[str, int]) -> int:

@@ -111,6 +111,10 @@ class _Cards:
         )
         return (room + [_NONE] * self.depth)[: self.depth]
 
+    def home(self, new: NewSeat) -> int | None:
+        """Where the host `new` names stands (-1: no snapshot of it); None when it names none."""
+        return self.position.get(new.seat.host, -1) if new.seat.host is not None else None
+
     def room_left(self, name: str, host: str, slot: CardSlot) -> int | None:
         """Bytes of room left on `slot` if `name` goes there now; None if it cannot."""
         key = slot.key
@@ -196,7 +200,7 @@ def first_fit(problem: Problem, order: Sequence[NewSeat] | None = None) -> Assig
         count, resident = new.seat.card_count, problem.least_width(new.name)
         tree = cards.trees[count - 1]
         # A seat that names its host has no eligible card anywhere else: try that host alone.
-        home = cards.position.get(new.seat.host, -1) if new.seat.host is not None else None
+        home = cards.home(new)
         at = tree.next_at_least(0 if home is None else max(home, 0), resident)
         while at is not None and (home is None or at == home):
             found = cards.fitting(new.name, cards.host_names[at], count)
@@ -314,7 +318,7 @@ class BestFitPacking:
         """Place each seat, in order, where best fit puts it; how many found no card."""
         cards, missed = self.cards, 0
         for new in seats:
-            home = cards.position.get(new.seat.host, -1) if new.seat.host is not None else None
+            home = cards.home(new)
             if home is not None:
                 best = cards.at_home(new, home)
             elif new.seat.card_count == 1:

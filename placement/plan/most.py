@@ -56,7 +56,7 @@ def _level(problem: Problem, committed: BestFitPacking, level: Sequence[NewSeat]
     # Smallest first on top of C: a placement that exists, and the bisection's floor.
     floor = committed.copy()
     floor.add(level)
-    low = sum(1 for new in level if new.name in floor.placed)
+    low = _count(floor, level)
     best = _packed(committed, level[:low])
     if best is None:
         low, best = 0, committed

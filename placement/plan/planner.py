@@ -355,10 +355,9 @@ def _most_greedy(
 
 
 def _better_greedy(
-    problem: Problem, first: Assignment | None, weights: Mapping[str, float]
+    problem: Problem, first: Assignment, weights: Mapping[str, float]
 ) -> tuple[Assignment, str]:
-    """The fallback placement: best-fit-decreasing where it places more, else first-fit's."""
-    first = first if first is not None else greedy_assignment(problem)
+    """The fallback placement: best-fit-decreasing where it places more, else first-fit's (`first`)."""
     best = greedy_assignment(problem, fit="best")
     if score(best, weights) > score(first, weights):
         return best, "best-fit-decreasing"
