@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
@@ -20,6 +21,8 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 BUSY_TIMEOUT_MS = 5000
 # A check's approval waits longer: deploys queue behind each other rather than fail.
 APPROVAL_BUSY_TIMEOUT_MS = 30000
+# Creating or migrating a ledger, likewise: several first writers may race for it.
+MIGRATION_BUSY_TIMEOUT_MS = APPROVAL_BUSY_TIMEOUT_MS
 
 # MIGRATIONS[n] takes a file at `PRAGMA user_version` n to n + 1. Never edit a released step:
 # add one. Version 1 is the schema the ledger, report and exporter agreed on; version 2 adds
@@ -190,7 +193,9 @@ def identify(connection: sqlite3.Connection, path: Path) -> tuple[bool, int]:
     return True, version
 
 
-def migrate(connection: sqlite3.Connection, path: Path, version: int) -> None:
+def migrate(
+    connection: sqlite3.Connection, path: Path, version: int, busy_ms: int = BUSY_TIMEOUT_MS
+) -> None:
     # Each step runs in its own transaction with its version bump: an interrupted migration
     # leaves the file at the last whole step.
     for step in range(version, SCHEMA_VERSION):
@@ -206,7 +211,7 @@ def migrate(connection: sqlite3.Connection, path: Path, version: int) -> None:
             connection.execute("COMMIT")
         except sqlite3.OperationalError as exc:
             connection.rollback()
-            raise operational(str(path), exc) from exc
+            raise operational(str(path), exc, busy_ms) from exc
         if note:
             print(f"ledger {path}: schema {step + 1}: {note}", file=sys.stderr)
 
@@ -243,6 +248,25 @@ def open_connection(target: Path, *, readonly: bool) -> sqlite3.Connection:
     return connection
 
 
+def _switch_to_wal(connection: sqlite3.Connection, busy_ms: int) -> None:
+    """PRAGMA journal_mode = WAL, retried for up to `busy_ms`.
+
+    While another connection switches a new file to WAL, SQLite answers this pragma "database
+    is locked" at once, without waiting in its busy handler (eight first writers at once,
+    tests/inventory/ledger/test_holds.py).
+    """
+    deadline = time.monotonic() + busy_ms / 1000
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            text = str(exc).lower()
+            if ("locked" not in text and "busy" not in text) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
+
+
 def _prepare(
     connection: sqlite3.Connection, target: Path, has_content: bool, *, readonly: bool
 ) -> None:
@@ -258,12 +282,17 @@ def _prepare(
         if not ours:
             raise LedgerError(target, "empty: not a gpuplan ledger yet")
         return
+    busy_ms = MIGRATION_BUSY_TIMEOUT_MS if version < SCHEMA_VERSION else BUSY_TIMEOUT_MS
     try:
-        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute(f"PRAGMA busy_timeout = {busy_ms}")
+        _switch_to_wal(connection, busy_ms)
         # NORMAL in WAL mode loses no committed snapshot to a process crash (only,
         # at worst, the last ones to a power cut) and keeps each write cheap.
         connection.execute("PRAGMA synchronous = NORMAL")
     except sqlite3.OperationalError as exc:
-        raise operational(str(target), exc) from exc
-    if version < SCHEMA_VERSION:
-        migrate(connection, target, version)
+        raise operational(str(target), exc, busy_ms) from exc
+    try:
+        if version < SCHEMA_VERSION:
+            migrate(connection, target, version, busy_ms)
+    finally:
+        connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
