@@ -14,6 +14,7 @@ import gc
 import importlib
 import json
 import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from types import ModuleType
@@ -76,6 +77,13 @@ class UsageError(SystemExit):
 
 class _Parser(argparse.ArgumentParser):
     """argparse, saying what it refused in a `UsageError` (so `--json` can print it too)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # A word like `-5m` is a value, not an unknown option, so `--max-age -5m` reaches the
+        # option's own check ("negative") instead of "expected one argument". Python 3.13's
+        # argparse reads negative numbers this way itself.
+        self._negative_number_matcher = re.compile(r"^-\.?\d")
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
