@@ -214,12 +214,18 @@ _FRACTIONS = (
 )
 
 
+def _absent(value: object) -> bool:
+    # The new engines' fields are left out of dumps when unset, so that the digests of
+    # recorded decisions (and catalogues dumped before them) stay as they were.
+    return value is None
+
+
 def _fraction(description: str) -> object:
-    return Field(default=None, gt=0, le=1, description=description)
+    return Field(default=None, gt=0, le=1, description=description, exclude_if=_absent)
 
 
 def _count(description: str, minimum: int = 1) -> object:
-    return Field(default=None, ge=minimum, description=description)
+    return Field(default=None, ge=minimum, description=description, exclude_if=_absent)
 
 
 class Engine(BaseModel):
@@ -233,8 +239,11 @@ class Engine(BaseModel):
 
     kind: EngineKind = "other"
     version: str | None = Field(default=None, description='quote it: "0.11.0"')
-    gpu_memory_utilization: float | None = _fraction(  # type: ignore[assignment]
-        "vllm: --gpu-memory-utilization, a request against TOTAL memory"
+    gpu_memory_utilization: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="--gpu-memory-utilization: a request against TOTAL memory",
     )
     kv_cache_bytes: PositiveBytes | None = Field(
         default=None, alias="kv_cache_memory", description="vllm: --kv-cache-memory-bytes"
@@ -263,10 +272,15 @@ class Engine(BaseModel):
         "llamacpp: -ngl, layers on the card (turns --fit off)", minimum=0
     )
     ctx_size: int | None = _count("llamacpp: -c, context of all slots", minimum=0)  # type: ignore[assignment]
-    fit: bool | None = Field(default=None, description="llamacpp: --fit on|off (on by default)")
+    fit: bool | None = Field(
+        default=None, description="llamacpp: --fit on|off (on by default)", exclude_if=_absent
+    )
     parallel: int | None = _count("llamacpp: -np, slots sharing ctx_size")  # type: ignore[assignment]
     gpu_overhead_bytes: Bytes | None = Field(
-        default=None, alias="gpu_overhead", description="ollama: OLLAMA_GPU_OVERHEAD per card"
+        default=None,
+        alias="gpu_overhead",
+        description="ollama: OLLAMA_GPU_OVERHEAD per card",
+        exclude_if=_absent,
     )
     num_gpu: int | None = _count("ollama: num_gpu, layers on the card", minimum=0)  # type: ignore[assignment]
     num_ctx: int | None = _count("ollama: num_ctx, context per request")  # type: ignore[assignment]
@@ -287,8 +301,9 @@ class Engine(BaseModel):
         own = ENGINE_FIELDS.get(kind) if isinstance(kind, str) else None
         if own is None:
             return data
-        for key in data:
-            if key in _COMMON_FIELDS or key in own:
+        for key, value in data.items():
+            # A null is no flag: dumps of older catalogues may carry every key.
+            if key in _COMMON_FIELDS or key in own or value is None:
                 continue
             owners = sorted(k for k, fields in ENGINE_FIELDS.items() if key in fields)
             if owners:

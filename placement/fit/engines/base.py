@@ -100,6 +100,9 @@ class Engine(Protocol):
     """One serving engine: how it is recognised, what it takes on a card, and how it refuses."""
 
     kind: str
+    title: str  # as users write it: "llama.cpp"
+    # Who reads its start-up log: "learn" (its own `learn`), "vllm-log", or "" (none).
+    log_reader: str
     # Command words and image names it is recognised by, for docs and error text.
     commands: tuple[str, ...]
     images: tuple[str, ...]

@@ -51,6 +51,7 @@ MIN_CTX = 4096
 _OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 _MODEL = re.compile(r"\b(CUDA\d+)(?: model)? buffer size =\s*([\d.]+) MiB")
 _KV = re.compile(r"\b(CUDA\d+) KV buffer size =\s*([\d.]+) MiB")
+_KV_SIZE = re.compile(r"llama_kv_cache\w*: size =\s*([\d.]+) MiB \(\s*(\d+) cells")
 _COMPUTE = re.compile(r"\b(CUDA\d+) compute buffer size =\s*([\d.]+) MiB")
 _N_CTX = re.compile(r"\bn_ctx\s*=\s*(\d+)")
 _N_CTX_SEQ = re.compile(r"\bn_ctx_(?:seq|per_seq)\s*=\s*(\d+)")
@@ -66,6 +67,8 @@ class LlamaCpp:
     """ggml-org llama.cpp's `llama-server`."""
 
     kind = "llamacpp"
+    title = "llama.cpp"
+    log_reader = "learn"
     commands = ("llama-server",)
     images = ("ggml-org/llama.cpp", "ggerganov/llama.cpp")
     margin_bytes = FIT_MARGIN_BYTES
@@ -78,7 +81,11 @@ class LlamaCpp:
         """`llama-server` (any path), or a llama.cpp server image."""
         if argv_mentions(argv, "llama-server"):
             return True
-        return image_matches(image, self.images) and "server" in (image or "")
+        # The :server images run llama-server; the :full ones do with `--server`; a pinned
+        # digest says no tag, but only the server takes --port.
+        if not image_matches(image, self.images):
+            return False
+        return "server" in (image or "") or any(w in argv for w in ("--server", "--port"))
 
     def read_flags(
         self, argv: Sequence[str], env: Mapping[str, str] | None = None
@@ -161,40 +168,60 @@ class LlamaCpp:
 
 
 def read_ggml_log(kind: str, lines: Sequence[str]) -> Learned:
-    """The figures llama.cpp prints as it loads (Ollama's runner prints the same lines)."""
+    """The figures llama.cpp prints as it loads (Ollama's runner prints the same lines).
+
+    Bytes are those on the first CUDA card; a model or KV cache the log shows only on the CPU
+    (`offloaded 0/N layers`, `CPU KV buffer`) is 0 bytes on the card, said in a note.
+    """
     scan = LogScan.of(
         lines,
         {
             "offloaded": _OFFLOADED,
             "model": _MODEL,
             "kv": _KV,
+            "kv_size": _KV_SIZE,
             "compute": _COMPUTE,
             "n_ctx": _N_CTX,
             "n_ctx_seq": _N_CTX_SEQ,
         },
     )
     missing: list[str] = []
+    notes: list[str] = ["buffer sizes are printed in MiB to 0.01: each figure is within 10 KiB"]
+    layers_done = scan.group("offloaded", 1)
 
-    def mib(name: str) -> Figure | None:
+    def on_card(name: str, what: str) -> Figure | None:
         text = scan.group(name, 2)
-        if text is None:
-            missing.append(f"CUDA0 {name} buffer size = … MiB")
-            return None
-        return scan.figure(name, size_bytes(text, "MiB"))
+        if text is not None:
+            return scan.figure(name, size_bytes(text, "MiB"))
+        if layers_done == "0" and name in ("model", "kv"):
+            notes.append(f"no {what} on a CUDA card: 0 bytes there (offloaded 0 layers)")
+            return scan.figure("offloaded", 0)
+        missing.append(f"CUDA0 {what} buffer size = … MiB")
+        return None
 
-    weights, kv, compute = mib("model"), mib("kv"), mib("compute")
+    weights, kv, compute = (
+        on_card("model", "model"),
+        on_card("kv", "KV"),
+        on_card("compute", "compute"),
+    )
     ctx_text = scan.group("n_ctx")
     tokens = scan.figure("n_ctx", int(ctx_text)) if ctx_text else None
     if tokens is None:
         missing.append("n_ctx = N")
     seq_text = scan.group("n_ctx_seq")
     length = scan.figure("n_ctx_seq", int(seq_text)) if seq_text else None
+    per_token: Figure | None = None
+    if scan.group("kv_size") is not None:
+        size = size_bytes(scan.group("kv_size") or "0", "MiB")
+        cells = int(scan.group("kv_size", 2) or 0)
+        if cells > 0:
+            per_token = scan.figure("kv_size", -(-size // cells))
     extra: tuple[Figure, ...] = ()
-    if scan.group("offloaded") is not None:
-        done, total = int(scan.group("offloaded", 1) or 0), int(scan.group("offloaded", 2) or 0)
+    if layers_done is not None:
+        _, number, line = scan.found["offloaded"]
         extra = (
-            Figure("layers on the card", done, *scan.found["offloaded"][1:]),
-            Figure("layers in the model", total, *scan.found["offloaded"][1:]),
+            Figure("layers on the card", int(layers_done), number, line),
+            Figure("layers in the model", int(scan.group("offloaded", 2) or 0), number, line),
         )
     return Learned(
         kind,
@@ -203,9 +230,10 @@ def read_ggml_log(kind: str, lines: Sequence[str]) -> Learned:
         kv=kv,
         kv_tokens=tokens,
         max_model_len=length or tokens,
+        per_token=per_token,
         extra=extra,
         missing=tuple(missing),
-        notes=("buffer sizes are printed in MiB to 0.01: each figure is ± 5 KiB",),
+        notes=tuple(notes),
     )
 
 

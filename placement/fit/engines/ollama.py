@@ -47,6 +47,8 @@ class Ollama:
     """Ollama's `ollama serve` (and the runners it starts)."""
 
     kind = "ollama"
+    title = "Ollama"
+    log_reader = "learn"
     commands = ("ollama serve", "ollama runner")
     images = ("ollama/ollama",)
 

@@ -18,6 +18,8 @@ class Other:
     """A server without an engine rule: fixed at its resident."""
 
     kind = "other"
+    title = "other"
+    log_reader = ""
     commands: tuple[str, ...] = ()
     images: tuple[str, ...] = ()
 

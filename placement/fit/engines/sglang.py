@@ -65,6 +65,8 @@ class SGLang:
     """SGLang's `python -m sglang.launch_server`."""
 
     kind = "sglang"
+    title = "SGLang"
+    log_reader = "learn"
     commands = ("python -m sglang.launch_server", "sglang serve")
     images = ("lmsysorg/sglang",)
 
@@ -184,7 +186,7 @@ class SGLang:
             match = scan.found["kv"][0]
             sizes = [g for g in (match.group(2), match.group(3), match.group(4)) if g]
             kv = scan.figure("kv", sum(size_bytes(s, "GiB") for s in sizes))
-            tokens = scan.figure("kv_tokens", int(match.group(1)))
+            tokens = scan.figure("kv", int(match.group(1)))
         else:
             missing.append("KV Cache is allocated. #tokens: …")
         context = scan.group("summary", 2)

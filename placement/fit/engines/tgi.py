@@ -63,6 +63,8 @@ class TGI:
     """Hugging Face text-generation-inference (`text-generation-launcher`)."""
 
     kind = "tgi"
+    title = "TGI"
+    log_reader = "learn"
     commands = ("text-generation-launcher",)
     images = ("huggingface/text-generation-inference",)
 

@@ -65,6 +65,8 @@ class TensorRTLLM:
     """NVIDIA TensorRT-LLM's `trtllm-serve`."""
 
     kind = "trtllm"
+    title = "TensorRT-LLM"
+    log_reader = "learn"
     commands = ("trtllm-serve",)
     images = ("nvidia/tensorrt-llm",)
 

@@ -45,6 +45,9 @@ class VLLM:
     """vLLM's OpenAI server (`vllm serve`, `-m vllm.entrypoints.openai.api_server`)."""
 
     kind = "vllm"
+    title = "vLLM"
+    # Its log is read by placement/check/vllm_log.py (`learn --vllm-log`).
+    log_reader = "vllm-log"
     commands = ("vllm serve", "python -m vllm.entrypoints.openai.api_server")
     images = ("vllm/vllm-openai",)
 
