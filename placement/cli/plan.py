@@ -209,8 +209,12 @@ def _record(
     adds: list[tuple[str, Seat]],
     now: datetime,
 ) -> None:
-    """Append every verdict to the ledger beside its host's snapshot, for the weekly report."""
-    from inventory.ledger.store import open_ledger
+    """Append every verdict to the ledger beside its host's snapshot, for the weekly report.
+
+    A read-only ledger (a replica, a read-only mount, mode 0444) was read all the same: the plan
+    stands, and a note says that it recorded nothing.
+    """
+    from inventory.ledger.store import ReadOnlyLedgerError, open_ledger
     from placement.decisions import Decision, inputs_digest, record_decisions
 
     digest = inputs_digest(plan_inputs(catalogue, result, adds))
@@ -219,5 +223,8 @@ def _record(
         Decision(verdict, digest, by_host.get(verdict.host) if verdict.host else None)
         for verdict in result.verdicts
     ]
-    with open_ledger(path) as ledger:
-        record_decisions(ledger, "plan", decisions, now)
+    try:
+        with open_ledger(path) as ledger:
+            record_decisions(ledger, "plan", decisions, now)
+    except ReadOnlyLedgerError as exc:
+        print(f"note: {exc}: it was read, and this plan recorded nothing", file=sys.stderr)
