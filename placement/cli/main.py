@@ -118,6 +118,28 @@ def named_command(words: Sequence[str]) -> str | None:
     return None
 
 
+_TOP_LEVEL = ("-h", "--help", "--debug", "--version")
+
+
+def misplaced_option(words: Sequence[str]) -> str | None:
+    """What to say when a command's option comes before the command (`gpuplan --catalogue F check`).
+
+    argparse would take the option's value for the command ("invalid choice: 'F'").
+    """
+    for i, word in enumerate(words):
+        if not word.startswith("-"):
+            return None
+        option = word.split("=", 1)[0]
+        if option in _TOP_LEVEL:
+            continue
+        command = next((w for w in words[i + 1 :] if w in COMMANDS), "COMMAND")
+        return (
+            f"{option} is an option of a command, and options go after the command: "
+            f"gpuplan {command} {option} …"
+        )
+    return None
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The argument parser: one subparser per command module, or `only`'s alone.
 
@@ -146,6 +168,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _parse(parser: argparse.ArgumentParser, words: Sequence[str]) -> argparse.Namespace:
+    """The parsed command line; an option before the command is a usage error saying so."""
+    misplaced = misplaced_option(words)
+    if misplaced is not None:
+        parser.error(misplaced)
+    return parser.parse_args(words)
+
+
 def json_error(exit_code: int, message: str) -> str:
     """DESIGN.md's error object, printed on stdout when `--json` is on the command line."""
     return json.dumps({"schema": 1, "error": {"exit": exit_code, "message": message}}, indent=2)
@@ -158,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(named_command(words))
     _start_up_done()
     try:
-        args = parser.parse_args(words)
+        args = _parse(parser, words)
     except UsageError as exc:
         if wants_json:
             print(json_error(Exit.BAD_INPUT, exc.message))

@@ -16,6 +16,7 @@ from placement.cli import notice
 from placement.cli.sources import (
     add_catalogue_argument,
     add_source_arguments,
+    load_add_files,
     load_catalogue_argument,
     resolve_snapshots,
     source_options,
@@ -107,16 +108,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Plan, print, record to the ledger when --ledger is given; exit 0 or 1."""
     from placement.plan.planner import plan
-    from placement.plan.problem import load_add_file
 
     started = time.perf_counter()
     catalogue = load_catalogue_argument(args)
     now = utc_now()
     cards = resolve_snapshots(source_options(args), catalogue, now)
     catalogue, snapshots = pin_approved(catalogue, cards.snapshots)
-    adds: list[tuple[str, Seat]] = []
-    for path in args.add:
-        adds.extend((path, seat) for seat in load_add_file(path))
+    adds = load_add_files(args.add)
     notice.plan_notice(catalogue, snapshots, adds, args.time_limit)
     result = plan(
         catalogue,
