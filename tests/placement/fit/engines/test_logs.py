@@ -151,3 +151,33 @@ def test_each_engine_reads_its_own_lines(kind: str) -> None:
         assert learned.weights is not None and learned.weights.value == expected["weights"]
     if "kv_bytes_per_token" in expected:
         assert learned.kv_bytes_per_token == expected["kv_bytes_per_token"]
+
+
+def test_llamacpp_kv_split_over_two_cards_by_hand() -> None:
+    # 40 layers, K and V f16 of 8,192 each: one layer holds 4,096 × 8,192 × 2 × 2 B = 128 MiB.
+    # The log splits them 12 + 28: CUDA0 1,536 MiB = 12 × 128, CUDA1 3,584 MiB = 28 × 128,
+    # and "KV self size = 5120.00 MiB" = 40 × 128. The first card's figures are the seat's.
+    log = DATA / "llamacpp" / "pr-6122-two-cards.log"
+    learned = engine("llamacpp").learn(log.read_text(encoding="utf-8").splitlines())
+    assert learned.kv is not None and learned.kv.value == 1536 * MiB == 12 * 128 * MiB
+    assert learned.kv_tokens is not None and learned.kv_tokens.value == 4096
+    assert learned.kv_bytes_per_token == 12 * 8192 * 2 * 2 == 393_216
+    # Its weights on CUDA0 as printed (the older "CUDA0 buffer size" spelling), to 0.01 MiB.
+    assert learned.weights is not None and learned.weights.value == int(5434.38 * MiB)
+    assert learned.non_kv is not None and learned.non_kv.value == int(672.01 * MiB)
+
+
+def test_ollama_overhead_log_by_hand() -> None:
+    # OLLAMA_GPU_OVERHEAD=22032385536 left room for 1 of 62 layers; its KV cache, 61 layers of
+    # 160 MiB at n_ctx 2048, puts 1 layer on the card: CUDA0 160 MiB, CPU 9,600 = 60 × 160 MiB.
+    # Lines carry `docker compose logs` prefixes (`ollama  | `).
+    log = DATA / "ollama" / "issue-8447-overhead-1-of-62-layers.log"
+    learned = engine("ollama").learn(log.read_text(encoding="utf-8").splitlines())
+    layers = {figure.name: figure.value for figure in learned.extra}
+    assert layers == {"layers on the card": 1, "layers in the model": 62}
+    assert learned.kv is not None and learned.kv.value == 160 * MiB == (9760 - 9600) * MiB
+    assert learned.kv_bytes_per_token == 160 * MiB // 2048 == 81_920
+    assert learned.weights is not None and learned.weights.value == int(7106.67 * MiB)
+    # The thread's excerpt stops before the compute buffer: said, not guessed.
+    assert learned.non_kv is None
+    assert learned.missing == ("CUDA0 compute buffer size = … MiB",)
