@@ -13,14 +13,14 @@ import urllib.parse
 import urllib.request
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
 from inventory.prometheus import metrics as m
-from inventory.snapshot import Card, Process, Snapshot, format_utc
+from inventory.snapshot import Card, Process, Snapshot, check_consistency, format_utc
 from seats.errors import BadInputError, CannotDecideError
 
 MIB = 2**20
@@ -213,7 +213,7 @@ def read_fleet(
     check_url(base)
     answers = [query(base, q, at=now, timeout=timeout, opener=opener) for q in QUERIES]
     results = QueryResults(*answers)
-    return build_fleet(
+    fleet = build_fleet(
         results,
         now=now,
         max_age=max_age,
@@ -222,6 +222,15 @@ def read_fleet(
         host_label=host_label,
         source=base,
     )
+    # Impossible figures are bad input here as in a file (DESIGN.md "Never yes by accident").
+    warnings = [
+        warning
+        for snapshot in (*fleet.snapshots, *fleet.stale)
+        for warning in check_consistency(
+            snapshot, f"Prometheus at {base}: host {snapshot.host}", now
+        )
+    ]
+    return replace(fleet, warnings=(*fleet.warnings, *warnings)) if warnings else fleet
 
 
 @dataclass(frozen=True)

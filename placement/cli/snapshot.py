@@ -165,6 +165,7 @@ def _from_prometheus(args: argparse.Namespace, catalogue: Catalogue | None) -> i
 def _read_from(name: str, host: str | None, catalogue: Catalogue | None) -> Snapshot:
     from inventory.attribution import attribute
     from inventory.snapshot import SnapshotError, load_snapshot, loads_snapshot
+    from placement.cli.sources import consistent, utc_now
 
     if name == "-":
         raw = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
@@ -174,6 +175,8 @@ def _read_from(name: str, host: str | None, catalogue: Catalogue | None) -> Snap
     else:
         snapshot = load_snapshot(name)
     source = "<stdin>" if name == "-" else name
+    # Checked before it is stored: a future-dated one would hide every newer real one.
+    consistent(snapshot, source, utc_now())
     if host is not None and host != snapshot.host:
         raise SnapshotError(
             source, "host", f"the snapshot is of {snapshot.host!r}, not --host {host!r}"
@@ -192,7 +195,7 @@ def _read_from(name: str, host: str | None, catalogue: Catalogue | None) -> Snap
 
 def _take(source: NvmlSource | None, host: str | None, catalogue: Catalogue | None) -> Snapshot:
     from inventory.poller import default_host, open_source, take_snapshot
-    from placement.cli.sources import utc_now
+    from placement.cli.sources import consistent, utc_now
 
     name = host or default_host(catalogue)
     _warn_unknown_host(name, catalogue)
@@ -202,6 +205,7 @@ def _take(source: NvmlSource | None, host: str | None, catalogue: Catalogue | No
         with open_source() as fresh:
             snapshot = take_snapshot(fresh, utc_now(), name, catalogue=catalogue)
     _warn_pid_namespace(snapshot)
+    consistent(snapshot, f"NVML of {name}", snapshot.taken_at)
     if catalogue is not None and name in catalogue.hosts:
         expected = catalogue.hosts[name].cards
         if expected != len(snapshot.cards):

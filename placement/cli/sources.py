@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from inventory.snapshot import Snapshot, load_snapshot
+from inventory.snapshot import Snapshot, check_consistency, load_snapshot
 from seats.errors import BadInputError, CannotDecideError
 from seats.loader import load_catalogue
 from seats.model import Catalogue
@@ -298,6 +298,13 @@ def _with_holds(cards: Cards, ledger: str | None, now: datetime) -> Cards:
     return replace(cards, snapshots=tuple(with_holds(cards.snapshots, holds)))
 
 
+def consistent(snapshot: Snapshot, source: str, now: datetime) -> Snapshot:
+    """`snapshot` once its figures are possible (exit 2 naming `source` otherwise); warns of the rest."""
+    for warning in check_consistency(snapshot, source, now):
+        print(f"warning: {warning}", file=sys.stderr)
+    return snapshot
+
+
 def _label(source: SourceOptions) -> str:
     if source.live:
         return "NVML"
@@ -338,6 +345,7 @@ def _live(source: SourceOptions, catalogue: Catalogue | None, now: datetime) -> 
     from inventory.poller import live_snapshot
 
     snapshot = live_snapshot(catalogue=catalogue, now=now, host=source.host)
+    consistent(snapshot, f"NVML of {snapshot.host}", now)
     check_age(snapshot, now, source.max_age or DEFAULT_MAX_AGE, "NVML")
     return Cards((snapshot,), {snapshot.host: "NVML"})
 
@@ -353,6 +361,7 @@ def _ledger(path: str, max_age: timedelta | None, now: datetime, *, strict: bool
     fresh: list[Snapshot] = []
     unusable: dict[str, Unusable] = {}
     for snapshot in snapshots:
+        consistent(snapshot, f"{origin}: host {snapshot.host}", now)
         try:
             check_age(snapshot, now, max_age or DEFAULT_MAX_AGE, origin)
         except CannotDecideError as exc:
@@ -392,7 +401,7 @@ def _files(paths: tuple[str, ...], max_age: timedelta | None, now: datetime) -> 
     origins: dict[str, str] = {}
     old: list[tuple[str, Snapshot]] = []
     for path in _expand(list(paths)):
-        snapshot = load_snapshot(path)
+        snapshot = consistent(load_snapshot(path), path, now)
         if max_age is not None:
             check_age(snapshot, now, max_age, path)
         elif now - snapshot.taken_at > DEFAULT_MAX_AGE:
