@@ -108,7 +108,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="bytes the seat holds per card once up, e.g. '10740 MiB' (overrides the catalogue)",
     )
     parser.add_argument(
-        "--compose", metavar="FILE", help="check every vLLM service of this docker compose file"
+        "--compose",
+        action="append",
+        metavar="FILE",
+        help="check every GPU service of this docker compose file, with the override file "
+        "`docker compose up -d` merges beside it; repeated, the files are merged in order and "
+        "alone (as `docker compose -f A -f B`)",
     )
     parser.add_argument(
         "--service",
@@ -337,9 +342,8 @@ def _compose_judge(args: argparse.Namespace, catalogue: Catalogue) -> Judge:
     from placement.check.deploy import judge_deploy
     from placement.cli.check_text import render_deploy
 
-    compose = load_compose(
-        args.compose, dict(os.environ), service=args.service, profiles=args.profile
-    )
+    files = args.compose[0] if len(args.compose) == 1 else args.compose
+    compose = load_compose(files, dict(os.environ), service=args.service, profiles=args.profile)
 
     def judge(snapshots: Sequence[Snapshot]) -> Outcome:
         deploy = judge_deploy(catalogue, snapshots, compose, host=args.host)

@@ -8,6 +8,7 @@ ledger and Prometheus I/O, and hands frozen data to the core.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Mapping
@@ -42,18 +43,33 @@ def load_catalogue_argument(args: argparse.Namespace) -> Catalogue:
     return load_catalogue(args.catalogue)
 
 
+# A thousand years: now plus or minus it is still a date Python can hold (years 1 to 9999).
+MAX_AGE = timedelta(days=365_000)
+
+
 def parse_age(text: str) -> timedelta:
-    """'15m', '90s', '2h', '7d' → timedelta (argparse type)."""
+    """'15m', '90s', '2h', '7d' → timedelta (argparse type); negative or past MAX_AGE is exit 2."""
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     text = text.strip()
+    number, unit = (text[:-1], units[text[-1]]) if text and text[-1] in units else (text, 1)
     try:
-        if text and text[-1] in units:
-            return timedelta(seconds=float(text[:-1]) * units[text[-1]])
-        return timedelta(seconds=float(text))
+        seconds = float(number) * unit
     except ValueError as exc:
         raise argparse.ArgumentTypeError(
             f"cannot read {text!r} as an age; write e.g. 15m, 90s, 2h"
         ) from exc
+    if math.isnan(seconds):
+        raise argparse.ArgumentTypeError(f"cannot read {text!r} as an age; write e.g. 15m, 90s, 2h")
+    if seconds < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is negative; an age is 0 or more, e.g. 15m")
+    # Checked before timedelta() sees it: past ~2.7 million years it raises OverflowError, and
+    # short of that `now + age` does (`--hold-for 100000000d`).
+    if seconds > MAX_AGE.total_seconds():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is longer than {MAX_AGE.days}d (a thousand years), past the dates "
+            "gpuplan can compute with"
+        )
+    return timedelta(seconds=seconds)
 
 
 class _Once(argparse.Action):
