@@ -93,8 +93,10 @@ def test_an_intact_ledger_passes_the_check(tmp_path: Path) -> None:
 
 
 def test_opening_names_the_damage(damaged: Path) -> None:
-    with pytest.raises(LedgerError, match=r"damaged: SQLite's quick_check") as caught:
-        with open_ledger(damaged, readonly=True):
-            pass
+    with (
+        pytest.raises(LedgerError, match=r"damaged: SQLite's quick_check") as caught,
+        open_ledger(damaged, readonly=True),
+    ):
+        pass
     assert caught.value.exit_code == Exit.CANNOT_DECIDE
     assert "sqlite3 FILE .recover" in str(caught.value)
