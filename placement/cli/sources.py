@@ -24,6 +24,7 @@ from seats.model import Catalogue
 
 DEFAULT_LEDGER = "gpuplan-ledger.sqlite"
 DEFAULT_MAX_AGE = timedelta(minutes=15)
+DEFAULT_PROMETHEUS_TIMEOUT_S = 10.0
 
 
 def add_catalogue_argument(parser: argparse.ArgumentParser) -> None:
@@ -101,6 +102,30 @@ def add_host_label_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"cannot read {text!r} as seconds; write e.g. 10"
+        ) from None
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"{text}: between 0 and 3600 seconds")
+    return value
+
+
+def add_timeout_argument(parser: argparse.ArgumentParser) -> None:
+    """--timeout S: with --prometheus, the deadline of each query's whole answer."""
+    parser.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=DEFAULT_PROMETHEUS_TIMEOUT_S,
+        metavar="S",
+        help="with --prometheus: seconds each query's whole answer may take, connecting included "
+        f"(default {DEFAULT_PROMETHEUS_TIMEOUT_S:g})",
+    )
+
+
 def add_source_arguments(parser: argparse.ArgumentParser, *, multiple: bool = False) -> None:
     """--snapshot FILE | --live | --prometheus URL, or --ledger DB alone; and --max-age.
 
@@ -130,6 +155,7 @@ def add_source_arguments(parser: argparse.ArgumentParser, *, multiple: bool = Fa
         help="read every host's cards from a Prometheus server (gpuplan exporter or DCGM metrics)",
     )
     add_host_label_argument(parser)
+    add_timeout_argument(parser)
     parser.add_argument(
         "--max-age",
         type=parse_age,
@@ -181,6 +207,7 @@ class SourceOptions:
     max_age: timedelta | None = None
     host: str | None = None
     host_label: str | None = None
+    timeout: float = DEFAULT_PROMETHEUS_TIMEOUT_S
 
 
 def source_options(args: argparse.Namespace) -> SourceOptions:
@@ -195,6 +222,7 @@ def source_options(args: argparse.Namespace) -> SourceOptions:
         max_age=getattr(args, "max_age", None),
         host=host if isinstance(host, str) and host else None,
         host_label=getattr(args, "host_label", None) or None,
+        timeout=getattr(args, "timeout", None) or DEFAULT_PROMETHEUS_TIMEOUT_S,
     )
 
 
@@ -277,7 +305,9 @@ def resolve_snapshots(
         and (catalogue is None or host in catalogue.hosts)
     ]
     if blocking:
-        where = f"Prometheus at {source.prometheus}" if source.prometheus else _label(source)
+        where = (
+            f"Prometheus at {_shown(source.prometheus)}" if source.prometheus else _label(source)
+        )
         raise CannotDecideError(f"{where}: {blocking[0].text}; cannot check on that host")
     for host in cards.ignored:
         print(
@@ -321,6 +351,13 @@ def consistent(snapshot: Snapshot, source: str, now: datetime) -> Snapshot:
     return snapshot
 
 
+def _shown(url: str) -> str:
+    """A --prometheus URL as output may show it: no credentials, no query string."""
+    from inventory.prometheus.reader import public_url
+
+    return public_url(url)
+
+
 def _label(source: SourceOptions) -> str:
     if source.live:
         return "NVML"
@@ -333,7 +370,7 @@ def _absent_reason(source: SourceOptions) -> str:
     if source.live:
         return "absent: --live reads this machine's cards only"
     if source.prometheus:
-        return f"absent: Prometheus at {source.prometheus} has no series of it"
+        return f"absent: Prometheus at {_shown(source.prometheus)} has no series of it"
     if source.ledger and not source.snapshots:
         return f"absent: ledger {source.ledger} holds no snapshot of it"
     return "absent: no --snapshot of it was given"
@@ -467,6 +504,7 @@ def _prometheus(source: SourceOptions, catalogue: Catalogue | None, now: datetim
         expected_cards=expected,
         card_totals=totals,
         host_label=source.host_label,
+        timeout=source.timeout,
     )
     seen = {s.host for s in (*fleet.snapshots, *fleet.stale)} | {p.host for p in fleet.problems}
     outside = seen - set(catalogue.hosts) if catalogue else set()
@@ -474,7 +512,7 @@ def _prometheus(source: SourceOptions, catalogue: Catalogue | None, now: datetim
         # A warning about a host outside the catalogue goes with that host: it is ignored.
         if warning.split(": ", 1)[0] not in outside:
             print(f"warning: {warning}", file=sys.stderr)
-    origin = f"Prometheus {url}"
+    origin = f"Prometheus {_shown(url)}"
     unusable = {
         p.host: Unusable(p.host, p.kind, p.text.removeprefix(f"{p.host}: ")) for p in fleet.problems
     }
