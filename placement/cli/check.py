@@ -21,6 +21,7 @@ from placement.cli.sources import (
     add_catalogue_argument,
     add_source_arguments,
     check_age,
+    load_add_files,
     load_catalogue_argument,
     parse_age,
     resolve_snapshots,
@@ -274,9 +275,9 @@ def _with_added(args: argparse.Namespace, catalogue: Catalogue) -> Catalogue:
     """
     if not args.add:
         return catalogue
-    from placement.check.outside import load_add_file, new_seats
+    from placement.check.outside import new_seats
 
-    adds = [(path, seat) for path in args.add for seat in load_add_file(path)]
+    adds = load_add_files(args.add)
     added = tuple(new.seat for new in new_seats(catalogue, adds) if new.origin != "catalogue")
     if args.compose is None and args.seat is None:
         if len(added) != 1:
