@@ -21,6 +21,7 @@ from placement.cli.sources import (
     add_catalogue_argument,
     add_source_arguments,
     check_age,
+    load_add_files,
     load_catalogue_argument,
     parse_age,
     resolve_snapshots,
@@ -108,7 +109,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="bytes the seat holds per card once up, e.g. '10740 MiB' (overrides the catalogue)",
     )
     parser.add_argument(
-        "--compose", metavar="FILE", help="check every vLLM service of this docker compose file"
+        "--compose",
+        action="append",
+        metavar="FILE",
+        help="check every GPU service of this docker compose file, with the override file "
+        "`docker compose up -d` merges beside it; repeated, the files are merged in order and "
+        "alone (as `docker compose -f A -f B`)",
     )
     parser.add_argument(
         "--service",
@@ -229,7 +235,11 @@ def run(args: argparse.Namespace) -> int:
         if args.compose is not None
         else _seat_judge(args, catalogue)
     )
-    outcome = _judge_and_hold(args, cards, judge, now) if args.ledger else judge(cards.snapshots)
+    outcome = (
+        _judge_and_hold(args, catalogue, cards, judge, now)
+        if args.ledger
+        else judge(cards.snapshots)
+    )
     if not args.json:
         for line in cards.hosts_lines():
             print(line)
@@ -265,9 +275,9 @@ def _with_added(args: argparse.Namespace, catalogue: Catalogue) -> Catalogue:
     """
     if not args.add:
         return catalogue
-    from placement.check.outside import load_add_file, new_seats
+    from placement.check.outside import new_seats
 
-    adds = [(path, seat) for path in args.add for seat in load_add_file(path)]
+    adds = load_add_files(args.add)
     added = tuple(new.seat for new in new_seats(catalogue, adds) if new.origin != "catalogue")
     if args.compose is None and args.seat is None:
         if len(added) != 1:
@@ -337,9 +347,8 @@ def _compose_judge(args: argparse.Namespace, catalogue: Catalogue) -> Judge:
     from placement.check.deploy import judge_deploy
     from placement.cli.check_text import render_deploy
 
-    compose = load_compose(
-        args.compose, dict(os.environ), service=args.service, profiles=args.profile
-    )
+    files = args.compose[0] if len(args.compose) == 1 else args.compose
+    compose = load_compose(files, dict(os.environ), service=args.service, profiles=args.profile)
 
     def judge(snapshots: Sequence[Snapshot]) -> Outcome:
         deploy = judge_deploy(catalogue, snapshots, compose, host=args.host)
@@ -358,7 +367,9 @@ def _compose_judge(args: argparse.Namespace, catalogue: Catalogue) -> Judge:
     return judge
 
 
-def _judge_and_hold(args: argparse.Namespace, cards: Cards, judge: Judge, now: datetime) -> Outcome:
+def _judge_and_hold(
+    args: argparse.Namespace, catalogue: Catalogue, cards: Cards, judge: Judge, now: datetime
+) -> Outcome:
     """Read the holds, judge beside them, record the decisions and, on a pass, hold: one transaction.
 
     Two checks on one ledger are judged one after the other, so they never both take the same
@@ -369,7 +380,8 @@ def _judge_and_hold(args: argparse.Namespace, cards: Cards, judge: Judge, now: d
 
     stale: str | None = None
     with open_ledger(args.ledger) as ledger, ledger.approving(now) as approval:
-        outcome = judge(with_holds(cards.snapshots, approval.holds))
+        snapshots = _inside(catalogue, cards, approval, now)
+        outcome = judge(with_holds(snapshots, approval.holds))
         stale = _stale(args, cards, outcome.results, now)
         ids = _record(approval, outcome.results, now, stale=stale)
         if stale is None and outcome.exit_code == 0 and not args.no_hold:
@@ -377,6 +389,36 @@ def _judge_and_hold(args: argparse.Namespace, cards: Cards, judge: Judge, now: d
     if stale is not None:
         raise CannotDecideError(stale)
     return outcome
+
+
+def _inside(
+    catalogue: Catalogue, cards: Cards, approval: Approval, now: datetime
+) -> list[Snapshot]:
+    """The snapshots to judge on, as the write transaction sees them.
+
+    Cards read from the ledger are read again under the lock: a snapshot stored while this
+    check waited may show an approved seat started, which ends its hold; judged on the older
+    snapshot, those bytes would look free twice (DESIGN.md "Never yes by accident").
+    """
+    from placement.check.outside import check_snapshots
+    from placement.cli.sources import consistent
+
+    out: list[Snapshot] = []
+    for snapshot in cards.snapshots:
+        origin = cards.origin(snapshot.host)
+        if not origin.startswith("ledger"):
+            out.append(snapshot)
+            continue
+        newest = approval.latest(snapshot.host)
+        if newest is None or newest.taken_at == snapshot.taken_at:
+            out.append(snapshot)
+            continue
+        consistent(newest, f"{origin}: host {newest.host}", now)
+        out.append(newest)
+    if out != list(cards.snapshots):
+        for warning in check_snapshots(catalogue, out, [cards.origin(s.host) for s in out]):
+            print(f"warning: {warning}", file=sys.stderr)
+    return out
 
 
 def _stale(

@@ -128,6 +128,28 @@ def named_command(words: Sequence[str]) -> str | None:
     return None
 
 
+_TOP_LEVEL = ("-h", "--help", "--debug", "--version")
+
+
+def misplaced_option(words: Sequence[str]) -> str | None:
+    """What to say when a command's option comes before the command (`gpuplan --catalogue F check`).
+
+    argparse would take the option's value for the command ("invalid choice: 'F'").
+    """
+    for i, word in enumerate(words):
+        if not word.startswith("-"):
+            return None
+        option = word.split("=", 1)[0]
+        if option in _TOP_LEVEL:
+            continue
+        command = next((w for w in words[i + 1 :] if w in COMMANDS), "COMMAND")
+        return (
+            f"{option} is an option of a command, and options go after the command: "
+            f"gpuplan {command} {option} …"
+        )
+    return None
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The argument parser: one subparser per command module, or `only`'s alone.
 
@@ -154,6 +176,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         module.add_arguments(command)
         command.set_defaults(_run=module.run)
     return parser
+
+
+def _parse(parser: argparse.ArgumentParser, words: Sequence[str]) -> argparse.Namespace:
+    """The parsed command line; an option before the command is a usage error saying so."""
+    misplaced = misplaced_option(words)
+    if misplaced is not None:
+        parser.error(misplaced)
+    return parser.parse_args(words)
 
 
 class _ReaderGone:
@@ -243,7 +273,7 @@ def _main(words: list[str]) -> int:
     parser = build_parser(named_command(words))
     _start_up_done()
     try:
-        args = parser.parse_args(words)
+        args = _parse(parser, words)
     except UsageError as exc:
         if wants_json:
             print(json_error(Exit.BAD_INPUT, exc.message))
