@@ -11,6 +11,7 @@ from functools import cache
 from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -22,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from seats.names import check_name
 from seats.units import BYTES_PATTERN, parse_bytes
 
 
@@ -71,6 +73,8 @@ ReserveBytes = Annotated[
     ),
 ]
 CardIndex = Annotated[int, Field(ge=0)]
+# A seat, reserve, host or adapter name: no control characters, line breaks or bidi overrides.
+Name = Annotated[str, AfterValidator(check_name)]
 
 
 @cache
@@ -112,13 +116,13 @@ class Reserve(BaseModel):
 
     model_config = _NESTED
 
-    name: str = Field(min_length=1)
-    host: str
+    name: Name = Field(min_length=1)
+    host: Name
     gpu: int = Field(ge=0)
     amount_bytes: ReserveBytes = Field(
         alias="bytes", description="'card' for the whole card, or an amount"
     )
-    for_: tuple[str, ...] = Field(alias="for", min_length=1)
+    for_: tuple[Name, ...] = Field(alias="for", min_length=1)
 
 
 class Adapter(BaseModel):
@@ -126,7 +130,7 @@ class Adapter(BaseModel):
 
     model_config = _NESTED
 
-    name: str = Field(min_length=1)
+    name: Name = Field(min_length=1)
     persisted: bool = True
 
 
@@ -379,8 +383,8 @@ class Seat(BaseModel):
 
     model_config = _FROZEN
 
-    name: str = Field(min_length=1)
-    host: str | None = None
+    name: Name = Field(min_length=1)
+    host: Name | None = None
     gpus: tuple[CardIndex, ...] | Annotated[int, Field(ge=1)] = Field(
         default=1, description="card list (pinned) or how many cards (to be placed)"
     )
@@ -453,7 +457,7 @@ class Catalogue(BaseModel):
 
     model_config = _FROZEN
 
-    hosts: dict[str, Host] = Field(min_length=1)
+    hosts: dict[Name, Host] = Field(min_length=1)
     reserves: tuple[Reserve, ...] = ()
     seats: tuple[Seat, ...] = ()
     # Built on first use and kept with the seats tuple it was built from (a model_copy with
