@@ -34,6 +34,7 @@ from placement.fit.engines.base import (
     gib,
     image_matches,
     kv_room,
+    short_context,
 )
 from placement.fit.engines.llamacpp import FIT_MARGIN_BYTES, read_ggml_log
 from seats.model import Engine as EngineSpec
@@ -113,6 +114,21 @@ class Ollama:
     def kv_tokens(self, seat: Seat, card: Card) -> int | None:
         """num_ctx: the tokens one request may hold."""
         return seat.engine.num_ctx
+
+    def kv_capacity(self, seat: Seat, card: Card) -> Refusal | None:
+        """num_ctx below the profile's length: Ollama truncates the prompt to num_ctx."""
+        profile = seat.engine.profile
+        return short_context(
+            seat,
+            seat.engine.num_ctx,
+            profile.max_model_len if profile else None,
+            "Ollama holds {tokens:,} tokens per request (num_ctx), under the {wanted:,} a "
+            "request may need: longer prompts are truncated",
+        )
+
+    def pinned(self, spec: EngineSpec) -> bool:
+        """num_gpu fixes its layers on the card."""
+        return spec.num_gpu is not None
 
     def pin_flags(self, seat: Seat, card: Card) -> tuple[str, ...]:
         """num_gpu, num_ctx from the resident's KV room, and the overhead that keeps the rest."""
