@@ -265,6 +265,36 @@ def migrate(
             print(f"ledger {path}: schema {step + 1}: {note}", file=sys.stderr)
 
 
+# The masking rule's revision (inventory.secrets). A ledger whose command lines an older rule
+# masked (version 4 of the schema masked with the first) is masked again by its next writer:
+# kept in `meta`, not in the schema version, as the rule grows with each spelling found.
+MASKING_REVISION = "2"  # 2: the spellings of issue 24 (NAME=value in a word, camelCase, …)
+
+
+def remask(connection: sqlite3.Connection, path: Path, busy_ms: int = BUSY_TIMEOUT_MS) -> None:
+    """Mask the stored command lines again when an older masking rule stored them."""
+    query = "SELECT value FROM meta WHERE key = 'masking'"
+    row = connection.execute(query).fetchone()
+    if row is not None and row[0] == MASKING_REVISION:
+        return
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+        row = connection.execute(query).fetchone()  # another writer may have done it meanwhile
+        note = None
+        if row is None or row[0] != MASKING_REVISION:
+            note = _mask_stored_cmdlines(connection)
+            connection.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('masking', ?)",
+                (MASKING_REVISION,),
+            )
+        connection.execute("COMMIT")
+    except sqlite3.OperationalError as exc:
+        connection.rollback()
+        raise operational(str(path), exc, busy_ms) from exc
+    if note:
+        print(f"ledger {path}: masking rule {MASKING_REVISION}: {note}", file=sys.stderr)
+
+
 def _run_step(connection: sqlite3.Connection, step: Step) -> str | None:
     if callable(step):
         return step(connection)
@@ -373,5 +403,6 @@ def _prepare(
     try:
         if version < SCHEMA_VERSION:
             migrate(connection, target, version, busy_ms)
+        remask(connection, target, busy_ms)
     finally:
         connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
