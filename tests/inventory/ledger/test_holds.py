@@ -63,6 +63,7 @@ def test_a_recorded_hold_is_active_until_it_expires(tmp_path: Path) -> None:
         "host": "fv-ml1",
         "cards": [1, 2],
         "need_bytes": 3 * GIB,
+        "requested_bytes": 0,
         "created_at": "2026-09-16T14:00:00Z",
         "expires_at": "2026-09-16T14:30:00Z",
         "user": "ci-deploy",
