@@ -111,6 +111,33 @@ def hold_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | Non
     return _held_reason("hold", text, need_bytes=need_bytes, state=state, host=host)
 
 
+def hold_gate_reasons(*, need_bytes: int, state: CardState, host: str) -> list[Reason]:
+    """Rule `hold`: placed here, the seat would leave an approved seat's own gate short.
+
+    An active hold is a new seat judged as if it started last: its gate reads
+    hold_free − need (the judged seat's need taken too) and asks its recorded request.
+    """
+    out: list[Reason] = []
+    for gate in state.hold_gates:
+        left = gate.free_bytes - need_bytes
+        if passes_gate(left, gate.requested_bytes):
+            continue
+        short = gate.requested_bytes - left
+        out.append(
+            Reason(
+                rule="hold",
+                card=state.card.index,
+                need_bytes=need_bytes,
+                room_bytes=max(0, gate.free_bytes - gate.requested_bytes),
+                short_bytes=short,
+                text=f"would leave {gate.seat}'s approved gate short by {b(short)} "
+                f"(it requests {b(gate.requested_bytes)}; {gate.note})",
+                host=host,
+            )
+        )
+    return out
+
+
 def _held_reason(
     rule: Rule, text: str, *, need_bytes: int, state: CardState, host: str
 ) -> Reason | None:
@@ -249,6 +276,7 @@ def card_reasons(
     found = (
         reserve_reason(need_bytes=need_bytes, state=state, host=host),
         hold_reason(need_bytes=need_bytes, state=state, host=host),
+        *hold_gate_reasons(need_bytes=need_bytes, state=state, host=host),
         room_reason(need_bytes=need_bytes, state=state, host=host),
         gate_reason(requested_bytes=requested_bytes, util=util, state=state, host=host),
         kv_capacity_reason(

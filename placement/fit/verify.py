@@ -12,7 +12,8 @@ from decimal import Decimal
 from typing import Literal
 
 from inventory.snapshot import Card, Snapshot
-from placement.fit.capacity import cuda_context_bytes, cuda_total
+from placement.fit.capacity import cuda_context_bytes
+from placement.fit.card import cuda_total
 from placement.fit.engines import (
     UTIL_STEP,
     GateRule,

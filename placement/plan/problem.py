@@ -17,14 +17,8 @@ from pydantic import ValidationError
 
 from inventory.attribution import attribute
 from inventory.snapshot import Snapshot
-from placement.fit.capacity import (
-    absent_seats,
-    cuda_context_bytes,
-    cuda_total,
-    margin_bytes,
-    reserve_bytes,
-    seats_declared_on,
-)
+from placement.fit.capacity import absent_seats, cuda_context_bytes, margin_bytes, seats_declared_on
+from placement.fit.card import cuda_total, reserve_bytes
 from placement.fit.engines import (
     UTIL_STEP,
     GateRule,
