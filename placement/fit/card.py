@@ -205,12 +205,17 @@ class CardModel:
             margin_bytes=self.margin_bytes,
         )
 
+    @property
+    def fixed_held_bytes(self) -> int:
+        """absent + holds: what every seat meets held here, whatever is placed beside it."""
+        return self.absent_bytes + self.hold_bytes
+
     @cached_property
     def open_bytes(self) -> int:
         """free − absent − holds − margin: no seat meets less held (may be negative)."""
         return room_bytes(
             free_bytes=self.free_bytes,
-            held_bytes=self.absent_bytes + self.hold_bytes,
+            held_bytes=self.fixed_held_bytes,
             margin_bytes=self.margin_bytes,
         )
 

@@ -105,7 +105,10 @@ def card_state(
         margin_bytes=model.margin_bytes,
         cuda_context_bytes=ctx,
         room_bytes=room_bytes(
-            free_bytes=free, held_bytes=held, margin_bytes=model.margin_bytes, load_bytes=others_bytes
+            free_bytes=free,
+            held_bytes=held,
+            margin_bytes=model.margin_bytes,
+            load_bytes=others_bytes,
         ),
         # Holds are approved new seats: their needs count in every later gate.
         gate_free_bytes=engine_free_bytes(
