@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from proof_kit import GIB, Report, cotenant, gib, mib  # noqa: E402
+from proof_kit import GIB, MIB, Report, cotenant, gib, mib  # noqa: E402
 
 from inventory.calibrate import measure  # noqa: E402
 from inventory.nvml import PynvmlSource  # noqa: E402
@@ -157,7 +157,7 @@ def gpuplan(*argv: str) -> tuple[int, dict[str, object]]:
 
 def gate_line(data: dict[str, object]) -> str:
     """'gate free X, requested Y' from a VERDICT's figures, and its rules."""
-    figures = data.get("figures") or []
+    figures = data.get("card_figures") or []
     rules = sorted({str(r["rule"]) for r in data.get("reasons", [])})  # type: ignore[union-attr]
     if not figures:
         return f"rules {rules or '-'}"
@@ -263,6 +263,13 @@ def one_util(
         f"check exit {code_b} ({gate_line(data_b)}); real gate free {b['free']:,} B vs "
         f"requested {b['requested']:,} B",
     )
+    predicted = (data_b.get("card_figures") or [{}])[0].get("gate_free_bytes")  # type: ignore[union-attr]
+    if isinstance(predicted, int):
+        report.check(
+            f"util {util}: svc-b's gate free, predicted with svc-a's hold, within 32 MiB of the real one",
+            abs(predicted - int(b["free"])) <= 32 * MIB,  # type: ignore[call-overload]
+            f"predicted {predicted:,} B, real {b['free']:,} B ({int(b['free']) - predicted:+,} B)",  # type: ignore[call-overload]
+        )
     report.check(
         f"util {util}: svc-b's check with svc-a seen running matches its real gate",
         (code_seen == 0) == real_b,
