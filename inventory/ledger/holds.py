@@ -38,9 +38,7 @@ _COLUMNS = (
 def _columns(connection: sqlite3.Connection | sqlite3.Cursor) -> str:
     """`_COLUMNS`, reading 0 as the request of a ledger opened read-only before version 5."""
     names = {row[1] for row in connection.execute("PRAGMA table_info(holds)")}
-    return _COLUMNS.format(
-        requested="h.requested_bytes" if "requested_bytes" in names else "0"
-    )
+    return _COLUMNS.format(requested="h.requested_bytes" if "requested_bytes" in names else "0")
 
 
 def _moment(seconds: int) -> datetime:

@@ -94,6 +94,10 @@ class LedgerError(CannotDecideError):
         super().__init__(f"ledger {path}: {msg}")
 
 
+class ReadOnlyLedgerError(LedgerError):
+    """A ledger that can be read but not written (a replica, a read-only mount, mode 0444)."""
+
+
 def operational(
     path: str, exc: sqlite3.OperationalError, busy_ms: int = BUSY_TIMEOUT_MS
 ) -> LedgerError:
@@ -101,7 +105,7 @@ def operational(
     if "locked" in text or "busy" in text:
         return LedgerError(path, f"busy for over {busy_ms / 1000:g} s (another writer holds it)")
     if "readonly" in text or "read-only" in text:
-        return LedgerError(path, "cannot write: the file or its directory is read-only")
+        return ReadOnlyLedgerError(path, "cannot write: the file or its directory is read-only")
     if "unable to open" in text:
         return LedgerError(path, "cannot open: check the directory exists and is writable")
     # SQLite says "full" when a write came up short (ENOSPC, or a file size limit met midway)
@@ -137,15 +141,60 @@ def check_header(path: Path) -> bool:
     return True
 
 
+def read_only_reason(path: Path) -> str | None:
+    """Why the existing ledger at `path` cannot be written, or None when it can.
+
+    A file whose mode grants no write to anyone is read-only for root as well: root's writes
+    go through file modes, and a ledger someone marked 0444 (a copy, a replica) stays as it is.
+    """
+    try:
+        mode = path.stat().st_mode
+        flags = os.statvfs(path).f_flag
+    except OSError:
+        return None  # missing or unreadable: opening it says why
+    if flags & os.ST_RDONLY:
+        return "it is on a read-only file system"
+    if not mode & 0o222:
+        return f"its mode is {mode & 0o777:04o} (no one may write it)"
+    if not os.access(path, os.W_OK):
+        return "this user may not write it"
+    if not os.access(path.parent, os.W_OK):
+        return f"its directory {path.parent} is not writable (SQLite keeps its journal there)"
+    return None
+
+
+def _read_connection(path: Path, *, immutable: bool) -> sqlite3.Connection:
+    options = "mode=ro&immutable=1" if immutable else "mode=ro"
+    return sqlite3.connect(
+        f"file:{quote(str(path))}?{options}",
+        uri=True,
+        isolation_level=None,
+        timeout=BUSY_TIMEOUT_MS / 1000,
+    )
+
+
+def _open_for_reading(path: Path) -> sqlite3.Connection:
+    """A read-only connection; `immutable` where SQLite cannot open it otherwise.
+
+    A WAL ledger opened read-only still needs its `-shm` file, which SQLite cannot create in a
+    read-only directory or mount ("unable to open database file"). No one can write there
+    either, so reading the file as immutable (no locks, no shared memory) is then safe.
+    """
+    connection = _read_connection(path, immutable=False)
+    try:
+        connection.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as exc:
+        if "unable to open" not in str(exc) or read_only_reason(path) is None:
+            return connection  # opening it again would not help: identify() says why
+        connection.close()
+        return _read_connection(path, immutable=True)
+    return connection
+
+
 def connect(path: Path, readonly: bool) -> sqlite3.Connection:
     try:
         if readonly:
-            connection = sqlite3.connect(
-                f"file:{quote(str(path))}?mode=ro",
-                uri=True,
-                isolation_level=None,
-                timeout=BUSY_TIMEOUT_MS / 1000,
-            )
+            connection = _open_for_reading(path)
         else:
             connection = sqlite3.connect(
                 str(path), isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
@@ -242,6 +291,8 @@ def open_connection(target: Path, *, readonly: bool) -> sqlite3.Connection:
         raise LedgerError(target, f"directory {target.parent} does not exist")
     if not readonly and not exists and not os.access(target.parent, os.W_OK):
         raise LedgerError(target, f"cannot create: directory {target.parent} is not writable")
+    if not readonly and exists and (why := read_only_reason(target)) is not None:
+        raise ReadOnlyLedgerError(target, f"cannot write: {why}")
     connection = connect(target, readonly)
     try:
         _prepare(connection, target, has_content, readonly=readonly)

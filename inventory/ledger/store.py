@@ -24,6 +24,7 @@ from inventory.ledger.schema import (
     SCHEMA_VERSION,
     SQLITE_HEADER,
     LedgerError,
+    ReadOnlyLedgerError,
     open_connection,
 )
 from inventory.ledger.writes import DECISION_KINDS, VERDICTS, SnapshotValues
@@ -40,6 +41,7 @@ __all__ = [
     "Approval",
     "Ledger",
     "LedgerError",
+    "ReadOnlyLedgerError",
     "open_ledger",
 ]
 

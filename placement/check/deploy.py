@@ -70,6 +70,8 @@ class DeployResult:
     compose: str
     verdicts: tuple[ServiceVerdict, ...]
     skipped: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def kind(self) -> Kind:
@@ -89,6 +91,8 @@ class DeployResult:
         return {
             "schema": SCHEMA,
             "compose": self.compose,
+            "files": list(self.files or (self.compose,)),
+            "notes": list(self.notes),
             "verdict": self.kind,
             "verdicts": [v.to_json() for v in self.verdicts],
             "warnings": list(dict.fromkeys(w for r in self.results for w in r.verdict.warnings)),
@@ -136,7 +140,7 @@ def judge_deploy(
         for replica in range(replicas.get(name, 1) if verdict.result is not None else 1)
     ]
     together = _together(catalogue, snapshots, judged, replicas)
-    return DeployResult(compose.path, together, compose.skipped)
+    return DeployResult(compose.path, together, compose.skipped, compose.files, compose.notes)
 
 
 def _alone(

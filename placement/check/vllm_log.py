@@ -63,6 +63,26 @@ GRAPHS_CAPTURED = re.compile(
     r"Graph capturing finished in [0-9.]+ secs?, took " + _NUMBER + r" ?GiB"
 )
 _PREFIX = re.compile(r"^[\w.-]+\s+\|\s?")  # docker compose logs: "voices-1  | "
+# A start-up that failed (DESIGN.md: its figures describe no seat that ran): vLLM's own lines
+# (v1/engine/core.py "EngineCore failed to start.", v1/engine/utils.py "Engine core initialization
+# failed", v1/executor/multiproc_executor.py "WorkerProc hit an exception."), a Python traceback, a
+# CUDA OOM, or its KV capacity refusal. Only before the server says it is up: a traceback after
+# "Application startup complete." is a later crash, not a failed start.
+FAILED = (
+    re.compile(r"EngineCore failed to start"),
+    re.compile(r"Engine core initialization failed"),
+    re.compile(r"WorkerProc hit an exception"),
+    re.compile(r"Traceback \(most recent call last\)"),
+    re.compile(r"CUDA out of memory|OutOfMemoryError|HIP out of memory"),
+    re.compile(
+        r"larger than the (?:maximum number of tokens that can be stored in|available) KV cache"
+    ),
+)
+_FIGURES = (
+    *MAX_LEN, *WEIGHTS, *KV_EXACT, *KV_GIB, TOKENS, *UTIL, TOTAL, NON_KV_SPLIT, NON_KV_034,
+    GRAPHS_CAPTURED,
+)  # fmt: skip
+STARTED = re.compile(r"Application startup complete|Starting vLLM API server|Uvicorn running on")
 # From 0.21 vLLM counts CUDA graphs inside its request ("CUDA graph memory profiling is enabled
 # (default since v0.21.0)", 0.25.1's log); before, it captures them after sizing the KV cache, beyond
 # the request: 0.10.2's log (tests/placement/data/vllm-logs) asks 12.79 GiB = 4.15 weights + 2.65
@@ -99,6 +119,12 @@ class LogFigures:
     graphs_split: Figure | None = None
     graphs: Figure | None = None
     notes: list[str] = field(default_factory=list)
+    # The first line saying the start-up failed (before the server said it was up), if any.
+    failed: Figure | None = None
+    started: bool = False
+
+    # The last line that printed a figure: where the figures stop.
+    last_figure_line: int | None = None
 
 
 def clean(line: str) -> str:
@@ -134,6 +160,14 @@ def read_log(lines: Iterable[str]) -> LogFigures:
     for number, raw in enumerate(lines, start=1):
         line = clean(raw)
         _read_line(out, number, line)
+        if any(pattern.search(line) for pattern in _FIGURES):
+            out.last_figure_line = number
+        if out.started or out.failed is not None:
+            continue
+        if STARTED.search(line):
+            out.started = True
+        elif _first(FAILED, line) is not None:
+            out.failed = Figure(0, number, line, "exact")
     return out
 
 
@@ -258,6 +292,7 @@ def learn_profile(
     `declared_util` and `cuda_total` (the seat's and its host's) give `non_kv` where the log
     prints no split of the request: non_kv = ceil(util × total) − weights − KV bytes.
     """
+    _refuse_failed(figures, source)
     if figures.version is not None and not SUPPORTED[0] <= figures.version <= SUPPORTED[1]:
         major, minor = figures.version
         raise BadInputError(
@@ -296,6 +331,26 @@ def learn_profile(
         tuple(notes),
         graphs_outside_request=outside,
         cuda_graphs=graphs if outside else None,
+    )
+
+
+def _refuse_failed(figures: LogFigures, source: str) -> None:
+    """A start-up that failed: exit 2 naming the line, and where the figures stop."""
+    failed = figures.failed
+    if failed is None:
+        return
+    last = figures.last_figure_line
+    where = (
+        f"its figures stop at line {last}, before it"
+        if last is not None and last < failed.line_no
+        else f"its figures run on to line {last}"
+        if last is not None
+        else "no figure was printed before it"
+    )
+    raise BadInputError(
+        f"{source}: line {failed.line_no}: vLLM's start-up failed here "
+        f"({failed.line.strip()[:200]}); {where}, and they describe no seat that ran: "
+        "learn from the log of a start that reached 'Application startup complete.'"
     )
 
 

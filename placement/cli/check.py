@@ -21,6 +21,7 @@ from placement.cli.sources import (
     add_catalogue_argument,
     add_source_arguments,
     check_age,
+    load_add_files,
     load_catalogue_argument,
     parse_age,
     resolve_snapshots,
@@ -108,7 +109,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="bytes the seat holds per card once up, e.g. '10740 MiB' (overrides the catalogue)",
     )
     parser.add_argument(
-        "--compose", metavar="FILE", help="check every vLLM service of this docker compose file"
+        "--compose",
+        action="append",
+        metavar="FILE",
+        help="check every GPU service of this docker compose file, with the override file "
+        "`docker compose up -d` merges beside it; repeated, the files are merged in order and "
+        "alone (as `docker compose -f A -f B`)",
     )
     parser.add_argument(
         "--service",
@@ -265,9 +271,9 @@ def _with_added(args: argparse.Namespace, catalogue: Catalogue) -> Catalogue:
     """
     if not args.add:
         return catalogue
-    from placement.check.outside import load_add_file, new_seats
+    from placement.check.outside import new_seats
 
-    adds = [(path, seat) for path in args.add for seat in load_add_file(path)]
+    adds = load_add_files(args.add)
     added = tuple(new.seat for new in new_seats(catalogue, adds) if new.origin != "catalogue")
     if args.compose is None and args.seat is None:
         if len(added) != 1:
@@ -337,9 +343,8 @@ def _compose_judge(args: argparse.Namespace, catalogue: Catalogue) -> Judge:
     from placement.check.deploy import judge_deploy
     from placement.cli.check_text import render_deploy
 
-    compose = load_compose(
-        args.compose, dict(os.environ), service=args.service, profiles=args.profile
-    )
+    files = args.compose[0] if len(args.compose) == 1 else args.compose
+    compose = load_compose(files, dict(os.environ), service=args.service, profiles=args.profile)
 
     def judge(snapshots: Sequence[Snapshot]) -> Outcome:
         deploy = judge_deploy(catalogue, snapshots, compose, host=args.host)

@@ -107,6 +107,7 @@ def render_deploy(deploy: DeployResult, origin: Callable[[str], str]) -> str:
     blocks = [_service_block(verdict, origin) for verdict in deploy.verdicts]
     rows = [_deploy_row(verdict) for verdict in deploy.verdicts]
     lines = [
+        *deploy.notes,
         f"{deploy.compose}: one deploy, every GPU service judged together "
         "(room shared on each card, each gate as if it started last)",
         *(

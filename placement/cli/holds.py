@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from datetime import UTC, datetime
 
 from inventory.holds import Hold, short_time
 from placement.cli import sources
@@ -51,12 +52,22 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"schema": 1, "holds": [h.to_json() for h in holds]}, indent=2))
     else:
-        print(listing(holds))
+        print(listing(holds, now))
     return 0
 
 
-def listing(holds: list[Hold]) -> str:
-    """One row per hold: seat, host, cards, need per card, by whom, from and until when."""
+def when(moment: datetime, now: datetime) -> str:
+    """`14:33Z` on the day of `now` (UTC), `2026-12-04 14:33Z` on any other day."""
+    if moment.astimezone(UTC).date() == now.astimezone(UTC).date():
+        return short_time(moment)
+    return f"{moment.astimezone(UTC):%Y-%m-%d} {short_time(moment)}"
+
+
+def listing(holds: list[Hold], now: datetime) -> str:
+    """One row per hold: seat, host, cards, need per card, by whom, from and until when.
+
+    A time on another day than today (a `--hold-for 2d`, a hold made yesterday) has its date.
+    """
     if not holds:
         return "no active holds"
     rows = [
@@ -66,8 +77,8 @@ def listing(holds: list[Hold]) -> str:
             ",".join(str(c) for c in h.cards),
             b(h.need_bytes),
             h.user,
-            short_time(h.created_at),
-            short_time(h.expires_at),
+            when(h.created_at, now),
+            when(h.expires_at, now),
         ]
         for h in holds
     ]

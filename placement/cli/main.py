@@ -9,13 +9,16 @@ deploy). Only `GpuplanError` is caught; `--debug` shows its traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import importlib
 import json
 import os
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from types import ModuleType
+from typing import Any, TextIO, cast
 
 from seats.errors import Exit, GpuplanError
 
@@ -75,6 +78,13 @@ class UsageError(SystemExit):
 class _Parser(argparse.ArgumentParser):
     """argparse, saying what it refused in a `UsageError` (so `--json` can print it too)."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # A word like `-5m` is a value, not an unknown option, so `--max-age -5m` reaches the
+        # option's own check ("negative") instead of "expected one argument". Python 3.13's
+        # argparse reads negative numbers this way itself.
+        self._negative_number_matcher = re.compile(r"^-\.?\d")
+
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
         text = f"{self.prog}: error: {message}"
@@ -118,6 +128,28 @@ def named_command(words: Sequence[str]) -> str | None:
     return None
 
 
+_TOP_LEVEL = ("-h", "--help", "--debug", "--version")
+
+
+def misplaced_option(words: Sequence[str]) -> str | None:
+    """What to say when a command's option comes before the command (`gpuplan --catalogue F check`).
+
+    argparse would take the option's value for the command ("invalid choice: 'F'").
+    """
+    for i, word in enumerate(words):
+        if not word.startswith("-"):
+            return None
+        option = word.split("=", 1)[0]
+        if option in _TOP_LEVEL:
+            continue
+        command = next((w for w in words[i + 1 :] if w in COMMANDS), "COMMAND")
+        return (
+            f"{option} is an option of a command, and options go after the command: "
+            f"gpuplan {command} {option} …"
+        )
+    return None
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The argument parser: one subparser per command module, or `only`'s alone.
 
@@ -146,19 +178,102 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _parse(parser: argparse.ArgumentParser, words: Sequence[str]) -> argparse.Namespace:
+    """The parsed command line; an option before the command is a usage error saying so."""
+    misplaced = misplaced_option(words)
+    if misplaced is not None:
+        parser.error(misplaced)
+    return parser.parse_args(words)
+
+
+class _ReaderGone:
+    """A stream that drops what is written once its reader has left (`gpuplan check … | head -1`).
+
+    The command runs on to its end, so its exit code is its verdict's: a refusal whose reader
+    left early still exits 1 (DESIGN.md "Never yes by accident"), and nothing prints a
+    BrokenPipe traceback. The stream's descriptor is pointed at /dev/null, so what is still
+    buffered (flushed at exit) goes nowhere instead of failing again.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._leave()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._leave()
+
+    def _leave(self) -> None:
+        self.gone = True
+        try:
+            fd = self._stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            return  # not a file (a test's capture): dropping is enough
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, fd)
+        finally:
+            os.close(devnull)
+        with contextlib.suppress(OSError):
+            self._stream.flush()  # what was buffered, now into /dev/null
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def _outputs_may_leave() -> Iterator[None]:
+    """stdout and stderr as `_ReaderGone` streams while a command runs; flushed at its end."""
+    saved = sys.stdout, sys.stderr
+    out, err = _ReaderGone(saved[0]), _ReaderGone(saved[1])
+    sys.stdout, sys.stderr = cast(TextIO, out), cast(TextIO, err)
+    try:
+        yield
+    finally:
+        out.flush()
+        err.flush()
+        sys.stdout, sys.stderr = saved
+
+
 def json_error(exit_code: int, message: str) -> str:
     """DESIGN.md's error object, printed on stdout when `--json` is on the command line."""
     return json.dumps({"schema": 1, "error": {"exit": exit_code, "message": message}}, indent=2)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one `gpuplan` command and return its exit code."""
+    """Run one `gpuplan` command and return its exit code, whatever happens to its output."""
     words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        with _outputs_may_leave():
+            return _main(words)
+    except BrokenPipeError:
+        # Written past the streams above (a stream kept from before): the command stopped
+        # before its verdict, so nothing was decided. Never 0: `| head -1 && deploy` must not
+        # deploy. The descriptor goes to /dev/null so the flush at exit fails no more.
+        _ReaderGone(sys.stdout)._leave()
+        return Exit.CANNOT_DECIDE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(words: list[str]) -> int:
     wants_json = "--json" in words
     parser = build_parser(named_command(words))
     _start_up_done()
     try:
-        args = parser.parse_args(words)
+        args = _parse(parser, words)
     except UsageError as exc:
         if wants_json:
             print(json_error(Exit.BAD_INPUT, exc.message))
@@ -168,6 +283,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "_run", None) is None:
         parser.print_help(sys.stderr)
         return Exit.BAD_INPUT
+    return _run(args, wants_json)
+
+
+def _run(args: argparse.Namespace, wants_json: bool) -> int:
     try:
         return int(args._run(args))
     except GpuplanError as exc:
@@ -177,14 +296,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if wants_json:
             print(json_error(int(exc.exit_code), str(exc)))
         return int(exc.exit_code)
-    except BrokenPipeError:
-        # `gpuplan … | head`: the reader left; say nothing and leave quietly.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return Exit.OK
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
 
 
 def entry() -> None:

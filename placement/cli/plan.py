@@ -16,6 +16,7 @@ from placement.cli import notice
 from placement.cli.sources import (
     add_catalogue_argument,
     add_source_arguments,
+    load_add_files,
     load_catalogue_argument,
     resolve_snapshots,
     source_options,
@@ -104,16 +105,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Plan, print, record to the ledger when --ledger is given; exit 0 or 1."""
     from placement.plan.planner import plan
-    from placement.plan.problem import load_add_file
 
     started = time.perf_counter()
     catalogue = load_catalogue_argument(args)
     now = utc_now()
     cards = resolve_snapshots(source_options(args), catalogue, now)
     snapshots = cards.snapshots
-    adds: list[tuple[str, Seat]] = []
-    for path in args.add:
-        adds.extend((path, seat) for seat in load_add_file(path))
+    adds = load_add_files(args.add)
     notice.plan_notice(catalogue, snapshots, adds, args.time_limit)
     result = plan(
         catalogue,
@@ -158,8 +156,12 @@ def _record(
     adds: list[tuple[str, Seat]],
     now: datetime,
 ) -> None:
-    """Append every verdict to the ledger beside its host's snapshot, for the weekly report."""
-    from inventory.ledger.store import open_ledger
+    """Append every verdict to the ledger beside its host's snapshot, for the weekly report.
+
+    A read-only ledger (a replica, a read-only mount, mode 0444) was read all the same: the plan
+    stands, and a note says that it recorded nothing.
+    """
+    from inventory.ledger.store import ReadOnlyLedgerError, open_ledger
     from placement.decisions import Decision, inputs_digest, record_decisions
 
     digest = inputs_digest(plan_inputs(catalogue, result, adds))
@@ -168,5 +170,8 @@ def _record(
         Decision(verdict, digest, by_host.get(verdict.host) if verdict.host else None)
         for verdict in result.verdicts
     ]
-    with open_ledger(path) as ledger:
-        record_decisions(ledger, "plan", decisions, now)
+    try:
+        with open_ledger(path) as ledger:
+            record_decisions(ledger, "plan", decisions, now)
+    except ReadOnlyLedgerError as exc:
+        print(f"note: {exc}: it was read, and this plan recorded nothing", file=sys.stderr)

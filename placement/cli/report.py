@@ -167,12 +167,14 @@ def _build_and_emit(
         span = ledger_span(ledger.connection)
         if span is None:
             raise CannotDecideError(f"ledger {args.ledger} holds no snapshot yet")
-        # By default the window ends at the newest record: a snapshot, or a decision taken
-        # after it (a check right before the report) — never leaving that decision out.
-        newest = max(span[1], newest_decision_s(ledger.connection) or span[1])
+        # By default the window ends at the newest snapshot: a decision recorded later (a
+        # check right before the report, a plan months after the last snapshot) never moves
+        # it, and is listed beside the window's decisions.
         window = week or window_since(
-            args.since or timedelta(days=7), until if until is not None else newest
+            args.since or timedelta(days=7), until if until is not None else span[1]
         )
+        later = newest_decision_s(ledger.connection)
+        records_until = later + 1 if later is not None and week is None and until is None else None
         report = build_report(
             ledger.connection,
             catalogue,
@@ -183,6 +185,7 @@ def _build_and_emit(
             threshold=threshold,
             probe=verifier_probe,
             on_charts=drawer.send if drawer is not None else None,
+            records_until_s=records_until,
         )
         demo = demo_note(ledger.connection)
     return _emit(report, args.format, args.out, demo, drawer)

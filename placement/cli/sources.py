@@ -8,9 +8,10 @@ ledger and Prometheus I/O, and hands frozen data to the core.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,7 +20,8 @@ from typing import Any
 from inventory.snapshot import Snapshot, load_snapshot
 from seats.errors import BadInputError, CannotDecideError
 from seats.loader import load_catalogue
-from seats.model import Catalogue
+from seats.model import Catalogue, Seat
+from seats.units import MiB
 
 DEFAULT_LEDGER = "gpuplan-ledger.sqlite"
 DEFAULT_MAX_AGE = timedelta(minutes=15)
@@ -39,21 +41,72 @@ def load_catalogue_argument(args: argparse.Namespace) -> Catalogue:
     """The catalogue named by --catalogue or $GPUPLAN_CATALOGUE; exit 2 when neither is set."""
     if not args.catalogue:
         raise BadInputError("no catalogue: pass --catalogue FILE or set GPUPLAN_CATALOGUE")
-    return load_catalogue(args.catalogue)
+    catalogue = load_catalogue(args.catalogue)
+    warn_small_residents(
+        args.catalogue, ((f"seats[{i}]", seat) for i, seat in enumerate(catalogue.seats))
+    )
+    return catalogue
+
+
+# No serving process holds less than this on a card (a CUDA context alone is hundreds of MiB):
+# a smaller resident is a unit left out (`resident: 12` or `12 B` for 12 GiB), said once.
+SMALLEST_RESIDENT_BYTES = MiB
+
+
+def warn_small_residents(name: str, seats: Iterable[tuple[str, Seat]]) -> None:
+    """A warning on stderr for each seat whose resident is implausibly small, naming the field."""
+    for at, seat in seats:
+        if seat.resident_bytes < SMALLEST_RESIDENT_BYTES:
+            print(
+                f"warning: {name}: {at + '.' if at else ''}resident ({seat.name}) is "
+                f"{seat.resident_bytes:,} B, "
+                "under 1 MiB: no serving process holds so little on a card; did you leave out "
+                f"the unit (e.g. `resident: {seat.resident_bytes} GiB`)?",
+                file=sys.stderr,
+            )
+
+
+def load_add_files(paths: Iterable[str]) -> list[tuple[str, Seat]]:
+    """The seats of every --add file, each with its file (small residents warned about)."""
+    from placement.plan.problem import load_add_file
+
+    adds: list[tuple[str, Seat]] = []
+    for path in paths:
+        seats = load_add_file(path)
+        warn_small_residents(
+            path, ((f"[{i}]" if len(seats) > 1 else "", s) for i, s in enumerate(seats))
+        )
+        adds.extend((path, seat) for seat in seats)
+    return adds
+
+
+# A thousand years: now plus or minus it is still a date Python can hold (years 1 to 9999).
+MAX_AGE = timedelta(days=365_000)
 
 
 def parse_age(text: str) -> timedelta:
-    """'15m', '90s', '2h', '7d' → timedelta (argparse type)."""
+    """'15m', '90s', '2h', '7d' → timedelta (argparse type); negative or past MAX_AGE is exit 2."""
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     text = text.strip()
+    number, unit = (text[:-1], units[text[-1]]) if text and text[-1] in units else (text, 1)
     try:
-        if text and text[-1] in units:
-            return timedelta(seconds=float(text[:-1]) * units[text[-1]])
-        return timedelta(seconds=float(text))
+        seconds = float(number) * unit
     except ValueError as exc:
         raise argparse.ArgumentTypeError(
             f"cannot read {text!r} as an age; write e.g. 15m, 90s, 2h"
         ) from exc
+    if math.isnan(seconds):
+        raise argparse.ArgumentTypeError(f"cannot read {text!r} as an age; write e.g. 15m, 90s, 2h")
+    if seconds < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is negative; an age is 0 or more, e.g. 15m")
+    # Checked before timedelta() sees it: past ~2.7 million years it raises OverflowError, and
+    # short of that `now + age` does (`--hold-for 100000000d`).
+    if seconds > MAX_AGE.total_seconds():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is longer than {MAX_AGE.days}d (a thousand years), past the dates "
+            "gpuplan can compute with"
+        )
+    return timedelta(seconds=seconds)
 
 
 class _Once(argparse.Action):

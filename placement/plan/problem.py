@@ -220,12 +220,25 @@ def split_by_host(problem: Problem) -> list[Problem] | None:
     return parts if len(parts) > 1 else None
 
 
+def _refuse_a_catalogue(data: Any, name: str) -> None:
+    """A catalogue passed to --add by mistake: "hosts: unknown key" would not say why."""
+    if isinstance(data, dict) and ("hosts" in data or "reserves" in data):
+        raise CatalogueError(
+            name,
+            "",
+            f"this is a catalogue (it has {'hosts' if 'hosts' in data else 'reserves'}:); "
+            "--add wants a seat file: one seat mapping or a list of seats (pass a catalogue "
+            "with --catalogue)",
+        )
+
+
 def load_add_file(path: str | Path) -> list[Seat]:
     """Seats from an --add YAML file: one seat mapping or a list of them, validated like the catalogue's."""
     name = str(path)
     text = read_text_file(path, "a seat file")
     data = read_yaml(text, name)
     items: list[Any]
+    _refuse_a_catalogue(data, name)
     if isinstance(data, dict) and "seats" in data and len(data) == 1:
         items, prefix = list(data["seats"] or []), "seats"
     elif isinstance(data, dict):

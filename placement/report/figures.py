@@ -77,13 +77,19 @@ def build_report(
     threshold: DriftThreshold = _DEFAULT_THRESHOLD,
     probe: Probe | None = None,
     on_charts: Callable[[tuple[ChartSeries, ...]], None] | None = None,
+    records_until_s: int | None = None,
 ) -> Report:
     """Aggregate the window's rows in the ledger and join them with the catalogue.
 
     `latest` are the newest snapshots per host inside the window (the "now" of the report);
     `probe` asks the verifier whether a seat of a given size fits a card (see `verifier_probe`);
-    `on_charts` receives the chart series as soon as they are aggregated, before the rest.
+    `on_charts` receives the chart series as soon as they are aggregated, before the rest;
+    decisions and holds are listed up to `records_until_s` when it is past the window's end
+    (the checks recorded after the newest snapshot, which never move the window itself).
     """
+    records = Window(
+        window.start_s, max(window.end_s, records_until_s or window.end_s), window.label
+    )
     source = LedgerSource(conn, window.start_s, window.end_s)
     if source.span() is None:
         raise CannotDecideError(f"ledger {ledger_name} holds no snapshot in {window.label}")
@@ -95,8 +101,8 @@ def build_report(
         latest,
         Provenance(
             ledger_name,
-            tuple(q.decisions_in(conn, window.start_s, window.end_s)),
-            **_ledger_holds(conn, window, now),
+            tuple(q.decisions_in(conn, records.start_s, records.end_s)),
+            **_ledger_holds(conn, records, now),
         ),
         now=now,
         threshold=threshold,

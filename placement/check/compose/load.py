@@ -1,52 +1,58 @@
-"""Loading a compose file: safe YAML, `.env` beside it, then each service read on its own.
+"""Loading a compose project: its files merged (project.py), then each service read on its own.
 
 One bad service does not hide the others: its error is kept beside their records.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from placement.check.compose.interpolation import parse_env_file
 from placement.check.compose.model import ComposeError, ComposeFile, ComposeService
-from placement.check.compose.services import MAX_ENV_FILE_BYTES, ServiceReader, read_text
-from seats.errors import CatalogueError
-from seats.loader import MAX_DOCUMENT_BYTES, read_yaml
+from placement.check.compose.project import load_project
+from placement.check.compose.services import ServiceReader
 
 
 def load_compose(
-    path: str | Path,
+    path: str | Path | Sequence[str | Path],
     environ: Mapping[str, str],
     *,
     service: str | None = None,
     profiles: Collection[str] = (),
 ) -> ComposeFile:
-    """Read the compose file at `path`: its GPU services (or `service` and what it depends on).
+    """Read the project at `path`: its GPU services (or `service` and what it depends on).
 
-    Variables come from `environ` first, then from `.env` beside the file (compose's order).
-    Services with `profiles:` are left out unless one of theirs is in `profiles` (or the
-    service is named), as `docker compose up` does.
+    One file is read as `docker compose up -d` reads it, with the override file beside it; a
+    list of files as `docker compose -f A -f B` reads them, merged in order and alone.
+    Variables come from `environ` first, then from `.env` beside the (first) file (compose's
+    order). Services with `profiles:` are left out unless one of theirs is in `profiles` (or,
+    with none given, in COMPOSE_PROFILES) or the service is named, as `docker compose up` does.
     """
-    name = str(path)
-    services = _services(name, _read_document(Path(path), name))
-    dotenv = _dotenv(Path(path).parent / ".env")
-
-    def lookup(variable: str) -> str | None:
-        return environ.get(variable, dotenv.get(variable))
-
-    chosen = _selection(name, services, service, set(profiles))
+    several = not isinstance(path, str | Path)
+    paths = [Path(p) for p in path] if not isinstance(path, str | Path) else [Path(path)]
+    if not paths:
+        raise ComposeError("-", None, None, "no compose file given")
+    name = str(paths[0])
+    project = load_project(paths, environ, find_override=not several)
+    if not project.services:
+        raise ComposeError(name, None, "services", "the file has no `services:` mapping to check")
+    services = project.services
+    chosen = _selection(name, services, service, _profiles(profiles, project.lookup))
     found: list[ComposeService] = []
     errors: list[ComposeError] = []
     order: list[str] = []
     skipped: list[str] = []
     for label in chosen:
         body = services[label]
+        origin = project.origins.get(label, name)
+        lookup = project.lookups.get(label, project.lookup)
         try:
             if not isinstance(body, dict):
-                raise ComposeError(name, label, None, "a service is a mapping (image:, command: …)")
-            parsed = ServiceReader(name, label, body, lookup, Path(path).parent).read()
+                raise ComposeError(
+                    origin, label, None, "a service is a mapping (image:, command: …)"
+                )
+            parsed = ServiceReader(origin, label, body, lookup, project.directory).read()
         except ComposeError as exc:
             errors.append(exc)
             order.append(label)
@@ -56,38 +62,23 @@ def load_compose(
         else:
             found.append(parsed)
             order.append(label)
-    return ComposeFile(name, tuple(found), tuple(skipped), tuple(errors), tuple(order))
+    return ComposeFile(
+        name,
+        tuple(found),
+        tuple(skipped),
+        tuple(errors),
+        tuple(order),
+        files=tuple(dict.fromkeys(project.files)),
+        notes=tuple(project.notes),
+    )
 
 
-def _read_document(path: Path, name: str) -> Any:
-    text = read_text(path, name, MAX_DOCUMENT_BYTES)
-    try:
-        return read_yaml(text, name)
-    except CatalogueError as exc:
-        raise ComposeError(name, None, None, exc.msg) from exc
-
-
-def _services(name: str, data: Any) -> dict[str, Any]:
-    if not isinstance(data, dict):
-        raise ComposeError(name, None, None, "a compose file is a mapping with `services:`")
-    if "include" in data:
-        raise ComposeError(
-            name,
-            None,
-            "include",
-            "include: is not merged yet; run `docker compose -f FILE config > merged.yaml` "
-            "and check merged.yaml",
-        )
-    services = data.get("services")
-    if not isinstance(services, dict) or not services:
-        raise ComposeError(name, None, "services", "the file has no `services:` mapping to check")
-    return {str(key): body for key, body in services.items()}
-
-
-def _dotenv(env_path: Path) -> dict[str, str]:
-    if not env_path.is_file():
-        return {}
-    return parse_env_file(read_text(env_path, str(env_path), MAX_ENV_FILE_BYTES), str(env_path))
+def _profiles(given: Collection[str], lookup: Callable[[str], str | None]) -> set[str]:
+    """--profile, else COMPOSE_PROFILES (environment, then .env), as compose-go's WithDefaultProfiles."""
+    if given:
+        return set(given)
+    listed = lookup("COMPOSE_PROFILES") or ""
+    return {part.strip() for part in listed.split(",") if part.strip()}
 
 
 def _selection(
@@ -116,7 +107,8 @@ def _selection(
 
 def _enabled(body: Any, profiles: set[str]) -> bool:
     listed = body.get("profiles") if isinstance(body, dict) else None
-    return not listed or bool(profiles & {str(p) for p in listed})
+    # "*" enables every profile (compose-go types.Project.WithProfiles).
+    return not listed or "*" in profiles or bool(profiles & {str(p) for p in listed})
 
 
 def _depends_on(body: Any) -> list[str]:

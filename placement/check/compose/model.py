@@ -89,7 +89,8 @@ class ComposeService:
 class ComposeFile:
     """The GPU services of one compose file, the bad ones' errors, and the services left out.
 
-    `order` is every judged service's name (good or bad) in file order.
+    `order` is every judged service's name (good or bad) in file order; `files` every file read
+    (the override docker merges, includes, extends), `notes` what was merged or left out.
     """
 
     path: str
@@ -97,3 +98,5 @@ class ComposeFile:
     skipped: tuple[str, ...]
     errors: tuple[ComposeError, ...] = ()
     order: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()

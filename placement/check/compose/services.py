@@ -108,12 +108,6 @@ class ServiceReader:
 
     def read(self) -> ComposeService | None:
         """The service as gpuplan judges it; None when it asks for no GPU and runs no vLLM."""
-        if "extends" in self.body:
-            raise self.fail(
-                "extends",
-                "extends: is not merged yet; run `docker compose -f FILE config > merged.yaml` "
-                "and check merged.yaml",
-            )
         self.scan(self.body, "")
         if not asks_for_gpu(self.body):
             # Not ours to refuse: an unset variable here is compose's "" (lenient).

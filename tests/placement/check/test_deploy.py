@@ -194,8 +194,8 @@ def test_profiles_are_left_out_unless_asked(
     ("text", "words"),
     [
         ("services:\n  db: {image: postgres}\n", ["no service asks for a GPU", "db"]),
-        ("include: [other.yaml]\nservices:\n" + vllm("a"), ["include", "not merged yet", "docker compose"]),
-        ("services:\n  a:\n    extends: {file: base.yaml, service: v}\n" + CARD1, ["service 'a'", "extends", "merged.yaml"]),
+        ("include: [other.yaml]\nservices:\n" + vllm("a"), ["include", "other.yaml does not exist"]),
+        ("services:\n  a:\n    extends: {file: base.yaml, service: v}\n" + CARD1, ["service 'a'", "extends.file", "base.yaml does not exist"]),
         ("services: [a]\n", ["services"]),
         ("x: &a [1, 2]\nservices: !!python/object/apply:os.system ['true']\n", ["tag"]),
     ],

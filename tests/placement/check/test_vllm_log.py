@@ -391,3 +391,56 @@ def test_kv_bytes_printed_to_a_hundredth_give_bytes_per_token_either_side(
     # ceil(GiB / 200 / 530,288) = 11 B.
     assert source["value"] == 131_067 and 131_072 - 131_067 <= 11
     assert source["precision"].startswith("within 11 B either way")
+
+
+FAILED_AFTER_GRAPHS = LOGS / "vllm-gfx906-llama-70b-graph-capture-failed.fragment.log"
+FAILED_AFTER_KV = LOGS / "xinference-qwen3-vl-kv-check-failed.fragment.log"
+
+
+@pytest.mark.parametrize(
+    ("log", "line", "said", "stop"),
+    [
+        (FAILED_AFTER_GRAPHS, 11, "WorkerProc hit an exception.", 9),
+        (FAILED_AFTER_KV, 4, "EngineCore failed to start.", 3),
+    ],
+)
+def test_a_real_failed_start_up_is_exit_2_naming_its_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, log: Path, line: int, said: str, stop: int
+) -> None:
+    figures = read_log(log.read_text(encoding="utf-8").splitlines())
+    assert figures.failed is not None and figures.failed.line_no == line
+    assert figures.last_figure_line == stop
+    code, _, err = learn(capsys, "chat", "--vllm-log", str(log), "--catalogue", catalogue(tmp_path))
+    assert code == 2
+    assert f"{log}: line {line}: vLLM's start-up failed here" in err and said in err
+    assert f"its figures stop at line {stop}, before it" in err
+
+
+def test_a_log_with_every_figure_then_a_failure_gives_no_profile(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue 26: the figures were all printed, then the start failed: no profile from them."""
+    lines = V0_11.read_text(encoding="utf-8").splitlines()
+    cut = next(i for i, text in enumerate(lines) if "Maximum concurrency" in text) + 1
+    failure = FAILED_AFTER_KV.read_text(encoding="utf-8").splitlines()[3:]
+    log = tmp_path / "failed.log"
+    log.write_text("\n".join(lines[:cut] + failure), encoding="utf-8")
+    assert read_log(lines[:cut]).failed is None
+    code, out, err = learn(
+        capsys, "chat", "--vllm-log", str(log), "--catalogue", catalogue(tmp_path)
+    )
+    assert code == 2 and out == ""
+    assert f"line {cut + 1}: vLLM's start-up failed here" in err
+    assert f"its figures stop at line {cut}, before it" in err
+
+
+def test_a_crash_after_the_server_came_up_is_not_a_failed_start(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    lines = V0_11.read_text(encoding="utf-8").splitlines()
+    assert any("Starting vLLM API server" in text for text in lines)
+    log = tmp_path / "later.log"
+    crash = FAILED_AFTER_KV.read_text(encoding="utf-8").splitlines()[3:]
+    log.write_text("\n".join(lines + crash), encoding="utf-8")
+    code, _, _ = learn(capsys, "chat", "--vllm-log", str(log), "--catalogue", catalogue(tmp_path))
+    assert code == 0

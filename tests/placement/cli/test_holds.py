@@ -34,6 +34,26 @@ def test_lists_active_holds(ledger_path: Path, capsys: pytest.CaptureFixture[str
     ]  # fmt: skip
 
 
+def test_a_time_on_another_day_shows_its_date(
+    ledger_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # T0 is 14:00Z: a two-day hold made now ends on the day after tomorrow, at the same time.
+    monkeypatch.setattr(sources, "utc_now", lambda: T0 + timedelta(minutes=1))
+    with open_ledger(ledger_path) as ledger, ledger.approving(T0) as approval:
+        approval.hold([Hold("tts-b", "fv-ml1", (2,), GIB, T0, T0 + timedelta(days=2), "ops")])
+    assert cli_main.main(["holds", "--ledger", str(ledger_path)]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:]}
+    later = (T0 + timedelta(days=2)).strftime("%Y-%m-%d")
+    assert rows["tts-b"][-3:] == ["14:00Z", later, "14:00Z"]
+    assert rows["tts-a"][-2:] == ["14:00Z", "14:30Z"]  # today's times stay short
+    # Seen the next day, the hold made yesterday shows its date too.
+    monkeypatch.setattr(sources, "utc_now", lambda: T0 + timedelta(days=1))
+    assert cli_main.main(["holds", "--ledger", str(ledger_path)]) == 0
+    row = capsys.readouterr().out.splitlines()[1].split()
+    assert row[0] == "tts-b"
+    assert row[-4:] == [T0.strftime("%Y-%m-%d"), "14:00Z", later, "14:00Z"]
+
+
 def test_json_is_the_design_shape(ledger_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main.main(["holds", "--ledger", str(ledger_path), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
