@@ -103,6 +103,29 @@ def reserve_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | 
     return _held_reason("reserve", text, need_bytes=need_bytes, state=state, host=host)
 
 
+def kept_reserve_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | None:
+    """Rule `reserve` beside `room`: a reserve in use by its own seats keeps part of the room short.
+
+    What is left of a reserve whose seats run or are placed here is theirs: the user must learn
+    that the card is held for them, not only that it is full.
+    """
+    if not state.kept_reserves or fits_room(need_bytes, state.room_bytes):
+        return None
+    kept = "; ".join(
+        f"{name} keeps {b(amount)} for {', '.join(owners)}"
+        for name, amount, owners in state.kept_reserves
+    )
+    return Reason(
+        rule="reserve",
+        card=state.card.index,
+        need_bytes=need_bytes,
+        room_bytes=state.room_bytes,
+        short_bytes=need_bytes - state.room_bytes,
+        text=kept,
+        host=host,
+    )
+
+
 def hold_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | None:
     """Rule `hold`: the seat does not fit, and other approved deploys' holds take bytes here."""
     if not state.hold_held_bytes:
@@ -278,6 +301,7 @@ def card_reasons(
         hold_reason(need_bytes=need_bytes, state=state, host=host),
         *hold_gate_reasons(need_bytes=need_bytes, state=state, host=host),
         room_reason(need_bytes=need_bytes, state=state, host=host),
+        kept_reserve_reason(need_bytes=need_bytes, state=state, host=host),
         gate_reason(requested_bytes=requested_bytes, util=util, state=state, host=host),
         kv_capacity_reason(
             seat=seat, util=util if rule.gating == "gated" else None, state=state, host=host

@@ -52,6 +52,10 @@ class CardState:
     occupants: tuple[str, ...]  # every other seat or process on the card, new ones included
     exclusive_neighbours: tuple[str, ...]
     hold_gates: tuple[HoldGate, ...] = ()  # approved seats' own gates, judged again
+    # Reserves whose own seats are on the card, and what is left of them: part of the held
+    # bytes a refusal names beside room (name, bytes, for).
+    kept_reserves: tuple[tuple[str, int, tuple[str, ...]], ...] = ()
+    freeable_bytes: int = 0  # what the card's processes hold, the seat's own aside
 
 
 def own_bytes(card: Card, name: str) -> int:
@@ -84,6 +88,12 @@ def card_state(
     reserve_names = {part.name for part in reserves}
     reserve_for = tuple(
         name for reserve in model.reserves if reserve.name in reserve_names for name in reserve.for_
+    )
+    shares = {reserve.name: reserve for reserve in model.reserves}
+    kept = tuple(
+        (part.name, part.bytes, tuple(sorted(shares[part.name].for_)))
+        for part in parts
+        if part.kind == "reserve" and part.in_use
     )
     holds = [part for part in parts if part.kind == "hold"]
     hold_total = sum(part.bytes for part in holds)
@@ -122,6 +132,14 @@ def card_state(
         exclusive_neighbours=tuple(
             [n for n in model.declared_exclusive if n != seat.name]
             + [s.name for s in others_here if s.exclusive]
+        ),
+        kept_reserves=kept,
+        # A reserve's own seats free nothing for others: the reserve keeps what they leave.
+        freeable_bytes=sum(
+            p.used_bytes or 0
+            for p in card.processes
+            if p.seat != seat.name
+            and not any(p.seat in r.for_ and seat.name not in r.for_ for r in model.reserves)
         ),
         hold_gates=tuple(
             HoldGate(

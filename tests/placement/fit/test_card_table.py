@@ -74,12 +74,16 @@ CASES = (
         text="held for big (big-hold)",
     ),
     Case(
+        # What is left of a reserve whose seat runs is that seat's: named beside room, and
+        # no "free N on card 0" is offered, since only a process's bytes can be freed.
         "reserve in use: its own seat runs, the rest is theirs",
         {"resident": 40 * GIB},
-        {"room"},
+        {"room", "reserve"},
         used_gib=0,
         running=({"name": "big", "resident": "60 GiB", "gpus": [0]},),
         reserves=({"name": "big-hold", "gpu": 0, "bytes": "card", "for": ["big"]},),
+        text="big-hold keeps 79.80 GiB for big",
+        extra={"no_nearest": "on card 0"},
     ),
     Case(
         "hold takes the room",
@@ -190,6 +194,10 @@ def test_the_verifier_gives_the_rules_of_the_table(case: Case) -> None:
     assert verdict.passed == (not case.want)
     if case.text:
         assert any(case.text in r.text for r in verdict.reasons), verdict.reasons
+    if "no_nearest" in case.extra:
+        assert verdict.nearest and not any(
+            case.extra["no_nearest"] in hint for hint in verdict.nearest
+        ), verdict.nearest
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
