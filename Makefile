@@ -7,6 +7,7 @@ STAMP  := $(VENV)/.installed
 CATALOGUE ?= seats/catalogue/fv-ml1.yaml
 SNAPSHOT  ?= seats/catalogue/fv-ml1.snapshot.json
 SEAT ?=
+REFRESH_DOCS ?=
 GPU ?=
 LIVE ?=
 ALERTS ?= out/gpuplan-alerts.yml
@@ -55,8 +56,9 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# Writes out/bench/bench.md (untracked); REFRESH_DOCS=1 rewrites docs/bench.md and its figures.
 bench: $(STAMP)
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench $(if $(REFRESH_DOCS),--refresh-docs,)
 
 # Rewrites the outputs shown under the console examples of README.md and docs/*.md from real runs.
 docs: $(STAMP)

@@ -1,15 +1,25 @@
 """Benchmarks for `make bench`: each `bench_*.py` module has `run() -> str`, a Markdown section.
 
-`python -m bench` runs them, prints each section and keeps the latest in docs/bench.md.
+`python -m bench` runs them, prints each section and keeps the latest in out/bench/bench.md
+(untracked), or in docs/bench.md with `--refresh-docs` (`make bench REFRESH_DOCS=1`).
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 QUICK_ENV = "GPUPLAN_BENCH_QUICK"
+OUT_ENV = "GPUPLAN_BENCH_OUT"
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = ROOT / "out" / "bench"  # out/ is ignored by git: a bench run leaves the tree clean
 
 
 def quick() -> bool:
     """True under `python -m bench --quick`: modules skip their slowest parts (and say so)."""
     return os.environ.get(QUICK_ENV) == "1"
+
+
+def output_dir() -> Path:
+    """Where this run writes bench.md and its figures: out/bench/, or docs/ when refreshing them."""
+    return Path(os.environ.get(OUT_ENV) or DEFAULT_OUT)

@@ -1,7 +1,8 @@
-"""`python -m bench [--quick] [--only NAME]`: run every bench/bench_*.py, print, write docs/bench.md.
+"""`python -m bench [--quick] [--only NAME] [--refresh-docs]`: run every bench/bench_*.py and print.
 
-Each module's `run() -> str` returns a Markdown section; docs/bench.md keeps the latest of each,
-with the machine, Python, date and commit it ran on.
+Each module's `run() -> str` returns a Markdown section; bench.md keeps the latest of each, with
+the machine, Python, date and commit it ran on. It is written to out/bench/ (ignored by git, so a
+run leaves `git status` clean), or to docs/ with `--refresh-docs` (`make bench REFRESH_DOCS=1`).
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ import traceback
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import QUICK_ENV
+from bench import DEFAULT_OUT, OUT_ENV, QUICK_ENV, ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "bench.md"
 MARK = re.compile(r"^<!-- bench: ([a-z0-9_]+) -->$", re.MULTILINE)
 TITLE = "# gpuplan benchmarks"
@@ -112,8 +112,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", metavar="NAME", action="append", help="run only this bench (repeatable)"
     )
-    parser.add_argument(
-        "--no-write", action="store_true", help="print only; leave docs/bench.md alone"
+    parser.add_argument("--no-write", action="store_true", help="print only; write no file")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--refresh-docs",
+        action="store_true",
+        help="write docs/bench.md and the figures it shows (the tracked copies)",
+    )
+    where.add_argument(
+        "--out",
+        metavar="DIR",
+        type=Path,
+        help=f"write bench.md and its figures into DIR (default {DEFAULT_OUT.relative_to(ROOT)})",
     )
     args = parser.parse_args(argv)
     names = modules()
@@ -124,7 +134,11 @@ def main(argv: list[str] | None = None) -> int:
         names = [n for n in names if n in args.only]
     if args.quick:
         os.environ[QUICK_ENV] = "1"
-    sections = read_sections(DOCS)
+    target = DOCS if args.refresh_docs else (args.out or DEFAULT_OUT) / "bench.md"
+    os.environ[OUT_ENV] = str(target.parent)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # A first run elsewhere starts from the docs' sections, so its bench.md is whole.
+    sections = read_sections(target if target.exists() else DOCS)
     failed = 0
     started = time.perf_counter()
     for name in names:
@@ -142,9 +156,11 @@ def main(argv: list[str] | None = None) -> int:
         sections[name] = section
         if not args.no_write:
             # Written after every section, so a run stopped half-way keeps what it measured.
-            write_sections(DOCS, sections)
+            write_sections(target, sections)
         print(f"bench {name}: {took:.1f} s", file=sys.stderr, flush=True)
     print(f"all benches: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    if not args.no_write:
+        print(f"wrote {target}", file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -1,6 +1,6 @@
 """Benchmark of `plan` on seeded synthetic fleets, 1 host × 4 cards to 256 hosts × 8 cards, against FFD.
 
-2.5 seats per card (1.5 running, 1 new), hosts of two card sizes; writes docs/fleet-solve-time.png.
+2.5 seats per card (1.5 running, 1 new), hosts of two card sizes; draws fleet-solve-time.png beside bench.md.
 """
 
 from __future__ import annotations
@@ -11,18 +11,16 @@ import statistics
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from bench import quick
+from bench import output_dir, quick
 from bench.fleetgen import running_fleet
 from inventory.snapshot import Snapshot
 from placement.plan.planner import greedy_assignment, plan
 from placement.plan.problem import build_problem, new_seats
 from seats.model import Catalogue, Seat
 
-ROOT = Path(__file__).resolve().parent.parent
-PLOT = ROOT / "docs" / "fleet-solve-time.png"
+PLOT_NAME = "fleet-solve-time.png"  # beside bench.md (bench.output_dir())
 MIB = 2**20
 GIB = 2**30
 TAKEN = datetime(2026, 9, 16, 14, 2, 11, tzinfo=UTC)
@@ -176,7 +174,7 @@ def growth(rows: list[Row]) -> list[str]:
 
 
 def plot(rows: list[Row]) -> None:
-    """Solve and total seconds against cards, per solver, log-log, to docs/fleet-solve-time.png."""
+    """Solve and total seconds against cards, per solver, log-log, beside bench.md."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -229,8 +227,9 @@ def plot(rows: list[Row]) -> None:
     ax.legend(fontsize=8)
     ax.grid(True, which="both", linewidth=0.3)
     fig.tight_layout()
-    PLOT.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(PLOT, dpi=110)
+    plot_path = output_dir() / PLOT_NAME
+    plot_path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(plot_path, dpi=110)
     plt.close(fig)
 
 
@@ -280,7 +279,7 @@ def run() -> str:
     lines += growth(rows)
     try:
         plot(rows)
-        lines += ["", f"![plan seconds against cards]({PLOT.name})"]
+        lines += ["", f"![plan seconds against cards]({PLOT_NAME})"]
     except Exception as exc:  # a missing plotting backend must not lose the table
         lines += ["", f"(plot not drawn: {exc})"]
     lines.append("")

@@ -23,6 +23,13 @@ from seats.loader import format_loc
 
 SCHEMA_VERSION = 1
 MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
+# DESIGN.md "Never yes by accident": the figures a snapshot must agree with before it decides.
+# DCGM rounds each figure to whole MiB, so used + free + reserved may miss the total by a few.
+FIGURES_TOLERANCE_BYTES = 4 * 1024 * 1024
+# No card holds an exbibyte: a larger count is a corrupt or forged figure (and overflows SQLite).
+MAX_FIGURE_BYTES = 2**60
+# A clock running ahead by more than this makes a snapshot "newest" for as long as it runs ahead.
+MAX_CLOCK_SKEW = timedelta(minutes=5)
 _FROZEN = ConfigDict(extra="ignore", frozen=True)
 # Validated inside a snapshot when one is read; built on their own only where a poller or a
 # reader makes cards (see seats.model._NESTED).
@@ -276,6 +283,113 @@ def save_snapshot(snapshot: Snapshot, path: str | Path) -> None:
     temporary = target.with_name(target.name + ".tmp")
     temporary.write_text(dumps_snapshot(snapshot), encoding="utf-8")
     temporary.replace(target)
+
+
+def check_consistency(snapshot: Snapshot, source: str, now: datetime) -> list[str]:
+    """The rules every snapshot meets before it decides (a file, NVML or Prometheus alike).
+
+    SnapshotError (exit 2) naming `source` (the file, or the host and where it was read) when a
+    card's used + free + reserved misses its total by more than 4 MiB, its processes hold more
+    than it uses by more than that, any byte count exceeds 2**60, or `taken_at` is more than
+    5 minutes after `now`. Returns warnings: card UUIDs that appear twice.
+    """
+    ahead = snapshot.taken_at - now
+    if ahead > MAX_CLOCK_SKEW:
+        raise SnapshotError(
+            source,
+            "taken_at",
+            f"{format_utc(snapshot.taken_at)} is {_minutes(ahead)} in the future (now "
+            f"{format_utc(now)}); a clock that runs ahead would make this snapshot the newest "
+            "and hide the real ones, so it decides nothing (more than 5 min of skew)",
+        )
+    for i, card in enumerate(snapshot.cards):
+        _card_figures(card, i, snapshot.host, source)
+    warnings: list[str] = []
+    uuids = [card.uuid for card in snapshot.cards if card.uuid is not None]
+    if len(set(uuids)) == len(uuids):
+        return warnings
+    seen: dict[str, int] = {}
+    for card in snapshot.cards:
+        if card.uuid is None:
+            continue
+        if card.uuid in seen:
+            warnings.append(
+                f"{source}: cards {snapshot.host}:{seen[card.uuid]} and {snapshot.host}:{card.index} "
+                f"have the same UUID {card.uuid} (a copied or hand-edited snapshot?)"
+            )
+        else:
+            seen[card.uuid] = card.index
+    return warnings
+
+
+def _card_figures(card: Card, position: int, host: str, source: str) -> None:
+    # Runs on every card of every snapshot before a plan: kept to plain int arithmetic.
+    loc = "cards[{}]"
+    total, reserved, used, free = (
+        card.total_bytes,
+        card.reserved_bytes,
+        card.used_bytes,
+        card.free_bytes,
+    )
+    if max(total or 0, reserved or 0, used or 0, free or 0) > MAX_FIGURE_BYTES:
+        key, value = next(
+            (k, v)
+            for k, v in (
+                ("total_bytes", total),
+                ("reserved_bytes", reserved),
+                ("used_bytes", used),
+                ("free_bytes", free),
+            )
+            if v is not None and v > MAX_FIGURE_BYTES
+        )
+        raise SnapshotError(
+            source,
+            f"{loc.format(position)}.{key}",
+            f"card {host}:{card.index}: {value} B is more than 2**60 B; no card holds that",
+        )
+    held = 0
+    for j, process in enumerate(card.processes):
+        bytes_ = process.used_bytes
+        if bytes_ is None:
+            continue
+        if bytes_ > MAX_FIGURE_BYTES:
+            raise SnapshotError(
+                source,
+                f"{loc.format(position)}.processes[{j}].used_bytes",
+                f"card {host}:{card.index}: pid {process.pid}: {bytes_} B is more than 2**60 B; "
+                "no card holds that",
+            )
+        held += bytes_
+    if card.error is not None or total is None or used is None or free is None:
+        return
+    # NVML v1 (reserve unknown) counts the reserve inside used: used + free is the total there.
+    parts = used + free + (reserved or 0)
+    apart = parts - total
+    if apart > FIGURES_TOLERANCE_BYTES or -apart > FIGURES_TOLERANCE_BYTES:
+        raise SnapshotError(
+            source,
+            loc.format(position),
+            f"card {host}:{card.index}: used {used} B + free {free} B + reserved {reserved or 0} B "
+            f"= {parts} B, but total is {total} B ({abs(apart)} B "
+            f"{'over' if apart > 0 else 'under'}; more than DCGM's 4 MiB rounding): figures "
+            "that cannot all be true decide nothing",
+        )
+    if held - used > FIGURES_TOLERANCE_BYTES:
+        raise SnapshotError(
+            source,
+            f"{loc.format(position)}.processes",
+            f"card {host}:{card.index}: its processes hold {held} B, more than the card's used "
+            f"{used} B by {held - used} B (over 4 MiB): figures that cannot all be true decide nothing",
+        )
+
+
+def _minutes(span: timedelta) -> str:
+    seconds = int(span.total_seconds())
+    if seconds >= 86400:
+        return f"{seconds / 86400:.1f} d"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.0f} min"
 
 
 def with_holds(snapshots: Sequence[Snapshot], holds: Sequence[Hold]) -> list[Snapshot]:

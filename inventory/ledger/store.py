@@ -49,14 +49,20 @@ __all__ = [
 class Approval:
     """One check's write transaction: the holds active when it began, and what it records.
 
-    Reading the holds, judging, and writing the decisions and new holds happen inside one
-    BEGIN IMMEDIATE transaction, so two checks on one ledger are judged one after the other.
+    Reading the snapshots and holds, judging, and writing the decisions and new holds happen
+    inside one BEGIN IMMEDIATE transaction, so two checks on one ledger are judged one after
+    the other, each on what the ledger held when it got the lock.
     """
 
     def __init__(self, cursor: sqlite3.Cursor, path: str, holds: list[Hold]) -> None:
         self._cursor = cursor
         self._path = path
         self.holds = holds
+
+    def latest(self, host: str) -> Snapshot | None:
+        """The newest snapshot of `host` as this transaction sees it (after any that were
+        stored while it waited for the lock), or None."""
+        return queries.latest(self._cursor.connection, self._path, host)
 
     def record_decision(self, **decision: Any) -> int:
         """Store one verdict (the keywords of `Ledger.record_decision`); return its id."""

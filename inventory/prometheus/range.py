@@ -11,9 +11,6 @@ import math
 import re
 import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -36,9 +33,11 @@ from inventory.prometheus.reader import (
     HOST_LABELS,
     MIB,
     Opener,
+    api_url,
     check_url,
     fetch,
     host_of,
+    public_url,
     successful_answer,
     urlopen_json,
 )
@@ -103,9 +102,12 @@ class PromClient:
     # than it has cores only share them.
     in_flight: int = 8
     _slots: threading.BoundedSemaphore = field(init=False, repr=False, compare=False)
+    shown: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._slots = threading.BoundedSemaphore(self.in_flight)
+        # What messages and the report name: never the URL's credentials or query string.
+        self.shown = public_url(self.base)
 
     def instants(self, exprs: Sequence[str], at_s: float) -> list[Vector]:
         """`instant` of each of `exprs`, asked at once (`in_flight` bounds them), in order."""
@@ -119,7 +121,7 @@ class PromClient:
         data = self._get("query", {"query": promql, "time": f"{at_s:.3f}"}, promql)
         if data.get("resultType") != "vector":
             raise CannotDecideError(
-                f"Prometheus at {self.base}: query {promql} did not return an instant vector"
+                f"Prometheus at {self.shown}: query {promql} did not return an instant vector"
             )
         out: Vector = []
         for series in data.get("result", []):
@@ -155,7 +157,7 @@ class PromClient:
         """The series of one range answer, each with its [time, "value"] points: read from
         Prometheus's own layout without a JSON object per point, else (any other layout, an
         error) through `json`."""
-        url = f"{self.base.rstrip('/')}/api/v1/query_range?{urllib.parse.urlencode(params)}"
+        url = api_url(self.base, "query_range", params)
         with self._slots:
             started = time.perf_counter()
             body = fetch(self.base, url, promql, timeout=self.timeout, opener=self.opener)
@@ -172,11 +174,11 @@ class PromClient:
             return series["metric"], float(value)
         except (KeyError, TypeError, ValueError) as exc:
             raise CannotDecideError(
-                f"Prometheus at {self.base}: query {promql} returned a malformed series: {series!r:.200}"
+                f"Prometheus at {self.shown}: query {promql} returned a malformed series: {series!r:.200}"
             ) from exc
 
     def _get(self, path: str, params: dict[str, str], promql: str) -> dict[str, Any]:
-        url = f"{self.base.rstrip('/')}/api/v1/{path}?{urllib.parse.urlencode(params)}"
+        url = api_url(self.base, path, params)
         with self._slots:
             started = time.perf_counter()
             body = fetch(self.base, url, promql, timeout=self.timeout, opener=self.opener)
@@ -188,14 +190,14 @@ class PromClient:
         def refused(error: str) -> None:
             if _TOO_MANY in error:
                 raise CannotDecideError(
-                    f"Prometheus at {self.base} refused {promql}: {error}. Its --query.max-samples "
+                    f"Prometheus at {self.shown} refused {promql}: {error}. Its --query.max-samples "
                     f"is too low for {self.window_text}: pass a shorter window (e.g. --since 2d) "
                     "or a larger --step (e.g. --step 5m), or raise --query.max-samples"
                 )
 
         result = successful_answer(body, self.base, promql, refused).get("data")
         if not isinstance(result, dict):
-            raise CannotDecideError(f"Prometheus at {self.base}: query {promql} has no data")
+            raise CannotDecideError(f"Prometheus at {self.shown}: query {promql} has no data")
         return result
 
 

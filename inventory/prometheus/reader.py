@@ -6,21 +6,30 @@ DCGM_FI_DEV_FB_* (MiB, no per-process data). A host whose data is stale or incom
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import http.client
+import io
 import json
 import math
+import netrc
+import os
+import socket
+import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
 from inventory.prometheus import metrics as m
-from inventory.snapshot import Card, Process, Snapshot, format_utc
+from inventory.snapshot import Card, Process, Snapshot, check_consistency, format_utc
 from seats.errors import BadInputError, CannotDecideError
 
 MIB = 2**20
@@ -102,26 +111,178 @@ class _HostFault(Exception):
 
 Opener = Callable[[str, float], bytes]
 
+USER_ENV = "GPUPLAN_PROMETHEUS_USER"
+PASSWORD_ENV = "GPUPLAN_PROMETHEUS_PASSWORD"
+# An answer larger than this is no fleet's: refuse it rather than fill memory.
+MAX_ANSWER_BYTES = 1024 * 1024 * 1024
+_CHUNK = 64 * 1024
+
+
+def public_url(url: str) -> str:
+    """`url` as messages and --json may show it: no user, password, query string or fragment."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:
+        port = ""
+    return urllib.parse.urlunsplit((parts.scheme, host + port, parts.path, "", ""))
+
+
+def api_url(base: str, path: str, params: Mapping[str, str]) -> str:
+    """`base` + /api/v1/`path` with `params` added to any query string `base` carries."""
+    parts = urllib.parse.urlsplit(base)
+    query = urllib.parse.urlencode(params)
+    if parts.query:
+        query = f"{parts.query}&{query}"
+    return urllib.parse.urlunsplit(
+        (parts.scheme, parts.netloc, f"{parts.path.rstrip('/')}/api/v1/{path}", query, "")
+    )
+
+
+def credentials(url: str) -> tuple[str, str] | None:
+    """Basic-auth user and password for `url`: its userinfo, else the environment, else a netrc.
+
+    $GPUPLAN_PROMETHEUS_USER / $GPUPLAN_PROMETHEUS_PASSWORD, else the machine entry of $NETRC
+    (default ~/.netrc) for the URL's host. None: no authentication.
+    """
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is not None:
+        return urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or "")
+    user = os.environ.get(USER_ENV)
+    if user:
+        return user, os.environ.get(PASSWORD_ENV, "")
+    path = os.environ.get("NETRC") or os.path.join(os.path.expanduser("~"), ".netrc")
+    if not parts.hostname or not os.path.isfile(path):
+        return None
+    try:
+        entry = netrc.netrc(path).authenticators(parts.hostname)
+    except (netrc.NetrcParseError, OSError):
+        return None
+    if entry is None:
+        return None
+    login, _, password = entry
+    return login, password or ""
+
+
+class AnswerError(Exception):
+    """An answer that did not arrive whole: cut short, too slow for the deadline, or too large."""
+
 
 def urlopen_json(url: str, timeout: float) -> bytes:
-    request = urllib.request.Request(url, headers={"Accept": "application/json"})
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        body: bytes = response.read()
-        return body
+    """GET `url` and read the whole answer within `timeout` seconds, connecting included.
+
+    One deadline for the whole answer, not each read: a server that trickles one byte at a
+    time is cut off at the deadline (a watchdog shuts the socket down however the reads are
+    split). A status of 400 or more is an HTTPError carrying the body (Prometheus explains a
+    refused query there). AnswerError when the answer is truncated, late or too large.
+    """
+    parts = urllib.parse.urlsplit(url)
+    if parts.hostname is None:
+        raise urllib.error.URLError("no host in the URL")
+    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    connection = kind(parts.hostname, parts.port, timeout=timeout)
+    headers = _headers(url)
+    target = urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
+    late = f"the answer did not arrive whole within {timeout:g} s"
+    expired = threading.Event()
+
+    def cut_off() -> None:
+        expired.set()
+        if connection.sock is not None:
+            with contextlib.suppress(OSError):
+                connection.sock.shutdown(socket.SHUT_RDWR)
+
+    watchdog = threading.Timer(timeout, cut_off)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        connection.request("GET", target, headers=headers)
+        response = connection.getresponse()
+        body = _read_whole(connection, response, time.monotonic() + timeout, expired, late)
+    except http.client.IncompleteRead as exc:
+        if expired.is_set():
+            raise AnswerError(late) from exc
+        raise AnswerError(
+            f"the answer was cut short ({len(exc.partial)} bytes read, {exc.expected} more expected)"
+        ) from exc
+    except (http.client.HTTPException, OSError) as exc:
+        # A socket timeout, or the watchdog's shutdown seen as a reset or a bad status line.
+        if expired.is_set() or isinstance(exc, TimeoutError):
+            raise AnswerError(late) from exc
+        if isinstance(exc, OSError):
+            raise
+        raise AnswerError(f"the answer is not valid HTTP ({type(exc).__name__})") from exc
+    finally:
+        watchdog.cancel()
+        connection.close()
+    if response.status >= 400:
+        raise urllib.error.HTTPError(
+            public_url(url), response.status, response.reason, response.headers, io.BytesIO(body)
+        )
+    return body
+
+
+def _headers(url: str) -> dict[str, str]:
+    headers = {"Accept": "application/json", "Accept-Encoding": "identity"}
+    found = credentials(url)
+    if found is not None:
+        token = base64.b64encode(f"{found[0]}:{found[1]}".encode()).decode("ascii")
+        headers["Authorization"] = f"Basic {token}"
+    return headers
+
+
+def _read_whole(
+    connection: http.client.HTTPConnection,
+    response: http.client.HTTPResponse,
+    deadline: float,
+    expired: threading.Event,
+    late: str,
+) -> bytes:
+    """The whole body, each read given only the time left before `deadline`."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or expired.is_set():
+            raise AnswerError(late)
+        if connection.sock is not None:
+            connection.sock.settimeout(left)
+        chunk = response.read1(_CHUNK)
+        if not chunk:
+            break
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise AnswerError("the answer is over 1 GiB")
+        chunks.append(chunk)
+    if expired.is_set():
+        raise AnswerError(late)
+    if response.length:
+        # read1 ends quietly where the server closed early: Content-Length says what is missing.
+        raise AnswerError(
+            f"the answer was cut short ({size} bytes read, {response.length} more expected)"
+        )
+    return b"".join(chunks)
 
 
 def query_url(base: str, promql: str, at: datetime) -> str:
     """The /api/v1/query URL for `promql` evaluated at `at`."""
-    params = urllib.parse.urlencode({"query": promql, "time": f"{at.timestamp():.3f}"})
-    return f"{base.rstrip('/')}/api/v1/query?{params}"
+    return api_url(base, "query", {"query": promql, "time": f"{at.timestamp():.3f}"})
 
 
 def check_url(base: str) -> None:
     """Exit 2 for a URL that is not http(s)://host[:port][/prefix]."""
     parts = urllib.parse.urlsplit(base)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    try:
+        parts.port  # noqa: B018 (a port that is not a number raises here)
+    except ValueError:
+        parts = parts._replace(netloc="")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
         raise BadInputError(
-            f"--prometheus {base!r}: expected a URL like http://prometheus:9090 (scheme and host)"
+            f"--prometheus {public_url(base)!r}: expected a URL like http://prometheus:9090 "
+            "(scheme and host)"
         )
 
 
@@ -136,21 +297,32 @@ def query(
 def fetch(
     base: str, url: str, promql: str, *, timeout: float, opener: Opener = urlopen_json
 ) -> bytes:
-    """The body Prometheus answers at `url` (an error body too); exit 3 when it cannot be reached."""
+    """The body Prometheus answers at `url` (an error body too); exit 3 when it cannot be reached.
+
+    Messages name `base` without its credentials or query string (`public_url`).
+    """
+    shown = public_url(base)
     try:
         return opener(url, timeout)
     except urllib.error.HTTPError as exc:
         # Prometheus answers a bad or refused query with 4xx/5xx and a JSON error body.
         body = exc.read()
+        if exc.code == 401:
+            raise CannotDecideError(
+                f"Prometheus at {shown}: query {promql} failed with HTTP 401 {exc.reason}: set "
+                f"{USER_ENV} and {PASSWORD_ENV}, or a netrc entry for its host"
+            ) from exc
         if not body:
             raise CannotDecideError(
-                f"Prometheus at {base}: query {promql} failed with HTTP {exc.code} {exc.reason}"
+                f"Prometheus at {shown}: query {promql} failed with HTTP {exc.code} {exc.reason}"
             ) from exc
         return bytes(body)
+    except AnswerError as exc:
+        raise CannotDecideError(f"Prometheus at {shown}: query {promql}: {exc}") from exc
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise CannotDecideError(
-            f"Prometheus at {base} is unreachable ({reason}) while querying {promql}"
+            f"Prometheus at {shown} is unreachable ({reason}) while querying {promql}"
         ) from exc
 
 
@@ -162,11 +334,17 @@ def successful_answer(
     Where Prometheus says the query failed, `refused` (if given) sees its error text first and
     may raise a more helpful error of its own.
     """
+    shown = public_url(base)
     try:
         data = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CannotDecideError(
-            f"Prometheus at {base}: the answer to {promql} is not JSON (is this a Prometheus URL?)"
+            f"Prometheus at {shown}: the answer to {promql} is not JSON, or was cut short "
+            "(is this a Prometheus URL?)"
+        ) from exc
+    except (RecursionError, ValueError) as exc:
+        raise CannotDecideError(
+            f"Prometheus at {shown}: the answer to {promql} is malformed ({type(exc).__name__})"
         ) from exc
     if not isinstance(data, dict) or data.get("status") != "success":
         error = (
@@ -175,25 +353,32 @@ def successful_answer(
         kind = data.get("errorType", "error") if isinstance(data, dict) else "error"
         if refused is not None:
             refused(error)
-        raise CannotDecideError(f"Prometheus at {base}: query {promql} failed: {kind}: {error}")
+        raise CannotDecideError(f"Prometheus at {shown}: query {promql} failed: {kind}: {error}")
     return data
 
 
 def parse_response(body: bytes, base: str, promql: str) -> list[Sample]:
     """The samples of an instant-query JSON answer, or CannotDecideError naming the query."""
     result = successful_answer(body, base, promql).get("data", {})
-    if result.get("resultType") != "vector" or not isinstance(result.get("result"), list):
+    if (
+        not isinstance(result, dict)
+        or result.get("resultType") != "vector"
+        or not isinstance(result.get("result"), list)
+    ):
         raise CannotDecideError(
-            f"Prometheus at {base}: query {promql} did not return an instant vector"
+            f"Prometheus at {public_url(base)}: query {promql} did not return an instant vector"
         )
     samples: list[Sample] = []
     for series in result["result"]:
         try:
             at, value = series["value"]
-            samples.append(Sample(series["metric"], str(value), float(at)))
+            labels = series["metric"]
+            if not isinstance(labels, dict):
+                raise TypeError("labels are not an object")
+            samples.append(Sample(labels, str(value), float(at)))
         except (KeyError, TypeError, ValueError) as exc:
             raise CannotDecideError(
-                f"Prometheus at {base}: query {promql} returned a malformed series: {series!r:.200}"
+                f"Prometheus at {public_url(base)}: query {promql} returned a malformed series: {series!r:.200}"
             ) from exc
     return samples
 
@@ -213,15 +398,24 @@ def read_fleet(
     check_url(base)
     answers = [query(base, q, at=now, timeout=timeout, opener=opener) for q in QUERIES]
     results = QueryResults(*answers)
-    return build_fleet(
+    fleet = build_fleet(
         results,
         now=now,
         max_age=max_age,
         expected_cards=expected_cards,
         card_totals=card_totals,
         host_label=host_label,
-        source=base,
+        source=public_url(base),
     )
+    # Impossible figures are bad input here as in a file (DESIGN.md "Never yes by accident").
+    warnings = [
+        warning
+        for snapshot in (*fleet.snapshots, *fleet.stale)
+        for warning in check_consistency(
+            snapshot, f"Prometheus at {public_url(base)}: host {snapshot.host}", now
+        )
+    ]
+    return replace(fleet, warnings=(*fleet.warnings, *warnings)) if warnings else fleet
 
 
 @dataclass(frozen=True)

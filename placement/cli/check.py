@@ -235,7 +235,11 @@ def run(args: argparse.Namespace) -> int:
         if args.compose is not None
         else _seat_judge(args, catalogue)
     )
-    outcome = _judge_and_hold(args, cards, judge, now) if args.ledger else judge(cards.snapshots)
+    outcome = (
+        _judge_and_hold(args, catalogue, cards, judge, now)
+        if args.ledger
+        else judge(cards.snapshots)
+    )
     if not args.json:
         for line in cards.hosts_lines():
             print(line)
@@ -363,7 +367,9 @@ def _compose_judge(args: argparse.Namespace, catalogue: Catalogue) -> Judge:
     return judge
 
 
-def _judge_and_hold(args: argparse.Namespace, cards: Cards, judge: Judge, now: datetime) -> Outcome:
+def _judge_and_hold(
+    args: argparse.Namespace, catalogue: Catalogue, cards: Cards, judge: Judge, now: datetime
+) -> Outcome:
     """Read the holds, judge beside them, record the decisions and, on a pass, hold: one transaction.
 
     Two checks on one ledger are judged one after the other, so they never both take the same
@@ -374,7 +380,8 @@ def _judge_and_hold(args: argparse.Namespace, cards: Cards, judge: Judge, now: d
 
     stale: str | None = None
     with open_ledger(args.ledger) as ledger, ledger.approving(now) as approval:
-        outcome = judge(with_holds(cards.snapshots, approval.holds))
+        snapshots = _inside(catalogue, cards, approval, now)
+        outcome = judge(with_holds(snapshots, approval.holds))
         stale = _stale(args, cards, outcome.results, now)
         ids = _record(approval, outcome.results, now, stale=stale)
         if stale is None and outcome.exit_code == 0 and not args.no_hold:
@@ -382,6 +389,36 @@ def _judge_and_hold(args: argparse.Namespace, cards: Cards, judge: Judge, now: d
     if stale is not None:
         raise CannotDecideError(stale)
     return outcome
+
+
+def _inside(
+    catalogue: Catalogue, cards: Cards, approval: Approval, now: datetime
+) -> list[Snapshot]:
+    """The snapshots to judge on, as the write transaction sees them.
+
+    Cards read from the ledger are read again under the lock: a snapshot stored while this
+    check waited may show an approved seat started, which ends its hold; judged on the older
+    snapshot, those bytes would look free twice (DESIGN.md "Never yes by accident").
+    """
+    from placement.check.outside import check_snapshots
+    from placement.cli.sources import consistent
+
+    out: list[Snapshot] = []
+    for snapshot in cards.snapshots:
+        origin = cards.origin(snapshot.host)
+        if not origin.startswith("ledger"):
+            out.append(snapshot)
+            continue
+        newest = approval.latest(snapshot.host)
+        if newest is None or newest.taken_at == snapshot.taken_at:
+            out.append(snapshot)
+            continue
+        consistent(newest, f"{origin}: host {newest.host}", now)
+        out.append(newest)
+    if out != list(cards.snapshots):
+        for warning in check_snapshots(catalogue, out, [cards.origin(s.host) for s in out]):
+            print(f"warning: {warning}", file=sys.stderr)
+    return out
 
 
 def _stale(

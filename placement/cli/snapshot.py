@@ -13,7 +13,7 @@ import time
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from placement.cli.sources import DEFAULT_LEDGER, add_catalogue_argument
+from placement.cli.sources import DEFAULT_LEDGER, add_catalogue_argument, add_timeout_argument
 
 if TYPE_CHECKING:
     from inventory.nvml import NvmlSource
@@ -50,6 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="read every host's latest figures from a Prometheus server instead of NVML "
         "and record one snapshot per host (use with --ledger from a timer)",
     )
+    add_timeout_argument(parser)
     parser.add_argument(
         "--out",
         metavar="FILE",
@@ -134,12 +135,16 @@ def _from_prometheus(args: argparse.Namespace, catalogue: Catalogue | None) -> i
     ledger keeps one per host and second); an incomplete host is never recorded.
     """
     from inventory.attribution import attribute
-    from inventory.prometheus.reader import read_fleet
+    from inventory.prometheus.reader import public_url, read_fleet
     from placement.cli.sources import DEFAULT_MAX_AGE, utc_now
 
     expected = {name: host.cards for name, host in catalogue.hosts.items()} if catalogue else None
     fleet = read_fleet(
-        args.prometheus, now=utc_now(), max_age=DEFAULT_MAX_AGE, expected_cards=expected
+        args.prometheus,
+        now=utc_now(),
+        max_age=DEFAULT_MAX_AGE,
+        expected_cards=expected,
+        timeout=args.timeout,
     )
     for warning in fleet.warnings:
         print(f"warning: {warning}", file=sys.stderr)
@@ -154,7 +159,9 @@ def _from_prometheus(args: argparse.Namespace, catalogue: Catalogue | None) -> i
         from seats.errors import CannotDecideError
 
         which = f" named {args.host}{did_you_mean(args.host, known)}" if args.host else ""
-        raise CannotDecideError(f"Prometheus at {args.prometheus} gives no host{which} to record")
+        raise CannotDecideError(
+            f"Prometheus at {public_url(args.prometheus)} gives no host{which} to record"
+        )
     for snapshot in sorted(snapshots, key=lambda s: s.host):
         if catalogue is not None:
             snapshot = attribute(snapshot, catalogue)
@@ -165,6 +172,7 @@ def _from_prometheus(args: argparse.Namespace, catalogue: Catalogue | None) -> i
 def _read_from(name: str, host: str | None, catalogue: Catalogue | None) -> Snapshot:
     from inventory.attribution import attribute
     from inventory.snapshot import SnapshotError, load_snapshot, loads_snapshot
+    from placement.cli.sources import consistent, utc_now
 
     if name == "-":
         raw = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
@@ -174,6 +182,8 @@ def _read_from(name: str, host: str | None, catalogue: Catalogue | None) -> Snap
     else:
         snapshot = load_snapshot(name)
     source = "<stdin>" if name == "-" else name
+    # Checked before it is stored: a future-dated one would hide every newer real one.
+    consistent(snapshot, source, utc_now())
     if host is not None and host != snapshot.host:
         raise SnapshotError(
             source, "host", f"the snapshot is of {snapshot.host!r}, not --host {host!r}"
@@ -192,7 +202,7 @@ def _read_from(name: str, host: str | None, catalogue: Catalogue | None) -> Snap
 
 def _take(source: NvmlSource | None, host: str | None, catalogue: Catalogue | None) -> Snapshot:
     from inventory.poller import default_host, open_source, take_snapshot
-    from placement.cli.sources import utc_now
+    from placement.cli.sources import consistent, utc_now
 
     name = host or default_host(catalogue)
     _warn_unknown_host(name, catalogue)
@@ -202,6 +212,7 @@ def _take(source: NvmlSource | None, host: str | None, catalogue: Catalogue | No
         with open_source() as fresh:
             snapshot = take_snapshot(fresh, utc_now(), name, catalogue=catalogue)
     _warn_pid_namespace(snapshot)
+    consistent(snapshot, f"NVML of {name}", snapshot.taken_at)
     if catalogue is not None and name in catalogue.hosts:
         expected = catalogue.hosts[name].cards
         if expected != len(snapshot.cards):

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from inventory.snapshot import Snapshot, load_snapshot
+from inventory.snapshot import Snapshot, check_consistency, load_snapshot
 from seats.errors import BadInputError, CannotDecideError
 from seats.loader import load_catalogue
 from seats.model import Catalogue, Seat
@@ -25,6 +25,7 @@ from seats.units import MiB
 
 DEFAULT_LEDGER = "gpuplan-ledger.sqlite"
 DEFAULT_MAX_AGE = timedelta(minutes=15)
+DEFAULT_PROMETHEUS_TIMEOUT_S = 10.0
 
 
 def add_catalogue_argument(parser: argparse.ArgumentParser) -> None:
@@ -138,6 +139,30 @@ def add_host_label_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"cannot read {text!r} as seconds; write e.g. 10"
+        ) from None
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"{text}: between 0 and 3600 seconds")
+    return value
+
+
+def add_timeout_argument(parser: argparse.ArgumentParser) -> None:
+    """--timeout S: with --prometheus, the deadline of each query's whole answer."""
+    parser.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=DEFAULT_PROMETHEUS_TIMEOUT_S,
+        metavar="S",
+        help="with --prometheus: seconds each query's whole answer may take, connecting included "
+        f"(default {DEFAULT_PROMETHEUS_TIMEOUT_S:g})",
+    )
+
+
 def add_source_arguments(parser: argparse.ArgumentParser, *, multiple: bool = False) -> None:
     """--snapshot FILE | --live | --prometheus URL, or --ledger DB alone; and --max-age.
 
@@ -167,6 +192,7 @@ def add_source_arguments(parser: argparse.ArgumentParser, *, multiple: bool = Fa
         help="read every host's cards from a Prometheus server (gpuplan exporter or DCGM metrics)",
     )
     add_host_label_argument(parser)
+    add_timeout_argument(parser)
     parser.add_argument(
         "--max-age",
         type=parse_age,
@@ -218,6 +244,7 @@ class SourceOptions:
     max_age: timedelta | None = None
     host: str | None = None
     host_label: str | None = None
+    timeout: float = DEFAULT_PROMETHEUS_TIMEOUT_S
 
 
 def source_options(args: argparse.Namespace) -> SourceOptions:
@@ -232,6 +259,7 @@ def source_options(args: argparse.Namespace) -> SourceOptions:
         max_age=getattr(args, "max_age", None),
         host=host if isinstance(host, str) and host else None,
         host_label=getattr(args, "host_label", None) or None,
+        timeout=getattr(args, "timeout", None) or DEFAULT_PROMETHEUS_TIMEOUT_S,
     )
 
 
@@ -314,7 +342,9 @@ def resolve_snapshots(
         and (catalogue is None or host in catalogue.hosts)
     ]
     if blocking:
-        where = f"Prometheus at {source.prometheus}" if source.prometheus else _label(source)
+        where = (
+            f"Prometheus at {_shown(source.prometheus)}" if source.prometheus else _label(source)
+        )
         raise CannotDecideError(f"{where}: {blocking[0].text}; cannot check on that host")
     for host in cards.ignored:
         print(
@@ -351,6 +381,20 @@ def _with_holds(cards: Cards, ledger: str | None, now: datetime) -> Cards:
     return replace(cards, snapshots=tuple(with_holds(cards.snapshots, holds)))
 
 
+def consistent(snapshot: Snapshot, source: str, now: datetime) -> Snapshot:
+    """`snapshot` once its figures are possible (exit 2 naming `source` otherwise); warns of the rest."""
+    for warning in check_consistency(snapshot, source, now):
+        print(f"warning: {warning}", file=sys.stderr)
+    return snapshot
+
+
+def _shown(url: str) -> str:
+    """A --prometheus URL as output may show it: no credentials, no query string."""
+    from inventory.prometheus.reader import public_url
+
+    return public_url(url)
+
+
 def _label(source: SourceOptions) -> str:
     if source.live:
         return "NVML"
@@ -363,7 +407,7 @@ def _absent_reason(source: SourceOptions) -> str:
     if source.live:
         return "absent: --live reads this machine's cards only"
     if source.prometheus:
-        return f"absent: Prometheus at {source.prometheus} has no series of it"
+        return f"absent: Prometheus at {_shown(source.prometheus)} has no series of it"
     if source.ledger and not source.snapshots:
         return f"absent: ledger {source.ledger} holds no snapshot of it"
     return "absent: no --snapshot of it was given"
@@ -391,6 +435,7 @@ def _live(source: SourceOptions, catalogue: Catalogue | None, now: datetime) -> 
     from inventory.poller import live_snapshot
 
     snapshot = live_snapshot(catalogue=catalogue, now=now, host=source.host)
+    consistent(snapshot, f"NVML of {snapshot.host}", now)
     check_age(snapshot, now, source.max_age or DEFAULT_MAX_AGE, "NVML")
     return Cards((snapshot,), {snapshot.host: "NVML"})
 
@@ -406,6 +451,7 @@ def _ledger(path: str, max_age: timedelta | None, now: datetime, *, strict: bool
     fresh: list[Snapshot] = []
     unusable: dict[str, Unusable] = {}
     for snapshot in snapshots:
+        consistent(snapshot, f"{origin}: host {snapshot.host}", now)
         try:
             check_age(snapshot, now, max_age or DEFAULT_MAX_AGE, origin)
         except CannotDecideError as exc:
@@ -445,7 +491,7 @@ def _files(paths: tuple[str, ...], max_age: timedelta | None, now: datetime) -> 
     origins: dict[str, str] = {}
     old: list[tuple[str, Snapshot]] = []
     for path in _expand(list(paths)):
-        snapshot = load_snapshot(path)
+        snapshot = consistent(load_snapshot(path), path, now)
         if max_age is not None:
             check_age(snapshot, now, max_age, path)
         elif now - snapshot.taken_at > DEFAULT_MAX_AGE:
@@ -495,6 +541,7 @@ def _prometheus(source: SourceOptions, catalogue: Catalogue | None, now: datetim
         expected_cards=expected,
         card_totals=totals,
         host_label=source.host_label,
+        timeout=source.timeout,
     )
     seen = {s.host for s in (*fleet.snapshots, *fleet.stale)} | {p.host for p in fleet.problems}
     outside = seen - set(catalogue.hosts) if catalogue else set()
@@ -502,7 +549,7 @@ def _prometheus(source: SourceOptions, catalogue: Catalogue | None, now: datetim
         # A warning about a host outside the catalogue goes with that host: it is ignored.
         if warning.split(": ", 1)[0] not in outside:
             print(f"warning: {warning}", file=sys.stderr)
-    origin = f"Prometheus {url}"
+    origin = f"Prometheus {_shown(url)}"
     unusable = {
         p.host: Unusable(p.host, p.kind, p.text.removeprefix(f"{p.host}: ")) for p in fleet.problems
     }

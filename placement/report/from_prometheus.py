@@ -245,7 +245,7 @@ def _build(
             else ""
         )
         raise CannotDecideError(
-            f"Prometheus at {client.base} has no {m.SNAPSHOT_TIMESTAMP} or {DCGM_FREE} series "
+            f"Prometheus at {client.shown} has no {m.SNAPSHOT_TIMESTAMP} or {DCGM_FREE} series "
             f"of the catalogue's hosts ({', '.join(hosts)}) in {window.label}{others}"
         )
     assert early.latest is not None  # started with the spans
@@ -259,7 +259,7 @@ def _build(
         f"'samples' count the {step_s} s steps with a reading",
     )
     provenance = Provenance(
-        name=client.base,
+        name=client.shown,
         decisions=records.decisions if records is not None else (),
         kind="prometheus",
         percentile=PERCENTILE_DEFINITION,
