@@ -161,6 +161,11 @@ def parse_for(text: str) -> str:
 # --- the rules, one function per alert ---------------------------------------------------
 
 
+def _re2_literal(text: str) -> str:
+    """`text` as a regex matching itself: RE2's metacharacters escaped, nothing else."""
+    return re.sub(r"([\\.+*?()|\[\]{}^$])", r"\\\1", text)
+
+
 def _reserve_broken(reserve: Reserve) -> tuple[str, tuple[Selector, ...]]:
     """Others' bytes on the reserve's card, when above what the reserve leaves them.
 
@@ -172,7 +177,7 @@ def _reserve_broken(reserve: Reserve) -> tuple[str, tuple[Selector, ...]]:
     where = (("host", "=", reserve.host), ("gpu", "=", str(reserve.gpu)))
     used = Selector(CARD_USED, where)
     own = Selector(
-        PROCESS_USED, (*where, ("seat", "=~", "|".join(re.escape(s) for s in reserve.for_)))
+        PROCESS_USED, (*where, ("seat", "=~", "|".join(_re2_literal(s) for s in reserve.for_)))
     )
     card_used = f"sum by (host, gpu) ({used.text()})"
     held = f"({card_used} - (sum by (host, gpu) ({own.text()}) or {card_used} * 0))"
