@@ -29,7 +29,9 @@ MIGRATION_BUSY_TIMEOUT_MS = APPROVAL_BUSY_TIMEOUT_MS
 # the indexes that range reads and the report's decision queries need; version 3 adds holds
 # (approvals that count as held until their seat is seen, they expire, or they are released);
 # version 4 masks secrets in the command lines stored before gpuplan masked them on capture
-# (a Python step: SQLite has no regular expressions).
+# (a Python step: SQLite has no regular expressions); version 5 records each hold's gate request
+# (`requested_bytes`, 0 for the holds stored before: their gates are not known), so a later seat
+# that would leave an approved seat's gate short is refused.
 Step = str | Callable[[sqlite3.Connection], str | None]
 
 
@@ -79,6 +81,7 @@ MIGRATIONS: tuple[Step, ...] = (
     CREATE INDEX holds_by_seat ON holds(seat, ended_at_s);
     """,
     _mask_stored_cmdlines,
+    "ALTER TABLE holds ADD COLUMN requested_bytes INTEGER NOT NULL DEFAULT 0;",
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
