@@ -300,7 +300,7 @@ def _known_host(args: argparse.Namespace, catalogue: Catalogue) -> None:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class CheckOutcome:
     """What a check judged: its results (one per seat), its exit, and how it prints itself."""
 
     results: list[CheckResult]
@@ -308,7 +308,7 @@ class Outcome:
     show: Callable[[bool, Cards], None]
 
 
-Judge = Callable[[Sequence["Snapshot"]], Outcome]
+Judge = Callable[[Sequence["Snapshot"]], CheckOutcome]
 
 
 def _seat_judge(args: argparse.Namespace, catalogue: Catalogue) -> Judge:
@@ -317,7 +317,7 @@ def _seat_judge(args: argparse.Namespace, catalogue: Catalogue) -> Judge:
     from placement.check.outside import check_seat, result_json
     from placement.cli.check_text import render
 
-    def judge(snapshots: Sequence[Snapshot]) -> Outcome:
+    def judge(snapshots: Sequence[Snapshot]) -> CheckOutcome:
         result = check_seat(
             catalogue,
             snapshots,
@@ -336,7 +336,7 @@ def _seat_judge(args: argparse.Namespace, catalogue: Catalogue) -> Judge:
             else:
                 print(render(result, cards.origin(result.snapshot.host)))
 
-        return Outcome([result], int(result.exit_code), show)
+        return CheckOutcome([result], int(result.exit_code), show)
 
     return judge
 
@@ -350,7 +350,7 @@ def _compose_judge(args: argparse.Namespace, catalogue: Catalogue) -> Judge:
     files = args.compose[0] if len(args.compose) == 1 else args.compose
     compose = load_compose(files, dict(os.environ), service=args.service, profiles=args.profile)
 
-    def judge(snapshots: Sequence[Snapshot]) -> Outcome:
+    def judge(snapshots: Sequence[Snapshot]) -> CheckOutcome:
         deploy = judge_deploy(catalogue, snapshots, compose, host=args.host)
 
         def show(as_json: bool, cards: Cards) -> None:
@@ -362,14 +362,14 @@ def _compose_judge(args: argparse.Namespace, catalogue: Catalogue) -> Judge:
             else:
                 print(render_deploy(deploy, cards.origin))
 
-        return Outcome(deploy.results, int(deploy.exit_code), show)
+        return CheckOutcome(deploy.results, int(deploy.exit_code), show)
 
     return judge
 
 
 def _judge_and_hold(
     args: argparse.Namespace, catalogue: Catalogue, cards: Cards, judge: Judge, now: datetime
-) -> Outcome:
+) -> CheckOutcome:
     """Read the holds, judge beside them, record the decisions and, on a pass, hold: one transaction.
 
     Two checks on one ledger are judged one after the other, so they never both take the same
@@ -439,7 +439,7 @@ def _stale(
 def _holds(
     results: list[CheckResult], ids: list[int], now: datetime, hold_for: timedelta
 ) -> list[Hold]:
-    """One hold per passed seat: its need on each of its cards, until `hold_for` from now."""
+    """One hold per passed seat: its need and gate request on each of its cards, until `hold_for`."""
     from inventory.holds import Hold
 
     user = os.environ.get("USER") or os.environ.get("LOGNAME") or "unknown"
@@ -449,6 +449,9 @@ def _holds(
             host=result.snapshot.host,
             cards=tuple(result.verdict.cards),
             need_bytes=result.verdict.need_bytes or 0,
+            requested_bytes=max(
+                (f.requested_bytes or 0 for f in result.verdict.figures), default=0
+            ),
             created_at=now,
             expires_at=now + hold_for,
             user=user,
