@@ -1,18 +1,25 @@
 """Secrets out of command lines, before anything stores, matches, exports or shows them.
 
-A command line comes from anyone who can start a process on the host. Masked (to `***`):
-- the value after a flag whose name's last word (split at `-` and `_`, any case) is a secret
-  word: `--api-key X`, `--api-key=X`, `--hf-token X`, `-password X`; not
+A command line comes from anyone who can start a process on the host. Masked (to `***`),
+as DESIGN.md "Text from outside" lists them:
+- the value after a flag whose name's last word (split at `-`, `_` and camelCase, any case) is a
+  secret word: `--api-key X`, `--hf-token X`, `--hfToken X`, `-password X`; not
   `--max-num-batched-tokens` (last word `tokens`) nor `--tokenizer`;
-- the value of a `NAME=value` word whose NAME's last word is one: `HF_TOKEN=…`,
-  `AWS_SECRET_ACCESS_KEY=…`; not `MAX_TOKENS=…`;
-- the password of `scheme://user:password@host`.
-Masking is idempotent: a masked line masks to itself.
+- the value of a `NAME=value` wherever it stands in a word, when NAME's last word is one:
+  `HF_TOKEN=…`, `--api-key=…`, `--env=HF_TOKEN=…`, `-eTOKEN=…`, `?token=…`; not `MAX_TOKENS=…`;
+- the password of a URL's userinfo, whatever it holds (`/`, `@`), with an empty user
+  (`redis://:PW@host`) or without a scheme (`user:PW@proxy:3128`);
+- the value after an `Authorization:` (or secret-named) header and its scheme word
+  (`Authorization: Bearer X`), and after any `Bearer`;
+- the value of `-p X` (or `-pX`) once a `-u USER` came before it (mysql's spelling).
+Masking is idempotent: a masked line masks to itself. It errs towards masking: a word that
+only looks like a secret's value is masked too.
 """
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 MASK = "***"
 SECRET_WORDS = frozenset(
@@ -29,53 +36,144 @@ SECRET_WORDS = frozenset(
         "credentials",
     }
 )
+# Words an `Authorization:` header puts before its secret (RFC 9110 schemes, GitHub's `token`).
+_SCHEMES = frozenset({"bearer", "basic", "token", "digest", "negotiate", "apikey"})
 
-# Cheap gate: a line with none of these substrings has nothing to mask.
-_HINT = re.compile(r"key|token|secret|pass|auth|credential|://", re.IGNORECASE)
-_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]+):([^\s@/]+)@")
-_FLAG = re.compile(r"^(['\"]?-{1,2})([A-Za-z0-9][A-Za-z0-9_.-]*)(=(.*))?$", re.DOTALL)
-_ASSIGNMENT = re.compile(r"^(['\"]?)([A-Za-z_][A-Za-z0-9_.-]*)=(.*)$", re.DOTALL)
+# Cheap gate: a line with none of these has nothing to mask (`-p` for `-u USER -p X`).
+_HINT = re.compile(r"key|token|secret|pass|auth|credential|bearer|@|(?:^|\s)['\"]?-p", re.I)
 _QUOTES = "'\""
+# One word of a name: an acronym before a capitalised word (`HF` of `HFToken`), a capitalised
+# or lower-case word, an acronym, digits.
+_NAME_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+_FLAG = re.compile(r"^['\"]?-{1,2}([A-Za-z0-9][A-Za-z0-9_.-]*)['\"]?$")
+_NAME_BEFORE = re.compile(r"[A-Za-z0-9_.-]+$")
+_PASSWORD_FLAG = re.compile(r"^['\"]?-p")
+_HEADER = re.compile(r"^['\"]?([A-Za-z][A-Za-z0-9_-]*):$")
+# A Docker image's digest (`image:tag@sha256:…`) is not a password after a user.
+_DIGEST = re.compile(r"sha(?:256|384|512):", re.I)
 
 
+@lru_cache(maxsize=4096)  # flag names repeat across a fleet's command lines
 def is_secret_name(name: str) -> bool:
-    """True when `name`'s last word (split at `-` and `_`) is a secret word, in any case."""
-    return re.split(r"[-_]", name)[-1].lower() in SECRET_WORDS
+    """True when `name`'s last word (split at `-`, `_`, `.` and camelCase) is a secret word."""
+    last = re.split(r"[-_.]", name)[-1]
+    words = _NAME_WORD.findall(last)
+    return bool(words) and words[-1].lower() in SECRET_WORDS
 
 
 def _masked_value(value: str) -> str:
     # Keep closing quotes (`--api-key "abc"` inside a bash -c string) so the line still reads.
     tail = len(value) - len(value.rstrip(_QUOTES))
     lead = len(value) - len(value.lstrip(_QUOTES))
+    if lead == len(value):
+        return value  # quotes alone: nothing between them to hide
     return value[:lead] + MASK + (value[len(value) - tail :] if tail else "")
 
 
-def _mask_word(word: str, after_secret_flag: bool) -> tuple[str, bool]:
-    """(the word masked, whether the next word is a secret flag's value)."""
-    if after_secret_flag and not word.startswith("--"):
-        return _masked_value(word), False
-    flag = _FLAG.match(word)
-    if flag:
-        if not is_secret_name(flag.group(2)):
-            return word, False
-        if flag.group(3) is None:
-            return word, True
-        return f"{flag.group(1)}{flag.group(2)}={_masked_value(flag.group(4))}", False
-    assignment = _ASSIGNMENT.match(word)
-    if assignment and is_secret_name(assignment.group(2)):
-        lead, name, value = assignment.groups()
-        return f"{lead}{name}={_masked_value(value)}", False
-    return word, False
+def _mask_assignment(word: str) -> str | None:
+    """`word` with the value of its first secret `NAME=value` masked; None when it has none."""
+    for equals in (i for i, c in enumerate(word) if c == "="):
+        name = _NAME_BEFORE.search(word, 0, equals)
+        if name is not None and is_secret_name(name.group().lstrip("-.")):
+            return word[: equals + 1] + _masked_value(word[equals + 1 :])
+    return None
+
+
+def _mask_userinfo(word: str) -> str:
+    """`word` with a URL's password masked: `scheme://user:PW@host`, `:PW@`, `user:PW@proxy`."""
+    at = word.rfind("@")  # the last: a password may hold `@` itself
+    if at < 0:
+        return word
+    scheme = word.find("://", 0, at)
+    if scheme >= 0:
+        start = scheme + 3
+    else:
+        # Without a scheme the userinfo starts the word, or a flag's or variable's value.
+        equals = word.find("=", 0, at)
+        colon = word.find(":", 0, at)
+        start = equals + 1 if 0 <= equals < colon else 0
+        while start < at and word[start] in _QUOTES:
+            start += 1
+        if _DIGEST.match(word, at + 1):
+            return word
+    colon = word.find(":", start, at)
+    if colon < 0 or "/" in word[start:colon] or colon + 1 == at:
+        return word
+    return word[: colon + 1] + MASK + word[at:]
+
+
+class _Reader:
+    """What the words read so far say about the next one."""
+
+    def __init__(self) -> None:
+        self.secret_next = False  # the next word is a secret flag's or header's value
+        self.scheme_may_come = False  # ... and an `Authorization:` scheme word may come first
+        self.user_next = False  # the next word is `-u`'s user
+        self.user_seen = False  # a `-u USER` came: `-p` is a password
+
+    def word(self, word: str) -> str:
+        """`word` masked as what came before it says."""
+        if self.secret_next and not word.startswith("--"):
+            return self._value(word)
+        self.secret_next = self.scheme_may_come = False
+        if self.user_next:
+            self.user_next = False
+            self.user_seen = self.user_seen or not word.startswith("-")
+        word = _mask_userinfo(word)
+        masked = _mask_assignment(word)
+        if masked is not None:
+            return masked
+        flag = _FLAG.match(word)
+        if flag is not None and is_secret_name(flag.group(1)):
+            self.secret_next = True
+        elif self.user_seen and _PASSWORD_FLAG.match(word):
+            return self._password(word)
+        elif flag is not None:
+            self._user(word, flag.group(1))
+        else:
+            self._header(word)
+        return word
+
+    def _value(self, word: str) -> str:
+        """A secret flag's or header's value; an `Authorization:` scheme word stays."""
+        if self.scheme_may_come and word.strip(_QUOTES).lower() in _SCHEMES:
+            self.scheme_may_come = False
+            return word
+        self.secret_next = self.scheme_may_come = False
+        return _masked_value(word)
+
+    def _user(self, word: str, name: str) -> None:
+        if name == "u":
+            self.user_next = True
+        elif name.startswith("u") and word.lstrip(_QUOTES).startswith("-u"):
+            self.user_seen = True  # `-uroot`
+
+    def _header(self, word: str) -> None:
+        header = _HEADER.match(word)
+        if header is not None:
+            name = header.group(1)
+            self.secret_next = self.scheme_may_come = (
+                name.lower() == "authorization" or is_secret_name(name)
+            )
+        elif word.strip(_QUOTES).lower() == "bearer":
+            self.secret_next = True
+
+    def _password(self, word: str) -> str:
+        """`-p X` or `-pX` once `-u USER` came."""
+        start = word.index("-p") + 2
+        if start == len(word.rstrip(_QUOTES)):
+            self.secret_next = True
+            return word
+        return word[:start] + _masked_value(word[start:])  # `-pPASSWORD`, mysql's spelling
 
 
 def mask_cmdline(line: str) -> str:
     """`line` with every secret value replaced by `***` (see the module's rules)."""
     if not _HINT.search(line):
         return line
-    line = _URL_PASSWORD.sub(rf"\1:{MASK}@", line)
     parts = re.split(r"(\s+)", line)
-    pending = False
+    reader = _Reader()
     for i in range(0, len(parts), 2):
         if parts[i]:
-            parts[i], pending = _mask_word(parts[i], pending)
+            parts[i] = reader.word(parts[i])
     return "".join(parts)

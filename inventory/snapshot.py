@@ -20,6 +20,7 @@ from inventory.holds import Hold
 from inventory.secrets import mask_cmdline
 from seats.errors import BadInputError
 from seats.loader import format_loc
+from seats.names import check_name
 
 SCHEMA_VERSION = 1
 MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
@@ -150,6 +151,13 @@ class Snapshot(BaseModel):
     driver: str | None = None
     nvml_version: str | None = None
     cards: tuple[Card, ...]
+
+    @field_validator("host")
+    @classmethod
+    def _printable_host(cls, value: str) -> str:
+        # The host starts lines of output (`ignored: HOST`, warnings): one holding a line break
+        # or an escape sequence could print a line of its own (DESIGN.md "Text from outside").
+        return check_name(value)
 
     @field_validator("taken_at", mode="before")
     @classmethod

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from seats.errors import CatalogueError
 from seats.model import Catalogue
+from seats.names import unprintable, visible
 from seats.rules import check_rules
 
 MAX_DOCUMENT_BYTES = 1024 * 1024
@@ -228,6 +229,8 @@ def format_loc(loc: tuple[int | str, ...]) -> str:
     """('seats', 2, 'resident') → 'seats[2].resident'."""
     out = ""
     for part in loc:
+        if isinstance(part, str) and unprintable(part) is not None:
+            part = visible(part)  # a mapping key that is itself the bad name
         if isinstance(part, int):
             out += f"[{part}]"
         else:

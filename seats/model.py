@@ -11,16 +11,19 @@ from functools import cache
 from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
     PrivateAttr,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
 )
 
+from seats.names import check_name
 from seats.units import BYTES_PATTERN, parse_bytes
 
 
@@ -70,6 +73,8 @@ ReserveBytes = Annotated[
     ),
 ]
 CardIndex = Annotated[int, Field(ge=0)]
+# A seat, reserve, host or adapter name: no control characters, line breaks or bidi overrides.
+Name = Annotated[str, AfterValidator(check_name)]
 
 
 @cache
@@ -111,13 +116,13 @@ class Reserve(BaseModel):
 
     model_config = _NESTED
 
-    name: str = Field(min_length=1)
-    host: str
+    name: Name = Field(min_length=1)
+    host: Name
     gpu: int = Field(ge=0)
     amount_bytes: ReserveBytes = Field(
         alias="bytes", description="'card' for the whole card, or an amount"
     )
-    for_: tuple[str, ...] = Field(alias="for", min_length=1)
+    for_: tuple[Name, ...] = Field(alias="for", min_length=1)
 
 
 class Adapter(BaseModel):
@@ -125,7 +130,7 @@ class Adapter(BaseModel):
 
     model_config = _NESTED
 
-    name: str = Field(min_length=1)
+    name: Name = Field(min_length=1)
     persisted: bool = True
 
 
@@ -190,12 +195,53 @@ class Profile(BaseModel):
         return value
 
 
+EngineKind = Literal["vllm", "sglang", "tgi", "trtllm", "llamacpp", "ollama", "other"]
+
+# Each engine's own fields (catalogue keys, aliases where they differ): a field of another
+# engine is refused naming it, never ignored (an SGLang fraction on a TGI seat means nothing).
+ENGINE_FIELDS: dict[str, frozenset[str]] = {
+    "vllm": frozenset({"gpu_memory_utilization", "kv_cache_memory", "kv_cache_bytes"}),
+    "sglang": frozenset({"mem_fraction_static", "max_total_tokens", "context_length"}),
+    "tgi": frozenset({"cuda_memory_fraction", "max_total_tokens", "max_input_tokens"}),
+    "trtllm": frozenset({"free_gpu_memory_fraction", "max_tokens", "max_seq_len"}),
+    "llamacpp": frozenset({"n_gpu_layers", "ctx_size", "fit", "parallel"}),
+    "ollama": frozenset({"gpu_overhead", "gpu_overhead_bytes", "num_gpu", "num_ctx"}),
+    "other": frozenset(),
+}
+_COMMON_FIELDS = frozenset({"kind", "version", "profile"})
+_OF_FREE = ("mem_fraction_static", "free_gpu_memory_fraction")
+_FRACTIONS = (
+    "gpu_memory_utilization",
+    "mem_fraction_static",
+    "cuda_memory_fraction",
+    "free_gpu_memory_fraction",
+)
+
+
+def _absent(value: object) -> bool:
+    # The new engines' fields are left out of dumps when unset, so that the digests of
+    # recorded decisions (and catalogues dumped before them) stay as they were.
+    return value is None
+
+
+def _fraction(description: str) -> object:
+    return Field(default=None, gt=0, le=1, description=description, exclude_if=_absent)
+
+
+def _count(description: str, minimum: int = 1) -> object:
+    return Field(default=None, ge=minimum, description=description, exclude_if=_absent)
+
+
 class Engine(BaseModel):
-    """How the seat's server starts: vLLM (with a start-up gate) or anything else (none)."""
+    """How the seat's server starts: its engine kind, version and its own memory flags.
+
+    Each kind's fields are its own flags in snake_case (DESIGN.md, Engines); what they mean
+    for a card is `placement.fit.engines`' business, not the catalogue's.
+    """
 
     model_config = _FROZEN
 
-    kind: Literal["vllm", "other"] = "other"
+    kind: EngineKind = "other"
     version: str | None = Field(default=None, description='quote it: "0.11.0"')
     gpu_memory_utilization: float | None = Field(
         default=None,
@@ -204,14 +250,73 @@ class Engine(BaseModel):
         description="--gpu-memory-utilization: a request against TOTAL memory",
     )
     kv_cache_bytes: PositiveBytes | None = Field(
-        default=None, alias="kv_cache_memory", description="--kv-cache-memory-bytes"
+        default=None, alias="kv_cache_memory", description="vllm: --kv-cache-memory-bytes"
     )
+    mem_fraction_static: float | None = _fraction(  # type: ignore[assignment]
+        "sglang: --mem-fraction-static, a share of the memory free when it starts"
+    )
+    max_total_tokens: int | None = _count(  # type: ignore[assignment]
+        "sglang: --max-total-tokens (the KV pool in tokens); tgi: --max-total-tokens "
+        "(one request's input + output)"
+    )
+    context_length: int | None = _count("sglang: --context-length")  # type: ignore[assignment]
+    cuda_memory_fraction: float | None = _fraction(  # type: ignore[assignment]
+        "tgi: --cuda-memory-fraction, a share of the card's total memory"
+    )
+    max_input_tokens: int | None = _count("tgi: --max-input-tokens")  # type: ignore[assignment]
+    free_gpu_memory_fraction: float | None = _fraction(  # type: ignore[assignment]
+        "trtllm: kv_cache_config.free_gpu_memory_fraction, a share of what is free after "
+        "its weights and activations"
+    )
+    max_tokens: int | None = _count(  # type: ignore[assignment]
+        "trtllm: kv_cache_config.max_tokens, the KV cache in tokens"
+    )
+    max_seq_len: int | None = _count("trtllm: --max_seq_len")  # type: ignore[assignment]
+    n_gpu_layers: int | None = _count(  # type: ignore[assignment]
+        "llamacpp: -ngl, layers on the card (turns --fit off)", minimum=0
+    )
+    ctx_size: int | None = _count("llamacpp: -c, context of all slots", minimum=0)  # type: ignore[assignment]
+    fit: bool | None = Field(
+        default=None, description="llamacpp: --fit on|off (on by default)", exclude_if=_absent
+    )
+    parallel: int | None = _count("llamacpp: -np, slots sharing ctx_size")  # type: ignore[assignment]
+    gpu_overhead_bytes: Bytes | None = Field(
+        default=None,
+        alias="gpu_overhead",
+        description="ollama: OLLAMA_GPU_OVERHEAD per card",
+        exclude_if=_absent,
+    )
+    num_gpu: int | None = _count("ollama: num_gpu, layers on the card", minimum=0)  # type: ignore[assignment]
+    num_ctx: int | None = _count("ollama: num_ctx, context per request")  # type: ignore[assignment]
     profile: Profile | None = Field(
         default=None,
-        description="the model's bytes per card (vLLM only; from `gpuplan learn`)",
+        description="the model's bytes per card (from `gpuplan learn`)",
         # Left out of dumps when absent: recorded decisions of seats without one stay as they were.
         exclude_if=lambda value: value is None,
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fields_of_its_kind(cls, data: object) -> object:
+        # Refused by name: a flag of another engine would otherwise be carried and ignored.
+        if not isinstance(data, dict):
+            return data
+        kind = data.get("kind", "other")
+        own = ENGINE_FIELDS.get(kind) if isinstance(kind, str) else None
+        if own is None:
+            return data
+        for key, value in data.items():
+            # A null is no flag: dumps of older catalogues may carry every key.
+            if key in _COMMON_FIELDS or key in own or value is None:
+                continue
+            owners = sorted(k for k, fields in ENGINE_FIELDS.items() if key in fields)
+            if owners:
+                takes = ", ".join(sorted(f for f in own if not f.endswith("_bytes"))) or "none"
+                raise ValueError(
+                    f"engine.{key} is a field of kind {' and '.join(owners)}, not of kind "
+                    f"{kind} (kind {kind} takes: {takes})"
+                )
+        return data
 
     @field_validator("version", mode="before")
     @classmethod
@@ -225,24 +330,48 @@ class Engine(BaseModel):
             )
         return value
 
-    @field_validator("gpu_memory_utilization", mode="before")
+    @field_validator(*_FRACTIONS, mode="before")
     @classmethod
-    def _util_is_number(cls, value: object) -> object:
+    def _fraction_is_number(cls, value: object, info: ValidationInfo) -> object:
+        name = info.field_name
         if isinstance(value, (bool, str)):
-            raise ValueError(f"gpu_memory_utilization must be a number in (0, 1], got {value!r}")
+            raise ValueError(f"{name} must be a number in (0, 1], got {value!r}")
         if isinstance(value, int | float) and not 0 < value <= 1:
-            # vLLM's flag is a fraction of the card's total memory; 40 is not "40 %".
+            # Every engine's fraction is a share, never a percentage: 40 is not "40 %".
             raise ValueError(
-                f"gpu_memory_utilization {value!r} is outside (0, 1]: it is a fraction of the "
-                "card's total memory, e.g. 0.11"
+                f"{name} {value!r} is outside (0, 1]: it is a fraction of the card's "
+                f"{'memory free at start' if name in _OF_FREE else 'total memory'}, e.g. 0.11"
             )
         return value
 
+    @field_validator(
+        "max_total_tokens",
+        "context_length",
+        "max_input_tokens",
+        "max_tokens",
+        "max_seq_len",
+        "n_gpu_layers",
+        "ctx_size",
+        "parallel",
+        "num_gpu",
+        "num_ctx",
+        mode="before",
+    )
+    @classmethod
+    def _whole_count(cls, value: object, info: ValidationInfo) -> object:
+        # A count, not a size: '8192 B' or 1.5 would hide a unit slip.
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ValueError(f"{info.field_name} must be a whole number, got {value!r}")
+        return value
+
     @model_validator(mode="after")
-    def _profile_is_vllm(self) -> Engine:
-        # Only vLLM's arithmetic reads a profile; on another engine it would be ignored in silence.
-        if self.profile is not None and self.kind != "vllm":
-            raise ValueError("engine.profile is read for vLLM seats only; set kind: vllm")
+    def _profile_needs_a_kv_cache(self) -> Engine:
+        # A profile describes a model with a KV cache; `other` has none, so it would be ignored.
+        if self.profile is not None and self.kind == "other":
+            raise ValueError(
+                "engine.profile is read for engines with a KV cache; set kind (vllm, sglang, "
+                "tgi, trtllm, llamacpp or ollama)"
+            )
         return self
 
 
@@ -254,8 +383,8 @@ class Seat(BaseModel):
 
     model_config = _FROZEN
 
-    name: str = Field(min_length=1)
-    host: str | None = None
+    name: Name = Field(min_length=1)
+    host: Name | None = None
     gpus: tuple[CardIndex, ...] | Annotated[int, Field(ge=1)] = Field(
         default=1, description="card list (pinned) or how many cards (to be placed)"
     )
@@ -328,7 +457,7 @@ class Catalogue(BaseModel):
 
     model_config = _FROZEN
 
-    hosts: dict[str, Host] = Field(min_length=1)
+    hosts: dict[Name, Host] = Field(min_length=1)
     reserves: tuple[Reserve, ...] = ()
     seats: tuple[Seat, ...] = ()
     # Built on first use and kept with the seats tuple it was built from (a model_copy with

@@ -31,6 +31,7 @@ from pydantic import ValidationError
 from inventory.prometheus import metrics as m
 from inventory.snapshot import Card, Process, Snapshot, check_consistency, format_utc
 from seats.errors import BadInputError, CannotDecideError
+from seats.names import shown_name
 
 MIB = 2**20
 # A DCGM framebuffer figure above 16 TiB is no card's MiB count: it is bytes (or KiB) mislabelled.
@@ -550,7 +551,16 @@ HOST_LABELS = ("exported_host", "host", "Hostname", "hostname")
 
 
 def host_of(labels: Mapping[str, str], host_label: str | None = None) -> str | None:
-    """The host a series belongs to: `host_label` alone when given, else DESIGN.md's order."""
+    """The host a series belongs to: `host_label` alone when given, else DESIGN.md's order.
+
+    A label holding a line break or an escape sequence is escaped (`'a\\u000ab'`): it names a
+    host no catalogue has, and cannot print a line of its own (DESIGN.md "Text from outside").
+    """
+    host = _host_label_value(labels, host_label)
+    return None if host is None else shown_name(host)
+
+
+def _host_label_value(labels: Mapping[str, str], host_label: str | None) -> str | None:
     if host_label is not None:
         return labels.get(host_label) or None
     for name in HOST_LABELS:

@@ -20,8 +20,10 @@ from placement.check.outside import (
     catalogue_seat,
     check_seat,
     check_service,
+    is_unbounded,
     judge,
     pick_snapshot,
+    unbounded_beside,
 )
 from seats.errors import BadInputError, Exit
 from seats.model import Catalogue, Seat
@@ -47,19 +49,42 @@ class ServiceVerdict:
     result: CheckResult | None = None
     replica: int | None = None
     message: str | None = None
+    # The data-parallel engine (--data-parallel-size N: N engines, each on its own cards).
+    rank: int | None = None
+    # An unknown service's cards as it asks for them (host, indices), when they can be read.
+    cards: tuple[str, tuple[int, ...]] | None = None
+    warnings: tuple[str, ...] = ()
 
     @property
     def exit_code(self) -> Exit:
         return _EXIT[self.kind]
 
+    @property
+    def unbounded(self) -> bool:
+        """True when the service's own vLLM is unbounded (no need in bytes to show)."""
+        return self.result is not None and is_unbounded(self.result.seat)
+
     def to_json(self) -> dict[str, Any]:
         """A VERDICT plus "service" (and "replica"); `{"verdict": "error", "service", "message"}`."""
         if self.result is None:
-            return {"verdict": self.kind, "service": self.service, "message": self.message}
+            data: dict[str, Any] = {
+                "verdict": self.kind,
+                "service": self.service,
+                "message": self.message,
+            }
+            if self.cards is not None:
+                data["host"], data["cards"] = self.cards[0], list(self.cards[1])
+            if self.warnings:
+                data["warnings"] = list(self.warnings)
+            return data
         data = self.result.to_json()
         data["service"] = self.service
         if self.replica is not None:
             data["replica"] = self.replica
+        if self.rank is not None:
+            data["data_parallel_rank"] = self.rank
+        if self.unbounded:
+            data["unbounded"] = True
         return data
 
 
@@ -95,7 +120,14 @@ class DeployResult:
             "notes": list(self.notes),
             "verdict": self.kind,
             "verdicts": [v.to_json() for v in self.verdicts],
-            "warnings": list(dict.fromkeys(w for r in self.results for w in r.verdict.warnings)),
+            "warnings": list(
+                dict.fromkeys(
+                    [
+                        *(w for r in self.results for w in r.verdict.warnings),
+                        *(w for v in self.verdicts for w in v.warnings),
+                    ]
+                )
+            ),
         }
 
 
@@ -126,8 +158,8 @@ def judge_deploy(
             "no service asks for a GPU or runs vLLM"
             + (f" (services: {', '.join(compose.skipped)})" if compose.skipped else ""),
         )
-    alone: dict[str, ServiceVerdict] = {
-        error.service or "": ServiceVerdict(error.service or "", "error", message=str(error))
+    alone: dict[str, list[ServiceVerdict]] = {
+        error.service or "": [ServiceVerdict(error.service or "", "error", message=str(error))]
         for error in compose.errors
     }
     for service in compose.services:
@@ -136,7 +168,7 @@ def judge_deploy(
     judged = [
         (verdict, replica)
         for name in compose.order
-        for verdict in [alone[name]]
+        for verdict in alone[name]
         for replica in range(replicas.get(name, 1) if verdict.result is not None else 1)
     ]
     together = _together(catalogue, snapshots, judged, replicas)
@@ -145,31 +177,77 @@ def judge_deploy(
 
 def _alone(
     catalogue: Catalogue, snapshots: Sequence[Snapshot], service: ComposeService, host: str | None
-) -> ServiceVerdict:
-    """The service judged on its own: its seat as it will start, or error / unknown."""
+) -> list[ServiceVerdict]:
+    """The service judged on its own (each data-parallel engine of it), or error / unknown."""
     if service.unknown is not None:
-        return ServiceVerdict(service.name, "unknown", message=service.unknown)
+        return [ServiceVerdict(service.name, "unknown", message=service.unknown)]
     try:
         if service.engine == "vllm":
-            result = check_service(catalogue, snapshots, service, host=host)
-        else:
-            seat = catalogue_seat(catalogue, service, snapshots)
-            if seat is None:
-                return ServiceVerdict(service.name, "unknown", message=unknown_message(service))
-            snapshot = pick_snapshot(snapshots, host or seat.host)
-            cards = resolve_cards(service, snapshot.host, snapshot.cards)
-            result = check_seat(catalogue, snapshots, seat.name, cards, host=snapshot.host)
-            result = replace(result, service=service.name)
+            ranks = service.data_parallel_size
+            return [
+                _verdict(
+                    service,
+                    check_service(catalogue, snapshots, service, host=host, rank=rank),
+                    rank if ranks > 1 else None,
+                )
+                for rank in range(ranks)
+            ]
+        seat = catalogue_seat(catalogue, service, snapshots)
+        if seat is None:
+            return [_unknown(service, snapshots, host)]
+        snapshot = pick_snapshot(snapshots, host or seat.host)
+        cards = resolve_cards(service, snapshot.host, snapshot.cards)
+        result = check_seat(catalogue, snapshots, seat.name, cards, host=snapshot.host)
+        return [_verdict(service, replace(result, service=service.name), None)]
     except BadInputError as exc:
         if not isinstance(exc, ComposeError):
             exc = ComposeError(service.path, service.name, None, str(exc))
-        return ServiceVerdict(service.name, "error", message=str(exc))
-    return ServiceVerdict(service.name, result.verdict.verdict, result)
+        return [ServiceVerdict(service.name, "error", message=str(exc))]
 
 
-def replica_seat(seat: Seat, replica: int) -> Seat:
-    """Replica 0 is the seat itself (a redeploy frees its running bytes); others get `#i`."""
-    return seat if replica == 0 else seat.model_copy(update={"name": f"{seat.name}#{replica}"})
+def _verdict(service: ComposeService, result: CheckResult, rank: int | None) -> ServiceVerdict:
+    return ServiceVerdict(service.name, result.verdict.verdict, result, rank=rank)
+
+
+def _unknown(
+    service: ComposeService, snapshots: Sequence[Snapshot], host: str | None
+) -> ServiceVerdict:
+    """A GPU service with no known need: the cards it asks for, and why they may be wrong."""
+    message = unknown_message(service)
+    warnings: list[str] = []
+    try:
+        snapshot = pick_snapshot(snapshots, host)
+        try:
+            cards = resolve_cards(service, snapshot.host, snapshot.cards)
+        except ComposeError as exc:
+            if service.visible is None:
+                raise
+            # CUDA_VISIBLE_DEVICES names a card the container lacks: its cards are still the
+            # container's; the process inside would fail to find the one it names.
+            cards = resolve_cards(replace(service, visible=None), snapshot.host, snapshot.cards)
+            warnings.append(
+                f"service {service.name}: {exc.argument or 'CUDA_VISIBLE_DEVICES'} names a card "
+                f"its container lacks: {exc.msg}"
+            )
+    except BadInputError as exc:
+        reason = exc.msg if isinstance(exc, ComposeError) else str(exc)
+        return ServiceVerdict(
+            service.name, "unknown", message=f"{message}; its cards cannot be told either: {reason}"
+        )
+    return ServiceVerdict(
+        service.name,
+        "unknown",
+        message=f"{message}; it asks for card(s) {', '.join(map(str, cards))} of {snapshot.host}",
+        cards=(snapshot.host, cards),
+        warnings=tuple(warnings),
+    )
+
+
+def replica_seat(seat: Seat, replica: int, rank: int | None = None) -> Seat:
+    """Replica 0 is the seat itself (a redeploy frees its running bytes); others get `#i`, and a
+    data-parallel engine after the first `#dpN`."""
+    name = seat.name + (f"#dp{rank}" if rank else "") + (f"#{replica}" if replica else "")
+    return seat if name == seat.name else seat.model_copy(update={"name": name})
 
 
 def _stopped(snapshot: Snapshot, names: set[str]) -> Snapshot:
@@ -211,7 +289,7 @@ def _together(
         if verdict.result is None:
             continue
         result = verdict.result
-        seat = replica_seat(result.seat, replica)
+        seat = replica_seat(result.seat, replica, verdict.rank)
         placements.append(
             (verdict, replica, Placement(seat, result.snapshot.host, result.verdict.cards))
         )
@@ -229,11 +307,24 @@ def _together(
         joint = replace(
             joint, warnings=tuple(dict.fromkeys([*result.verdict.warnings, *joint.warnings]))
         )
+        beside = unbounded_beside(
+            mine.seat, mine.host, mine.cards, [(p.seat, p.host, p.cards) for p in others]
+        )
+        if beside:
+            joint = replace(
+                joint,
+                verdict="unknown" if joint.verdict == "unknown" else "refuse",
+                reasons=(*joint.reasons, *beside),
+            )
         shown = replica if replicas.get(verdict.service, 1) > 1 else None
         # Where it is refused: other cards that take it beside the rest of the deploy.
         seen = [snapshot if s.host == snapshot.host else s for s in snapshots]
         mine_result = with_nearest(
             catalogue, seen, replace(result, verdict=joint, seat=mine.seat), others
         )
-        out.append(ServiceVerdict(verdict.service, joint.verdict, mine_result, replica=shown))
+        out.append(
+            ServiceVerdict(
+                verdict.service, joint.verdict, mine_result, replica=shown, rank=verdict.rank
+            )
+        )
     return tuple(out)

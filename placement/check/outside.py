@@ -21,6 +21,7 @@ from placement.check.seat import (
     result_json,
     worst_exit,
 )
+from placement.fit.beside import is_unbounded, unbounded_beside
 from placement.fit.consistency import check_snapshots
 from placement.fit.verdict import CardFigures, Reason, Verdict
 from placement.fit.verify import Placement, host_catalogues, judge
@@ -42,11 +43,13 @@ __all__ = [
     "did_you_mean",
     "host_catalogues",
     "inputs_digest",
+    "is_unbounded",
     "judge",
     "load_add_file",
     "new_seats",
     "pick_snapshot",
     "result_json",
+    "unbounded_beside",
     "worst_exit",
 ]
 

@@ -18,10 +18,11 @@ from placement.check.elsewhere import Elsewhere
 from placement.decisions import inputs_digest as digest_of
 from placement.fit.capacity import cuda_context_bytes, cuda_total
 from placement.fit.engines import cover_target, format_util, requested_bytes, util_decimal
+from placement.fit.kv import flag_resident
 from placement.fit.verdict import Verdict
 from placement.fit.verify import judge, override_seat
 from seats.errors import BadInputError, Exit
-from seats.model import Catalogue, Engine, Seat
+from seats.model import Catalogue, Engine, Profile, Seat
 from seats.units import format_bytes
 
 if TYPE_CHECKING:
@@ -162,17 +163,13 @@ def check_seat(
         )
     judged = seat.model_copy(update={"gpus": tuple(cards), "host": seat.host or snapshot.host})
     attributed = attribute(snapshot, catalogue)
-    verdict = judge(
-        catalogue,
-        attributed,
-        judged,
-        cards,
-        mode="check",
-        util=util,
-        kv_cache_bytes=kv_cache_bytes,
-        resident_bytes=resident_bytes,
-    )
     final = override_seat(judged, util, kv_cache_bytes, resident_bytes)
+    _refuse_flags(seat, final, kv_cache_bytes, resident_bytes)
+    final, why = _with_flag_resident(
+        catalogue, snapshot.host, seat, final, resident_given=resident_bytes is not None
+    )
+    warnings += why
+    verdict = judge(catalogue, attributed, final, cards, mode="check")
     warnings += _redeploy_notes(attributed, final.name, cards)
     warnings += _lora_warnings(final, None)
     warnings += _cover_warnings(catalogue, attributed, final, verdict)
@@ -185,13 +182,17 @@ def check_service(
     service: ComposeService,
     *,
     host: str | None = None,
+    rank: int = 0,
 ) -> CheckResult:
-    """`gpuplan check --compose FILE`: one vLLM service as the file will start it."""
+    """`gpuplan check --compose FILE`: one vLLM service (one data-parallel engine of it) as the
+    file will start it."""
     from placement.check.compose import resolve_cards
 
     seat = catalogue_seat(catalogue, service, snapshots)
     snapshot = pick_snapshot(snapshots, host or (seat.host if seat else None))
-    cards = resolve_cards(service, snapshot.host, snapshot.cards)
+    every_card = resolve_cards(service, snapshot.host, snapshot.cards)
+    size = service.world_size
+    cards = every_card[rank * size : (rank + 1) * size]
     warnings = list(service.notes)
     version = service.version
     if seat is not None and seat.engine.version is not None:
@@ -202,19 +203,26 @@ def check_service(
                 f"compose image {service.image} is vLLM {service.version}; the catalogue says "
                 f"{seat.engine.version} for {seat.name} (judged as {service.version})"
             )
+    profile, notes = _service_profile(seat, service)
+    warnings += notes
     engine = Engine(
         kind="vllm",
         version=version,
         # A float keeps the decimal text: repr(float(Decimal("0.12"))) == "0.12".
         gpu_memory_utilization=float(service.util) if service.util is not None else None,
         kv_cache_memory=service.kv_cache_bytes,
+        profile=profile,
     )
     resident_known = seat is not None
     if seat is not None:
-        warnings += _disagreements(seat, service, cards)
+        warnings += _disagreements(seat, service, every_card)
         judged = seat.model_copy(
             update={"gpus": cards, "host": seat.host or snapshot.host, "engine": engine}
         )
+        judged, why = _with_flag_resident(
+            catalogue, snapshot.host, seat, judged, resident_given=False
+        )
+        warnings += why
         attributed = attribute(snapshot, catalogue)
     else:
         # Unknown resident: a lower bound keeps room honest (a refusal on it is certain); the
@@ -251,6 +259,91 @@ def check_service(
         resident_known=resident_known,
         service=service.name,
     )
+
+
+def _refuse_flags(
+    seat: Seat, final: Seat, kv_cache_bytes: int | None, resident_bytes: int | None
+) -> None:
+    """Flags the loader would refuse in a file: a resident below the weights, a KV above it."""
+    profile = seat.engine.profile if seat.engine.kind == "vllm" else None
+    weights = profile.weights_bytes if profile is not None else seat.weights_bytes
+    if resident_bytes is not None and weights is not None and resident_bytes < weights:
+        raise BadInputError(
+            f"--resident {format_bytes(resident_bytes)} ({resident_bytes} B) is below seat "
+            f"{seat.name}'s weights {format_bytes(weights)} ({weights} B): resident is everything "
+            "the seat holds on a card, weights included"
+        )
+    kv = final.engine.kv_cache_bytes
+    if kv is None or (kv_cache_bytes is None and resident_bytes is None):
+        return
+    declared = seat.engine.kv_cache_bytes
+    if resident_bytes is not None and kv > resident_bytes:
+        raise BadInputError(
+            f"KV cache {format_bytes(kv)} ({kv} B) is more than --resident "
+            f"{format_bytes(resident_bytes)} ({resident_bytes} B): resident is everything the "
+            "seat holds on a card, its KV cache included"
+        )
+    if resident_bytes is None and declared is None and kv > seat.resident_bytes:
+        raise BadInputError(
+            f"--kv-cache-memory {format_bytes(kv)} ({kv} B) is more than seat {seat.name}'s "
+            f"resident {format_bytes(seat.resident_bytes)} ({seat.resident_bytes} B), and the "
+            "catalogue declares no KV size to say how the resident grows with it: give "
+            "--resident too"
+        )
+
+
+def _with_flag_resident(
+    catalogue: Catalogue, host: str, declared: Seat, judged: Seat, *, resident_given: bool
+) -> tuple[Seat, list[str]]:
+    """`judged` with the resident its flags imply (placement.fit.kv.flag_resident), and why."""
+    ctx = cuda_context_bytes(catalogue, host)
+    found = flag_resident(declared, judged, ctx, resident_given=resident_given)
+    if found.resident_bytes == judged.resident_bytes or found.why is None:
+        return judged, []
+    return judged.model_copy(update={"resident_bytes": found.resident_bytes}), [
+        f"{judged.name} judged with a resident of {format_bytes(found.resident_bytes)}: {found.why}"
+    ]
+
+
+# --kv-cache-dtype values that store one byte per element where the model's dtype takes two.
+_ONE_BYTE_KV = ("fp8", "int8")
+
+
+def _service_profile(
+    seat: Seat | None, service: ComposeService
+) -> tuple[Profile | None, list[str]]:
+    """The catalogue seat's profile as the service's command changes it.
+
+    `--max-model-len` is the sequence rule `kv_capacity` must hold; `--kv-cache-dtype fp8…`
+    stores each KV element in one byte where the profile's (learnt at the model's 16-bit
+    dtype) takes two: half the bytes per token, rounded up.
+    """
+    profile = seat.engine.profile if seat is not None and seat.engine.kind == "vllm" else None
+    notes: list[str] = []
+    if profile is None:
+        if service.max_model_len is not None and seat is not None:
+            notes.append(
+                f"service {service.name} --max-model-len {service.max_model_len:,}: the catalogue's "
+                f"{seat.name} has no profile, so rule kv_capacity cannot be judged "
+                f"(gpuplan learn {seat.name} --vllm-log … gives one)"
+            )
+        return None, notes
+    update: dict[str, int] = {}
+    if service.max_model_len is not None and service.max_model_len != profile.max_model_len:
+        update["max_model_len"] = service.max_model_len
+        notes.append(
+            f"service {service.name} --max-model-len {service.max_model_len:,} (the profile of "
+            f"{seat.name if seat else '?'} says {profile.max_model_len:,}): judged with the file's"
+        )
+    dtype = service.kv_cache_dtype
+    if dtype is not None and dtype.startswith(_ONE_BYTE_KV):
+        halved = -(-profile.kv_bytes_per_token // 2)
+        update["kv_bytes_per_token"] = halved
+        notes.append(
+            f"service {service.name} --kv-cache-dtype {dtype}: {halved:,} B per token, half the "
+            f"profile's {profile.kv_bytes_per_token:,} B (learnt at the model's 16-bit dtype)"
+        )
+    return (profile.model_copy(update=update) if update else profile), notes
 
 
 def catalogue_seat(

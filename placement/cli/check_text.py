@@ -125,19 +125,27 @@ def render_deploy(deploy: DeployResult, origin: Callable[[str], str]) -> str:
 
 
 def _label(verdict: ServiceVerdict) -> str:
-    return verdict.service + (f" #{verdict.replica}" if verdict.replica is not None else "")
+    return (
+        verdict.service
+        + (f" dp{verdict.rank}" if verdict.rank is not None else "")
+        + (f" #{verdict.replica}" if verdict.replica is not None else "")
+    )
 
 
 def _service_block(verdict: ServiceVerdict, origin: Callable[[str], str]) -> str:
     if verdict.result is None:
-        return f"{verdict.kind.upper()}  compose service {verdict.service}: {verdict.message}"
+        lines = [f"{verdict.kind.upper()}  compose service {verdict.service}: {verdict.message}"]
+        return "\n".join([*lines, *(f"  warning: {w}" for w in verdict.warnings)])
     return render(verdict.result, origin(verdict.result.snapshot.host))
 
 
 def _deploy_row(verdict: ServiceVerdict) -> list[str]:
     result = verdict.result
     if result is None:
-        return [_label(verdict), verdict.kind.upper(), "-", "-", "-", "-"]
+        where = (
+            f"{verdict.cards[0]}:" + ",".join(map(str, verdict.cards[1])) if verdict.cards else "-"
+        )
+        return [_label(verdict), verdict.kind.upper(), where, "-", "-", "-"]
     figures = result.verdict.figures
     lower = "" if result.resident_known else " (lower bound)"
     used = " ".join(
@@ -153,7 +161,9 @@ def _deploy_row(verdict: ServiceVerdict) -> list[str]:
         _label(verdict),
         _LABEL[result.verdict.verdict],
         f"{result.verdict.host}:" + ",".join(map(str, result.verdict.cards)),
-        b(max((f.need_bytes for f in figures), default=result.seat.resident_bytes)) + lower,
+        "unbounded"
+        if verdict.unbounded
+        else b(max((f.need_bytes for f in figures), default=result.seat.resident_bytes)) + lower,
         used or "-",
         spare or "-",
     ]

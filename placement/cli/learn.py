@@ -1,4 +1,4 @@
-"""`gpuplan learn SEAT --vllm-log FILE|-`: a seat's `engine.profile` from vLLM's own start-up log.
+"""`gpuplan learn SEAT --log FILE|-`: a seat's `engine.profile` from its engine's start-up log.
 
 Prints the `profile:` block to paste under the seat's `engine:`, each figure with the line it
 came from (`docker compose logs voices | gpuplan learn vllm-voices --vllm-log -`).
@@ -34,6 +34,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("seat", metavar="SEAT", help="a seat of the catalogue")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--vllm-log", metavar="FILE", help="vLLM's start-up log, or - for stdin")
+    source.add_argument(
+        "--log",
+        metavar="FILE",
+        help="the seat's engine's start-up log, or - for stdin (SGLang, TGI, TensorRT-LLM, "
+        "llama.cpp, Ollama; a vLLM seat's is read as --vllm-log)",
+    )
     source.add_argument(
         "--config",
         metavar="DIR",
@@ -71,7 +77,12 @@ def run(args: argparse.Namespace) -> int:
         from placement.cli.learn_config import run_config
 
         return run_config(seat, Path(args.config), as_json=args.json)
-    lines, source = _read(args.vllm_log)
+    if args.log is not None:
+        from placement.cli.learn_log import reads_own_log, run_log
+
+        if reads_own_log(seat):
+            return run_log(seat, *_read(args.log), json_out=args.json)
+    lines, source = _read(args.vllm_log if args.vllm_log is not None else args.log)
     util = seat.engine.gpu_memory_utilization
     host = catalogue.hosts.get(seat.host) if seat.host else None
     profile = learn_profile(

@@ -21,6 +21,7 @@ from inventory.snapshot import Snapshot, check_consistency, load_snapshot
 from seats.errors import BadInputError, CannotDecideError
 from seats.loader import load_catalogue
 from seats.model import Catalogue, Seat
+from seats.names import shown_name
 from seats.units import MiB
 
 DEFAULT_LEDGER = "gpuplan-ledger.sqlite"
@@ -309,9 +310,15 @@ class Cards:
 
     def hosts_lines(self) -> list[str]:
         """The same for people: one line per unusable host, one for the ignored ones."""
-        lines = [f"unusable host {u.host} ({u.kind}): {u.reason}" for u in self.unusable.values()]
+        lines = [
+            f"unusable host {shown_name(u.host)} ({u.kind}): {u.reason}"
+            for u in self.unusable.values()
+        ]
         if self.ignored:
-            lines.append(f"ignored (not in the catalogue): {', '.join(self.ignored)}")
+            # A snapshot's host is outside text: escaped, it cannot print a line of its own.
+            lines.append(
+                f"ignored (not in the catalogue): {', '.join(map(shown_name, self.ignored))}"
+            )
         return lines
 
 
@@ -348,7 +355,7 @@ def resolve_snapshots(
         raise CannotDecideError(f"{where}: {blocking[0].text}; cannot check on that host")
     for host in cards.ignored:
         print(
-            f"warning: {host} is not in the catalogue: its cards are ignored "
+            f"warning: {shown_name(host)} is not in the catalogue: its cards are ignored "
             "(nothing is planned, checked or reported on a host the catalogue does not describe)",
             file=sys.stderr,
         )

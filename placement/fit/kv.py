@@ -262,3 +262,73 @@ def kv_fixes(seat: Seat, util: Decimal | None, state: CardState) -> list[str]:
     if found.tokens:
         fixes.append(f"--max-model-len ≤ {found.tokens:,}")
     return [f"card {state.card.index}: " + ", or ".join(fixes)]
+
+
+def kv_need_floor(seat: Seat, cuda_context: int) -> int | None:
+    """weights + KV + non_kv (+ cuda_graphs) + cuda_context, where the KV size is pinned.
+
+    DESIGN.md "What fits": with a KV size set, a seat holds at least its weights (the profile's,
+    else the catalogue's `weights`, else none known), that KV cache, its profiled non-KV bytes
+    and its CUDA context. None where no KV size is pinned (the cache is the request's leftover).
+    """
+    if seat.engine.kind != "vllm" or seat.engine.kv_cache_bytes is None:
+        return None
+    kv = seat.engine.kv_cache_bytes
+    profile = profile_of(seat)
+    if profile is not None:
+        return resident_bytes(
+            weights=profile.weights_bytes,
+            non_kv=profile.non_kv_bytes,
+            kv=kv,
+            cuda_context=cuda_context,
+            cuda_graphs=profile.cuda_graphs_bytes,
+        )
+    return (seat.weights_bytes or 0) + kv + cuda_context
+
+
+@dataclass(frozen=True)
+class FlagResident:
+    """The resident a seat holds once flags (or a compose command) change it, and why."""
+
+    resident_bytes: int
+    why: str | None
+
+
+def flag_resident(
+    declared: Seat, judged: Seat, cuda_context: int, *, resident_given: bool
+) -> FlagResident:
+    """The resident of `judged` (the catalogue's `declared` seat with flags put in).
+
+    A new KV size changes the resident by what it changes: declared resident − declared KV +
+    new KV (a resident given with --resident stands as given). Where a flag or the command set
+    the KV size or the resident, the resident is never below weights + KV + non_kv +
+    cuda_context (`kv_need_floor`); a catalogue's own resident below its profile stays a warning
+    (`profile_resident_warning`).
+    """
+    resident = judged.resident_bytes
+    old, new = declared.engine.kv_cache_bytes, judged.engine.kv_cache_bytes
+    why: str | None = None
+    changed = new is not None and new != old
+    if changed and not resident_given and old is not None and new is not None:
+        resident = resident - old + new
+        why = (
+            f"KV cache {format_bytes(new)} where the catalogue declares {format_bytes(old)}: "
+            f"resident {format_bytes(declared.resident_bytes)} − {format_bytes(old)} + "
+            f"{format_bytes(new)} = {format_bytes(resident)}"
+        )
+    if changed or resident_given:
+        floor = kv_need_floor(judged, cuda_context)
+        if floor is not None and floor > resident:
+            parts = (
+                "the profile's weights + non_kv"
+                if profile_of(judged) is not None
+                else f"weights {format_bytes(judged.weights_bytes)}"
+                if judged.weights_bytes is not None
+                else "no weights known"
+            )
+            why = (
+                f"at least {format_bytes(floor)} ({parts} + KV {format_bytes(new or 0)} + "
+                f"cuda_context {format_bytes(cuda_context)}), more than {format_bytes(resident)}"
+            )
+            resident = floor
+    return FlagResident(resident, why)

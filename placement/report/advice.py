@@ -20,6 +20,7 @@ from placement.report.rows import (
     ReserveRow,
     SeatRow,
 )
+from placement.report.text import name
 from placement.report.thresholds import foreign_memory_flags
 from seats.model import Catalogue
 from seats.units import GiB, format_bytes
@@ -81,7 +82,7 @@ def reserve_broken_now(_: HostFacts, r: ReserveRow) -> str | None:
         return None
     return (
         f"free card {r.card}: {', '.join(r.holders) or 'something'} holds memory held for "
-        f"{', '.join(r.for_seats)} ({r.name})"
+        f"{', '.join(map(name, r.for_seats))} ({name(r.name)})"
     )
 
 
@@ -99,7 +100,7 @@ def drifting_seat(facts: HostFacts, s: SeatRow) -> str | None:
     """A flagged seat: its p95 is off its declared resident by the threshold or more."""
     verb = "holds more" if (s.drift_bytes or 0) > 0 else "holds less"
     return (
-        f"{s.seat} (card {s.card}) {verb} than declared: p95 {format_bytes(s.p95_bytes)} vs "
+        f"{name(s.seat)} (card {s.card}) {verb} than declared: p95 {format_bytes(s.p95_bytes)} vs "
         f"{format_bytes(s.declared_bytes)} ({signed(s.drift_bytes)}); "
         + drift_advice(facts.catalogue, s)
     )
@@ -109,7 +110,7 @@ def growing_seat(_: HostFacts, s: SeatRow) -> str | None:
     """A seat whose median grew from the window's first part to its last (and is not flagged)."""
     if not s.grew or s.flagged:
         return None
-    return f"{s.seat} (card {s.card}) grew {signed(s.growth_bytes)} over the window: watch it"
+    return f"{name(s.seat)} (card {s.card}) grew {signed(s.growth_bytes)} over the window: watch it"
 
 
 def reserve_broken_earlier(_: HostFacts, r: ReserveRow) -> str | None:
@@ -117,14 +118,14 @@ def reserve_broken_earlier(_: HostFacts, r: ReserveRow) -> str | None:
     if r.violated_now:
         return None
     return (
-        f"{r.name} (card {r.card}) was broken in {r.violations} snapshot(s) from {r.first_at} "
+        f"{name(r.name)} (card {r.card}) was broken in {r.violations} snapshot(s) from {r.first_at} "
         f"by {', '.join(r.holders) or 'something else'}: find who used the held card"
     )
 
 
 def missing_seat(_: HostFacts, m: MissingSeat) -> str | None:
     """A running seat with a `match` that no snapshot of the window shows."""
-    return f"{m.seat} ran nowhere in the window: retire it or bring it back"
+    return f"{name(m.seat)} ran nowhere in the window: retire it or bring it back"
 
 
 def down_now(facts: HostFacts, down: tuple[str, int]) -> str | None:
@@ -132,7 +133,7 @@ def down_now(facts: HostFacts, down: tuple[str, int]) -> str | None:
     seat, card = down
     if any(m.seat == seat for m in facts.missing):
         return None
-    return f"{seat} is down on card {card} now and still keeps its place"
+    return f"{name(seat)} is down on card {card} now and still keeps its place"
 
 
 def runtime_only_adapters(_: HostFacts, lora: LoraRow) -> str | None:
@@ -140,7 +141,7 @@ def runtime_only_adapters(_: HostFacts, lora: LoraRow) -> str | None:
     if not lora.runtime_only:
         return None
     return (
-        f"{lora.seat}: {', '.join(lora.runtime_only)} loaded at runtime only — gone on the next "
+        f"{name(lora.seat)}: {', '.join(map(name, lora.runtime_only))} loaded at runtime only — gone on the next "
         "recreate unless added to --lora-modules"
     )
 
@@ -205,7 +206,7 @@ def reserves_text(reserves: Sequence[ReserveRow]) -> str:
     if not broken:
         return "every reserve was honoured in every snapshot"
     return "; ".join(
-        f"{r.name} (card {r.card}) broken in {r.violations} snapshot(s), "
+        f"{name(r.name)} (card {r.card}) broken in {r.violations} snapshot(s), "
         f"{r.first_at} – {r.last_at}{', and now' if r.violated_now else ''}"
         for r in broken
     )

@@ -14,7 +14,7 @@ from typing import Any
 from tabulate import tabulate
 
 from placement.report.rows import LOOKBACK_DAYS, ChartSeries, HoldRow, Report
-from placement.report.text import code_span, short
+from placement.report.text import alt_text, code_span, name, short
 from seats.units import format_bytes
 
 # --- blocks -----------------------------------------------------------------------------
@@ -160,11 +160,14 @@ def _hosts_left_out(report: Report) -> list[Block]:
     """Catalogue hosts with nothing to report, and hosts the catalogue does not describe."""
     out: list[Block] = []
     for u in report.unusable_hosts:
-        out.append(Para(f"{u.host} ({u.kind}): {u.reason}", lead="Unusable host:", kind="note"))
+        out.append(
+            Para(f"{name(u.host)} ({u.kind}): {u.reason}", lead="Unusable host:", kind="note")
+        )
     if report.ignored_hosts:
         out.append(
             Para(
-                ", ".join(report.ignored_hosts) + " — not in the catalogue: left out of every "
+                ", ".join(map(name, report.ignored_hosts))
+                + " — not in the catalogue: left out of every "
                 "figure (nothing is planned, checked or reported on a host it does not describe).",
                 lead="Ignored hosts:",
                 kind="note",
@@ -197,7 +200,7 @@ def _provenance(report: Report) -> str:
 def _headline(report: Report) -> list[Block]:
     out: list[Block] = [Heading(2, "Headline")]
     for head in report.headlines:
-        out.append(Heading(3, f"{head.host} · now = snapshot {_at(head.taken_at)}"))
+        out.append(Heading(3, f"{name(head.host)} · now = snapshot {_at(head.taken_at)}"))
         out.append(Para(head.action, lead="Most worth acting on:", kind="act"))
         if head.fits:
             out.append(
@@ -254,7 +257,7 @@ def _cards(report: Report) -> list[Block]:
 def _cards_now(report: Report) -> list[Block]:
     now_rows = tuple(
         (
-            f"{c.host}:{c.card}" + (" (v1)" if c.nvml_v1 else ""),
+            f"{name(c.host)}:{c.card}" + (" (v1)" if c.nvml_v1 else ""),
             _b(c.total_bytes),
             _b(c.reserved_bytes),
             _b(c.declared_bytes),
@@ -288,7 +291,7 @@ def _cards_now(report: Report) -> list[Block]:
 def _cards_over_window(report: Report) -> list[Block]:
     week_rows = tuple(
         (
-            f"{c.host}:{c.card}",
+            f"{name(c.host)}:{c.card}",
             _b(c.used_p50_bytes),
             _b(c.used_p95_bytes),
             _b(c.used_max_bytes),
@@ -338,8 +341,8 @@ def _seats(report: Report) -> list[Block]:
     for s in report.seats:
         rows.append(
             (
-                s.seat,
-                f"{s.host}:{s.card}",
+                name(s.seat),
+                f"{name(s.host)}:{s.card}",
                 _b(s.declared_bytes) if s.declared_bytes is not None else "not in catalogue",
                 _b(s.p50_bytes),
                 _b(s.p95_bytes),
@@ -381,7 +384,7 @@ def _missing(report: Report) -> list[Block]:
         out.append(
             Bullets(
                 tuple(
-                    f"{m.seat} — declared on {m.host} card(s) {', '.join(map(str, m.cards))}, "
+                    f"{name(m.seat)} — declared on {name(m.host)} card(s) {', '.join(map(str, m.cards))}, "
                     f"{_b(m.declared_bytes)}; "
                     + (
                         f"last seen {_at(m.last_seen)}"
@@ -402,7 +405,9 @@ def _missing(report: Report) -> list[Block]:
     if report.absent_now:
         out.append(
             Para(
-                ", ".join(f"{seat} ({host}:{card})" for seat, host, card in report.absent_now)
+                ", ".join(
+                    f"{name(seat)} ({name(host)}:{card})" for seat, host, card in report.absent_now
+                )
                 + " — each still keeps its declared bytes held.",
                 lead="Down at the newest snapshot:",
             )
@@ -420,7 +425,7 @@ def _foreign(report: Report) -> list[Block]:
                 ("card", "command line", "pids", "snapshots", "first", "last", "max"),
                 tuple(
                     (
-                        f"{f.host}:{f.card}",
+                        f"{name(f.host)}:{f.card}",
                         code_span(short(f.cmdline))
                         if f.cmdline is not None
                         else "(vanished before /proc was read)",
@@ -454,9 +459,9 @@ def _reserves(report: Report) -> list[Block]:
             ("reserve", "card", "for", "holds", "broken in", "first", "last", "worst (when)", "by"),
             tuple(
                 (
-                    r.name,
-                    f"{r.host}:{r.card}",
-                    ", ".join(r.for_seats),
+                    name(r.name),
+                    f"{name(r.host)}:{r.card}",
+                    ", ".join(map(name, r.for_seats)),
                     _b(r.reserve_bytes),
                     f"{r.violations:,} snapshots" + (" (and now)" if r.violated_now else "")
                     if r.violations
@@ -511,10 +516,10 @@ def _decisions(report: Report) -> list[Block]:
                 (
                     _at(d.decided_at),
                     d.kind,
-                    d.seat or "-",
-                    f"{d.host or '?'}:{','.join(map(str, d.cards))}"
+                    name(d.seat) if d.seat else "-",
+                    f"{name(d.host) if d.host else '?'}:{','.join(map(str, d.cards))}"
                     if d.cards
-                    else (d.host or "-"),
+                    else (name(d.host) if d.host else "-"),
                     d.verdict,
                     " · ".join(_reason_text(r) for r in d.reasons) or "-",
                 )
@@ -552,12 +557,12 @@ def _hold_table(holds: Sequence[HoldRow]) -> Table:
         ("seat", "cards", "holds per card", "since", "until", "by"),
         tuple(
             (
-                h.seat,
-                f"{h.host}:{','.join(map(str, h.cards))}",
+                name(h.seat),
+                f"{name(h.host)}:{','.join(map(str, h.cards))}",
                 _b(h.need_bytes),
                 _at(h.created_at),
                 _at(h.expires_at),
-                h.user,
+                name(h.user),
             )
             for h in holds
         ),
@@ -592,9 +597,9 @@ def _loras(report: Report) -> list[Block]:
             ),
             tuple(
                 (
-                    f"{lo.seat} ({lo.host})" if lo.host else lo.seat,
-                    ", ".join(lo.persisted) or "-",
-                    ", ".join(lo.runtime_only) or "-",
+                    f"{name(lo.seat)} ({name(lo.host)})" if lo.host else name(lo.seat),
+                    ", ".join(map(name, lo.persisted)) or "-",
+                    ", ".join(map(name, lo.runtime_only)) or "-",
                     str(lo.max_loras),
                     _b(lo.weights_bytes) if lo.weights_bytes is not None else "not given",
                     _b(lo.merged_bytes) if lo.merged_bytes is not None else "-",
@@ -637,7 +642,7 @@ def to_markdown(items: Sequence[Block]) -> str:
         elif isinstance(block, Bullets):
             lines += [f"- {item}" for item in block.items] + [""]
         elif block.picture is not None:  # an SVG file written beside the Markdown
-            lines += [f"![{block.alt}]({block.filename})", ""]
+            lines += [f"![{alt_text(block.alt)}]({block.filename})", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -31,6 +31,25 @@ CASES = [
     ("psql postgresql://app:p%40ss@db/x", "psql postgresql://app:***@db/x"),
     # Inside a shell string, quotes kept.
     ('bash -c "vllm serve m --api-key \'abc\' --port 1"', 'bash -c "vllm serve m --api-key \'***\' --port 1"'),
+    # The spellings of issue 24: a NAME=value anywhere in a word, camelCase names, URLs with
+    # an empty user, without a scheme or with a `/` in the password, headers, mysql's -u/-p.
+    ("docker run --env=HF_TOKEN=hf_abc img", "docker run --env=HF_TOKEN=*** img"),
+    ("docker run -eTOKEN=t0k img", "docker run -eTOKEN=*** img"),
+    ("worker --broker redis://:PW1@redis:6379/0", "worker --broker redis://:***@redis:6379/0"),
+    ("worker --broker redis://u:pa/ss@redis/0", "worker --broker redis://u:***@redis/0"),
+    ("worker redis://u:p@ss@redis/0", "worker redis://u:***@redis/0"),
+    ("x --proxy user:PW2@proxy:3128", "x --proxy user:***@proxy:3128"),
+    ("x HTTPS_PROXY=user:PW3@proxy:3128", "x HTTPS_PROXY=user:***@proxy:3128"),
+    ("node srv.js --hfToken hf_abc --apiKey=k", "node srv.js --hfToken *** --apiKey=***"),
+    ("curl -H 'Authorization: Bearer tok' http://x", "curl -H 'Authorization: Bearer ***' http://x"),
+    ('curl -H "X-Api-Key: k1" http://x/?token=k2', 'curl -H "X-Api-Key: ***" http://x/?token=***'),
+    ("mysql -u root -p pw1 db", "mysql -u root -p *** db"),
+    ("mysql -uroot -ppw2 db", "mysql -uroot -p*** db"),
+    ("x '--api-key' 'k3'", "x '--api-key' '***'"),
+    # ... and what only looks like them stays.
+    ("python -m http.server -p 8000", None),
+    ("docker run nginx:1.25@sha256:ab12 --tokenizer-mode auto", None),
+    ("git clone git@github.com:org/repo.git", None),
     # A secret flag at the end, or followed by another flag, leaves nothing behind.
     ("vllm serve m --api-key", None),
     ("vllm serve m --api-key --port 8000", None),

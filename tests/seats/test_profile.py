@@ -143,9 +143,27 @@ def test_weights_exactly_the_card_is_not_over_it(tmp_path: Path) -> None:
     assert profile is not None and profile.weights_bytes + profile.non_kv_bytes == 97871 * MiB
 
 
-def test_a_profile_on_another_engine_is_refused(tmp_path: Path) -> None:
-    path = write(tmp_path, edited("kind: vllm", "kind: other"))
-    with pytest.raises(CatalogueError, match="vLLM seats only") as caught:
+def test_a_profile_on_an_engine_without_a_kv_cache_is_refused(tmp_path: Path) -> None:
+    text = edited("kind: vllm", "kind: other").replace("      gpu_memory_utilization: 0.11\n", "")
+    path = write(tmp_path, text.replace("      kv_cache_memory: 2 GiB\n", ""))
+    with pytest.raises(CatalogueError, match="engines with a KV cache") as caught:
+        load_catalogue(path)
+    assert caught.value.loc == "seats[0].engine"
+
+
+def test_a_profile_serves_every_engine_with_a_kv_cache(tmp_path: Path) -> None:
+    text = edited("kind: vllm", "kind: sglang").replace("      gpu_memory_utilization: 0.11\n", "")
+    path = write(tmp_path, text.replace("      kv_cache_memory: 2 GiB\n", ""))
+    profile = load_catalogue(path).seat("vllm-voices").engine.profile
+    assert profile is not None and profile.kv_bytes_per_token == 147_456
+
+
+def test_a_field_of_another_engine_is_refused_by_name(tmp_path: Path) -> None:
+    path = write(tmp_path, edited("kind: vllm", "kind: tgi"))
+    with pytest.raises(
+        CatalogueError,
+        match=r"engine\.gpu_memory_utilization is a field of kind vllm, not of kind tgi",
+    ) as caught:
         load_catalogue(path)
     assert caught.value.loc == "seats[0].engine"
 

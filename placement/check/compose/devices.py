@@ -227,12 +227,18 @@ def resolve_cards(service: ComposeService, host: str, cards: Sequence[Card]) -> 
     seen = _container_cards(service, host_cards)
     if service.visible is not None:
         seen = _visible_cards(service, host_cards, seen)
-    if len(seen) < service.world_size:
-        raise host_cards.fail(
-            "--tensor-parallel-size",
-            f"the engine needs {service.world_size} cards and the container sees {len(seen)}",
+    if len(seen) < service.cards_needed:
+        flag = (
+            "--data-parallel-size" if service.data_parallel_size > 1 else "--tensor-parallel-size"
         )
-    return tuple(seen[: service.world_size])
+        engines = (
+            f"its {service.data_parallel_size} engines need {service.world_size} card(s) each, "
+            f"{service.cards_needed} in all,"
+            if service.data_parallel_size > 1
+            else f"the engine needs {service.world_size} cards"
+        )
+        raise host_cards.fail(flag, f"{engines} and the container sees {len(seen)}")
+    return tuple(seen[: service.cards_needed])
 
 
 def _container_cards(service: ComposeService, host_cards: _HostCards) -> list[int]:

@@ -65,12 +65,16 @@ _VALUE_FLAGS = {
     "--port",
     "--tensor-parallel-size",
     "--pipeline-parallel-size",
+    "--data-parallel-size",
+    "--max-model-len",
+    "--kv-cache-dtype",
 }
 # argparse accepts a unique prefix; the seed itself writes `--kv-cache-memory` (FACTS.md §2).
 _ALIASES = {
     "--kv-cache-memory": "--kv-cache-memory-bytes",
     "-tp": "--tensor-parallel-size",
     "-pp": "--pipeline-parallel-size",
+    "-dp": "--data-parallel-size",
 }
 
 

@@ -53,6 +53,10 @@ class ComposeService:
     port: int | None = None
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
+    # --data-parallel-size: that many engines, each on its own tensor × pipeline cards.
+    data_parallel_size: int = 1
+    max_model_len: int | None = None
+    kv_cache_dtype: str | None = None
     devices: tuple[str, ...] | None = None
     devices_from: str | None = None
     device_count: int | None = None
@@ -73,6 +77,11 @@ class ComposeService:
     def world_size(self) -> int:
         """Cards the service's engine uses: tensor × pipeline parallel."""
         return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    @property
+    def cards_needed(self) -> int:
+        """Cards the whole service takes: one engine's world size per data-parallel rank."""
+        return self.world_size * self.data_parallel_size
 
     @property
     def cmdline(self) -> str:

@@ -20,6 +20,7 @@ from placement.check.compose.merge import MergeError, extend_service, merge_yaml
 from placement.check.compose.model import ComposeError
 from seats.errors import CatalogueError
 from seats.loader import MAX_DOCUMENT_BYTES, read_text_file, read_yaml
+from seats.names import NAME_RULE, unprintable, visible
 
 Lookup = Callable[[str], str | None]
 MAX_ENV_FILE_BYTES = 256 * 1024
@@ -300,6 +301,14 @@ def _services_of(data: dict[str, Any], name: str) -> dict[str, Any]:
         return {}
     if not isinstance(services, dict):
         raise ComposeError(name, None, "services", "services: is a mapping of services")
+    for key in services:
+        # A service name starts verdict lines (`PASS  name …`): one holding a line break or an
+        # escape sequence could print a verdict of its own (DESIGN.md "Text from outside").
+        bad = unprintable(str(key))
+        if bad is not None:
+            raise ComposeError(
+                name, None, f"services.{visible(str(key))}", f"holds {bad}: {NAME_RULE}"
+            )
     return {str(key): body if body is not None else {} for key, body in services.items()}
 
 

@@ -164,6 +164,11 @@ class ServiceReader:
             port=self.port(flags),
             tensor_parallel_size=self.int_flag(flags, "--tensor-parallel-size", 1) or 1,
             pipeline_parallel_size=self.int_flag(flags, "--pipeline-parallel-size", 1) or 1,
+            data_parallel_size=self.int_flag(flags, "--data-parallel-size", 1) or 1,
+            max_model_len=self._max_model_len(flags),
+            kv_cache_dtype=flags.values["--kv-cache-dtype"][0].strip().lower()
+            if "--kv-cache-dtype" in flags.values
+            else None,
             devices=devices,
             devices_from=devices_from,
             device_count=count,
@@ -249,6 +254,21 @@ class ServiceReader:
             return parse_util(value)
         except ValueError as exc:
             raise self.fail(written, str(exc)) from None
+
+    def _max_model_len(self, flags: Flags) -> int | None:
+        """--max-model-len as vLLM reads it (`32768`, `32k`, `32K`); -1 and `auto` leave it to vLLM."""
+        if "--max-model-len" not in flags.values:
+            return None
+        value, written = flags.values["--max-model-len"]
+        if value.strip().lower() in {"-1", "auto"}:
+            return None
+        try:
+            tokens = vllm_bytes(value)
+        except ValueError:
+            raise self.fail(written, f"{value!r} is not a token count vLLM can read") from None
+        if tokens < 1:
+            raise self.fail(written, f"{value!r} is no tokens at all")
+        return tokens
 
     def _kv_bytes(self, flags: Flags) -> int | None:
         if "--kv-cache-memory-bytes" not in flags.values:

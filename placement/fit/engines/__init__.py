@@ -11,7 +11,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Literal
 
-from placement.fit.resident_sum import request_bytes
+from placement.fit.engines.base import ceil_times
 from seats.model import Engine, Seat
 
 Gating = Literal["gated", "unbounded", "none"]
@@ -50,7 +50,9 @@ def requested_bytes(util: Decimal, cuda_total: int) -> int:
 
     Cached: a fleet asks it for few distinct (util, card size) pairs, each many times.
     """
-    return request_bytes(util, cuda_total)
+    # ceil_times is resident_sum.request_bytes' arithmetic, kept inside this package so that
+    # fit.engines imports nothing of the rest of fit (fit → engines, one way).
+    return ceil_times(util, cuda_total)
 
 
 def passes_gate(gate_free_bytes: int, requested: int) -> bool:

@@ -109,3 +109,33 @@ def test_what_gpuplan_reads(
     else:
         (bad,) = loaded.errors
         assert error in str(bad) and name in str(bad)
+
+
+@pytest.mark.parametrize(
+    ("name", "dotenv", "max_model_len", "kv_cache_dtype"),
+    [
+        ("gptoss-20b", None, 128_000, None),
+        ("gptoss-qwen", "", 8_192, None),
+        ("serve-multi-gemma4", None, 262_144, None),
+        ("serve-multi-kat-coder", None, 262_144, None),
+        ("serve-multi-nemotron", None, None, "fp8"),
+        ("serve-multi-qwen38", None, 262_144, "fp8"),
+        ("taoari", None, 2_048, None),
+        ("zbhavyai", None, 4_096, None),
+    ],
+)  # fmt: skip
+def test_what_the_arithmetic_needs_is_read_from_real_commands(
+    name: str,
+    dotenv: str | None,
+    max_model_len: int | None,
+    kv_cache_dtype: str | None,
+    tmp_path: Path,
+) -> None:
+    """Issue 26: --max-model-len (rule kv_capacity) and --kv-cache-dtype, as each file writes them."""
+    path = tmp_path / f"{name}.yaml"
+    shutil.copy(WILD / f"{name}.yaml", path)
+    if dotenv is not None:
+        (tmp_path / ".env").write_text(dotenv, encoding="utf-8")
+    (service,) = load_compose(path, {}).services
+    assert (service.max_model_len, service.kv_cache_dtype) == (max_model_len, kv_cache_dtype)
+    assert service.data_parallel_size == 1

@@ -205,8 +205,9 @@ def test_redeploy_frees_the_seats_own_bytes(fv_ml1: Catalogue, fv_ml1_snapshot: 
 
 
 def test_another_seat_is_not_a_redeploy(fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot) -> None:
-    result = check_seat(fv_ml1, [fv_ml1_snapshot], "vllm-voices", [0], resident_bytes=4 * 2**30)
-    # Its own process is freed; a 4 GiB seat at util 0.11 still fits where 10.49 GiB was.
+    result = check_seat(fv_ml1, [fv_ml1_snapshot], "vllm-voices", [0], resident_bytes=9 * 2**30)
+    # Its own process is freed; a 9 GiB seat (10,831 MiB at least: its 7,600 MiB of weights, 2 GiB
+    # of KV and the 1,183 MiB context) at util 0.11 still fits where 10.49 GiB was.
     assert result.verdict.verdict == "pass"
     other = check_seat(fv_ml1, [fv_ml1_snapshot], "flash-next", [0])
     assert other.verdict.verdict == "refuse"

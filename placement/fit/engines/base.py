@@ -1,0 +1,352 @@
+"""The Engine protocol every serving engine implements, and the plain data it answers with.
+
+One module per engine (sglang.py, tgi.py, …) holds one object `ENGINE` that satisfies
+`Engine`; `registry.py` lists the modules and imports one only when a seat or a service uses
+it. Everything here is pure: exact int arithmetic (fractions as Decimal), no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from fractions import Fraction
+from typing import Literal, Protocol
+
+from seats.model import Engine as EngineSpec
+from seats.model import Profile, Seat
+from seats.units import GiB, KiB, MiB
+
+Behaviour = Literal["request-gated", "share-of-free", "self-fitting", "fixed"]
+Rule = Literal["gate", "kv_capacity", "spill", "unbounded"]
+STEP = Decimal("0.001")  # proposed fractions have three decimals, as vLLM's utils do
+
+
+@dataclass(frozen=True)
+class Card:
+    """What an engine meets on one card when it starts (DESIGN.md, "What fits means").
+
+    `free_bytes` is NVML's free before the engine's process exists; the engine itself reads
+    `free_bytes − cuda_context_bytes` (its own context is already up when it asks).
+    """
+
+    cuda_total_bytes: int
+    free_bytes: int
+    cuda_context_bytes: int = 0
+
+    @property
+    def engine_free_bytes(self) -> int:
+        """What the engine's own cudaMemGetInfo reads at start."""
+        return max(0, self.free_bytes - self.cuda_context_bytes)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One way an engine will not start, or start short, on a card, with its bytes."""
+
+    rule: Rule
+    need_bytes: int
+    room_bytes: int
+    text: str
+
+    @property
+    def short_bytes(self) -> int:
+        """need − room, never negative."""
+        return max(0, self.need_bytes - self.room_bytes)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure read from a start-up log, with the line it came from (1-based)."""
+
+    name: str
+    value: int
+    line_no: int
+    line: str
+
+
+@dataclass(frozen=True)
+class Learned:
+    """What an engine's start-up log says of its seat, for `gpuplan learn`.
+
+    `weights`, `non_kv`, `kv` are bytes on one card; `kv_tokens` the tokens its KV cache
+    holds; `max_model_len` the longest request it accepts. A figure the log does not print
+    is None, and `missing` names the line that would give it.
+    """
+
+    kind: str
+    weights: Figure | None = None
+    non_kv: Figure | None = None
+    kv: Figure | None = None
+    kv_tokens: Figure | None = None
+    max_model_len: Figure | None = None
+    per_token: Figure | None = None
+    extra: tuple[Figure, ...] = ()
+    missing: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def kv_bytes_per_token(self) -> int | None:
+        """The per-token figure the log prints, else KV bytes ÷ tokens rounded up."""
+        if self.per_token is not None:
+            return self.per_token.value
+        if self.kv is None or self.kv_tokens is None or self.kv_tokens.value <= 0:
+            return None
+        return -(-self.kv.value // self.kv_tokens.value)
+
+
+class Engine(Protocol):
+    """One serving engine: how it is recognised, what it takes on a card, and how it refuses."""
+
+    kind: str
+    title: str  # as users write it: "llama.cpp"
+    # Who reads its start-up log: "learn" (its own `learn`), "vllm-log", or "" (none).
+    log_reader: str
+    # Command words and image names it is recognised by, for docs and error text.
+    commands: tuple[str, ...]
+    images: tuple[str, ...]
+
+    def behaviour(self, spec: EngineSpec) -> Behaviour:
+        """Which of the four behaviours the engine has with these fields."""
+        ...
+
+    def recognise(self, argv: Sequence[str], image: str | None = None) -> bool:
+        """True when a command line (and a compose image) starts this engine."""
+        ...
+
+    def read_flags(
+        self, argv: Sequence[str], env: Mapping[str, str] | None = None
+    ) -> dict[str, object]:
+        """The catalogue's engine fields this command line (and environment) sets."""
+        ...
+
+    def need_bytes(self, seat: Seat, card: Card) -> int:
+        """Bytes the seat will hold on this card once up."""
+        ...
+
+    def gate(self, seat: Seat, card: Card) -> Refusal | None:
+        """The engine's own start-up refusal on this card, or its spill; None when it starts."""
+        ...
+
+    def pin_flags(self, seat: Seat, card: Card) -> tuple[str, ...]:
+        """Flags that make the engine take the seat's declared bytes on this card."""
+        ...
+
+    def kv_tokens(self, seat: Seat, card: Card) -> int | None:
+        """Tokens its KV cache will hold here; None where the profile does not say."""
+        ...
+
+    def learn(self, lines: Sequence[str]) -> Learned:
+        """The figures of its own start-up log."""
+        ...
+
+
+# --- shared arithmetic -------------------------------------------------------------
+
+
+def fraction(value: float | str | Decimal) -> Decimal:
+    """A fraction as an exact Decimal from its shortest decimal text (0.3 → Decimal('0.3'))."""
+    if isinstance(value, Decimal):
+        return value
+    return Decimal(repr(value) if isinstance(value, float) else value)
+
+
+def ceil_times(share: Decimal, amount: int) -> int:
+    """ceil(share × amount), exact."""
+    product = Fraction(share) * amount
+    return -(-product.numerator // product.denominator)
+
+
+def floor_times(share: Decimal, amount: int) -> int:
+    """floor(share × amount), exact."""
+    product = Fraction(share) * amount
+    return product.numerator // product.denominator
+
+
+def smallest_share(target: int, amount: int) -> Decimal | None:
+    """Smallest 3-decimal share s in (0, 1] with floor(s × amount) ≥ target; None if none."""
+    if amount <= 0:
+        return None
+    k = max(1, -(-1000 * max(0, target) // amount))
+    while k <= 1000 and floor_times(Decimal(k) * STEP, amount) < target:
+        k += 1
+    return Decimal(k) * STEP if k <= 1000 else None
+
+
+def largest_share(limit: int, amount: int) -> Decimal | None:
+    """Largest 3-decimal share s in (0, 1] with ceil(s × amount) ≤ limit; None if none."""
+    if amount <= 0 or limit <= 0:
+        return None
+    k = min(1000, 1000 * limit // amount)
+    return Decimal(k) * STEP if k >= 1 else None
+
+
+def share_text(share: Decimal) -> str:
+    """A proposed share as flag text, three decimals ('0.300')."""
+    return format(share.quantize(STEP), "f")
+
+
+def profile_of(seat: Seat) -> Profile | None:
+    """The seat's profile, where one is declared."""
+    return seat.engine.profile
+
+
+def weights_of(seat: Seat) -> int | None:
+    """Model weights on one card: the profile's, else the seat's own `weights`."""
+    profile = seat.engine.profile
+    if profile is not None:
+        return profile.weights_bytes
+    return seat.weights_bytes
+
+
+def kv_room(seat: Seat, card: Card) -> int | None:
+    """Bytes the declared resident leaves for KV: resident − weights − non_kv − context."""
+    profile = seat.engine.profile
+    if profile is None:
+        return None
+    return (
+        seat.resident_bytes
+        - profile.weights_bytes
+        - profile.non_kv_bytes
+        - profile.cuda_graphs_bytes
+        - card.cuda_context_bytes
+    )
+
+
+def profile_need(seat: Seat, card: Card, kv_bytes: int) -> int:
+    """max(resident, weights + non_kv + KV + context): a profile never lowers the resident."""
+    profile = seat.engine.profile
+    if profile is None:
+        return seat.resident_bytes
+    parts = (
+        profile.weights_bytes
+        + profile.non_kv_bytes
+        + profile.cuda_graphs_bytes
+        + max(0, kv_bytes)
+        + card.cuda_context_bytes
+    )
+    return max(seat.resident_bytes, parts)
+
+
+def gib(value: int) -> str:
+    """Bytes as GiB to two decimals, for refusal text."""
+    return f"{value / GiB:.2f} GiB"
+
+
+# --- reading command lines ---------------------------------------------------------
+
+
+def flag_value(argv: Sequence[str], *names: str) -> str | None:
+    """The value of the last `--name V` or `--name=V` among `names` in argv; None if absent."""
+    found: str | None = None
+    for i, word in enumerate(argv):
+        for name in names:
+            if word == name and i + 1 < len(argv):
+                found = argv[i + 1]
+            elif word.startswith(name + "="):
+                found = word[len(name) + 1 :]
+    return found
+
+
+def has_flag(argv: Sequence[str], *names: str) -> bool:
+    """True when any of `names` stands in argv, bare or with `=value`."""
+    return any(word == n or word.startswith(n + "=") for word in argv for n in names)
+
+
+def as_int(text: str | None) -> int | None:
+    """A whole number from flag text; None for absent or unreadable text."""
+    if text is None:
+        return None
+    try:
+        return int(text.strip())
+    except ValueError:
+        return None
+
+
+def as_fraction(text: str | None) -> float | None:
+    """A fraction in (0, 1] from flag text; None for absent, unreadable or out of range."""
+    if text is None:
+        return None
+    try:
+        value = float(text.strip())
+    except ValueError:
+        return None
+    return value if 0 < value <= 1 else None
+
+
+def image_matches(image: str | None, names: Sequence[str]) -> bool:
+    """True when an image reference names one of `names` (registry prefix and tag aside)."""
+    if not image:
+        return False
+    lowered = image.lower()
+    return any(name in lowered for name in names)
+
+
+def argv_mentions(argv: Sequence[str], *words: str) -> bool:
+    """True when a word of argv is, or ends with `/`, one of `words` (a path to a binary)."""
+    for word in argv:
+        base = word.rsplit("/", 1)[-1]
+        if word in words or base in words:
+            return True
+    return False
+
+
+# --- reading logs --------------------------------------------------------------------
+
+_COMPOSE_PREFIX = re.compile(r"^[\w.-]+\s+\|\s?")
+_UNITS = {"B": 1, "KiB": KiB, "MiB": MiB, "GiB": GiB, "KB": KiB, "MB": MiB, "GB": GiB}
+
+
+def strip_prefix(line: str) -> str:
+    """A log line without a `docker compose logs` prefix (`voices-1  | `)."""
+    return _COMPOSE_PREFIX.sub("", line, count=1)
+
+
+def size_bytes(number: str, unit: str, *, binary_gb: bool = True) -> int:
+    """'11.5' 'GiB' → bytes, rounded down. Engines printing 'GB' from /2**30 say binary_gb."""
+    scale = _UNITS[unit] if binary_gb or unit not in ("KB", "MB", "GB") else 0
+    if scale == 0:
+        scale = {"KB": 1000, "MB": 1000**2, "GB": 1000**3}[unit]
+    exact = Decimal(number) * scale
+    return int(exact.to_integral_value(rounding=ROUND_FLOOR))
+
+
+def half_up(value: Decimal) -> int:
+    """A non-negative Decimal rounded up to a whole byte."""
+    return int(value.to_integral_value(rounding=ROUND_CEILING))
+
+
+@dataclass
+class LogScan:
+    """First match of each pattern over a log (engines print some lines once per rank: the
+    first is rank 0's, card 0's)."""
+
+    found: dict[str, tuple[re.Match[str], int, str]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, lines: Sequence[str], patterns: Mapping[str, re.Pattern[str]]) -> LogScan:
+        """Scan every line for every pattern; keep the first match of each."""
+        scan = cls()
+        for number, raw in enumerate(lines, start=1):
+            line = strip_prefix(raw)
+            for name, pattern in patterns.items():
+                if name in scan.found:
+                    continue
+                match = pattern.search(line)
+                if match is not None:
+                    scan.found[name] = (match, number, raw.rstrip("\n"))
+        return scan
+
+    def figure(self, name: str, value: int) -> Figure | None:
+        """A Figure for a pattern that matched, with its line."""
+        if name not in self.found:
+            return None
+        _, number, line = self.found[name]
+        return Figure(name, value, number, line)
+
+    def group(self, name: str, index: int | str = 1) -> str | None:
+        """A group of a pattern's match, or None when the pattern did not match."""
+        if name not in self.found:
+            return None
+        return self.found[name][0].group(index)

@@ -1,0 +1,240 @@
+"""llama.cpp's `llama-server`: fits itself to free memory, or takes what `-ngl` gives it.
+
+Read in ggml-org/llama.cpp at 0c1e57098 (the tree llama-cpp-python 0.3.36 vendors):
+
+- `--fit` is on by default (common/common.h:478), leaving a margin of 1024 MiB per card
+  (`fit_params_target`, common/common.h:483; `-fitt`, common/arg.cpp:2896) and lowering the
+  context to no less than 4096 (common/common.h:480). With projected use P of the model,
+  KV cache and compute buffers on the card and F its free memory: P ≤ F − margin changes nothing
+  (common/fit.cpp:353-355); else an unset context is lowered first (:393-430; a `-c` set by the
+  user is kept, :455), then layers move to the CPU until P ≤ F − margin (targets at :650).
+  It never refuses for memory: what does not fit runs on the CPU (rule `spill`, with the bytes
+  that leave the card: P − (F − margin)).
+- `-ngl N` set by the user stops the fitting ("n_gpu_layers already set by user", :463-464):
+  the layers it names go on the card whatever is free, and a load that does not fit fails with
+  a CUDA allocation error — a fixed engine, judged by room.
+- `--fit off` (common/arg.cpp:2868-2880) with `-ngl` and `-c` is its byte pin.
+- KV = `-c` × per-token bytes, split over `-np` slots (n_ctx_seq = n_ctx / n_seq_max,
+  src/llama-context.cpp:293-296): one request holds at most n_ctx_seq tokens (rule `kv_capacity`).
+- Start-up lines (learn): "offloaded N/M layers to GPU" (src/llama-model.cpp:1924),
+  "CUDA0 model buffer size = X MiB" (:1930), "CUDA0 KV buffer size = Y MiB"
+  (src/llama-kv-cache.cpp:291), "CUDA0 compute buffer size = Z MiB" (src/llama-context.cpp:740),
+  "n_ctx = N" and "n_ctx_seq = N" (src/llama-context.cpp:309-310).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from placement.fit.engines.base import (
+    Behaviour,
+    Card,
+    Figure,
+    Learned,
+    LogScan,
+    Refusal,
+    argv_mentions,
+    as_int,
+    flag_value,
+    gib,
+    image_matches,
+    kv_room,
+    size_bytes,
+)
+from seats.model import Engine as EngineSpec
+from seats.model import Seat
+from seats.units import MiB
+
+FIT_MARGIN_BYTES = 1024 * MiB
+MIN_CTX = 4096
+_OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
+_MODEL = re.compile(r"\b(CUDA\d+)(?: model)? buffer size =\s*([\d.]+) MiB")
+_KV = re.compile(r"\b(CUDA\d+) KV buffer size =\s*([\d.]+) MiB")
+_KV_SIZE = re.compile(r"llama_kv_cache\w*: size =\s*([\d.]+) MiB \(\s*(\d+) cells")
+_COMPUTE = re.compile(r"\b(CUDA\d+) compute buffer size =\s*([\d.]+) MiB")
+_N_CTX = re.compile(r"\bn_ctx\s*=\s*(\d+)")
+_N_CTX_SEQ = re.compile(r"\bn_ctx_(?:seq|per_seq)\s*=\s*(\d+)")
+_OFF = ("off", "false", "0", "no", "disabled")
+
+
+def fit_on(spec: EngineSpec) -> bool:
+    """--fit is on unless turned off, and -ngl set by the user stops it."""
+    return spec.n_gpu_layers is None and spec.fit is not False
+
+
+class LlamaCpp:
+    """ggml-org llama.cpp's `llama-server`."""
+
+    kind = "llamacpp"
+    title = "llama.cpp"
+    log_reader = "learn"
+    commands = ("llama-server",)
+    images = ("ggml-org/llama.cpp", "ggerganov/llama.cpp")
+    margin_bytes = FIT_MARGIN_BYTES
+
+    def behaviour(self, spec: EngineSpec) -> Behaviour:
+        """Self-fitting with --fit (its default); fixed once -ngl is given or --fit is off."""
+        return "self-fitting" if fit_on(spec) else "fixed"
+
+    def recognise(self, argv: Sequence[str], image: str | None = None) -> bool:
+        """`llama-server` (any path), or a llama.cpp server image."""
+        if argv_mentions(argv, "llama-server"):
+            return True
+        # The :server images run llama-server; the :full ones do with `--server`; a pinned
+        # digest says no tag, but only the server takes --port.
+        if not image_matches(image, self.images):
+            return False
+        return "server" in (image or "") or any(w in argv for w in ("--server", "--port"))
+
+    def read_flags(
+        self, argv: Sequence[str], env: Mapping[str, str] | None = None
+    ) -> dict[str, object]:
+        """-ngl, -c, --fit, -np (or their LLAMA_ARG_* variables)."""
+        env = env or {}
+        found: dict[str, object] = {}
+        layers_text = flag_value(argv, "-ngl", "--gpu-layers", "--n-gpu-layers")
+        layers_text = layers_text or env.get("LLAMA_ARG_N_GPU_LAYERS")
+        layers = as_int(layers_text)
+        if layers is not None and layers >= 0:
+            found["n_gpu_layers"] = layers
+        elif layers_text == "all":
+            found["n_gpu_layers"] = 999
+        ctx = as_int(flag_value(argv, "-c", "--ctx-size") or env.get("LLAMA_ARG_CTX_SIZE"))
+        if ctx is not None and ctx >= 0:
+            found["ctx_size"] = ctx
+        fit = flag_value(argv, "-fit", "--fit") or env.get("LLAMA_ARG_FIT")
+        if fit is not None:
+            found["fit"] = fit.strip().lower() not in _OFF
+        slots = as_int(flag_value(argv, "-np", "--parallel") or env.get("LLAMA_ARG_N_PARALLEL"))
+        if slots is not None and slots >= 1:
+            found["parallel"] = slots
+        return found
+
+    def room_bytes(self, seat: Seat, card: Card) -> int:
+        """What --fit lets it project on the card: free (after its context) − 1024 MiB."""
+        return max(0, card.engine_free_bytes - self.margin_bytes)
+
+    def need_bytes(self, seat: Seat, card: Card) -> int:
+        """Its resident; self-fitting, at most what the card lets it project (plus context)."""
+        if not fit_on(seat.engine):
+            return seat.resident_bytes
+        return min(seat.resident_bytes, self.room_bytes(seat, card) + card.cuda_context_bytes)
+
+    def gate(self, seat: Seat, card: Card) -> Refusal | None:
+        """Rule `spill` when --fit must move part of it off the card; it never refuses."""
+        if not fit_on(seat.engine):
+            return None
+        room = self.room_bytes(seat, card)
+        wanted = seat.resident_bytes - card.cuda_context_bytes
+        if wanted <= room:
+            return None
+        return Refusal(
+            "spill",
+            wanted,
+            room,
+            f"llama.cpp starts, slowly: --fit leaves {gib(self.margin_bytes)} free and moves "
+            f"{gib(wanted - room)} of the model off the card (onto the CPU)",
+        )
+
+    def slot_tokens(self, seat: Seat) -> int | None:
+        """n_ctx_seq: -c ÷ -np (None where -c is not given)."""
+        ctx = seat.engine.ctx_size
+        if ctx is None or ctx == 0:
+            return None
+        return ctx // (seat.engine.parallel or 1)
+
+    def kv_tokens(self, seat: Seat, card: Card) -> int | None:
+        """Tokens one request may hold: n_ctx_seq."""
+        return self.slot_tokens(seat)
+
+    def pin_flags(self, seat: Seat, card: Card) -> tuple[str, ...]:
+        """-ngl (all, or as declared), -c from the resident's KV room, --fit off."""
+        profile = seat.engine.profile
+        room = kv_room(seat, card)
+        layers = seat.engine.n_gpu_layers
+        flags = ["-ngl", str(layers if layers is not None else 999)]
+        if profile is not None and room is not None and room >= profile.kv_bytes_per_token:
+            ctx = room // profile.kv_bytes_per_token
+            wanted = profile.max_model_len * (seat.engine.parallel or 1)
+            flags += ["-c", str(min(ctx, wanted))]
+        elif seat.engine.ctx_size is not None:
+            flags += ["-c", str(seat.engine.ctx_size)]
+        return (*flags, "--fit", "off")
+
+    def learn(self, lines: Sequence[str]) -> Learned:
+        """Model, KV and compute buffers on the first CUDA card, n_ctx and layers offloaded."""
+        return read_ggml_log(self.kind, lines)
+
+
+def read_ggml_log(kind: str, lines: Sequence[str]) -> Learned:
+    """The figures llama.cpp prints as it loads (Ollama's runner prints the same lines).
+
+    Bytes are those on the first CUDA card; a model or KV cache the log shows only on the CPU
+    (`offloaded 0/N layers`, `CPU KV buffer`) is 0 bytes on the card, said in a note.
+    """
+    scan = LogScan.of(
+        lines,
+        {
+            "offloaded": _OFFLOADED,
+            "model": _MODEL,
+            "kv": _KV,
+            "kv_size": _KV_SIZE,
+            "compute": _COMPUTE,
+            "n_ctx": _N_CTX,
+            "n_ctx_seq": _N_CTX_SEQ,
+        },
+    )
+    missing: list[str] = []
+    notes: list[str] = ["buffer sizes are printed in MiB to 0.01: each figure is within 10 KiB"]
+    layers_done = scan.group("offloaded", 1)
+
+    def on_card(name: str, what: str) -> Figure | None:
+        text = scan.group(name, 2)
+        if text is not None:
+            return scan.figure(name, size_bytes(text, "MiB"))
+        if layers_done == "0" and name in ("model", "kv"):
+            notes.append(f"no {what} on a CUDA card: 0 bytes there (offloaded 0 layers)")
+            return scan.figure("offloaded", 0)
+        missing.append(f"CUDA0 {what} buffer size = … MiB")
+        return None
+
+    weights, kv, compute = (
+        on_card("model", "model"),
+        on_card("kv", "KV"),
+        on_card("compute", "compute"),
+    )
+    ctx_text = scan.group("n_ctx")
+    tokens = scan.figure("n_ctx", int(ctx_text)) if ctx_text else None
+    if tokens is None:
+        missing.append("n_ctx = N")
+    seq_text = scan.group("n_ctx_seq")
+    length = scan.figure("n_ctx_seq", int(seq_text)) if seq_text else None
+    per_token: Figure | None = None
+    if scan.group("kv_size") is not None:
+        size = size_bytes(scan.group("kv_size") or "0", "MiB")
+        cells = int(scan.group("kv_size", 2) or 0)
+        if cells > 0:
+            per_token = scan.figure("kv_size", -(-size // cells))
+    extra: tuple[Figure, ...] = ()
+    if layers_done is not None:
+        _, number, line = scan.found["offloaded"]
+        extra = (
+            Figure("layers on the card", int(layers_done), number, line),
+            Figure("layers in the model", int(scan.group("offloaded", 2) or 0), number, line),
+        )
+    return Learned(
+        kind,
+        weights=weights,
+        non_kv=compute,
+        kv=kv,
+        kv_tokens=tokens,
+        max_model_len=length or tokens,
+        per_token=per_token,
+        extra=extra,
+        missing=tuple(missing),
+        notes=tuple(notes),
+    )
+
+
+ENGINE = LlamaCpp()

@@ -1,0 +1,137 @@
+"""Ollama: fits each model into what is free less its own margins; the rest runs on the CPU.
+
+Read in ollama/ollama v0.32.15 (b7871fc0):
+
+- OLLAMA_GPU_OVERHEAD: bytes held back on every card, default 0 (envconfig/config.go:303).
+- A CUDA card keeps 457 MiB aside (`MinimumMemory`, ml/device.go:359-364).
+- The scheduler's room on a card: available = free − OLLAMA_GPU_OVERHEAD − 457 MiB, 0 when free
+  is smaller (server/sched.go:616-619).
+- It starts llama.cpp's `llama-server` (LLAMA_CPP_VERSION b10488) with `-c num_ctx × parallel`
+  (llm/llama_server.go:368-377) and passes `-ngl` only when `num_gpu` is set
+  (:403-410); otherwise llama-server fits the layers itself, leaving its 1024 MiB margin
+  (llamacpp.py). So its room is min(free − overhead − 457 MiB, free after its context − 1024 MiB).
+- It never refuses for memory: layers that do not fit run on the CPU (rule `spill`, with the
+  bytes that leave the card), and it evicts its own idle models to load another.
+- Pins: `num_gpu` (layers on the card) and `num_ctx` (api/types.go:589-591, a Modelfile
+  PARAMETER or a request option; OLLAMA_CONTEXT_LENGTH sets the default num_ctx,
+  envconfig/config.go:230), and OLLAMA_GPU_OVERHEAD to keep its neighbours' bytes.
+- Start-up lines (learn): its runner prints llama.cpp's "offloaded N/M layers to GPU" and
+  the model / KV / compute buffer sizes (the lines its own parser reads,
+  llm/llama_server.go:2742-2743).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from placement.fit.engines.base import (
+    Behaviour,
+    Card,
+    Learned,
+    Refusal,
+    argv_mentions,
+    as_int,
+    gib,
+    image_matches,
+    kv_room,
+)
+from placement.fit.engines.llamacpp import FIT_MARGIN_BYTES, read_ggml_log
+from seats.model import Engine as EngineSpec
+from seats.model import Seat
+from seats.units import MiB, parse_bytes
+
+MINIMUM_BYTES = 457 * MiB
+
+
+class Ollama:
+    """Ollama's `ollama serve` (and the runners it starts)."""
+
+    kind = "ollama"
+    title = "Ollama"
+    log_reader = "learn"
+    commands = ("ollama serve", "ollama runner")
+    images = ("ollama/ollama",)
+
+    def behaviour(self, spec: EngineSpec) -> Behaviour:
+        """Self-fitting; `num_gpu` makes its layers fixed."""
+        return "fixed" if spec.num_gpu is not None else "self-fitting"
+
+    def recognise(self, argv: Sequence[str], image: str | None = None) -> bool:
+        """`ollama serve|runner`, a llama-server of Ollama's model store, or the ollama image."""
+        if argv_mentions(argv, "ollama") and ("serve" in argv or "runner" in argv):
+            return True
+        if any("/.ollama/models/" in word for word in argv):
+            return True
+        return image_matches(image, self.images)
+
+    def read_flags(
+        self, argv: Sequence[str], env: Mapping[str, str] | None = None
+    ) -> dict[str, object]:
+        """OLLAMA_GPU_OVERHEAD (bytes) and OLLAMA_CONTEXT_LENGTH (the default num_ctx)."""
+        env = env or {}
+        found: dict[str, object] = {}
+        overhead = env.get("OLLAMA_GPU_OVERHEAD")
+        if overhead is not None and overhead.strip().isdigit():
+            found["gpu_overhead"] = parse_bytes(overhead.strip())
+        ctx = as_int(env.get("OLLAMA_CONTEXT_LENGTH"))
+        if ctx is not None and ctx >= 1:
+            found["num_ctx"] = ctx
+        return found
+
+    def overhead_bytes(self, seat: Seat) -> int:
+        """OLLAMA_GPU_OVERHEAD as declared, else 0."""
+        return seat.engine.gpu_overhead_bytes or 0
+
+    def room_bytes(self, seat: Seat, card: Card) -> int:
+        """min(free − overhead − 457 MiB, free after its context − 1024 MiB), never negative."""
+        scheduler = card.free_bytes - self.overhead_bytes(seat) - MINIMUM_BYTES
+        fitter = card.engine_free_bytes - FIT_MARGIN_BYTES
+        return max(0, min(scheduler, fitter))
+
+    def need_bytes(self, seat: Seat, card: Card) -> int:
+        """Its resident, or what its room lets it load (plus its context) when self-fitting."""
+        if seat.engine.num_gpu is not None:
+            return seat.resident_bytes
+        return min(seat.resident_bytes, self.room_bytes(seat, card) + card.cuda_context_bytes)
+
+    def gate(self, seat: Seat, card: Card) -> Refusal | None:
+        """Rule `spill` when its room is short of the resident; Ollama itself never refuses."""
+        if seat.engine.num_gpu is not None:
+            return None
+        room = self.room_bytes(seat, card)
+        wanted = seat.resident_bytes - card.cuda_context_bytes
+        if wanted <= room:
+            return None
+        return Refusal(
+            "spill",
+            wanted,
+            room,
+            f"Ollama starts, slowly: free − OLLAMA_GPU_OVERHEAD − 457 MiB leaves {gib(room)}, "
+            f"so {gib(wanted - room)} of the model runs on the CPU",
+        )
+
+    def kv_tokens(self, seat: Seat, card: Card) -> int | None:
+        """num_ctx: the tokens one request may hold."""
+        return seat.engine.num_ctx
+
+    def pin_flags(self, seat: Seat, card: Card) -> tuple[str, ...]:
+        """num_gpu, num_ctx from the resident's KV room, and the overhead that keeps the rest."""
+        profile = seat.engine.profile
+        room = kv_room(seat, card)
+        flags = ["num_gpu", str(seat.engine.num_gpu if seat.engine.num_gpu is not None else 999)]
+        if profile is not None and room is not None and room >= profile.kv_bytes_per_token:
+            flags += [
+                "num_ctx",
+                str(min(room // profile.kv_bytes_per_token, profile.max_model_len)),
+            ]
+        elif seat.engine.num_ctx is not None:
+            flags += ["num_ctx", str(seat.engine.num_ctx)]
+        overhead = max(0, card.free_bytes - MINIMUM_BYTES - seat.resident_bytes)
+        return (*flags, f"OLLAMA_GPU_OVERHEAD={overhead}")
+
+    def learn(self, lines: Sequence[str]) -> Learned:
+        """llama.cpp's load lines as its runner prints them."""
+        return read_ggml_log(self.kind, lines)
+
+
+ENGINE = Ollama()

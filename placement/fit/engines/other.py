@@ -1,0 +1,61 @@
+"""`other`: any server gpuplan has no rule for (speech models, embedders, custom code).
+
+It takes its declared resident and nothing more; it has no start-up check of its own, so it
+is judged by room alone, and a load that does not fit fails at load (OOM). Nothing pins it but
+its own configuration; it has no KV cache gpuplan knows of.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from placement.fit.engines.base import Behaviour, Card, Learned, Refusal
+from seats.model import Engine as EngineSpec
+from seats.model import Seat
+
+
+class Other:
+    """A server without an engine rule: fixed at its resident."""
+
+    kind = "other"
+    title = "other"
+    log_reader = ""
+    commands: tuple[str, ...] = ()
+    images: tuple[str, ...] = ()
+
+    def behaviour(self, spec: EngineSpec) -> Behaviour:
+        """Fixed."""
+        return "fixed"
+
+    def recognise(self, argv: Sequence[str], image: str | None = None) -> bool:
+        """Never by itself: `other` is declared (`x-gpuplan-engine: other`) or the default."""
+        return False
+
+    def read_flags(
+        self, argv: Sequence[str], env: Mapping[str, str] | None = None
+    ) -> dict[str, object]:
+        """No fields."""
+        return {}
+
+    def need_bytes(self, seat: Seat, card: Card) -> int:
+        """Its resident."""
+        return seat.resident_bytes
+
+    def gate(self, seat: Seat, card: Card) -> Refusal | None:
+        """None: it has no start-up check."""
+        return None
+
+    def pin_flags(self, seat: Seat, card: Card) -> tuple[str, ...]:
+        """None: its bytes are its own configuration's."""
+        return ()
+
+    def kv_tokens(self, seat: Seat, card: Card) -> int | None:
+        """None: no KV cache known."""
+        return None
+
+    def learn(self, lines: Sequence[str]) -> Learned:
+        """Nothing to read."""
+        return Learned(self.kind, missing=("an engine kind with a start-up log",))
+
+
+ENGINE = Other()

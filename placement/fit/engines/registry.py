@@ -1,0 +1,62 @@
+"""Every engine a seat may run, listed once: one module per kind, imported when first used.
+
+Adding an engine is one module in this package (with an `ENGINE` object that satisfies
+`base.Engine`) and one line in `ENGINES`. A module is imported only when a seat or a service
+asks for its kind, so `check` pays for the engines it meets and no others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from functools import cache
+from importlib import import_module
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from placement.fit.engines.base import Engine
+
+# kind → module, in the order recognition tries them: Ollama before llama.cpp, since Ollama's
+# runner is a llama-server of Ollama's own model store.
+ENGINES: tuple[tuple[str, str], ...] = (
+    ("vllm", "placement.fit.engines.vllm"),
+    ("sglang", "placement.fit.engines.sglang"),
+    ("tgi", "placement.fit.engines.tgi"),
+    ("trtllm", "placement.fit.engines.trtllm"),
+    ("ollama", "placement.fit.engines.ollama"),
+    ("llamacpp", "placement.fit.engines.llamacpp"),
+    ("other", "placement.fit.engines.other"),
+)
+KINDS: tuple[str, ...] = tuple(kind for kind, _ in ENGINES)
+
+
+@cache
+def engine(kind: str) -> Engine:
+    """The engine of one kind (its module imported on first use); KeyError for an unknown kind."""
+    modules = dict(ENGINES)
+    if kind not in modules:
+        raise KeyError(f"no engine of kind {kind!r}; kinds: {', '.join(KINDS)}")
+    return cast("Engine", import_module(modules[kind]).ENGINE)
+
+
+def engines() -> Iterator[Engine]:
+    """Every engine, in recognition order (imports them all: for recognition and docs only)."""
+    for kind in KINDS:
+        yield engine(kind)
+
+
+def recognise(
+    argv: Sequence[str], image: str | None = None, declared: str | None = None
+) -> Engine | None:
+    """The engine a command line (and image) starts; `declared` is `x-gpuplan-engine: KIND`.
+
+    None when no engine recognises it: a GPU service nobody recognises stays `unknown`.
+    """
+    if declared is not None:
+        return engine(declared)
+    for kind in KINDS:
+        if kind == "other":
+            continue
+        found = engine(kind)
+        if found.recognise(argv, image):
+            return found
+    return None

@@ -1,0 +1,208 @@
+"""SGLang: a share of the memory free when it starts (read in sglang 0.5.8, the PyPI wheel).
+
+Rule, with F0 the free memory its worker reads after its own CUDA context (the smallest
+over its tensor-parallel ranks), m = `--mem-fraction-static`, W the weights loaded before
+the KV pool is sized, c the KV bytes of one token (`cell_size`):
+
+- F0 = `get_available_gpu_memory()` before the weights (srt/model_executor/model_runner.py:779,
+  passed to `init_memory_pool` at :555); it is cudaMemGetInfo free ÷ 2**30
+  (srt/utils/common.py:576).
+- rest = avail_after_weights − F0 × (1 − m); tokens = floor(rest × 2**30) // c
+  (srt/model_executor/model_runner_kv_cache_mixin.py:111-143). With avail_after_weights =
+  F0 − W: rest = m × F0 − W, so weights, KV pool and all it holds statically take m × F0,
+  the rest of what was free stays for activations, CUDA graphs and its neighbours.
+- `--max-total-tokens T` caps the pool: tokens = min(profiled, T), a warning when T is larger
+  (…_kv_cache_mixin.py:299-306); the pool is then T × c bytes, a byte pin.
+- Refusal: tokens ≤ 0 raises "Not enough memory. Please try to increase
+  --mem-fraction-static." (…_kv_cache_mixin.py:327-331), i.e. W ≥ m × F0 (rule `gate`).
+- A request is capped at min(context_len − 1, pool tokens − 1) (srt/managers/tp_worker.py:286-289):
+  a pool smaller than `--context-length` truncates (rule `kv_capacity`).
+- Its default m depends on the card (srt/server_args.py:988-1030): unpinned on a shared card
+  it is `unbounded`; gpuplan proposes m and T instead.
+- Start-up lines (learn): "Load weight end. … mem usage=W GB." (model_runner.py:947-955) and
+  "KV Cache is allocated. #tokens: N, K size: a GB, V size: b GB" (srt/mem_cache/memory_pool.py:605,
+  GB = 2**30 at :68), "max_total_num_tokens=…, context_len=…" (srt/managers/scheduler.py:590-597).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from placement.fit.engines.base import (
+    Behaviour,
+    Card,
+    Learned,
+    LogScan,
+    Refusal,
+    argv_mentions,
+    as_fraction,
+    as_int,
+    flag_value,
+    floor_times,
+    fraction,
+    gib,
+    image_matches,
+    kv_room,
+    profile_need,
+    share_text,
+    size_bytes,
+    smallest_share,
+    weights_of,
+)
+from seats.model import Engine as EngineSpec
+from seats.model import Seat
+
+_LOAD = re.compile(r"Load weight end\..*?mem usage=([\d.]+) GB")
+_KV = re.compile(
+    r"KV Cache is allocated\. #tokens: (\d+), (?:K size: ([\d.]+) GB, V size: ([\d.]+) GB"
+    r"|KV size: ([\d.]+) GB)"
+)
+_SUMMARY = re.compile(r"max_total_num_tokens=(\d+),.*?context_len=(\d+)")
+
+
+class SGLang:
+    """SGLang's `python -m sglang.launch_server`."""
+
+    kind = "sglang"
+    title = "SGLang"
+    log_reader = "learn"
+    commands = ("python -m sglang.launch_server", "sglang serve")
+    images = ("lmsysorg/sglang",)
+
+    def behaviour(self, spec: EngineSpec) -> Behaviour:
+        """Always a share of free at start; a max_total_tokens with a profile pins its pool."""
+        return "share-of-free"
+
+    def recognise(self, argv: Sequence[str], image: str | None = None) -> bool:
+        """`-m sglang.launch_server`, `sglang serve`, or the lmsysorg/sglang image."""
+        if any(word.startswith("sglang.launch_server") for word in argv):
+            return True
+        if argv_mentions(argv, "sglang") and "serve" in argv:
+            return True
+        return image_matches(image, self.images)
+
+    def read_flags(
+        self, argv: Sequence[str], env: Mapping[str, str] | None = None
+    ) -> dict[str, object]:
+        """--mem-fraction-static, --max-total-tokens, --context-length."""
+        found: dict[str, object] = {}
+        share = as_fraction(flag_value(argv, "--mem-fraction-static"))
+        if share is not None:
+            found["mem_fraction_static"] = share
+        for field, flag in (
+            ("max_total_tokens", "--max-total-tokens"),
+            ("context_length", "--context-length"),
+        ):
+            value = as_int(flag_value(argv, flag))
+            if value is not None and value >= 1:
+                found[field] = value
+        return found
+
+    def static_bytes(self, seat: Seat, card: Card) -> int | None:
+        """floor(m × F0): what its weights and KV pool may take; None without a declared m."""
+        share = seat.engine.mem_fraction_static
+        if share is None:
+            return None
+        return floor_times(fraction(share), card.engine_free_bytes)
+
+    def pool_tokens(self, seat: Seat, card: Card) -> int | None:
+        """min(floor((m × F0 − W) / c), T): the tokens its pool holds (needs m, W and c)."""
+        profile = seat.engine.profile
+        static = self.static_bytes(seat, card)
+        weights = weights_of(seat)
+        if profile is None or static is None or weights is None:
+            if profile is not None and seat.engine.max_total_tokens is not None and static is None:
+                return seat.engine.max_total_tokens
+            return None
+        profiled = max(0, static - weights) // profile.kv_bytes_per_token
+        cap = seat.engine.max_total_tokens
+        return profiled if cap is None else min(profiled, cap)
+
+    def need_bytes(self, seat: Seat, card: Card) -> int:
+        """The resident, raised to what its fraction of free (or its pinned pool) makes it hold."""
+        profile = seat.engine.profile
+        cap = seat.engine.max_total_tokens
+        if profile is not None and cap is not None:
+            tokens = self.pool_tokens(seat, card)
+            return profile_need(seat, card, (tokens or 0) * profile.kv_bytes_per_token)
+        static = self.static_bytes(seat, card)
+        if static is None:
+            return seat.resident_bytes
+        # Weights and pool fill m × F0; activations and graphs come on top, within the resident.
+        return max(seat.resident_bytes, static + card.cuda_context_bytes)
+
+    def gate(self, seat: Seat, card: Card) -> Refusal | None:
+        """'Not enough memory' when its weights reach m × F0 (needs m and the weights)."""
+        static = self.static_bytes(seat, card)
+        weights = weights_of(seat)
+        if static is None or weights is None or weights < static:
+            return None
+        return Refusal(
+            "gate",
+            weights,
+            static,
+            f"SGLang refuses at start: weights {gib(weights)} ≥ mem_fraction_static "
+            f"{seat.engine.mem_fraction_static} × {gib(card.engine_free_bytes)} free = "
+            f'{gib(static)} ("Not enough memory. Please try to increase --mem-fraction-static.")',
+        )
+
+    def pin_flags(self, seat: Seat, card: Card) -> tuple[str, ...]:
+        """--mem-fraction-static m --max-total-tokens T: a pool of T × c bytes, m × F0 ≥ W + T × c."""
+        profile = seat.engine.profile
+        room = kv_room(seat, card)
+        if profile is None or room is None or room <= 0:
+            return ()
+        tokens = room // profile.kv_bytes_per_token
+        share = smallest_share(
+            profile.weights_bytes + tokens * profile.kv_bytes_per_token, card.engine_free_bytes
+        )
+        if tokens < 1 or share is None:
+            return ()
+        return ("--mem-fraction-static", share_text(share), "--max-total-tokens", str(tokens))
+
+    def kv_tokens(self, seat: Seat, card: Card) -> int | None:
+        """Tokens of its pool on this card (None without a profile)."""
+        return self.pool_tokens(seat, card)
+
+    def context_tokens(self, seat: Seat) -> int | None:
+        """The longest request it must hold: --context-length, else the profile's."""
+        if seat.engine.context_length is not None:
+            return seat.engine.context_length
+        profile = seat.engine.profile
+        return profile.max_model_len if profile is not None else None
+
+    def learn(self, lines: Sequence[str]) -> Learned:
+        """Weights from 'Load weight end', KV bytes and tokens from 'KV Cache is allocated'."""
+        scan = LogScan.of(lines, {"weights": _LOAD, "kv": _KV, "summary": _SUMMARY})
+        missing: list[str] = []
+        weights = kv = tokens = length = None
+        text = scan.group("weights")
+        if text is not None:
+            weights = scan.figure("weights", size_bytes(text, "GiB"))
+        else:
+            missing.append("Load weight end. … mem usage=… GB")
+        if "kv" in scan.found:
+            match = scan.found["kv"][0]
+            sizes = [g for g in (match.group(2), match.group(3), match.group(4)) if g]
+            kv = scan.figure("kv", sum(size_bytes(s, "GiB") for s in sizes))
+            tokens = scan.figure("kv", int(match.group(1)))
+        else:
+            missing.append("KV Cache is allocated. #tokens: …")
+        context = scan.group("summary", 2)
+        if context is not None:
+            length = scan.figure("summary", int(context))
+        else:
+            missing.append("max_total_num_tokens=…, context_len=…")
+        return Learned(
+            self.kind,
+            weights=weights,
+            kv=kv,
+            kv_tokens=tokens,
+            max_model_len=length,
+            missing=tuple(missing),
+            notes=("SGLang prints GB as 2**30 bytes to 0.01: weights and KV are ± 5 MiB",),
+        )
+
+
+ENGINE = SGLang()

@@ -1,0 +1,209 @@
+"""TGI: fills the card down to a level of its total (read in text-generation-inference v3.3.7, dfb3fbe7).
+
+Rule, with f = `--cuda-memory-fraction` (default 1.0, launcher/src/main.rs:810-813, passed to
+the shards as CUDA_MEMORY_FRACTION at :1054-1055 and read in
+server/text_generation_server/utils/dist.py:13), T the card's CUDA total, free the card's free
+bytes after TGI's weights and warm-up batch, c the KV bytes of one token:
+
+- get_free_memory(f') = max(0, free − (1 − f') × T) (utils/import_utils.py:13-17);
+- KV blocks = floor(get_free_memory(f × 0.9) / block bytes) + the warm-up batch's blocks
+  (models/flash_causal_lm.py:1556-1563, TGI_WIGGLE_ROOM = 0.90 at models/globals.py:32): TGI
+  leaves (1 − 0.9 f) × T free on the card — whatever its neighbours hold — and takes the rest.
+  Its bytes depend on what is free when it warms up: a share of free, `unbounded` on a shared
+  card unless its f is set for that card.
+- `--max-total-tokens` is one request's input + output, not a pool size; unset it becomes
+  min(KV tokens, the model's length) (flash_causal_lm.py:1566-1579). `--max-batch-total-tokens`
+  is ignored for flash models (backends/v3/src/lib.rs:87-95).
+- Refusals: a warm-up prefill that runs out of memory ("Not enough memory to handle N prefill
+  tokens", flash_causal_lm.py:1548-1553; rule `gate` when nothing is left above the level), and
+  `max_total_tokens` above the KV tokens ("Not enough memory to handle `max_total_tokens=N`",
+  backends/v3/src/lib.rs:97-99 and :181; rule `kv_capacity`).
+- Pin: `--cuda-memory-fraction` f with free − (1 − 0.9 f) × T ≤ resident on the card as it is
+  (largest 3-decimal f), and `--max-total-tokens` from the profile's KV room.
+- Start-up line (learn): "Setting max batch total tokens to N" (backends/v3/src/lib.rs:137),
+  the KV tokens its cache holds; TGI prints no weights figure (use `learn --config`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+
+from placement.fit.engines.base import (
+    Behaviour,
+    Card,
+    Learned,
+    LogScan,
+    Refusal,
+    argv_mentions,
+    as_fraction,
+    as_int,
+    ceil_times,
+    flag_value,
+    fraction,
+    gib,
+    image_matches,
+    kv_room,
+    largest_share,
+    profile_need,
+    share_text,
+)
+from seats.model import Engine as EngineSpec
+from seats.model import Seat
+
+WIGGLE_ROOM = Decimal("0.90")
+DEFAULT_FRACTION = Decimal("1.0")
+_MAX_BATCH = re.compile(r"Setting max batch total tokens to (\d+)")
+_ARGS_TOTAL = re.compile(r"max_total_tokens: Some\((\d+)\)")
+_BLOCKS = re.compile(r"KV-cache blocks: (\d+), size: (\d+)")
+
+
+class TGI:
+    """Hugging Face text-generation-inference (`text-generation-launcher`)."""
+
+    kind = "tgi"
+    title = "TGI"
+    log_reader = "learn"
+    commands = ("text-generation-launcher",)
+    images = ("huggingface/text-generation-inference",)
+
+    def behaviour(self, spec: EngineSpec) -> Behaviour:
+        """Always fills to a level of the total: a share of what is free when it warms up."""
+        return "share-of-free"
+
+    def recognise(self, argv: Sequence[str], image: str | None = None) -> bool:
+        """`text-generation-launcher`, or the TGI image (whose entrypoint it is)."""
+        return argv_mentions(argv, "text-generation-launcher") or image_matches(image, self.images)
+
+    def read_flags(
+        self, argv: Sequence[str], env: Mapping[str, str] | None = None
+    ) -> dict[str, object]:
+        """--cuda-memory-fraction, --max-total-tokens, --max-input-tokens (or their env vars)."""
+        env = env or {}
+        found: dict[str, object] = {}
+        share = as_fraction(flag_value(argv, "--cuda-memory-fraction"))
+        if share is None:
+            share = as_fraction(env.get("CUDA_MEMORY_FRACTION"))
+        if share is not None:
+            found["cuda_memory_fraction"] = share
+        for field, flag, name in (
+            ("max_total_tokens", "--max-total-tokens", "MAX_TOTAL_TOKENS"),
+            ("max_input_tokens", "--max-input-tokens", "MAX_INPUT_TOKENS"),
+        ):
+            value = as_int(flag_value(argv, flag))
+            if value is None:
+                value = as_int(env.get(name))
+            if value is not None and value >= 1:
+                found[field] = value
+        return found
+
+    def share(self, seat: Seat) -> Decimal:
+        """The declared f, or TGI's default 1.0."""
+        value = seat.engine.cuda_memory_fraction
+        return DEFAULT_FRACTION if value is None else fraction(value)
+
+    def level_bytes(self, seat: Seat, card: Card) -> int:
+        """ceil((1 − 0.9 f) × T): the free bytes TGI leaves on the card."""
+        return ceil_times(1 - WIGGLE_ROOM * self.share(seat), card.cuda_total_bytes)
+
+    def need_bytes(self, seat: Seat, card: Card) -> int:
+        """max(resident, free − level): it takes the card down to its level."""
+        taken = card.free_bytes - self.level_bytes(seat, card)
+        return max(seat.resident_bytes, taken)
+
+    def kv_bytes(self, seat: Seat, card: Card) -> int | None:
+        """max(0, free after weights and non-KV − level): its KV cache (needs a profile)."""
+        profile = seat.engine.profile
+        if profile is None:
+            return None
+        after = (
+            card.engine_free_bytes
+            - profile.weights_bytes
+            - profile.non_kv_bytes
+            - profile.cuda_graphs_bytes
+        )
+        return max(0, after - self.level_bytes(seat, card))
+
+    def kv_tokens(self, seat: Seat, card: Card) -> int | None:
+        """KV bytes // c."""
+        kv = self.kv_bytes(seat, card)
+        profile = seat.engine.profile
+        return None if kv is None or profile is None else kv // profile.kv_bytes_per_token
+
+    def gate(self, seat: Seat, card: Card) -> Refusal | None:
+        """Warm-up OOM when nothing is left above its level; `max_total_tokens` above its KV."""
+        kv = self.kv_bytes(seat, card)
+        tokens = self.kv_tokens(seat, card)
+        if kv is None or tokens is None:
+            return None
+        level = self.level_bytes(seat, card)
+        if kv == 0:
+            return Refusal(
+                "gate",
+                card.free_bytes - card.engine_free_bytes + level + 1,
+                card.free_bytes,
+                f"TGI leaves (1 − 0.9 × {self.share(seat)}) × {gib(card.cuda_total_bytes)} = "
+                f"{gib(level)} free and its weights leave nothing above that: its warm-up "
+                'fails ("Not enough memory to handle … prefill tokens")',
+            )
+        wanted = seat.engine.max_total_tokens
+        if wanted is not None and wanted > tokens:
+            profile = seat.engine.profile
+            per = profile.kv_bytes_per_token if profile is not None else 0
+            return Refusal(
+                "kv_capacity",
+                wanted * per,
+                kv,
+                f"TGI refuses at start: max_total_tokens {wanted:,} > {tokens:,} tokens its KV "
+                f'cache holds here ("Not enough memory to handle `max_total_tokens={wanted}`")',
+            )
+        return None
+
+    def pin_flags(self, seat: Seat, card: Card) -> tuple[str, ...]:
+        """--cuda-memory-fraction f (largest that keeps it within its resident here) and
+        --max-total-tokens from the profile's KV room."""
+        # free − (1 − 0.9 f) × T ≤ R  ⇔  0.9 f × T ≥ … ⇔ f ≤ (R − free + T) / (0.9 T)
+        limit = seat.resident_bytes - card.free_bytes + card.cuda_total_bytes
+        share = largest_share(limit * 10 // 9, card.cuda_total_bytes)
+        if share is None:
+            return ()
+        flags: list[str] = ["--cuda-memory-fraction", share_text(share)]
+        room = kv_room(seat, card)
+        profile = seat.engine.profile
+        if profile is not None and room is not None and room >= profile.kv_bytes_per_token:
+            flags += ["--max-total-tokens", str(room // profile.kv_bytes_per_token)]
+        return tuple(flags)
+
+    def needs_with_profile(self, seat: Seat, card: Card) -> int:
+        """The resident a profile implies at its KV bytes here (for a warning)."""
+        return profile_need(seat, card, self.kv_bytes(seat, card) or 0)
+
+    def learn(self, lines: Sequence[str]) -> Learned:
+        """KV tokens from 'Setting max batch total tokens to N' (or 'KV-cache blocks')."""
+        scan = LogScan.of(
+            lines, {"max_batch": _MAX_BATCH, "args_total": _ARGS_TOTAL, "blocks": _BLOCKS}
+        )
+        missing: list[str] = []
+        tokens = None
+        text = scan.group("max_batch")
+        if text is not None:
+            tokens = scan.figure("max_batch", int(text))
+        elif scan.group("blocks") is not None:
+            blocks, size = int(scan.group("blocks", 1) or 0), int(scan.group("blocks", 2) or 0)
+            tokens = scan.figure("blocks", blocks * size)
+        else:
+            missing.append("Setting max batch total tokens to N")
+        total = scan.group("args_total")
+        length = scan.figure("args_total", int(total)) if total is not None else None
+        if length is None:
+            missing.append("Args { … max_total_tokens: Some(N) … }")
+        return Learned(
+            self.kind,
+            kv_tokens=tokens,
+            max_model_len=length,
+            missing=(*missing, "weights: TGI prints none; use `learn --config DIR`"),
+        )
+
+
+ENGINE = TGI()

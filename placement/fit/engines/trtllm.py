@@ -1,0 +1,195 @@
+"""TensorRT-LLM (PyTorch backend): a share of what is free after its weights and warm-up.
+
+Read in NVIDIA/TensorRT-LLM at b35ac1b6 (tensorrt_llm/version.py: 1.2.0rc2),
+tensorrt_llm/_torch/pyexecutor/_util.py, class KvCacheCreator. With f =
+`kv_cache_config.free_gpu_memory_fraction` (default 0.9: "Default is 90%. If both `max_tokens`
+and `free_gpu_memory_fraction` are specified, memory corresponding to the minimum will be used",
+tensorrt_llm/llmapi/llm_args.py, KvCacheConfig), T the card's total, peak its own peak during a
+warm-up run (torch peak + everything used outside torch on the card), c the KV bytes of a token:
+
+- available_kv_mem = (T − peak + the estimation run's KV) × f (_util.py:114-130, `_cal_max_memory`);
+  since peak counts every byte used on the card but its warm-up KV, this is f × (what is free
+  after its weights and activation peak): KV = floor(f × (F0 − W − N)).
+- `max_tokens` M given: KV = min(KV, M × c); the cache then holds KV // c tokens
+  (`configure_kv_cache_capacity`, the "handle max_tokens" block right after `_cal_max_memory`).
+  M is the byte pin: KV = M × c whatever is free, as long as f × free covers it.
+- No start-up gate of its own: a cache smaller than `max_seq_len` shortens max_seq_len
+  (the KV cache manager updates it, `_create_kv_cache_manager`): rule `kv_capacity`.
+- Unpinned on a shared card it is `unbounded`: f × free squeezes whoever starts after it.
+- Start-up lines (learn): "Memory used after loading model weights (inside torch) …: X GiB",
+  "Peak memory during memory usage profiling (torch + non-torch): P GiB, available KV cache
+  memory …: K GiB, fraction is set f, kv size is c." and "Estimated max memory in KV cache : M GiB"
+  (all logger.info in `_cal_max_memory` / `configure_kv_cache_capacity`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+
+from placement.fit.engines.base import (
+    Behaviour,
+    Card,
+    Learned,
+    LogScan,
+    Refusal,
+    argv_mentions,
+    as_fraction,
+    as_int,
+    flag_value,
+    floor_times,
+    fraction,
+    gib,
+    image_matches,
+    kv_room,
+    profile_need,
+    size_bytes,
+)
+from seats.model import Engine as EngineSpec
+from seats.model import Seat
+
+DEFAULT_FRACTION = Decimal("0.9")
+_WEIGHTS = re.compile(
+    r"Memory used after loading model weights \(inside torch\)[^:]*: ([\d.]+) GiB"
+)
+_PEAK = re.compile(
+    r"Peak memory during memory usage profiling \(torch \+ non-torch\): ([\d.]+) GiB.*?"
+    r"fraction is set ([\d.]+), kv size (?:per token )?is (\d+)"
+)
+_ESTIMATED = re.compile(r"Estimated max memory in KV cache : ([\d.]+) GiB")
+_ALLOCATED = re.compile(r"Allocated ([\d.]+) GiB for max tokens in paged KV cache \((\d+)\)")
+
+
+class TensorRTLLM:
+    """NVIDIA TensorRT-LLM's `trtllm-serve`."""
+
+    kind = "trtllm"
+    title = "TensorRT-LLM"
+    log_reader = "learn"
+    commands = ("trtllm-serve",)
+    images = ("nvidia/tensorrt-llm",)
+
+    def behaviour(self, spec: EngineSpec) -> Behaviour:
+        """A share of free after its weights; `max_tokens` with a profile pins the bytes."""
+        return "share-of-free"
+
+    def recognise(self, argv: Sequence[str], image: str | None = None) -> bool:
+        """`trtllm-serve`, or an nvcr.io/nvidia/tensorrt-llm image."""
+        return argv_mentions(argv, "trtllm-serve") or image_matches(image, self.images)
+
+    def read_flags(
+        self, argv: Sequence[str], env: Mapping[str, str] | None = None
+    ) -> dict[str, object]:
+        """--kv_cache_free_gpu_memory_fraction and --max_seq_len (max_tokens lives in its
+        --extra_llm_api_options YAML, which is not read here)."""
+        found: dict[str, object] = {}
+        share = as_fraction(flag_value(argv, "--kv_cache_free_gpu_memory_fraction"))
+        if share is not None:
+            found["free_gpu_memory_fraction"] = share
+        length = as_int(flag_value(argv, "--max_seq_len"))
+        if length is not None and length >= 1:
+            found["max_seq_len"] = length
+        return found
+
+    def share(self, seat: Seat) -> Decimal:
+        """The declared f, or 0.9."""
+        value = seat.engine.free_gpu_memory_fraction
+        return DEFAULT_FRACTION if value is None else fraction(value)
+
+    def kv_bytes(self, seat: Seat, card: Card) -> int | None:
+        """min(floor(f × (F0 − W − N)), M × c): needs a profile."""
+        profile = seat.engine.profile
+        if profile is None:
+            return None
+        after = (
+            card.engine_free_bytes
+            - profile.weights_bytes
+            - profile.non_kv_bytes
+            - profile.cuda_graphs_bytes
+        )
+        kv = floor_times(self.share(seat), max(0, after))
+        cap = seat.engine.max_tokens
+        return kv if cap is None else min(kv, cap * profile.kv_bytes_per_token)
+
+    def need_bytes(self, seat: Seat, card: Card) -> int:
+        """weights + non_kv + KV + context with a profile, at least the resident; without one,
+        at least f × free (its KV alone takes that share of what the weights leave)."""
+        kv = self.kv_bytes(seat, card)
+        if kv is not None:
+            return profile_need(seat, card, kv)
+        floor = floor_times(self.share(seat), card.engine_free_bytes) + card.cuda_context_bytes
+        return (
+            seat.resident_bytes
+            if seat.engine.max_tokens is not None
+            else max(seat.resident_bytes, floor)
+        )
+
+    def gate(self, seat: Seat, card: Card) -> Refusal | None:
+        """None: TensorRT-LLM has no start-up check of free memory; it shortens max_seq_len."""
+        kv = self.kv_bytes(seat, card)
+        if kv is None or kv > 0:
+            return None
+        return Refusal(
+            "gate",
+            1,
+            0,
+            f"TensorRT-LLM's weights and warm-up leave no free memory for a KV cache "
+            f"on this card ({gib(card.engine_free_bytes)} free at start)",
+        )
+
+    def kv_tokens(self, seat: Seat, card: Card) -> int | None:
+        """KV bytes // c."""
+        kv = self.kv_bytes(seat, card)
+        profile = seat.engine.profile
+        return None if kv is None or profile is None else kv // profile.kv_bytes_per_token
+
+    def pin_flags(self, seat: Seat, card: Card) -> tuple[str, ...]:
+        """kv_cache_config.max_tokens from the resident's KV room (f kept: the smaller wins)."""
+        profile = seat.engine.profile
+        room = kv_room(seat, card)
+        if profile is None or room is None or room < profile.kv_bytes_per_token:
+            return ()
+        tokens = room // profile.kv_bytes_per_token
+        return (
+            "--kv_cache_free_gpu_memory_fraction",
+            str(self.share(seat)),
+            f"kv_cache_config.max_tokens={tokens}",
+        )
+
+    def learn(self, lines: Sequence[str]) -> Learned:
+        """Weights, c and the KV cache from its memory-profiling lines."""
+        scan = LogScan.of(
+            lines,
+            {"weights": _WEIGHTS, "peak": _PEAK, "estimated": _ESTIMATED, "allocated": _ALLOCATED},
+        )
+        missing: list[str] = []
+        text = scan.group("weights")
+        weights = scan.figure("weights", size_bytes(text, "GiB")) if text else None
+        if weights is None:
+            missing.append("Memory used after loading model weights (inside torch) …: X GiB")
+        per = scan.group("peak", 3)
+        per_token = scan.figure("peak", int(per)) if per else None
+        if per_token is None:
+            missing.append("Peak memory during memory usage profiling … kv size is N")
+        kv = tokens = None
+        if scan.group("allocated") is not None:
+            kv = scan.figure("allocated", size_bytes(scan.group("allocated") or "0", "GiB"))
+            tokens = scan.figure("allocated", int(scan.group("allocated", 2) or 0))
+        elif scan.group("estimated") is not None:
+            kv = scan.figure("estimated", size_bytes(scan.group("estimated") or "0", "GiB"))
+            if per_token is not None and per_token.value > 0:
+                tokens = scan.figure("estimated", kv.value // per_token.value if kv else 0)
+        else:
+            missing.append("Estimated max memory in KV cache : M GiB")
+        return Learned(
+            self.kind,
+            weights=weights,
+            kv=kv,
+            kv_tokens=tokens,
+            per_token=per_token,
+            missing=tuple(missing),
+        )
+
+
+ENGINE = TensorRTLLM()
