@@ -93,7 +93,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out",
         metavar="DIR|FILE",
-        help="write report.<format> (and chart PNGs for md) into DIR, or to FILE.md/.html/.json,"
+        help="write report.<format> (and chart SVGs for md) into DIR, or to FILE.md/.html/.json,"
         " instead of stdout",
     )
     parser.add_argument(
