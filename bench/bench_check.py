@@ -1,7 +1,8 @@
 """Benchmark of `gpuplan check` (and `plan`) as a deploy pipeline runs them: a whole process each.
 
 Issue 12's targets: `check --compose` on a 10-service file against a 4-card host within
-1.5 x `python -c "import pydantic, yaml"` + 0.1 s; a check on a 64-host fleet read from a
+1.5 x `python -c "import pydantic, yaml"` + 0.1 s (issue 26: with an override file and an
+include, within 1.6 x the floor row); a check on a 64-host fleet read from a
 snapshot folder within 1 s. Issue 17's: `check SEAT --gpu N` within 1.6 x that baseline, `plan`
 on fv-ml1 within 2 x `python -c "import pydantic, yaml, tabulate"`. Every command is timed side
 by side with its baseline in one run, in CPU seconds (user + system of the child) as well as
@@ -66,6 +67,32 @@ def compose_text(services: int = 10) -> str:
             },
         }
     return yaml.safe_dump({"services": body}, sort_keys=False)
+
+
+def write_project(folder: Path, services: int = 10) -> Path:
+    """Issue 26's project: `services` services, two of them in an included file, and a
+    compose.override.yaml beside the main file that raises two utils; returns the main file."""
+    data = yaml.safe_load(compose_text(services))["services"]
+    names = list(data)
+    (folder / "project").mkdir()
+    (folder / "project" / "gpu").mkdir()
+    included = {name: data.pop(name) for name in names[-2:]}
+    main = folder / "project" / "compose.yaml"
+    main.write_text(
+        yaml.safe_dump({"include": ["gpu/more.yaml"], "services": data}, sort_keys=False),
+        encoding="utf-8",
+    )
+    (folder / "project" / "gpu" / "more.yaml").write_text(
+        yaml.safe_dump({"services": included}, sort_keys=False), encoding="utf-8"
+    )
+    override = {
+        name: {"command": ["--model", name, "--gpu-memory-utilization", "0.05"]}
+        for name in names[:2]
+    }
+    (folder / "project" / "compose.override.yaml").write_text(
+        yaml.safe_dump({"services": override}, sort_keys=False), encoding="utf-8"
+    )
+    return main
 
 
 def write_fleet(folder: Path, hosts: int = 64, cards: int = 8) -> tuple[Path, Path]:
@@ -135,11 +162,13 @@ def measure(runs: int) -> dict[str, Measured]:
         compose = folder / "compose.yaml"
         compose.write_text(compose_text(), encoding="utf-8")
         catalogue, shots = write_fleet(folder)
+        project = write_project(folder)
         cases = {
             "baseline": [py, "-c", "import pydantic, yaml"],
             "baseline_tabulate": [py, "-c", "import pydantic, yaml, tabulate"],
             "floor": [py, "-c", FLOOR],
             "compose": [py, "-m", "placement", "check", "--compose", str(compose), *fv],
+            "project": [py, "-m", "placement", "check", "--compose", str(project), *fv],
             "seat": [py, "-m", "placement", "check", "vllm-voices", "--gpu", "0", *fv],
             "fleet": [
                 py, "-m", "placement", "check", "big-new", "--gpu", "0",
@@ -178,6 +207,7 @@ def rows(got: dict[str, Measured]) -> list[Row]:
         ("`python -c \"import pydantic, yaml, tabulate\"` (base+tabulate)", got["baseline_tabulate"], None, None),
         ("floor: base + import BaseModel, build and validate one model", got["floor"], base, None),
         ("`check --compose` 10 services, 4-card host (≤ 1.5 x base + 0.1 s)", got["compose"], base, 1.5 * base + 0.1),
+        ("`check --compose` 10 services with an override and an include (≤ 1.6 x floor)", got["project"], got["floor"][0], 1.6 * got["floor"][0]),
         ("`check vllm-voices --gpu 0` on fv-ml1 (≤ 1.6 x base)", got["seat"], base, 1.6 * base),
         ("`check SEAT` on 64 hosts x 8 cards (snapshot folder), refused: nearest scans all (≤ 1 s)", got["fleet"], base, 1.0),
         ("`plan` on fv-ml1 (≤ 2 x base+tabulate)", got["plan"], base3, 2 * base3),

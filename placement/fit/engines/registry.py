@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
     from placement.fit.engines.base import Engine
+    from seats.model import Engine as EngineSpec
 
 # kind → module, in the order recognition tries them: Ollama before llama.cpp, since Ollama's
 # runner is a llama-server of Ollama's own model store.
@@ -60,3 +61,13 @@ def recognise(
         if found.recognise(argv, image):
             return found
     return None
+
+
+def describe(spec: EngineSpec) -> dict[str, str | None]:
+    """A VERDICT's `engine` object (DESIGN.md, Engines): kind, version (None where unknown)
+    and behaviour."""
+    return {
+        "kind": spec.kind,
+        "version": spec.version,
+        "behaviour": engine(spec.kind).behaviour(spec),
+    }

@@ -60,9 +60,16 @@ COMPOSE = [
     ("sglang/compose-doc-arag.yml", "sglang-rerank", "sglang"),
     ("sglang/compose-doc-arag.yml", "api", None),
     ("tgi/compose-harbor-tgi.yml", "tgi", "tgi"),
+    ("tgi/compose-slm-exploration.yml", "llm", "tgi"),
+    ("tgi/compose-db-agent.yml", "huggingface-tgi", "tgi"),
+    ("tgi/compose-db-agent.yml", "postgres", None),
+    ("tgi/compose-db-agent.yml", "data-importer", None),
     ("llamacpp/compose-harbor-llamacpp.yml", "llamacpp", "llamacpp"),
     ("llamacpp/compose-harbor-llamacpp.yml", "webui", None),
     ("llamacpp/compose-digital-souls-core.yml", "llama", "llamacpp"),
+    ("trtllm/compose-slm-exploration.yml", "llm", "trtllm"),
+    # `bash /app/start.sh` on the TensorRT-LLM release image: recognised by its image.
+    ("trtllm/compose-agentbusters.yml", "trtllm-api", "trtllm"),
     ("ollama/compose-harbor-ollama.yml", "ollama", "ollama"),
     ("ollama/compose-openhands-ollama.yml", "ollama", "ollama"),
 ]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from placement.fit.engines.base import Card, Refusal
-from placement.fit.engines.registry import KINDS, engine
+from placement.fit.engines.registry import KINDS, describe, engine
 from seats.model import Seat
 from seats.units import GiB, MiB
 
@@ -321,3 +321,32 @@ def test_every_kind_of_the_catalogue_has_an_engine() -> None:
     assert set(KINDS) == {"vllm", "sglang", "tgi", "trtllm", "llamacpp", "ollama", "other"}
     for kind in KINDS:
         assert engine(kind).kind == kind
+
+
+def test_a_verdict_describes_its_engine() -> None:
+    # The VERDICT's `engine` object: {kind, version, behaviour}, version None where unknown.
+    assert describe(seat("llamacpp", n_gpu_layers=99).engine) == {
+        "kind": "llamacpp",
+        "version": None,
+        "behaviour": "fixed",
+    }
+    assert describe(seat("sglang", version="0.5.8").engine)["behaviour"] == "share-of-free"
+
+
+def test_an_engine_module_is_imported_only_when_used() -> None:
+    # A fresh interpreter: the registry lists module names; asking for one kind imports that one.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from placement.fit.engines import registry\n"
+        "def loaded():\n"
+        "    return sorted(k.rsplit('.', 1)[1] for k in sys.modules"
+        " if k.startswith('placement.fit.engines.') and k.rsplit('.', 1)[1] in registry.KINDS)\n"
+        "print(loaded())\n"
+        "registry.engine('sglang')\n"
+        "print(loaded())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == ["[]", "['sglang']"]
