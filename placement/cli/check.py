@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from inventory.holds import Hold
     from inventory.ledger.store import Approval
     from inventory.snapshot import Snapshot
-    from placement.check.outside import CheckResult
+    from placement.check.seat import CheckResult
     from seats.model import Catalogue
 
 HELP = "will this seat start on these cards? (pre-deploy check; exit 0 pass, 1 refuse)"
@@ -216,7 +216,7 @@ def _checked_host(args: argparse.Namespace, catalogue: Catalogue) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     """Judge, print, record in the ledger (with holds) when one is given; exit with the worst verdict."""
-    from placement.check.outside import check_snapshots
+    from placement.fit.consistency import check_snapshots
 
     _validate(args)
     now = utc_now()
@@ -275,7 +275,7 @@ def _with_added(args: argparse.Namespace, catalogue: Catalogue) -> Catalogue:
     """
     if not args.add:
         return catalogue
-    from placement.check.outside import new_seats
+    from placement.plan.problem import new_seats
 
     adds = load_add_files(args.add)
     added = tuple(new.seat for new in new_seats(catalogue, adds) if new.origin != "catalogue")
@@ -289,7 +289,7 @@ def _with_added(args: argparse.Namespace, catalogue: Catalogue) -> Catalogue:
 
 def _known_host(args: argparse.Namespace, catalogue: Catalogue) -> None:
     """--host names a host of the catalogue (DESIGN.md "Fleets"), or says which it might mean."""
-    from placement.check.outside import did_you_mean
+    from placement.check.seat import did_you_mean
 
     if args.host is not None and args.host not in catalogue.hosts:
         hosts = list(catalogue.hosts)
@@ -314,7 +314,7 @@ Judge = Callable[[Sequence["Snapshot"]], CheckOutcome]
 def _seat_judge(args: argparse.Namespace, catalogue: Catalogue) -> Judge:
     """`check SEAT --gpu N`: one verdict; a refusal names the nearest other cards that take it."""
     from placement.check.nearest import with_nearest
-    from placement.check.outside import check_seat, result_json
+    from placement.check.seat import check_seat, result_json
     from placement.cli.check_text import render
 
     def judge(snapshots: Sequence[Snapshot]) -> CheckOutcome:
@@ -400,8 +400,8 @@ def _inside(
     check waited may show an approved seat started, which ends its hold; judged on the older
     snapshot, those bytes would look free twice (DESIGN.md "Never yes by accident").
     """
-    from placement.check.outside import check_snapshots
     from placement.cli.sources import consistent
+    from placement.fit.consistency import check_snapshots
 
     out: list[Snapshot] = []
     for snapshot in cards.snapshots:
@@ -470,8 +470,9 @@ def _record(
     `stale`: the snapshot was too old to decide on; each verdict is recorded as unknown, with
     the reason as an `error` rule.
     """
-    from placement.check.outside import Reason, inputs_digest
+    from placement.check.seat import inputs_digest
     from placement.decisions import Decision, record_decisions
+    from placement.fit.verdict import Reason
 
     decisions = []
     for result in results:
