@@ -51,7 +51,8 @@ REFRESH_HINT = "run `python scripts/refresh_docs.py` to rewrite the shown output
 # (pattern, replacement) applied to shown and real output alike before comparing.
 VOLATILE: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b\d+\.\d+ s\b"), "<seconds> s"),  # solver and command timings
-    (re.compile(r"\b\d\d:\d\dZ\b"), "<hh:mm>Z"),  # a hold's times: when the example ran
+    # A hold's times: when the example ran (with its date when it ends on the next day).
+    (re.compile(r"\b(?:\d{4}-\d\d-\d\d )?\d\d:\d\dZ\b"), "<hh:mm>Z"),
 )
 
 _FENCE = re.compile(r"^(`{3,})\s*([\w-]*)")
