@@ -234,5 +234,5 @@ def test_an_override_moves_a_service_to_another_card(tmp_path: Path) -> None:
     override.write_text(moved % "!override ", encoding="utf-8")
     assert load_compose(path, {}).services[0].devices == ("2",)
     override.write_text("services:\n  v: !reset\n", encoding="utf-8")
-    with pytest.raises(ComposeError, match="no service asks for a GPU|no `services:`"):
+    with pytest.raises(ComposeError, match="the file has no `services:` mapping"):
         load_compose(path, {})
