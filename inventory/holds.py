@@ -1,8 +1,10 @@
 """A hold: the bytes an approved deploy may take on its cards until its seat is seen there.
 
 A `check` that passes against a ledger records one hold per seat it approved. While a hold is
-active it counts as held on its cards for every later `check` and `plan` reading that ledger,
-except for the same seat's own check (DESIGN.md "Whole deploys: … holds").
+active it is an approved new seat on its cards for every later `check` and `plan` reading that
+ledger: its need counts in room and in every later gate, and its own gate request is judged
+again beside each later seat; except for the same seat's own check (DESIGN.md "Whole deploys: …
+holds").
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ class Hold:
     expires_at: datetime
     user: str
     decision_id: int | None = None
+    # The seat's own gate request on each card (vLLM: ceil(util × CUDA total)); 0 without a gate.
+    # A later seat that would leave the held seat's gate short is refused (rule `hold`).
+    requested_bytes: int = 0
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -32,6 +37,7 @@ class Hold:
             "host": self.host,
             "cards": list(self.cards),
             "need_bytes": self.need_bytes,
+            "requested_bytes": self.requested_bytes,
             "created_at": _utc(self.created_at),
             "expires_at": _utc(self.expires_at),
             "user": self.user,

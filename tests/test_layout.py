@@ -21,7 +21,7 @@ layout = layout_report()
 
 # inventory's data types and pure rules over them: what fit, plan, pack and check may read.
 # Not nvml, poller, fake, proc or calibrate (they touch the machine), nor ledger or prometheus.
-INVENTORY_DATA = {"inventory.snapshot", "inventory.attribution"}
+INVENTORY_DATA = {"inventory.snapshot", "inventory.attribution", "inventory.holds"}
 INVENTORY = {"inventory", "inventory.ledger", "inventory.prometheus"}
 SUBPACKAGES = (
     "inventory.ledger",

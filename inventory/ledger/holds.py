@@ -28,10 +28,17 @@ EXISTS (
 )"""
 
 _COLUMNS = (
-    "h.seat, h.host, h.need_bytes, h.created_at_s, h.expires_at_s, h.user, h.decision_id,"
+    "h.seat, h.host, h.need_bytes, {requested}, h.created_at_s, h.expires_at_s, h.user,"
+    " h.decision_id,"
     " (SELECT group_concat(card_idx) FROM (SELECT card_idx FROM hold_cards"
     "  WHERE hold_id = h.id ORDER BY card_idx))"
 )
+
+
+def _columns(connection: sqlite3.Connection | sqlite3.Cursor) -> str:
+    """`_COLUMNS`, reading 0 as the request of a ledger opened read-only before version 5."""
+    names = {row[1] for row in connection.execute("PRAGMA table_info(holds)")}
+    return _COLUMNS.format(requested="h.requested_bytes" if "requested_bytes" in names else "0")
 
 
 def _moment(seconds: int) -> datetime:
@@ -48,12 +55,13 @@ def _holds(
             host=host,
             cards=tuple(int(c) for c in cards.split(",")) if cards else (),
             need_bytes=need,
+            requested_bytes=requested,
             created_at=_moment(created),
             expires_at=_moment(expires),
             user=user,
             decision_id=decision,
         )
-        for seat, host, need, created, expires, user, decision, cards in connection.execute(
+        for seat, host, need, requested, created, expires, user, decision, cards in connection.execute(
             sql, params
         )
     ]
@@ -73,7 +81,8 @@ def active(connection: sqlite3.Connection | sqlite3.Cursor, now_s: int) -> list[
         return []
     return _holds(
         connection,
-        f"SELECT {_COLUMNS} FROM holds h WHERE h.ended_at_s IS NULL AND h.expires_at_s > ?"
+        f"SELECT {_columns(connection)} FROM holds h WHERE h.ended_at_s IS NULL"
+        " AND h.expires_at_s > ?"
         f" AND NOT {_SEEN} ORDER BY h.created_at_s, h.id",
         (now_s,),
     )
@@ -87,7 +96,8 @@ def expired_unseen(
         return []
     return _holds(
         connection,
-        f"SELECT {_COLUMNS} FROM holds h WHERE h.created_at_s >= ? AND h.created_at_s < ?"
+        f"SELECT {_columns(connection)} FROM holds h WHERE h.created_at_s >= ?"
+        " AND h.created_at_s < ?"
         " AND h.expires_at_s <= ? AND (h.ended_at_s IS NULL OR h.ended_by = 'expired')"
         f" AND NOT {_SEEN} ORDER BY h.expires_at_s, h.id",
         (since_s, until_s, now_s),
@@ -127,12 +137,13 @@ def insert(cursor: sqlite3.Cursor, holds: Sequence[Hold]) -> list[int]:
         created_s = int(hold.created_at.timestamp())
         end_seat(cursor, hold.seat, created_s, "replaced")
         cursor.execute(
-            "INSERT INTO holds(seat, host, need_bytes, created_at_s, expires_at_s, user,"
-            " decision_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO holds(seat, host, need_bytes, requested_bytes, created_at_s,"
+            " expires_at_s, user, decision_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 hold.seat,
                 hold.host,
                 hold.need_bytes,
+                hold.requested_bytes,
                 created_s,
                 int(hold.expires_at.timestamp()),
                 hold.user,

@@ -29,7 +29,9 @@ MIGRATION_BUSY_TIMEOUT_MS = APPROVAL_BUSY_TIMEOUT_MS
 # the indexes that range reads and the report's decision queries need; version 3 adds holds
 # (approvals that count as held until their seat is seen, they expire, or they are released);
 # version 4 masks secrets in the command lines stored before gpuplan masked them on capture
-# (a Python step: SQLite has no regular expressions).
+# (a Python step: SQLite has no regular expressions); version 5 records each hold's gate request
+# (`requested_bytes`, 0 for the holds stored before: their gates are not known), so a later seat
+# that would leave an approved seat's gate short is refused.
 Step = str | Callable[[sqlite3.Connection], str | None]
 
 
@@ -79,6 +81,7 @@ MIGRATIONS: tuple[Step, ...] = (
     CREATE INDEX holds_by_seat ON holds(seat, ended_at_s);
     """,
     _mask_stored_cmdlines,
+    "ALTER TABLE holds ADD COLUMN requested_bytes INTEGER NOT NULL DEFAULT 0;",
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -265,6 +268,36 @@ def migrate(
             print(f"ledger {path}: schema {step + 1}: {note}", file=sys.stderr)
 
 
+# The masking rule's revision (inventory.secrets). A ledger whose command lines an older rule
+# masked (version 4 of the schema masked with the first) is masked again by its next writer:
+# kept in `meta`, not in the schema version, as the rule grows with each spelling found.
+MASKING_REVISION = "2"  # 2: the spellings of issue 24 (NAME=value in a word, camelCase, …)
+
+
+def remask(connection: sqlite3.Connection, path: Path, busy_ms: int = BUSY_TIMEOUT_MS) -> None:
+    """Mask the stored command lines again when an older masking rule stored them."""
+    query = "SELECT value FROM meta WHERE key = 'masking'"
+    row = connection.execute(query).fetchone()
+    if row is not None and row[0] == MASKING_REVISION:
+        return
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+        row = connection.execute(query).fetchone()  # another writer may have done it meanwhile
+        note = None
+        if row is None or row[0] != MASKING_REVISION:
+            note = _mask_stored_cmdlines(connection)
+            connection.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('masking', ?)",
+                (MASKING_REVISION,),
+            )
+        connection.execute("COMMIT")
+    except sqlite3.OperationalError as exc:
+        connection.rollback()
+        raise operational(str(path), exc, busy_ms) from exc
+    if note:
+        print(f"ledger {path}: masking rule {MASKING_REVISION}: {note}", file=sys.stderr)
+
+
 def _run_step(connection: sqlite3.Connection, step: Step) -> str | None:
     if callable(step):
         return step(connection)
@@ -373,5 +406,6 @@ def _prepare(
     try:
         if version < SCHEMA_VERSION:
             migrate(connection, target, version, busy_ms)
+        remask(connection, target, busy_ms)
     finally:
         connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")

@@ -1086,10 +1086,12 @@ def _pid_key(labels: Labels) -> tuple[str, int, str] | None:
     return (*card, labels.get("pid", "")) if card is not None else None
 
 
-def _breaches(
-    client: PromClient, q: _Queries, reserve: ReserveSpec, first_s: int, last_s: int
-) -> ReserveBreaches:
-    """The steps where others held more of the reserve's card than it leaves them."""
+def breach_query(q: _Queries, reserve: ReserveSpec) -> str:
+    """PromQL of `placement.fit.reserves`' rule: others' bytes where they break the reserve.
+
+    others = the card's used − its own seats' process bytes; allowance = 0 for a whole card,
+    else clamp_min(total − driver reserve − fixed, 0).
+    """
     card = f'{q.named([reserve.host])},gpu="{reserve.card}"'
     by = q.by("gpu")
     used = f"sum by ({by}) ({m.CARD_USED}{{{card}}})"
@@ -1105,9 +1107,16 @@ def _breaches(
         total = f"sum by ({by}) ({m.CARD_TOTAL}{{{card}}})"
         held = f"sum by ({by}) ({m.CARD_RESERVED}{{{card}}})"
         allowed = f"clamp_min({total} - ({held} or 0 * {total}) - {reserve.fixed_bytes}, 0)"
+    return f"{others} > {allowed}"
+
+
+def _breaches(
+    client: PromClient, q: _Queries, reserve: ReserveSpec, first_s: int, last_s: int
+) -> ReserveBreaches:
+    """The steps where others held more of the reserve's card than it leaves them."""
     points = [
         (t, v)
-        for _, series in client.range(f"{others} > {allowed}", *_steps(q, first_s, last_s))
+        for _, series in client.range(breach_query(q, reserve), *_steps(q, first_s, last_s))
         for t, v in series
     ]
     if not points:

@@ -16,7 +16,8 @@ from inventory.attribution import attribute, host_seats, match_seat
 from inventory.snapshot import Process, Snapshot, format_utc
 from placement.check.elsewhere import Elsewhere
 from placement.decisions import inputs_digest as digest_of
-from placement.fit.capacity import cuda_context_bytes, cuda_total
+from placement.fit.capacity import cuda_context_bytes
+from placement.fit.card import cuda_total
 from placement.fit.engines import cover_target, format_util, requested_bytes, util_decimal
 from placement.fit.kv import flag_resident
 from placement.fit.verdict import Verdict

@@ -439,7 +439,7 @@ def _stale(
 def _holds(
     results: list[CheckResult], ids: list[int], now: datetime, hold_for: timedelta
 ) -> list[Hold]:
-    """One hold per passed seat: its need on each of its cards, until `hold_for` from now."""
+    """One hold per passed seat: its need and gate request on each of its cards, until `hold_for`."""
     from inventory.holds import Hold
 
     user = os.environ.get("USER") or os.environ.get("LOGNAME") or "unknown"
@@ -449,6 +449,9 @@ def _holds(
             host=result.snapshot.host,
             cards=tuple(result.verdict.cards),
             need_bytes=result.verdict.need_bytes or 0,
+            requested_bytes=max(
+                (f.requested_bytes or 0 for f in result.verdict.figures), default=0
+            ),
             created_at=now,
             expires_at=now + hold_for,
             user=user,

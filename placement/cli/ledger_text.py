@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from inventory.snapshot import format_utc
 from placement.cli.render import Align, b, table
-from placement.fit.capacity import HeldPart
+from placement.fit.card import HeldPart
 from placement.report.ledger_view import CardRow, HostView, LedgerView
 from seats.units import format_mib
 

@@ -23,13 +23,10 @@ from placement.cli.sources import (
     utc_now,
 )
 from seats.errors import Exit
-from seats.model import Reserve
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
     from datetime import datetime
 
-    from inventory.snapshot import Snapshot
     from placement.plan.planner import PlanResult
     from seats.model import Catalogue, Seat
 
@@ -113,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     catalogue = load_catalogue_argument(args)
     now = utc_now()
     cards = resolve_snapshots(source_options(args), catalogue, now)
-    catalogue, snapshots = pin_approved(catalogue, cards.snapshots)
+    snapshots = cards.snapshots
     adds = load_add_files(args.add)
     notice.plan_notice(catalogue, snapshots, adds, args.time_limit)
     result = plan(
@@ -139,54 +136,6 @@ def run(args: argparse.Namespace) -> int:
             render_plan(result, cards.origins, time.perf_counter() - started, args.explain)
         )
     return {"pass": Exit.OK, "refuse": Exit.REFUSED}.get(result.verdict, Exit.CANNOT_DECIDE)
-
-
-def pin_approved(
-    catalogue: Catalogue, snapshots: Sequence[Snapshot]
-) -> tuple[Catalogue, list[Snapshot]]:
-    """Plan beside a ledger's holds: each becomes a reserve for its seat, and the seat keeps it.
-
-    A hold is what a reserve is, for one seat: bytes on a card that every other seat must leave
-    alone, consumed by its own seat once placed there. So `plan` (its pruning, integer program
-    and verifier alike) reads each active hold as the reserve `hold-SEAT` on each held card, and
-    a planned seat that holds cards stays on them, placed first: the approval is a promise. Each
-    is said on stderr.
-    """
-    from inventory.snapshot import with_holds
-
-    holds = {hold.seat: hold for s in snapshots for card in s.cards for hold in card.holds}
-    if not holds:
-        return catalogue, list(snapshots)
-    first = max((s.priority for s in catalogue.seats), default=0) + 1
-    seats = []
-    for seat in catalogue.seats:
-        hold = holds.get(seat.name)
-        if seat.state == "planned" and hold is not None:
-            print(
-                f"note: {seat.name} kept on {hold.host} card(s) {list(hold.cards)}: {hold.note()}",
-                file=sys.stderr,
-            )
-            seat = seat.model_copy(
-                update={"host": hold.host, "gpus": hold.cards, "priority": first}
-            )
-        seats.append(seat)
-    reserves = [
-        Reserve.model_validate(
-            {
-                "name": f"hold-{hold.seat}",
-                "host": hold.host,
-                "gpu": index,
-                "bytes": hold.need_bytes,
-                "for": [hold.seat],
-            }
-        )
-        for hold in holds.values()
-        for index in hold.cards
-    ]
-    pinned = catalogue.model_copy(
-        update={"seats": tuple(seats), "reserves": (*catalogue.reserves, *reserves)}
-    )
-    return pinned, with_holds(snapshots, [])
 
 
 def plan_inputs(

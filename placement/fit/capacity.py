@@ -7,33 +7,22 @@ The formulas are DESIGN.md's "What fits means", in exact integer bytes:
     reserve_bytes(r) = cuda_total(c) if r.amount_bytes == "card" else r.amount_bytes
     held(c, s) = Σ_{r on c, s ∉ for(r)} max(0, reserve_bytes(r) − Σ resident of r's own seats on c)
                + Σ resident of running seats declared on c (other than s) whose `match` finds no process on c
+               + Σ need of active holds on c (other than s's own)
     plannable(c) = max(0, free − held(c, ·) − margin)
+
+Held bytes and plannable are read off the card's one model (`placement.fit.card`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
 
 from inventory.snapshot import Card, Snapshot
-from placement.fit.room import reserve_left_bytes, room_bytes
-from seats.model import Catalogue, Reserve, Seat
-
-
-def cuda_total(card: Card) -> int:
-    """What a CUDA process on `card` calls total (FACTS.md section 1); 0 for a card in error."""
-    return card.cuda_total_bytes or 0
-
-
-def fixed_reserve_bytes(reserve: Reserve) -> int | None:
-    """A reserve's amount in bytes; None for `bytes: card`, whose bytes depend on the card read."""
-    return None if reserve.amount_bytes == "card" else int(reserve.amount_bytes)
-
-
-def reserve_bytes(reserve: Reserve, card: Card) -> int:
-    """Bytes a reserve holds on its card; `card` means the whole CUDA total."""
-    fixed = fixed_reserve_bytes(reserve)
-    return cuda_total(card) if fixed is None else fixed
+from placement.fit.card import (
+    HeldPart,
+    card_model,
+)
+from seats.model import Catalogue, Seat
 
 
 def seats_declared_on(catalogue: Catalogue, host: str, index: int) -> list[Seat]:
@@ -56,20 +45,6 @@ def absent_seats(catalogue: Catalogue, host: str, card: Card) -> list[Seat]:
     ]
 
 
-@dataclass(frozen=True)
-class HeldPart:
-    """One contribution to `held`: a reserve's unconsumed bytes, an absent seat's resident, or a hold."""
-
-    kind: str  # "reserve", "absent" or "hold"
-    name: str
-    bytes: int
-    note: str = ""  # a hold's approval: who, when, until when
-    # A reserve some of whose own seats run or are placed on the card: what is left of it is
-    # theirs (counted in held), but it does not stand between another seat and the card, its
-    # seats do; and a seat is never told its own reserve blocks it.
-    in_use: bool = False
-
-
 def held_parts(
     catalogue: Catalogue,
     host: str,
@@ -80,33 +55,17 @@ def held_parts(
     """What is held on `card` against `seat` (None: against any seat), part by part.
 
     `placed_here` names new seats this plan puts on the card; a reserve's own seats among
-    them consume it, so it is not counted twice.
+    them consume it, so it is not counted twice. Read off the card's one model.
     """
-    parts: list[HeldPart] = []
-    declared = {s.name: s for s in seats_declared_on(catalogue, host, card.index)}
-    for reserve in catalogue.reserves:
-        if reserve.host != host or reserve.gpu != card.index:
-            continue
-        if seat is not None and seat in reserve.for_:
-            continue
-        here = [
-            name
-            for name in reserve.for_
-            if name != seat and (name in declared or name in placed_here)
-        ]
-        own = sum(catalogue.seat(name).resident_bytes for name in here)
-        left = reserve_left_bytes(reserve_bytes=reserve_bytes(reserve, card), own_bytes=own)
-        if left:
-            parts.append(HeldPart("reserve", reserve.name, left, in_use=bool(here)))
-    for absent in absent_seats(catalogue, host, card):
-        if absent.name != seat:
-            parts.append(HeldPart("absent", absent.name, absent.resident_bytes))
-    # An approved deploy's hold, except the seat's own and those of seats placed here now
-    # (judged beside it as new seats, so not counted twice).
-    for hold in card.holds:
-        if hold.seat != seat and hold.seat not in placed_here:
-            parts.append(HeldPart("hold", hold.seat, hold.need_bytes, hold.note()))
-    return parts
+    placed = {name: _resident(catalogue, name) for name in placed_here}
+    return card_model(catalogue, host, card).held_parts(seat, placed)
+
+
+def _resident(catalogue: Catalogue, name: str) -> int:
+    try:
+        return catalogue.seat(name).resident_bytes
+    except KeyError:
+        return 0
 
 
 def held_bytes(
@@ -136,12 +95,7 @@ def plannable_bytes(catalogue: Catalogue, snapshot: Snapshot, card: Card) -> int
     """max(0, free − held − margin); 0 for a card in error."""
     if card.free_bytes is None:
         return 0
-    room = room_bytes(
-        free_bytes=card.free_bytes,
-        held_bytes=held_bytes(catalogue, snapshot.host, card),
-        margin_bytes=margin_bytes(catalogue, snapshot.host),
-    )
-    return max(0, room)
+    return max(0, card_model(catalogue, snapshot.host, card).plannable_bytes)
 
 
 def attributed_bytes(card: Card) -> int:

@@ -10,7 +10,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from inventory.snapshot import Snapshot
-from placement.fit.capacity import cuda_total, reserve_bytes
+from placement.fit.card import cuda_total, reserve_bytes
 from placement.fit.verify import host_catalogues
 from seats.errors import BadInputError
 from seats.model import Catalogue, Reserve, Seat

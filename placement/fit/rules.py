@@ -103,12 +103,62 @@ def reserve_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | 
     return _held_reason("reserve", text, need_bytes=need_bytes, state=state, host=host)
 
 
+def kept_reserve_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | None:
+    """Rule `reserve` beside `room`: a reserve in use by its own seats keeps part of the room short.
+
+    What is left of a reserve whose seats run or are placed here is theirs: the user must learn
+    that the card is held for them, not only that it is full.
+    """
+    if not state.kept_reserves or fits_room(need_bytes, state.room_bytes):
+        return None
+    kept = "; ".join(
+        f"{name} keeps {b(amount)} for {', '.join(owners)}"
+        for name, amount, owners in state.kept_reserves
+    )
+    return Reason(
+        rule="reserve",
+        card=state.card.index,
+        need_bytes=need_bytes,
+        room_bytes=state.room_bytes,
+        short_bytes=need_bytes - state.room_bytes,
+        text=kept,
+        host=host,
+    )
+
+
 def hold_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | None:
     """Rule `hold`: the seat does not fit, and other approved deploys' holds take bytes here."""
     if not state.hold_held_bytes:
         return None
     text = "; ".join(state.hold_notes)
     return _held_reason("hold", text, need_bytes=need_bytes, state=state, host=host)
+
+
+def hold_gate_reasons(*, need_bytes: int, state: CardState, host: str) -> list[Reason]:
+    """Rule `hold`: placed here, the seat would leave an approved seat's own gate short.
+
+    An active hold is a new seat judged as if it started last: its gate reads
+    hold_free − need (the judged seat's need taken too) and asks its recorded request.
+    """
+    out: list[Reason] = []
+    for gate in state.hold_gates:
+        left = gate.free_bytes - need_bytes
+        if passes_gate(left, gate.requested_bytes):
+            continue
+        short = gate.requested_bytes - left
+        out.append(
+            Reason(
+                rule="hold",
+                card=state.card.index,
+                need_bytes=need_bytes,
+                room_bytes=max(0, gate.free_bytes - gate.requested_bytes),
+                short_bytes=short,
+                text=f"would leave {gate.seat}'s approved gate short by {b(short)} "
+                f"(it requests {b(gate.requested_bytes)}; {gate.note})",
+                host=host,
+            )
+        )
+    return out
 
 
 def _held_reason(
@@ -249,7 +299,9 @@ def card_reasons(
     found = (
         reserve_reason(need_bytes=need_bytes, state=state, host=host),
         hold_reason(need_bytes=need_bytes, state=state, host=host),
+        *hold_gate_reasons(need_bytes=need_bytes, state=state, host=host),
         room_reason(need_bytes=need_bytes, state=state, host=host),
+        kept_reserve_reason(need_bytes=need_bytes, state=state, host=host),
         gate_reason(requested_bytes=requested_bytes, util=util, state=state, host=host),
         kv_capacity_reason(
             seat=seat, util=util if rule.gating == "gated" else None, state=state, host=host

@@ -1,7 +1,7 @@
-"""One card as one seat meets it: free, held (reserves and absent seats), margin, room and gate free.
+"""One card as one seat meets it: free, held (reserves, absent seats, holds), margin, room and gate free.
 
-`card_state` is the only place the verifier's per-card figures are computed; the rules of
-`placement.fit.rules` read nothing else.
+`card_state` reads the card's one model (`placement.fit.card`) and is the only place the
+verifier's per-card figures are computed; the rules of `placement.fit.rules` read nothing else.
 """
 
 from __future__ import annotations
@@ -10,16 +10,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from inventory.snapshot import Card
-from placement.fit.capacity import (
-    cuda_context_bytes,
-    cuda_total,
-    held_parts,
-    margin_bytes,
-    seats_declared_on,
-)
+from placement.fit.card import CardModel, card_model, cuda_total
 from placement.fit.room import engine_free_bytes, room_bytes
 from seats.model import Catalogue, Seat
 from seats.units import format_bytes as b
+
+
+@dataclass(frozen=True)
+class HoldGate:
+    """An approved seat's own gate on the card, before the judged seat is placed.
+
+    `free_bytes` is what the held seat's gate reads with every other new seat and hold placed
+    (free − cuda_context − the others): the judged seat leaves it short by
+    need − (free_bytes − requested_bytes) when that is positive.
+    """
+
+    seat: str
+    note: str
+    requested_bytes: int
+    free_bytes: int
 
 
 @dataclass(frozen=True)
@@ -39,9 +48,14 @@ class CardState:
     margin_bytes: int
     cuda_context_bytes: int
     room_bytes: int
-    gate_free_bytes: int  # engine_free: what vLLM's gate reads
+    gate_free_bytes: int  # engine_free less holds: what vLLM's gate reads
     occupants: tuple[str, ...]  # every other seat or process on the card, new ones included
     exclusive_neighbours: tuple[str, ...]
+    hold_gates: tuple[HoldGate, ...] = ()  # approved seats' own gates, judged again
+    # Reserves whose own seats are on the card, and what is left of them: part of the held
+    # bytes a refusal names beside room (name, bytes, for).
+    kept_reserves: tuple[tuple[str, int, tuple[str, ...]], ...] = ()
+    freeable_bytes: int = 0  # what the card's processes hold, the seat's own aside
 
 
 def own_bytes(card: Card, name: str) -> int:
@@ -56,27 +70,37 @@ def card_state(
     card: Card,
     others_here: Sequence[Seat],
     others_bytes: int,
+    model: CardModel | None = None,
 ) -> CardState:
-    """`card` of `host` as `seat` meets it, started last beside `others_here` (taking `others_bytes`)."""
-    free = (card.free_bytes or 0) + own_bytes(card, seat.name)
-    parts = held_parts(
-        catalogue, host, card, seat.name, [s.name for s in others_here] + [seat.name]
-    )
+    """`card` of `host` as `seat` meets it, started last beside `others_here` (taking `others_bytes`).
+
+    `model`: the card's `card_model(catalogue, host, card)` when the caller has it.
+    """
+    if model is None:
+        model = card_model(catalogue, host, card)
+    mine = own_bytes(card, seat.name)
+    free = model.free_bytes + mine
+    placed = {s.name: s.resident_bytes for s in others_here}
+    placed[seat.name] = seat.resident_bytes
+    parts = model.held_parts(seat.name, placed)
     # Reserves whose own seats are on the card count in held, but only idle ones block.
     reserves = [part for part in parts if part.kind == "reserve" and not part.in_use]
     reserve_names = {part.name for part in reserves}
     reserve_for = tuple(
-        name
-        for reserve in catalogue.reserves
-        if reserve.name in reserve_names
-        for name in reserve.for_
+        name for reserve in model.reserves if reserve.name in reserve_names for name in reserve.for_
     )
+    shares = {reserve.name: reserve for reserve in model.reserves}
+    kept = tuple(
+        (part.name, part.bytes, tuple(sorted(shares[part.name].for_)))
+        for part in parts
+        if part.kind == "reserve" and part.in_use
+    )
+    holds = [part for part in parts if part.kind == "hold"]
+    hold_total = sum(part.bytes for part in holds)
     held = sum(part.bytes for part in parts)
-    margin = margin_bytes(catalogue, host)
-    ctx = cuda_context_bytes(catalogue, host)
-    declared = [s for s in seats_declared_on(catalogue, host, card.index) if s.name != seat.name]
-    declared_names = {s.name for s in declared}
-    foreign = [p for p in card.processes if p.seat != seat.name and p.seat not in declared_names]
+    ctx = model.cuda_context_bytes
+    declared = [name for name in model.declared if name != seat.name]
+    foreign = [(s, pid) for s, pid in model.processes if s != seat.name and s not in declared]
     return CardState(
         card=card,
         cuda_total_bytes=cuda_total(card),
@@ -85,23 +109,50 @@ def card_state(
         reserve_held_bytes=sum(part.bytes for part in reserves),
         reserve_names=tuple(part.name for part in reserves),
         reserve_for=reserve_for,
-        hold_held_bytes=sum(part.bytes for part in parts if part.kind == "hold"),
-        hold_notes=tuple(f"{b(part.bytes)} {part.note}" for part in parts if part.kind == "hold"),
+        hold_held_bytes=hold_total,
+        hold_notes=tuple(f"{b(part.bytes)} {part.note}" for part in holds),
         others_bytes=others_bytes,
-        margin_bytes=margin,
+        margin_bytes=model.margin_bytes,
         cuda_context_bytes=ctx,
         room_bytes=room_bytes(
-            free_bytes=free, held_bytes=held, margin_bytes=margin, load_bytes=others_bytes
+            free_bytes=free,
+            held_bytes=held,
+            margin_bytes=model.margin_bytes,
+            load_bytes=others_bytes,
         ),
+        # Holds are approved new seats: their needs count in every later gate.
         gate_free_bytes=engine_free_bytes(
-            free_bytes=free, cuda_context_bytes=ctx, load_bytes=others_bytes
+            free_bytes=free, cuda_context_bytes=ctx, load_bytes=others_bytes + hold_total
         ),
         occupants=tuple(
-            [s.name for s in declared]
-            + [f"pid {p.pid}" if p.seat is None else p.seat for p in foreign]
+            declared
+            + [f"pid {pid}" if s is None else s for s, pid in foreign]
             + [s.name for s in others_here]
         ),
         exclusive_neighbours=tuple(
-            [s.name for s in declared if s.exclusive] + [s.name for s in others_here if s.exclusive]
+            [n for n in model.declared_exclusive if n != seat.name]
+            + [s.name for s in others_here if s.exclusive]
+        ),
+        kept_reserves=kept,
+        # A reserve's own seats free nothing for others: the reserve keeps what they leave.
+        freeable_bytes=sum(
+            p.used_bytes or 0
+            for p in card.processes
+            if p.seat != seat.name
+            and not any(p.seat in r.for_ and seat.name not in r.for_ for r in model.reserves)
+        ),
+        hold_gates=tuple(
+            HoldGate(
+                seat=part.name,
+                note=part.note,
+                requested_bytes=part.requested_bytes,
+                free_bytes=engine_free_bytes(
+                    free_bytes=free,
+                    cuda_context_bytes=ctx,
+                    load_bytes=others_bytes + hold_total - part.bytes,
+                ),
+            )
+            for part in holds
+            if part.requested_bytes
         ),
     )

@@ -12,7 +12,8 @@ from decimal import Decimal
 from typing import Literal
 
 from inventory.snapshot import Card, Snapshot
-from placement.fit.capacity import cuda_context_bytes, cuda_total
+from placement.fit.capacity import cuda_context_bytes
+from placement.fit.card import cuda_total
 from placement.fit.engines import (
     UTIL_STEP,
     GateRule,
@@ -440,6 +441,10 @@ def _nearest(
         out.append((room_short, f"lower kv_cache_memory by {b(room_short)} (card {index})"))
     if "reserve" in rules and "room" not in rules and not gate_short:
         out.append((room_short, f"release {', '.join(state.reserve_names)}"))
+    kept = sum(amount for _, amount, _ in state.kept_reserves)
+    if "room" in rules and kept >= room_short and not gate_short:
+        names = ", ".join(name for name, _, _ in state.kept_reserves)
+        out.append((room_short, f"release {names}"))
     short = max(room_short, gate_short)
     if need > state.cuda_total_bytes - state.margin_bytes:
         # No amount of freeing makes a card hold more than its own total.
@@ -449,7 +454,9 @@ def _nearest(
                 f"{b(need)} is more than a card of {b(state.cuda_total_bytes)} CUDA total holds",
             )
         ]
-    if "reserve" not in rules and short:
+    # Only what the card's processes hold can be freed: never the bytes a reserve keeps.
+    idle_reserve_alone = "reserve" in rules and "room" not in rules
+    if short and not idle_reserve_alone and short <= state.freeable_bytes:
         out.append((short, f"free {b(short)} on card {index}"))
     return out
 

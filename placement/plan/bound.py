@@ -25,8 +25,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
-from placement.fit.room import engine_free_bytes
-from placement.plan.problem import CardSlot, NewSeat, PairTable, Problem
+from placement.fit.card import CardModel
+from placement.plan.problem import NewSeat, PairTable, Problem
 from seats.units import MiB
 
 
@@ -170,7 +170,7 @@ class _GateLoss:
     @classmethod
     def of(
         cls,
-        slots: Sequence[CardSlot],
+        slots: Sequence[CardModel],
         lowered: Sequence[int],
         sizes: Iterable[int],
         widest: int | None,
@@ -204,12 +204,9 @@ class _GateLoss:
 UNIT_BYTES = 64 * MiB
 
 
-def _gated_units(slot: CardSlot, widest: int) -> int:
-    """g_c before lowering: free − cuda_context + E in whole units (what vLLM's gate leaves)."""
-    gate_free = engine_free_bytes(
-        free_bytes=slot.free_bytes, cuda_context_bytes=slot.cuda_context_bytes
-    )
-    return max(0, gate_free + widest) // UNIT_BYTES
+def _gated_units(slot: CardModel, widest: int) -> int:
+    """g_c before lowering: free − cuda_context − holds + E in whole units (what gates leave)."""
+    return max(0, slot.gate_free_bytes() + widest) // UNIT_BYTES
 
 
 def _size(new: NewSeat, own: Mapping[str, int]) -> int:
@@ -249,7 +246,7 @@ def _lowered(rooms: Sequence[int], sizes: Iterable[int]) -> list[int]:
     return [best[room] for room in rooms]
 
 
-def _gate_slacks(problem: Problem, slots: Sequence[CardSlot]) -> dict[str, int]:
+def _gate_slacks(problem: Problem, slots: Sequence[CardModel]) -> dict[str, int]:
     """Per gated seat, the largest need − requested over the card sizes present.
 
     Only from a `PairTable` (the plan's); a seat without a request on some size is left out.

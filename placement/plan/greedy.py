@@ -13,9 +13,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
+from placement.fit.card import CardModel
 from placement.fit.room import fits_room, room_bytes
 from placement.fit.rules import exclusive_binds
-from placement.plan.problem import CardSlot, NewSeat, Problem
+from placement.plan.problem import NewSeat, Problem
 from placement.plan.verified import Assignment
 
 _NONE = -(1 << 80)
@@ -101,7 +102,7 @@ class _Cards:
         self.host_widths = [self.widths(host) for host in self.host_names]
         self.trees = [_WidestFirst([row[k] for row in self.host_widths]) for k in range(self.depth)]
 
-    def width(self, slot: CardSlot) -> int:
+    def width(self, slot: CardModel) -> int:
         """The most room any seat may meet on `slot` now (a necessary bound, never stricter)."""
         return slot.widest_bytes - self.load[slot.key]
 
@@ -115,7 +116,7 @@ class _Cards:
         """Where the host `new` names stands (-1: no snapshot of it); None when it names none."""
         return self.position.get(new.seat.host, -1) if new.seat.host is not None else None
 
-    def room_left(self, name: str, host: str, slot: CardSlot) -> int | None:
+    def room_left(self, name: str, host: str, slot: CardModel) -> int | None:
         """Bytes of room left on `slot` if `name` goes there now; None if it cannot."""
         key = slot.key
         floor = self.gate_floor.get(key)

@@ -12,7 +12,8 @@ from functools import cached_property
 from typing import Literal
 
 from placement import solvers
-from placement.plan.problem import CardKey, CardSlot, NewSeat, PairKey, Problem
+from placement.fit.card import CardModel
+from placement.plan.problem import CardKey, NewSeat, PairKey, Problem
 from placement.plan.score import priority_weights as seat_weights
 from placement.solvers import (
     SOLVERS,
@@ -87,7 +88,7 @@ def build_model(problem: Problem, *, exact_hole: bool | None = None) -> tuple[Mo
       S new seats, s ∈ S with N_s cards, priority p_s and weight W_s (see `priority_weights`);
       H hosts, C_h the usable cards of host h; E ⊆ S × C the eligible pairs (the seat could go
       on the card alone — everything else is pruned before the model sees it);
-      need[s,c] what s takes on c; cap_c = free_c − margin_h; A_c the absent seats' residents;
+      need[s,c] what s takes on c; cap_c = free_c − margin_h; A_c the absent seats' residents and the active holds' needs;
       reserves r on c with base_r = bytes_r − residents of its running own seats.
     Variables:
       x[s,c] ∈ {0,1} s on c; y[s,h] ∈ {0,1} multi-card s on host h; placed[s] ∈ {0,1};
@@ -195,7 +196,7 @@ class _Card:
     """One usable card while its rows are added: its pairs, load_c and held reserves."""
 
     k: int
-    slot: CardSlot
+    slot: CardModel
     pairs: list[PairKey]
     load: Var
     held: dict[str, Var | float]  # per reserve: MiB held, or h_r
@@ -234,7 +235,7 @@ def _assignment(t: _Terms, i: int, new: NewSeat) -> None:
     )
 
 
-def _card(t: _Terms, k: int, slot: CardSlot) -> _Card:
+def _card(t: _Terms, k: int, slot: CardModel) -> _Card:
     """load_c = Σ need[s,c]·x[s,c], and h_r ≥ base_r − Σ_{u ∈ for(r)} resident_u·x[u,c]."""
     model, x, need = t.model, t.x, t.problem.need
     pairs = t.by_card.get(slot.key, [])
@@ -260,7 +261,7 @@ def _card(t: _Terms, k: int, slot: CardSlot) -> _Card:
         )
         held[reserve.name] = h
     cap = _mib(slot.free_bytes - slot.margin_bytes)
-    absent = _mib(slot.absent_bytes)
+    absent = _mib(slot.fixed_held_bytes)
     load_max = sum(_mib(need[p]) for p in pairs)
     big_m = max(0.0, load_max + absent + held_max - cap) + 1.0
     return _Card(k, slot, pairs, load, held, cap, absent, big_m)
@@ -287,7 +288,7 @@ def _room(t: _Terms, card: _Card) -> None:
         )
         if (
             not needs_switch
-            and slot.absent_bytes + constant_held <= slot.free_bytes - slot.margin_bytes
+            and slot.fixed_held_bytes + constant_held <= slot.free_bytes - slot.margin_bytes
         ):
             # Holds with nothing placed, and every seat here meets the same held bytes.
             model.add(card.load + card.absent + held <= card.cap, f"room_{k}_{g_i}")
@@ -312,7 +313,7 @@ def _gate(t: _Terms, card: _Card) -> None:
     gated = sorted({gate_bound[p] for p in card.pairs if p in gate_bound})
     if not gated:
         return
-    loosest = _mib(slot.free_bytes - slot.margin_bytes - slot.absent_bytes)
+    loosest = _mib(slot.free_bytes - slot.margin_bytes - slot.fixed_held_bytes)
     levels = [_mib(b) for b in gated]
     steps = [levels[j + 1] - levels[j] for j in range(len(levels) - 1)]
     steps.append(max(0.0, loosest - levels[-1]))
@@ -382,7 +383,9 @@ def _holes(t: _Terms, exact_hole: bool | None) -> None:
         chosen = {c.key: model.binary(f"b_{h_i}_{j}") for j, c in enumerate(cards)}
         model.add(total(chosen.values()) == 1, f"holepick_{h_i}")
         for j, slot in enumerate(cards):
-            after = _mib(slot.free_bytes - slot.margin_bytes - slot.absent_bytes) - t.load[slot.key]
+            after = (
+                _mib(slot.free_bytes - slot.margin_bytes - slot.fixed_held_bytes) - t.load[slot.key]
+            )
             held_now = total(t.held.get(slot.key, {}).values())
             big_m = max_total * 2 + _mib(sum(r.reserve_bytes for r in slot.reserves))
             model.add(hole <= after - held_now + big_m * (1 - chosen[slot.key]), f"hole_{h_i}_{j}")

@@ -13,13 +13,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from inventory.snapshot import Card, Process, Snapshot
-from placement.fit.room import fits_room, room_bytes
+from placement.fit.card import CardModel
+from placement.fit.room import fits_room
 from placement.fit.verdict import Verdict
 from placement.fit.verify import Placement, judge, verify_placement
 from placement.plan.cards import CardRow, card_rows
 from placement.plan.explain import explain_refusal
 from placement.plan.greedy import greedy_assignment
-from placement.plan.problem import CardSlot, NewSeat, Problem, build_problem
+from placement.plan.problem import NewSeat, Problem, build_problem
 from placement.plan.score import priority_weights, score
 from placement.plan.verified import verified
 from seats.model import Catalogue
@@ -198,17 +199,13 @@ def _candidates(problem: Problem, refused: Sequence[NewSeat]) -> list[Move]:
     return out
 
 
-def _room_after(slot: CardSlot, leaving: int, arriving: int = 0) -> int:
-    """free + what leaves − margin − what arrives: the card's room once moves are done, holds aside.
+def _room_after(slot: CardModel, leaving: int, arriving: int = 0) -> int:
+    """The card's open room (free − absent − holds − margin) + what leaves − what arrives.
 
-    Holds are left out (looser than the verifier, never stricter): a necessary condition only.
+    Reserves are left out, since an arriving seat may be one they are for (looser than the
+    verifier, never stricter): a necessary condition only.
     """
-    return room_bytes(
-        free_bytes=slot.free_bytes + leaving,
-        held_bytes=0,
-        margin_bytes=slot.margin_bytes,
-        load_bytes=arriving,
-    )
+    return slot.open_bytes + leaving - arriving
 
 
 def _may_fit(moves: Sequence[Move], problem: Problem) -> bool:

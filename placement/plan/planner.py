@@ -17,6 +17,7 @@ from placement.fit.verify import (
     CardStates,
     Placement,
 )
+from placement.plan.approved import approved_holds, approved_verdicts
 from placement.plan.bound import LevelBound, level_bounds
 from placement.plan.cards import CardRow, card_rows
 from placement.plan.explain import SUMMARY_PLACES, ExplainClasses, explain_refusal, summarise
@@ -142,7 +143,10 @@ def plan(
         list(sources) if sources else [s.host for s in snapshots],
         [seat for _, seat in adds],
     )
-    seats = new_seats(catalogue, adds)
+    every = new_seats(catalogue, adds)
+    # Seats a ledger already approved keep their holds and are not placed again.
+    holds = approved_holds(snapshots, every)
+    seats = [new for new in every if new.name not in holds]
     problem = build_problem(catalogue, snapshots, seats)
     timings["problem"] = time.perf_counter() - started
     found = _Found()
@@ -176,13 +180,16 @@ def plan(
         if outcome.verdicts is not None and outcome.placements is not None:
             verdicts, placements, moves = outcome.verdicts, outcome.placements, outcome.steps
             moved_rows = outcome.cards
+    if holds:
+        approved = approved_verdicts(catalogue, problem.snapshots, every, holds, placements)
+        verdicts = [*approved, *verdicts]
     bound_started = time.perf_counter()
     bounds = tuple(level_bounds(problem, (v.seat for v in verdicts if v.passed)))
     timings["bound"] = time.perf_counter() - bound_started
     if unusable:
         from placement.plan.unusable import with_unknowns
 
-        verdicts = with_unknowns(catalogue, [n.seat for n in problem.seats], verdicts, unusable)
+        verdicts = with_unknowns(catalogue, [n.seat for n in every], verdicts, unusable)
     return PlanResult(
         verdicts=tuple(verdicts),
         cards=tuple(

@@ -17,14 +17,7 @@ from pydantic import ValidationError
 
 from inventory.attribution import attribute
 from inventory.snapshot import Snapshot
-from placement.fit.capacity import (
-    absent_seats,
-    cuda_context_bytes,
-    cuda_total,
-    margin_bytes,
-    reserve_bytes,
-    seats_declared_on,
-)
+from placement.fit.card import CardModel, card_model
 from placement.fit.engines import (
     UTIL_STEP,
     GateRule,
@@ -33,7 +26,7 @@ from placement.fit.engines import (
     passes_gate,
     requested_bytes,
 )
-from placement.fit.room import engine_free_bytes, fits_room, reserve_left_bytes, room_bytes
+from placement.fit.room import fits_room, room_bytes
 from placement.fit.rules import exclusive_binds
 from placement.fit.verify import card_catalogues, host_catalogues, kv_bytes, start_util
 from seats.errors import CatalogueError
@@ -42,85 +35,6 @@ from seats.model import Catalogue, Seat
 
 CardKey = tuple[str, int]
 PairKey = tuple[str, str, int]  # (seat, host, card)
-
-
-@dataclass(frozen=True)
-class ReserveSlot:
-    """A reserve on one card: what it holds, for whom, and what its running seats already use."""
-
-    name: str
-    reserve_bytes: int
-    for_: frozenset[str]
-    running_own_bytes: int
-
-
-@dataclass(frozen=True)
-class CardSlot:
-    """One card of one host as the model sees it (exact bytes)."""
-
-    host: str
-    index: int
-    ok: bool
-    free_bytes: int
-    cuda_total: int
-    margin_bytes: int
-    cuda_context_bytes: int
-    absent_bytes: int
-    reserves: tuple[ReserveSlot, ...]
-    occupied: bool  # a process or a declared running seat is on it
-    exclusive_running: bool  # a running exclusive seat is on it
-    # Who is on it (declared seats, processes' seats, "pid N"): an exclusive seat's own
-    # process does not make its card occupied for it.
-    occupants: frozenset[str] = frozenset()
-    # Bytes the processes of each seat hold on it: a redeploy frees its own first.
-    own_bytes: Mapping[str, int] = field(default_factory=dict, compare=False)
-
-    @property
-    def key(self) -> CardKey:
-        """(host, index)."""
-        return (self.host, self.index)
-
-    def held_bytes(self, name: str | None = None, placed: Mapping[str, int] | None = None) -> int:
-        """Absent seats plus every reserve not for `name`, less what its own seats consume.
-
-        `placed`: residents of new seats put on the card (a reserve's own among them consume it).
-        """
-        held = self.absent_bytes
-        if not self.reserves:
-            return held
-        for r in self.reserves:
-            if name is not None and name in r.for_:
-                continue
-            own = r.running_own_bytes
-            if placed:
-                own += sum(placed.get(n, 0) for n in r.for_)
-            held += reserve_left_bytes(reserve_bytes=r.reserve_bytes, own_bytes=own)
-        return held
-
-    @property
-    def plannable_bytes(self) -> int:
-        """free − absent − every reserve − margin, as nothing new were placed (may be negative)."""
-        return room_bytes(
-            free_bytes=self.free_bytes,
-            held_bytes=self.held_bytes(),
-            margin_bytes=self.margin_bytes,
-        )
-
-    @cached_property
-    def open_bytes(self) -> int:
-        """free − absent − margin: no seat meets less held than the absent ones (may be negative)."""
-        return room_bytes(
-            free_bytes=self.free_bytes, held_bytes=self.absent_bytes, margin_bytes=self.margin_bytes
-        )
-
-    @cached_property
-    def widest_bytes(self) -> int:
-        """The most room any one seat may meet here with nothing new placed: a redeploy's own freed."""
-        return self.open_bytes + max(self.own_bytes.values(), default=0)
-
-    def occupied_for(self, name: str) -> bool:
-        """Something other than seat `name` is on the card."""
-        return bool(self.occupants - {name}) if self.occupants else self.occupied
 
 
 @dataclass(frozen=True)
@@ -143,8 +57,8 @@ class Problem:
     catalogue: Catalogue
     snapshots: tuple[Snapshot, ...]
     seats: tuple[NewSeat, ...]
-    cards: tuple[CardSlot, ...]
-    hosts: dict[str, tuple[CardSlot, ...]]
+    cards: tuple[CardModel, ...]
+    hosts: dict[str, tuple[CardModel, ...]]
     need: Mapping[PairKey, int]  # eligible (seat, host, card) pairs only (a PairTable)
     gate_bound: Mapping[PairKey, int]  # load on the card must stay ≤ this when the seat is there
     warnings: tuple[str, ...] = ()
@@ -395,49 +309,6 @@ def new_seats(catalogue: Catalogue, adds: Sequence[tuple[str, Seat]] = ()) -> li
     return out
 
 
-def _card_slot(catalogue: Catalogue, snapshot: Snapshot, index: int) -> CardSlot:
-    card = snapshot.card(index)
-    host = snapshot.host
-    if not card.ok:
-        return CardSlot(host, index, False, 0, 0, 0, 0, 0, (), True, False)
-    declared = seats_declared_on(catalogue, host, index)
-    declared_names = {seat.name for seat in declared}
-    residents = {seat.name: seat.resident_bytes for seat in catalogue.seats}
-    reserves = tuple(
-        ReserveSlot(
-            r.name,
-            reserve_bytes(r, card),
-            frozenset(r.for_),
-            sum(residents[name] for name in r.for_ if name in declared_names),
-        )
-        for r in catalogue.reserves
-        if r.host == host and r.gpu == index
-    )
-    own: dict[str, int] = {}
-    for process in card.processes:
-        # Seats declared here are running, never placed anew: only a new seat's own count.
-        if process.seat is not None and process.seat not in declared_names:
-            own[process.seat] = own.get(process.seat, 0) + (process.used_bytes or 0)
-    occupants = declared_names | {
-        f"pid {p.pid}" if p.seat is None else p.seat for p in card.processes
-    }
-    return CardSlot(
-        host=host,
-        index=index,
-        ok=True,
-        free_bytes=card.free_bytes or 0,
-        cuda_total=cuda_total(card),
-        margin_bytes=margin_bytes(catalogue, host),
-        cuda_context_bytes=cuda_context_bytes(catalogue, host),
-        absent_bytes=sum(seat.resident_bytes for seat in absent_seats(catalogue, host, card)),
-        reserves=reserves,
-        occupied=bool(card.processes) or bool(declared),
-        exclusive_running=any(seat.exclusive for seat in declared),
-        occupants=frozenset(occupants),
-        own_bytes=own,
-    )
-
-
 def build_problem(
     catalogue: Catalogue,
     snapshots: Sequence[Snapshot],
@@ -452,14 +323,14 @@ def build_problem(
         # Attribution reads the seats that may run on the host: those naming it or none.
         scoped = host_catalogues(catalogue, hostless=True)
         snaps = tuple(attribute(s, scoped.get(s.host, catalogue)) for s in snapshots)
-    cards: list[CardSlot] = []
-    hosts: dict[str, tuple[CardSlot, ...]] = {}
+    cards: list[CardModel] = []
+    hosts: dict[str, tuple[CardModel, ...]] = {}
     views = host_catalogues(catalogue)
     card_views = card_catalogues(catalogue)
     for snapshot in snaps:
         view = views.get(snapshot.host, catalogue)
         slots = tuple(
-            _card_slot(card_views.get((snapshot.host, card.index), view), snapshot, card.index)
+            card_model(card_views.get((snapshot.host, card.index), view), snapshot.host, card)
             for card in snapshot.cards
         )
         hosts[snapshot.host] = slots
@@ -508,11 +379,12 @@ class _CardRoom:
     """One card's room and gate free for a seat that nothing on the card names (most seats)."""
 
     room_bytes: int  # free − held (every reserve, less its own new seats placed here) − margin
-    gate_free_bytes: int  # free − cuda_context
-    named: frozenset[str]  # seats a reserve here is for: they meet less held
+    gate_free_bytes: int  # free − cuda_context − active holds
+    named: frozenset[str]  # seats a reserve or a hold here is for: they meet less held
+    hold_cap_bytes: int | None  # the most new load that keeps every hold's own gate
 
 
-def sized_need(seat: Seat, rule: GateRule, util: Decimal | None, slot: CardSlot) -> _SizedNeed:
+def sized_need(seat: Seat, rule: GateRule, util: Decimal | None, slot: CardModel) -> _SizedNeed:
     """The seat's need and gate request on cards like `slot` (pure: cached per card size)."""
     if seat.engine.kind != "vllm" or rule.gating != "gated" or util is None:
         return _SizedNeed(util, seat.resident_bytes, None)
@@ -529,7 +401,7 @@ def sized_need(seat: Seat, rule: GateRule, util: Decimal | None, slot: CardSlot)
     return _SizedNeed(util, need, requested)
 
 
-def card_room(slot: CardSlot, new_residents: Mapping[str, int]) -> _CardRoom:
+def card_room(slot: CardModel, new_residents: Mapping[str, int]) -> _CardRoom:
     """`slot`'s room and gate free for a seat no reserve there is for and with no process there."""
     return _CardRoom(
         room_bytes=room_bytes(
@@ -537,10 +409,10 @@ def card_room(slot: CardSlot, new_residents: Mapping[str, int]) -> _CardRoom:
             held_bytes=slot.held_bytes(None, new_residents),
             margin_bytes=slot.margin_bytes,
         ),
-        gate_free_bytes=engine_free_bytes(
-            free_bytes=slot.free_bytes, cuda_context_bytes=slot.cuda_context_bytes
-        ),
-        named=frozenset(name for r in slot.reserves for name in r.for_),
+        gate_free_bytes=slot.gate_free_bytes(),
+        named=frozenset(name for r in slot.reserves for name in r.for_)
+        | {hold.seat for hold in slot.holds},
+        hold_cap_bytes=slot.hold_cap_bytes(),
     )
 
 
@@ -555,7 +427,7 @@ class PairTable(Mapping[PairKey, int]):
     the card's size is worked out once and kept.
     """
 
-    def __init__(self, seats: Sequence[NewSeat], hosts: dict[str, tuple[CardSlot, ...]]) -> None:
+    def __init__(self, seats: Sequence[NewSeat], hosts: dict[str, tuple[CardModel, ...]]) -> None:
         self._seats = tuple(seats)
         self._by_name = {new.name: new.seat for new in reversed(self._seats)}
         self._hosts = hosts
@@ -614,7 +486,7 @@ class PairTable(Mapping[PairKey, int]):
             room = self._rooms[card] = card_room(slot, self._residents)
         return _fit_pair(facts, sized, slot, room, self._residents)
 
-    def _sized_need(self, facts: _SeatFacts, slot: CardSlot) -> _SizedNeed:
+    def _sized_need(self, facts: _SeatFacts, slot: CardModel) -> _SizedNeed:
         """The seat's need and request on cards like `slot`.
 
         The loosest util the seat may start with on this card: a multi-card seat's util covers
@@ -656,9 +528,9 @@ class PairTable(Mapping[PairKey, int]):
         return least
 
     @cached_property
-    def _size_classes(self) -> dict[tuple[int, int], tuple[CardSlot, int]]:
+    def _size_classes(self) -> dict[tuple[int, int], tuple[CardModel, int]]:
         """Per (CUDA total, context): one card of that size, and the least context − margin − absent."""
-        out: dict[tuple[int, int], tuple[CardSlot, int]] = {}
+        out: dict[tuple[int, int], tuple[CardModel, int]] = {}
         for slot in self._slots.values():
             if not slot.ok:
                 continue
@@ -668,7 +540,7 @@ class PairTable(Mapping[PairKey, int]):
                 out[key] = (slot, offset)
         return out
 
-    def gate_slack(self, name: str, slot: CardSlot) -> int | None:
+    def gate_slack(self, name: str, slot: CardModel) -> int | None:
         """need − requested of `name` on cards like `slot`; None when its gate requests nothing.
 
         Where the seat is, the card's load (its need included) stays within
@@ -766,7 +638,7 @@ def _pair(
     seat: Seat,
     rule: GateRule,
     util: Decimal | None,
-    slot: CardSlot,
+    slot: CardModel,
     new_residents: dict[str, int],
 ) -> tuple[int, int | None] | None:
     """(need, gate bound) when the seat could go on the card alone, else None (pruned).
@@ -783,7 +655,7 @@ def _pair(
 def _fit_pair(
     seat: _SeatFacts,
     sized: _SizedNeed,
-    slot: CardSlot,
+    slot: CardModel,
     room: _CardRoom,
     new_residents: Mapping[str, int],
 ) -> tuple[int, int | None] | None:
@@ -801,27 +673,31 @@ def _fit_pair(
     ):
         return None
     own = slot.own_bytes.get(name, 0) if slot.own_bytes else 0
-    room_left, gate_free = room.room_bytes, room.gate_free_bytes
+    room_left, gate_free, cap = room.room_bytes, room.gate_free_bytes, room.hold_cap_bytes
     if own or name in room.named:
-        # A redeploy frees its own processes; a reserve's own seat meets less held.
+        # A redeploy frees its own processes; a reserve's (or a hold's) own seat meets less held.
         room_left = room_bytes(
             free_bytes=slot.free_bytes + own,
             held_bytes=slot.held_bytes(name, new_residents),
             margin_bytes=slot.margin_bytes,
         )
-        gate_free = engine_free_bytes(
-            free_bytes=slot.free_bytes + own, cuda_context_bytes=slot.cuda_context_bytes
-        )
+        gate_free = slot.gate_free_bytes(name) + own
+        cap = slot.hold_cap_bytes(name)
     need = sized.need_bytes
     if not fits_room(need, room_left):
         return None
+    # Every gated hold here judged again, as if it started last: the card's new load (this
+    # seat's net need included) ≤ free − ctx − the other holds − its request.
+    if cap is not None and need - own > cap:
+        return None  # alone, it would leave an approved seat's gate short
     requested = sized.requested_bytes
-    if requested is None:
-        return need - own, None
-    if not passes_gate(gate_free, requested):
-        return None  # fails its gate alone
-    # The most load the card may carry (this seat's net need included) for its gate, as if
-    # started last: others + need − own ≤ free − ctx + need − requested.
-    bound = gate_free - own + need - requested
-    # Where the room constraint already implies the gate, no bound is kept.
-    return need - own, bound if bound < slot.open_bytes else None
+    bound = cap
+    if requested is not None:
+        if not passes_gate(gate_free, requested):
+            return None  # fails its gate alone
+        # The most load the card may carry (this seat's net need included) for its gate, as
+        # if started last: others + need − own ≤ free − ctx − holds + need − requested.
+        own_gate = gate_free - own + need - requested
+        bound = own_gate if bound is None else min(bound, own_gate)
+    # Where the room constraint already implies the gates, no bound is kept.
+    return need - own, bound if bound is not None and bound < slot.open_bytes else None

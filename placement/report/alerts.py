@@ -16,6 +16,7 @@ from inventory.prometheus.metrics import (
     CARD_FREE,
     CARD_RESERVED,
     CARD_TOTAL,
+    CARD_USED,
     FOREIGN,
     POLL_SUCCESS,
     PROCESS_USED,
@@ -160,15 +161,28 @@ def parse_for(text: str) -> str:
 # --- the rules, one function per alert ---------------------------------------------------
 
 
+def _re2_literal(text: str) -> str:
+    """`text` as a regex matching itself: RE2's metacharacters escaped, nothing else."""
+    return re.sub(r"([\\.+*?()|\[\]{}^$])", r"\\\1", text)
+
+
 def _reserve_broken(reserve: Reserve) -> tuple[str, tuple[Selector, ...]]:
-    """Others' bytes on the reserve's card, when above what the reserve leaves them."""
+    """Others' bytes on the reserve's card, when above what the reserve leaves them.
+
+    `placement.fit.reserves`' definition, as the report's range query writes it too: others =
+    the card's used bytes − its own seats' process bytes; the allowance is
+    `reserve_allowance_bytes` on the card's live CUDA total (total − driver reserve; a v1-only
+    card has no reserve series, counted as 0).
+    """
     where = (("host", "=", reserve.host), ("gpu", "=", str(reserve.gpu)))
-    others = Selector(PROCESS_USED, (*where, *(("seat", "!=", s) for s in reserve.for_)))
-    held = f"sum by (host, gpu) ({others.text()})"
+    used = Selector(CARD_USED, where)
+    own = Selector(
+        PROCESS_USED, (*where, ("seat", "=~", "|".join(_re2_literal(s) for s in reserve.for_)))
+    )
+    card_used = f"sum by (host, gpu) ({used.text()})"
+    held = f"({card_used} - (sum by (host, gpu) ({own.text()}) or {card_used} * 0))"
     if reserve.amount_bytes == "card":
-        return f"{held} > 0", (others,)
-    # What others may hold: thresholds.reserve_allowance_bytes on the card's live CUDA total
-    # (total − driver reserve; a v1-only card has no reserve series, counted as 0).
+        return f"{held} > 0", (used, own)
     total = Selector(CARD_TOTAL, where)
     driver = Selector(CARD_RESERVED, where)
     cuda_total = (
@@ -176,7 +190,7 @@ def _reserve_broken(reserve: Reserve) -> tuple[str, tuple[Selector, ...]]:
         f"sum by (host, gpu) ({driver.text()} or {total.text()} * 0)"
     )
     allowance = f"clamp_min({cuda_total} - {int(reserve.amount_bytes)}, 0)"
-    return f"{held} > on (host, gpu) {allowance}", (others, total, driver)
+    return f"{held} > on (host, gpu) {allowance}", (used, own, total, driver)
 
 
 def reserve_rule(reserve: Reserve) -> AlertRule:

@@ -18,14 +18,12 @@ from inventory.ledger.report_queries import Connection
 from inventory.snapshot import Card, Snapshot, format_utc
 from placement.fit.capacity import (
     absent_seats,
-    cuda_total,
-    fixed_reserve_bytes,
     held_parts,
     margin_bytes,
     plannable_bytes,
-    reserve_bytes,
     seats_declared_on,
 )
+from placement.fit.card import cuda_total, fixed_reserve_bytes, reserve_bytes
 from placement.report.advice import (
     NOTHING_TO_DO,
     HostFacts,

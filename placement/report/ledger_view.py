@@ -15,16 +15,15 @@ from typing import Any
 from inventory.attribution import attribute
 from inventory.snapshot import Card, Snapshot, format_utc
 from placement.fit.capacity import (
-    HeldPart,
     attributed_bytes,
     cuda_context_bytes,
-    cuda_total,
     held_parts,
     margin_bytes,
     plannable_bytes,
     seats_declared_on,
     unexplained_bytes,
 )
+from placement.fit.card import HeldPart, cuda_total
 from placement.fit.consistency import check_snapshot
 from placement.fit.engines import util_decimal
 from placement.fit.kv import ProfileResident, profile_resident

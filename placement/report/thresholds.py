@@ -37,14 +37,6 @@ def foreign_memory_flags(foreign_bytes: int | None) -> bool:
     return foreign_bytes is not None and foreign_bytes >= FOREIGN_MEMORY_BYTES
 
 
-def reserve_allowance_bytes(cuda_total_bytes: int, reserve_bytes: int | None) -> int:
-    """What processes other than a reserve's seats may hold on its card: the CUDA total less the
-    reserve, nothing for a whole-card reserve (`reserve_bytes` None). More than this breaks it."""
-    if reserve_bytes is None:
-        return 0
-    return max(0, cuda_total_bytes - reserve_bytes)
-
-
 def below_margin(free_bytes: int, margin_bytes: int) -> bool:
     """A card whose free bytes are under its host's margin (a margin of 0 never flags)."""
     return free_bytes < margin_bytes

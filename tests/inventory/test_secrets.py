@@ -91,3 +91,32 @@ def test_a_version_3_ledger_is_masked_in_place(
         lines = [r[0] for r in connection.execute("SELECT cmdline FROM processes ORDER BY pid")]
     assert lines == ["vllm serve m --api-key ***", "python notebook.py", None]
     assert "masked secrets in 1 stored command line(s) of 2" in capsys.readouterr().err
+
+
+def test_a_ledger_masked_by_an_older_rule_is_masked_again_by_its_next_writer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "l.sqlite"
+    with open_ledger(path):
+        pass
+    # What a writer with the first rule stored: these spellings went through it unmasked.
+    lines = ["docker run --env=HF_TOKEN=hf_old img", "node s.js --hfToken hf_old2", "python a.py"]
+    with sqlite3.connect(path) as connection:
+        connection.execute("DELETE FROM meta WHERE key = 'masking'")
+        connection.execute(
+            "INSERT INTO snapshots(id, host, taken_at_s, taken_at) VALUES (1, 'h', 0, '1970-01-01T00:00:00Z')"
+        )
+        connection.executemany(
+            "INSERT INTO processes(snapshot_id, card_idx, pid, used_bytes, cmdline) VALUES (1, 0, ?, 1, ?)",
+            list(enumerate(lines)),
+        )
+    capsys.readouterr()
+    with open_ledger(path):
+        pass
+    with sqlite3.connect(path) as connection:
+        stored = [r[0] for r in connection.execute("SELECT cmdline FROM processes ORDER BY pid")]
+    assert stored == ["docker run --env=HF_TOKEN=*** img", "node s.js --hfToken ***", "python a.py"]
+    assert "masked secrets in 2 stored command line(s) of 3" in capsys.readouterr().err
+    with open_ledger(path):  # masked once: the next writer has nothing to do
+        pass
+    assert capsys.readouterr().err == ""

@@ -6,6 +6,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -62,6 +63,7 @@ def test_a_recorded_hold_is_active_until_it_expires(tmp_path: Path) -> None:
         "host": "fv-ml1",
         "cards": [1, 2],
         "need_bytes": 3 * GIB,
+        "requested_bytes": 0,
         "created_at": "2026-09-16T14:00:00Z",
         "expires_at": "2026-09-16T14:30:00Z",
         "user": "ci-deploy",
@@ -187,3 +189,33 @@ def test_a_hold_needs_cards_on_a_card_row(tmp_path: Path) -> None:
     record(path, hold("tts-a", cards=(3, 0, 3)))
     with open_ledger(path, readonly=True) as ledger:
         assert ledger.holds(T0)[0].cards == (0, 3)
+
+
+def test_a_hold_keeps_its_gate_request_and_a_version_4_ledger_migrates_in_place(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v4.sqlite"
+    # A ledger as version 4 wrote it, with one open hold (no requested_bytes column yet).
+    with sqlite3.connect(path) as connection:
+        for step in MIGRATIONS[:3]:
+            assert isinstance(step, str)
+            connection.executescript(step)
+        connection.execute("PRAGMA user_version = 4")
+        connection.execute(
+            "INSERT INTO holds(id, seat, host, need_bytes, created_at_s, expires_at_s, user)"
+            " VALUES (1, 'old', 'fv-ml1', 100, ?, ?, 'ops')",
+            (int(T0.timestamp()), int((T0 + timedelta(hours=1)).timestamp())),
+        )
+        connection.execute("INSERT INTO hold_cards VALUES (1, 2)")
+    # Read-only, the old file reads as it is: the old hold's request is unknown, so 0.
+    with open_ledger(path, readonly=True) as ledger:
+        assert [(h.seat, h.requested_bytes) for h in ledger.holds(T0)] == [("old", 0)]
+    new = replace(hold("svc-a"), requested_bytes=47_284_612_301)
+    record(path, new)
+    with open_ledger(path, readonly=True) as ledger:
+        found = {h.seat: h for h in ledger.holds(T0)}
+        version = ledger.connection.execute("PRAGMA user_version").fetchone()[0]
+    assert version == 5
+    assert found["old"].requested_bytes == 0 and found["old"].cards == (2,)
+    assert found["svc-a"].requested_bytes == 47_284_612_301
+    assert found["svc-a"].to_json()["requested_bytes"] == 47_284_612_301

@@ -65,6 +65,7 @@ def test_json_is_the_design_shape(ledger_path: Path, capsys: pytest.CaptureFixtu
                 "host": "fv-ml1",
                 "cards": [1],
                 "need_bytes": 3 * GIB,
+                "requested_bytes": 0,
                 "created_at": "2026-09-16T14:00:00Z",
                 "expires_at": "2026-09-16T14:30:00Z",
                 "user": "ci-deploy",

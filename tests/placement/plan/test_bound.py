@@ -102,3 +102,62 @@ def test_no_optimal_placement_of_gated_seats_places_more_than_the_bound(seed: in
     for level in result.bounds:
         count = sum(1 for s in seats if s.priority == level.priority and s.name in got)
         assert level.bound >= count, (level, got)
+
+
+def _oracle(catalogue: object, snapshots: list, seats: list[Seat]) -> dict[int, int]:
+    """The exhaustive optimum: every assignment of single-card seats to a card or to none,
+    each judged by the exact verifier; the best by strict priority (most top-level seats first).
+    Per priority, the seats that best placement places."""
+    from itertools import product
+
+    from placement.fit.verify import Placement, verify_placement
+
+    cards = [(s.host, c.index) for s in snapshots for c in s.cards]
+    levels = sorted({s.priority for s in seats}, reverse=True)
+    best: tuple[int, ...] = tuple(-1 for _ in levels)
+    best_counts: dict[int, int] = {}
+    for choice in product([None, *cards], repeat=len(seats)):
+        placements = [
+            Placement(s, where[0], (where[1],))
+            for s, where in zip(seats, choice, strict=True)
+            if where is not None
+        ]
+        verdicts = verify_placement(catalogue, snapshots, placements)  # type: ignore[arg-type]
+        if not all(v.passed for v in verdicts):
+            continue
+        names = {p.seat.name for p in placements}
+        key = tuple(sum(1 for s in seats if s.priority == p and s.name in names) for p in levels)
+        if key > best:
+            best = key
+            best_counts = dict(zip(levels, key, strict=True))
+    return best_counts
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_bound_and_the_plan_against_an_exhaustive_oracle(seed: int) -> None:
+    # Small enough to try every assignment (5 cards + none, 5 seats: 7,776 placements), with
+    # gated seats among them: the oracle does not use the planner, only the verifier.
+    rng = random.Random(500 + seed)
+    rooms = {
+        "h0": [rng.randint(3, 8) * GiB for _ in range(3)],
+        "h1": [rng.randint(3, 8) * GiB for _ in range(2)],
+    }
+    catalogue, snapshots = make_fleet(rooms, ctx=GiB // 2)
+    seats: list[Seat] = []
+    for i in range(5):
+        resident = rng.randint(3, 8) * GiB
+        priority = rng.choice([0, 1])
+        if rng.random() < 0.5:
+            util = round(resident / (16 * GiB) + rng.choice([0.0, 0.03]), 3)
+            seats.append(_gated(f"s{i}", resident, util, priority=priority))
+        else:
+            seats.append(seat(f"s{i}", resident, priority=priority))
+    oracle = _oracle(catalogue, list(snapshots), seats)
+    result = run_plan(catalogue, snapshots, seats, solver="highs")
+    got = {v.seat for v in result.verdicts if v.passed}
+    for level in result.bounds:
+        count = sum(1 for s in seats if s.priority == level.priority and s.name in got)
+        assert count == oracle[level.priority], (level, got, oracle)
+        assert level.bound >= oracle[level.priority], (level, oracle)
+    # Not vacuous: each case leaves some seat out, so the bound had something to bound.
+    assert sum(oracle.values()) < len(seats), oracle

@@ -256,5 +256,9 @@ def test_names_with_quotes_braces_and_dollars_stay_literal(tmp_path: Path) -> No
     read = yaml.safe_load(path.read_text())["groups"][0]["rules"]
     assert [r["expr"] for r in read] == [r.expr for r in built.rules]
     assert read[0]["labels"]["reserve"] == 'hold "a"'
-    assert 'seat!="we\\"ird {{x}} $1 .*"' in read[0]["expr"]
+    # The reserve's own seat, matched as a regex of its escaped name: that name, nothing else.
+    own = next(s for s in built.rules[0].selectors if s.metric == "gpuplan_process_used_bytes")
+    series = {"__name__": own.metric, "host": "gpu.box-1", "gpu": "1"}
+    assert own.selects({**series, "seat": 'we"ird {{x}} $1 .*'})
+    assert not own.selects({**series, "seat": 'we"ird {{x}} $1 xyz'})
     assert '"seat", "we\\"ird {{x}} $$1 .*", "", ""' in read[3]["expr"]  # label_replace

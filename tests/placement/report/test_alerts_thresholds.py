@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from placement.fit.reserves import reserve_allowance_bytes
 from placement.report import thresholds
 from placement.report.advice import unexplained_now
 from placement.report.rows import DriftThreshold, parse_threshold
@@ -48,9 +49,9 @@ def test_foreign_memory_is_flagged_from_a_gib_in_the_report_too() -> None:
 
 
 def test_reserve_allowance_and_margin() -> None:
-    assert thresholds.reserve_allowance_bytes(95 * GiB, None) == 0  # a whole-card reserve
-    assert thresholds.reserve_allowance_bytes(95 * GiB, 80 * GiB) == 15 * GiB
-    assert thresholds.reserve_allowance_bytes(95 * GiB, 96 * GiB) == 0
+    assert reserve_allowance_bytes(95 * GiB, None) == 0  # a whole-card reserve
+    assert reserve_allowance_bytes(95 * GiB, 80 * GiB) == 15 * GiB
+    assert reserve_allowance_bytes(95 * GiB, 96 * GiB) == 0
     assert thresholds.below_margin(255 * MiB, 256 * MiB)
     assert not thresholds.below_margin(256 * MiB, 256 * MiB)
     assert not thresholds.below_margin(0, 0)

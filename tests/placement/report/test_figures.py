@@ -11,7 +11,6 @@ import pytest
 
 from inventory.ledger.store import open_ledger
 from inventory.snapshot import Card, Process, Snapshot
-from placement.fit.verify import judge
 from placement.report.figures import build_report, largest_fit, verifier_probe
 from placement.report.render import blocks, to_html, to_markdown
 from placement.report.rows import (
@@ -24,7 +23,7 @@ from placement.report.rows import (
 )
 from seats.errors import BadInputError, CannotDecideError
 from seats.loader import parse_catalogue
-from seats.model import Catalogue, Seat
+from seats.model import Catalogue
 from seats.units import GiB, MiB
 
 T0 = datetime(2026, 9, 14, 8, 0, tzinfo=UTC)  # a Monday, ISO week 2026-W38
@@ -440,13 +439,15 @@ def test_headline_action_names_the_drifting_seat(tmp_path: Path) -> None:
     assert report.headlines[0].action.startswith("a (card 0) holds more than declared")
 
 
-def test_probe_agrees_with_judge_for_a_plain_seat(small: Catalogue) -> None:
+def test_probe_finds_the_room_left_by_hand(small: Catalogue) -> None:
+    # Card 0: CUDA total 99 GiB, 10 GiB used by a process of no seat. Seats a (10 GiB) and gone
+    # (1,000 MiB) are declared running there with a match and no process: they keep their place.
     snapshot = Snapshot(host="h1", taken_at=T0, cards=(card(0, 10 * GiB), card(1, 0)))
-    seat = Seat(name="n", host="h1", gpus=(0,), resident=20 * GiB)
-    assert (
-        judge(small, snapshot, seat, [0]).passed
-        == verifier_probe(small, snapshot, 0, 20 * GiB, False)[0]
-    )
+    room = (99 * GiB - 10 * GiB) - (10 * GiB + 1000 * MiB)
+    assert verifier_probe(small, snapshot, 0, room, False)[:2] == (True, "")
+    assert verifier_probe(small, snapshot, 0, room + 1, False)[:2] == (False, "room")
+    # Card 1 is held whole for big: even 1 GiB is refused there, by the reserve.
+    assert verifier_probe(small, snapshot, 1, GiB, False)[:2] == (False, "reserve")
 
 
 # --- rendering --------------------------------------------------------------------------

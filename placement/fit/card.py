@@ -1,0 +1,314 @@
+"""The one model of a card: what every seat meets there, and copies with seats placed or taken off.
+
+Built once per card from the catalogue and an attributed snapshot card (with the ledger's holds
+attached), as kube-scheduler's NodeInfo is built once per node. Everything that asks what a card
+offers reads it: the verifier's per-seat `CardState` (`placement.fit.state`), the planner's
+pruning, greedy placers, integer-program rows, bound and moves, the ledger view and the report.
+In exact integer bytes, for a seat s and the new seats P placed on the card (DESIGN.md "What fits
+means"):
+
+    held(s, P)     = Σ_{r on c, s ∉ for(r)} max(0, reserve_bytes(r) − Σ_{u ∈ for(r), u ≠ s, u running or in P} resident_u)
+                   + Σ_{a absent running seat on c, a ≠ s} resident_a
+                   + Σ_{h active hold on c, seat(h) ≠ s, seat(h) ∉ P} need_h
+    room(s, P)     = free − held(s, P) − margin − Σ_{p ∈ P} need_p
+    gate_free(s,P) = free − cuda_context − Σ_{p ∈ P} need_p − Σ_{h ∉ {s} ∪ P} need_h
+    hold_free(h)   = free − cuda_context − Σ_{p ∈ P} need_p − Σ_{h' ≠ h, h' ∉ {s} ∪ P} need_h'
+                     (h's own gate, judged again with s placed: h passes iff hold_free(h) − need_s ≥ requested_h)
+
+An active hold is an approved new seat that has not started: it counts in room and in every gate,
+and its own gate request is judged beside each later seat (rule `hold`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+
+from inventory.holds import Hold
+from inventory.snapshot import Card
+from placement.fit.room import engine_free_bytes, reserve_left_bytes, room_bytes
+from seats.model import Catalogue, Reserve
+
+CardKey = tuple[str, int]
+
+
+def cuda_total(card: Card) -> int:
+    """What a CUDA process on `card` calls total (FACTS.md section 1); 0 for a card in error."""
+    return card.cuda_total_bytes or 0
+
+
+def fixed_reserve_bytes(reserve: Reserve) -> int | None:
+    """A reserve's amount in bytes; None for `bytes: card`, whose bytes depend on the card read."""
+    return None if reserve.amount_bytes == "card" else int(reserve.amount_bytes)
+
+
+def reserve_bytes(reserve: Reserve, card: Card) -> int:
+    """Bytes a reserve holds on its card; `card` means the whole CUDA total."""
+    fixed = fixed_reserve_bytes(reserve)
+    return cuda_total(card) if fixed is None else fixed
+
+
+@dataclass(frozen=True)
+class ReserveShare:
+    """A reserve on one card: what it holds, for whom, and what its running seats already use."""
+
+    name: str
+    reserve_bytes: int
+    for_: frozenset[str]
+    running_own_bytes: int  # Σ residents of its own seats declared running on the card
+    residents: Mapping[str, int] = field(default_factory=dict, compare=False)  # of its for: seats
+
+
+@dataclass(frozen=True)
+class HeldPart:
+    """One contribution to `held`: a reserve's unconsumed bytes, an absent seat's resident, or a hold."""
+
+    kind: str  # "reserve", "absent" or "hold"
+    name: str
+    bytes: int
+    note: str = ""  # a hold's approval: who, when, until when
+    # A reserve some of whose own seats run or are placed on the card: what is left of it is
+    # theirs (counted in held), but it does not stand between another seat and the card, its
+    # seats do; and a seat is never told its own reserve blocks it.
+    in_use: bool = False
+    requested_bytes: int = 0  # a hold's own gate request (0: none)
+
+
+@dataclass(frozen=True)
+class CardModel:
+    """One card of one host as every consumer sees it (exact bytes); 0 figures for a card in error."""
+
+    host: str
+    index: int
+    ok: bool
+    free_bytes: int
+    cuda_total: int
+    margin_bytes: int
+    cuda_context_bytes: int
+    reserves: tuple[ReserveShare, ...] = ()
+    absent: tuple[tuple[str, int], ...] = ()  # running seats with a match and no process here
+    holds: tuple[Hold, ...] = ()  # active approvals of new seats on this card
+    declared: tuple[str, ...] = ()  # running seats the catalogue pins here
+    declared_exclusive: tuple[str, ...] = ()
+    # Who else is on it: declared seats, then each process's seat or "pid N".
+    processes: tuple[tuple[str | None, int], ...] = ()  # (seat, pid) of every process
+    # Bytes the processes of each seat hold on it: a redeploy frees its own first.
+    own_bytes: Mapping[str, int] = field(default_factory=dict, compare=False)
+    # New seats placed on this copy (name → need): other seats meet them as load.
+    placed: Mapping[str, int] = field(default_factory=dict, compare=False)
+
+    @property
+    def key(self) -> CardKey:
+        """(host, index)."""
+        return (self.host, self.index)
+
+    # --- copies (kube-scheduler's AddPod / RemovePod) -------------------------------------
+
+    def with_seat(self, name: str, need_bytes: int) -> CardModel:
+        """A copy with new seat `name` placed on it, taking `need_bytes` (its hold, if any, is it)."""
+        return replace(self, placed={**self.placed, name: need_bytes})
+
+    def without_seat(self, name: str) -> CardModel:
+        """A copy with seat `name` taken off: its processes' bytes freed, its hold and placement gone."""
+        freed = self.own_bytes.get(name, 0)
+        return replace(
+            self,
+            free_bytes=self.free_bytes + freed,
+            own_bytes={k: v for k, v in self.own_bytes.items() if k != name},
+            processes=tuple(p for p in self.processes if p[0] != name),
+            holds=tuple(h for h in self.holds if h.seat != name),
+            placed={k: v for k, v in self.placed.items() if k != name},
+        )
+
+    # --- what is held, and against whom ---------------------------------------------------
+
+    def held_parts(
+        self, seat: str | None = None, placed: Mapping[str, int] | None = None
+    ) -> list[HeldPart]:
+        """What is held here against `seat` (None: against any seat), part by part.
+
+        `placed`: residents of new seats put on the card (a reserve's own among them consume
+        it; their holds are those seats, not counted twice). Defaults to this copy's placed.
+        """
+        here = self.placed if placed is None else placed
+        parts: list[HeldPart] = []
+        declared = set(self.declared)
+        for reserve in self.reserves:
+            if seat is not None and seat in reserve.for_:
+                continue
+            own_names = [n for n in reserve.for_ if n != seat and (n in declared or n in here)]
+            own = sum(reserve.residents.get(n, here.get(n, 0)) for n in own_names)
+            left = reserve_left_bytes(reserve_bytes=reserve.reserve_bytes, own_bytes=own)
+            if left:
+                parts.append(HeldPart("reserve", reserve.name, left, in_use=bool(own_names)))
+        for name, resident in self.absent:
+            if name != seat:
+                parts.append(HeldPart("absent", name, resident))
+        for hold in self.counted_holds(seat, here):
+            parts.append(
+                HeldPart(
+                    "hold",
+                    hold.seat,
+                    hold.need_bytes,
+                    hold.note(),
+                    requested_bytes=hold.requested_bytes,
+                )
+            )
+        return parts
+
+    def counted_holds(self, seat: str | None, placed: Collection[str] = ()) -> list[Hold]:
+        """Active holds that stand as other new seats for `seat`: not its own, not a placed seat's."""
+        return [h for h in self.holds if h.seat != seat and h.seat not in placed]
+
+    def held_bytes(self, seat: str | None = None, placed: Mapping[str, int] | None = None) -> int:
+        """Σ of `held_parts`: bytes on the card that `seat` may not plan into."""
+        if not self.reserves and not self.absent and not self.holds:
+            return 0
+        return sum(part.bytes for part in self.held_parts(seat, placed))
+
+    @cached_property
+    def absent_bytes(self) -> int:
+        """Σ residents of the running seats that are down here (they keep their place)."""
+        return sum(resident for _, resident in self.absent)
+
+    @cached_property
+    def hold_bytes(self) -> int:
+        """Σ needs of the active holds here, as any seat that holds none of them meets them."""
+        return sum(hold.need_bytes for hold in self.holds)
+
+    def hold_cap_bytes(self, seat: str | None = None) -> int | None:
+        """The most new load the card may take and keep every hold's own gate (None: no gated hold).
+
+        min over gated holds h of free − cuda_context − Σ_{h' ≠ h} need_h' − requested_h.
+        """
+        holds = self.counted_holds(seat)
+        total = sum(h.need_bytes for h in holds)
+        caps = [
+            engine_free_bytes(
+                free_bytes=self.free_bytes,
+                cuda_context_bytes=self.cuda_context_bytes,
+                load_bytes=total - h.need_bytes,
+            )
+            - h.requested_bytes
+            for h in holds
+            if h.requested_bytes
+        ]
+        return min(caps, default=None)
+
+    @property
+    def plannable_bytes(self) -> int:
+        """free − held − margin, as nothing new were placed (may be negative)."""
+        return room_bytes(
+            free_bytes=self.free_bytes,
+            held_bytes=self.held_bytes(None, {}),
+            margin_bytes=self.margin_bytes,
+        )
+
+    @property
+    def fixed_held_bytes(self) -> int:
+        """absent + holds: what every seat meets held here, whatever is placed beside it."""
+        return self.absent_bytes + self.hold_bytes
+
+    @cached_property
+    def open_bytes(self) -> int:
+        """free − absent − holds − margin: no seat meets less held (may be negative)."""
+        return room_bytes(
+            free_bytes=self.free_bytes,
+            held_bytes=self.fixed_held_bytes,
+            margin_bytes=self.margin_bytes,
+        )
+
+    @cached_property
+    def widest_bytes(self) -> int:
+        """The most room any one seat may meet here with nothing new placed: its own freed."""
+        own = max(self.own_bytes.values(), default=0)
+        own_hold = max((h.need_bytes for h in self.holds), default=0)
+        return self.open_bytes + max(own, own_hold)
+
+    def gate_free_bytes(self, seat: str | None = None) -> int:
+        """free − cuda_context − Σ holds not `seat`'s: what a gate reads with nothing new placed."""
+        holds = sum(h.need_bytes for h in self.counted_holds(seat))
+        return engine_free_bytes(
+            free_bytes=self.free_bytes,
+            cuda_context_bytes=self.cuda_context_bytes,
+            load_bytes=holds,
+        )
+
+    @cached_property
+    def occupants(self) -> frozenset[str]:
+        """Declared seats and every process's seat or "pid N"."""
+        return frozenset(self.declared) | {
+            f"pid {pid}" if seat is None else seat for seat, pid in self.processes
+        }
+
+    @property
+    def occupied(self) -> bool:
+        """A process or a declared running seat is on it."""
+        return bool(self.processes) or bool(self.declared)
+
+    @property
+    def exclusive_running(self) -> bool:
+        """A running exclusive seat is on it."""
+        return bool(self.declared_exclusive)
+
+    def occupied_for(self, name: str) -> bool:
+        """Something other than seat `name` is on the card."""
+        return bool(self.occupants - {name}) if self.occupants else self.occupied
+
+
+def card_model(catalogue: Catalogue, host: str, card: Card) -> CardModel:
+    """`card` of `host` (attributed, holds attached) under `catalogue`: the one model of it."""
+    if not card.ok:
+        return CardModel(host, card.index, False, 0, 0, 0, 0)
+    described = catalogue.hosts.get(host)
+    declared = catalogue.pinned_on(host, card.index)
+    declared_names = {seat.name for seat in declared}
+    present = {p.seat for p in card.processes if p.seat is not None}
+    reserves: list[ReserveShare] = []
+    for r in catalogue.reserves:
+        if r.host != host or r.gpu != card.index:
+            continue
+        residents = {n: catalogue.seat(n).resident_bytes for n in r.for_ if _known(catalogue, n)}
+        reserves.append(
+            ReserveShare(
+                r.name,
+                reserve_bytes(r, card),
+                frozenset(r.for_),
+                sum(residents.get(n, 0) for n in r.for_ if n in declared_names),
+                residents,
+            )
+        )
+    own: dict[str, int] = {}
+    for process in card.processes:
+        # Seats declared here are running, never placed anew: only a new seat's own count.
+        if process.seat is not None and process.seat not in declared_names:
+            own[process.seat] = own.get(process.seat, 0) + (process.used_bytes or 0)
+    return CardModel(
+        host=host,
+        index=card.index,
+        ok=True,
+        free_bytes=card.free_bytes or 0,
+        cuda_total=cuda_total(card),
+        margin_bytes=described.margin_bytes if described is not None else 0,
+        cuda_context_bytes=described.cuda_context_bytes if described is not None else 0,
+        reserves=tuple(reserves),
+        absent=tuple(
+            (seat.name, seat.resident_bytes)
+            for seat in declared
+            if seat.match is not None and seat.name not in present
+        ),
+        holds=card.holds,
+        declared=tuple(seat.name for seat in declared),
+        declared_exclusive=tuple(seat.name for seat in declared if seat.exclusive),
+        processes=tuple((p.seat, p.pid) for p in card.processes),
+        own_bytes=own,
+    )
+
+
+def _known(catalogue: Catalogue, name: str) -> bool:
+    try:
+        catalogue.seat(name)
+    except KeyError:
+        return False
+    return True
