@@ -14,17 +14,15 @@ from typing import Any, Literal
 from inventory.snapshot import Snapshot
 from placement.check.compose import ComposeError, ComposeFile, ComposeService, resolve_cards
 from placement.check.nearest import with_nearest
-from placement.check.outside import (
+from placement.check.seat import (
     CheckResult,
-    Placement,
     catalogue_seat,
     check_seat,
     check_service,
-    is_unbounded,
-    judge,
     pick_snapshot,
-    unbounded_beside,
 )
+from placement.fit.beside import is_unbounded, unbounded_beside
+from placement.fit.verify import Placement, judge
 from seats.errors import BadInputError, Exit
 from seats.model import Catalogue, Seat
 

@@ -12,7 +12,9 @@ from dataclasses import replace
 from inventory.attribution import attribute
 from inventory.snapshot import Snapshot
 from placement.check.elsewhere import Elsewhere
-from placement.check.outside import CheckResult, Placement, Verdict, host_catalogues, judge
+from placement.check.seat import CheckResult
+from placement.fit.verdict import Verdict
+from placement.fit.verify import Placement, host_catalogues, judge
 from seats.model import Catalogue, Seat
 
 LIMIT = 3

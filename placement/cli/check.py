@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from inventory.holds import Hold
     from inventory.ledger.store import Approval
     from inventory.snapshot import Snapshot
-    from placement.check.outside import CheckResult
+    from placement.check.seat import CheckResult
     from seats.model import Catalogue
 
 HELP = "will this seat start on these cards? (pre-deploy check; exit 0 pass, 1 refuse)"
@@ -216,7 +216,7 @@ def _checked_host(args: argparse.Namespace, catalogue: Catalogue) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     """Judge, print, record in the ledger (with holds) when one is given; exit with the worst verdict."""
-    from placement.check.outside import check_snapshots
+    from placement.fit.consistency import check_snapshots
 
     _validate(args)
     now = utc_now()
@@ -275,7 +275,7 @@ def _with_added(args: argparse.Namespace, catalogue: Catalogue) -> Catalogue:
     """
     if not args.add:
         return catalogue
-    from placement.check.outside import new_seats
+    from placement.plan.problem import new_seats
 
     adds = load_add_files(args.add)
     added = tuple(new.seat for new in new_seats(catalogue, adds) if new.origin != "catalogue")
@@ -289,7 +289,7 @@ def _with_added(args: argparse.Namespace, catalogue: Catalogue) -> Catalogue:
 
 def _known_host(args: argparse.Namespace, catalogue: Catalogue) -> None:
     """--host names a host of the catalogue (DESIGN.md "Fleets"), or says which it might mean."""
-    from placement.check.outside import did_you_mean
+    from placement.check.seat import did_you_mean
 
     if args.host is not None and args.host not in catalogue.hosts:
         hosts = list(catalogue.hosts)
@@ -300,7 +300,7 @@ def _known_host(args: argparse.Namespace, catalogue: Catalogue) -> None:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class CheckOutcome:
     """What a check judged: its results (one per seat), its exit, and how it prints itself."""
 
     results: list[CheckResult]
@@ -308,16 +308,16 @@ class Outcome:
     show: Callable[[bool, Cards], None]
 
 
-Judge = Callable[[Sequence["Snapshot"]], Outcome]
+Judge = Callable[[Sequence["Snapshot"]], CheckOutcome]
 
 
 def _seat_judge(args: argparse.Namespace, catalogue: Catalogue) -> Judge:
     """`check SEAT --gpu N`: one verdict; a refusal names the nearest other cards that take it."""
     from placement.check.nearest import with_nearest
-    from placement.check.outside import check_seat, result_json
+    from placement.check.seat import check_seat, result_json
     from placement.cli.check_text import render
 
-    def judge(snapshots: Sequence[Snapshot]) -> Outcome:
+    def judge(snapshots: Sequence[Snapshot]) -> CheckOutcome:
         result = check_seat(
             catalogue,
             snapshots,
@@ -336,7 +336,7 @@ def _seat_judge(args: argparse.Namespace, catalogue: Catalogue) -> Judge:
             else:
                 print(render(result, cards.origin(result.snapshot.host)))
 
-        return Outcome([result], int(result.exit_code), show)
+        return CheckOutcome([result], int(result.exit_code), show)
 
     return judge
 
@@ -350,7 +350,7 @@ def _compose_judge(args: argparse.Namespace, catalogue: Catalogue) -> Judge:
     files = args.compose[0] if len(args.compose) == 1 else args.compose
     compose = load_compose(files, dict(os.environ), service=args.service, profiles=args.profile)
 
-    def judge(snapshots: Sequence[Snapshot]) -> Outcome:
+    def judge(snapshots: Sequence[Snapshot]) -> CheckOutcome:
         deploy = judge_deploy(catalogue, snapshots, compose, host=args.host)
 
         def show(as_json: bool, cards: Cards) -> None:
@@ -362,14 +362,14 @@ def _compose_judge(args: argparse.Namespace, catalogue: Catalogue) -> Judge:
             else:
                 print(render_deploy(deploy, cards.origin))
 
-        return Outcome(deploy.results, int(deploy.exit_code), show)
+        return CheckOutcome(deploy.results, int(deploy.exit_code), show)
 
     return judge
 
 
 def _judge_and_hold(
     args: argparse.Namespace, catalogue: Catalogue, cards: Cards, judge: Judge, now: datetime
-) -> Outcome:
+) -> CheckOutcome:
     """Read the holds, judge beside them, record the decisions and, on a pass, hold: one transaction.
 
     Two checks on one ledger are judged one after the other, so they never both take the same
@@ -400,8 +400,8 @@ def _inside(
     check waited may show an approved seat started, which ends its hold; judged on the older
     snapshot, those bytes would look free twice (DESIGN.md "Never yes by accident").
     """
-    from placement.check.outside import check_snapshots
     from placement.cli.sources import consistent
+    from placement.fit.consistency import check_snapshots
 
     out: list[Snapshot] = []
     for snapshot in cards.snapshots:
@@ -470,8 +470,9 @@ def _record(
     `stale`: the snapshot was too old to decide on; each verdict is recorded as unknown, with
     the reason as an `error` rule.
     """
-    from placement.check.outside import Reason, inputs_digest
+    from placement.check.seat import inputs_digest
     from placement.decisions import Decision, record_decisions
+    from placement.fit.verdict import Reason
 
     decisions = []
     for result in results:

@@ -9,9 +9,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, get_args
 
 from inventory.snapshot import format_utc
-from placement.check.outside import CheckResult, Reason, is_unbounded
+from placement.check.seat import CheckResult
 from placement.cli.render import b, reason_figures, table
-from placement.fit.verdict import Rule
+from placement.fit.beside import is_unbounded
+from placement.fit.verdict import Reason, Rule
 
 if TYPE_CHECKING:
     # Types only: `check SEAT` prints without importing the compose reader behind them.

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from inventory.snapshot import format_utc
 from placement.cli.render import Align, b, table
 from placement.fit.card import HeldPart
-from placement.report.ledger_view import CardRow, HostView, LedgerView
+from placement.report.ledger_view import HostView, LedgerCardRow, LedgerView
 from seats.units import format_mib
 
 _CARD_HEADERS = (
@@ -65,7 +65,7 @@ def _foreign_lines(host: HostView) -> list[str]:
     ]
 
 
-def _card_table(cards: Sequence[CardRow]) -> str:
+def _card_table(cards: Sequence[LedgerCardRow]) -> str:
     rows: list[list[object]] = []
     for card in cards:
         if card.error is not None:
@@ -103,7 +103,7 @@ def _held_part(part: HeldPart) -> str:
     )
 
 
-def _held_table(cards: Sequence[CardRow]) -> str:
+def _held_table(cards: Sequence[LedgerCardRow]) -> str:
     rows = []
     for card in cards:
         held = ", ".join(_held_part(part) for part in card.held_by)

@@ -13,7 +13,7 @@ from inventory.snapshot import format_utc
 from placement.cli.render import b, gib, reason_figures, table
 from placement.fit.verdict import Reason, Verdict
 from placement.plan.explain import SUMMARY_PLACES, Summary, summarise
-from placement.plan.planner import CardRow, PlanResult
+from placement.plan.planner import PlanCardRow, PlanResult
 
 _CARD_HEADERS = ("card", "used / total", "free", "free after", "held", "plannable → after", "seats")
 
@@ -46,7 +46,7 @@ def _word(name: str) -> str:
     return name if _BARE.fullmatch(name) else json.dumps(name, ensure_ascii=False)
 
 
-def card_table(rows: Sequence[CardRow]) -> str:
+def card_table(rows: Sequence[PlanCardRow]) -> str:
     """One host's cards: used/CUDA total, free before → after, held, plannable before → after, seats."""
     table_rows: list[list[object]] = []
     for row in rows:

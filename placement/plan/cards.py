@@ -15,7 +15,7 @@ from seats.model import Catalogue
 
 
 @dataclass(frozen=True)
-class CardRow:
+class PlanCardRow:
     """One card before and after the plan, for the table and the JSON `cards` list."""
 
     host: str
@@ -59,9 +59,9 @@ def card_rows(
     placements: Sequence[Placement],
     *,
     card_views: Mapping[tuple[str, int], Catalogue] | None = None,
-) -> list[CardRow]:
+) -> list[PlanCardRow]:
     """Each card before and after the placements (`card_views`: card_catalogues, when at hand)."""
-    rows: list[CardRow] = []
+    rows: list[PlanCardRow] = []
     if card_views is None:
         card_views = card_catalogues(catalogue)
     # Placements by card, in placement order: one pass instead of one per card.
@@ -78,7 +78,7 @@ def card_rows(
             foreign = [f"pid {p.pid}" for p in card.processes if p.seat is None]
             if not card.ok or card.free_bytes is None:
                 rows.append(
-                    CardRow(
+                    PlanCardRow(
                         host,
                         card.index,
                         card.error,
@@ -104,7 +104,7 @@ def card_rows(
             held_after = sum(p.bytes for p in after_parts)
             free_after = card.free_bytes - added
             rows.append(
-                CardRow(
+                PlanCardRow(
                     host=host,
                     index=card.index,
                     error=None,

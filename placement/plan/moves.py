@@ -17,7 +17,7 @@ from placement.fit.card import CardModel
 from placement.fit.room import fits_room
 from placement.fit.verdict import Verdict
 from placement.fit.verify import Placement, judge, verify_placement
-from placement.plan.cards import CardRow, card_rows
+from placement.plan.cards import PlanCardRow, card_rows
 from placement.plan.explain import explain_refusal
 from placement.plan.greedy import greedy_assignment
 from placement.plan.problem import NewSeat, Problem, build_problem
@@ -57,7 +57,9 @@ class MovesOutcome:
     verdicts: list[Verdict] | None = None  # None: no set helps, the plan without moves stands
     placements: list[Placement] | None = None
     steps: tuple[dict[str, Any], ...] = ()
-    cards: list[CardRow] | None = None  # before: as measured; after: moves done and seats placed
+    cards: list[PlanCardRow] | None = (
+        None  # before: as measured; after: moves done and seats placed
+    )
 
 
 class _World:

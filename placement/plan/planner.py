@@ -19,7 +19,7 @@ from placement.fit.verify import (
 )
 from placement.plan.approved import approved_holds, approved_verdicts
 from placement.plan.bound import LevelBound, level_bounds
-from placement.plan.cards import CardRow, card_rows
+from placement.plan.cards import PlanCardRow, card_rows
 from placement.plan.explain import SUMMARY_PLACES, ExplainClasses, explain_refusal, summarise
 from placement.plan.greedy import greedy_assignment
 from placement.plan.most import most_seats
@@ -28,7 +28,7 @@ from placement.plan.score import priority_weights, score
 from placement.plan.verified import Assignment, verified_verdicts
 from seats.model import Catalogue, Seat
 
-__all__ = ["CardRow", "PlanResult", "card_rows", "explain_refusal", "greedy_assignment", "plan"]
+__all__ = ["PlanCardRow", "PlanResult", "card_rows", "explain_refusal", "greedy_assignment", "plan"]
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class PlanResult:
     """The whole answer of `plan`: a verdict per new seat, the cards, and how it was found."""
 
     verdicts: tuple[Verdict, ...]
-    cards: tuple[CardRow, ...]
+    cards: tuple[PlanCardRow, ...]
     solver: str
     status: str  # optimal | time_limit | greedy | empty
     gap: float | None
@@ -165,7 +165,7 @@ def plan(
     timings["explain"] = time.perf_counter() - explain_started
     moves: tuple[dict[str, Any], ...] = ()
     moves_note: str | None = None
-    moved_rows: list[CardRow] | None = None
+    moved_rows: list[PlanCardRow] | None = None
     if allow_moves and any(not v.passed for v in verdicts):
         from placement.plan.moves import plan_moves
 

@@ -33,7 +33,7 @@ SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)
-class ForeignProcess:
+class LedgerForeignProcess:
     """A process on a card that no seat's `match` claims: its bytes are unexplained."""
 
     card: int
@@ -43,7 +43,7 @@ class ForeignProcess:
 
 
 @dataclass(frozen=True)
-class CardRow:
+class LedgerCardRow:
     """One card's figures; None where the card could not be read."""
 
     index: int
@@ -71,7 +71,7 @@ class CardRow:
 
 
 @dataclass(frozen=True)
-class SeatRow:
+class LedgerSeatRow:
     """One seat: the bytes the catalogue declares for it against the bytes its processes hold."""
 
     seat: str
@@ -102,9 +102,9 @@ class HostView:
     driver: str | None
     margin_bytes: int
     cuda_context_bytes: int
-    cards: tuple[CardRow, ...]
-    seats: tuple[SeatRow, ...]
-    foreign: tuple[ForeignProcess, ...]
+    cards: tuple[LedgerCardRow, ...]
+    seats: tuple[LedgerSeatRow, ...]
+    foreign: tuple[LedgerForeignProcess, ...]
     warnings: tuple[str, ...]
 
 
@@ -140,7 +140,7 @@ def _host_view(
     host = snapshot.host
     cards = tuple(_card_row(catalogue, snapshot, card) for card in snapshot.cards)
     foreign = tuple(
-        ForeignProcess(card.index, process.pid, process.used_bytes, process.cmdline)
+        LedgerForeignProcess(card.index, process.pid, process.used_bytes, process.cmdline)
         for card in snapshot.cards
         for process in card.processes
         if process.seat is None
@@ -159,11 +159,11 @@ def _host_view(
     )
 
 
-def _card_row(catalogue: Catalogue, snapshot: Snapshot, card: Card) -> CardRow:
+def _card_row(catalogue: Catalogue, snapshot: Snapshot, card: Card) -> LedgerCardRow:
     host = snapshot.host
     declared = seats_declared_on(catalogue, host, card.index)
     parts = tuple(held_parts(catalogue, host, card)) if card.ok else ()
-    return CardRow(
+    return LedgerCardRow(
         index=card.index,
         uuid=card.uuid,
         total_bytes=card.total_bytes,
@@ -184,7 +184,7 @@ def _card_row(catalogue: Catalogue, snapshot: Snapshot, card: Card) -> CardRow:
     )
 
 
-def _seat_rows(catalogue: Catalogue, snapshot: Snapshot) -> list[SeatRow]:
+def _seat_rows(catalogue: Catalogue, snapshot: Snapshot) -> list[LedgerSeatRow]:
     """Seats of this host (and host-less seats seen running on it), retired ones left out."""
     observed: dict[str, dict[int, int]] = {}
     for card in snapshot.cards:
@@ -203,7 +203,9 @@ def _seat_rows(catalogue: Catalogue, snapshot: Snapshot) -> list[SeatRow]:
     return rows
 
 
-def _with_profile(catalogue: Catalogue, snapshot: Snapshot, seat: Seat, row: SeatRow) -> SeatRow:
+def _with_profile(
+    catalogue: Catalogue, snapshot: Snapshot, seat: Seat, row: LedgerSeatRow
+) -> LedgerSeatRow:
     """The row with the profile's resident on the first of its cards that NVML read."""
     if seat.engine.profile is None:
         return row
@@ -221,7 +223,7 @@ def _with_profile(catalogue: Catalogue, snapshot: Snapshot, seat: Seat, row: Sea
     return dataclasses.replace(row, profile=found)
 
 
-def _seat_row(seat: Seat, seen: dict[int, int] | None) -> SeatRow:
+def _seat_row(seat: Seat, seen: dict[int, int] | None) -> LedgerSeatRow:
     cards = seat.pinned_cards or ()
     declared = seat.resident_bytes * seat.card_count
     observed_cards = tuple(sorted(seen)) if seen else ()
@@ -236,7 +238,7 @@ def _seat_row(seat: Seat, seen: dict[int, int] | None) -> SeatRow:
     else:
         status = "absent"
         observed = 0
-    return SeatRow(seat.name, seat.state, cards, observed_cards, declared, observed, status)
+    return LedgerSeatRow(seat.name, seat.state, cards, observed_cards, declared, observed, status)
 
 
 # --- JSON ----------------------------------------------------------------------------------
@@ -299,7 +301,7 @@ def _profile_json(found: ProfileResident | None) -> dict[str, int] | None:
     }
 
 
-def _card_json(card: CardRow) -> dict[str, Any]:
+def _card_json(card: LedgerCardRow) -> dict[str, Any]:
     return {
         "index": card.index,
         "uuid": card.uuid,

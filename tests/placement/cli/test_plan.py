@@ -344,9 +344,9 @@ def test_a_host_without_cuda_context_is_warned_once_by_name(
 
 def test_seat_names_with_other_characters_are_quoted_in_the_seats_column() -> None:
     from placement.cli.plan_text import card_table
-    from placement.plan.cards import CardRow
+    from placement.plan.cards import PlanCardRow
 
-    row = CardRow(
+    row = PlanCardRow(
         host="fv-ml1",
         index=0,
         error=None,
