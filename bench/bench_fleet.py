@@ -1,6 +1,6 @@
 """Benchmark of `plan` on seeded synthetic fleets, 1 host × 4 cards to 256 hosts × 8 cards, against FFD.
 
-2.5 seats per card (1.5 running, 1 new), hosts of two card sizes; draws fleet-solve-time.png beside bench.md.
+2.5 seats per card (1.5 running, 1 new), hosts of two card sizes; draws fleet-solve-time.svg beside bench.md.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import math
 import random
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -20,7 +21,7 @@ from placement.plan.planner import greedy_assignment, plan
 from placement.plan.problem import build_problem, new_seats
 from seats.model import Catalogue, Seat
 
-PLOT_NAME = "fleet-solve-time.png"  # beside bench.md (bench.output_dir())
+PLOT_NAME = "fleet-solve-time.svg"  # beside bench.md (bench.output_dir())
 MIB = 2**20
 GIB = 2**30
 TAKEN = datetime(2026, 9, 16, 14, 2, 11, tzinfo=UTC)
@@ -173,37 +174,74 @@ def growth(rows: list[Row]) -> list[str]:
     return lines
 
 
+_COLOURS = {"cbc": "#1f77b4", "highs": "#ff7f0e"}
+_W, _H, _LEFT, _TOP, _PW, _PH = 880, 440, 70, 40, 440, 340
+
+
+def _log_axis(low: float, high: float) -> tuple[float, float]:
+    """Whole decades around [low, high], as log10 bounds."""
+    return math.floor(math.log10(low)), math.ceil(math.log10(high))
+
+
+def _solver_marks(
+    mine: list[Row], colour: str, x: Callable[[float], float], y: Callable[[float], float]
+) -> list[str]:
+    """One solver's medians joined, each run's total a dot, each solver time a cross."""
+    sizes = sorted({r.cards for r in mine})
+    medians = [statistics.median(r.total_s for r in mine if r.cards == n) for n in sizes]
+    line = " ".join(f"{x(n):.1f},{y(v):.1f}" for n, v in zip(sizes, medians, strict=True))
+    out = [f'<polyline points="{line}" fill="none" stroke="{colour}" stroke-width="2"/>']
+    out += [
+        f'<circle cx="{x(r.cards):.1f}" cy="{y(r.total_s):.1f}" r="2.5" fill="{colour}" '
+        'fill-opacity="0.5"/>'
+        for r in mine
+    ]
+    for r in mine:
+        if r.status != "greedy":
+            cx, cy = x(r.cards), y(max(r.solve_s, 1e-3))
+            out.append(f'<path d="M{cx - 3:.1f} {cy - 3:.1f}l6 6m0 -6l-6 6" stroke="{colour}"/>')
+    return out
+
+
 def plot(rows: list[Row]) -> None:
-    """Solve and total seconds against cards, per solver, log-log, beside bench.md."""
-    import matplotlib
+    """Solve and total seconds against cards, per solver, log-log, as fleet-solve-time.svg beside
+    bench.md (bench.output_dir()): medians joined, each run a dot, solver-only times a cross."""
+    if not rows:
+        return
+    xs = _log_axis(min(r.cards for r in rows), max(r.cards for r in rows))
+    seconds = [r.total_s for r in rows] + [max(r.solve_s, 1e-3) for r in rows]
+    ys = _log_axis(min(seconds), max(seconds))
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    def x(cards: float) -> float:
+        return _LEFT + _PW * (math.log10(cards) - xs[0]) / (xs[1] - xs[0])
 
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for solver, marker in (("cbc", "o"), ("highs", "s")):
-        mine = [r for r in rows if r.solver == solver]
-        if not mine:
-            continue
-        sizes = sorted({r.cards for r in mine})
-        medians = [statistics.median(r.total_s for r in mine if r.cards == n) for n in sizes]
-        line = ax.plot(sizes, medians, marker=marker, label=f"plan() total, {solver} (median)")
-        ax.scatter(
-            [r.cards for r in mine],
-            [r.total_s for r in mine],
-            color=line[0].get_color(),
-            s=10,
-            alpha=0.5,
+    def y(value: float) -> float:
+        return _TOP + _PH * (1 - (math.log10(max(value, 1e-3)) - ys[0]) / (ys[1] - ys[0]))
+
+    out = [f'<rect x="{_LEFT}" y="{_TOP}" width="{_PW}" height="{_PH}" fill="none" stroke="#333"/>']
+    for k in range(xs[0], xs[1] + 1):
+        at = x(10**k)
+        out.append(
+            f'<line x1="{at:.1f}" x2="{at:.1f}" y1="{_TOP}" y2="{_TOP + _PH}" stroke="#ddd"/>'
         )
-        solved = [r for r in mine if r.status != "greedy"]
-        if solved:
-            ax.scatter(
-                [r.cards for r in solved],
-                [max(r.solve_s, 1e-3) for r in solved],
-                marker="x",
-                color=line[0].get_color(),
-                label=f"solver only, {solver} (runs where it ran)",
-            )
+        out.append(
+            f'<text x="{at:.1f}" y="{_TOP + _PH + 16}" text-anchor="middle">{10**k:g}</text>'
+        )
+    for k in range(ys[0], ys[1] + 1):
+        at = y(10**k)
+        out.append(
+            f'<line x1="{_LEFT}" x2="{_LEFT + _PW}" y1="{at:.1f}" y2="{at:.1f}" stroke="#ddd"/>'
+        )
+        out.append(f'<text x="{_LEFT - 6}" y="{at + 4:.1f}" text-anchor="end">{10**k:g}</text>')
+    legend: list[tuple[str, str]] = []
+    for solver, colour in _COLOURS.items():
+        mine = [r for r in rows if r.solver == solver]
+        if mine:
+            out += _solver_marks(mine, colour, x, y)
+            legend += [
+                (f"plan() total, {solver} (median; dots: each run)", colour),
+                (f"solver only, {solver} (crosses: runs where it ran)", colour),
+            ]
     cbc = sorted(
         (r for r in rows if r.solver == "cbc" and r.hosts >= GROWTH_FROM_HOSTS),
         key=lambda r: r.cards,
@@ -211,26 +249,34 @@ def plot(rows: list[Row]) -> None:
     if cbc:
         # Slope 1 through the largest fleet's total, over the fitted range: linear growth.
         last = cbc[-1]
-        xs = [cbc[0].cards, last.cards]
-        ax.plot(
-            xs,
-            [last.total_s * xs[0] / xs[1], last.total_s],
-            color="grey",
-            linewidth=0.8,
-            label="linear in cards",
+        first_y = last.total_s * cbc[0].cards / last.cards
+        out.append(
+            f'<line x1="{x(cbc[0].cards):.1f}" y1="{y(first_y):.1f}" x2="{x(last.cards):.1f}" '
+            f'y2="{y(last.total_s):.1f}" stroke="grey"/>'
         )
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("cards in the fleet (2.5 seats per card)")
-    ax.set_ylabel("seconds")
-    ax.set_title("gpuplan plan on synthetic fleets")
-    ax.legend(fontsize=8)
-    ax.grid(True, which="both", linewidth=0.3)
-    fig.tight_layout()
-    plot_path = output_dir() / PLOT_NAME
-    plot_path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(plot_path, dpi=110)
-    plt.close(fig)
+        legend.append(("linear in cards", "grey"))
+    for i, (label, colour) in enumerate(legend):
+        at = _TOP + 10 + 18 * i
+        out.append(f'<line x1="{_LEFT + _PW + 14}" x2="{_LEFT + _PW + 34}" y1="{at}" y2="{at}" '
+                   f'stroke="{colour}" stroke-width="2"/>')  # fmt: skip
+        out.append(f'<text x="{_LEFT + _PW + 40}" y="{at + 4}" font-size="10">{label}</text>')
+    out.append(f'<text x="{_LEFT}" y="24" font-size="14">gpuplan plan on synthetic fleets</text>')
+    out.append(
+        f'<text x="{_LEFT + _PW / 2}" y="{_H - 12}" text-anchor="middle">'
+        "cards in the fleet (2.5 seats per card)</text>"
+    )
+    out.append(
+        f'<text x="18" y="{_TOP + _PH / 2}" text-anchor="middle" '
+        f'transform="rotate(-90 18 {_TOP + _PH / 2})">seconds</text>'
+    )
+    target = output_dir() / PLOT_NAME
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_W} {_H}" width="{_W}" '
+        f'height="{_H}" font-family="DejaVu Sans, sans-serif" font-size="11">'
+        f'<rect width="{_W}" height="{_H}" fill="white"/>' + "".join(out) + "</svg>\n",
+        encoding="utf-8",
+    )
 
 
 def run() -> str:

@@ -160,6 +160,7 @@ class Exporter:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="exporter")
         self._selector = selectors.DefaultSelector()
         self._selector.register(listener, selectors.EVENT_READ)
+        self._accepting = True
         # socket → (deadline, head bytes so far)
         self._waiting: dict[socket.socket, tuple[float, bytes]] = {}
         self._stop = threading.Event()
@@ -179,14 +180,34 @@ class Exporter:
             if now >= next_sweep:
                 self._sweep(now)
                 next_sweep = now + min(1.0, self._read_timeout / 4)
+                # Out of file descriptors a while ago (EMFILE): try accepting again.
+                self._listening(len(self._waiting) < MAX_WAITING)
+            elif len(self._waiting) < MAX_WAITING // 2:
+                self._listening(True)
+
+    def _listening(self, on: bool) -> None:
+        """Watch the listener for new connections, or stop (the kernel's backlog holds them)."""
+        if on == self._accepting:
+            return
+        if on:
+            self._selector.register(self._listener, selectors.EVENT_READ)
+        else:
+            self._selector.unregister(self._listener)
+        self._accepting = on
 
     def _accept(self) -> None:
-        while len(self._waiting) < MAX_WAITING:
+        while True:
+            if len(self._waiting) >= MAX_WAITING:
+                # A listener left readable would spin this loop: pause until half are gone.
+                self._listening(False)
+                return
             try:
                 conn, _ = self._listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:
+                # Out of file descriptors: pause until the next sweep rather than spin.
+                self._listening(False)
                 return
             conn.setblocking(False)
             self._waiting[conn] = (time.monotonic() + self._read_timeout, b"")

@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NoReturn
 
 from inventory.ledger.report_queries import (
     CardBuckets,
@@ -149,24 +149,46 @@ class PromClient:
             for labels, values in self._series(params, promql):
                 key = tuple(sorted(labels.items()))
                 names[key] = labels
-                merged[key] += [(floats[t], floats[v]) for t, v in values if v != "NaN"]
+                merged[key] += self._points(values, floats, promql)
             begin = stop + step_s
         return [(names[key], points) for key, points in merged.items()]
 
     def _series(self, params: dict[str, str], promql: str) -> list[RawSeries]:
-        """The series of one range answer, each with its [time, "value"] points: read from
-        Prometheus's own layout without a JSON object per point, else (any other layout, an
-        error) through `json`."""
+        """The series of one range answer (read by `json`), each with its [time, "value"] points."""
         url = api_url(self.base, "query_range", params)
         with self._slots:
             started = time.perf_counter()
             body = fetch(self.base, url, promql, timeout=self.timeout, opener=self.opener)
-        found = _matrix_text(body)
-        if found is None:
-            data = self._answer(body, promql)
-            found = [(s.get("metric", {}), s.pop("values", [])) for s in data.get("result", [])]
+        data = self._answer(body, promql)
+        result = data.get("result", [])
+        if data.get("resultType") != "matrix" or not isinstance(result, list):
+            raise CannotDecideError(
+                f"Prometheus at {self.base}: query {promql} did not return a range matrix"
+            )
+        found: list[RawSeries] = []
+        for series in result:
+            if not isinstance(series, dict) or not isinstance(series.get("metric"), dict):
+                self._malformed(promql, series)
+            values = series.get("values", [])
+            if not isinstance(values, list):
+                self._malformed(promql, series)
+            found.append((series["metric"], values))
         self.stats.add(time.perf_counter() - started, len(found), promql)
         return found
+
+    def _points(
+        self, values: Sequence[Sequence[Any]], floats: _Floats, promql: str
+    ) -> list[tuple[float, float]]:
+        """One series' [time, "value"] pairs as floats, NaN left out (no reading then)."""
+        try:
+            return [(floats[t], floats[v]) for t, v in values if v != "NaN"]
+        except (TypeError, ValueError) as exc:
+            self._malformed(promql, values, exc)
+
+    def _malformed(self, promql: str, part: Any, cause: Exception | None = None) -> NoReturn:
+        raise CannotDecideError(
+            f"Prometheus at {self.base}: query {promql} returned a malformed series: {part!r:.200}"
+        ) from cause
 
     def _point(self, series: Any, key: str, promql: str) -> tuple[Labels, float]:
         try:
@@ -207,59 +229,6 @@ class _Floats(dict[Any, float]):
     def __missing__(self, text: Any) -> float:
         value = self[text] = float(text)
         return value
-
-
-_MATRIX_HEAD = '{"status":"success","data":{"resultType":"matrix","result":['
-_METRIC = '{"metric":'
-_VALUES = ',"values":['
-_POINT = re.compile(r'\[([-+.0-9eE]+),"([^"\\]*)"\]')
-_LABELS = json.JSONDecoder()
-
-
-def _matrix_text(body: bytes) -> list[RawSeries] | None:
-    """The series of a successful range answer as Prometheus lays it out (`{"metric":{…},
-    "values":[[t,"v"],…]}` one after another), each point as its two strings; None where
-    anything differs (an error, warnings, another server's spacing): `json` reads those."""
-    try:
-        text = body.decode()
-    except UnicodeDecodeError:
-        return None
-    if not text.startswith(_MATRIX_HEAD):
-        return None
-    pos = len(_MATRIX_HEAD)
-    out: list[RawSeries] = []
-    if text.startswith("]}}", pos):
-        return out if len(text) == pos + 3 else None
-    while (found := _series_text(text, pos)) is not None:
-        labels, points, pos = found
-        out.append((labels, points))
-        if text.startswith("}]}}", pos):
-            return out if len(text) == pos + 4 else None
-        if not text.startswith("},", pos):
-            return None
-        pos += 2
-    return None
-
-
-def _series_text(text: str, pos: int) -> tuple[Labels, list[tuple[str, str]], int] | None:
-    """The labels and points of the series at `pos`, and where its values end (None: not
-    Prometheus's layout)."""
-    if not text.startswith(_METRIC, pos):
-        return None
-    try:
-        labels, pos = _LABELS.raw_decode(text, pos + len(_METRIC))
-    except ValueError:
-        return None
-    if not isinstance(labels, dict) or not text.startswith(_VALUES, pos):
-        return None
-    start = pos + len(_VALUES)
-    end = text.find("]]", start)
-    if end < 0 or text.startswith("]", start):
-        return None
-    points = _POINT.findall(text, start, end + 1)
-    if len(points) != text.count("[", start, end + 1):
-        return None
-    return labels, points, end + 2
 
 
 # --- what the window is asked -----------------------------------------------------------

@@ -1,7 +1,7 @@
 """The `gpuplan` command line: a thin shell over the library (STYLE.md).
 
 Each subcommand lives in `placement/cli/<name>.py` with `HELP`, `add_arguments(parser)`
-and `run(args) -> int`; heavy imports (pulp, matplotlib, NVML) happen inside `run`, and a
+and `run(args) -> int`; heavy imports (pulp, NVML) happen inside `run`, and a
 named command imports its own module alone (a `check` in a deploy script runs on every
 deploy). Only `GpuplanError` is caught; `--debug` shows its traceback.
 """

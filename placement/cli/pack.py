@@ -73,8 +73,9 @@ def card_bytes_argument(args: argparse.Namespace) -> tuple[int, str]:
         return value, "--card-bytes"
     if args.snapshot is not None:
         from inventory.snapshot import load_snapshot
+        from placement.cli.sources import consistent, utc_now
 
-        snapshot = load_snapshot(args.snapshot)
+        snapshot = consistent(load_snapshot(args.snapshot), args.snapshot, utc_now())
         totals = sorted(
             card.cuda_total_bytes
             for card in snapshot.cards

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import sys
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,7 +28,7 @@ if TYPE_CHECKING:
     from inventory.ledger.store import Ledger
     from inventory.snapshot import Snapshot
     from placement.report.from_prometheus import LedgerRecords
-    from placement.report.rows import ChartSeries, DriftThreshold, Report, Window
+    from placement.report.rows import DriftThreshold, Report, Window
     from seats.model import Catalogue
 
 HELP = "the weekly capacity report from the ledger (Markdown, HTML with charts, or JSON)"
@@ -94,7 +93,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out",
         metavar="DIR|FILE",
-        help="write report.<format> (and chart PNGs for md) into DIR, or to FILE.md/.html/.json,"
+        help="write report.<format> (and chart SVGs for md) into DIR, or to FILE.md/.html/.json,"
         " instead of stdout",
     )
     parser.add_argument(
@@ -128,23 +127,13 @@ def run(args: argparse.Namespace) -> int:
         raise BadInputError("--until goes with --since, not with --week")
     until = _parse_until(args.until) if args.until else None
     now = utc_now()
-    drawer = None
-    if args.format == "md" and args.out:
-        # A forked child imports matplotlib for the PNG files (about a third of the charts' cost)
-        # while this process aggregates, on the second core and without sharing a GIL. HTML
-        # draws SVG in-process (render.html_report).
-        drawer = _Drawer.start()
-    try:
-        if args.prometheus:
-            return _prometheus_report(args, catalogue, threshold, week, until, now, drawer)
-        if args.step is not None or args.host_label:
-            raise BadInputError(
-                f"{'--step' if args.step is not None else '--host-label'} goes with --prometheus"
-            )
-        return _build_and_emit(args, catalogue, threshold, week, until, now, drawer)
-    finally:
-        if drawer is not None:
-            drawer.close()
+    if args.prometheus:
+        return _prometheus_report(args, catalogue, threshold, week, until, now)
+    if args.step is not None or args.host_label:
+        raise BadInputError(
+            f"{'--step' if args.step is not None else '--host-label'} goes with --prometheus"
+        )
+    return _build_and_emit(args, catalogue, threshold, week, until, now)
 
 
 def _build_and_emit(
@@ -154,7 +143,6 @@ def _build_and_emit(
     week: Window | None,
     until: int | None,
     now: datetime,
-    drawer: _Drawer | None,
 ) -> int:
     from inventory.ledger.report_queries import ledger_span, newest_decision_s
     from inventory.ledger.store import open_ledger
@@ -184,11 +172,10 @@ def _build_and_emit(
             now=now,
             threshold=threshold,
             probe=verifier_probe,
-            on_charts=drawer.send if drawer is not None else None,
             records_until_s=records_until,
         )
         demo = demo_note(ledger.connection)
-    return _emit(report, args.format, args.out, demo, drawer)
+    return _emit(report, args.format, args.out, demo)
 
 
 def _prometheus_report(
@@ -198,7 +185,6 @@ def _prometheus_report(
     week: Window | None,
     until: int | None,
     now: datetime,
-    drawer: _Drawer | None,
 ) -> int:
     """The report from Prometheus's series; --ledger adds its decisions and active holds."""
     import time
@@ -225,7 +211,6 @@ def _prometheus_report(
         threshold=threshold,
         probe=verifier_probe,
         records=records,
-        on_charts=drawer.send if drawer is not None else None,
         host_label=args.host_label,
     )
     if os.environ.get("GPUPLAN_TIMINGS"):
@@ -240,7 +225,7 @@ def _prometheus_report(
             # The catalogue's hosts as one long regex hide the rest of the query: shorten them.
             shown = re.sub(r'=~"[^"]{40,}"', '=~"…"', promql)
             print(f"  {seconds:6.2f} s  {shown[:200]}", file=sys.stderr)
-    return _emit(report, args.format, args.out, None, drawer)
+    return _emit(report, args.format, args.out, None)
 
 
 def _ledger_records(path: str, window: Window, now: datetime) -> LedgerRecords:
@@ -280,11 +265,8 @@ def _latest_in(
     return latest
 
 
-def _emit(
-    report: Report, fmt: str, out: str | None, demo: str | None, drawer: _Drawer | None = None
-) -> int:
-    from placement.report.charts import chart_filename, detail_series, seat_colours
-    from placement.report.render import blocks, html_report, to_markdown
+def _emit(report: Report, fmt: str, out: str | None, demo: str | None) -> int:
+    from placement.report.render import blocks, draw_charts, html_report, to_markdown
 
     _warn_hosts(report)
 
@@ -297,31 +279,15 @@ def _emit(
         return _write(text, target, filename)
     if fmt == "html":
         return _write(html_report(report, demo), target, filename)
-    # Markdown without --out has nowhere to put PNG files: it prints without charts.
-    draw = target is not None
-    colours = seat_colours(name for s in report.charts for name, _ in s.layers)
-    shown = detail_series(report.charts)
-    pngs: list[bytes | None] = [None] * len(shown)
-    if draw:
-        drawn = drawer.receive(shown) if drawer is not None else None
-        pngs = list(drawn) if drawn is not None else _render_all(shown, colours)
-    charts = [(s, chart_filename(s), png) for s, png in zip(shown, pngs, strict=True)]
-    fleet = _fleet_chart(report.charts) if draw else None
-    if fmt == "md" and target is not None:
-        for _, name, png in [*charts, (None, *fleet)] if fleet else charts:
-            if png is not None:
-                (target / name).write_bytes(png)
-    items = blocks(report, charts if draw else [], demo=demo, fleet=fleet)
+    # Markdown without --out has nowhere to put the SVG files: it prints without charts.
+    if target is None:
+        return _write(to_markdown(blocks(report, [], demo=demo)), target, filename)
+    charts, fleet = draw_charts(report)
+    for name, svg in [*((n, svg) for _, n, svg in charts), *([fleet] if fleet else [])]:
+        if svg is not None:
+            (target / name).write_text(svg, encoding="utf-8")
+    items = blocks(report, charts, demo=demo, fleet=fleet)
     return _write(to_markdown(items), target, filename)
-
-
-def _fleet_chart(series: Sequence[ChartSeries]) -> tuple[str, bytes] | None:
-    """The hosts' small multiples of headroom, for a report of more than one host."""
-    from placement.report.charts import FLEET_FILENAME, render_fleet
-
-    if len({s.host for s in series}) < 2:
-        return None
-    return FLEET_FILENAME, render_fleet(series)
 
 
 def _warn_hosts(report: Report) -> None:
@@ -366,220 +332,6 @@ def out_target(out: str | None, fmt: str) -> tuple[Path | None, str]:
     except OSError as exc:
         raise BadInputError(f"--out {out}: cannot create the directory ({exc.strerror})") from exc
     return directory, default
-
-
-def _render_all(series: Sequence[ChartSeries], colours: dict[str, str]) -> list[bytes | None]:
-    """Every card's PNG; with four or more cards and two cores, a forked child draws half.
-
-    Drawing is pure Python and C under the GIL, so threads would not help. A bare fork (no
-    process pool) inherits matplotlib and the figure already built and costs little; the
-    child hands its PNGs back through a pipe. Any failure falls back to drawing here.
-    """
-    from placement.report.charts import figure_for, render_chart
-
-    if len(series) < 4 or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
-        return [render_chart(s, colours=colours) for s in series]
-    figure_for()  # built once, before the fork: both processes reuse it
-    half = (len(series) + 1) // 2
-    mine, theirs = series[:half], series[half:]
-    child = _fork_drawing(theirs, colours)
-    pngs: list[bytes | None] = [render_chart(s, colours=colours) for s in mine]
-    drawn = _collect(child, len(theirs))
-    if drawn is None:
-        drawn = [render_chart(s, colours=colours) for s in theirs]
-    return pngs + list(drawn)
-
-
-def _fork_drawing(series: Sequence[ChartSeries], colours: dict[str, str]) -> tuple[int, int] | None:
-    """(pid, read end of a pipe) of a child drawing `series`; None when it cannot fork."""
-    import gc
-    import pickle
-
-    from placement.report.charts import render_chart
-
-    try:
-        read, write = os.pipe()
-    except OSError:
-        return None
-    # Frozen objects are left alone by the child's collector, so it copies far fewer pages.
-    gc.freeze()
-    try:
-        pid = os.fork()
-    except OSError:
-        gc.unfreeze()
-        os.close(read)
-        os.close(write)
-        return None
-    if pid == 0:  # the child: draw, send, and leave without running the parent's exit code
-        status = 1
-        try:
-            os.close(read)
-            data = pickle.dumps([render_chart(s, colours=colours) for s in series])
-            with os.fdopen(write, "wb") as pipe:
-                pipe.write(data)
-            status = 0
-        finally:
-            os._exit(status)
-    gc.unfreeze()
-    os.close(write)
-    return pid, read
-
-
-def _collect(child: tuple[int, int] | None, count: int) -> list[bytes] | None:
-    """The child's PNGs, or None when it failed (the caller draws them itself)."""
-
-    if child is None:
-        return None
-    pid, read = child
-    with os.fdopen(read, "rb") as pipe:
-        data = pipe.read()
-    _, status = os.waitpid(pid, 0)
-    if status != 0:
-        return None
-    return _unpickle_pngs(data, count)
-
-
-def _unpickle_pngs(data: bytes, count: int) -> list[bytes] | None:
-    """`count` PNGs pickled by a child of ours, or None when they did not all come back."""
-    import pickle
-
-    if not data:
-        return None
-    try:
-        pngs = pickle.loads(data)
-    except (pickle.UnpicklingError, EOFError):
-        return None
-    if not isinstance(pngs, list) or len(pngs) != count:
-        return None
-    if not all(isinstance(png, bytes) for png in pngs):
-        return None
-    return pngs
-
-
-class _Drawer:
-    """A forked child that imports matplotlib at once, then draws the charts it is sent.
-
-    It splits them with a child of its own (`_render_all`), answers through a pipe, and leaves
-    with os._exit. Any failure on either side makes `receive` return None: the caller draws.
-    """
-
-    def __init__(self, pid: int, requests: int, answers: int) -> None:
-        self.pid: int | None = pid
-        self.requests: int | None = requests
-        self.answers: int | None = answers
-        self.sent: int | None = None  # how many charts the child was sent
-
-    @classmethod
-    def start(cls) -> _Drawer | None:
-        """Fork the drawer; None where fork or pipes are unavailable (draw in-process then)."""
-        import gc
-
-        if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
-            return None
-        try:
-            request_read, request_write = os.pipe()
-            answer_read, answer_write = os.pipe()
-        except OSError:
-            return None
-        gc.freeze()  # the child's collector then leaves the inherited objects (and pages) alone
-        try:
-            pid = os.fork()
-        except OSError:
-            gc.unfreeze()
-            for fd in (request_read, request_write, answer_read, answer_write):
-                os.close(fd)
-            return None
-        if pid == 0:
-            status = 1
-            try:
-                os.close(request_write)
-                os.close(answer_read)
-                status = _drawer_main(request_read, answer_write)
-            finally:
-                os._exit(status)
-        gc.unfreeze()
-        os.close(request_read)
-        os.close(answer_write)
-        return cls(pid, request_write, answer_read)
-
-    def send(self, series: Sequence[ChartSeries]) -> None:
-        """Hand the child the charts to draw (it starts at once); colours as `_emit` picks them."""
-        import pickle
-
-        from placement.report.charts import detail_series, seat_colours
-
-        if self.requests is None:
-            return
-        colours = seat_colours(name for s in series for name, _ in s.layers)
-        shown = detail_series(series)
-        self.sent = len(shown)
-        try:
-            with os.fdopen(self.requests, "wb") as pipe:
-                self.requests = None
-                pipe.write(pickle.dumps((shown, colours)))
-        except OSError:
-            self.sent = None
-
-    def receive(self, series: Sequence[ChartSeries]) -> list[bytes] | None:
-        """Every card's PNG from the child, or None when it failed or drew other charts."""
-        if self.answers is None or self.sent != len(series):
-            self.close()
-            return None
-        try:
-            with os.fdopen(self.answers, "rb") as pipe:
-                self.answers = None
-                data = pipe.read()
-        except OSError:
-            return None
-        finally:
-            self.close()
-        return _unpickle_pngs(data, len(series))
-
-    def close(self) -> None:
-        """Release the pipes and reap the child; one whose charts are not wanted is stopped."""
-        import contextlib
-        import signal
-
-        unused = self.requests is not None or self.answers is not None
-        for fd in (self.requests, self.answers):
-            if fd is not None:
-                os.close(fd)
-        self.requests = self.answers = None
-        if self.pid is not None:
-            if unused:  # an error ended the report: do not wait for the child's charts
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(self.pid, signal.SIGKILL)
-            os.waitpid(self.pid, 0)
-            self.pid = None
-
-
-def _drawer_main(requests: int, answers: int) -> int:
-    """The drawer child's work: 0 when it answered, 1 when it had nothing to draw."""
-    import pickle
-    import threading
-
-    from placement.report.charts import figure_for
-
-    # A thread takes the request in as soon as it comes (the parent's write would otherwise wait
-    # on a full pipe for this import); it waits in read(), without the GIL.
-    received: list[bytes] = []
-
-    def take() -> None:
-        with os.fdopen(requests, "rb") as pipe:
-            received.append(pipe.read())
-
-    reader = threading.Thread(target=take, daemon=True)
-    reader.start()
-    figure_for(warm=True)  # while the parent still aggregates
-    reader.join()
-    data = received[0] if received else b""
-    if not data:  # the parent failed before the charts: nothing to draw
-        return 1
-    series, colours = pickle.loads(data)
-    pngs = _render_all(series, colours)
-    with os.fdopen(answers, "wb") as pipe:
-        pipe.write(pickle.dumps(pngs))
-    return 0
 
 
 def _write(text: str, target: Path | None, name: str) -> int:

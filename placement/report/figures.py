@@ -24,6 +24,7 @@ from placement.fit.capacity import (
     seats_declared_on,
 )
 from placement.fit.card import cuda_total, fixed_reserve_bytes, reserve_bytes
+from placement.fit.room import room_bytes
 from placement.report.advice import (
     NOTHING_TO_DO,
     HostFacts,
@@ -76,14 +77,12 @@ def build_report(
     now: datetime,
     threshold: DriftThreshold = _DEFAULT_THRESHOLD,
     probe: Probe | None = None,
-    on_charts: Callable[[tuple[ChartSeries, ...]], None] | None = None,
     records_until_s: int | None = None,
 ) -> Report:
     """Aggregate the window's rows in the ledger and join them with the catalogue.
 
     `latest` are the newest snapshots per host inside the window (the "now" of the report);
     `probe` asks the verifier whether a seat of a given size fits a card (see `verifier_probe`);
-    `on_charts` receives the chart series as soon as they are aggregated, before the rest;
     decisions and holds are listed up to `records_until_s` when it is past the window's end
     (the checks recorded after the newest snapshot, which never move the window itself).
     """
@@ -107,7 +106,6 @@ def build_report(
         now=now,
         threshold=threshold,
         probe=probe,
-        on_charts=on_charts,
     )
 
 
@@ -151,7 +149,6 @@ def assemble(
     now: datetime,
     threshold: DriftThreshold = _DEFAULT_THRESHOLD,
     probe: Probe | None = None,
-    on_charts: Callable[[tuple[ChartSeries, ...]], None] | None = None,
 ) -> Report:
     """The report from a window's aggregates (ledger or Prometheus) and the catalogue.
 
@@ -169,10 +166,7 @@ def assemble(
             f"only of {', '.join(provenance.ignored_hosts)}, which the catalogue does not describe"
         )
     current = {s.host: attribute(s, catalogue) for s in latest if s.host in catalogue.hosts}
-    # Charts first: a caller can draw them while the rest is aggregated.
     charts = _charts(source, catalogue, current, span.first_s, span.last_s)
-    if on_charts is not None:
-        on_charts(charts)
     cards = _cards(source, catalogue, current)
     seats = _seats(source, catalogue, threshold, span.first_s, span.last_s)
     report = Report(
@@ -535,6 +529,9 @@ def _chart(
     ]
     other = buckets.unexplained_bytes
     layers.append(("other", tuple(other[b] / n for b, n in zip(times, counts, strict=True))))
+    held, margin = _held(catalogue, host, card), margin_bytes(catalogue, host)
+    # Bytes, whatever the source: Prometheus answers floats (of whole bytes).
+    free = tuple(_whole(buckets.free_min_bytes.get(b)) for b in times)
     return ChartSeries(
         host=host,
         card=idx,
@@ -543,13 +540,23 @@ def _chart(
         layers=tuple(layers),
         cuda_total_bytes=cuda_total(card) if card is not None and card.ok else None,
         declared_bytes=_declared(catalogue, host, idx),
-        held_bytes=_held(catalogue, host, card),
-        free_min=tuple(buckets.free_min_bytes.get(b) for b in times),
-        margin_bytes=margin_bytes(catalogue, host),
+        held_bytes=held,
+        free_min=free,
+        margin_bytes=margin,
         seat_declared=tuple(
             (s.name, s.resident_bytes) for s in seats_declared_on(catalogue, host, idx)
         ),
+        plannable_min=tuple(
+            None
+            if f is None
+            else max(0, room_bytes(free_bytes=f, held_bytes=held, margin_bytes=margin))
+            for f in free
+        ),
     )
+
+
+def _whole(value: float | None) -> int | None:
+    return None if value is None else round(value)
 
 
 def _fits(probe: Probe | None, catalogue: Catalogue, snapshot: Snapshot) -> tuple[CardFit, ...]:

@@ -35,7 +35,6 @@ from placement.report.figures import (
 )
 from placement.report.rows import (
     LOOKBACK_DAYS,
-    ChartSeries,
     DriftThreshold,
     HoldRow,
     Report,
@@ -71,7 +70,6 @@ def build_prometheus_report(
     threshold: DriftThreshold,
     probe: Probe | None = None,
     records: LedgerRecords | None = None,
-    on_charts: Callable[[tuple[ChartSeries, ...]], None] | None = None,
     host_label: str | None = None,
 ) -> tuple[Report, PrometheusWindow]:
     """The report of the catalogue's hosts over `window`, and the window's answers (with timings).
@@ -89,7 +87,7 @@ def build_prometheus_report(
     with ThreadPoolExecutor(max_workers=1) as side:
         early = _Early(side, client, catalogue, step_s, host_label, probe)
         try:
-            return _build(client, catalogue, window, early, now, threshold, records, on_charts)
+            return _build(client, catalogue, window, early, now, threshold, records)
         finally:
             early.stop.set()
 
@@ -232,7 +230,6 @@ def _build(
     now: datetime,
     threshold: DriftThreshold,
     records: LedgerRecords | None,
-    on_charts: Callable[[tuple[ChartSeries, ...]], None] | None,
 ) -> tuple[Report, PrometheusWindow]:
     hosts = sorted(catalogue.hosts)
     step_s = early.step_s
@@ -278,7 +275,6 @@ def _build(
         now=now,
         threshold=threshold,
         probe=early.cached if early.probe is not None else None,
-        on_charts=on_charts,
     )
     return report, answers
 

@@ -5,7 +5,6 @@ Both are rendered from one list of blocks built from a `Report`, so they always 
 
 from __future__ import annotations
 
-import base64
 import html
 import re
 from collections.abc import Sequence
@@ -47,9 +46,9 @@ class Bullets:
     items: tuple[str, ...]
 
 
-# A drawn chart: PNG bytes (a Markdown report's files), SVG markup (the HTML page's, inline), or
-# None where it was not drawn.
-Picture = bytes | str | None
+# A drawn chart: SVG markup (inline in the HTML page, a file beside the Markdown), or None where
+# it was not drawn.
+Picture = str | None
 
 
 @dataclass(frozen=True)
@@ -86,8 +85,8 @@ def blocks(
     demo: str | None = None,
     fleet: tuple[str, Picture] | None = None,
 ) -> list[Block]:
-    """The report as blocks; `charts` are (series, file name, picture: PNG, SVG or None when not
-    drawn), `fleet` the (file name, picture) of the hosts' small multiples, for several hosts."""
+    """The report as blocks; `charts` are (series, file name, SVG or None when not drawn), `fleet`
+    the (file name, SVG) of the hosts' small multiples, for several hosts."""
     out: list[Block] = [Heading(1, f"Capacity report · {report.window.label}")]
     if demo:
         out.append(Para(demo, lead="DEMO DATA — not measurements.", kind="demo"))
@@ -135,7 +134,7 @@ def _charts(
         )
     )
     if not charts:
-        out.append(Para("Charts are written as PNG files with --out DIR.", kind="note"))
+        out.append(Para("Charts are written as SVG files with --out DIR.", kind="note"))
     hosts = {s.host for s in report.charts}
     drawn = {s.host for s, _, _ in charts}
     if charts and len(drawn) < len(hosts):
@@ -642,7 +641,7 @@ def to_markdown(items: Sequence[Block]) -> str:
             ]
         elif isinstance(block, Bullets):
             lines += [f"- {item}" for item in block.items] + [""]
-        elif isinstance(block.picture, bytes):  # a PNG file written beside the Markdown
+        elif block.picture is not None:  # an SVG file written beside the Markdown
             lines += [f"![{alt_text(block.alt)}]({block.filename})", ""]
     return "\n".join(lines).rstrip() + "\n"
 
@@ -664,7 +663,7 @@ p.demo { background: #fff0f0; border-left: 4px solid #c0392b; padding: 6px 10px;
 p.act { background: #fff8e1; border-left: 4px solid #e0a800; padding: 8px 10px; font-size: 15px; }
 code { background: #f3f4f6; padding: 0 3px; border-radius: 3px; }
 figure { margin: 10px 0 22px; }
-figure img, figure svg { display: block; max-width: 100%; height: auto; border: 1px solid #e5e5e5; }
+figure svg { display: block; max-width: 100%; height: auto; border: 1px solid #e5e5e5; }
 table { display: block; max-width: 100%; overflow-x: auto; }
 figcaption { color: #555; font-size: 12px; }
 """
@@ -685,30 +684,31 @@ def _inline(text: str) -> str:
     return _CODE_SPAN.sub(code, html.escape(text, quote=True))
 
 
-def _picture(chart: Chart) -> str:
-    """An SVG chart inline (its text escaped where it was drawn), a PNG as a data: URI."""
-    if isinstance(chart.picture, str):
-        return chart.picture
-    data = base64.b64encode(chart.picture or b"").decode("ascii")
-    return f'<img alt="{html.escape(chart.alt)}" src="data:image/png;base64,{data}">'
-
-
-def html_report(report: Report, demo: str | None = None) -> str:
-    """The report as one self-contained page, its charts inline SVG (`svg`: no plotting library,
-    no PNG to encode)."""
+def draw_charts(
+    report: Report,
+) -> tuple[list[tuple[ChartSeries, str, Picture]], tuple[str, Picture] | None]:
+    """Every chart the report shows, drawn once as SVG for either format: (series, file name,
+    markup) per card, and the hosts' small multiples (file name, markup) for several hosts."""
     from placement.report.charts import FLEET_FILENAME, chart_filename, detail_series, seat_colours
     from placement.report.svg import card_chart, fleet_chart
 
     colours = seat_colours(name for s in report.charts for name, _ in s.layers)
-    charts = [(s, chart_filename(s), card_chart(s, colours)) for s in detail_series(report.charts)]
+    charts: list[tuple[ChartSeries, str, Picture]] = [
+        (s, chart_filename(s), card_chart(s, colours)) for s in detail_series(report.charts)
+    ]
     several = len({s.host for s in report.charts}) > 1
-    fleet = (FLEET_FILENAME, fleet_chart(report.charts)) if several else None
+    return charts, (FLEET_FILENAME, fleet_chart(report.charts)) if several else None
+
+
+def html_report(report: Report, demo: str | None = None) -> str:
+    """The report as one self-contained page, its charts inline SVG."""
+    charts, fleet = draw_charts(report)
     items = blocks(report, charts, demo=demo, fleet=fleet)
     return to_html(items, f"gpuplan capacity report · {report.window.label}")
 
 
 def to_html(items: Sequence[Block], title: str) -> str:
-    """One self-contained page: CSS inline, charts inline SVG (or base64 PNG), no scripts."""
+    """One self-contained page: CSS inline, charts inline SVG, no scripts."""
     body: list[str] = []
     for block in items:
         if isinstance(block, Heading):
@@ -736,7 +736,7 @@ def to_html(items: Sequence[Block], title: str) -> str:
             body.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in block.items) + "</ul>")
         elif block.picture is not None:
             body.append(
-                f"<figure>{_picture(block)}<figcaption>{html.escape(block.alt)}</figcaption></figure>"
+                f"<figure>{block.picture}<figcaption>{html.escape(block.alt)}</figcaption></figure>"
             )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

@@ -315,9 +315,11 @@ class ChartSeries:
     held_bytes: int
     # The headroom view: lowest free per bucket (None where no reading), the host's margin,
     # and each seat's declared resident (its drift over time is its layer − this).
-    free_min: tuple[float | None, ...] = ()
+    free_min: tuple[int | None, ...] = ()
     margin_bytes: int = 0
     seat_declared: tuple[tuple[str, int], ...] = ()
+    # Plannable per bucket: max(0, room) of its lowest free with held and margin as now.
+    plannable_min: tuple[int | None, ...] = ()
 
 
 @dataclass(frozen=True)

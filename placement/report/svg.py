@@ -1,9 +1,10 @@
-"""The weekly report's charts as SVG markup for the HTML page: per card its headroom, each seat's
-drift and used memory stacked by seat; for a fleet, small multiples of each host's free memory.
+"""The weekly report's charts as SVG, its one drawing: inline in the HTML page, and files beside
+the Markdown report. Per card its headroom, each seat's drift and used memory stacked by seat; for
+a fleet, small multiples of each host's free memory.
 
-Pure Python, one path per series: no plotting library is imported, so the page draws its charts in
-milliseconds on one core. The Markdown report's PNG files are `charts`' (matplotlib); both tell
-the same story from the same figures (`charts.headroom`, `charts.worst_first`).
+Pure Python, one path per series: no plotting library is imported, so a report draws its charts
+in milliseconds on one core. What is drawn comes from `charts` in bytes; only the pixel positions
+here are worked out in GiB.
 """
 
 from __future__ import annotations
@@ -33,9 +34,15 @@ from placement.report.charts import (
     worst_first,
 )
 from placement.report.rows import ChartSeries
-from seats.units import GiB
+from seats.units import GiB, format_bytes
 
 _FONT = "DejaVu Sans, Verdana, Arial, sans-serif"
+
+
+def gib(values: Sequence[float | None]) -> list[float | None]:
+    """Bytes as GiB, for pixel positions only (None stays None: a gap in the line)."""
+    return [None if v is None else v / GiB for v in values]
+
 
 # --- scales -------------------------------------------------------------------------------
 
@@ -43,7 +50,7 @@ _FONT = "DejaVu Sans, Verdana, Arial, sans-serif"
 @dataclass(frozen=True)
 class Scale:
     """Values (GiB) to 0..1 up an axis: linear from `low` to `top`, or, with `log`, linear over
-    the last 4 GiB and logarithmic above them as matplotlib's symlog draws it (linscale 1.6)."""
+    the last 4 GiB and logarithmic above them (a symmetric log scale, linear part 1.6 decades)."""
 
     low: float
     top: float
@@ -361,7 +368,7 @@ def _draw_stack(
 def _headroom(series: ChartSeries, palette: dict[str, str]) -> _Panel:
     """Free and plannable per bucket, what held and the margin take, the lowest plannable."""
     room = headroom(series)
-    if room.lowest_free is None or not series.times_s:
+    if room.lowest_free_bytes is None or not series.times_s:
         return (
             [partial(_draw_note, text="no free-memory reading")],
             Scale(0, 1),
@@ -372,25 +379,29 @@ def _headroom(series: ChartSeries, palette: dict[str, str]) -> _Panel:
     free = f'stroke="{FREE_COLOUR}" stroke-width="1.5"'
     plan = f'stroke="{PLANNABLE_COLOUR}" stroke-width="2.2"'
     times = series.times_s
+    free_gib, plannable_gib = gib(room.free_bytes), gib(room.plannable_bytes)
     parts: list[_Part] = [
-        partial(_draw_band, times=times, low=room.plannable, high=room.free, style=taken),
-        partial(_draw_line, times=times, values=room.free, style=free),
-        partial(_draw_line, times=times, values=room.plannable, style=plan),
+        partial(_draw_band, times=times, low=plannable_gib, high=free_gib, style=taken),
+        partial(_draw_line, times=times, values=free_gib, style=free),
+        partial(_draw_line, times=times, values=plannable_gib, style=plan),
     ]
     entries: list[Entry] = [
         ("free (lowest per bucket)", None, free),
         ("plannable: largest new seat\nthat fits (room alone)", None, plan),
         (
-            f"held {series.held_bytes / GiB:.2f} GiB + margin\n{series.margin_bytes / GiB:.2f} GiB",
+            f"held {format_bytes(series.held_bytes)} + margin\n{format_bytes(series.margin_bytes)}",
             taken,
             None,
         ),
     ]
-    if room.lowest_plannable is not None:
+    if room.lowest_plannable_bytes is not None:
         low = 'stroke="black" stroke-width="1.2" stroke-dasharray="5 3"'
-        parts.append(partial(_draw_hline, value=room.lowest_plannable, style=low))
-        entries.append((f"fits all window:\n{room.lowest_plannable:.2f} GiB", None, low))
-    scale, ticks = headroom_scale(max(v for v in room.free if v is not None))
+        at = room.lowest_plannable_bytes / GiB
+        parts.append(partial(_draw_hline, value=at, style=low))
+        entries.append(
+            (f"fits all window:\n{format_bytes(room.lowest_plannable_bytes)}", None, low)
+        )
+    scale, ticks = headroom_scale(max(v for v in room.free_bytes if v is not None) / GiB)
     return parts, scale, ticks, entries
 
 
@@ -456,20 +467,21 @@ def _reference_lines(series: ChartSeries) -> tuple[list[_Part], list[Entry]]:
     parts: list[_Part] = []
     entries: list[Entry] = []
     ref = reference_lines(series)
-    if ref.held_floor is not None and ref.total is not None:
+    if ref.held_floor_bytes is not None and ref.total_bytes is not None:
         band = f'fill="{TAKEN_COLOUR}" fill-opacity="0.12"'
-        parts.append(partial(_draw_span, low=ref.held_floor, high=ref.total, style=band))
+        floor, total = ref.held_floor_bytes / GiB, ref.total_bytes / GiB
+        parts.append(partial(_draw_span, low=floor, high=total, style=band))
         dotted = f'stroke="{TAKEN_COLOUR}" stroke-width="1.2" stroke-dasharray="1.5 2"'
-        parts.append(partial(_draw_hline, value=ref.held_floor, style=dotted))
+        parts.append(partial(_draw_hline, value=floor, style=dotted))
         entries.append((ref.held_label, band, None))
-    if ref.total is not None:
+    if ref.total_bytes is not None:
         style = 'stroke="black" stroke-width="1.7"'
-        parts.append(partial(_draw_hline, value=ref.total, style=style))
+        parts.append(partial(_draw_hline, value=ref.total_bytes / GiB, style=style))
         entries.insert(0, (ref.total_label, None, style))
-    if ref.declared is not None:
+    if ref.declared_bytes is not None:
         style = f'stroke="{PLANNABLE_COLOUR}" stroke-width="1.5" stroke-dasharray="5 3"'
-        parts.append(partial(_draw_hline, value=ref.declared, style=style))
-        entries.insert(1 if ref.total is not None else 0, (ref.declared_label, None, style))
+        parts.append(partial(_draw_hline, value=ref.declared_bytes / GiB, style=style))
+        entries.insert(1 if ref.total_bytes is not None else 0, (ref.declared_label, None, style))
     return parts, entries
 
 
@@ -521,9 +533,10 @@ def _tile(i: int, host: str, cards: list[ChartSeries]) -> list[str]:
     y0, y1 = (top + f * _CELL_HEIGHT for f in TILE_Y)
     rooms = [(s, headroom(s)) for s in cards]
     high = max(
-        (max((v for v in r.free if v is not None), default=1.0) for _, r in rooms), default=1.0
+        (max((v for v in r.free_bytes if v is not None), default=GiB) for _, r in rooms),
+        default=GiB,
     )
-    peak = max(1.0, high * 1.05)
+    peak = max(1.0, high / GiB * 1.05)
     first = min((s.times_s[0] for s in cards if s.times_s), default=0)
     last = max((s.times_s[-1] for s in cards if s.times_s), default=1)
 
@@ -548,19 +561,20 @@ def _tile(i: int, host: str, cards: list[ChartSeries]) -> list[str]:
         f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" height="{y1 - y0:.1f}" '
         'fill="none" stroke="#999999" stroke-width="0.8"/>'
     )
-    worst: tuple[float, int, int] | None = None
+    worst: tuple[int, int, int] | None = None
     for s, room in rooms:
         colour = CARD_COLOURS[s.card % len(CARD_COLOURS)]
         if len(s.times_s) > 1:
             d = path(
                 [
                     (x(t), None if v is None else y(v))
-                    for t, v in zip(s.times_s, room.free, strict=False)
+                    for t, v in zip(s.times_s, gib(room.free_bytes), strict=False)
                 ]
             )
             out.append(f'<path d="{d}" fill="none" stroke="{colour}" stroke-width="1.1"/>')
-        if room.lowest_free is not None and (worst is None or room.lowest_free < worst[0]):
-            worst = (room.lowest_free, s.card, room.lowest_free_at_s or 0)
+        lowest = room.lowest_free_bytes
+        if lowest is not None and (worst is None or lowest < worst[0]):
+            worst = (lowest, s.card, room.lowest_free_at_s or 0)
     margin = cards[0].margin_bytes / GiB if cards else 0.0
     if margin:
         out.append(

@@ -165,7 +165,7 @@ def test_both_paths_chart_the_same_headroom(fleet: tuple[str, Path, Path]) -> No
     for key, chart in sql_charts.items():
         twin = prom_charts[key]
         assert twin.times_s == chart.times_s and twin.margin_bytes == chart.margin_bytes == GIB
-        assert headroom(twin).lowest_free == headroom(chart).lowest_free, key
+        assert headroom(twin).lowest_free_bytes == headroom(chart).lowest_free_bytes, key
     # fl-00 card 7, where the spill took 6 GiB one afternoon: its lowest free is then.
     spill = headroom(prom_charts[("fl-00", 7)])
     assert spill.lowest_free_at_s is not None

@@ -188,3 +188,15 @@ def test_prometheus_figures_are_checked_naming_the_host(
         SnapshotError, match=r"Prometheus at http://127\.0\.0\.1:\d+: host fv-ml1: cards\[2\]"
     ):
         read_fleet(fake_prometheus.url, now=NOW, max_age=timedelta(minutes=15))
+
+
+def test_pack_takes_no_card_size_from_impossible_figures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = _data()
+    for card in data["cards"]:
+        card["total_bytes"] = 2**61
+    path = _write(tmp_path, data)
+    code = main(["pack", "--catalogue", str(FV_ML1_CATALOGUE), "--snapshot", str(path)])
+    assert code == Exit.BAD_INPUT
+    assert "more than 2**60" in capsys.readouterr().err

@@ -162,3 +162,36 @@ def test_a_render_serves_the_scrapes_of_its_window_and_no_later() -> None:
     now[0] = 100.5
     assert shared() == b"reading of 100.50"  # 0.5 s on: a fresh reading
     assert renders == [100.0, 100.5]
+
+
+def test_past_the_waiting_limit_it_neither_spins_nor_loses_connections(
+    exporter: Exporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from inventory.prometheus import exporter as module
+
+    monkeypatch.setattr(module, "MAX_WAITING", 5)
+    idle = []
+    try:
+        for _ in range(10):
+            sock = socket.create_connection(("127.0.0.1", exporter.server_port), timeout=5)
+            sock.sendall(b"GET /metrics HTTP/1.1\r\n")
+            idle.append(sock)
+        time.sleep(0.05)
+        selector = exporter._selector
+        calls = [0]
+        select = selector.select
+
+        def counted(timeout: float | None = None) -> list[object]:
+            calls[0] += 1
+            return select(timeout)  # type: ignore[return-value]
+
+        monkeypatch.setattr(selector, "select", counted)
+        time.sleep(0.3)
+        # Idle, the loop wakes every 0.2 s; a listener left readable woke it without pause.
+        assert calls[0] <= 5, f"the I/O loop spins with the listener full ({calls[0]} wakes)"
+        # The connections past the limit waited in the backlog; a scrape behind them is answered
+        # once the half-sent ones time out (0.5 s here).
+        assert _get(exporter.server_port)[0] == 200
+    finally:
+        for sock in idle:
+            sock.close()

@@ -276,3 +276,22 @@ def test_a_held_card_that_then_errors_decides_nothing(
     # tts-0's approval still stands: nothing was decided on the lost card.
     assert cli_main.main(["holds", "--ledger", str(db), "--json"]) == 0
     assert [h["seat"] for h in json.loads(capsys.readouterr().out)["holds"]] == ["tts-0"]
+
+
+def test_plan_and_check_give_the_same_rule_for_the_same_blocked_seat(
+    catalogue: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # tts-0 approved on card 1: tts-1 (3 GiB, pinned there too) no longer fits beside it.
+    db = tmp_path / "l.sqlite"
+    assert cli_main.main(check(catalogue, db, "tts-0")) == 0
+    capsys.readouterr()
+    assert cli_main.main([*check(catalogue, db, "tts-1"), "--json", "--no-hold"]) == 1
+    checked = {r["rule"] for r in verdict(capsys)["reasons"]}  # type: ignore[attr-defined]
+    source = ["--catalogue", str(catalogue), "--snapshot", str(SNAPSHOT), "--ledger", str(db)]
+    assert cli_main.main(["plan", *source, "--json", "--explain", "all"]) == 1
+    seats = {s["seat"]: s for s in json.loads(capsys.readouterr().out)["seats"]}
+    planned = {r["rule"] for r in seats["tts-1"]["reasons"] if r["card"] == 1}
+    assert checked == planned == {"hold"}
+    # The approved seat is judged where it was approved, not placed again.
+    assert seats["tts-0"]["verdict"] == "pass" and seats["tts-0"]["cards"] == [1]
+    assert any("approved, not placed again" in w for w in seats["tts-0"]["warnings"])

@@ -32,7 +32,7 @@ def test_markdown_to_stdout(files: tuple[Path, Path], capsys: pytest.CaptureFixt
     out = capsys.readouterr().out
     assert out.startswith("# Capacity report · 7 d to 2026-09-14T08:19:00Z")
     assert "## Headline" in out and "## Reserves" in out and "## LoRA carriers" in out
-    assert "Charts are written as PNG files with --out DIR." in out
+    assert "Charts are written as SVG files with --out DIR." in out
 
 
 def test_markdown_with_out_writes_charts(files: tuple[Path, Path], tmp_path: Path) -> None:
@@ -44,45 +44,34 @@ def test_markdown_with_out_writes_charts(files: tuple[Path, Path], tmp_path: Pat
     )
     text = (out / "report.md").read_text()
     for index in (0, 1):
-        png = out / f"chart-h1-gpu{index}.png"
-        assert png.read_bytes().startswith(b"\x89PNG")
-        assert f"]({png.name})" in text
+        svg = out / f"chart-h1-gpu{index}.svg"
+        markup = svg.read_text(encoding="utf-8")
+        assert markup.startswith('<svg xmlns="http://www.w3.org/2000/svg"')
+        assert f"h1 card {index}: headroom" in markup
+        assert f"]({svg.name})" in text
+    assert sorted(p.name for p in out.iterdir()) == [
+        "chart-h1-gpu0.svg",
+        "chart-h1-gpu1.svg",
+        "report.md",
+    ]
 
 
-def test_html_embeds_charts(files: tuple[Path, Path], tmp_path: Path) -> None:
+def test_html_embeds_the_charts_the_markdown_links(
+    files: tuple[Path, Path], tmp_path: Path
+) -> None:
     catalogue, ledger = files
-    argv = ["report", "--ledger", str(ledger), "--catalogue", str(catalogue), "--format", "html"]
-    assert main([*argv, "--out", str(tmp_path / "h")]) == 0
+    argv = ["report", "--ledger", str(ledger), "--catalogue", str(catalogue)]
+    assert main([*argv, "--format", "html", "--out", str(tmp_path / "h")]) == 0
     page = (tmp_path / "h" / "report.html").read_text()
-    # Inline SVG, one per card: no PNG inside or beside the page, and nothing to fetch.
+    # Inline SVG, one per card: no image inside or beside the page, and nothing to fetch.
     assert page.count('<svg xmlns="http://www.w3.org/2000/svg"') == 2
     assert page.count("</svg>") == 2
-    assert "data:image/png" not in page and "<script" not in page
-    assert not list((tmp_path / "h").glob("*.png"))  # self-contained
-
-
-def test_charts_come_back_when_the_drawing_child_fails(
-    files: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import placement.cli.report as command
-
-    def fail(requests: int, answers: int) -> int:
-        raise RuntimeError("the drawer dies before answering")
-
-    # The forked drawer inherits this replacement: it exits without an answer, and the
-    # report draws the charts itself, the same bytes it draws with no drawer at all.
-    monkeypatch.setattr(command, "_drawer_main", fail)
-    argv = ["report", "--ledger", str(ledger_of(files)), "--catalogue", str(files[0])]
-    assert main([*argv, "--out", str(tmp_path / "a")]) == 0
-    monkeypatch.setattr(command._Drawer, "start", classmethod(lambda cls: None))
-    assert main([*argv, "--out", str(tmp_path / "b")]) == 0
-    images = [sorted((tmp_path / d).glob("chart-*.png")) for d in ("a", "b")]
-    assert [p.name for p in images[0]] == ["chart-h1-gpu0.png", "chart-h1-gpu1.png"]
-    assert [p.read_bytes() for p in images[0]] == [p.read_bytes() for p in images[1]]
-
-
-def ledger_of(files: tuple[Path, Path]) -> Path:
-    return files[1]
+    assert "data:image" not in page and "<script" not in page and "<img" not in page
+    assert [p.name for p in (tmp_path / "h").iterdir()] == ["report.html"]  # self-contained
+    # One renderer: the Markdown's files are the very charts the page shows.
+    assert main([*argv, "--out", str(tmp_path / "m")]) == 0
+    for index in (0, 1):
+        assert (tmp_path / "m" / f"chart-h1-gpu{index}.svg").read_text(encoding="utf-8") in page
 
 
 def test_json_has_schema_and_raw_bytes(

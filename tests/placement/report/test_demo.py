@@ -203,13 +203,14 @@ def test_report_on_the_demo_says_demo(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "**DEMO DATA — not measurements.**" in text
     assert "python3 /home/ops/notebooks/probe_embeddings.py" in text
     assert "| flash-next-hold" in text and "300 snapshots" in text
-    # Four cards: the Markdown's PNG files are drawn by forked workers, all four come back whole.
+    # Four cards: the Markdown links four SVG files.
     args = ["report", "--ledger", str(out), "--catalogue", str(FV_ML1_CATALOGUE)]
     assert main([*args, "--out", str(tmp_path / "m")]) == 0
-    pngs = sorted((tmp_path / "m").glob("chart-fv-ml1-gpu*.png"))
-    assert len(pngs) == 4
-    assert all(png.read_bytes().startswith(b"\x89PNG") for png in pngs)
-    # The page draws the same four as inline SVG, each with its three panels' titles.
+    files = sorted((tmp_path / "m").glob("chart-fv-ml1-gpu*.svg"))
+    assert len(files) == 4
+    markdown = (tmp_path / "m" / "report.md").read_text(encoding="utf-8")
+    assert all(f"]({svg.name})" in markdown for svg in files)
+    # The page draws the same four inline, each with its three panels' titles.
     assert main([*args, "--format", "html", "--out", str(tmp_path / "r")]) == 0
     page = (tmp_path / "r" / "report.html").read_text()
     charts = re.findall(r"<svg .*?</svg>", page, re.DOTALL)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from xml.etree import ElementTree
 
 import pytest
 
-from placement.report.charts import tile_height
 from placement.report.svg import (
     Plot,
     Scale,
@@ -67,10 +67,18 @@ def test_a_gap_stays_a_gap() -> None:
     assert path([(0.0, 1.0), (1.0, None), (2.0, 3.0), (3.0, 4.0)]) == "M0.0 1.0M2.0 3.0L3.0 4.0"
 
 
-@pytest.mark.parametrize("value", [0.0, 1.0, 4.0, 7.5, 30.0, 100.0, 500.0])
-@pytest.mark.parametrize("top", [8.0, 100.0])
-def test_fleet_tiles_scale_as_the_png_tiles(value: float, top: float) -> None:
-    assert tile_fraction(value, top) == pytest.approx(float(tile_height(value, top)))
+@pytest.mark.parametrize(
+    ("value", "top", "height"),
+    [
+        (2.0, 8.0, 0.25),
+        (0.0, 100.0, 0.0),
+        (4.0, 100.0, 0.4),
+        (100.0, 100.0, 1.0),
+        (500.0, 8.0, 1.0),
+    ],
+)
+def test_tiles_show_the_last_four_gib_linearly(value: float, top: float, height: float) -> None:
+    assert tile_fraction(value, top) == pytest.approx(height)
 
 
 def test_headroom_axis_keeps_the_last_four_gib_linear() -> None:
@@ -108,13 +116,24 @@ def test_card_chart_draws_each_series_and_the_lines_that_matter() -> None:
         in words
     )
     # The lowest plannable (what fit all window), the held band and the margin in the legend.
-    assert "0.00 GiB" in words and "held 2.00 GiB + margin" in words
+    assert "0 B" in words and "held 2.00 GiB + margin" in words
     assert {"CUDA total 99.00 GiB", "declared 9.00 GiB", "a", "unexplained (no seat)"} <= set(words)
     paths = [p.get("d", "") for p in root.iter(f"{SVG}path")]
     # free and plannable break at the bucket with no reading: two runs each.
     assert sum(d.count("M") == 2 for d in paths) >= 2
     dashed = [line for line in root.iter(f"{SVG}line") if line.get("stroke-dasharray")]
     assert dashed, "the lowest plannable and the declared total are dashed lines"
+
+
+def test_card_chart_draws_the_plannable_bytes_the_figures_computed() -> None:
+    # Plannable comes from the report's figures (fit's room, in bytes): the chart draws those
+    # and never works its own out of free, held and margin.
+    given = replace(
+        series("h", 0, [6.0, 2.5], held=2 * GiB), plannable_min=(3 * GiB + 7, 3 * GiB + 5)
+    )
+    words = texts(card_chart(given))
+    assert "3.00 GiB" in words  # the lowest plannable given, not max(0, 2.5 − 2 − 1) = 0
+    assert "0 B" not in words
 
 
 def test_card_chart_without_readings_says_so() -> None:
