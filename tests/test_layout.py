@@ -21,7 +21,13 @@ layout = layout_report()
 
 # inventory's data types and pure rules over them: what fit, plan, pack and check may read.
 # Not nvml, poller, fake, proc or calibrate (they touch the machine), nor ledger or prometheus.
-INVENTORY_DATA = {"inventory.snapshot", "inventory.attribution", "inventory.holds"}
+# inventory.secrets is the masking rule every command line crosses, compose commands included.
+INVENTORY_DATA = {
+    "inventory.snapshot",
+    "inventory.attribution",
+    "inventory.holds",
+    "inventory.secrets",
+}
 INVENTORY = {"inventory", "inventory.ledger", "inventory.prometheus"}
 SUBPACKAGES = (
     "inventory.ledger",

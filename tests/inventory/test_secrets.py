@@ -120,3 +120,24 @@ def test_a_ledger_masked_by_an_older_rule_is_masked_again_by_its_next_writer(
     with open_ledger(path):  # masked once: the next writer has nothing to do
         pass
     assert capsys.readouterr().err == ""
+
+
+def test_a_compose_command_is_matched_masked_as_its_process_is(tmp_path: Path) -> None:
+    from inventory.attribution import match_seat
+    from placement.check.compose.load import load_compose
+    from seats.model import Seat
+
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(
+        "services:\n  voices:\n    image: vllm/vllm-openai:v0.11.0\n"
+        "    command: [--model, m, --api-key, sk-live-9f2, --port, '8027']\n"
+        "    environment: [CUDA_VISIBLE_DEVICES=0]\n",
+        encoding="utf-8",
+    )
+    (service,) = load_compose(compose, {}).services
+    process = Process(pid=1, cmdline="vllm serve m --api-key sk-live-9f2 --port 8027")
+    assert "sk-live" not in service.cmdline and "--api-key ***" in service.cmdline
+    by_port = Seat(name="voices", resident="1 GiB", match="--port 8027")
+    by_secret = Seat(name="leaky", resident="1 GiB", match="sk-live-9f2")
+    for line in (service.cmdline, process.cmdline):
+        assert match_seat(line, [by_secret, by_port]) == "voices"  # one answer for both

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from inventory.secrets import mask_cmdline
 from seats.errors import BadInputError
 
 
@@ -85,8 +86,12 @@ class ComposeService:
 
     @property
     def cmdline(self) -> str:
-        """The command as one line, for matching against a catalogue seat's regex."""
-        return " ".join(self.argv)
+        """The command as one line, for matching against a catalogue seat's regex.
+
+        Masked as a running process's command line is (inventory.secrets), so one `match`
+        finds the service in its compose file and its process on the card alike.
+        """
+        return mask_cmdline(" ".join(self.argv))
 
     @property
     def names_cards(self) -> bool:
