@@ -217,9 +217,14 @@ def main(argv: list[str] | None = None) -> int:
             )
             report.say("|---|---|---|---|---|---|")
             utils = [cut + UTIL_STEP * k for k in range(-args.steps, args.steps + 1)]
+            checks = Report()
             for util in utils:
-                row = one_util(report, util, catalogue, snap, gpu, uuid, source, out)
-                report.say(row)
+                report.say(one_util(checks, util, catalogue, snap, gpu, uuid, source, out))
+            report.say()
+            report.say("## Checks")
+            report.say()
+            report.lines.extend(checks.lines)
+            report.failed.extend(checks.failed)
     report.say()
     report.say("All checks passed." if not report.failed else f"FAILED: {', '.join(report.failed)}")
     (out / "hold-gate-proof.md").write_text("\n".join(report.lines) + "\n", encoding="utf-8")
