@@ -181,3 +181,16 @@ def test_ollama_overhead_log_by_hand() -> None:
     # The thread's excerpt stops before the compute buffer: said, not guessed.
     assert learned.non_kv is None
     assert learned.missing == ("CUDA0 compute buffer size = … MiB",)
+
+
+def test_ollama_own_engine_lines() -> None:
+    # Ollama's own engine prints its buffers by card: the seat's figures are CUDA0's (11.5 GiB
+    # of weights; 11.9 GiB sit on CUDA1 and 680 MiB on the CPU), all 41 layers on GPUs, a
+    # compute graph of 0 B reserved on CUDA0. The excerpt ends before the KV cache line.
+    log = DATA / "ollama" / "pr-11090-ollama-engine.log"
+    learned = engine("ollama").learn(log.read_text(encoding="utf-8").splitlines())
+    assert learned.weights is not None and learned.weights.value == int(11.5 * 2**30)
+    assert "buffer=CUDA0" in learned.weights.line
+    assert learned.non_kv is not None and learned.non_kv.value == 0
+    assert {figure.name: figure.value for figure in learned.extra}["layers on the card"] == 41
+    assert learned.missing == ('msg="kv cache" device=CUDA0 size="…"',)
