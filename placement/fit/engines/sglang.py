@@ -56,7 +56,7 @@ from seats.model import Seat
 
 _LOAD = re.compile(r"Load weight end\..*?mem usage=([\d.]+) GB")
 _KV = re.compile(
-    r"KV Cache is allocated\. #tokens: (\d+), (?:K size: ([\d.]+) GB, V size: ([\d.]+) GB"
+    r"KV Cache is allocated\.(?: dtype: \S+,)? #tokens: (\d+), (?:K size: ([\d.]+) GB, V size: ([\d.]+) GB"
     r"|KV size: ([\d.]+) GB)"
 )
 _SUMMARY = re.compile(r"max_total_num_tokens=(\d+),.*?context_len=(\d+)")
