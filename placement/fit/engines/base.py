@@ -129,6 +129,15 @@ class Engine(Protocol):
         """The engine's own start-up refusal on this card, or its spill; None when it starts."""
         ...
 
+    def kv_capacity(self, seat: Seat, card: Card) -> Refusal | None:
+        """Rule `kv_capacity`: its KV cache here holds less than one full request."""
+        ...
+
+    def pinned(self, spec: EngineSpec) -> bool:
+        """True when its fields fix its bytes (a share-of-free engine that is not pinned is
+        `unbounded` beside anything else on its card)."""
+        ...
+
     def pin_flags(self, seat: Seat, card: Card) -> tuple[str, ...]:
         """Flags that make the engine take the seat's declared bytes on this card."""
         ...
@@ -227,6 +236,18 @@ def profile_need(seat: Seat, card: Card, kv_bytes: int) -> int:
         + card.cuda_context_bytes
     )
     return max(seat.resident_bytes, parts)
+
+
+def short_context(seat: Seat, tokens: int | None, wanted: int | None, text: str) -> Refusal | None:
+    """Rule `kv_capacity` when `tokens` (what its KV cache holds for one request) is below
+    `wanted` (the request it must hold); the bytes are tokens × the profile's per-token bytes."""
+    profile = seat.engine.profile
+    if tokens is None or wanted is None or profile is None or tokens >= wanted:
+        return None
+    per = profile.kv_bytes_per_token
+    return Refusal(
+        "kv_capacity", wanted * per, tokens * per, text.format(tokens=tokens, wanted=wanted)
+    )
 
 
 def gib(value: int) -> str:

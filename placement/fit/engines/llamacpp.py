@@ -40,6 +40,7 @@ from placement.fit.engines.base import (
     gib,
     image_matches,
     kv_room,
+    short_context,
     size_bytes,
 )
 from seats.model import Engine as EngineSpec
@@ -145,8 +146,24 @@ class LlamaCpp:
         return ctx // (seat.engine.parallel or 1)
 
     def kv_tokens(self, seat: Seat, card: Card) -> int | None:
-        """Tokens one request may hold: n_ctx_seq."""
-        return self.slot_tokens(seat)
+        """Tokens its KV cache holds: -c (None where it is left to --fit or the model)."""
+        ctx = seat.engine.ctx_size
+        return ctx if ctx else None
+
+    def kv_capacity(self, seat: Seat, card: Card) -> Refusal | None:
+        """A slot (-c ÷ -np) shorter than the profile's length: requests are cut to it."""
+        profile = seat.engine.profile
+        return short_context(
+            seat,
+            self.slot_tokens(seat),
+            profile.max_model_len if profile else None,
+            "llama.cpp gives each slot {tokens:,} tokens (-c ÷ -np), under the {wanted:,} a "
+            "request may need: longer ones are cut",
+        )
+
+    def pinned(self, spec: EngineSpec) -> bool:
+        """-ngl set, or --fit off: its layers are fixed."""
+        return not fit_on(spec)
 
     def pin_flags(self, seat: Seat, card: Card) -> tuple[str, ...]:
         """-ngl (all, or as declared), -c from the resident's KV room, --fit off."""

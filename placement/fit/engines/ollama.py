@@ -17,23 +17,30 @@ Read in ollama/ollama v0.32.15 (b7871fc0):
   envconfig/config.go:230), and OLLAMA_GPU_OVERHEAD to keep its neighbours' bytes.
 - Start-up lines (learn): its runner prints llama.cpp's "offloaded N/M layers to GPU" and
   the model / KV / compute buffer sizes (the lines its own parser reads,
-  llm/llama_server.go:2742-2743).
+  llm/llama_server.go:2742-2743); its own engine logs "model weights", "kv cache" and
+  "compute graph" per device (ml/device.go:241-268).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from placement.fit.engines.base import (
     Behaviour,
     Card,
+    Figure,
     Learned,
+    LogScan,
     Refusal,
     argv_mentions,
     as_int,
     gib,
     image_matches,
     kv_room,
+    short_context,
+    size_bytes,
 )
 from placement.fit.engines.llamacpp import FIT_MARGIN_BYTES, read_ggml_log
 from seats.model import Engine as EngineSpec
@@ -41,6 +48,13 @@ from seats.model import Seat
 from seats.units import MiB, parse_bytes
 
 MINIMUM_BYTES = 457 * MiB
+_WEIGHTS = re.compile(
+    r'msg="model weights" (?:buffer|device)=CUDA0 size="([\d.]+) (B|KiB|MiB|GiB)"'
+)
+_KV_CACHE = re.compile(r'msg="kv cache" device=CUDA0 size="([\d.]+) (B|KiB|MiB|GiB)"')
+_GRAPH = re.compile(
+    r'msg="compute graph" (?:backend|device)=CUDA0 (?:\S+ )?size="([\d.]+) (B|KiB|MiB|GiB)"'
+)
 
 
 class Ollama:
@@ -114,6 +128,21 @@ class Ollama:
         """num_ctx: the tokens one request may hold."""
         return seat.engine.num_ctx
 
+    def kv_capacity(self, seat: Seat, card: Card) -> Refusal | None:
+        """num_ctx below the profile's length: Ollama truncates the prompt to num_ctx."""
+        profile = seat.engine.profile
+        return short_context(
+            seat,
+            seat.engine.num_ctx,
+            profile.max_model_len if profile else None,
+            "Ollama holds {tokens:,} tokens per request (num_ctx), under the {wanted:,} a "
+            "request may need: longer prompts are truncated",
+        )
+
+    def pinned(self, spec: EngineSpec) -> bool:
+        """num_gpu fixes its layers on the card."""
+        return spec.num_gpu is not None
+
     def pin_flags(self, seat: Seat, card: Card) -> tuple[str, ...]:
         """num_gpu, num_ctx from the resident's KV room, and the overhead that keeps the rest."""
         profile = seat.engine.profile
@@ -130,8 +159,42 @@ class Ollama:
         return (*flags, f"OLLAMA_GPU_OVERHEAD={overhead}")
 
     def learn(self, lines: Sequence[str]) -> Learned:
-        """llama.cpp's load lines as its runner prints them."""
-        return read_ggml_log(self.kind, lines)
+        """llama.cpp's load lines as its runner prints them, or its own engine's
+        (`msg="model weights" device=CUDA0 size="11.5 GiB"`, ml/device.go:241-268; older releases
+        wrote buffer= and backend=)."""
+        learned = read_ggml_log(self.kind, lines)
+        if learned.weights is not None:
+            return learned
+        return read_own_log(lines, learned)
+
+
+def read_own_log(lines: Sequence[str], fallback: Learned) -> Learned:
+    """Ollama's own engine: weights, KV cache and compute graph on the first CUDA card."""
+    scan = LogScan.of(lines, {"weights": _WEIGHTS, "kv": _KV_CACHE, "compute": _GRAPH})
+
+    def figure(name: str) -> Figure | None:
+        if scan.group(name) is None:
+            return None
+        return scan.figure(name, size_bytes(scan.group(name, 1) or "0", scan.group(name, 2) or "B"))
+
+    weights, kv, compute = figure("weights"), figure("kv"), figure("compute")
+    missing = [
+        text
+        for found, text in (
+            (weights, 'msg="model weights" device=CUDA0 size="…"'),
+            (kv, 'msg="kv cache" device=CUDA0 size="…"'),
+            (compute, 'msg="compute graph" device=CUDA0 size="…"'),
+        )
+        if found is None
+    ]
+    return replace(
+        fallback,
+        weights=weights,
+        kv=kv or fallback.kv,
+        non_kv=compute or fallback.non_kv,
+        missing=tuple(missing),
+        notes=("Ollama prints sizes to 3 significant figures: each is within 0.5 %",),
+    )
 
 
 ENGINE = Ollama()

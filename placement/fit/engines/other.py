@@ -45,6 +45,14 @@ class Other:
         """None: it has no start-up check."""
         return None
 
+    def kv_capacity(self, seat: Seat, card: Card) -> Refusal | None:
+        """None: no KV cache known."""
+        return None
+
+    def pinned(self, spec: EngineSpec) -> bool:
+        """Always: its resident is all it takes."""
+        return True
+
     def pin_flags(self, seat: Seat, card: Card) -> tuple[str, ...]:
         """None: its bytes are its own configuration's."""
         return ()

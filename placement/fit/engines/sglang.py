@@ -46,6 +46,7 @@ from placement.fit.engines.base import (
     kv_room,
     profile_need,
     share_text,
+    short_context,
     size_bytes,
     smallest_share,
     weights_of,
@@ -55,7 +56,7 @@ from seats.model import Seat
 
 _LOAD = re.compile(r"Load weight end\..*?mem usage=([\d.]+) GB")
 _KV = re.compile(
-    r"KV Cache is allocated\. #tokens: (\d+), (?:K size: ([\d.]+) GB, V size: ([\d.]+) GB"
+    r"KV Cache is allocated\.(?: dtype: \S+,)? #tokens: (\d+), (?:K size: ([\d.]+) GB, V size: ([\d.]+) GB"
     r"|KV size: ([\d.]+) GB)"
 )
 _SUMMARY = re.compile(r"max_total_num_tokens=(\d+),.*?context_len=(\d+)")
@@ -146,6 +147,21 @@ class SGLang:
             f"{seat.engine.mem_fraction_static} × {gib(card.engine_free_bytes)} free = "
             f'{gib(static)} ("Not enough memory. Please try to increase --mem-fraction-static.")',
         )
+
+    def kv_capacity(self, seat: Seat, card: Card) -> Refusal | None:
+        """A pool below --context-length: SGLang caps each request at the pool (it starts)."""
+        return short_context(
+            seat,
+            self.pool_tokens(seat, card),
+            self.context_tokens(seat),
+            "SGLang's KV pool holds {tokens:,} tokens here, under its context of {wanted:,}: it "
+            "starts and caps every request at the pool (raise --mem-fraction-static or "
+            "--max-total-tokens, or lower --context-length)",
+        )
+
+    def pinned(self, spec: EngineSpec) -> bool:
+        """--max-total-tokens fixes its pool (with a profile, its bytes)."""
+        return spec.max_total_tokens is not None
 
     def pin_flags(self, seat: Seat, card: Card) -> tuple[str, ...]:
         """--mem-fraction-static m --max-total-tokens T: a pool of T × c bytes, m × F0 ≥ W + T × c."""

@@ -48,6 +48,7 @@ from placement.fit.engines.base import (
     largest_share,
     profile_need,
     share_text,
+    short_context,
 )
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
@@ -132,10 +133,9 @@ class TGI:
         return None if kv is None or profile is None else kv // profile.kv_bytes_per_token
 
     def gate(self, seat: Seat, card: Card) -> Refusal | None:
-        """Warm-up OOM when nothing is left above its level; `max_total_tokens` above its KV."""
+        """Warm-up OOM when its weights leave nothing above its level."""
         kv = self.kv_bytes(seat, card)
-        tokens = self.kv_tokens(seat, card)
-        if kv is None or tokens is None:
+        if kv is None:
             return None
         level = self.level_bytes(seat, card)
         if kv == 0:
@@ -147,18 +147,21 @@ class TGI:
                 f"{gib(level)} free and its weights leave nothing above that: its warm-up "
                 'fails ("Not enough memory to handle … prefill tokens")',
             )
-        wanted = seat.engine.max_total_tokens
-        if wanted is not None and wanted > tokens:
-            profile = seat.engine.profile
-            per = profile.kv_bytes_per_token if profile is not None else 0
-            return Refusal(
-                "kv_capacity",
-                wanted * per,
-                kv,
-                f"TGI refuses at start: max_total_tokens {wanted:,} > {tokens:,} tokens its KV "
-                f'cache holds here ("Not enough memory to handle `max_total_tokens={wanted}`")',
-            )
         return None
+
+    def kv_capacity(self, seat: Seat, card: Card) -> Refusal | None:
+        """--max-total-tokens above its KV tokens: TGI refuses at start."""
+        return short_context(
+            seat,
+            self.kv_tokens(seat, card),
+            seat.engine.max_total_tokens,
+            "TGI refuses at start: max_total_tokens {wanted:,} > {tokens:,} tokens its KV cache "
+            'holds here ("Not enough memory to handle `max_total_tokens={wanted}`")',
+        )
+
+    def pinned(self, spec: EngineSpec) -> bool:
+        """A declared --cuda-memory-fraction sets the level it fills the card to."""
+        return spec.cuda_memory_fraction is not None
 
     def pin_flags(self, seat: Seat, card: Card) -> tuple[str, ...]:
         """--cuda-memory-fraction f (largest that keeps it within its resident here) and

@@ -44,6 +44,7 @@ from placement.fit.engines.base import (
     image_matches,
     kv_room,
     profile_need,
+    short_context,
     size_bytes,
 )
 from seats.model import Engine as EngineSpec
@@ -143,6 +144,22 @@ class TensorRTLLM:
         kv = self.kv_bytes(seat, card)
         profile = seat.engine.profile
         return None if kv is None or profile is None else kv // profile.kv_bytes_per_token
+
+    def kv_capacity(self, seat: Seat, card: Card) -> Refusal | None:
+        """A cache below max_seq_len (else the profile's length): it shortens max_seq_len."""
+        profile = seat.engine.profile
+        wanted = seat.engine.max_seq_len or (profile.max_model_len if profile else None)
+        return short_context(
+            seat,
+            self.kv_tokens(seat, card),
+            wanted,
+            "TensorRT-LLM's KV cache holds {tokens:,} tokens here, under max_seq_len {wanted:,}: "
+            "it starts with max_seq_len cut to fit",
+        )
+
+    def pinned(self, spec: EngineSpec) -> bool:
+        """kv_cache_config.max_tokens fixes its KV cache."""
+        return spec.max_tokens is not None
 
     def pin_flags(self, seat: Seat, card: Card) -> tuple[str, ...]:
         """kv_cache_config.max_tokens from the resident's KV room (f kept: the smaller wins)."""

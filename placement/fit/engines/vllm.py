@@ -105,6 +105,14 @@ class VLLM:
             f"{gib(card.cuda_total_bytes)} = {gib(requested)}",
         )
 
+    def kv_capacity(self, seat: Seat, card: Card) -> Refusal | None:
+        """Left to placement/fit/kv.py, which judges vLLM's second refusal today."""
+        return None
+
+    def pinned(self, spec: EngineSpec) -> bool:
+        """Not unbounded: a util or kv_cache_memory, or a version that gates by default."""
+        return gate_rule(spec, propose=False).gating != "unbounded"
+
     def pin_flags(self, seat: Seat, card: Card) -> tuple[str, ...]:
         """Its declared util and kv_cache_memory as flags."""
         rule = gate_rule(seat.engine, propose=False)

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from placement.cli import main as cli
+from placement.fit.engines.base import Card
 from placement.fit.engines.registry import engine
+from seats.model import Seat
 from seats.units import MiB
 
 DATA = Path(__file__).parent / "data"
@@ -181,3 +183,54 @@ def test_ollama_overhead_log_by_hand() -> None:
     # The thread's excerpt stops before the compute buffer: said, not guessed.
     assert learned.non_kv is None
     assert learned.missing == ("CUDA0 compute buffer size = … MiB",)
+
+
+def test_ollama_own_engine_lines() -> None:
+    # Ollama's own engine prints its buffers by card: the seat's figures are CUDA0's (11.5 GiB
+    # of weights; 11.9 GiB sit on CUDA1 and 680 MiB on the CPU), all 41 layers on GPUs, a
+    # compute graph of 0 B reserved on CUDA0. The excerpt ends before the KV cache line.
+    log = DATA / "ollama" / "pr-11090-ollama-engine.log"
+    learned = engine("ollama").learn(log.read_text(encoding="utf-8").splitlines())
+    assert learned.weights is not None and learned.weights.value == int(11.5 * 2**30)
+    assert "buffer=CUDA0" in learned.weights.line
+    assert learned.non_kv is not None and learned.non_kv.value == 0
+    assert {figure.name: figure.value for figure in learned.extra}["layers on the card"] == 41
+    assert learned.missing == ('msg="kv cache" device=CUDA0 size="…"',)
+
+
+def test_sglang_log_by_hand() -> None:
+    # Two ranks print the same pool: 580,364 tokens in "KV Cache is allocated" and again as the
+    # scheduler's max_total_num_tokens (the pool after its page rounding, page size 1).
+    # K + V = 2 × floor(4.15 × 2**30) (SGLang's GB is 2**30) = 8,912,057,138 B → 15,356 B a token
+    # (rounded up), the weights 3.76 GB = 4,037,269,258 B; context_len 8,192.
+    log = DATA / "sglang" / "ktransformers-issue-1870-qwen3.5-tp2.log"
+    text = log.read_text(encoding="utf-8")
+    learned = engine("sglang").learn(text.splitlines())
+    assert learned.kv_tokens is not None and learned.kv_tokens.value == 580_364
+    assert "max_total_num_tokens=580364" in text
+    assert learned.kv is not None and learned.kv.value == 2 * (415 * 2**30 // 100) == 8_912_057_138
+    assert learned.kv_bytes_per_token == -(-8_912_057_138 // 580_364) == 15_356
+    assert learned.weights is not None and learned.weights.value == 376 * 2**30 // 100
+    assert learned.max_model_len is not None and learned.max_model_len.value == 8192
+    # Its pool holds 70 × its context: no kv_capacity with that pool pinned; a context past the
+    # pool is one.
+    profile = {
+        "weights": learned.weights.value,
+        "non_kv": 0,
+        "kv_bytes_per_token": learned.kv_bytes_per_token,
+        "max_model_len": learned.max_model_len.value,
+    }
+    card = Card(24 * 2**30, 23 * 2**30, 0)
+    pinned = Seat.model_validate(
+        {
+            "name": "s",
+            "resident": 20 * 2**30,
+            "engine": {"kind": "sglang", "max_total_tokens": 580_364, "profile": profile},
+        }
+    )
+    assert engine("sglang").kv_capacity(pinned, card) is None
+    longer = pinned.model_copy(
+        update={"engine": pinned.engine.model_copy(update={"context_length": 600_000})}
+    )
+    refusal = engine("sglang").kv_capacity(longer, card)
+    assert refusal is not None and refusal.short_bytes == (600_000 - 580_364) * 15_356

@@ -125,14 +125,14 @@ SHARE_OF_FREE = [
     ),
     # f = 0.9 with a profile: KV = F0 − W − N − level = 43,856,691,200 − 19,374,863,811
     # = 24,481,827,389 → 186,781 tokens < max_total_tokens 400,000: refused at start;
-    # need 400,000 × 131,072 = 52,428,800,000 against 24,481,827,389.
+    # need 400,000 × 131,072 = 52,428,800,000 against 186,781 × 131,072 = 24,481,759,232.
     Case(
         "tgi max_total_tokens above its KV",
         seat("tgi", 20 * GiB, cuda_memory_fraction=0.9, max_total_tokens=400_000, profile=PROFILE),
         FREE_60,
         "share-of-free",
         45_049_645_629,
-        ("kv_capacity", 52_428_800_000 - 24_481_827_389),
+        ("kv_capacity", 52_428_800_000 - 24_481_759_232),
         "Not enough memory to handle `max_total_tokens=400000`",
     ),
     # TensorRT-LLM f 0.9 (default): KV = floor(0.9 × (F0 − W − N)) = floor(0.9 × 43,856,691,200)
@@ -222,7 +222,8 @@ def _check(case: Case) -> None:
     found = engine(case.seat.engine.kind)
     assert found.behaviour(case.seat.engine) == case.behaviour
     assert found.need_bytes(case.seat, case.card) == case.need
-    refusal = found.gate(case.seat, case.card)
+    # The start-up check first, then the KV capacity (TGI's is a refusal at start too).
+    refusal = found.gate(case.seat, case.card) or found.kv_capacity(case.seat, case.card)
     if case.refusal is None:
         assert refusal is None
         return
@@ -249,6 +250,65 @@ def test_self_fitting(case: Case) -> None:
 @pytest.mark.parametrize("case", FIXED, ids=lambda c: c.name)
 def test_fixed(case: Case) -> None:
     _check(case)
+
+
+KV_CAPACITY = [
+    # SGLang m 0.30: pool floor((18,955,213,209 − 17,179,869,184) / 131,072) = 13,544 tokens
+    # < --context-length 16,384; short (16,384 − 13,544) × 131,072 = 372,244,480.
+    (
+        seat("sglang", mem_fraction_static=0.3, context_length=16_384, profile=PROFILE),
+        FREE_60,
+        372_244_480,
+    ),
+    # TensorRT-LLM max_tokens 4,096 (< f × free): 4,096 tokens under the profile's 8,192;
+    # short 4,096 × 131,072 = 536,870,912.
+    (seat("trtllm", max_tokens=4096, profile=PROFILE), FREE_60, 536_870_912),
+    # llama.cpp -c 8,192 over -np 4: 2,048 a slot; short 6,144 × 131,072 = 805,306,368.
+    (seat("llamacpp", ctx_size=8192, parallel=4, profile=PROFILE), FREE_60, 805_306_368),
+    # Ollama num_ctx 2,048 under 8,192: the same 805,306,368.
+    (seat("ollama", num_ctx=2048, profile=PROFILE), FREE_60, 805_306_368),
+    # Enough: llama.cpp -c 8,192 in one slot holds the 8,192.
+    (seat("llamacpp", ctx_size=8192, profile=PROFILE), FREE_60, None),
+]
+
+
+@pytest.mark.parametrize(
+    "case", KV_CAPACITY, ids=lambda c: c[0].engine.kind if isinstance(c, tuple) else ""
+)
+def test_kv_capacity(case: tuple[Seat, Card, int | None]) -> None:
+    short_seat, card, short = case
+    refusal = engine(short_seat.engine.kind).kv_capacity(short_seat, card)
+    if short is None:
+        assert refusal is None
+    else:
+        assert refusal is not None and refusal.rule == "kv_capacity"
+        assert refusal.short_bytes == short
+
+
+PINNED = [
+    # (seat, pinned?): a share-of-free engine not pinned is `unbounded` beside anything else.
+    (seat("sglang", mem_fraction_static=0.3), False),
+    (seat("sglang", mem_fraction_static=0.3, max_total_tokens=65_536), True),
+    (seat("tgi"), False),
+    (seat("tgi", cuda_memory_fraction=0.3), True),
+    (seat("trtllm", free_gpu_memory_fraction=0.2), False),
+    (seat("trtllm", max_tokens=65_536), True),
+    (seat("vllm", version="0.34.0"), False),
+    (seat("vllm", version="0.34.0", kv_cache_memory="2 GiB"), True),
+    (seat("llamacpp"), False),
+    (seat("llamacpp", n_gpu_layers=99), True),
+    (seat("ollama"), False),
+    (seat("ollama", num_gpu=20), True),
+    (seat("other"), True),
+]
+
+
+@pytest.mark.parametrize(
+    "case", PINNED, ids=lambda c: c[0].engine.kind if isinstance(c, tuple) else ""
+)
+def test_pinned(case: tuple[Seat, bool]) -> None:
+    pinned_seat, expected = case
+    assert engine(pinned_seat.engine.kind).pinned(pinned_seat.engine) is expected
 
 
 def test_vllm_from_034_without_bytes_is_a_share_of_free() -> None:
