@@ -16,9 +16,9 @@ import yaml
 from pydantic import ValidationError
 
 from inventory.snapshot import Card, Snapshot, format_utc
-from placement.cli.render import b
 from placement.fit.engines.registry import recognise
-from seats.model import Engine as EngineSpec
+from seats.model import Seat as SeatSpec
+from seats.units import format_bytes as b
 
 MIB = 2**20
 # FACTS.md section 1: a fresh process on an idle H200 (driver 580) takes 1,276.8 MiB before a
@@ -41,6 +41,7 @@ class _Group:
     pids: list[int] = field(default_factory=list)
     per_card: dict[int, int] = field(default_factory=dict)  # card → Σ bytes on it
     unknown_bytes: bool = False
+    recorded: set[str] = field(default_factory=set)  # seat names the snapshot already gives
     lines: list[tuple[int, int, int | None]] = field(default_factory=list)  # pid, card, bytes
 
 
@@ -154,8 +155,13 @@ def base_name(argv: Sequence[str]) -> str:
 
 
 def _unique_names(groups: Sequence[_Group], argvs: Sequence[list[str]]) -> list[str]:
+    # A snapshot taken with a catalogue names each process's seat: keep that name, so the
+    # processes it recorded stay attributed to it.
     bases = [
-        base_name(argv) or f"pid-{group.pids[0]}" for group, argv in zip(groups, argvs, strict=True)
+        next(iter(group.recorded))
+        if len(group.recorded) == 1 and _PLAIN.fullmatch(next(iter(group.recorded)))
+        else base_name(argv) or f"pid-{group.pids[0]}"
+        for group, argv in zip(groups, argvs, strict=True)
     ]
     names: list[str] = []
     for i, base in enumerate(bases):
@@ -187,22 +193,28 @@ def _groups(cards: Sequence[Card]) -> list[_Group]:
                 process.used_bytes or 0
             )
             group.unknown_bytes |= process.used_bytes is None
+            if process.seat is not None:
+                group.recorded.add(process.seat)
             group.lines.append((process.pid, card.index, process.used_bytes))
     return list(groups.values())
 
 
-def _engine(argv: Sequence[str]) -> tuple[dict[str, object] | None, str]:
-    """The engine fields a recogniser reads from the command line, and how they were found."""
+def _engine(argv: Sequence[str], seat: dict[str, object]) -> tuple[dict[str, object] | None, str]:
+    """The engine fields a recogniser reads from the command line, and how they were found.
+
+    Flags the catalogue would refuse beside the seat's bytes (a KV cache above the resident it
+    held then) are left out, and the comment says why: the file must load as written.
+    """
     found = recognise(argv)
     if found is None or found.kind == "other":
         return None, "no engine recognised by its command line"
     fields: dict[str, object] = {"kind": found.kind}
     fields.update(found.read_flags(argv))
     try:
-        EngineSpec.model_validate(fields)
+        SeatSpec.model_validate({**seat, "engine": fields})
     except ValidationError as exc:
-        message = exc.errors()[0].get("msg", "invalid")
-        return {"kind": found.kind}, f"recognised as {found.title}; its flags not taken: {message}"
+        message = str(exc.errors()[0].get("msg", "invalid"))
+        return {"kind": found.kind}, f"recognised as {found.title}; its flags left out: {message}"
     return fields, f"recognised as {found.title} by its command line"
 
 
@@ -288,7 +300,7 @@ def _seat_lines(
         resident_note = "NVML gave no bytes for it: 1 MiB stands in; set the real figure"
         warnings.append(f"seat {name}: NVML gave no bytes for pid {pids}; resident is 1 MiB")
     lines += [
-        f"  - name: {scalar(name)}  # from its command line",
+        f"  - name: {scalar(name)}  # {'as the snapshot names it' if name in group.recorded else 'from its command line'}",
         f"    host: {scalar(host)}  # where it ran",
         f"    state: running  # running at {taken}",
         f"    gpus: [{', '.join(str(c) for c in cards)}]  # card(s) it held bytes on",
@@ -299,7 +311,14 @@ def _seat_lines(
         return lines
     match = anchored_match(group.cmdline, others)
     lines.append(f"    match: {scalar(match)}  # its whole command line, anchored")
-    engine, how = _engine(argv)
+    seat = {
+        "name": name,
+        "host": host,
+        "state": "running",
+        "gpus": cards,
+        "resident": rounded * MIB,
+    }
+    engine, how = _engine(argv, seat)
     if engine is not None:
         lines.append(f"    engine:  # {comment_text(how)}")
         for key, value in engine.items():

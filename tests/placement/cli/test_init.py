@@ -349,3 +349,42 @@ def test_comments_and_scalars_stay_on_one_line() -> None:
 )
 def test_a_name_comes_from_the_model_else_the_program(line: str, name: str) -> None:
     assert base_name(line.split()) == name
+
+
+def test_flags_the_catalogue_would_refuse_beside_its_bytes_are_left_out_and_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A KV cache of 4 GiB in a process that held 1 GiB: the loader refuses KV above resident.
+    line = "vllm serve m --port 1 --gpu-memory-utilization 0.5 --kv-cache-memory-bytes 4G"
+    fake = FakeNvml([h200_idle_card(0, (RawProcess(5, GIB),))], cmdlines={5: line})
+    monkeypatch.setattr(inventory.poller, "open_source", lambda: _serving(fake))
+    out = tmp_path / "host.yaml"
+    assert main(["init", "--host", "h", "--out", str(out), "--no-calibrate"]) == 0
+    (seat,) = load_catalogue(out).seats
+    assert seat.engine.kind == "vllm" and seat.engine.kv_cache_bytes is None
+    assert "its flags left out: " in out.read_text()
+
+
+def test_shell_completion_offers_init_and_its_options() -> None:
+    from placement.cli.completion import command_specs
+
+    _, specs = command_specs()
+    (spec,) = [s for s in specs if s.name == "init"]
+    assert {"--live", "--from", "--host", "--out", "--no-calibrate"} <= set(spec.options)
+    assert spec.values["--from"] == "files" and spec.values["--out"] == "files"
+    assert spec.values["--host"] == "hosts"
+
+
+def test_a_seat_the_snapshot_already_names_keeps_its_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A snapshot taken with `snapshot --catalogue` carries each process's seat.
+    data = json.loads((ROOT / "seats/catalogue/fv-ml1.snapshot.json").read_text())
+    data["cards"][0]["processes"][3]["seat"] = "vllm-voices"
+    snapshot = tmp_path / "named.snapshot.json"
+    snapshot.write_text(json.dumps(data))
+    out = tmp_path / "host.yaml"
+    init_from(snapshot, out, capsys)
+    names = {seat.name for seat in load_catalogue(out).seats}
+    assert "vllm-voices" in names and "voices-base" not in names
+    assert_attributes_every_process(out, snapshot, capsys)
