@@ -17,13 +17,15 @@ from placement.cli.sources import add_catalogue_argument, load_catalogue_argumen
 from seats.errors import BadInputError
 from seats.units import format_bytes
 
-HELP = "a seat's engine.profile from vLLM's start-up log"
+HELP = "a seat's engine.profile from its engine's start-up log"
 DESCRIPTION = (
     "Read vLLM's own start-up lines (0.10 to 0.34; `docker compose logs` prefixes are fine) and "
     "print the engine.profile block to paste under the seat's engine: weights, non_kv, "
     "kv_bytes_per_token and max_model_len, each with the line it came from. vLLM prints GiB "
     "to 0.01; token counts and byte counts are exact and preferred. Exit 2 when the log lacks "
-    "a line, naming the line it looked for. --config DIR reads a model folder instead: "
+    "a line, naming the line it looked for. --log FILE reads the seat's own engine's lines "
+    "(SGLang, TGI, TensorRT-LLM, llama.cpp, Ollama; a vLLM seat's as --vllm-log). "
+    "--config DIR reads a model folder instead: "
     "kv_bytes_per_token and max_model_len from config.json, weights from the safetensors headers."
 )
 MAX_LOG_BYTES = 64 * 1024 * 1024

@@ -234,3 +234,26 @@ def test_sglang_log_by_hand() -> None:
     )
     refusal = engine("sglang").kv_capacity(longer, card)
     assert refusal is not None and refusal.short_bytes == (600_000 - 580_364) * 15_356
+
+
+def test_a_vllm_seat_read_with_log_is_read_as_vllm_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `--vllm-log` stays a spelling of `--log`: a vLLM seat's log goes to vLLM's own reader, and
+    # both spellings print the same block.
+    vllm_log = (
+        Path(__file__).resolve().parents[2] / "data" / "vllm-logs" / "v0.11.0-mistral-7b-gptq.log"
+    )
+    path = tmp_path / "catalogue.yaml"
+    path.write_text(
+        "hosts:\n  spark: {cards: 1}\nseats:\n  - name: chat\n    host: spark\n    gpus: [0]\n"
+        '    resident: 110 GiB\n    state: running\n    engine: {kind: vllm, version: "0.11.0"}\n',
+        encoding="utf-8",
+    )
+    outs = []
+    for option in ("--log", "--vllm-log"):
+        code = cli.main(["learn", "chat", option, str(vllm_log), "--catalogue", str(path)])
+        outs.append(capsys.readouterr().out)
+        assert code == 0
+    assert outs[0] == outs[1]
+    assert "        max_model_len: 32768" in outs[0]
