@@ -388,3 +388,31 @@ def test_a_seat_the_snapshot_already_names_keeps_its_name(
     names = {seat.name for seat in load_catalogue(out).seats}
     assert "vllm-voices" in names and "voices-base" not in names
     assert_attributes_every_process(out, snapshot, capsys)
+
+
+def test_live_with_pytorch_writes_the_measured_cuda_context(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import inventory.calibrate as calibrate
+
+    fake = engine_host("vllm")
+    monkeypatch.setattr(inventory.poller, "open_source", lambda: _serving(fake))
+    monkeypatch.setattr(calibrate, "torch_available", lambda: True)
+    asked: list[int] = []
+
+    def measure(gpu: int = 0, runs: int = 3, **_: object) -> calibrate.Calibration:
+        asked.append(gpu)
+        before = fake.cards[0].free_bytes or 0
+        run = calibrate.CalibrationRun(
+            nvml_free_before_bytes=before,
+            cuda_total_bytes=0,
+            cuda_free_bytes={"context": 0, "nccl": 0, "cublas": before - 1183 * MIB + 5},
+        )
+        return calibrate.Calibration(gpu, None, None, 0, None, (run,))
+
+    monkeypatch.setattr(calibrate, "measure", measure)
+    out = tmp_path / "host.yaml"
+    assert main(["init", "--live", "--host", "h", "--out", str(out)]) == 0
+    assert asked == [0]
+    assert load_catalogue(out).hosts["h"].cuda_context_bytes == 1183 * MIB  # rounded up to a MiB
+    assert "cuda_context: 1183 MiB  # measured" in out.read_text()
