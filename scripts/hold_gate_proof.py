@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from proof_kit import GIB, MIB, Report, cotenant, gib, mib  # noqa: E402
+from proof_kit import GIB, MIB, Report, cotenant, gib, mib, torch_child  # noqa: E402
 
 from inventory.calibrate import measure  # noqa: E402
 from inventory.nvml import PynvmlSource  # noqa: E402
@@ -89,7 +89,7 @@ def catalogue_text(cards: int, gpu: int, context: int) -> str:
     gpus: [{gpu}]
     resident: 1 GiB
     state: planned
-    match: 'hold_proof_worker.py .*--seat {name}$'
+    match: 'gpuplan_proof_child.py --util [0-9.]+ --seat {name}$'
     engine: {{kind: vllm, version: "0.11.0"}}
 """
         for name in ("svc-a", "svc-b")
@@ -102,35 +102,18 @@ def catalogue_text(cards: int, gpu: int, context: int) -> str:
 
 
 @contextmanager
-def worker(util: Decimal, seat: str, uuid: str, scratch: Path) -> Iterator[dict[str, object]]:
-    """A worker for `seat` at `util`; yields what it read and did, and holds its bytes until the end."""
-    script = scratch / "hold_proof_worker.py"
-    script.write_text(WORKER, encoding="utf-8")
-    env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID", CUDA_VISIBLE_DEVICES=uuid)
-    env.setdefault("NCCL_DEBUG", "WARN")
-    child = subprocess.Popen(
-        [sys.executable, str(script), "--util", str(util), "--seat", seat],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert child.stdin is not None and child.stdout is not None
-    try:
+def worker(util: Decimal, seat: str, uuid: str) -> Iterator[dict[str, object]]:
+    """A worker for `seat` at `util`; yields what it read and did, and holds its bytes until the end.
+
+    The catalogue's `match` of each seat looks for its `--util … --seat NAME` arguments.
+    """
+    with torch_child(WORKER, ["--util", str(util), "--seat", seat], uuid) as child:
+        assert child.stdout is not None
         for line in child.stdout:
             if line.startswith("HOLD-PROOF "):
                 yield json.loads(line.removeprefix("HOLD-PROOF "))
-                break
-        else:
-            raise RuntimeError(f"worker {seat} exited with {child.wait()} before its gate")
-    finally:
-        if child.poll() is None:
-            child.stdin.write("done\n")
-            child.stdin.flush()
-            try:
-                child.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                child.kill()
+                return
+        raise RuntimeError(f"worker {seat} exited with {child.wait()} before its gate")
 
 
 def gpuplan(*argv: str) -> tuple[int, dict[str, object]]:
@@ -248,7 +231,7 @@ def one_util(
     code_b, data_b = gpuplan(
         "check", "svc-b", *common, "--snapshot", str(snap), "--ledger", str(ledger)
     )
-    with tempfile.TemporaryDirectory() as scratch, worker(util, "svc-a", uuid, Path(scratch)) as a:
+    with worker(util, "svc-a", uuid) as a:
         after = take_snapshot(source, datetime.now(UTC), HOST)
         seen = out / f"after-{util}.snapshot.json"
         seen.write_text(dumps_snapshot(after), encoding="utf-8")
@@ -259,7 +242,7 @@ def one_util(
         code_seen, data_seen = gpuplan(
             "check", "svc-b", *common, "--ledger", str(ledger), "--max-age", "10m", "--no-hold"
         )
-        with worker(util, "svc-b", uuid, Path(scratch)) as b:
+        with worker(util, "svc-b", uuid) as b:
             pass
     real_a, real_b = bool(a["started"]), bool(b["started"])
     report.check(

@@ -46,17 +46,25 @@ def gib(n: int | None) -> str:
 
 @contextmanager
 def cotenant(source: str, hold_bytes: int, uuid: str) -> Iterator[subprocess.Popen[str]]:
-    """A child running the torch program `source` with `--hold hold_bytes` on card `uuid` alone.
+    """A child running the torch program `source` with `--hold hold_bytes` on card `uuid` alone."""
+    with torch_child(source, ["--hold", str(hold_bytes)], uuid) as child:
+        yield child
+
+
+@contextmanager
+def torch_child(source: str, args: list[str], uuid: str) -> Iterator[subprocess.Popen[str]]:
+    """A child running the torch program `source` with `args` on card `uuid` alone.
 
     It talks line by line over stdin/stdout; on leaving the block it is told "done", given 30 s
     to free its memory, then killed.
     """
     env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID", CUDA_VISIBLE_DEVICES=uuid)
+    env.setdefault("NCCL_DEBUG", "WARN")
     with tempfile.TemporaryDirectory() as scratch:
-        script = Path(scratch) / "gpuplan_cotenant.py"
+        script = Path(scratch) / "gpuplan_proof_child.py"
         script.write_text(source, encoding="utf-8")
         child = subprocess.Popen(
-            [sys.executable, str(script), "--hold", str(hold_bytes)],
+            [sys.executable, str(script), *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

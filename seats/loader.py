@@ -146,8 +146,38 @@ def _loc_of(entry: _Entry) -> tuple[int | str, ...]:
     return tuple(reversed(parts))
 
 
-def read_yaml(text: str, path: str) -> Any:
-    """Plain data from YAML `text`, refusing tags, duplicate keys and oversized documents."""
+# `keep_tags`: a node tagged so is read as {TAG_KEY: tag, "value": its plain value}. The key holds a
+# NUL, which no YAML document read here may (control characters are refused), so it is never data.
+TAG_KEY = "\x00tag"
+
+
+def _keep_tagged(node: yaml.Node, tags: frozenset[str]) -> yaml.Node:
+    """`node` with every node tagged with one of `tags` wrapped as a TAG_KEY mapping."""
+    if isinstance(node, yaml.SequenceNode | yaml.MappingNode):
+        if isinstance(node, yaml.SequenceNode):
+            node.value = [_keep_tagged(item, tags) for item in node.value]
+        else:
+            node.value = [(key, _keep_tagged(value, tags)) for key, value in node.value]
+    if node.tag not in tags:
+        return node
+    tag = node.tag
+    if isinstance(node, yaml.ScalarNode):
+        node.tag = "tag:yaml.org,2002:null" if node.value == "" else "tag:yaml.org,2002:str"
+    else:
+        node.tag = "tag:yaml.org,2002:" + ("seq" if isinstance(node, yaml.SequenceNode) else "map")
+    text = "tag:yaml.org,2002:str"
+    return yaml.MappingNode(
+        "tag:yaml.org,2002:map",
+        [
+            (yaml.ScalarNode(text, TAG_KEY), yaml.ScalarNode(text, tag)),
+            (yaml.ScalarNode(text, "value"), node),
+        ],
+    )
+
+
+def read_yaml(text: str, path: str, keep_tags: frozenset[str] = frozenset()) -> Any:
+    """Plain data from YAML `text`, refusing tags (but `keep_tags`), duplicate keys and oversized
+    documents."""
     if len(text.encode("utf-8", errors="replace")) > MAX_DOCUMENT_BYTES:
         raise CatalogueError(path, "", "the file is over 1 MiB; a catalogue is far smaller")
     try:
@@ -161,6 +191,8 @@ def read_yaml(text: str, path: str) -> Any:
         if node is None:
             return None
         _check_nodes(node, path)
+        if keep_tags:
+            node = _keep_tagged(node, keep_tags)
         return loader.construct_document(node)  # type: ignore[no-untyped-call]
     except CatalogueError:
         raise

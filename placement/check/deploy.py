@@ -59,7 +59,7 @@ class ServiceVerdict:
 
     @property
     def unbounded(self) -> bool:
-        """True when the service's own vLLM is unbounded (no need in bytes to show)."""
+        """True when the service's own vLLM is unbounded: it grows into what is free."""
         return self.result is not None and is_unbounded(self.result.seat)
 
     def to_json(self) -> dict[str, Any]:

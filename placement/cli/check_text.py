@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, get_args
 from inventory.snapshot import format_utc
 from placement.check.seat import CheckResult
 from placement.cli.render import b, reason_figures, table
+from placement.fit.beside import is_unbounded
 from placement.fit.verdict import Reason, Rule
 
 if TYPE_CHECKING:
@@ -54,13 +55,15 @@ def _headline(result: CheckResult) -> str:
 def _figures(result: CheckResult) -> list[str]:
     """The numbers the seat met on each card, one row per card."""
     lower = "" if result.resident_known else " (lower bound)"
+    # An unbounded vLLM has no need in bytes: it grows into what is free (issue 26: "1 B").
+    grows = not result.resident_known and is_unbounded(result.seat)
     rows = [
         [
             f.card,
             b(f.free_bytes),
             b(f.held_bytes),
             b(f.margin_bytes),
-            b(f.need_bytes) + lower,
+            "unbounded" if grows else b(f.need_bytes) + lower,
             b(f.room_bytes),
             b(f.gate_free_bytes),
             b(f.requested_bytes),
@@ -162,7 +165,7 @@ def _deploy_row(verdict: ServiceVerdict) -> list[str]:
         _LABEL[result.verdict.verdict],
         f"{result.verdict.host}:" + ",".join(map(str, result.verdict.cards)),
         "unbounded"
-        if verdict.unbounded
+        if verdict.unbounded and not result.resident_known
         else b(max((f.need_bytes for f in figures), default=result.seat.resident_bytes)) + lower,
         used or "-",
         spare or "-",

@@ -33,3 +33,9 @@ def test_the_row_gives_wall_cpu_target_and_ratio() -> None:
     assert "1.50 s (CPU 1.40 s; 0.75 × the target)" in met and met.endswith("| yes |")
     missed = _one_core_row({"median_s": 2 * TARGET_ONE_CORE_S, "cpu_s": 3.9})
     assert "2.00 × the target" in missed and missed.endswith("| **no** |")
+
+
+def test_the_markdown_row_says_what_it_timed() -> None:
+    row = _one_core_row({"median_s": 1.0, "cpu_s": 0.9}, "`--format md` with its SVG files")
+    assert row.startswith("| report `--format md` with its SVG files on one core (`taskset -c 0`)")
+    assert "1.00 s (CPU 0.90 s; 0.50 × the target)" in row

@@ -68,7 +68,9 @@ LOOK_ALIKES = (
     "--enable-auto-tool-choice",
     "--key-file-missing-is-fine",
 )
-PLAIN = ("vllm serve org/model", "python -m server", "--port 8000", "--tp 2", "serve-a", "-m x")
+# No plain word may match a seat of the small catalogue (`serve-a`, `serve-gone`): the foreign
+# process would then be attributed to that seat, and shown without its masked line.
+PLAIN = ("vllm serve org/model", "python -m server", "--port 8000", "--tp 2", "serve-z", "-m x")
 # A value as a shell word holds: no blank, no quote, not a flag. It holds a letter and a digit
 # so it cannot be mistaken for the words around it.
 VALUE_CHARS = string.ascii_letters + string.digits + "/+._~!%^&*@:=,-#$"

@@ -19,7 +19,7 @@ from placement.check.compose.interpolation import MissingVariable, parse_env_fil
 from placement.check.compose.merge import MergeError, extend_service, merge_yaml
 from placement.check.compose.model import ComposeError
 from seats.errors import CatalogueError
-from seats.loader import MAX_DOCUMENT_BYTES, read_text_file, read_yaml
+from seats.loader import MAX_DOCUMENT_BYTES, TAG_KEY, read_text_file, read_yaml
 from seats.names import NAME_RULE, unprintable, visible
 
 Lookup = Callable[[str], str | None]
@@ -52,9 +52,60 @@ class Project:
 def read_document(path: Path, name: str) -> Any:
     """A compose file's YAML (safe, size-capped), or a ComposeError naming it."""
     try:
-        return read_yaml(read_text_file(path, "a compose file", MAX_DOCUMENT_BYTES), name)
+        text = read_text_file(path, "a compose file", MAX_DOCUMENT_BYTES)
+        return read_yaml(text, name, keep_tags=RESET_TAGS)
     except CatalogueError as exc:
         raise ComposeError(name, None, None, exc.msg) from exc
+
+
+# compose-go loader/reset.go: `!reset` drops what the files before set at that path (and the
+# value beside the tag); `!override` replaces it whole instead of merging.
+RESET_TAGS = frozenset({"!reset", "!override"})
+
+
+def strip_tags(value: Any, path: tuple[str, ...] = ()) -> tuple[Any, list[tuple[str, ...]]]:
+    """`value` with its `!reset` entries dropped and `!override` values unwrapped, and the paths
+    of both: what the files before set there is cleared before this file is merged."""
+    cleared: list[tuple[str, ...]] = []
+    if isinstance(value, dict):
+        if TAG_KEY in value:
+            tag, inner = value[TAG_KEY], value.get("value")
+            inner, below = strip_tags(inner, path)
+            return (_RESET if tag == "!reset" else inner), [path, *below]
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            item, below = strip_tags(item, (*path, str(key)))
+            cleared += below
+            if item is not _RESET:
+                out[key] = item
+        return out, cleared
+    if isinstance(value, list):
+        items = []
+        for i, item in enumerate(value):
+            item, below = strip_tags(item, (*path, str(i)))
+            cleared += [p for p in below if p != (*path, str(i))]
+            if item is not _RESET:
+                items.append(item)
+        return items, cleared
+    return value, cleared
+
+
+_RESET = object()
+
+
+def clear(services: dict[str, Any], paths: list[tuple[str, ...]], label: str | None = None) -> None:
+    """Delete each `services.NAME.…` path of `paths` from `services` (only NAME = `label` if given)."""
+    for path in paths:
+        if len(path) < 2 or path[0] != "services" or (label is not None and path[1] != label):
+            continue
+        if len(path) == 2:
+            services.pop(path[1], None)
+            continue
+        node = services.get(path[1])
+        for key in path[2:-1]:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(path[-1], None)
 
 
 def read_env(path: Path) -> dict[str, str]:
@@ -120,6 +171,7 @@ class _Loader:
     def __init__(self, project: Project) -> None:
         self.project = project
         self.read = 0
+        self.cleared: list[tuple[str, ...]] = []  # the current file's !reset/!override paths
 
     def document(self, path: Path, name: str, why: str | None) -> dict[str, Any]:
         self.read += 1
@@ -143,14 +195,17 @@ class _Loader:
         extends applied, then the file merged over the files before it.
         """
         name = str(path)
-        data = self.document(path, name, None)
+        data, cleared = strip_tags(self.document(path, name, None))
+        self.cleared = cleared
         services = _services_of(data, name)
         origins = {label: name for label in services}
         for include in _list(data.get("include"), name, "include"):
             self.include(
                 include, path, workdir, lookup, (*chain, path.resolve()), services, origins
             )
+        self.cleared = cleared
         self.extends(services, path, workdir, lookup)
+        clear(self.project.services, cleared)
         for label, body in services.items():
             self.project.origins.setdefault(label, origins[label])
             self.put(label, body, name, ("services", label))
@@ -237,7 +292,7 @@ class _Loader:
             base_path = workdir / _text(file, lookup, name, "extends.file")
             if not base_path.is_file():
                 raise ComposeError(name, label, "extends.file", f"{base_path} does not exist")
-            data = self.document(base_path, name, "extends.file")
+            data, _ = strip_tags(self.document(base_path, name, "extends.file"))
             base_services = _services_of(data, str(base_path))
             base_dir = base_path.parent
             self.project.files.append(str(base_path))
@@ -248,8 +303,13 @@ class _Loader:
         )
         if not isinstance(base, dict):
             return {key: value for key, value in body.items() if key != "extends"}
+        base = _copy(base)
         if file is not None:
-            base = _absolute(_copy(base), base_dir)
+            base = _absolute(base, base_dir)
+        # compose-go applies the service's own !reset/!override paths to the base it extends.
+        holder = {label: base}
+        clear(holder, self.cleared, label)
+        base = holder.get(label, {})
         try:
             return extend_service(base, body)
         except MergeError as exc:

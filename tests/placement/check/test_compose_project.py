@@ -201,3 +201,38 @@ def test_a_missing_include_names_it(tmp_path: Path) -> None:
     path.write_text("include: [gpu/models.yaml]\n" + BASE, encoding="utf-8")
     with pytest.raises(ComposeError, match=r"include: .*gpu/models.yaml does not exist"):
         load_compose(path, {})
+
+
+def test_load_with_reset(tmp_path: Path) -> None:
+    """compose-go loader/merge_reset_test.go Test_LoadWithReset: `!reset` drops what base.yml set."""
+    base = tmp_path / "base.yml"
+    base.write_text(
+        "\n name: test\n services:\n   foo:\n     build:\n       context: .\n"
+        "       dockerfile: foo.Dockerfile\n     environment:\n       FOO: BAR",
+        encoding="utf-8",
+    )
+    override = tmp_path / "override.yml"
+    override.write_text(
+        "\n services:\n   foo:\n     image: foo\n     build: !reset  \n     environment:\n"
+        "       FOO: !reset\n",
+        encoding="utf-8",
+    )
+    loaded = load_project([base, override], {}, find_override=False)
+    foo = loaded.services["foo"]
+    # compose-go's types.MappingWithEquals{}: no variable left (here an empty KEY=value list).
+    assert foo["image"] == "foo" and "build" not in foo and not foo["environment"]
+
+
+def test_an_override_moves_a_service_to_another_card(tmp_path: Path) -> None:
+    """Lists are appended (both device requests), unless the override says `!override`."""
+    path = tmp_path / "compose.yaml"
+    path.write_text(BASE, encoding="utf-8")
+    moved = "services:\n  v:\n    deploy: {resources: {reservations: {devices: %s[{driver: nvidia, device_ids: ['2'], capabilities: [gpu]}]}}}\n"
+    override = tmp_path / "compose.override.yaml"
+    override.write_text(moved % "", encoding="utf-8")
+    assert load_compose(path, {}).services[0].devices == ("0", "2")
+    override.write_text(moved % "!override ", encoding="utf-8")
+    assert load_compose(path, {}).services[0].devices == ("2",)
+    override.write_text("services:\n  v: !reset\n", encoding="utf-8")
+    with pytest.raises(ComposeError, match="the file has no `services:` mapping"):
+        load_compose(path, {})

@@ -219,6 +219,7 @@ def test_a_latest_vllm_without_util_is_unbounded_on_every_neighbours_line(
     assert reason["text"].startswith("big beside it on card 1 is unbounded")
     code, out, _ = run(capsys, "--compose", str(path))
     assert "  big      REFUSED  fv-ml1:1  unbounded" in out
+    assert "256.00 MiB  unbounded" in out  # its own block: no "1 B" need
 
 
 def test_an_unknown_service_shows_its_cards_and_a_visible_device_it_lacks(
