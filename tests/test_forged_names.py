@@ -136,6 +136,22 @@ def test_a_snapshot_file_whose_host_could_forge_a_line_is_bad_input(
     assert f"{other}: host: 'other\\u000aPASS  fake → other:0' holds U+000A" in err
 
 
+def test_a_snapshot_seat_field_from_another_host_prints_no_fake_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = json.loads(FV_ML1_SNAPSHOT.read_text(encoding="utf-8"))
+    for card in raw["cards"]:
+        card["name"] = "GPU\rPLACED   fake → card 9"
+        for process in card["processes"]:
+            process["seat"] = "x\nPASS  fake → fv-ml1:0"
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    assert main(["snapshot", "--from", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert not _forged_lines(out + err)
+    assert "x\\u000aPASS  fake → fv-ml1:0" in out and "GPU\\u000dPLACED" in out
+
+
 def test_a_prometheus_host_label_that_could_forge_a_line_is_escaped() -> None:
     from inventory.prometheus.reader import host_of
 

@@ -8,6 +8,8 @@ inventory/ledger/: tests/inventory/ledger/test_no_sql_elsewhere.py holds that ru
 
 from __future__ import annotations
 
+import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -245,3 +247,112 @@ def test_the_rules_allow_forward_arrows(source: str, target: str) -> None:
 def test_known_exceptions_are_real_breaches() -> None:
     # An entry the rules would allow anyway is dead weight: the list only names real breaches.
     assert violations(KNOWN_EDGES) == sorted(KNOWN_EDGES)
+
+
+# --- engines: nobody outside placement/fit/engines/ names an engine or its flags -------------
+
+ENGINE_KINDS = frozenset({"vllm", "sglang", "tgi", "trtllm", "llamacpp", "ollama"})
+# The flags that size an engine's memory (DESIGN.md, Engines); a module that writes one decides
+# for the engine instead of asking it.
+ENGINE_FLAGS = re.compile(
+    r"(?<![\w-])(--gpu-memory-utilization|--kv-cache-memory-bytes|--mem-fraction-static"
+    r"|--max-total-tokens|--cuda-memory-fraction|--max-input-tokens|--context-length"
+    r"|--n-gpu-layers|-ngl|--ctx-size|--free-gpu-memory-fraction|OLLAMA_GPU_OVERHEAD)(?![\w-])"
+)
+ENGINE_PACKAGES = ("placement", "inventory", "seats")
+# module → why it may name an engine or its flags.
+ENGINE_NAME_EXCEPTIONS: dict[str, str] = {
+    # The catalogue documents each engine field by the flag it stands for (DESIGN.md: an
+    # engine's fields are its own flags in snake_case); `gpuplan schema` shows those texts.
+    "seats.model": "field descriptions name the flag each field stands for",
+    # gpuplan's own `check --util/--kv-cache-memory` options and their help, which say which
+    # engine flag they override.
+    "placement.cli.check": "help text of gpuplan's own options",
+    # The compose reader parses vLLM's argument grammar (its command forms, argparse prefixes,
+    # `12 GB` after a byte flag, --config files) that the engine's `read_flags` does not cover
+    # yet; reading every engine there through the registry is issue 25 item 6.
+    "placement.check.compose.commands": "vLLM's command forms for compose services",
+    "placement.check.compose.flags": "vLLM's argument grammar for compose services",
+    "placement.check.compose.services": "reads vLLM's flags parsed by compose.flags",
+}
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the Constant nodes that are docstrings (documentation, not decisions)."""
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                found.add(id(body[0].value))
+    return found
+
+
+def _kinds_in(node: ast.expr) -> list[str]:
+    """Engine kinds written as a literal, alone or inside a tuple, list or set literal."""
+    if isinstance(node, ast.Constant) and node.value in ENGINE_KINDS:
+        return [str(node.value)]
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return [kind for element in node.elts for kind in _kinds_in(element)]
+    return []
+
+
+def engine_names_outside(root: Path) -> list[str]:
+    """`module:line: what` for every engine kind compared, and every engine flag written in
+    code (comments and docstrings aside), outside placement/fit/engines/."""
+    found: list[str] = []
+    for package in ENGINE_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(
+                ".__init__"
+            )
+            if module.startswith("placement.fit.engines") or module in ENGINE_NAME_EXCEPTIONS:
+                continue
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            docs = _docstrings(tree)
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Compare):
+                    for side in (node.left, *node.comparators):
+                        for kind in _kinds_in(side):
+                            found.append(f"{module}:{node.lineno}: compares {kind!r}")
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    if id(node) in docs:
+                        continue
+                    for flag in ENGINE_FLAGS.findall(node.value):
+                        found.append(f"{module}:{node.lineno}: writes {flag}")
+    return sorted(found, key=lambda text: (text.split(":")[0], int(text.split(":")[1]), text))
+
+
+def test_no_module_outside_the_engines_names_an_engine() -> None:
+    assert engine_names_outside(ROOT) == []
+
+
+def test_the_engine_name_scan_finds_what_it_forbids(tmp_path: Path) -> None:
+    package = tmp_path / "placement" / "plan"
+    package.mkdir(parents=True)
+    (package / "bad.py").write_text(
+        '"""Docstrings may say --gpu-memory-utilization."""\n'
+        "def f(seat):\n"
+        '    if seat.engine.kind == "vllm":\n'
+        '        return ["--mem-fraction-static", "0.3"]\n'
+        '    return seat.engine.kind in ("sglang", "tgi")\n',
+        encoding="utf-8",
+    )
+    (tmp_path / "placement" / "fit" / "engines").mkdir(parents=True)
+    (tmp_path / "placement" / "fit" / "engines" / "ok.py").write_text(
+        'X = "--gpu-memory-utilization" if "vllm" == "vllm" else None\n', encoding="utf-8"
+    )
+    assert engine_names_outside(tmp_path) == [
+        "placement.plan.bad:3: compares 'vllm'",
+        "placement.plan.bad:4: writes --mem-fraction-static",
+        "placement.plan.bad:5: compares 'sglang'",
+        "placement.plan.bad:5: compares 'tgi'",
+    ]
+
+
+def test_every_engine_name_exception_is_still_needed() -> None:
+    # An exception whose module no longer names an engine is dropped, not kept "just in case".
+    kinds = re.compile("|".join(f'"{kind}"' for kind in sorted(ENGINE_KINDS)))
+    for module in ENGINE_NAME_EXCEPTIONS:
+        text = (ROOT / Path(*module.split(".")).with_suffix(".py")).read_text(encoding="utf-8")
+        assert ENGINE_FLAGS.search(text) or kinds.search(text), module

@@ -22,6 +22,7 @@ from placement.check.seat import (
     pick_snapshot,
 )
 from placement.fit.beside import is_unbounded, unbounded_beside
+from placement.fit.engines.registry import engine
 from placement.fit.verify import Placement, judge
 from seats.errors import BadInputError, Exit
 from seats.model import Catalogue, Seat
@@ -180,7 +181,7 @@ def _alone(
     if service.unknown is not None:
         return [ServiceVerdict(service.name, "unknown", message=service.unknown)]
     try:
-        if service.engine == "vllm":
+        if service.engine is not None and engine(service.engine).util_request:
             ranks = service.data_parallel_size
             return [
                 _verdict(

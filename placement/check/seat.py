@@ -18,7 +18,14 @@ from placement.check.elsewhere import Elsewhere
 from placement.decisions import inputs_digest as digest_of
 from placement.fit.capacity import cuda_context_bytes
 from placement.fit.card import cuda_total
-from placement.fit.engines import cover_target, format_util, requested_bytes, util_decimal
+from placement.fit.engines import (
+    cover_target,
+    engine_of,
+    format_util,
+    requested_bytes,
+    requests_util,
+    util_decimal,
+)
 from placement.fit.kv import flag_resident
 from placement.fit.verdict import Verdict
 from placement.fit.verify import judge, override_seat
@@ -158,7 +165,7 @@ def check_seat(
     warnings: list[str] = []
     if seat.state == "retired":
         warnings.append(f"{name} is retired in the catalogue")
-    if (kv_cache_bytes is not None or util is not None) and seat.engine.kind != "vllm":
+    if (kv_cache_bytes is not None or util is not None) and not requests_util(seat.engine):
         raise BadInputError(
             f"seat {name!r} is not a vLLM seat: --util and --kv-cache-memory do not apply"
         )
@@ -266,7 +273,7 @@ def _refuse_flags(
     seat: Seat, final: Seat, kv_cache_bytes: int | None, resident_bytes: int | None
 ) -> None:
     """Flags the loader would refuse in a file: a resident below the weights, a KV above it."""
-    profile = seat.engine.profile if seat.engine.kind == "vllm" else None
+    profile = seat.engine.profile if requests_util(seat.engine) else None
     weights = profile.weights_bytes if profile is not None else seat.weights_bytes
     if resident_bytes is not None and weights is not None and resident_bytes < weights:
         raise BadInputError(
@@ -319,7 +326,7 @@ def _service_profile(
     stores each KV element in one byte where the profile's (learnt at the model's 16-bit
     dtype) takes two: half the bytes per token, rounded up.
     """
-    profile = seat.engine.profile if seat is not None and seat.engine.kind == "vllm" else None
+    profile = seat.engine.profile if seat is not None and requests_util(seat.engine) else None
     notes: list[str] = []
     if profile is None:
         if service.max_model_len is not None and seat is not None:
@@ -450,7 +457,7 @@ def _cover_warnings(
     catalogue: Catalogue, snapshot: Snapshot, seat: Seat, verdict: Verdict
 ) -> list[str]:
     """A util whose request does not cover the declared resident: vLLM's gate no longer checks the whole seat."""
-    if seat.engine.kind != "vllm" or verdict.util is None:
+    if not requests_util(seat.engine) or verdict.util is None:
         return []
     util = util_decimal(verdict.util)
     said = "" if seat.engine.gpu_memory_utilization is not None else " (the version's default)"
@@ -477,9 +484,11 @@ def _disagreements(seat: Seat, service: ComposeService, cards: Sequence[int]) ->
     out: list[str] = []
     name = f"service {service.name}"
     catalogue_util = seat.engine.gpu_memory_utilization
+    util_flag = engine_of(seat.engine).flag_of("gpu_memory_utilization")
+    kv_flag = engine_of(seat.engine).flag_of("kv_cache_bytes")
     if service.util is None and catalogue_util is not None:
         out.append(
-            f"{name} passes no --gpu-memory-utilization; the catalogue's {seat.name} declares "
+            f"{name} passes no {util_flag}; the catalogue's {seat.name} declares "
             f"{util_decimal(catalogue_util)} (judged without it, as the file will start)"
         )
     elif (
@@ -488,13 +497,13 @@ def _disagreements(seat: Seat, service: ComposeService, cards: Sequence[int]) ->
         and service.util != util_decimal(catalogue_util)
     ):
         out.append(
-            f"{name} --gpu-memory-utilization {service.util_text} disagrees with the catalogue's "
+            f"{name} {util_flag} {service.util_text} disagrees with the catalogue's "
             f"{util_decimal(catalogue_util)} for {seat.name} (judged with {service.util_text})"
         )
     catalogue_kv = seat.engine.kv_cache_bytes
     if service.kv_cache_bytes != catalogue_kv:
         out.append(
-            f"{name} --kv-cache-memory-bytes {_bytes_or_none(service.kv_cache_bytes)} disagrees with the "
+            f"{name} {kv_flag} {_bytes_or_none(service.kv_cache_bytes)} disagrees with the "
             f"catalogue's {_bytes_or_none(catalogue_kv)} for {seat.name} (judged with the file's)"
         )
     if seat.pinned_cards is not None and tuple(seat.pinned_cards) != tuple(cards):

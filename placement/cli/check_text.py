@@ -12,6 +12,7 @@ from inventory.snapshot import format_utc
 from placement.check.seat import CheckResult
 from placement.cli.render import b, reason_figures, table
 from placement.fit.beside import is_unbounded
+from placement.fit.engines import engine_of, requests_util
 from placement.fit.verdict import Reason, Rule
 
 if TYPE_CHECKING:
@@ -33,8 +34,8 @@ def _headline(result: CheckResult) -> str:
     cards = ",".join(map(str, verdict.cards))
     parts = [f"{_LABEL[verdict.verdict]}  {what} → {verdict.host}:{cards}"]
     engine = seat.engine
-    if engine.kind == "vllm":
-        parts.append(f"vLLM {engine.version or '(version unknown)'}")
+    if requests_util(engine):
+        parts.append(f"{engine_of(engine).title} {engine.version or '(version unknown)'}")
         if verdict.util is not None:
             default = engine.gpu_memory_utilization is None
             parts.append(f"util {verdict.util}" + (" (the version's default)" if default else ""))

@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from placement.fit.engines.base import Figure, Learned
+from placement.fit.engines.base import Learned, LogFigure
 from placement.fit.engines.registry import engine, engines
 from seats.errors import BadInputError
 from seats.model import Seat
@@ -42,7 +42,7 @@ def learn_from_log(seat: Seat, lines: Sequence[str], source: str) -> Learned:
     return learned
 
 
-def _value(figure: Figure | None) -> int | None:
+def _value(figure: LogFigure | None) -> int | None:
     return None if figure is None else figure.value
 
 
@@ -98,7 +98,7 @@ def as_text(seat: str, source: str, learned: Learned) -> str:
 def as_json(seat: str, learned: Learned) -> dict[str, Any]:
     """The same content with raw ints."""
 
-    def figure(value: Figure | None) -> dict[str, Any] | None:
+    def figure(value: LogFigure | None) -> dict[str, Any] | None:
         if value is None:
             return None
         return {"value": value.value, "line": value.line_no, "source": value.line.strip()}

@@ -280,9 +280,12 @@ def _line(snapshot: Snapshot) -> str:
     """One line per snapshot while polling: the host, the time and each card's free bytes."""
     from inventory.snapshot import format_utc
     from placement.cli.render import b
+    from seats.names import escaped
 
     parts = [
-        f"card {c.index} {c.error}" if c.error else f"card {c.index} free {b(c.free_bytes)}"
+        f"card {c.index} {escaped(c.error)}"
+        if c.error
+        else f"card {c.index} free {b(c.free_bytes)}"
         for c in snapshot.cards
     ]
     return f"{snapshot.host} {format_utc(snapshot.taken_at)}  " + " · ".join(parts)
@@ -313,13 +316,17 @@ def _table(snapshot: Snapshot) -> str:
 
 def _card_cells(card: Card) -> list[object]:
     from placement.cli.render import b
+    from seats.names import escaped
 
+    # A snapshot read with --from was written elsewhere: its card name, error and seat fields
+    # are outside text, escaped so that none prints a line of its own (DESIGN.md).
+    name = escaped(card.name or "")
     if card.error:
-        return [card.index, card.name or "", "", "", "", "", "", f"error: {card.error}"]
-    seats = sorted({p.seat or "foreign" for p in card.processes})
+        return [card.index, name, "", "", "", "", "", f"error: {escaped(card.error)}"]
+    seats = sorted({escaped(p.seat or "foreign") for p in card.processes})
     return [
         card.index,
-        card.name or "",
+        name,
         b(card.total_bytes),
         b(card.reserved_bytes) if card.reserved_bytes is not None else "v1: in used",
         b(card.used_bytes),

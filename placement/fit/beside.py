@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from placement.fit.engines import gate_rule
+from placement.fit.engines import engine_of, gate_rule
 from placement.fit.verdict import Reason
 from seats.model import Seat
 
@@ -32,13 +32,8 @@ def unbounded_beside(
                 continue
             if not is_unbounded(other):
                 continue
-            version = other.engine.version
-            why = (
-                f"vLLM {version} with neither gpu_memory_utilization nor kv_cache_memory"
-                if version
-                else "vLLM of no known version (an image tag like `latest`) with neither "
-                "gpu_memory_utilization nor kv_cache_memory"
-            )
+            rule = engine_of(other.engine)
+            why = rule.unbounded_why(other.engine)
             reasons.append(
                 Reason(
                     rule="unbounded",
@@ -48,7 +43,7 @@ def unbounded_beside(
                     short_bytes=None,
                     text=f"{other.name} beside it on card {card} is unbounded ({why}): it grows "
                     f"into nearly all free memory, so {seat.name} has no room it can count on; "
-                    f"pin {other.name} with --gpu-memory-utilization or --kv-cache-memory-bytes",
+                    f"pin {other.name} with {rule.pin_hint()}",
                     host=host,
                 )
             )

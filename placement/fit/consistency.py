@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from inventory.snapshot import Snapshot
 from placement.fit.card import cuda_total, reserve_bytes
+from placement.fit.engines import requests_util
 from placement.fit.verify import host_catalogues
 from seats.errors import BadInputError
 from seats.model import Catalogue, Reserve, Seat
@@ -86,7 +87,7 @@ def check_snapshot(
         vllm = [
             seat.name
             for seat in (*catalogue.seats, *seats)
-            if seat.engine.kind == "vllm" and seat.state != "retired" and seat.host in (name, None)
+            if requests_util(seat.engine) and seat.state != "retired" and seat.host in (name, None)
         ]
         if vllm:
             warnings.append(missing_cuda_context_warning(name, vllm))

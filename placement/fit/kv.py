@@ -16,6 +16,7 @@ from placement.fit.engines import (
     format_util,
     passes_gate,
     requested_bytes,
+    requests_util,
     smallest_util_covering,
 )
 from placement.fit.resident_sum import leftover_kv_bytes, resident_bytes
@@ -26,8 +27,8 @@ from seats.units import format_bytes
 
 
 def profile_of(seat: Seat) -> Profile | None:
-    """The seat's profile when vLLM's KV arithmetic applies to it, else None."""
-    return seat.engine.profile if seat.engine.kind == "vllm" else None
+    """The seat's profile when the util-request KV arithmetic (vLLM's) applies to it, else None."""
+    return seat.engine.profile if requests_util(seat.engine) else None
 
 
 def kv_cache_bytes(
@@ -271,7 +272,7 @@ def kv_need_floor(seat: Seat, cuda_context: int) -> int | None:
     else the catalogue's `weights`, else none known), that KV cache, its profiled non-KV bytes
     and its CUDA context. None where no KV size is pinned (the cache is the request's leftover).
     """
-    if seat.engine.kind != "vllm" or seat.engine.kv_cache_bytes is None:
+    if not requests_util(seat.engine) or seat.engine.kv_cache_bytes is None:
         return None
     kv = seat.engine.kv_cache_bytes
     profile = profile_of(seat)

@@ -25,6 +25,7 @@ from placement.fit.engines import (
     need_bytes,
     passes_gate,
     requested_bytes,
+    requests_util,
     smallest_util_covering,
 )
 from placement.fit.kv import (
@@ -122,8 +123,8 @@ class Placement:
 
 
 def kv_bytes(seat: Seat) -> int | None:
-    """The pinned KV cache of a vLLM seat, else None."""
-    return seat.engine.kv_cache_bytes if seat.engine.kind == "vllm" else None
+    """The pinned KV cache of a seat whose engine starts on a util request, else None."""
+    return seat.engine.kv_cache_bytes if requests_util(seat.engine) else None
 
 
 def proposed_util(seat: Seat, cuda_totals: Iterable[int], cuda_context: int) -> Decimal | None:
@@ -159,7 +160,7 @@ def seat_need(
     seat: Seat, util: Decimal | None, total: int, cuda_context: int, rule: GateRule | None = None
 ) -> int:
     """What `seat` takes on a card of CUDA total `total` when started with `util`."""
-    if seat.engine.kind != "vllm" or (rule is not None and rule.gating != "gated"):
+    if not requests_util(seat.engine) or (rule is not None and rule.gating != "gated"):
         return seat.resident_bytes
     return need_bytes(seat.resident_bytes, kv_bytes(seat), util, total, cuda_context)
 
@@ -169,7 +170,7 @@ def other_need(
 ) -> int:
     """Bytes another new seat placed on `card` takes there (its own util as it will start)."""
     seat = placement.seat
-    if seat.engine.kind != "vllm":
+    if not requests_util(seat.engine):
         return seat.resident_bytes
     rule = gate_rule(seat.engine, propose=mode == "plan")
     ctx = cuda_context_bytes(catalogue, snapshot.host)
@@ -398,14 +399,14 @@ def judge(
         out.warnings.extend([warning] if warning else [])
     for state in states:
         _judge_card(seat, rule, chosen, state, host, out)
-    gated = seat.engine.kind == "vllm" and rule.gating == "gated"
+    gated = requests_util(seat.engine) and rule.gating == "gated"
     return Verdict(
         verdict="unknown" if out.unknown else ("refuse" if out.reasons else "pass"),
         seat=seat.name,
         host=host,
         cards=tuple(cards),
         reasons=tuple(out.reasons),
-        flags=engine_flags(chosen, kv_bytes(seat), proposed=rule.source != "declared")
+        flags=engine_flags(seat.engine, chosen, kv_bytes(seat), proposed=rule.source != "declared")
         if gated
         else (),
         warnings=tuple(dict.fromkeys(out.warnings)),

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from placement.fit.engines import gate_rule, is_vllm, need_bytes, util_decimal
+from placement.fit.engines import gate_rule, need_bytes, requests_util, util_decimal
 from placement.pack.bounds import l2_bound
 from placement.pack.greedy import first_fit_decreasing, is_valid_packing
 from seats.errors import Exit, GpuplanError
@@ -129,13 +129,13 @@ def seat_items(catalogue: Catalogue, seat: Seat, card_bytes: int) -> list[PackIt
     engine = seat.engine
     util = (
         util_decimal(engine.gpu_memory_utilization)
-        if is_vllm(seat) and engine.gpu_memory_utilization is not None
+        if requests_util(engine) and engine.gpu_memory_utilization is not None
         else None
     )
     need = need_bytes(
         seat.resident_bytes, engine.kv_cache_bytes, util, card_bytes, _cuda_context(catalogue, seat)
     )
-    unbounded = is_vllm(seat) and gate_rule(engine, propose=False).gating == "unbounded"
+    unbounded = requests_util(engine) and gate_rule(engine, propose=False).gating == "unbounded"
     why = "exclusive" if seat.exclusive else "unbounded" if unbounded else None
     return [PackItem(seat.name, need, why is not None, why) for _ in range(seat.card_count)]
 

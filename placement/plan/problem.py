@@ -25,6 +25,7 @@ from placement.fit.engines import (
     need_bytes,
     passes_gate,
     requested_bytes,
+    requests_util,
 )
 from placement.fit.room import fits_room, room_bytes
 from placement.fit.rules import exclusive_binds
@@ -386,7 +387,7 @@ class _CardRoom:
 
 def sized_need(seat: Seat, rule: GateRule, util: Decimal | None, slot: CardModel) -> _SizedNeed:
     """The seat's need and gate request on cards like `slot` (pure: cached per card size)."""
-    if seat.engine.kind != "vllm" or rule.gating != "gated" or util is None:
+    if not requests_util(seat.engine) or rule.gating != "gated" or util is None:
         return _SizedNeed(util, seat.resident_bytes, None)
     need = need_bytes(
         seat.resident_bytes, kv_bytes(seat), util, slot.cuda_total, slot.cuda_context_bytes

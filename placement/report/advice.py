@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from placement.fit.engines import engine_of, requests_util
 from placement.report.rows import (
     CardFit,
     CardRow,
@@ -220,9 +221,10 @@ def drift_advice(catalogue: Catalogue, row: SeatRow) -> str:
         seat = catalogue.seat(row.seat)
     except KeyError:
         return "declare it in the catalogue"
-    if seat.engine.kind == "vllm" and seat.engine.kv_cache_bytes is None:
+    if requests_util(seat.engine) and seat.engine.kv_cache_bytes is None:
         # The seed: a vLLM seat without a pinned KV cache grows to its util's request.
-        return "pin its KV cache (--kv-cache-memory-bytes) or set its resident to the p95"
+        flag = engine_of(seat.engine).flag_of("kv_cache_bytes")
+        return f"pin its KV cache ({flag}) or set its resident to the p95"
     if row.grew:
         return f"it grew {signed(row.growth_bytes)} in the window: look for a leak, or set its resident to the p95"
     return "set its resident to the p95"

@@ -21,6 +21,7 @@ from inventory.prometheus.metrics import (
     POLL_SUCCESS,
     PROCESS_USED,
 )
+from placement.fit.engines import engine_of, requests_util
 from placement.report.rows import DriftThreshold
 from placement.report.thresholds import DEFAULT_FOR, FOREIGN_MEMORY_BYTES, drift_bound_bytes
 from seats.errors import BadInputError
@@ -240,7 +241,7 @@ def margin_rule(host: str, margin_bytes: int) -> AlertRule:
 
 def _unpinned_vllm(seat: Seat) -> bool:
     """The seed: a vLLM seat without a pinned KV cache grows to its util's request."""
-    return seat.engine.kind == "vllm" and seat.engine.kv_cache_bytes is None
+    return requests_util(seat.engine) and seat.engine.kv_cache_bytes is None
 
 
 def drift_rule(host: str, seats: Sequence[Seat], threshold: DriftThreshold) -> AlertRule:
@@ -262,14 +263,14 @@ def drift_rule(host: str, seats: Sequence[Seat], threshold: DriftThreshold) -> A
             drift = f"sum by (host, gpu, seat) ({held.text()}) - {seat.resident_bytes}"
             terms.append(f"{drift} >= {_number(bound)} or {drift} <= -{_number(bound)}")
     keep = "set its resident to what it holds, or look for a leak if it keeps growing"
-    unpinned = [_quote(s.name) for s in seats if _unpinned_vllm(s)]
+    grows = [s for s in seats if _unpinned_vllm(s)]
+    unpinned = [_quote(s.name) for s in grows]
     more = keep
     if unpinned:
+        flag = engine_of(grows[0].engine).flag_of("kv_cache_bytes")
         more = (
             "{{ if eq $labels.seat " + " ".join(unpinned) + " }}pin its KV cache "
-            "(--kv-cache-memory-bytes) or set its resident to what it holds{{ else }}"
-            + keep
-            + "{{ end }}"
+            f"({flag}) or set its resident to what it holds{{{{ else }}}}" + keep + "{{ end }}"
         )
     return AlertRule(
         alert=SEAT_DRIFT,

@@ -19,6 +19,7 @@ from inventory.ledger.report_queries import Connection
 from inventory.ledger.store import Ledger
 from inventory.ledger.writes import CardValues, ProcessValues, SnapshotValues
 from inventory.snapshot import Card, Process, Snapshot
+from placement.fit.engines import requests_util
 from seats.errors import BadInputError
 from seats.model import Catalogue, Seat
 from seats.units import GiB, MiB
@@ -68,7 +69,7 @@ def plan_story(catalogue: Catalogue, base: Snapshot, *, end: datetime, days: int
     # The drifting seat: a leak is likeliest in a server without a preallocated KV cache,
     # so prefer the largest non-vLLM seat that is up; fall back to any seat that is up.
     candidates = [s for s in running if any((s.name, c) in present for c in s.pinned_cards or ())]
-    others = [s for s in candidates if s.engine.kind != "vllm"]
+    others = [s for s in candidates if not requests_util(s.engine)]
     drift = max(others or candidates, key=lambda s: s.resident_bytes, default=None)
     drift_card = _first_present_card(drift, present)
     cards_ok = [c for c in base.cards if c.ok]
@@ -124,7 +125,7 @@ def _checked_seat(
         on_card = [
             s
             for s in running
-            if s.engine.kind == "vllm"
+            if requests_util(s.engine)
             and s.engine.gpu_memory_utilization is not None
             and (s.name, card.index) in present
         ]
@@ -158,7 +159,7 @@ def _minutes(
     """
     rng = random.Random(seed)
     attributed = attribute(base, catalogue)
-    kinds = {s.name: s.engine.kind for s in catalogue.seats}
+    grows = {s.name: requests_util(s.engine) for s in catalogue.seats}
     readable = [c for c in attributed.cards if c.ok and c.total_bytes is not None]
     shapes = []
     for card in readable:
@@ -170,7 +171,7 @@ def _minutes(
                 p.used_bytes or 0,
                 p.cmdline,
                 p.seat,
-                kinds.get(p.seat or "") == "vllm",
+                grows.get(p.seat or "", False),
                 p.seat is not None
                 and p.seat == story.drift_seat
                 and card.index == story.drift_card,

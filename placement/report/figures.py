@@ -24,6 +24,7 @@ from placement.fit.capacity import (
     seats_declared_on,
 )
 from placement.fit.card import cuda_total, fixed_reserve_bytes, reserve_bytes
+from placement.fit.engines import requests_util
 from placement.fit.room import room_bytes
 from placement.report.advice import (
     NOTHING_TO_DO,
@@ -649,7 +650,7 @@ def _vllm_version(catalogue: Catalogue, host: str) -> str:
     versions = [
         s.engine.version
         for s in catalogue.seats
-        if s.host == host and s.engine.kind == "vllm" and s.engine.version is not None
+        if s.host == host and requests_util(s.engine) and s.engine.version is not None
     ]
     if not versions:
         return "0.11.0"

@@ -20,11 +20,31 @@ from seats.units import GiB, KiB, MiB
 
 Behaviour = Literal["request-gated", "share-of-free", "self-fitting", "fixed"]
 Rule = Literal["gate", "kv_capacity", "spill", "unbounded"]
+Gating = Literal["gated", "unbounded", "none"]
+UtilSource = Literal["declared", "default", "proposed", "none"]
 STEP = Decimal("0.001")  # proposed fractions have three decimals, as vLLM's utils do
 
 
 @dataclass(frozen=True)
-class Card:
+class GateRule:
+    """How a seat's engine meets a card when it starts on a util request against total memory:
+    its gating, the util judged and where it came from (`none` for an engine without one)."""
+
+    gating: Gating
+    util: Decimal | None
+    source: UtilSource
+    kv_cache_bytes: int | None
+    warnings: tuple[str, ...] = ()
+    # False for vLLM ≥ 0.34 with a declared util and no kv_cache_memory: its extensible KV
+    # cache skips the start-up check, and the util only caps what it grows to (judged by room).
+    checks_gate: bool = True
+
+
+NO_REQUEST = GateRule("none", None, "none", None)
+
+
+@dataclass(frozen=True)
+class EngineCard:
     """What an engine meets on one card when it starts (DESIGN.md, "What fits means").
 
     `free_bytes` is NVML's free before the engine's process exists; the engine itself reads
@@ -57,7 +77,7 @@ class Refusal:
 
 
 @dataclass(frozen=True)
-class Figure:
+class LogFigure:
     """One figure read from a start-up log, with the line it came from (1-based)."""
 
     name: str
@@ -76,13 +96,13 @@ class Learned:
     """
 
     kind: str
-    weights: Figure | None = None
-    non_kv: Figure | None = None
-    kv: Figure | None = None
-    kv_tokens: Figure | None = None
-    max_model_len: Figure | None = None
-    per_token: Figure | None = None
-    extra: tuple[Figure, ...] = ()
+    weights: LogFigure | None = None
+    non_kv: LogFigure | None = None
+    kv: LogFigure | None = None
+    kv_tokens: LogFigure | None = None
+    max_model_len: LogFigure | None = None
+    per_token: LogFigure | None = None
+    extra: tuple[LogFigure, ...] = ()
     missing: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
 
@@ -96,10 +116,16 @@ class Learned:
         return -(-self.kv.value // self.kv_tokens.value)
 
 
-class Engine(Protocol):
-    """One serving engine: how it is recognised, what it takes on a card, and how it refuses."""
+class EngineRule(Protocol):
+    """One serving engine: how it is recognised, what it takes on a card, and how it refuses.
+
+    `util_request` engines (vLLM) start on a request of a share of the card's CUDA total that
+    the verifier and the planner size themselves (`request_rule`, `request_flags`): the same
+    arithmetic serves the check's default util and the plan's proposed one.
+    """
 
     kind: str
+    util_request: bool
     title: str  # as users write it: "llama.cpp"
     # Who reads its start-up log: "learn" (its own `learn`), "vllm-log", or "" (none).
     log_reader: str
@@ -121,15 +147,15 @@ class Engine(Protocol):
         """The catalogue's engine fields this command line (and environment) sets."""
         ...
 
-    def need_bytes(self, seat: Seat, card: Card) -> int:
+    def need_bytes(self, seat: Seat, card: EngineCard) -> int:
         """Bytes the seat will hold on this card once up."""
         ...
 
-    def gate(self, seat: Seat, card: Card) -> Refusal | None:
+    def gate(self, seat: Seat, card: EngineCard) -> Refusal | None:
         """The engine's own start-up refusal on this card, or its spill; None when it starts."""
         ...
 
-    def kv_capacity(self, seat: Seat, card: Card) -> Refusal | None:
+    def kv_capacity(self, seat: Seat, card: EngineCard) -> Refusal | None:
         """Rule `kv_capacity`: its KV cache here holds less than one full request."""
         ...
 
@@ -138,17 +164,68 @@ class Engine(Protocol):
         `unbounded` beside anything else on its card)."""
         ...
 
-    def pin_flags(self, seat: Seat, card: Card) -> tuple[str, ...]:
+    def pin_flags(self, seat: Seat, card: EngineCard) -> tuple[str, ...]:
         """Flags that make the engine take the seat's declared bytes on this card."""
         ...
 
-    def kv_tokens(self, seat: Seat, card: Card) -> int | None:
+    def kv_tokens(self, seat: Seat, card: EngineCard) -> int | None:
         """Tokens its KV cache will hold here; None where the profile does not say."""
         ...
 
     def learn(self, lines: Sequence[str]) -> Learned:
         """The figures of its own start-up log."""
         ...
+
+    def request_rule(self, spec: EngineSpec, *, propose: bool) -> GateRule:
+        """Its util request as declared (`propose`: the plan proposes one where none is)."""
+        ...
+
+    def request_flags(
+        self, util: Decimal | None, kv_cache_bytes: int | None, *, proposed: bool
+    ) -> tuple[str, ...]:
+        """Start flags for a util request and a pinned KV cache."""
+        ...
+
+    def unbounded_why(self, spec: EngineSpec) -> str:
+        """Why, as declared, it is unbounded (for rule `unbounded`'s text)."""
+        ...
+
+    def pin_hint(self) -> str:
+        """The flags that would bound it, as one phrase."""
+        ...
+
+    def flag_of(self, field: str) -> str:
+        """The command-line flag a catalogue field of this engine stands for."""
+        ...
+
+
+class NoRequest:
+    """What an engine without a util request answers (every engine but vLLM)."""
+
+    util_request = False
+    title: str
+
+    def request_rule(self, spec: EngineSpec, *, propose: bool) -> GateRule:
+        """None: it starts on no request gpuplan sizes."""
+        return NO_REQUEST
+
+    def request_flags(
+        self, util: Decimal | None, kv_cache_bytes: int | None, *, proposed: bool
+    ) -> tuple[str, ...]:
+        """No util flags."""
+        return ()
+
+    def unbounded_why(self, spec: EngineSpec) -> str:
+        """Its fields fix none of its bytes."""
+        return f"{self.title} with no pin of its bytes"
+
+    def pin_hint(self) -> str:
+        """Its pin flags, by name (each engine says which)."""
+        return "the flags gpuplan prints for it"
+
+    def flag_of(self, field: str) -> str:
+        """A catalogue field is its flag in snake_case (DESIGN.md, Engines)."""
+        return "--" + field.replace("_", "-")
 
 
 # --- shared arithmetic -------------------------------------------------------------
@@ -209,7 +286,7 @@ def weights_of(seat: Seat) -> int | None:
     return seat.weights_bytes
 
 
-def kv_room(seat: Seat, card: Card) -> int | None:
+def kv_room(seat: Seat, card: EngineCard) -> int | None:
     """Bytes the declared resident leaves for KV: resident − weights − non_kv − context."""
     profile = seat.engine.profile
     if profile is None:
@@ -223,7 +300,7 @@ def kv_room(seat: Seat, card: Card) -> int | None:
     )
 
 
-def profile_need(seat: Seat, card: Card, kv_bytes: int) -> int:
+def profile_need(seat: Seat, card: EngineCard, kv_bytes: int) -> int:
     """max(resident, weights + non_kv + KV + context): a profile never lowers the resident."""
     profile = seat.engine.profile
     if profile is None:
@@ -359,12 +436,12 @@ class LogScan:
                     scan.found[name] = (match, number, raw.rstrip("\n"))
         return scan
 
-    def figure(self, name: str, value: int) -> Figure | None:
+    def figure(self, name: str, value: int) -> LogFigure | None:
         """A Figure for a pattern that matched, with its line."""
         if name not in self.found:
             return None
         _, number, line = self.found[name]
-        return Figure(name, value, number, line)
+        return LogFigure(name, value, number, line)
 
     def group(self, name: str, index: int | str = 1) -> str | None:
         """A group of a pattern's match, or None when the pattern did not match."""

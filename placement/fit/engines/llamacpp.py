@@ -29,10 +29,11 @@ from collections.abc import Mapping, Sequence
 
 from placement.fit.engines.base import (
     Behaviour,
-    Card,
-    Figure,
+    EngineCard,
     Learned,
+    LogFigure,
     LogScan,
+    NoRequest,
     Refusal,
     argv_mentions,
     as_int,
@@ -64,7 +65,7 @@ def fit_on(spec: EngineSpec) -> bool:
     return spec.n_gpu_layers is None and spec.fit is not False
 
 
-class LlamaCpp:
+class LlamaCpp(NoRequest):
     """ggml-org llama.cpp's `llama-server`."""
 
     kind = "llamacpp"
@@ -112,17 +113,17 @@ class LlamaCpp:
             found["parallel"] = slots
         return found
 
-    def room_bytes(self, seat: Seat, card: Card) -> int:
+    def room_bytes(self, seat: Seat, card: EngineCard) -> int:
         """What --fit lets it project on the card: free (after its context) − 1024 MiB."""
         return max(0, card.engine_free_bytes - self.margin_bytes)
 
-    def need_bytes(self, seat: Seat, card: Card) -> int:
+    def need_bytes(self, seat: Seat, card: EngineCard) -> int:
         """Its resident; self-fitting, at most what the card lets it project (plus context)."""
         if not fit_on(seat.engine):
             return seat.resident_bytes
         return min(seat.resident_bytes, self.room_bytes(seat, card) + card.cuda_context_bytes)
 
-    def gate(self, seat: Seat, card: Card) -> Refusal | None:
+    def gate(self, seat: Seat, card: EngineCard) -> Refusal | None:
         """Rule `spill` when --fit must move part of it off the card; it never refuses."""
         if not fit_on(seat.engine):
             return None
@@ -145,12 +146,12 @@ class LlamaCpp:
             return None
         return ctx // (seat.engine.parallel or 1)
 
-    def kv_tokens(self, seat: Seat, card: Card) -> int | None:
+    def kv_tokens(self, seat: Seat, card: EngineCard) -> int | None:
         """Tokens its KV cache holds: -c (None where it is left to --fit or the model)."""
         ctx = seat.engine.ctx_size
         return ctx if ctx else None
 
-    def kv_capacity(self, seat: Seat, card: Card) -> Refusal | None:
+    def kv_capacity(self, seat: Seat, card: EngineCard) -> Refusal | None:
         """A slot (-c ÷ -np) shorter than the profile's length: requests are cut to it."""
         profile = seat.engine.profile
         return short_context(
@@ -165,7 +166,7 @@ class LlamaCpp:
         """-ngl set, or --fit off: its layers are fixed."""
         return not fit_on(spec)
 
-    def pin_flags(self, seat: Seat, card: Card) -> tuple[str, ...]:
+    def pin_flags(self, seat: Seat, card: EngineCard) -> tuple[str, ...]:
         """-ngl (all, or as declared), -c from the resident's KV room, --fit off."""
         profile = seat.engine.profile
         room = kv_room(seat, card)
@@ -206,7 +207,7 @@ def read_ggml_log(kind: str, lines: Sequence[str]) -> Learned:
     notes: list[str] = ["buffer sizes are printed in MiB to 0.01: each figure is within 10 KiB"]
     layers_done = scan.group("offloaded", 1)
 
-    def on_card(name: str, what: str) -> Figure | None:
+    def on_card(name: str, what: str) -> LogFigure | None:
         text = scan.group(name, 2)
         if text is not None:
             return scan.figure(name, size_bytes(text, "MiB"))
@@ -227,18 +228,18 @@ def read_ggml_log(kind: str, lines: Sequence[str]) -> Learned:
         missing.append("n_ctx = N")
     seq_text = scan.group("n_ctx_seq")
     length = scan.figure("n_ctx_seq", int(seq_text)) if seq_text else None
-    per_token: Figure | None = None
+    per_token: LogFigure | None = None
     if scan.group("kv_size") is not None:
         size = size_bytes(scan.group("kv_size") or "0", "MiB")
         cells = int(scan.group("kv_size", 2) or 0)
         if cells > 0:
             per_token = scan.figure("kv_size", -(-size // cells))
-    extra: tuple[Figure, ...] = ()
+    extra: tuple[LogFigure, ...] = ()
     if layers_done is not None:
         _, number, line = scan.found["offloaded"]
         extra = (
-            Figure("layers on the card", int(layers_done), number, line),
-            Figure("layers in the model", int(scan.group("offloaded", 2) or 0), number, line),
+            LogFigure("layers on the card", int(layers_done), number, line),
+            LogFigure("layers in the model", int(scan.group("offloaded", 2) or 0), number, line),
         )
     return Learned(
         kind,

@@ -29,10 +29,11 @@ from dataclasses import replace
 
 from placement.fit.engines.base import (
     Behaviour,
-    Card,
-    Figure,
+    EngineCard,
     Learned,
+    LogFigure,
     LogScan,
+    NoRequest,
     Refusal,
     argv_mentions,
     as_int,
@@ -57,7 +58,7 @@ _GRAPH = re.compile(
 )
 
 
-class Ollama:
+class Ollama(NoRequest):
     """Ollama's `ollama serve` (and the runners it starts)."""
 
     kind = "ollama"
@@ -96,19 +97,19 @@ class Ollama:
         """OLLAMA_GPU_OVERHEAD as declared, else 0."""
         return seat.engine.gpu_overhead_bytes or 0
 
-    def room_bytes(self, seat: Seat, card: Card) -> int:
+    def room_bytes(self, seat: Seat, card: EngineCard) -> int:
         """min(free − overhead − 457 MiB, free after its context − 1024 MiB), never negative."""
         scheduler = card.free_bytes - self.overhead_bytes(seat) - MINIMUM_BYTES
         fitter = card.engine_free_bytes - FIT_MARGIN_BYTES
         return max(0, min(scheduler, fitter))
 
-    def need_bytes(self, seat: Seat, card: Card) -> int:
+    def need_bytes(self, seat: Seat, card: EngineCard) -> int:
         """Its resident, or what its room lets it load (plus its context) when self-fitting."""
         if seat.engine.num_gpu is not None:
             return seat.resident_bytes
         return min(seat.resident_bytes, self.room_bytes(seat, card) + card.cuda_context_bytes)
 
-    def gate(self, seat: Seat, card: Card) -> Refusal | None:
+    def gate(self, seat: Seat, card: EngineCard) -> Refusal | None:
         """Rule `spill` when its room is short of the resident; Ollama itself never refuses."""
         if seat.engine.num_gpu is not None:
             return None
@@ -124,11 +125,11 @@ class Ollama:
             f"so {gib(wanted - room)} of the model runs on the CPU",
         )
 
-    def kv_tokens(self, seat: Seat, card: Card) -> int | None:
+    def kv_tokens(self, seat: Seat, card: EngineCard) -> int | None:
         """num_ctx: the tokens one request may hold."""
         return seat.engine.num_ctx
 
-    def kv_capacity(self, seat: Seat, card: Card) -> Refusal | None:
+    def kv_capacity(self, seat: Seat, card: EngineCard) -> Refusal | None:
         """num_ctx below the profile's length: Ollama truncates the prompt to num_ctx."""
         profile = seat.engine.profile
         return short_context(
@@ -143,7 +144,7 @@ class Ollama:
         """num_gpu fixes its layers on the card."""
         return spec.num_gpu is not None
 
-    def pin_flags(self, seat: Seat, card: Card) -> tuple[str, ...]:
+    def pin_flags(self, seat: Seat, card: EngineCard) -> tuple[str, ...]:
         """num_gpu, num_ctx from the resident's KV room, and the overhead that keeps the rest."""
         profile = seat.engine.profile
         room = kv_room(seat, card)
@@ -172,7 +173,7 @@ def read_own_log(lines: Sequence[str], fallback: Learned) -> Learned:
     """Ollama's own engine: weights, KV cache and compute graph on the first CUDA card."""
     scan = LogScan.of(lines, {"weights": _WEIGHTS, "kv": _KV_CACHE, "compute": _GRAPH})
 
-    def figure(name: str) -> Figure | None:
+    def figure(name: str) -> LogFigure | None:
         if scan.group(name) is None:
             return None
         return scan.figure(name, size_bytes(scan.group(name, 1) or "0", scan.group(name, 2) or "B"))

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from placement.fit.engines.base import Behaviour, Card, Learned, Refusal
+from placement.fit.engines.base import Behaviour, EngineCard, Learned, NoRequest, Refusal
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
 
 
-class Other:
+class Other(NoRequest):
     """A server without an engine rule: fixed at its resident."""
 
     kind = "other"
@@ -37,15 +37,15 @@ class Other:
         """No fields."""
         return {}
 
-    def need_bytes(self, seat: Seat, card: Card) -> int:
+    def need_bytes(self, seat: Seat, card: EngineCard) -> int:
         """Its resident."""
         return seat.resident_bytes
 
-    def gate(self, seat: Seat, card: Card) -> Refusal | None:
+    def gate(self, seat: Seat, card: EngineCard) -> Refusal | None:
         """None: it has no start-up check."""
         return None
 
-    def kv_capacity(self, seat: Seat, card: Card) -> Refusal | None:
+    def kv_capacity(self, seat: Seat, card: EngineCard) -> Refusal | None:
         """None: no KV cache known."""
         return None
 
@@ -53,11 +53,11 @@ class Other:
         """Always: its resident is all it takes."""
         return True
 
-    def pin_flags(self, seat: Seat, card: Card) -> tuple[str, ...]:
+    def pin_flags(self, seat: Seat, card: EngineCard) -> tuple[str, ...]:
         """None: its bytes are its own configuration's."""
         return ()
 
-    def kv_tokens(self, seat: Seat, card: Card) -> int | None:
+    def kv_tokens(self, seat: Seat, card: EngineCard) -> int | None:
         """None: no KV cache known."""
         return None
 

@@ -13,7 +13,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
-    from placement.fit.engines.base import Engine
+    from placement.fit.engines.base import EngineRule
     from seats.model import Engine as EngineSpec
 
 # kind → module, in the order recognition tries them: Ollama before llama.cpp, since Ollama's
@@ -31,15 +31,15 @@ KINDS: tuple[str, ...] = tuple(kind for kind, _ in ENGINES)
 
 
 @cache
-def engine(kind: str) -> Engine:
+def engine(kind: str) -> EngineRule:
     """The engine of one kind (its module imported on first use); KeyError for an unknown kind."""
     modules = dict(ENGINES)
     if kind not in modules:
         raise KeyError(f"no engine of kind {kind!r}; kinds: {', '.join(KINDS)}")
-    return cast("Engine", import_module(modules[kind]).ENGINE)
+    return cast("EngineRule", import_module(modules[kind]).ENGINE)
 
 
-def engines() -> Iterator[Engine]:
+def engines() -> Iterator[EngineRule]:
     """Every engine, in recognition order (imports them all: for recognition and docs only)."""
     for kind in KINDS:
         yield engine(kind)
@@ -47,7 +47,7 @@ def engines() -> Iterator[Engine]:
 
 def recognise(
     argv: Sequence[str], image: str | None = None, declared: str | None = None
-) -> Engine | None:
+) -> EngineRule | None:
     """The engine a command line (and image) starts; `declared` is `x-gpuplan-engine: KIND`.
 
     None when no engine recognises it: a GPU service nobody recognises stays `unknown`.

@@ -31,9 +31,10 @@ from collections.abc import Mapping, Sequence
 
 from placement.fit.engines.base import (
     Behaviour,
-    Card,
+    EngineCard,
     Learned,
     LogScan,
+    NoRequest,
     Refusal,
     argv_mentions,
     as_fraction,
@@ -62,7 +63,7 @@ _KV = re.compile(
 _SUMMARY = re.compile(r"max_total_num_tokens=(\d+),.*?context_len=(\d+)")
 
 
-class SGLang:
+class SGLang(NoRequest):
     """SGLang's `python -m sglang.launch_server`."""
 
     kind = "sglang"
@@ -100,14 +101,14 @@ class SGLang:
                 found[field] = value
         return found
 
-    def static_bytes(self, seat: Seat, card: Card) -> int | None:
+    def static_bytes(self, seat: Seat, card: EngineCard) -> int | None:
         """floor(m × F0): what its weights and KV pool may take; None without a declared m."""
         share = seat.engine.mem_fraction_static
         if share is None:
             return None
         return floor_times(fraction(share), card.engine_free_bytes)
 
-    def pool_tokens(self, seat: Seat, card: Card) -> int | None:
+    def pool_tokens(self, seat: Seat, card: EngineCard) -> int | None:
         """min(floor((m × F0 − W) / c), T): the tokens its pool holds (needs m, W and c)."""
         profile = seat.engine.profile
         static = self.static_bytes(seat, card)
@@ -120,7 +121,7 @@ class SGLang:
         cap = seat.engine.max_total_tokens
         return profiled if cap is None else min(profiled, cap)
 
-    def need_bytes(self, seat: Seat, card: Card) -> int:
+    def need_bytes(self, seat: Seat, card: EngineCard) -> int:
         """The resident, raised to what its fraction of free (or its pinned pool) makes it hold."""
         profile = seat.engine.profile
         cap = seat.engine.max_total_tokens
@@ -133,7 +134,7 @@ class SGLang:
         # Weights and pool fill m × F0; activations and graphs come on top, within the resident.
         return max(seat.resident_bytes, static + card.cuda_context_bytes)
 
-    def gate(self, seat: Seat, card: Card) -> Refusal | None:
+    def gate(self, seat: Seat, card: EngineCard) -> Refusal | None:
         """'Not enough memory' when its weights reach m × F0 (needs m and the weights)."""
         static = self.static_bytes(seat, card)
         weights = weights_of(seat)
@@ -148,7 +149,7 @@ class SGLang:
             f'{gib(static)} ("Not enough memory. Please try to increase --mem-fraction-static.")',
         )
 
-    def kv_capacity(self, seat: Seat, card: Card) -> Refusal | None:
+    def kv_capacity(self, seat: Seat, card: EngineCard) -> Refusal | None:
         """A pool below --context-length: SGLang caps each request at the pool (it starts)."""
         return short_context(
             seat,
@@ -163,7 +164,7 @@ class SGLang:
         """--max-total-tokens fixes its pool (with a profile, its bytes)."""
         return spec.max_total_tokens is not None
 
-    def pin_flags(self, seat: Seat, card: Card) -> tuple[str, ...]:
+    def pin_flags(self, seat: Seat, card: EngineCard) -> tuple[str, ...]:
         """--mem-fraction-static m --max-total-tokens T: a pool of T × c bytes, m × F0 ≥ W + T × c."""
         profile = seat.engine.profile
         room = kv_room(seat, card)
@@ -177,7 +178,7 @@ class SGLang:
             return ()
         return ("--mem-fraction-static", share_text(share), "--max-total-tokens", str(tokens))
 
-    def kv_tokens(self, seat: Seat, card: Card) -> int | None:
+    def kv_tokens(self, seat: Seat, card: EngineCard) -> int | None:
         """Tokens of its pool on this card (None without a profile)."""
         return self.pool_tokens(seat, card)
 

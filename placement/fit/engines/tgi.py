@@ -32,9 +32,10 @@ from decimal import Decimal
 
 from placement.fit.engines.base import (
     Behaviour,
-    Card,
+    EngineCard,
     Learned,
     LogScan,
+    NoRequest,
     Refusal,
     argv_mentions,
     as_fraction,
@@ -60,7 +61,7 @@ _ARGS_TOTAL = re.compile(r"max_total_tokens: Some\((\d+)\)")
 _BLOCKS = re.compile(r"KV-cache blocks: (\d+), size: (\d+)")
 
 
-class TGI:
+class TGI(NoRequest):
     """Hugging Face text-generation-inference (`text-generation-launcher`)."""
 
     kind = "tgi"
@@ -104,16 +105,16 @@ class TGI:
         value = seat.engine.cuda_memory_fraction
         return DEFAULT_FRACTION if value is None else fraction(value)
 
-    def level_bytes(self, seat: Seat, card: Card) -> int:
+    def level_bytes(self, seat: Seat, card: EngineCard) -> int:
         """ceil((1 − 0.9 f) × T): the free bytes TGI leaves on the card."""
         return ceil_times(1 - WIGGLE_ROOM * self.share(seat), card.cuda_total_bytes)
 
-    def need_bytes(self, seat: Seat, card: Card) -> int:
+    def need_bytes(self, seat: Seat, card: EngineCard) -> int:
         """max(resident, free − level): it takes the card down to its level."""
         taken = card.free_bytes - self.level_bytes(seat, card)
         return max(seat.resident_bytes, taken)
 
-    def kv_bytes(self, seat: Seat, card: Card) -> int | None:
+    def kv_bytes(self, seat: Seat, card: EngineCard) -> int | None:
         """max(0, free after weights and non-KV − level): its KV cache (needs a profile)."""
         profile = seat.engine.profile
         if profile is None:
@@ -126,13 +127,13 @@ class TGI:
         )
         return max(0, after - self.level_bytes(seat, card))
 
-    def kv_tokens(self, seat: Seat, card: Card) -> int | None:
+    def kv_tokens(self, seat: Seat, card: EngineCard) -> int | None:
         """KV bytes // c."""
         kv = self.kv_bytes(seat, card)
         profile = seat.engine.profile
         return None if kv is None or profile is None else kv // profile.kv_bytes_per_token
 
-    def gate(self, seat: Seat, card: Card) -> Refusal | None:
+    def gate(self, seat: Seat, card: EngineCard) -> Refusal | None:
         """Warm-up OOM when its weights leave nothing above its level."""
         kv = self.kv_bytes(seat, card)
         if kv is None:
@@ -149,7 +150,7 @@ class TGI:
             )
         return None
 
-    def kv_capacity(self, seat: Seat, card: Card) -> Refusal | None:
+    def kv_capacity(self, seat: Seat, card: EngineCard) -> Refusal | None:
         """--max-total-tokens above its KV tokens: TGI refuses at start."""
         return short_context(
             seat,
@@ -163,7 +164,7 @@ class TGI:
         """A declared --cuda-memory-fraction sets the level it fills the card to."""
         return spec.cuda_memory_fraction is not None
 
-    def pin_flags(self, seat: Seat, card: Card) -> tuple[str, ...]:
+    def pin_flags(self, seat: Seat, card: EngineCard) -> tuple[str, ...]:
         """--cuda-memory-fraction f (largest that keeps it within its resident here) and
         --max-total-tokens from the profile's KV room."""
         # free − (1 − 0.9 f) × T ≤ R  ⇔  0.9 f × T ≥ … ⇔ f ≤ (R − free + T) / (0.9 T)
@@ -178,7 +179,7 @@ class TGI:
             flags += ["--max-total-tokens", str(room // profile.kv_bytes_per_token)]
         return tuple(flags)
 
-    def needs_with_profile(self, seat: Seat, card: Card) -> int:
+    def needs_with_profile(self, seat: Seat, card: EngineCard) -> int:
         """The resident a profile implies at its KV bytes here (for a warning)."""
         return profile_need(seat, card, self.kv_bytes(seat, card) or 0)
 

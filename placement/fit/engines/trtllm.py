@@ -30,9 +30,10 @@ from decimal import Decimal
 
 from placement.fit.engines.base import (
     Behaviour,
-    Card,
+    EngineCard,
     Learned,
     LogScan,
+    NoRequest,
     Refusal,
     argv_mentions,
     as_fraction,
@@ -62,7 +63,7 @@ _ESTIMATED = re.compile(r"Estimated max memory in KV cache : ([\d.]+) GiB")
 _ALLOCATED = re.compile(r"Allocated ([\d.]+) GiB for max tokens in paged KV cache \((\d+)\)")
 
 
-class TensorRTLLM:
+class TensorRTLLM(NoRequest):
     """NVIDIA TensorRT-LLM's `trtllm-serve`."""
 
     kind = "trtllm"
@@ -98,7 +99,7 @@ class TensorRTLLM:
         value = seat.engine.free_gpu_memory_fraction
         return DEFAULT_FRACTION if value is None else fraction(value)
 
-    def kv_bytes(self, seat: Seat, card: Card) -> int | None:
+    def kv_bytes(self, seat: Seat, card: EngineCard) -> int | None:
         """min(floor(f × (F0 − W − N)), M × c): needs a profile."""
         profile = seat.engine.profile
         if profile is None:
@@ -113,7 +114,7 @@ class TensorRTLLM:
         cap = seat.engine.max_tokens
         return kv if cap is None else min(kv, cap * profile.kv_bytes_per_token)
 
-    def need_bytes(self, seat: Seat, card: Card) -> int:
+    def need_bytes(self, seat: Seat, card: EngineCard) -> int:
         """weights + non_kv + KV + context with a profile, at least the resident; without one,
         at least f × free (its KV alone takes that share of what the weights leave)."""
         kv = self.kv_bytes(seat, card)
@@ -126,7 +127,7 @@ class TensorRTLLM:
             else max(seat.resident_bytes, floor)
         )
 
-    def gate(self, seat: Seat, card: Card) -> Refusal | None:
+    def gate(self, seat: Seat, card: EngineCard) -> Refusal | None:
         """None: TensorRT-LLM has no start-up check of free memory; it shortens max_seq_len."""
         kv = self.kv_bytes(seat, card)
         if kv is None or kv > 0:
@@ -139,13 +140,13 @@ class TensorRTLLM:
             f"on this card ({gib(card.engine_free_bytes)} free at start)",
         )
 
-    def kv_tokens(self, seat: Seat, card: Card) -> int | None:
+    def kv_tokens(self, seat: Seat, card: EngineCard) -> int | None:
         """KV bytes // c."""
         kv = self.kv_bytes(seat, card)
         profile = seat.engine.profile
         return None if kv is None or profile is None else kv // profile.kv_bytes_per_token
 
-    def kv_capacity(self, seat: Seat, card: Card) -> Refusal | None:
+    def kv_capacity(self, seat: Seat, card: EngineCard) -> Refusal | None:
         """A cache below max_seq_len (else the profile's length): it shortens max_seq_len."""
         profile = seat.engine.profile
         wanted = seat.engine.max_seq_len or (profile.max_model_len if profile else None)
@@ -161,7 +162,7 @@ class TensorRTLLM:
         """kv_cache_config.max_tokens fixes its KV cache."""
         return spec.max_tokens is not None
 
-    def pin_flags(self, seat: Seat, card: Card) -> tuple[str, ...]:
+    def pin_flags(self, seat: Seat, card: EngineCard) -> tuple[str, ...]:
         """kv_cache_config.max_tokens from the resident's KV room (f kept: the smaller wins)."""
         profile = seat.engine.profile
         room = kv_room(seat, card)

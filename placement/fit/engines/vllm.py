@@ -1,4 +1,4 @@
-"""vLLM behind the Engine protocol: the rule itself stays in this package's `__init__`.
+"""vLLM behind the EngineRule protocol: the rule itself stays in this package's `__init__`.
 
 The gate, util, need and flags of vLLM (FACTS.md §2; read in vLLM 0.10.2, 0.33.0, 0.34.0)
 are the functions of `placement.fit.engines`; this module answers the protocol with them so
@@ -10,11 +10,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 
-from placement.fit.engines import engine_flags, gate_rule, need_bytes, passes_gate, requested_bytes
+from placement.fit.engines import (
+    UTIL_STEP,
+    format_util,
+    need_bytes,
+    passes_gate,
+    requested_bytes,
+    util_decimal,
+)
 from placement.fit.engines.base import (
     Behaviour,
-    Card,
+    EngineCard,
+    GateRule,
     Learned,
     Refusal,
     argv_mentions,
@@ -40,12 +49,89 @@ _SCALE = {
     "t": 10**12,
 }
 
+# FACTS.md §2: the default --gpu-memory-utilization by version; 0.34 skips the gate by default.
+DEFAULT_UTIL_OLD = Decimal("0.9")  # up to 0.32
+DEFAULT_UTIL_033 = Decimal("0.92")  # 0.33, and 0.34+ once kv_cache_memory turns the gate back on
+UNBOUNDED_FROM = (0, 34)
+GATED_DEFAULT_FROM = (0, 33)
+_VERSION = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
+UTIL_FLAG = "--gpu-memory-utilization"
+KV_FLAG = "--kv-cache-memory-bytes"
+
+
+def parse_version(text: str | None) -> tuple[int, int, int] | None:
+    """'0.11.0' → (0, 11, 0); 'v0.34.1rc2' → (0, 34, 1); None or unreadable → None."""
+    if text is None:
+        return None
+    found = _VERSION.match(text)
+    if found is None:
+        return None
+    return (int(found.group(1)), int(found.group(2)), int(found.group(3) or 0))
+
+
+def gate_rule(engine: EngineSpec, *, propose: bool) -> GateRule:
+    """The gate a vLLM seat applies as declared.
+
+    `propose=True` (plan): a vLLM seat without a declared util gets one proposed later, so it
+    is gated with source "proposed" even where, as declared, it would be unbounded.
+    `propose=False` (check): the version's default util, or "unbounded" for 0.34+ with neither
+    util nor kv_cache_memory (and for a seat that names no version and neither).
+    """
+    kv = engine.kv_cache_bytes
+    version = parse_version(engine.version)
+    if engine.gpu_memory_utilization is not None:
+        util = util_decimal(engine.gpu_memory_utilization)
+        capped = kv is None and version is not None and version[:2] >= UNBOUNDED_FROM
+        return GateRule("gated", util, "declared", kv, checks_gate=not capped)
+    warnings: list[str] = []
+    if engine.version is not None and version is None:
+        warnings.append(
+            f"vLLM version {engine.version!r} is not recognised; judged as gated with util "
+            f"{DEFAULT_UTIL_033}"
+        )
+    unbounded = kv is None and (
+        engine.version is None or (version is not None and version[:2] >= UNBOUNDED_FROM)
+    )
+    if propose:
+        if unbounded:
+            warnings.append(
+                "as declared it is unbounded (vLLM ≥ 0.34 with neither gpu_memory_utilization "
+                "nor kv_cache_memory sizes its KV cache to nearly all free memory); start it with "
+                "the flags shown"
+            )
+        return GateRule("gated", None, "proposed", kv, tuple(warnings))
+    if unbounded:
+        return GateRule("unbounded", None, "default", kv, tuple(warnings))
+    return GateRule("gated", default_util(version), "default", kv, tuple(warnings))
+
+
+def default_util(version: tuple[int, int, int] | None) -> Decimal:
+    """The util vLLM uses when none is passed, for a gated start (FACTS.md §2)."""
+    if version is not None and version[:2] < GATED_DEFAULT_FROM:
+        return DEFAULT_UTIL_OLD
+    # 0.33, 0.34+ with kv_cache_memory, and an unknown version (the stricter of the two).
+    return DEFAULT_UTIL_033
+
+
+def engine_flags(
+    util: Decimal | None, kv_cache_bytes: int | None, *, proposed: bool
+) -> tuple[str, ...]:
+    """vLLM start flags: util (three decimals when proposed) and the pinned KV cache."""
+    flags: list[str] = []
+    if util is not None:
+        text = format(util.quantize(UTIL_STEP), "f") if proposed else format_util(util)
+        flags += [UTIL_FLAG, text]
+    if kv_cache_bytes is not None:
+        flags += [KV_FLAG, str(kv_cache_bytes)]
+    return tuple(flags)
+
 
 class VLLM:
     """vLLM's OpenAI server (`vllm serve`, `-m vllm.entrypoints.openai.api_server`)."""
 
     kind = "vllm"
     title = "vLLM"
+    util_request = True
     # Its log is read by placement/check/vllm_log.py (`learn --vllm-log`).
     log_reader = "vllm-log"
     commands = ("vllm serve", "python -m vllm.entrypoints.openai.api_server")
@@ -69,16 +155,16 @@ class VLLM:
     ) -> dict[str, object]:
         """--gpu-memory-utilization and --kv-cache-memory-bytes."""
         found: dict[str, object] = {}
-        util = as_fraction(flag_value(argv, "--gpu-memory-utilization"))
+        util = as_fraction(flag_value(argv, UTIL_FLAG))
         if util is not None:
             found["gpu_memory_utilization"] = util
-        text = flag_value(argv, "--kv-cache-memory-bytes", "--kv-cache-memory")
+        text = flag_value(argv, KV_FLAG, "--kv-cache-memory")
         match = _SIZE.match(text or "")
         if match is not None and int(match.group(1)) > 0:
             found["kv_cache_memory"] = int(match.group(1)) * _SCALE[match.group(2)]
         return found
 
-    def need_bytes(self, seat: Seat, card: Card) -> int:
+    def need_bytes(self, seat: Seat, card: EngineCard) -> int:
         """The resident, or ceil(util × total) + context where its KV grows to its request."""
         rule = gate_rule(seat.engine, propose=False)
         return need_bytes(
@@ -89,7 +175,7 @@ class VLLM:
             card.cuda_context_bytes,
         )
 
-    def gate(self, seat: Seat, card: Card) -> Refusal | None:
+    def gate(self, seat: Seat, card: EngineCard) -> Refusal | None:
         """free after context < ceil(util × total) refuses (when its gate applies)."""
         rule = gate_rule(seat.engine, propose=False)
         if rule.gating != "gated" or not rule.checks_gate or rule.util is None:
@@ -105,7 +191,7 @@ class VLLM:
             f"{gib(card.cuda_total_bytes)} = {gib(requested)}",
         )
 
-    def kv_capacity(self, seat: Seat, card: Card) -> Refusal | None:
+    def kv_capacity(self, seat: Seat, card: EngineCard) -> Refusal | None:
         """Left to placement/fit/kv.py, which judges vLLM's second refusal today."""
         return None
 
@@ -113,20 +199,51 @@ class VLLM:
         """Not unbounded: a util or kv_cache_memory, or a version that gates by default."""
         return gate_rule(spec, propose=False).gating != "unbounded"
 
-    def pin_flags(self, seat: Seat, card: Card) -> tuple[str, ...]:
+    def pin_flags(self, seat: Seat, card: EngineCard) -> tuple[str, ...]:
         """Its declared util and kv_cache_memory as flags."""
         rule = gate_rule(seat.engine, propose=False)
         return engine_flags(
             rule.util if rule.source == "declared" else None, rule.kv_cache_bytes, proposed=False
         )
 
-    def kv_tokens(self, seat: Seat, card: Card) -> int | None:
+    def kv_tokens(self, seat: Seat, card: EngineCard) -> int | None:
         """Left to placement/fit/kv.py, which judges vLLM's second refusal today."""
         return None
 
     def learn(self, lines: Sequence[str]) -> Learned:
         """vLLM's log is read by placement/check/vllm_log.py (`learn --vllm-log`)."""
         return Learned(self.kind, missing=("vLLM's lines: use `gpuplan learn SEAT --vllm-log`",))
+
+    def request_rule(self, spec: EngineSpec, *, propose: bool) -> GateRule:
+        """Its util request by version (`gate_rule`)."""
+        return gate_rule(spec, propose=propose)
+
+    def request_flags(
+        self, util: Decimal | None, kv_cache_bytes: int | None, *, proposed: bool
+    ) -> tuple[str, ...]:
+        """--gpu-memory-utilization and --kv-cache-memory-bytes."""
+        return engine_flags(util, kv_cache_bytes, proposed=proposed)
+
+    def unbounded_why(self, spec: EngineSpec) -> str:
+        """≥ 0.34 (or no known version) with neither util nor kv_cache_memory."""
+        if spec.version:
+            return f"vLLM {spec.version} with neither gpu_memory_utilization nor kv_cache_memory"
+        return (
+            "vLLM of no known version (an image tag like `latest`) with neither "
+            "gpu_memory_utilization nor kv_cache_memory"
+        )
+
+    def pin_hint(self) -> str:
+        """Its two pins."""
+        return f"{UTIL_FLAG} or {KV_FLAG}"
+
+    def flag_of(self, field: str) -> str:
+        """The util and KV fields' flags; any other field is its flag in snake_case."""
+        if field == "gpu_memory_utilization":
+            return UTIL_FLAG
+        if field in ("kv_cache_bytes", "kv_cache_memory"):
+            return KV_FLAG
+        return "--" + field.replace("_", "-")
 
 
 ENGINE = VLLM()

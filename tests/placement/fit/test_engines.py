@@ -10,17 +10,15 @@ from hypothesis import strategies as st
 
 from placement.fit.engines import (
     cover_target,
-    default_util,
-    engine_flags,
     gate_rule,
     largest_util_within,
     need_bytes,
-    parse_version,
     passes_gate,
     requested_bytes,
     smallest_util_covering,
     util_decimal,
 )
+from placement.fit.engines.vllm import default_util, engine_flags, parse_version
 from seats.model import Engine
 from seats.units import GiB, MiB
 

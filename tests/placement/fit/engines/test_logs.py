@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from placement.cli import main as cli
-from placement.fit.engines.base import Card
+from placement.fit.engines.base import EngineCard
 from placement.fit.engines.registry import engine
 from seats.model import Seat
 from seats.units import MiB
@@ -220,7 +220,7 @@ def test_sglang_log_by_hand() -> None:
         "kv_bytes_per_token": learned.kv_bytes_per_token,
         "max_model_len": learned.max_model_len.value,
     }
-    card = Card(24 * 2**30, 23 * 2**30, 0)
+    card = EngineCard(24 * 2**30, 23 * 2**30, 0)
     pinned = Seat.model_validate(
         {
             "name": "s",

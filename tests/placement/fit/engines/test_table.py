@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-from placement.fit.engines.base import Card, Refusal
+from placement.fit.engines.base import EngineCard, Refusal
 from placement.fit.engines.registry import KINDS, describe, engine
 from seats.model import Seat
 from seats.units import GiB, MiB
 
 TOTAL = 101_972_967_424
 CONTEXT = 1183 * MiB  # 1,240,465,408
-FREE_60 = Card(TOTAL, 60 * GiB, CONTEXT)  # engine reads F0 = 63,184,044,032 (58.85 GiB)
-FREE_10 = Card(TOTAL, 10 * GiB, CONTEXT)  # engine reads F0 = 9,057 MiB
+FREE_60 = EngineCard(TOTAL, 60 * GiB, CONTEXT)  # engine reads F0 = 63,184,044,032 (58.85 GiB)
+FREE_10 = EngineCard(TOTAL, 10 * GiB, CONTEXT)  # engine reads F0 = 9,057 MiB
 # An 8B-class model: 16 GiB of weights, 2 GiB outside the KV cache,
 # 2 × 32 layers × 8 KV heads × 128 × 2 B = 131,072 B of KV per token.
 PROFILE = {
@@ -42,7 +42,7 @@ def seat(kind: str, resident: int = 30 * GiB, **fields: Any) -> Seat:
 class Case:
     name: str
     seat: Seat
-    card: Card
+    card: EngineCard
     behaviour: str
     need: int
     refusal: tuple[str, int] | None  # (rule, short bytes) or None when it starts in full
@@ -275,7 +275,7 @@ KV_CAPACITY = [
 @pytest.mark.parametrize(
     "case", KV_CAPACITY, ids=lambda c: c[0].engine.kind if isinstance(c, tuple) else ""
 )
-def test_kv_capacity(case: tuple[Seat, Card, int | None]) -> None:
+def test_kv_capacity(case: tuple[Seat, EngineCard, int | None]) -> None:
     short_seat, card, short = case
     refusal = engine(short_seat.engine.kind).kv_capacity(short_seat, card)
     if short is None:
@@ -356,7 +356,7 @@ PINS = [
 @pytest.mark.parametrize(
     "case", PINS, ids=lambda c: c[0].engine.kind if isinstance(c, tuple) else ""
 )
-def test_pin_flags_from_bytes(case: tuple[Seat, Card, tuple[str, ...]]) -> None:
+def test_pin_flags_from_bytes(case: tuple[Seat, EngineCard, tuple[str, ...]]) -> None:
     pinned, card, flags = case
     assert engine(pinned.engine.kind).pin_flags(pinned, card) == flags
 
