@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
 from inventory.snapshot import Snapshot
 from placement.check.compose import ComposeError, ComposeFile, ComposeService, resolve_cards
 from placement.check.nearest import with_nearest
@@ -26,6 +28,7 @@ from placement.fit.engines.registry import engine
 from placement.fit.verify import Placement, judge
 from seats.errors import BadInputError, Exit
 from seats.model import Catalogue, Seat
+from seats.model import Engine as EngineSpec
 
 SCHEMA = 1
 Kind = Literal["pass", "refuse", "unknown", "error"]
@@ -130,8 +133,36 @@ class DeployResult:
         }
 
 
+def service_engine_seat(seat: Seat, service: ComposeService) -> Seat:
+    """The catalogue seat with the engine a compose service runs and the fields its flags set.
+
+    The catalogue's own fields, version and profile stay where the engine is the same kind;
+    a service of another kind than the catalogue says keeps only the profile (the model's bytes).
+    """
+    declared = seat.engine
+    data: dict[str, object] = {"kind": service.engine}
+    if declared.kind == service.engine:
+        data.update(declared.model_dump(by_alias=True, exclude_none=True))
+    elif declared.profile is not None:
+        data["profile"] = declared.profile
+    data.update(dict(service.engine_fields))
+    try:
+        engine = EngineSpec.model_validate(data)
+    except ValidationError as exc:
+        raise ComposeError(
+            service.path, service.name, None, f"its engine flags are not valid: {exc}"
+        ) from None
+    return seat.model_copy(update={"engine": engine})
+
+
 def unknown_message(service: ComposeService) -> str:
     """Why a GPU service has no known need, and both ways to declare it."""
+    if service.engine is not None:
+        title = engine(service.engine).title
+        return (
+            f"service {service.name} runs {title} but matches no catalogue seat, so gpuplan "
+            "cannot tell its resident; add `x-gpuplan-seat: NAME` naming its seat in the catalogue"
+        )
     return (
         f"service {service.name} asks for a GPU but gpuplan cannot tell its need: it runs no vLLM "
         "that gpuplan can see (vllm serve, the api_server module, the vllm/vllm-openai image) and "
@@ -194,6 +225,12 @@ def _alone(
         seat = catalogue_seat(catalogue, service, snapshots)
         if seat is None:
             return [_unknown(service, snapshots, host)]
+        if service.engine is not None:
+            # Judged as the file starts it: its engine and the flags its command gives.
+            seat = service_engine_seat(seat, service)
+            catalogue = catalogue.model_copy(
+                update={"seats": tuple(seat if s.name == seat.name else s for s in catalogue.seats)}
+            )
         snapshot = pick_snapshot(snapshots, host or seat.host)
         cards = resolve_cards(service, snapshot.host, snapshot.cards)
         result = check_seat(catalogue, snapshots, seat.name, cards, host=snapshot.host)

@@ -12,7 +12,7 @@ from inventory.snapshot import format_utc
 from placement.check.seat import CheckResult
 from placement.cli.render import b, reason_figures, table
 from placement.fit.beside import is_unbounded
-from placement.fit.engines import engine_of, requests_util
+from placement.fit.engines import engine_of, named, requests_util
 from placement.fit.verdict import Reason, Rule
 
 if TYPE_CHECKING:
@@ -47,6 +47,11 @@ def _headline(result: CheckResult) -> str:
             parts.append("no util")
         if engine.kv_cache_bytes is not None:
             parts.append(f"kv cache {b(engine.kv_cache_bytes)}")
+    elif named(engine):
+        rule = engine_of(engine)
+        parts.append(
+            f"{rule.title} {engine.version or '(version unknown)'} ({rule.behaviour(engine)})"
+        )
     parts.append(
         f"resident {b(seat.resident_bytes)}" if result.resident_known else "resident unknown"
     )

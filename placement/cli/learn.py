@@ -66,8 +66,8 @@ def _read(name: str) -> tuple[list[str], str]:
 
 def run(args: argparse.Namespace) -> int:
     """Print the profile block (or its JSON); exit 2 when the log lacks a line."""
-    from placement.check.vllm_log import learn_profile, read_log
     from placement.fit.engines import util_decimal
+    from placement.fit.engines.vllm_log import learn_profile, read_log
 
     catalogue = load_catalogue_argument(args)
     try:

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from placement.fit.engines import engine_of, gate_rule
+from placement.fit.engines import engine_of, unbounded_as_declared
 from placement.fit.verdict import Reason
 from seats.model import Seat
 
 
 def is_unbounded(seat: Seat) -> bool:
     """True for a seat judged `unbounded` as declared (check's reading: no util proposed)."""
-    return not seat.exclusive and gate_rule(seat.engine, propose=False).gating == "unbounded"
+    return not seat.exclusive and unbounded_as_declared(seat.engine)
 
 
 def unbounded_beside(

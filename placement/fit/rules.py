@@ -14,7 +14,15 @@ from decimal import Decimal
 from functools import lru_cache
 
 from inventory.snapshot import Card
-from placement.fit.engines import GateRule, format_util, passes_gate, requested_bytes
+from placement.fit.engines import (
+    GateRule,
+    engine_of,
+    format_util,
+    passes_gate,
+    requested_bytes,
+    unbounded_as_declared,
+)
+from placement.fit.engines.base import EngineCard, Refusal
 from placement.fit.kv import kv_capacity_reason
 from placement.fit.room import fits_room
 from placement.fit.state import CardState
@@ -281,6 +289,61 @@ def exclusive_reason(*, seat: Seat, state: CardState, host: str) -> Reason | Non
 ROOMY_RULES = ("room", "reserve", "hold")
 
 
+def engine_card(state: CardState) -> EngineCard:
+    """What the seat's engine meets on the card when it starts last: NVML's free less every
+    other new seat and hold (its gate free, with its own context not yet up)."""
+    ctx = state.cuda_context_bytes
+    return EngineCard(
+        cuda_total_bytes=state.cuda_total_bytes,
+        free_bytes=max(0, state.gate_free_bytes + ctx),
+        cuda_context_bytes=ctx,
+    )
+
+
+def _refusal_reason(refusal: Refusal, state: CardState, host: str) -> Reason:
+    return Reason(
+        rule=refusal.rule,
+        card=state.card.index,
+        need_bytes=refusal.need_bytes,
+        room_bytes=refusal.room_bytes,
+        short_bytes=refusal.short_bytes,
+        text=refusal.text,
+        host=host,
+    )
+
+
+def engine_reasons(*, seat: Seat, state: CardState, host: str) -> list[Reason]:
+    """The rules of an engine that starts on no util request, each by its own module
+    (DESIGN.md, Engines): its own refusal (`gate`) or its spill (`spill`), a KV cache short of one
+    request (`kv_capacity`), and `unbounded` for an unpinned share of free beside anything."""
+    engine = engine_of(seat.engine)
+    if engine.util_request:
+        return []  # vLLM's gate, kv_capacity and unbounded are the rules above
+    card = engine_card(state)
+    out = [
+        _refusal_reason(refusal, state, host)
+        for refusal in (engine.gate(seat, card), engine.kv_capacity(seat, card))
+        if refusal is not None
+    ]
+    sharing = list(state.occupants) + list(state.reserve_names)
+    if unbounded_as_declared(seat.engine) and not seat.exclusive and sharing:
+        pins = " ".join(engine.pin_flags(seat, card)) or engine.pin_hint()
+        out.append(
+            Reason(
+                rule="unbounded",
+                card=state.card.index,
+                need_bytes=None,
+                room_bytes=None,
+                short_bytes=None,
+                text=f"unbounded {engine.unbounded_why(seat.engine)}: it takes a share of what "
+                f"is free when it starts, so it would take what {', '.join(sharing)} need; "
+                f"pin it ({pins})",
+                host=host,
+            )
+        )
+    return out
+
+
 def card_reasons(
     *,
     seat: Seat,
@@ -307,6 +370,7 @@ def card_reasons(
             seat=seat, util=util if rule.gating == "gated" else None, state=state, host=host
         ),
         unbounded_reason(seat=seat, rule=rule, state=state, host=host),
+        *engine_reasons(seat=seat, state=state, host=host),
         exclusive_reason(seat=seat, state=state, host=host),
     )
     reasons = [reason for reason in found if reason is not None]

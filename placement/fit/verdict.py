@@ -19,6 +19,7 @@ Rule = Literal[
     "margin",
     "hold",
     "kv_capacity",
+    "spill",
 ]
 VerdictKind = Literal["pass", "refuse", "unknown"]
 
@@ -83,6 +84,9 @@ class Verdict:
     need_bytes: int | None = None
     util: str | None = None
     figures: tuple[CardFigures, ...] = field(default=(), compare=False)
+    # DESIGN.md, Engines: {kind, version, behaviour} of the seat's engine; None where no seat
+    # was judged (a host nobody could read).
+    engine: dict[str, str | None] | None = field(default=None, compare=False)
 
     @property
     def passed(self) -> bool:
@@ -102,4 +106,5 @@ class Verdict:
             "flags": list(self.flags),
             "warnings": list(self.warnings),
             "nearest": list(self.nearest),
+            "engine": self.engine,
         }

@@ -18,7 +18,9 @@ from placement.fit.engines import (
     UTIL_STEP,
     GateRule,
     cover_target,
+    describe,
     engine_flags,
+    engine_of,
     format_util,
     gate_rule,
     largest_util_within,
@@ -28,6 +30,7 @@ from placement.fit.engines import (
     requests_util,
     smallest_util_covering,
 )
+from placement.fit.engines.base import EngineCard
 from placement.fit.kv import (
     graphs_outside_request_bytes,
     kv_fixes,
@@ -38,6 +41,7 @@ from placement.fit.rules import (
     ROOMY_RULES,
     b,
     card_reasons,
+    engine_card,
     error_reason,
     host_reasons,
     missing_card_reason,
@@ -171,7 +175,10 @@ def other_need(
     """Bytes another new seat placed on `card` takes there (its own util as it will start)."""
     seat = placement.seat
     if not requests_util(seat.engine):
-        return seat.resident_bytes
+        # Started before the judged seat, it meets the card as the snapshot shows it.
+        ctx = cuda_context_bytes(catalogue, snapshot.host)
+        met = EngineCard(cuda_total(card), card.free_bytes or 0, ctx)
+        return max(seat.resident_bytes, engine_of(seat.engine).need_bytes(seat, met))
     rule = gate_rule(seat.engine, propose=mode == "plan")
     ctx = cuda_context_bytes(catalogue, snapshot.host)
     util = placement.util
@@ -318,7 +325,10 @@ def _judge_card(
 ) -> None:
     """The figures and every binding rule of `seat` on one usable card."""
     ctx = state.cuda_context_bytes
-    need = seat_need(seat, util, state.cuda_total_bytes, ctx, rule)
+    if requests_util(seat.engine):
+        need = seat_need(seat, util, state.cuda_total_bytes, ctx, rule)
+    else:
+        need = engine_of(seat.engine).need_bytes(seat, engine_card(state))
     requested = (
         requested_bytes(util, state.cuda_total_bytes)
         if rule.gating == "gated" and rule.checks_gate and util is not None
@@ -400,20 +410,28 @@ def judge(
     for state in states:
         _judge_card(seat, rule, chosen, state, host, out)
     gated = requests_util(seat.engine) and rule.gating == "gated"
+    if gated:
+        flags = engine_flags(
+            seat.engine, chosen, kv_bytes(seat), proposed=rule.source != "declared"
+        )
+    elif states and not requests_util(seat.engine):
+        # DESIGN.md, Engines: the flags that make it take its declared bytes (its pin).
+        flags = engine_of(seat.engine).pin_flags(seat, engine_card(states[0]))
+    else:
+        flags = ()
     return Verdict(
         verdict="unknown" if out.unknown else ("refuse" if out.reasons else "pass"),
         seat=seat.name,
         host=host,
         cards=tuple(cards),
         reasons=tuple(out.reasons),
-        flags=engine_flags(seat.engine, chosen, kv_bytes(seat), proposed=rule.source != "declared")
-        if gated
-        else (),
+        flags=flags,
         warnings=tuple(dict.fromkeys(out.warnings)),
         nearest=tuple(dict.fromkeys(text for _, text in sorted(out.nearest, key=lambda i: i[0]))),
         need_bytes=max((f.need_bytes for f in out.figures), default=seat.resident_bytes),
         util=format_util(chosen) if chosen is not None and rule.gating == "gated" else None,
         figures=tuple(out.figures),
+        engine=describe(seat.engine),
     )
 
 
@@ -523,6 +541,7 @@ def verify_placement(
                     placement.host,
                     placement.cards,
                     (host_reason(f"no snapshot of host {placement.host}", placement.host),),
+                    engine=describe(placement.seat.engine),
                 )
             )
             continue

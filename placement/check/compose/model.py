@@ -65,6 +65,9 @@ class ComposeService:
     seat: str | None = None
     notes: tuple[str, ...] = field(default=())
     engine: str | None = "vllm"
+    # The catalogue engine fields the command line and environment of a service of another
+    # engine set (the engine's `read_flags`), e.g. (("mem_fraction_static", 0.3),).
+    engine_fields: tuple[tuple[str, object], ...] = ()
     replicas: int = 1
     depends_on: tuple[str, ...] = ()
     unknown: str | None = None

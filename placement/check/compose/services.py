@@ -15,6 +15,8 @@ from placement.check.compose.devices import Devices, asks_for_gpu, device_list, 
 from placement.check.compose.flags import Flags, parse_util, read_flags, vllm_bytes
 from placement.check.compose.interpolation import MissingVariable, parse_env_file, substitute
 from placement.check.compose.model import ComposeError, ComposeService
+from placement.fit.engines.registry import KINDS, recognise
+from placement.fit.engines.registry import engine as registry_engine
 from seats.errors import CatalogueError
 from seats.loader import read_text_file
 
@@ -123,16 +125,16 @@ class ServiceReader:
         if raw is None:
             return None
         engine = self.text(raw, "x-gpuplan-engine").strip().lower()
-        if engine != "vllm":
+        if engine not in KINDS:
             raise self.fail(
-                "x-gpuplan-engine", f"{engine!r}: the only engine gpuplan reads is vllm"
+                "x-gpuplan-engine", f"{engine!r} is no engine kind; kinds: {', '.join(KINDS)}"
             )
         return engine
 
     def _service(self, found: Found | None, engine: str | None) -> ComposeService:
         environment = self.environment()
         if found is None:
-            return self._other(environment)
+            return self._other(environment, engine)
         image, argv, args, positional = found
         is_vllm_image, version = image_version(image)
         unknown = None
@@ -180,23 +182,33 @@ class ServiceReader:
             unknown=unknown,
         )
 
-    def _other(self, environment: dict[str, str]) -> ComposeService:
-        """A GPU service that is not vLLM: its cards and seat; its need only a catalogue can say."""
+    def _other(self, environment: dict[str, str], declared: str | None) -> ComposeService:
+        """A GPU service that is not vLLM: its cards, seat and engine (recognised by command or
+        image, or declared), with the engine fields its flags set; its resident only a catalogue
+        seat can say."""
         devices, devices_from, count = self._cards(environment)
-        image = self.body.get("image")
+        raw = self.body.get("image")
+        image = self.text(raw, "image") if raw is not None else None
+        argv = self.argv("entrypoint") + self.argv("command")
+        found = recognise(argv, image, declared)
+        if found is not None and found.util_request:
+            # vLLM's arguments were looked for and not found (a wrapper script): unknown.
+            found = None
+        fields = found.read_flags(argv, environment) if found is not None else {}
         return ComposeService(
             name=self.name,
             path=self.path,
-            image=self.text(image, "image") if image is not None else None,
+            image=image,
             version=None,
             model=None,
-            argv=tuple(self.argv("entrypoint") + self.argv("command")),
+            argv=tuple(argv),
+            engine_fields=tuple(sorted(fields.items())),
             devices=devices,
             devices_from=devices_from,
             device_count=count,
             visible=self._visible(environment),
             seat=self._seat(),
-            engine=None,
+            engine=found.kind if found is not None else None,
             replicas=self._replicas(),
             depends_on=self.depends_on(),
         )
@@ -315,10 +327,13 @@ class ServiceReader:
         entrypoint = self.argv("entrypoint")
         command = self.argv("command")
         argv = entrypoint + command
+        requests = engine is not None and registry_engine(engine).util_request
+        if engine is not None and not requests:
+            return None  # declared as another engine: read by its own module (`_other`)
         found = vllm_args(argv, self._expand)
         if found is not None:
             return image, argv, found[0], found[1]
-        if (image_version(image)[0] and not entrypoint) or engine == "vllm":
+        if (image_version(image)[0] and not entrypoint) or requests:
             # vLLM's server is the image's own entrypoint (or declared so): `command:` holds its arguments.
             return image, ["vllm", "serve", *command], command, True
         return None

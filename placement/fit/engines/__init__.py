@@ -19,7 +19,7 @@ from placement.fit.engines.base import (
     UtilSource,
     ceil_times,
 )
-from placement.fit.engines.registry import engine
+from placement.fit.engines.registry import describe, engine
 
 if TYPE_CHECKING:
     from placement.fit.engines.base import EngineRule
@@ -31,16 +31,19 @@ __all__ = [
     "Gating",
     "UtilSource",
     "cover_target",
+    "describe",
     "engine_flags",
     "engine_of",
     "format_util",
     "gate_rule",
     "largest_util_within",
+    "named",
     "need_bytes",
     "passes_gate",
     "requested_bytes",
     "requests_util",
     "smallest_util_covering",
+    "unbounded_as_declared",
     "util_decimal",
 ]
 
@@ -55,6 +58,20 @@ def engine_of(spec: EngineSpec) -> EngineRule:
 def requests_util(spec: EngineSpec) -> bool:
     """True when the seat's engine starts on a util request that gpuplan sizes (vLLM)."""
     return engine(spec.kind).util_request
+
+
+def named(spec: EngineSpec) -> bool:
+    """True for an engine gpuplan has a rule for (every kind but `other`): verdicts name it."""
+    return spec.kind != "other"
+
+
+def unbounded_as_declared(spec: EngineSpec) -> bool:
+    """True when the seat, as declared, grows into what is free beside it (DESIGN.md, Engines):
+    an unbounded util request (vLLM), or an unpinned share-of-free engine."""
+    found = engine(spec.kind)
+    if found.util_request:
+        return found.request_rule(spec, propose=False).gating == "unbounded"
+    return found.behaviour(spec) == "share-of-free" and not found.pinned(spec)
 
 
 def gate_rule(spec: EngineSpec, *, propose: bool) -> GateRule:

@@ -254,5 +254,9 @@ def read_ggml_log(kind: str, lines: Sequence[str]) -> Learned:
         notes=tuple(notes),
     )
 
+    def pin_hint(self) -> str:
+        """The flags that fix its bytes, by name."""
+        return "-ngl, -c and --fit off"
+
 
 ENGINE = LlamaCpp()

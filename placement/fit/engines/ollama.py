@@ -197,5 +197,9 @@ def read_own_log(lines: Sequence[str], fallback: Learned) -> Learned:
         notes=("Ollama prints sizes to 3 significant figures: each is within 0.5 %",),
     )
 
+    def pin_hint(self) -> str:
+        """The flags that fix its bytes, by name."""
+        return "num_gpu, num_ctx and OLLAMA_GPU_OVERHEAD"
+
 
 ENGINE = Ollama()

@@ -221,5 +221,9 @@ class SGLang(NoRequest):
             notes=("SGLang prints GB as 2**30 bytes to 0.01: weights and KV are ± 5 MiB",),
         )
 
+    def pin_hint(self) -> str:
+        """The flags that fix its bytes, by name."""
+        return "--mem-fraction-static with --max-total-tokens (a profile gives their values)"
+
 
 ENGINE = SGLang()

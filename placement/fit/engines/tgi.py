@@ -209,5 +209,9 @@ class TGI(NoRequest):
             missing=(*missing, "weights: TGI prints none; use `learn --config DIR`"),
         )
 
+    def pin_hint(self) -> str:
+        """The flags that fix its bytes, by name."""
+        return "--cuda-memory-fraction with --max-total-tokens (a profile gives their values)"
+
 
 ENGINE = TGI()

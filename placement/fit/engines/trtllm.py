@@ -209,5 +209,9 @@ class TensorRTLLM(NoRequest):
             missing=tuple(missing),
         )
 
+    def pin_hint(self) -> str:
+        """The flags that fix its bytes, by name."""
+        return "kv_cache_config max_tokens (a profile gives its value)"
+
 
 ENGINE = TensorRTLLM()

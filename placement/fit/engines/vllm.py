@@ -132,7 +132,7 @@ class VLLM:
     kind = "vllm"
     title = "vLLM"
     util_request = True
-    # Its log is read by placement/check/vllm_log.py (`learn --vllm-log`).
+    # Its log is read by placement/fit/engines/vllm_log.py (`learn --vllm-log`).
     log_reader = "vllm-log"
     commands = ("vllm serve", "python -m vllm.entrypoints.openai.api_server")
     images = ("vllm/vllm-openai",)
@@ -211,7 +211,7 @@ class VLLM:
         return None
 
     def learn(self, lines: Sequence[str]) -> Learned:
-        """vLLM's log is read by placement/check/vllm_log.py (`learn --vllm-log`)."""
+        """vLLM's log is read by placement/fit/engines/vllm_log.py (`learn --vllm-log`)."""
         return Learned(self.kind, missing=("vLLM's lines: use `gpuplan learn SEAT --vllm-log`",))
 
     def request_rule(self, spec: EngineSpec, *, propose: bool) -> GateRule:

@@ -126,6 +126,90 @@ CASES = (
         used_gib=0,
         running=({"name": "solo", "resident": "20 GiB", "gpus": [0], "exclusive": True},),
     ),
+    # Every engine by its own rule (DESIGN.md, Engines), beside the 50 GiB co-tenant: the card
+    # has 89.80 GiB free, and an engine meets 88.55 GiB once its context is up.
+    Case(
+        "SGLang unpinned beside a co-tenant: unbounded, with the pin that would pass",
+        {
+            "resident": 20 * GIB,
+            "engine": {
+                "kind": "sglang",
+                "mem_fraction_static": 0.3,
+                "profile": {
+                    "weights": "8 GiB",
+                    "non_kv": "2 GiB",
+                    "kv_bytes_per_token": 131072,
+                    "max_model_len": 32768,
+                },
+            },
+        },
+        {"unbounded"},
+        # 20 − 8 − 2 GiB − 1,277 MiB of context leave 8.75 GiB of KV: 71,704 tokens of 128 KiB,
+        # and 0.190 × 88.55 GiB of free is the first share that holds the weights and that pool.
+        text="pin it (--mem-fraction-static 0.190 --max-total-tokens 71704)",
+    ),
+    Case(
+        "SGLang pinned, its static share within its resident",
+        {
+            "resident": 30 * GIB,
+            "engine": {"kind": "sglang", "mem_fraction_static": 0.3, "max_total_tokens": 65536},
+        },
+        set(),
+    ),
+    Case(
+        # 0.3 × 88.55 GiB = 26.56 GiB: weights of 30 GiB reach it ("Not enough memory").
+        "SGLang's own refusal: weights reach its fraction of free",
+        {
+            "resident": 45 * GIB,
+            "weights": 30 * GIB,
+            "engine": {"kind": "sglang", "mem_fraction_static": 0.3, "max_total_tokens": 65536},
+        },
+        {"gate"},
+        text="SGLang refuses at start",
+    ),
+    Case(
+        # Its need is 0.9 × 88.55 GiB + its context = 80.95 GiB, within the 89.80 GiB free.
+        "SGLang's share of free is its need, and the card has it",
+        {
+            "resident": 20 * GIB,
+            "engine": {"kind": "sglang", "mem_fraction_static": 0.9, "max_total_tokens": 65536},
+        },
+        set(),
+    ),
+    Case(
+        "TGI without --cuda-memory-fraction beside a co-tenant: unbounded",
+        {"resident": 20 * GIB, "engine": {"kind": "tgi"}},
+        {"unbounded"},
+    ),
+    Case(
+        "TensorRT-LLM without max_tokens beside a co-tenant: unbounded",
+        {"resident": 20 * GIB, "engine": {"kind": "trtllm"}},
+        {"unbounded"},
+    ),
+    Case(
+        "Ollama larger than the card's free: it spills onto the CPU",
+        {"resident": 95 * GIB, "engine": {"kind": "ollama"}},
+        {"spill"},
+        text="runs on the CPU",
+    ),
+    Case("Ollama that fits", {"resident": 20 * GIB, "engine": {"kind": "ollama"}}, set()),
+    Case(
+        "llama.cpp with --fit larger than the card's free: spill",
+        {"resident": 95 * GIB, "engine": {"kind": "llamacpp"}},
+        {"spill"},
+        text="off the card",
+    ),
+    Case(
+        "llama.cpp with -ngl is fixed: room alone",
+        {"resident": 95 * GIB, "engine": {"kind": "llamacpp", "n_gpu_layers": 99}},
+        {"room"},
+    ),
+    Case(
+        "an unpinned share-of-free engine alone on its card takes it: no unbounded",
+        {"resident": 20 * GIB, "engine": {"kind": "tgi"}},
+        set(),
+        used_gib=0,
+    ),
 )
 
 
@@ -192,6 +276,10 @@ def test_the_verifier_gives_the_rules_of_the_table(case: Case) -> None:
     verdict = judge(catalogue_of(case), snapshot_of(case), new_seat(case).seat, [0], mode="check")
     assert {r.rule for r in verdict.reasons} == case.want, verdict.reasons
     assert verdict.passed == (not case.want)
+    # Every VERDICT names its engine (DESIGN.md, Engines).
+    engine = verdict.to_json()["engine"]
+    assert engine["kind"] == case.seat.get("engine", {}).get("kind", "other")
+    assert engine["behaviour"] in ("request-gated", "share-of-free", "self-fitting", "fixed")
     if case.text:
         assert any(case.text in r.text for r in verdict.reasons), verdict.reasons
     if "no_nearest" in case.extra:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from placement.check.vllm_log import clean, read_log
 from placement.cli import main as cli
+from placement.fit.engines.vllm_log import clean, read_log
 from seats.units import GiB
 
-LOGS = Path(__file__).resolve().parents[1] / "data" / "vllm-logs"
+LOGS = Path(__file__).resolve().parents[2] / "data" / "vllm-logs"
 V0_11 = LOGS / "v0.11.0-mistral-7b-gptq.log"
 # Mistral-7B: 32 layers × 8 KV heads × head dim 128, fp16 K and V: 2 × 32 × 8 × 128 × 2 B.
 MISTRAL_7B = 131_072
