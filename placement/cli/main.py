@@ -24,6 +24,7 @@ from seats.errors import Exit, GpuplanError
 
 # Order is the order `gpuplan --help` lists them in.
 COMMANDS: tuple[str, ...] = (
+    "init",
     "plan",
     "check",
     "holds",
