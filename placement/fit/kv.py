@@ -28,7 +28,8 @@ from seats.units import format_bytes
 
 def profile_of(seat: Seat) -> Profile | None:
     """The seat's profile when the util-request KV arithmetic (vLLM's) applies to it, else None."""
-    return seat.engine.profile if requests_util(seat.engine) else None
+    profile = seat.engine.profile
+    return profile if profile is not None and requests_util(seat.engine) else None
 
 
 def kv_cache_bytes(

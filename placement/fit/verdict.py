@@ -8,6 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from placement.fit.engines.registry import describe
+from seats.model import Engine as EngineSpec
+
 Rule = Literal[
     "room",
     "gate",
@@ -84,9 +87,9 @@ class Verdict:
     need_bytes: int | None = None
     util: str | None = None
     figures: tuple[CardFigures, ...] = field(default=(), compare=False)
-    # DESIGN.md, Engines: {kind, version, behaviour} of the seat's engine; None where no seat
-    # was judged (a host nobody could read).
-    engine: dict[str, str | None] | None = field(default=None, compare=False)
+    # The seat's engine: to_json gives its {kind, version, behaviour} (DESIGN.md, Engines),
+    # computed when shown, not for every verdict the planner asks for and drops.
+    engine: EngineSpec | None = field(default=None, compare=False)
 
     @property
     def passed(self) -> bool:
@@ -106,5 +109,5 @@ class Verdict:
             "flags": list(self.flags),
             "warnings": list(self.warnings),
             "nearest": list(self.nearest),
-            "engine": self.engine,
+            "engine": describe(self.engine) if self.engine is not None else None,
         }

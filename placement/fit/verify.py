@@ -18,12 +18,12 @@ from placement.fit.engines import (
     UTIL_STEP,
     GateRule,
     cover_target,
-    describe,
     engine_flags,
     engine_of,
     format_util,
     gate_rule,
     largest_util_within,
+    named,
     need_bytes,
     passes_gate,
     requested_bytes,
@@ -128,7 +128,8 @@ class Placement:
 
 def kv_bytes(seat: Seat) -> int | None:
     """The pinned KV cache of a seat whose engine starts on a util request, else None."""
-    return seat.engine.kv_cache_bytes if requests_util(seat.engine) else None
+    kv = seat.engine.kv_cache_bytes
+    return kv if kv is not None and requests_util(seat.engine) else None
 
 
 def proposed_util(seat: Seat, cuda_totals: Iterable[int], cuda_context: int) -> Decimal | None:
@@ -174,6 +175,8 @@ def other_need(
 ) -> int:
     """Bytes another new seat placed on `card` takes there (its own util as it will start)."""
     seat = placement.seat
+    if not named(seat.engine):
+        return seat.resident_bytes  # no engine rule: its resident, as before engines
     if not requests_util(seat.engine):
         # Started before the judged seat, it meets the card as the snapshot shows it.
         ctx = cuda_context_bytes(catalogue, snapshot.host)
@@ -325,7 +328,7 @@ def _judge_card(
 ) -> None:
     """The figures and every binding rule of `seat` on one usable card."""
     ctx = state.cuda_context_bytes
-    if requests_util(seat.engine):
+    if requests_util(seat.engine) or not named(seat.engine):
         need = seat_need(seat, util, state.cuda_total_bytes, ctx, rule)
     else:
         need = engine_of(seat.engine).need_bytes(seat, engine_card(state))
@@ -431,7 +434,7 @@ def judge(
         need_bytes=max((f.need_bytes for f in out.figures), default=seat.resident_bytes),
         util=format_util(chosen) if chosen is not None and rule.gating == "gated" else None,
         figures=tuple(out.figures),
-        engine=describe(seat.engine),
+        engine=seat.engine,
     )
 
 
@@ -541,7 +544,7 @@ def verify_placement(
                     placement.host,
                     placement.cards,
                     (host_reason(f"no snapshot of host {placement.host}", placement.host),),
-                    engine=describe(placement.seat.engine),
+                    engine=placement.seat.engine,
                 )
             )
             continue

@@ -11,7 +11,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from placement.fit.engines import describe
 from placement.fit.verdict import Reason, Verdict, host_reason
 from placement.fit.verify import CardStates, Placement, judge
 from placement.plan.problem import NewSeat, Problem
@@ -175,7 +174,7 @@ def _explain(
             dict.fromkeys(text for _, text in sorted(out.nearest, key=lambda item: item[0]))
         ),
         need_bytes=out.need,
-        engine=describe(seat.engine),
+        engine=seat.engine,
     )
 
 

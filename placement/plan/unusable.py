@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from placement.fit.engines import describe
 from placement.fit.verdict import Verdict, host_reason
 from seats.model import Catalogue, Seat
 
@@ -39,7 +38,7 @@ def unknown_verdict(
         cards=seat.pinned_cards or (),
         reasons=(host_reason(text, seat.host),),
         need_bytes=seat.resident_bytes,
-        engine=describe(seat.engine),
+        engine=seat.engine,
     )
 
 
