@@ -33,7 +33,7 @@ EXAMPLES = docs.all_examples()
 
 # Written out, not derived from the CLI: the README shows one example of each job, the tour
 # (docs/tour.md) one of every command.
-README_COMMANDS = ("plan", "check", "report")
+README_COMMANDS = ("plan", "check", "report", "init")
 TOUR_COMMANDS = (
     "plan",
     "check",

@@ -66,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
         snapshot, source = _from_file(args.from_file, args.host), args.from_file
         context, note = _default_context("the snapshot was taken elsewhere")
     else:
-        snapshot, source = _live(args.host), f"NVML of {args.host or 'this host'}"
+        snapshot = _live(args.host)
+        source = f"NVML of {snapshot.host}"
         context, note = _calibrated(snapshot, args.no_calibrate)
     starter = starter_catalogue(
         snapshot, source=source, cuda_context_bytes=context, cuda_context_note=note

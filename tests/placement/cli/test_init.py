@@ -416,3 +416,39 @@ def test_live_with_pytorch_writes_the_measured_cuda_context(
     assert asked == [0]
     assert load_catalogue(out).hosts["h"].cuda_context_bytes == 1183 * MIB  # rounded up to a MiB
     assert "cuda_context: 1183 MiB  # measured" in out.read_text()
+
+
+def test_a_lost_card_and_a_process_without_bytes_or_command_line_are_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from inventory.fake import lost_gpu
+
+    fake = lost_gpu(lost=2, cards=4)  # card 2 answers GpuIsLost; 0, 1 and 3 run one process each
+    fake.cmdlines = {4100: "python3 a.py", 4101: None, 4103: "python3 a.py --port 2"}
+    monkeypatch.setattr(inventory.poller, "open_source", lambda: _serving(fake))
+    out = tmp_path / "host.yaml"
+    assert main(["init", "--host", "h", "--out", str(out), "--no-calibrate"]) == 0
+    err = capsys.readouterr().err
+    assert "card 2 was in error (GpuIsLost)" in err
+    assert "pid 4101 had no command line; no match, so not attributed" in err
+    catalogue = load_catalogue(out)
+    assert catalogue.hosts["h"].cards == 4
+    by_cards = {seat.pinned_cards: seat for seat in catalogue.seats}
+    assert by_cards[(1,)].match is None and by_cards[(1,)].name == "pid-4101"
+    assert by_cards[(0,)].match == "^python3 a\\.py$"
+    snapshot = tmp_path / "h.snapshot.json"
+    save_snapshot(inventory.poller.take_snapshot(fake, NOW, "h"), snapshot)
+    assert main(["plan", "--catalogue", str(out), "--snapshot", str(snapshot)]) == 0
+
+
+def test_a_process_nvml_gives_no_bytes_for_stands_at_1_mib_and_is_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake = FakeNvml([h200_idle_card(0, (RawProcess(9, None),))], cmdlines={9: "python3 b.py"})
+    monkeypatch.setattr(inventory.poller, "open_source", lambda: _serving(fake))
+    out = tmp_path / "host.yaml"
+    assert main(["init", "--host", "h", "--out", str(out), "--no-calibrate"]) == 0
+    assert "NVML gave no bytes for pid 9; resident is 1 MiB" in capsys.readouterr().err
+    (seat,) = load_catalogue(out).seats
+    assert seat.resident_bytes == MIB
+    assert "1 MiB stands in; set the real figure" in out.read_text()
