@@ -268,12 +268,6 @@ ENGINE_NAME_EXCEPTIONS: dict[str, str] = {
     # gpuplan's own `check --util/--kv-cache-memory` options and their help, which say which
     # engine flag they override.
     "placement.cli.check": "help text of gpuplan's own options",
-    # The compose reader parses vLLM's argument grammar (its command forms, argparse prefixes,
-    # `12 GB` after a byte flag, --config files) that the engine's `read_flags` does not cover
-    # yet; reading every engine there through the registry is issue 25 item 6.
-    "placement.check.compose.commands": "vLLM's command forms for compose services",
-    "placement.check.compose.flags": "vLLM's argument grammar for compose services",
-    "placement.check.compose.services": "reads vLLM's flags parsed by compose.flags",
 }
 
 

@@ -4,12 +4,12 @@ Nothing in the file is run: YAML is read safely, `${VAR}` is interpolated here, 
 strings are only split (shlex), never handed to a shell or to a compose binary.
 """
 
-from placement.check.compose.commands import image_version
 from placement.check.compose.devices import resolve_cards
-from placement.check.compose.flags import parse_util, vllm_bytes
 from placement.check.compose.interpolation import interpolate, parse_env_file
 from placement.check.compose.load import load_compose
 from placement.check.compose.model import ComposeError, ComposeFile, ComposeService
+from placement.fit.engines.vllm_command import image_version
+from placement.fit.engines.vllm_flags import parse_util, vllm_bytes
 
 __all__ = [
     "ComposeError",

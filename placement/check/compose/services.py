@@ -9,14 +9,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from placement.check.compose.commands import image_version, split_command, vllm_args
 from placement.check.compose.config import config_args, host_path
 from placement.check.compose.devices import Devices, asks_for_gpu, device_list, read_devices
-from placement.check.compose.flags import Flags, parse_util, read_flags, vllm_bytes
 from placement.check.compose.interpolation import MissingVariable, parse_env_file, substitute
 from placement.check.compose.model import ComposeError, ComposeService
 from placement.fit.engines.registry import KINDS, recognise
 from placement.fit.engines.registry import engine as registry_engine
+from placement.fit.engines.vllm import KV_FLAG, UTIL_FLAG
+from placement.fit.engines.vllm_command import image_version, split_command, vllm_args
+from placement.fit.engines.vllm_flags import Flags, parse_util, read_flags, vllm_bytes
 from seats.errors import CatalogueError
 from seats.loader import read_text_file
 
@@ -259,9 +260,9 @@ class ServiceReader:
         raise self.fail("depends_on", "expected a list or a mapping of service names")
 
     def _util(self, flags: Flags) -> str | None:
-        if "--gpu-memory-utilization" not in flags.values:
+        if UTIL_FLAG not in flags.values:
             return None
-        value, written = flags.values["--gpu-memory-utilization"]
+        value, written = flags.values[UTIL_FLAG]
         try:
             return parse_util(value)
         except ValueError as exc:
@@ -283,9 +284,9 @@ class ServiceReader:
         return tokens
 
     def _kv_bytes(self, flags: Flags) -> int | None:
-        if "--kv-cache-memory-bytes" not in flags.values:
+        if KV_FLAG not in flags.values:
             return None
-        value, written = flags.values["--kv-cache-memory-bytes"]
+        value, written = flags.values[KV_FLAG]
         try:
             kv_bytes = vllm_bytes(value)
         except ValueError as exc:
