@@ -79,11 +79,13 @@ def run(args: argparse.Namespace) -> int:
         from placement.cli.learn_config import run_config
 
         return run_config(seat, Path(args.config), as_json=args.json)
-    if args.log is not None:
+    log = args.log if args.log is not None else args.vllm_log
+    if log is not None:
         from placement.cli.learn_log import reads_own_log, run_log
 
+        # --vllm-log is a spelling of --log: the seat's engine picks the reader.
         if reads_own_log(seat):
-            return run_log(seat, *_read(args.log), json_out=args.json)
+            return run_log(seat, *_read(log), json_out=args.json)
     lines, source = _read(args.vllm_log if args.vllm_log is not None else args.log)
     util = seat.engine.gpu_memory_utilization
     host = catalogue.hosts.get(seat.host) if seat.host else None

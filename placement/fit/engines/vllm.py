@@ -25,6 +25,7 @@ from placement.fit.engines.base import (
     EngineCard,
     GateRule,
     Learned,
+    LogFigure,
     Refusal,
     argv_mentions,
     as_fraction,
@@ -211,8 +212,33 @@ class VLLM:
         return None
 
     def learn(self, lines: Sequence[str]) -> Learned:
-        """vLLM's log is read by placement/fit/engines/vllm_log.py (`learn --vllm-log`)."""
-        return Learned(self.kind, missing=("vLLM's lines: use `gpuplan learn SEAT --vllm-log`",))
+        """The figures of vLLM's start-up log, read by vllm_log.py (which `learn` prints with
+        their precision and the seat's util); a figure the log lacks is named in `missing`."""
+        from placement.fit.engines.vllm_log import read_log
+
+        found = read_log(lines)
+        parts = {
+            "weights": (found.weights, "Model loading took … GiB"),
+            "non_kv": (found.non_kv, "the memory profile's non-KV line"),
+            "kv": (found.kv, "Available KV cache memory: … GiB"),
+            "kv_tokens": (found.tokens, "GPU KV cache size: … tokens"),
+            "max_model_len": (found.max_model_len, "max_model_len=… in the engine's config"),
+        }
+        figures = {
+            name: None
+            if figure is None
+            else LogFigure(name, figure.value, figure.line_no, figure.line)
+            for name, (figure, _) in parts.items()
+        }
+        return Learned(
+            self.kind,
+            weights=figures["weights"],
+            non_kv=figures["non_kv"],
+            kv=figures["kv"],
+            kv_tokens=figures["kv_tokens"],
+            max_model_len=figures["max_model_len"],
+            missing=tuple(line for figure, line in parts.values() if figure is None),
+        )
 
     def request_rule(self, spec: EngineSpec, *, propose: bool) -> GateRule:
         """Its util request by version (`gate_rule`)."""

@@ -4,6 +4,7 @@ checked against the engine's rule by hand; a log without the engine's lines is e
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -257,3 +258,29 @@ def test_a_vllm_seat_read_with_log_is_read_as_vllm_log(
         assert code == 0
     assert outs[0] == outs[1]
     assert "        max_model_len: 32768" in outs[0]
+
+
+def test_vllm_learn_reads_its_own_log_through_the_protocol() -> None:
+    # v0.11.0's log: "Model loading took 3.8844 GiB", "Available KV cache memory: 102.56 GiB",
+    # "GPU KV cache size: 840,160 tokens" (lines 18, 24, 25).
+    log = Path(__file__).resolve().parents[2] / "data" / "vllm-logs" / "v0.11.0-mistral-7b-gptq.log"
+    learned = engine("vllm").learn(log.read_text(encoding="utf-8").splitlines())
+    assert learned.kind == "vllm"
+    assert learned.weights is not None and learned.weights.line_no == 18
+    assert learned.weights.value == int(Decimal("3.8844") * 2**30)
+    assert learned.kv is not None and learned.kv.value == int(Decimal("102.56") * 2**30)
+    assert learned.kv_tokens is not None and learned.kv_tokens.value == 840_160
+    assert learned.kv_bytes_per_token == -(-learned.kv.value // 840_160)
+
+
+def test_vllm_log_spelling_on_another_engine_reads_that_engines_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `--vllm-log` is a spelling of `--log`: on a llama.cpp seat it reads llama.cpp's lines.
+    path = catalogue(tmp_path, "llamacpp")
+    outs = []
+    for option in ("--log", "--vllm-log"):
+        code = cli.main(["learn", "qwen-small", option, str(ORIN), "--catalogue", path])
+        outs.append(capsys.readouterr().out)
+        assert code == 0
+    assert outs[0] == outs[1] and "profile:" in outs[0]
