@@ -545,16 +545,3 @@ def inputs_digest(result: CheckResult) -> str:
 def result_json(result: CheckResult) -> dict[str, Any]:
     """`check --json` for one seat: the VERDICT plus `"schema": 1`."""
     return {"schema": SCHEMA, **result.to_json()}
-
-
-def results_json(results: Sequence[CheckResult], compose: str) -> dict[str, Any]:
-    """`check --compose --json`: the worst verdict and one VERDICT per service."""
-    worst = worst_exit(results)
-    kind = {Exit.OK: "pass", Exit.REFUSED: "refuse", Exit.CANNOT_DECIDE: "unknown"}[worst]
-    return {
-        "schema": SCHEMA,
-        "compose": compose,
-        "verdict": kind,
-        "verdicts": [result.to_json() for result in results],
-        "warnings": [w for result in results for w in result.verdict.warnings],
-    }
