@@ -14,7 +14,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,12 +47,12 @@ CHECK = [
 ]  # fmt: skip
 
 HOLDS = """
-import sys, time, tempfile
+import tempfile
 from pathlib import Path
 from bench import bench_holds
-folder = Path(tempfile.mkdtemp())
-db = bench_holds._ledger(folder / "l.sqlite", 1000)
-print(min(bench_holds._check_ms(db) for _ in range(3)) / 1000, 0)
+with tempfile.TemporaryDirectory() as folder:
+    db = bench_holds._ledger(Path(folder) / "l.sqlite", 1000)
+    print(min(bench_holds._check_ms(db) for _ in range(3)) / 1000, 0)
 """
 
 
@@ -96,17 +95,17 @@ def main(argv: list[str] | None = None) -> int:
     trees = {"this": ROOT, "other": args.other.resolve()}
     got: dict[tuple[str, str], list[float]] = {}
     placed: dict[str, int] = {}
-    with tempfile.TemporaryDirectory():
-        for _ in range(args.runs):
-            for name, tree in trees.items():
-                cpu, count = _printed(CROWDED, tree)
-                got.setdefault(("crowded 64×8 plan CPU s", name), []).append(cpu)
-                placed[name] = count
-                got.setdefault(("check start-up CPU s", name), []).append(_cpu_of(CHECK, tree))
-                got.setdefault(("fair floor CPU s", name), []).append(_cpu_of(["-c", FLOOR], tree))
-                got.setdefault(("check beside 1,000 holds s", name), []).append(
-                    _printed(HOLDS, tree)[0]
-                )
+    for _ in range(args.runs):
+        for name, tree in trees.items():
+            cpu, placed[name] = _printed(CROWDED, tree)
+            runs = {
+                "crowded 64×8 plan CPU s": cpu,
+                "check start-up CPU s": _cpu_of(CHECK, tree),
+                "fair floor CPU s": _cpu_of(["-c", FLOOR], tree),
+                "check beside 1,000 holds s": _printed(HOLDS, tree)[0],
+            }
+            for figure, value in runs.items():
+                got.setdefault((figure, name), []).append(value)
     print(f"| figure (medians of {args.runs}, alternated) | this | other | this / other |")
     print("|---|---|---|---|")
     for figure in dict.fromkeys(key[0] for key in got):

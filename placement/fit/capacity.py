@@ -18,10 +18,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from inventory.snapshot import Card, Snapshot
-from placement.fit.card import (
-    HeldPart,
-    card_model,
-)
+from placement.fit.card import HeldPart, card_model, resident_of
 from seats.model import Catalogue, Seat
 
 
@@ -57,15 +54,8 @@ def held_parts(
     `placed_here` names new seats this plan puts on the card; a reserve's own seats among
     them consume it, so it is not counted twice. Read off the card's one model.
     """
-    placed = {name: _resident(catalogue, name) for name in placed_here}
+    placed = {name: resident_of(catalogue, name) or 0 for name in placed_here}
     return card_model(catalogue, host, card).held_parts(seat, placed)
-
-
-def _resident(catalogue: Catalogue, name: str) -> int:
-    try:
-        return catalogue.seat(name).resident_bytes
-    except KeyError:
-        return 0
 
 
 def held_bytes(

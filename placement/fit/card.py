@@ -95,8 +95,13 @@ class CardModel:
     processes: tuple[tuple[str | None, int], ...] = ()  # (seat, pid) of every process
     # Bytes the processes of each seat hold on it: a redeploy frees its own first.
     own_bytes: Mapping[str, int] = field(default_factory=dict, compare=False)
-    # New seats placed on this copy (name → need): other seats meet them as load.
+    # New seats placed on this copy (name → need): every figure below meets them as load.
     placed: Mapping[str, int] = field(default_factory=dict, compare=False)
+
+    @property
+    def placed_bytes(self) -> int:
+        """Σ needs of the new seats placed on this copy."""
+        return sum(self.placed.values())
 
     @property
     def key(self) -> CardKey:
@@ -106,7 +111,8 @@ class CardModel:
     # --- copies (kube-scheduler's AddPod / RemovePod) -------------------------------------
 
     def with_seat(self, name: str, need_bytes: int) -> CardModel:
-        """A copy with new seat `name` placed on it, taking `need_bytes` (its hold, if any, is it)."""
+        """A copy with new seat `name` placed on it, taking `need_bytes` (its hold, if any, is it):
+        room, gate free and the holds' gates of the copy all meet it."""
         return replace(self, placed={**self.placed, name: need_bytes})
 
     def without_seat(self, name: str) -> CardModel:
@@ -128,8 +134,9 @@ class CardModel:
     ) -> list[HeldPart]:
         """What is held here against `seat` (None: against any seat), part by part.
 
-        `placed`: residents of new seats put on the card (a reserve's own among them consume
-        it; their holds are those seats, not counted twice). Defaults to this copy's placed.
+        `placed`: new seats put on the card (a reserve's own among them consume it by their
+        declared residents; their holds are those seats, not counted twice). Defaults to this
+        copy's placed seats.
         """
         here = self.placed if placed is None else placed
         parts: list[HeldPart] = []
@@ -182,13 +189,13 @@ class CardModel:
 
         min over gated holds h of free − cuda_context − Σ_{h' ≠ h} need_h' − requested_h.
         """
-        holds = self.counted_holds(seat)
+        holds = self.counted_holds(seat, self.placed)
         total = sum(h.need_bytes for h in holds)
         caps = [
             engine_free_bytes(
                 free_bytes=self.free_bytes,
                 cuda_context_bytes=self.cuda_context_bytes,
-                load_bytes=total - h.need_bytes,
+                load_bytes=self.placed_bytes + total - h.need_bytes,
             )
             - h.requested_bytes
             for h in holds
@@ -198,11 +205,12 @@ class CardModel:
 
     @property
     def plannable_bytes(self) -> int:
-        """free − held − margin, as nothing new were placed (may be negative)."""
+        """free − held − margin − what this copy places (may be negative)."""
         return room_bytes(
             free_bytes=self.free_bytes,
-            held_bytes=self.held_bytes(None, {}),
+            held_bytes=self.held_bytes(),
             margin_bytes=self.margin_bytes,
+            load_bytes=self.placed_bytes,
         )
 
     @property
@@ -227,12 +235,12 @@ class CardModel:
         return self.open_bytes + max(own, own_hold)
 
     def gate_free_bytes(self, seat: str | None = None) -> int:
-        """free − cuda_context − Σ holds not `seat`'s: what a gate reads with nothing new placed."""
-        holds = sum(h.need_bytes for h in self.counted_holds(seat))
+        """free − cuda_context − what this copy places − Σ holds not `seat`'s: what a gate reads."""
+        holds = sum(h.need_bytes for h in self.counted_holds(seat, self.placed))
         return engine_free_bytes(
             free_bytes=self.free_bytes,
             cuda_context_bytes=self.cuda_context_bytes,
-            load_bytes=holds,
+            load_bytes=self.placed_bytes + holds,
         )
 
     @cached_property
@@ -243,18 +251,13 @@ class CardModel:
         }
 
     @property
-    def occupied(self) -> bool:
-        """A process or a declared running seat is on it."""
-        return bool(self.processes) or bool(self.declared)
-
-    @property
     def exclusive_running(self) -> bool:
         """A running exclusive seat is on it."""
         return bool(self.declared_exclusive)
 
     def occupied_for(self, name: str) -> bool:
         """Something other than seat `name` is on the card."""
-        return bool(self.occupants - {name}) if self.occupants else self.occupied
+        return bool(self.occupants - {name})
 
 
 def card_model(catalogue: Catalogue, host: str, card: Card) -> CardModel:
@@ -269,7 +272,8 @@ def card_model(catalogue: Catalogue, host: str, card: Card) -> CardModel:
     for r in catalogue.reserves:
         if r.host != host or r.gpu != card.index:
             continue
-        residents = {n: catalogue.seat(n).resident_bytes for n in r.for_ if _known(catalogue, n)}
+        found = {n: resident_of(catalogue, n) for n in r.for_}
+        residents = {n: size for n, size in found.items() if size is not None}
         reserves.append(
             ReserveShare(
                 r.name,
@@ -306,9 +310,9 @@ def card_model(catalogue: Catalogue, host: str, card: Card) -> CardModel:
     )
 
 
-def _known(catalogue: Catalogue, name: str) -> bool:
+def resident_of(catalogue: Catalogue, name: str) -> int | None:
+    """The declared resident of seat `name`; None when the catalogue has no such seat."""
     try:
-        catalogue.seat(name)
+        return catalogue.seat(name).resident_bytes
     except KeyError:
-        return False
-    return True
+        return None

@@ -27,7 +27,7 @@ from placement.fit.engines.base import EngineCard, Refusal
 from placement.fit.kv import kv_capacity_reason
 from placement.fit.room import fits_room
 from placement.fit.state import CardState
-from placement.fit.verdict import Reason, Rule, host_reason
+from placement.fit.verdict import Reason, Rule, bare_reason, host_reason
 from seats.model import Seat
 from seats.units import GiB, format_bytes
 
@@ -75,30 +75,15 @@ def host_reasons(seat: Seat, host: str, cards: Sequence[int]) -> list[Reason]:
 
 def missing_card_reason(index: int, host: str) -> Reason:
     """Rule `host`: the snapshot has no such card."""
-    return Reason(
-        rule="host",
-        card=index,
-        need_bytes=None,
-        room_bytes=None,
-        short_bytes=None,
-        text=f"{host} has no card {index}",
-        host=host,
-    )
+    return bare_reason("host", index, f"{host} has no card {index}", host)
 
 
 def error_reason(card: Card, host: str) -> Reason | None:
     """Rule `error`: a card in error takes no seat."""
     if card.ok:
         return None
-    return Reason(
-        rule="error",
-        card=card.index,
-        need_bytes=None,
-        room_bytes=None,
-        short_bytes=None,
-        text=f"card {card.index} is in error ({card.error}); it takes no seat",
-        host=host,
-    )
+    text = f"card {card.index} is in error ({card.error}); it takes no seat"
+    return bare_reason("error", card.index, text, host)
 
 
 def reserve_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | None:
@@ -118,21 +103,13 @@ def kept_reserve_reason(*, need_bytes: int, state: CardState, host: str) -> Reas
     What is left of a reserve whose seats run or are placed here is theirs: the user must learn
     that the card is held for them, not only that it is full.
     """
-    if not state.kept_reserves or fits_room(need_bytes, state.room_bytes):
+    if not state.kept_reserves:
         return None
     kept = "; ".join(
         f"{name} keeps {b(amount)} for {', '.join(owners)}"
         for name, amount, owners in state.kept_reserves
     )
-    return Reason(
-        rule="reserve",
-        card=state.card.index,
-        need_bytes=need_bytes,
-        room_bytes=state.room_bytes,
-        short_bytes=need_bytes - state.room_bytes,
-        text=kept,
-        host=host,
-    )
+    return _held_reason("reserve", kept, need_bytes=need_bytes, state=state, host=host)
 
 
 def hold_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | None:
@@ -245,21 +222,21 @@ def gate_reason(
     )
 
 
+def sharing(state: CardState) -> list[str]:
+    """Who an unbounded engine would take from here: every other occupant, and the reserves."""
+    return [*state.occupants, *state.reserve_names]
+
+
 def unbounded_reason(*, seat: Seat, rule: GateRule, state: CardState, host: str) -> Reason | None:
     """Rule `unbounded`: it would grow into what the card's other seats and reserves need."""
-    sharing = list(state.occupants) + list(state.reserve_names)
-    if not unbounded_binds(gating=rule.gating, exclusive=seat.exclusive, shared=bool(sharing)):
+    others = sharing(state)
+    if not unbounded_binds(gating=rule.gating, exclusive=seat.exclusive, shared=bool(others)):
         return None
-    return Reason(
-        rule="unbounded",
-        card=state.card.index,
-        need_bytes=None,
-        room_bytes=None,
-        short_bytes=None,
-        text="unbounded vLLM (≥ 0.34 with neither gpu_memory_utilization nor kv_cache_memory) "
-        f"would take what {', '.join(sharing)} need",
-        host=host,
+    text = (
+        "unbounded vLLM (≥ 0.34 with neither gpu_memory_utilization nor kv_cache_memory) "
+        f"would take what {', '.join(others)} need"
     )
+    return bare_reason("unbounded", state.card.index, text, host)
 
 
 def exclusive_reason(*, seat: Seat, state: CardState, host: str) -> Reason | None:
@@ -275,15 +252,7 @@ def exclusive_reason(*, seat: Seat, state: CardState, host: str) -> Reason | Non
         text = f"{seat.name} is exclusive; card {index} holds {', '.join(state.occupants)}"
     else:
         text = f"card {index} holds exclusive {', '.join(state.exclusive_neighbours)}"
-    return Reason(
-        rule="exclusive",
-        card=index,
-        need_bytes=None,
-        room_bytes=None,
-        short_bytes=None,
-        text=text,
-        host=host,
-    )
+    return bare_reason("exclusive", index, text, host)
 
 
 # Rules a seat without a start-up check is refused by instead (what it would squeeze).
@@ -328,22 +297,15 @@ def engine_reasons(*, seat: Seat, state: CardState, host: str) -> list[Reason]:
         for refusal in (engine.gate(seat, card), engine.kv_capacity(seat, card))
         if refusal is not None
     ]
-    sharing = list(state.occupants) + list(state.reserve_names)
-    if unbounded_as_declared(seat.engine) and not seat.exclusive and sharing:
+    others = sharing(state)
+    gating = "unbounded" if unbounded_as_declared(seat.engine) else "gated"
+    if unbounded_binds(gating=gating, exclusive=seat.exclusive, shared=bool(others)):
         pins = " ".join(engine.pin_flags(seat, card)) or engine.pin_hint()
-        out.append(
-            Reason(
-                rule="unbounded",
-                card=state.card.index,
-                need_bytes=None,
-                room_bytes=None,
-                short_bytes=None,
-                text=f"unbounded {engine.unbounded_why(seat.engine)}: it takes a share of what "
-                f"is free when it starts, so it would take what {', '.join(sharing)} need; "
-                f"pin it ({pins})",
-                host=host,
-            )
+        text = (
+            f"unbounded {engine.unbounded_why(seat.engine)}: it takes a share of what is free "
+            f"when it starts, so it would take what {', '.join(others)} need; pin it ({pins})"
         )
+        out.append(bare_reason("unbounded", state.card.index, text, host))
     return out
 
 
@@ -397,7 +359,7 @@ def no_gate_note(
     if rule.checks_gate or util is None or seat.resident_bytes > free:
         return None  # gated, or it could not even load: vLLM fails as gpuplan refuses
     takes = min(requested_bytes(util, state.cuda_total_bytes), max(0, free - GiB))
-    squeezed = [*state.occupants, *state.reserve_names] or ["the card's margin"]
+    squeezed = sharing(state) or ["the card's margin"]
     return (
         f"vLLM {seat.engine.version} would not refuse it (no start-up check without "
         f"kv_cache_memory): it would start and take about {b(takes)}, squeezing "

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from inventory.snapshot import Card
-from placement.fit.card import CardModel, card_model, cuda_total
+from placement.fit.card import CardModel, card_model
 from placement.fit.room import engine_free_bytes, room_bytes
 from seats.model import Catalogue, Seat
 from seats.units import format_bytes as b
@@ -103,7 +103,7 @@ def card_state(
     foreign = [(s, pid) for s, pid in model.processes if s != seat.name and s not in declared]
     return CardState(
         card=card,
-        cuda_total_bytes=cuda_total(card),
+        cuda_total_bytes=model.cuda_total,
         free_bytes=free,
         held_bytes=held,
         reserve_held_bytes=sum(part.bytes for part in reserves),

@@ -52,9 +52,14 @@ class Reason:
         }
 
 
+def bare_reason(rule: Rule, card: int | None, text: str, host: str | None) -> Reason:
+    """A rule that binds without bytes to show (host, error, exclusive, unbounded): its words alone."""
+    return Reason(rule, card, None, None, None, text, host)
+
+
 def host_reason(text: str, host: str | None) -> Reason:
     """A `host` rule: the seat cannot be on this host at all, so no card has bytes to show."""
-    return Reason("host", None, None, None, None, text, host)
+    return bare_reason("host", None, text, host)
 
 
 @dataclass(frozen=True)

@@ -286,10 +286,7 @@ def _room(t: _Terms, card: _Card) -> None:
             for r in slot.reserves
             if r.name not in exempt
         )
-        if (
-            not needs_switch
-            and slot.fixed_held_bytes + constant_held <= slot.free_bytes - slot.margin_bytes
-        ):
+        if not needs_switch and constant_held <= slot.open_bytes:
             # Holds with nothing placed, and every seat here meets the same held bytes.
             model.add(card.load + card.absent + held <= card.cap, f"room_{k}_{g_i}")
             continue
@@ -313,7 +310,7 @@ def _gate(t: _Terms, card: _Card) -> None:
     gated = sorted({gate_bound[p] for p in card.pairs if p in gate_bound})
     if not gated:
         return
-    loosest = _mib(slot.free_bytes - slot.margin_bytes - slot.fixed_held_bytes)
+    loosest = _mib(slot.open_bytes)
     levels = [_mib(b) for b in gated]
     steps = [levels[j + 1] - levels[j] for j in range(len(levels) - 1)]
     steps.append(max(0.0, loosest - levels[-1]))
@@ -383,9 +380,7 @@ def _holes(t: _Terms, exact_hole: bool | None) -> None:
         chosen = {c.key: model.binary(f"b_{h_i}_{j}") for j, c in enumerate(cards)}
         model.add(total(chosen.values()) == 1, f"holepick_{h_i}")
         for j, slot in enumerate(cards):
-            after = (
-                _mib(slot.free_bytes - slot.margin_bytes - slot.fixed_held_bytes) - t.load[slot.key]
-            )
+            after = _mib(slot.open_bytes) - t.load[slot.key]
             held_now = total(t.held.get(slot.key, {}).values())
             big_m = max_total * 2 + _mib(sum(r.reserve_bytes for r in slot.reserves))
             model.add(hole <= after - held_now + big_m * (1 - chosen[slot.key]), f"hole_{h_i}_{j}")

@@ -57,9 +57,8 @@ class MovesOutcome:
     verdicts: list[Verdict] | None = None  # None: no set helps, the plan without moves stands
     placements: list[Placement] | None = None
     steps: tuple[dict[str, Any], ...] = ()
-    cards: list[PlanCardRow] | None = (
-        None  # before: as measured; after: moves done and seats placed
-    )
+    # Before: as measured; after: moves done and seats placed.
+    cards: list[PlanCardRow] | None = None
 
 
 class _World:

@@ -317,7 +317,12 @@ def test_the_card_model_copies_add_and_remove_a_seat() -> None:
     assert model.hold_cap_bytes() == free - CONTEXT - 70 * GIB
     placed = model.with_seat("x", 5 * GIB)
     assert placed.placed == {"x": 5 * GIB} and model.placed == {}
+    # The copy's figures meet the placed seat: its gate free, the hold's gate and the room.
+    assert placed.gate_free_bytes() == model.gate_free_bytes() - 5 * GIB
+    assert placed.hold_cap_bytes() == free - CONTEXT - 70 * GIB - 5 * GIB
+    assert placed.plannable_bytes == model.plannable_bytes - 5 * GIB
     # Taking tts-a off frees its hold for everyone; the original is untouched.
     gone = placed.without_seat("tts-a")
     assert gone.holds == () and gone.hold_cap_bytes() is None and model.holds != ()
     assert gone.without_seat("x").placed == {}
+    assert gone.without_seat("x").gate_free_bytes() == free - CONTEXT
