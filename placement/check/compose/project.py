@@ -196,7 +196,6 @@ class _Loader:
         """
         name = str(path)
         data, cleared = strip_tags(self.document(path, name, None))
-        self.cleared = cleared
         services = _services_of(data, name)
         origins = {label: name for label in services}
         for include in _list(data.get("include"), name, "include"):
