@@ -184,6 +184,10 @@ class LlamaCpp(NoRequest):
         """Model, KV and compute buffers on the first CUDA card, n_ctx and layers offloaded."""
         return read_ggml_log(self.kind, lines)
 
+    def pin_hint(self) -> str:
+        """The flags that fix its bytes, by name."""
+        return "-ngl, -c and --fit off"
+
 
 def read_ggml_log(kind: str, lines: Sequence[str]) -> Learned:
     """The figures llama.cpp prints as it loads (Ollama's runner prints the same lines).
@@ -253,10 +257,6 @@ def read_ggml_log(kind: str, lines: Sequence[str]) -> Learned:
         missing=tuple(missing),
         notes=tuple(notes),
     )
-
-    def pin_hint(self) -> str:
-        """The flags that fix its bytes, by name."""
-        return "-ngl, -c and --fit off"
 
 
 ENGINE = LlamaCpp()

@@ -168,6 +168,10 @@ class Ollama(NoRequest):
             return learned
         return read_own_log(lines, learned)
 
+    def pin_hint(self) -> str:
+        """The flags that fix its bytes, by name."""
+        return "num_gpu, num_ctx and OLLAMA_GPU_OVERHEAD"
+
 
 def read_own_log(lines: Sequence[str], fallback: Learned) -> Learned:
     """Ollama's own engine: weights, KV cache and compute graph on the first CUDA card."""
@@ -196,10 +200,6 @@ def read_own_log(lines: Sequence[str], fallback: Learned) -> Learned:
         missing=tuple(missing),
         notes=("Ollama prints sizes to 3 significant figures: each is within 0.5 %",),
     )
-
-    def pin_hint(self) -> str:
-        """The flags that fix its bytes, by name."""
-        return "num_gpu, num_ctx and OLLAMA_GPU_OVERHEAD"
 
 
 ENGINE = Ollama()
