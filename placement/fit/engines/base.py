@@ -10,12 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from decimal import ROUND_FLOOR, Decimal
 from fractions import Fraction
 from typing import Literal, Protocol
 
 from seats.model import Engine as EngineSpec
-from seats.model import Profile, Seat
+from seats.model import Seat
 from seats.units import GiB, KiB, MiB
 
 Behaviour = Literal["request-gated", "share-of-free", "self-fitting", "fixed"]
@@ -273,11 +273,6 @@ def share_text(share: Decimal) -> str:
     return format(share.quantize(STEP), "f")
 
 
-def profile_of(seat: Seat) -> Profile | None:
-    """The seat's profile, where one is declared."""
-    return seat.engine.profile
-
-
 def weights_of(seat: Seat) -> int | None:
     """Model weights on one card: the profile's, else the seat's own `weights`."""
     profile = seat.engine.profile
@@ -393,7 +388,7 @@ def argv_mentions(argv: Sequence[str], *words: str) -> bool:
 # --- reading logs --------------------------------------------------------------------
 
 _COMPOSE_PREFIX = re.compile(r"^[\w.-]+\s+\|\s?")
-_UNITS = {"B": 1, "KiB": KiB, "MiB": MiB, "GiB": GiB, "KB": KiB, "MB": MiB, "GB": GiB}
+_UNITS = {"B": 1, "KiB": KiB, "MiB": MiB, "GiB": GiB}
 
 
 def strip_prefix(line: str) -> str:
@@ -401,18 +396,10 @@ def strip_prefix(line: str) -> str:
     return _COMPOSE_PREFIX.sub("", line, count=1)
 
 
-def size_bytes(number: str, unit: str, *, binary_gb: bool = True) -> int:
-    """'11.5' 'GiB' → bytes, rounded down. Engines printing 'GB' from /2**30 say binary_gb."""
-    scale = _UNITS[unit] if binary_gb or unit not in ("KB", "MB", "GB") else 0
-    if scale == 0:
-        scale = {"KB": 1000, "MB": 1000**2, "GB": 1000**3}[unit]
-    exact = Decimal(number) * scale
+def size_bytes(number: str, unit: str) -> int:
+    """'11.5' 'GiB' → bytes, rounded down (SGLang's printed 'GB' is 2**30: its reader says 'GiB')."""
+    exact = Decimal(number) * _UNITS[unit]
     return int(exact.to_integral_value(rounding=ROUND_FLOOR))
-
-
-def half_up(value: Decimal) -> int:
-    """A non-negative Decimal rounded up to a whole byte."""
-    return int(value.to_integral_value(rounding=ROUND_CEILING))
 
 
 @dataclass

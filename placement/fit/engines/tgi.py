@@ -47,7 +47,6 @@ from placement.fit.engines.base import (
     image_matches,
     kv_room,
     largest_share,
-    profile_need,
     share_text,
     short_context,
 )
@@ -178,10 +177,6 @@ class TGI(NoRequest):
         if profile is not None and room is not None and room >= profile.kv_bytes_per_token:
             flags += ["--max-total-tokens", str(room // profile.kv_bytes_per_token)]
         return tuple(flags)
-
-    def needs_with_profile(self, seat: Seat, card: EngineCard) -> int:
-        """The resident a profile implies at its KV bytes here (for a warning)."""
-        return profile_need(seat, card, self.kv_bytes(seat, card) or 0)
 
     def learn(self, lines: Sequence[str]) -> Learned:
         """KV tokens from 'Setting max batch total tokens to N' (or 'KV-cache blocks')."""
