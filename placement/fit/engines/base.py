@@ -129,7 +129,7 @@ class EngineRule(Protocol):
     title: str  # as users write it: "llama.cpp"
     # Who reads its start-up log: "learn" (its own `learn`), "vllm-log", or "" (none).
     log_reader: str
-    # Command words and image names it is recognised by, for docs and error text.
+    # Command words and image names it is recognised by (the default `recognise` reads them).
     commands: tuple[str, ...]
     images: tuple[str, ...]
 
@@ -199,7 +199,20 @@ class EngineRule(Protocol):
         ...
 
 
-class NoRequest:
+class ByCommand:
+    """The default `recognise`: one of the engine's `commands` in argv, or one of its `images`."""
+
+    commands: tuple[str, ...]
+    images: tuple[str, ...]
+
+    def recognise(self, argv: Sequence[str], image: str | None = None) -> bool:
+        """One of its commands (`command_in`), or an image of its own."""
+        return any(command_in(argv, command) for command in self.commands) or image_matches(
+            image, self.images
+        )
+
+
+class NoRequest(ByCommand):
     """What an engine without a util request answers (every engine but vLLM)."""
 
     util_request = False
@@ -374,6 +387,15 @@ def image_matches(image: str | None, names: Sequence[str]) -> bool:
         return False
     lowered = image.lower()
     return any(name in lowered for name in names)
+
+
+def command_in(argv: Sequence[str], command: str) -> bool:
+    """True when argv runs `command`: `python -m MODULE` by a word starting with MODULE,
+    `BINARY [WORD…]` by BINARY (any path) with each WORD among argv's words."""
+    words = command.split()
+    if words[:2] == ["python", "-m"]:
+        return any(word.startswith(words[2]) for word in argv)
+    return argv_mentions(argv, words[0]) and all(word in argv for word in words[1:])
 
 
 def argv_mentions(argv: Sequence[str], *words: str) -> bool:

@@ -35,10 +35,8 @@ from placement.fit.engines.base import (
     LogScan,
     NoRequest,
     Refusal,
-    argv_mentions,
     as_int,
     gib,
-    image_matches,
     kv_room,
     short_context,
     size_bytes,
@@ -72,12 +70,8 @@ class Ollama(NoRequest):
         return "fixed" if spec.num_gpu is not None else "self-fitting"
 
     def recognise(self, argv: Sequence[str], image: str | None = None) -> bool:
-        """`ollama serve|runner`, a llama-server of Ollama's model store, or the ollama image."""
-        if argv_mentions(argv, "ollama") and ("serve" in argv or "runner" in argv):
-            return True
-        if any("/.ollama/models/" in word for word in argv):
-            return True
-        return image_matches(image, self.images)
+        """`ollama serve|runner`, the ollama image, or a llama-server of Ollama's model store."""
+        return super().recognise(argv, image) or any("/.ollama/models/" in word for word in argv)
 
     def read_flags(
         self, argv: Sequence[str], env: Mapping[str, str] | None = None

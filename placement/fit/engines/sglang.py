@@ -36,14 +36,12 @@ from placement.fit.engines.base import (
     LogScan,
     NoRequest,
     Refusal,
-    argv_mentions,
     as_fraction,
     as_int,
     flag_value,
     floor_times,
     fraction,
     gib,
-    image_matches,
     kv_room,
     profile_need,
     share_text,
@@ -75,14 +73,6 @@ class SGLang(NoRequest):
     def behaviour(self, spec: EngineSpec) -> Behaviour:
         """Always a share of free at start; a max_total_tokens with a profile pins its pool."""
         return "share-of-free"
-
-    def recognise(self, argv: Sequence[str], image: str | None = None) -> bool:
-        """`-m sglang.launch_server`, `sglang serve`, or the lmsysorg/sglang image."""
-        if any(word.startswith("sglang.launch_server") for word in argv):
-            return True
-        if argv_mentions(argv, "sglang") and "serve" in argv:
-            return True
-        return image_matches(image, self.images)
 
     def read_flags(
         self, argv: Sequence[str], env: Mapping[str, str] | None = None

@@ -37,14 +37,12 @@ from placement.fit.engines.base import (
     LogScan,
     NoRequest,
     Refusal,
-    argv_mentions,
     as_fraction,
     as_int,
     ceil_times,
     flag_value,
     fraction,
     gib,
-    image_matches,
     kv_room,
     largest_share,
     share_text,
@@ -72,10 +70,6 @@ class TGI(NoRequest):
     def behaviour(self, spec: EngineSpec) -> Behaviour:
         """Always fills to a level of the total: a share of what is free when it warms up."""
         return "share-of-free"
-
-    def recognise(self, argv: Sequence[str], image: str | None = None) -> bool:
-        """`text-generation-launcher`, or the TGI image (whose entrypoint it is)."""
-        return argv_mentions(argv, "text-generation-launcher") or image_matches(image, self.images)
 
     def read_flags(
         self, argv: Sequence[str], env: Mapping[str, str] | None = None

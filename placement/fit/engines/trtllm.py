@@ -35,14 +35,12 @@ from placement.fit.engines.base import (
     LogScan,
     NoRequest,
     Refusal,
-    argv_mentions,
     as_fraction,
     as_int,
     flag_value,
     floor_times,
     fraction,
     gib,
-    image_matches,
     kv_room,
     profile_need,
     short_context,
@@ -75,10 +73,6 @@ class TensorRTLLM(NoRequest):
     def behaviour(self, spec: EngineSpec) -> Behaviour:
         """A share of free after its weights; `max_tokens` with a profile pins the bytes."""
         return "share-of-free"
-
-    def recognise(self, argv: Sequence[str], image: str | None = None) -> bool:
-        """`trtllm-serve`, or an nvcr.io/nvidia/tensorrt-llm image."""
-        return argv_mentions(argv, "trtllm-serve") or image_matches(image, self.images)
 
     def read_flags(
         self, argv: Sequence[str], env: Mapping[str, str] | None = None

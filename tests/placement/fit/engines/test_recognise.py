@@ -109,7 +109,9 @@ CMDLINES = [
     ("/opt/conda/bin/python3.11 /opt/conda/bin/text-generation-launcher --model-id x", "tgi"),
     ("trtllm-serve meta-llama/Llama-3.1-8B --kv_cache_free_gpu_memory_fraction 0.2", "trtllm"),
     ("/app/llama-server -m /models/q.gguf -ngl 99 -c 8192", "llamacpp"),
+    ("sglang serve --model-path Qwen/Qwen3-8B", "sglang"),
     ("/usr/bin/ollama serve", "ollama"),
+    ("/usr/bin/ollama runner --ollama-engine --port 40111", "ollama"),
     # Ollama's runner is a llama-server of its own model store: Ollama's, not llama.cpp's.
     ("/usr/lib/ollama/llama-server --model /root/.ollama/models/blobs/sha256-ab -c 8192", "ollama"),
     ("python3 -m vllm.entrypoints.openai.api_server --port 8027", "vllm"),
