@@ -308,6 +308,43 @@ def kv_room(seat: Seat, card: EngineCard) -> int | None:
     )
 
 
+def room_tokens(seat: Seat, card: EngineCard) -> int | None:
+    """Tokens the declared resident's KV room holds (kv_room ÷ c, rounded down); None without a
+    profile or when the room is under one token. The token pin every engine's pin_flags print."""
+    room = kv_room(seat, card)
+    profile = seat.engine.profile
+    if room is None or profile is None or room < profile.kv_bytes_per_token:
+        return None
+    return room // profile.kv_bytes_per_token
+
+
+def free_after_load(seat: Seat, card: EngineCard) -> int | None:
+    """F0 − weights − non_kv − cuda_graphs: what a share-of-free engine reads free once its model
+    and warm-up are in (F0 after its own context); None without a profile."""
+    profile = seat.engine.profile
+    if profile is None:
+        return None
+    return (
+        card.engine_free_bytes
+        - profile.weights_bytes
+        - profile.non_kv_bytes
+        - profile.cuda_graphs_bytes
+    )
+
+
+def tokens_in(seat: Seat, kv_bytes: int | None) -> int | None:
+    """KV bytes ÷ the profile's per-token bytes, rounded down; None without either."""
+    profile = seat.engine.profile
+    if kv_bytes is None or profile is None:
+        return None
+    return kv_bytes // profile.kv_bytes_per_token
+
+
+def share_or(value: float | None, default: Decimal) -> Decimal:
+    """A declared fraction as an exact Decimal, else the engine's default."""
+    return default if value is None else fraction(value)
+
+
 def profile_need(seat: Seat, card: EngineCard, kv_bytes: int) -> int:
     """max(resident, weights + non_kv + KV + context): a profile never lowers the resident."""
     profile = seat.engine.profile

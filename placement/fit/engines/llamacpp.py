@@ -40,7 +40,7 @@ from placement.fit.engines.base import (
     flag_value,
     gib,
     image_matches,
-    kv_room,
+    room_tokens,
     short_context,
     size_bytes,
 )
@@ -169,11 +169,10 @@ class LlamaCpp(NoRequest):
     def pin_flags(self, seat: Seat, card: EngineCard) -> tuple[str, ...]:
         """-ngl (all, or as declared), -c from the resident's KV room, --fit off."""
         profile = seat.engine.profile
-        room = kv_room(seat, card)
+        ctx = room_tokens(seat, card)
         layers = seat.engine.n_gpu_layers
         flags = ["-ngl", str(layers if layers is not None else 999)]
-        if profile is not None and room is not None and room >= profile.kv_bytes_per_token:
-            ctx = room // profile.kv_bytes_per_token
+        if profile is not None and ctx is not None:
             wanted = profile.max_model_len * (seat.engine.parallel or 1)
             flags += ["-c", str(min(ctx, wanted))]
         elif seat.engine.ctx_size is not None:

@@ -37,7 +37,7 @@ from placement.fit.engines.base import (
     Refusal,
     as_int,
     gib,
-    kv_room,
+    room_tokens,
     short_context,
     size_bytes,
 )
@@ -141,13 +141,10 @@ class Ollama(NoRequest):
     def pin_flags(self, seat: Seat, card: EngineCard) -> tuple[str, ...]:
         """num_gpu, num_ctx from the resident's KV room, and the overhead that keeps the rest."""
         profile = seat.engine.profile
-        room = kv_room(seat, card)
+        tokens = room_tokens(seat, card)
         flags = ["num_gpu", str(seat.engine.num_gpu if seat.engine.num_gpu is not None else 999)]
-        if profile is not None and room is not None and room >= profile.kv_bytes_per_token:
-            flags += [
-                "num_ctx",
-                str(min(room // profile.kv_bytes_per_token, profile.max_model_len)),
-            ]
+        if profile is not None and tokens is not None:
+            flags += ["num_ctx", str(min(tokens, profile.max_model_len))]
         elif seat.engine.num_ctx is not None:
             flags += ["num_ctx", str(seat.engine.num_ctx)]
         overhead = max(0, card.free_bytes - MINIMUM_BYTES - seat.resident_bytes)

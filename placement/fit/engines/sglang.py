@@ -42,8 +42,8 @@ from placement.fit.engines.base import (
     floor_times,
     fraction,
     gib,
-    kv_room,
     profile_need,
+    room_tokens,
     share_text,
     short_context,
     size_bytes,
@@ -157,14 +157,13 @@ class SGLang(NoRequest):
     def pin_flags(self, seat: Seat, card: EngineCard) -> tuple[str, ...]:
         """--mem-fraction-static m --max-total-tokens T: a pool of T × c bytes, m × F0 ≥ W + T × c."""
         profile = seat.engine.profile
-        room = kv_room(seat, card)
-        if profile is None or room is None or room <= 0:
+        tokens = room_tokens(seat, card)
+        if profile is None or tokens is None:
             return ()
-        tokens = room // profile.kv_bytes_per_token
         share = smallest_share(
             profile.weights_bytes + tokens * profile.kv_bytes_per_token, card.engine_free_bytes
         )
-        if tokens < 1 or share is None:
+        if share is None:
             return ()
         return ("--mem-fraction-static", share_text(share), "--max-total-tokens", str(tokens))
 

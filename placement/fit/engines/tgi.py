@@ -41,12 +41,14 @@ from placement.fit.engines.base import (
     as_int,
     ceil_times,
     flag_value,
-    fraction,
+    free_after_load,
     gib,
-    kv_room,
     largest_share,
+    room_tokens,
+    share_or,
     share_text,
     short_context,
+    tokens_in,
 )
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
@@ -95,8 +97,7 @@ class TGI(NoRequest):
 
     def share(self, seat: Seat) -> Decimal:
         """The declared f, or TGI's default 1.0."""
-        value = seat.engine.cuda_memory_fraction
-        return DEFAULT_FRACTION if value is None else fraction(value)
+        return share_or(seat.engine.cuda_memory_fraction, DEFAULT_FRACTION)
 
     def level_bytes(self, seat: Seat, card: EngineCard) -> int:
         """ceil((1 − 0.9 f) × T): the free bytes TGI leaves on the card."""
@@ -109,22 +110,12 @@ class TGI(NoRequest):
 
     def kv_bytes(self, seat: Seat, card: EngineCard) -> int | None:
         """max(0, free after weights and non-KV − level): its KV cache (needs a profile)."""
-        profile = seat.engine.profile
-        if profile is None:
-            return None
-        after = (
-            card.engine_free_bytes
-            - profile.weights_bytes
-            - profile.non_kv_bytes
-            - profile.cuda_graphs_bytes
-        )
-        return max(0, after - self.level_bytes(seat, card))
+        after = free_after_load(seat, card)
+        return None if after is None else max(0, after - self.level_bytes(seat, card))
 
     def kv_tokens(self, seat: Seat, card: EngineCard) -> int | None:
         """KV bytes // c."""
-        kv = self.kv_bytes(seat, card)
-        profile = seat.engine.profile
-        return None if kv is None or profile is None else kv // profile.kv_bytes_per_token
+        return tokens_in(seat, self.kv_bytes(seat, card))
 
     def gate(self, seat: Seat, card: EngineCard) -> Refusal | None:
         """Warm-up OOM when its weights leave nothing above its level."""
@@ -166,10 +157,9 @@ class TGI(NoRequest):
         if share is None:
             return ()
         flags: list[str] = ["--cuda-memory-fraction", share_text(share)]
-        room = kv_room(seat, card)
-        profile = seat.engine.profile
-        if profile is not None and room is not None and room >= profile.kv_bytes_per_token:
-            flags += ["--max-total-tokens", str(room // profile.kv_bytes_per_token)]
+        tokens = room_tokens(seat, card)
+        if tokens is not None:
+            flags += ["--max-total-tokens", str(tokens)]
         return tuple(flags)
 
     def learn(self, lines: Sequence[str]) -> Learned:

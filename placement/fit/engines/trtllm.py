@@ -39,12 +39,14 @@ from placement.fit.engines.base import (
     as_int,
     flag_value,
     floor_times,
-    fraction,
+    free_after_load,
     gib,
-    kv_room,
     profile_need,
+    room_tokens,
+    share_or,
     short_context,
     size_bytes,
+    tokens_in,
 )
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
@@ -90,20 +92,14 @@ class TensorRTLLM(NoRequest):
 
     def share(self, seat: Seat) -> Decimal:
         """The declared f, or 0.9."""
-        value = seat.engine.free_gpu_memory_fraction
-        return DEFAULT_FRACTION if value is None else fraction(value)
+        return share_or(seat.engine.free_gpu_memory_fraction, DEFAULT_FRACTION)
 
     def kv_bytes(self, seat: Seat, card: EngineCard) -> int | None:
         """min(floor(f × (F0 − W − N)), M × c): needs a profile."""
         profile = seat.engine.profile
-        if profile is None:
+        after = free_after_load(seat, card)
+        if profile is None or after is None:
             return None
-        after = (
-            card.engine_free_bytes
-            - profile.weights_bytes
-            - profile.non_kv_bytes
-            - profile.cuda_graphs_bytes
-        )
         kv = floor_times(self.share(seat), max(0, after))
         cap = seat.engine.max_tokens
         return kv if cap is None else min(kv, cap * profile.kv_bytes_per_token)
@@ -136,9 +132,7 @@ class TensorRTLLM(NoRequest):
 
     def kv_tokens(self, seat: Seat, card: EngineCard) -> int | None:
         """KV bytes // c."""
-        kv = self.kv_bytes(seat, card)
-        profile = seat.engine.profile
-        return None if kv is None or profile is None else kv // profile.kv_bytes_per_token
+        return tokens_in(seat, self.kv_bytes(seat, card))
 
     def kv_capacity(self, seat: Seat, card: EngineCard) -> Refusal | None:
         """A cache below max_seq_len (else the profile's length): it shortens max_seq_len."""
@@ -158,11 +152,9 @@ class TensorRTLLM(NoRequest):
 
     def pin_flags(self, seat: Seat, card: EngineCard) -> tuple[str, ...]:
         """kv_cache_config.max_tokens from the resident's KV room (f kept: the smaller wins)."""
-        profile = seat.engine.profile
-        room = kv_room(seat, card)
-        if profile is None or room is None or room < profile.kv_bytes_per_token:
+        tokens = room_tokens(seat, card)
+        if tokens is None:
             return ()
-        tokens = room // profile.kv_bytes_per_token
         return (
             "--kv_cache_free_gpu_memory_fraction",
             str(self.share(seat)),
