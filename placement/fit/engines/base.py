@@ -372,6 +372,21 @@ def short_context(seat: Seat, tokens: int | None, wanted: int | None, text: str)
     )
 
 
+def fitted_need(seat: Seat, card: EngineCard, room: int) -> int:
+    """A self-fitting engine's bytes: its resident, at most the `room` it lets itself load on the
+    card plus its context."""
+    return min(seat.resident_bytes, room + card.cuda_context_bytes)
+
+
+def spill(seat: Seat, card: EngineCard, room: int, text: str) -> Refusal | None:
+    """Rule `spill` when the resident less its context is over `room`: the rest runs on the CPU.
+    `text` may name `{room}` and `{moved}` (the bytes that leave the card), as GiB."""
+    wanted = seat.resident_bytes - card.cuda_context_bytes
+    if wanted <= room:
+        return None
+    return Refusal("spill", wanted, room, text.format(room=gib(room), moved=gib(wanted - room)))
+
+
 def gib(value: int) -> str:
     """Bytes as GiB to two decimals, for refusal text."""
     return f"{value / GiB:.2f} GiB"

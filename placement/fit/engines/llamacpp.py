@@ -37,12 +37,14 @@ from placement.fit.engines.base import (
     Refusal,
     argv_mentions,
     as_int,
+    fitted_need,
     flag_value,
     gib,
     image_matches,
     room_tokens,
     short_context,
     size_bytes,
+    spill,
 )
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
@@ -121,22 +123,18 @@ class LlamaCpp(NoRequest):
         """Its resident; self-fitting, at most what the card lets it project (plus context)."""
         if not fit_on(seat.engine):
             return seat.resident_bytes
-        return min(seat.resident_bytes, self.room_bytes(seat, card) + card.cuda_context_bytes)
+        return fitted_need(seat, card, self.room_bytes(seat, card))
 
     def gate(self, seat: Seat, card: EngineCard) -> Refusal | None:
         """Rule `spill` when --fit must move part of it off the card; it never refuses."""
         if not fit_on(seat.engine):
             return None
-        room = self.room_bytes(seat, card)
-        wanted = seat.resident_bytes - card.cuda_context_bytes
-        if wanted <= room:
-            return None
-        return Refusal(
-            "spill",
-            wanted,
-            room,
+        return spill(
+            seat,
+            card,
+            self.room_bytes(seat, card),
             f"llama.cpp starts, slowly: --fit leaves {gib(self.margin_bytes)} free and moves "
-            f"{gib(wanted - room)} of the model off the card (onto the CPU)",
+            "{moved} of the model off the card (onto the CPU)",
         )
 
     def slot_tokens(self, seat: Seat) -> int | None:

@@ -36,10 +36,11 @@ from placement.fit.engines.base import (
     NoRequest,
     Refusal,
     as_int,
-    gib,
+    fitted_need,
     room_tokens,
     short_context,
     size_bytes,
+    spill,
 )
 from placement.fit.engines.llamacpp import FIT_MARGIN_BYTES, read_ggml_log
 from seats.model import Engine as EngineSpec
@@ -101,22 +102,18 @@ class Ollama(NoRequest):
         """Its resident, or what its room lets it load (plus its context) when self-fitting."""
         if seat.engine.num_gpu is not None:
             return seat.resident_bytes
-        return min(seat.resident_bytes, self.room_bytes(seat, card) + card.cuda_context_bytes)
+        return fitted_need(seat, card, self.room_bytes(seat, card))
 
     def gate(self, seat: Seat, card: EngineCard) -> Refusal | None:
         """Rule `spill` when its room is short of the resident; Ollama itself never refuses."""
         if seat.engine.num_gpu is not None:
             return None
-        room = self.room_bytes(seat, card)
-        wanted = seat.resident_bytes - card.cuda_context_bytes
-        if wanted <= room:
-            return None
-        return Refusal(
-            "spill",
-            wanted,
-            room,
-            f"Ollama starts, slowly: free − OLLAMA_GPU_OVERHEAD − 457 MiB leaves {gib(room)}, "
-            f"so {gib(wanted - room)} of the model runs on the CPU",
+        return spill(
+            seat,
+            card,
+            self.room_bytes(seat, card),
+            "Ollama starts, slowly: free − OLLAMA_GPU_OVERHEAD − 457 MiB leaves {room}, "
+            "so {moved} of the model runs on the CPU",
         )
 
     def kv_tokens(self, seat: Seat, card: EngineCard) -> int | None:
