@@ -433,6 +433,36 @@ def as_fraction(text: str | None) -> float | None:
     return value if 0 < value <= 1 else None
 
 
+# (catalogue field, flag, environment variable or None): what `read_fields` reads.
+FieldSource = tuple[str, str, str | None]
+
+
+def read_fields(
+    argv: Sequence[str],
+    env: Mapping[str, str] | None,
+    *,
+    fractions: Sequence[FieldSource] = (),
+    counts: Sequence[FieldSource] = (),
+) -> dict[str, object]:
+    """Catalogue fields from their flags, else their environment variables: a fraction in
+    (0, 1], a count of at least 1; anything absent or unreadable is left out."""
+    env = env or {}
+    found: dict[str, object] = {}
+    for key, flag, name in fractions:
+        share = as_fraction(flag_value(argv, flag))
+        if share is None and name is not None:
+            share = as_fraction(env.get(name))
+        if share is not None:
+            found[key] = share
+    for key, flag, name in counts:
+        count = as_int(flag_value(argv, flag))
+        if count is None and name is not None:
+            count = as_int(env.get(name))
+        if count is not None and count >= 1:
+            found[key] = count
+    return found
+
+
 def image_matches(image: str | None, names: Sequence[str]) -> bool:
     """True when an image reference names one of `names` (registry prefix and tag aside)."""
     if not image:

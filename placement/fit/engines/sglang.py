@@ -36,13 +36,11 @@ from placement.fit.engines.base import (
     LogScan,
     NoRequest,
     Refusal,
-    as_fraction,
-    as_int,
-    flag_value,
     floor_times,
     fraction,
     gib,
     profile_need,
+    read_fields,
     room_tokens,
     share_text,
     short_context,
@@ -78,18 +76,15 @@ class SGLang(NoRequest):
         self, argv: Sequence[str], env: Mapping[str, str] | None = None
     ) -> dict[str, object]:
         """--mem-fraction-static, --max-total-tokens, --context-length."""
-        found: dict[str, object] = {}
-        share = as_fraction(flag_value(argv, "--mem-fraction-static"))
-        if share is not None:
-            found["mem_fraction_static"] = share
-        for field, flag in (
-            ("max_total_tokens", "--max-total-tokens"),
-            ("context_length", "--context-length"),
-        ):
-            value = as_int(flag_value(argv, flag))
-            if value is not None and value >= 1:
-                found[field] = value
-        return found
+        return read_fields(
+            argv,
+            env,
+            fractions=[("mem_fraction_static", "--mem-fraction-static", None)],
+            counts=[
+                ("max_total_tokens", "--max-total-tokens", None),
+                ("context_length", "--context-length", None),
+            ],
+        )
 
     def static_bytes(self, seat: Seat, card: EngineCard) -> int | None:
         """floor(m × F0): what its weights and KV pool may take; None without a declared m."""

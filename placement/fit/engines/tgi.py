@@ -37,13 +37,11 @@ from placement.fit.engines.base import (
     LogScan,
     NoRequest,
     Refusal,
-    as_fraction,
-    as_int,
     ceil_times,
-    flag_value,
     free_after_load,
     gib,
     largest_share,
+    read_fields,
     room_tokens,
     share_or,
     share_text,
@@ -77,23 +75,15 @@ class TGI(NoRequest):
         self, argv: Sequence[str], env: Mapping[str, str] | None = None
     ) -> dict[str, object]:
         """--cuda-memory-fraction, --max-total-tokens, --max-input-tokens (or their env vars)."""
-        env = env or {}
-        found: dict[str, object] = {}
-        share = as_fraction(flag_value(argv, "--cuda-memory-fraction"))
-        if share is None:
-            share = as_fraction(env.get("CUDA_MEMORY_FRACTION"))
-        if share is not None:
-            found["cuda_memory_fraction"] = share
-        for field, flag, name in (
-            ("max_total_tokens", "--max-total-tokens", "MAX_TOTAL_TOKENS"),
-            ("max_input_tokens", "--max-input-tokens", "MAX_INPUT_TOKENS"),
-        ):
-            value = as_int(flag_value(argv, flag))
-            if value is None:
-                value = as_int(env.get(name))
-            if value is not None and value >= 1:
-                found[field] = value
-        return found
+        return read_fields(
+            argv,
+            env,
+            fractions=[("cuda_memory_fraction", "--cuda-memory-fraction", "CUDA_MEMORY_FRACTION")],
+            counts=[
+                ("max_total_tokens", "--max-total-tokens", "MAX_TOTAL_TOKENS"),
+                ("max_input_tokens", "--max-input-tokens", "MAX_INPUT_TOKENS"),
+            ],
+        )
 
     def share(self, seat: Seat) -> Decimal:
         """The declared f, or TGI's default 1.0."""

@@ -35,13 +35,11 @@ from placement.fit.engines.base import (
     LogScan,
     NoRequest,
     Refusal,
-    as_fraction,
-    as_int,
-    flag_value,
     floor_times,
     free_after_load,
     gib,
     profile_need,
+    read_fields,
     room_tokens,
     share_or,
     short_context,
@@ -81,14 +79,12 @@ class TensorRTLLM(NoRequest):
     ) -> dict[str, object]:
         """--kv_cache_free_gpu_memory_fraction and --max_seq_len (max_tokens lives in its
         --extra_llm_api_options YAML, which is not read here)."""
-        found: dict[str, object] = {}
-        share = as_fraction(flag_value(argv, "--kv_cache_free_gpu_memory_fraction"))
-        if share is not None:
-            found["free_gpu_memory_fraction"] = share
-        length = as_int(flag_value(argv, "--max_seq_len"))
-        if length is not None and length >= 1:
-            found["max_seq_len"] = length
-        return found
+        return read_fields(
+            argv,
+            env,
+            fractions=[("free_gpu_memory_fraction", "--kv_cache_free_gpu_memory_fraction", None)],
+            counts=[("max_seq_len", "--max_seq_len", None)],
+        )
 
     def share(self, seat: Seat) -> Decimal:
         """The declared f, or 0.9."""
