@@ -248,6 +248,7 @@ def fraction(value: float | str | Decimal) -> Decimal:
     """A fraction as an exact Decimal from its shortest decimal text (0.3 → Decimal('0.3'))."""
     if isinstance(value, Decimal):
         return value
+    # repr of a float is its shortest round-tripping text: 0.11, not 0.11000000000000000056.
     return Decimal(repr(value) if isinstance(value, float) else value)
 
 
@@ -277,6 +278,7 @@ def largest_share(limit: int, amount: int) -> Decimal | None:
     """Largest 3-decimal share s in (0, 1] with ceil(s × amount) ≤ limit; None if none."""
     if amount <= 0 or limit <= 0:
         return None
+    # ceil(k·T/1000) ≤ n  ⇔  k·T/1000 ≤ n  ⇔  k ≤ 1000·n/T
     k = min(1000, 1000 * limit // amount)
     return Decimal(k) * STEP if k >= 1 else None
 

@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
 from placement.fit.engines import (
-    UTIL_STEP,
     format_util,
     need_bytes,
     passes_gate,
@@ -32,6 +31,7 @@ from placement.fit.engines.base import (
     flag_value,
     gib,
     image_matches,
+    share_text,
 )
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
@@ -120,7 +120,7 @@ def engine_flags(
     """vLLM start flags: util (three decimals when proposed) and the pinned KV cache."""
     flags: list[str] = []
     if util is not None:
-        text = format(util.quantize(UTIL_STEP), "f") if proposed else format_util(util)
+        text = share_text(util) if proposed else format_util(util)
         flags += [UTIL_FLAG, text]
     if kv_cache_bytes is not None:
         flags += [KV_FLAG, str(kv_cache_bytes)]
