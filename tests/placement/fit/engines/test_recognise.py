@@ -164,6 +164,13 @@ FLAGS = [
         {},
         {"gpu_memory_utilization": 0.11, "kv_cache_memory": 8 * 2**30},
     ),
+    # vLLM's own byte reading: a decimal count only with a decimal suffix (1.5g = 1.5·10⁹ B).
+    (
+        "vllm",
+        "vllm serve m --kv-cache-memory=1.5g",
+        {},
+        {"kv_cache_memory": 1_500_000_000},
+    ),
 ]
 
 
