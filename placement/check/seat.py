@@ -26,7 +26,7 @@ from placement.fit.engines import (
     requests_util,
     util_decimal,
 )
-from placement.fit.kv import flag_resident
+from placement.fit.kv import flag_resident, profile_of
 from placement.fit.verdict import Verdict
 from placement.fit.verify import judge, override_seat
 from seats.errors import BadInputError, Exit
@@ -273,7 +273,7 @@ def _refuse_flags(
     seat: Seat, final: Seat, kv_cache_bytes: int | None, resident_bytes: int | None
 ) -> None:
     """Flags the loader would refuse in a file: a resident below the weights, a KV above it."""
-    profile = seat.engine.profile if requests_util(seat.engine) else None
+    profile = profile_of(seat)
     weights = profile.weights_bytes if profile is not None else seat.weights_bytes
     if resident_bytes is not None and weights is not None and resident_bytes < weights:
         raise BadInputError(
@@ -326,7 +326,7 @@ def _service_profile(
     stores each KV element in one byte where the profile's (learnt at the model's 16-bit
     dtype) takes two: half the bytes per token, rounded up.
     """
-    profile = seat.engine.profile if seat is not None and requests_util(seat.engine) else None
+    profile = profile_of(seat) if seat is not None else None
     notes: list[str] = []
     if profile is None:
         if service.max_model_len is not None and seat is not None:
@@ -545,16 +545,3 @@ def inputs_digest(result: CheckResult) -> str:
 def result_json(result: CheckResult) -> dict[str, Any]:
     """`check --json` for one seat: the VERDICT plus `"schema": 1`."""
     return {"schema": SCHEMA, **result.to_json()}
-
-
-def results_json(results: Sequence[CheckResult], compose: str) -> dict[str, Any]:
-    """`check --compose --json`: the worst verdict and one VERDICT per service."""
-    worst = worst_exit(results)
-    kind = {Exit.OK: "pass", Exit.REFUSED: "refuse", Exit.CANNOT_DECIDE: "unknown"}[worst]
-    return {
-        "schema": SCHEMA,
-        "compose": compose,
-        "verdict": kind,
-        "verdicts": [result.to_json() for result in results],
-        "warnings": [w for result in results for w in result.verdict.warnings],
-    }

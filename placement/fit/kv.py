@@ -273,18 +273,13 @@ def kv_need_floor(seat: Seat, cuda_context: int) -> int | None:
     else the catalogue's `weights`, else none known), that KV cache, its profiled non-KV bytes
     and its CUDA context. None where no KV size is pinned (the cache is the request's leftover).
     """
-    if not requests_util(seat.engine) or seat.engine.kv_cache_bytes is None:
-        return None
     kv = seat.engine.kv_cache_bytes
-    profile = profile_of(seat)
-    if profile is not None:
-        return resident_bytes(
-            weights=profile.weights_bytes,
-            non_kv=profile.non_kv_bytes,
-            kv=kv,
-            cuda_context=cuda_context,
-            cuda_graphs=profile.cuda_graphs_bytes,
-        )
+    if not requests_util(seat.engine) or kv is None:
+        return None
+    # A pinned KV size is the cache whatever the util and the card: neither is read.
+    from_profile = profile_resident_bytes(seat, None, 0, cuda_context)
+    if from_profile is not None:
+        return from_profile
     return (seat.weights_bytes or 0) + kv + cuda_context
 
 

@@ -237,22 +237,23 @@ def enforce_unicity(value: Any, path: Path = ()) -> Any:
 
 def merge(base: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
     """One compose file over another, as `docker compose -f base -f other` merges them."""
-    merged = merge_yaml(_copy(base), _copy(other))
+    merged = merge_yaml(copy_tree(base), copy_tree(other))
     result: dict[str, Any] = enforce_unicity(merged)
     return result
 
 
 def extend_service(base: dict[str, Any], service: dict[str, Any]) -> dict[str, Any]:
     """compose-go's ExtendService: the service's own keys over the service it extends."""
-    merged: dict[str, Any] = merge_yaml(_copy(base), _copy(service), ("services", "x"))
+    merged: dict[str, Any] = merge_yaml(copy_tree(base), copy_tree(service), ("services", "x"))
     merged.pop("extends", None)
     result: dict[str, Any] = enforce_unicity({"services": {"x": merged}})["services"]["x"]
     return result
 
 
-def _copy(value: Any) -> Any:
+def copy_tree(value: Any) -> Any:
+    """A copy of parsed YAML (mappings, lists, scalars) that merging can change in place."""
     if isinstance(value, dict):
-        return {key: _copy(item) for key, item in value.items()}
+        return {key: copy_tree(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [_copy(item) for item in value]
+        return [copy_tree(item) for item in value]
     return value

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from placement.check.compose.interpolation import MissingVariable, parse_env_file, substitute
-from placement.check.compose.merge import MergeError, extend_service, merge_yaml
+from placement.check.compose.merge import MergeError, copy_tree, extend_service, merge_yaml
 from placement.check.compose.model import ComposeError
 from seats.errors import CatalogueError
 from seats.loader import MAX_DOCUMENT_BYTES, TAG_KEY, read_text_file, read_yaml
@@ -303,7 +303,7 @@ class _Loader:
         )
         if not isinstance(base, dict):
             return {key: value for key, value in body.items() if key != "extends"}
-        base = _copy(base)
+        base = copy_tree(base)
         if file is not None:
             base = _absolute(base, base_dir)
         # compose-go applies the service's own !reset/!override paths to the base it extends.
@@ -431,11 +431,3 @@ def _absolute_volume(volume: Any, directory: Path) -> Any:
     if isinstance(volume, dict) and str(volume.get("source", "")).startswith("."):
         return {**volume, "source": str(directory / str(volume["source"]))}
     return volume
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {key: _copy(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_copy(item) for item in value]
-    return value

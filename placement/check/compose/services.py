@@ -11,17 +11,14 @@ from typing import Any
 
 from placement.check.compose.config import config_args, host_path
 from placement.check.compose.devices import Devices, asks_for_gpu, device_list, read_devices
-from placement.check.compose.interpolation import MissingVariable, parse_env_file, substitute
+from placement.check.compose.interpolation import MissingVariable, substitute
 from placement.check.compose.model import ComposeError, ComposeService
+from placement.check.compose.project import read_env
 from placement.fit.engines.registry import KINDS, recognise
 from placement.fit.engines.registry import engine as registry_engine
 from placement.fit.engines.vllm import KV_FLAG, UTIL_FLAG
 from placement.fit.engines.vllm_command import image_version, split_command, vllm_args
 from placement.fit.engines.vllm_flags import Flags, parse_util, read_flags, vllm_bytes
-from seats.errors import CatalogueError
-from seats.loader import read_text_file
-
-MAX_ENV_FILE_BYTES = 256 * 1024
 
 Found = tuple[str | None, list[str], list[str], bool]
 _READ_VARIABLES = {
@@ -29,14 +26,6 @@ _READ_VARIABLES = {
     "NVIDIA_VISIBLE_DEVICES",
     "VLLM_ALLOW_RUNTIME_LORA_UPDATING",
 }
-
-
-def read_text(path: Path, name: str, limit: int) -> str:
-    """A file's text, or a `ComposeError` naming it."""
-    try:
-        return read_text_file(path, "a compose file", limit)
-    except CatalogueError as exc:
-        raise ComposeError(name, None, None, exc.msg) from exc
 
 
 class ServiceReader:
@@ -420,7 +409,5 @@ class ServiceReader:
                 if required:
                     raise self.fail(f"env_file[{i}]", f"{target} does not exist")
                 continue
-            out.append(
-                parse_env_file(read_text(target, str(target), MAX_ENV_FILE_BYTES), str(target))
-            )
+            out.append(read_env(target))
         return out
