@@ -195,9 +195,7 @@ class PromClient:
             _, value = series[key]
             return series["metric"], float(value)
         except (KeyError, TypeError, ValueError) as exc:
-            raise CannotDecideError(
-                f"Prometheus at {self.shown}: query {promql} returned a malformed series: {series!r:.200}"
-            ) from exc
+            self._malformed(promql, series, exc)
 
     def _get(self, path: str, params: dict[str, str], promql: str) -> dict[str, Any]:
         url = api_url(self.base, path, params)
