@@ -18,12 +18,12 @@ from pydantic import ValidationError
 from inventory.snapshot import Card, Snapshot, format_utc
 from placement.fit.engines.registry import recognise
 from seats.model import Seat as SeatSpec
+from seats.units import MiB
 from seats.units import format_bytes as b
 
-MIB = 2**20
 # FACTS.md section 1: a fresh process on an idle H200 (driver 580) takes 1,276.8 MiB before a
 # vLLM worker's gate reads free memory; rounded up to the MiB, the safe side.
-DEFAULT_CUDA_CONTEXT_BYTES = 1277 * MIB
+DEFAULT_CUDA_CONTEXT_BYTES = 1277 * MiB
 COMMENT_LIMIT = 160  # characters of a command line in a comment; the match holds it whole
 NAME_LIMIT = 40
 # Flags whose value names the model a server runs, in the order they are preferred.
@@ -263,7 +263,7 @@ def starter_catalogue(
         "hosts:  # one host: the snapshot's",
         f"  {scalar(host)}:  # the snapshot's host",
         *card_lines,
-        f"    cuda_context: {cuda_context_bytes // MIB} MiB  # {comment_text(cuda_context_note)}",
+        f"    cuda_context: {cuda_context_bytes // MiB} MiB  # {comment_text(cuda_context_note)}",
         "seats:  # every process on its cards, one seat per command line"
         if groups
         else "seats: []  # no process held memory on any card",
@@ -285,7 +285,7 @@ def _seat_lines(
 ) -> list[str]:
     cards = sorted(group.per_card)
     resident = max(group.per_card.values())
-    rounded = max(1, -(-resident // MIB))
+    rounded = max(1, -(-resident // MiB))
     command = "(no command line: the process was gone, or in another PID namespace)"
     if group.cmdline is not None:
         command = comment_text(group.cmdline)
@@ -316,7 +316,7 @@ def _seat_lines(
         "host": host,
         "state": "running",
         "gpus": cards,
-        "resident": rounded * MIB,
+        "resident": rounded * MiB,
     }
     engine, how = _engine(argv, seat)
     if engine is not None:
