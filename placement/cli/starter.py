@@ -16,6 +16,7 @@ import yaml
 from pydantic import ValidationError
 
 from inventory.snapshot import Card, Snapshot, format_utc
+from placement.fit.engines.base import flag_value
 from placement.fit.engines.registry import recognise
 from seats.model import Seat as SeatSpec
 from seats.units import MiB
@@ -121,13 +122,8 @@ def _slug(text: str) -> str:
 
 
 def _flag(argv: Sequence[str], names: Sequence[str]) -> str | None:
-    for name in names:
-        for i, word in enumerate(argv):
-            if word == name and i + 1 < len(argv):
-                return argv[i + 1]
-            if word.startswith(name + "="):
-                return word.split("=", 1)[1]
-    return None
+    """The value of the first of `names` (in their order of preference) that argv sets."""
+    return next((v for name in names if (v := flag_value(argv, name)) is not None), None)
 
 
 def base_name(argv: Sequence[str]) -> str:
