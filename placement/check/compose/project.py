@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from placement.check.compose.interpolation import MissingVariable, parse_env_file, substitute
-from placement.check.compose.merge import MergeError, copy_tree, extend_service, merge_yaml
+from placement.check.compose.merge import (
+    MergeError,
+    copy_tree,
+    enforce_unicity,
+    extend_service,
+    merge_yaml,
+)
 from placement.check.compose.model import ComposeError
 from seats.errors import CatalogueError
 from seats.loader import MAX_DOCUMENT_BYTES, TAG_KEY, read_text_file, read_yaml
@@ -196,7 +202,6 @@ class _Loader:
         """
         name = str(path)
         data, cleared = strip_tags(self.document(path, name, None))
-        self.cleared = cleared
         services = _services_of(data, name)
         origins = {label: name for label in services}
         for include in _list(data.get("include"), name, "include"):
@@ -211,11 +216,14 @@ class _Loader:
             self.put(label, body, name, ("services", label))
 
     def put(self, label: str, body: Any, name: str, where: tuple[str, ...]) -> None:
+        """`body` merged over the service so far; compose-go's loader then enforces unicity
+        after every file (loader.go: `override.Merge`, then `override.EnforceUnicity`)."""
         old = self.project.services.get(label)
         try:
-            self.project.services[label] = body if old is None else merge_yaml(old, body, where)
+            merged = body if old is None else merge_yaml(old, body, where)
         except MergeError as exc:
             raise ComposeError(name, label, None, str(exc)) from None
+        self.project.services[label] = enforce_unicity(merged, where)
 
     def include(
         self,

@@ -18,6 +18,8 @@ from placement.fit.engines.base import (
     Gating,
     UtilSource,
     ceil_times,
+    fraction,
+    largest_share,
 )
 from placement.fit.engines.registry import describe, engine
 
@@ -90,12 +92,8 @@ def engine_flags(
     return engine(spec.kind).request_flags(util, kv_cache_bytes, proposed=proposed)
 
 
-def util_decimal(value: float | str | Decimal) -> Decimal:
-    """A util as an exact Decimal from its shortest decimal text (0.11 → Decimal('0.11'))."""
-    if isinstance(value, Decimal):
-        return value
-    # repr of a float is its shortest round-tripping text: 0.11, not 0.11000000000000000056.
-    return Decimal(repr(value) if isinstance(value, float) else value)
+# A util is a fraction like any other: its exact Decimal from its shortest decimal text.
+util_decimal = fraction
 
 
 @lru_cache(maxsize=65536)
@@ -133,15 +131,8 @@ def smallest_util_covering(target_bytes: int, cuda_total: int) -> Decimal | None
     return util
 
 
-def largest_util_within(limit_bytes: int, cuda_total: int) -> Decimal | None:
-    """Largest 3-decimal util with ceil(util × total) ≤ limit; None when even 0.001 asks too much."""
-    if cuda_total <= 0 or limit_bytes <= 0:
-        return None
-    # ceil(k·T/1000) ≤ n  ⇔  k·T/1000 ≤ n  ⇔  k ≤ 1000·n/T
-    k = min(1000, (1000 * limit_bytes) // cuda_total)
-    if k < 1:
-        return None
-    return Decimal(k) * UTIL_STEP
+# Largest 3-decimal util with ceil(util × total) ≤ limit; None when even 0.001 asks too much.
+largest_util_within = largest_share
 
 
 def need_bytes(

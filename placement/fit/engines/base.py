@@ -10,12 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from decimal import ROUND_FLOOR, Decimal
 from fractions import Fraction
 from typing import Literal, Protocol
 
 from seats.model import Engine as EngineSpec
-from seats.model import Profile, Seat
+from seats.model import Seat
 from seats.units import GiB, KiB, MiB
 
 Behaviour = Literal["request-gated", "share-of-free", "self-fitting", "fixed"]
@@ -129,7 +129,7 @@ class EngineRule(Protocol):
     title: str  # as users write it: "llama.cpp"
     # Who reads its start-up log: "learn" (its own `learn`), "vllm-log", or "" (none).
     log_reader: str
-    # Command words and image names it is recognised by, for docs and error text.
+    # Command words and image names it is recognised by (the default `recognise` reads them).
     commands: tuple[str, ...]
     images: tuple[str, ...]
 
@@ -199,7 +199,20 @@ class EngineRule(Protocol):
         ...
 
 
-class NoRequest:
+class ByCommand:
+    """The default `recognise`: one of the engine's `commands` in argv, or one of its `images`."""
+
+    commands: tuple[str, ...]
+    images: tuple[str, ...]
+
+    def recognise(self, argv: Sequence[str], image: str | None = None) -> bool:
+        """One of its commands (`command_in`), or an image of its own."""
+        return any(command_in(argv, command) for command in self.commands) or image_matches(
+            image, self.images
+        )
+
+
+class NoRequest(ByCommand):
     """What an engine without a util request answers (every engine but vLLM)."""
 
     util_request = False
@@ -235,6 +248,7 @@ def fraction(value: float | str | Decimal) -> Decimal:
     """A fraction as an exact Decimal from its shortest decimal text (0.3 → Decimal('0.3'))."""
     if isinstance(value, Decimal):
         return value
+    # repr of a float is its shortest round-tripping text: 0.11, not 0.11000000000000000056.
     return Decimal(repr(value) if isinstance(value, float) else value)
 
 
@@ -264,6 +278,7 @@ def largest_share(limit: int, amount: int) -> Decimal | None:
     """Largest 3-decimal share s in (0, 1] with ceil(s × amount) ≤ limit; None if none."""
     if amount <= 0 or limit <= 0:
         return None
+    # ceil(k·T/1000) ≤ n  ⇔  k·T/1000 ≤ n  ⇔  k ≤ 1000·n/T
     k = min(1000, 1000 * limit // amount)
     return Decimal(k) * STEP if k >= 1 else None
 
@@ -271,11 +286,6 @@ def largest_share(limit: int, amount: int) -> Decimal | None:
 def share_text(share: Decimal) -> str:
     """A proposed share as flag text, three decimals ('0.300')."""
     return format(share.quantize(STEP), "f")
-
-
-def profile_of(seat: Seat) -> Profile | None:
-    """The seat's profile, where one is declared."""
-    return seat.engine.profile
 
 
 def weights_of(seat: Seat) -> int | None:
@@ -298,6 +308,43 @@ def kv_room(seat: Seat, card: EngineCard) -> int | None:
         - profile.cuda_graphs_bytes
         - card.cuda_context_bytes
     )
+
+
+def room_tokens(seat: Seat, card: EngineCard) -> int | None:
+    """Tokens the declared resident's KV room holds (kv_room ÷ c, rounded down); None without a
+    profile or when the room is under one token. The token pin every engine's pin_flags print."""
+    room = kv_room(seat, card)
+    profile = seat.engine.profile
+    if room is None or profile is None or room < profile.kv_bytes_per_token:
+        return None
+    return room // profile.kv_bytes_per_token
+
+
+def free_after_load(seat: Seat, card: EngineCard) -> int | None:
+    """F0 − weights − non_kv − cuda_graphs: what a share-of-free engine reads free once its model
+    and warm-up are in (F0 after its own context); None without a profile."""
+    profile = seat.engine.profile
+    if profile is None:
+        return None
+    return (
+        card.engine_free_bytes
+        - profile.weights_bytes
+        - profile.non_kv_bytes
+        - profile.cuda_graphs_bytes
+    )
+
+
+def tokens_in(seat: Seat, kv_bytes: int | None) -> int | None:
+    """KV bytes ÷ the profile's per-token bytes, rounded down; None without either."""
+    profile = seat.engine.profile
+    if kv_bytes is None or profile is None:
+        return None
+    return kv_bytes // profile.kv_bytes_per_token
+
+
+def share_or(value: float | None, default: Decimal) -> Decimal:
+    """A declared fraction as an exact Decimal, else the engine's default."""
+    return default if value is None else fraction(value)
 
 
 def profile_need(seat: Seat, card: EngineCard, kv_bytes: int) -> int:
@@ -325,6 +372,21 @@ def short_context(seat: Seat, tokens: int | None, wanted: int | None, text: str)
     return Refusal(
         "kv_capacity", wanted * per, tokens * per, text.format(tokens=tokens, wanted=wanted)
     )
+
+
+def fitted_need(seat: Seat, card: EngineCard, room: int) -> int:
+    """A self-fitting engine's bytes: its resident, at most the `room` it lets itself load on the
+    card plus its context."""
+    return min(seat.resident_bytes, room + card.cuda_context_bytes)
+
+
+def spill(seat: Seat, card: EngineCard, room: int, text: str) -> Refusal | None:
+    """Rule `spill` when the resident less its context is over `room`: the rest runs on the CPU.
+    `text` may name `{room}` and `{moved}` (the bytes that leave the card), as GiB."""
+    wanted = seat.resident_bytes - card.cuda_context_bytes
+    if wanted <= room:
+        return None
+    return Refusal("spill", wanted, room, text.format(room=gib(room), moved=gib(wanted - room)))
 
 
 def gib(value: int) -> str:
@@ -373,12 +435,51 @@ def as_fraction(text: str | None) -> float | None:
     return value if 0 < value <= 1 else None
 
 
+# (catalogue field, flag, environment variable or None): what `read_fields` reads.
+FieldSource = tuple[str, str, str | None]
+
+
+def read_fields(
+    argv: Sequence[str],
+    env: Mapping[str, str] | None,
+    *,
+    fractions: Sequence[FieldSource] = (),
+    counts: Sequence[FieldSource] = (),
+) -> dict[str, object]:
+    """Catalogue fields from their flags, else their environment variables: a fraction in
+    (0, 1], a count of at least 1; anything absent or unreadable is left out."""
+    env = env or {}
+    found: dict[str, object] = {}
+    for key, flag, name in fractions:
+        share = as_fraction(flag_value(argv, flag))
+        if share is None and name is not None:
+            share = as_fraction(env.get(name))
+        if share is not None:
+            found[key] = share
+    for key, flag, name in counts:
+        count = as_int(flag_value(argv, flag))
+        if count is None and name is not None:
+            count = as_int(env.get(name))
+        if count is not None and count >= 1:
+            found[key] = count
+    return found
+
+
 def image_matches(image: str | None, names: Sequence[str]) -> bool:
     """True when an image reference names one of `names` (registry prefix and tag aside)."""
     if not image:
         return False
     lowered = image.lower()
     return any(name in lowered for name in names)
+
+
+def command_in(argv: Sequence[str], command: str) -> bool:
+    """True when argv runs `command`: `python -m MODULE` by a word starting with MODULE,
+    `BINARY [WORD…]` by BINARY (any path) with each WORD among argv's words."""
+    words = command.split()
+    if words[:2] == ["python", "-m"]:
+        return any(word.startswith(words[2]) for word in argv)
+    return argv_mentions(argv, words[0]) and all(word in argv for word in words[1:])
 
 
 def argv_mentions(argv: Sequence[str], *words: str) -> bool:
@@ -393,7 +494,7 @@ def argv_mentions(argv: Sequence[str], *words: str) -> bool:
 # --- reading logs --------------------------------------------------------------------
 
 _COMPOSE_PREFIX = re.compile(r"^[\w.-]+\s+\|\s?")
-_UNITS = {"B": 1, "KiB": KiB, "MiB": MiB, "GiB": GiB, "KB": KiB, "MB": MiB, "GB": GiB}
+_UNITS = {"B": 1, "KiB": KiB, "MiB": MiB, "GiB": GiB}
 
 
 def strip_prefix(line: str) -> str:
@@ -401,18 +502,10 @@ def strip_prefix(line: str) -> str:
     return _COMPOSE_PREFIX.sub("", line, count=1)
 
 
-def size_bytes(number: str, unit: str, *, binary_gb: bool = True) -> int:
-    """'11.5' 'GiB' → bytes, rounded down. Engines printing 'GB' from /2**30 say binary_gb."""
-    scale = _UNITS[unit] if binary_gb or unit not in ("KB", "MB", "GB") else 0
-    if scale == 0:
-        scale = {"KB": 1000, "MB": 1000**2, "GB": 1000**3}[unit]
-    exact = Decimal(number) * scale
+def size_bytes(number: str, unit: str) -> int:
+    """'11.5' 'GiB' → bytes, rounded down (SGLang's printed 'GB' is 2**30: its reader says 'GiB')."""
+    exact = Decimal(number) * _UNITS[unit]
     return int(exact.to_integral_value(rounding=ROUND_FLOOR))
-
-
-def half_up(value: Decimal) -> int:
-    """A non-negative Decimal rounded up to a whole byte."""
-    return int(value.to_integral_value(rounding=ROUND_CEILING))
 
 
 @dataclass

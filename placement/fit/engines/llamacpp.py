@@ -37,12 +37,14 @@ from placement.fit.engines.base import (
     Refusal,
     argv_mentions,
     as_int,
+    fitted_need,
     flag_value,
     gib,
     image_matches,
-    kv_room,
+    room_tokens,
     short_context,
     size_bytes,
+    spill,
 )
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
@@ -121,22 +123,18 @@ class LlamaCpp(NoRequest):
         """Its resident; self-fitting, at most what the card lets it project (plus context)."""
         if not fit_on(seat.engine):
             return seat.resident_bytes
-        return min(seat.resident_bytes, self.room_bytes(seat, card) + card.cuda_context_bytes)
+        return fitted_need(seat, card, self.room_bytes(seat, card))
 
     def gate(self, seat: Seat, card: EngineCard) -> Refusal | None:
         """Rule `spill` when --fit must move part of it off the card; it never refuses."""
         if not fit_on(seat.engine):
             return None
-        room = self.room_bytes(seat, card)
-        wanted = seat.resident_bytes - card.cuda_context_bytes
-        if wanted <= room:
-            return None
-        return Refusal(
-            "spill",
-            wanted,
-            room,
+        return spill(
+            seat,
+            card,
+            self.room_bytes(seat, card),
             f"llama.cpp starts, slowly: --fit leaves {gib(self.margin_bytes)} free and moves "
-            f"{gib(wanted - room)} of the model off the card (onto the CPU)",
+            "{moved} of the model off the card (onto the CPU)",
         )
 
     def slot_tokens(self, seat: Seat) -> int | None:
@@ -169,11 +167,10 @@ class LlamaCpp(NoRequest):
     def pin_flags(self, seat: Seat, card: EngineCard) -> tuple[str, ...]:
         """-ngl (all, or as declared), -c from the resident's KV room, --fit off."""
         profile = seat.engine.profile
-        room = kv_room(seat, card)
+        ctx = room_tokens(seat, card)
         layers = seat.engine.n_gpu_layers
         flags = ["-ngl", str(layers if layers is not None else 999)]
-        if profile is not None and room is not None and room >= profile.kv_bytes_per_token:
-            ctx = room // profile.kv_bytes_per_token
+        if profile is not None and ctx is not None:
             wanted = profile.max_model_len * (seat.engine.parallel or 1)
             flags += ["-c", str(min(ctx, wanted))]
         elif seat.engine.ctx_size is not None:
@@ -183,6 +180,10 @@ class LlamaCpp(NoRequest):
     def learn(self, lines: Sequence[str]) -> Learned:
         """Model, KV and compute buffers on the first CUDA card, n_ctx and layers offloaded."""
         return read_ggml_log(self.kind, lines)
+
+    def pin_hint(self) -> str:
+        """The flags that fix its bytes, by name."""
+        return "-ngl, -c and --fit off"
 
 
 def read_ggml_log(kind: str, lines: Sequence[str]) -> Learned:
@@ -253,10 +254,6 @@ def read_ggml_log(kind: str, lines: Sequence[str]) -> Learned:
         missing=tuple(missing),
         notes=tuple(notes),
     )
-
-    def pin_hint(self) -> str:
-        """The flags that fix its bytes, by name."""
-        return "-ngl, -c and --fit off"
 
 
 ENGINE = LlamaCpp()

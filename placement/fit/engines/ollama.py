@@ -35,13 +35,12 @@ from placement.fit.engines.base import (
     LogScan,
     NoRequest,
     Refusal,
-    argv_mentions,
     as_int,
-    gib,
-    image_matches,
-    kv_room,
+    fitted_need,
+    room_tokens,
     short_context,
     size_bytes,
+    spill,
 )
 from placement.fit.engines.llamacpp import FIT_MARGIN_BYTES, read_ggml_log
 from seats.model import Engine as EngineSpec
@@ -72,12 +71,8 @@ class Ollama(NoRequest):
         return "fixed" if spec.num_gpu is not None else "self-fitting"
 
     def recognise(self, argv: Sequence[str], image: str | None = None) -> bool:
-        """`ollama serve|runner`, a llama-server of Ollama's model store, or the ollama image."""
-        if argv_mentions(argv, "ollama") and ("serve" in argv or "runner" in argv):
-            return True
-        if any("/.ollama/models/" in word for word in argv):
-            return True
-        return image_matches(image, self.images)
+        """`ollama serve|runner`, the ollama image, or a llama-server of Ollama's model store."""
+        return super().recognise(argv, image) or any("/.ollama/models/" in word for word in argv)
 
     def read_flags(
         self, argv: Sequence[str], env: Mapping[str, str] | None = None
@@ -107,22 +102,18 @@ class Ollama(NoRequest):
         """Its resident, or what its room lets it load (plus its context) when self-fitting."""
         if seat.engine.num_gpu is not None:
             return seat.resident_bytes
-        return min(seat.resident_bytes, self.room_bytes(seat, card) + card.cuda_context_bytes)
+        return fitted_need(seat, card, self.room_bytes(seat, card))
 
     def gate(self, seat: Seat, card: EngineCard) -> Refusal | None:
         """Rule `spill` when its room is short of the resident; Ollama itself never refuses."""
         if seat.engine.num_gpu is not None:
             return None
-        room = self.room_bytes(seat, card)
-        wanted = seat.resident_bytes - card.cuda_context_bytes
-        if wanted <= room:
-            return None
-        return Refusal(
-            "spill",
-            wanted,
-            room,
-            f"Ollama starts, slowly: free − OLLAMA_GPU_OVERHEAD − 457 MiB leaves {gib(room)}, "
-            f"so {gib(wanted - room)} of the model runs on the CPU",
+        return spill(
+            seat,
+            card,
+            self.room_bytes(seat, card),
+            "Ollama starts, slowly: free − OLLAMA_GPU_OVERHEAD − 457 MiB leaves {room}, "
+            "so {moved} of the model runs on the CPU",
         )
 
     def kv_tokens(self, seat: Seat, card: EngineCard) -> int | None:
@@ -147,13 +138,10 @@ class Ollama(NoRequest):
     def pin_flags(self, seat: Seat, card: EngineCard) -> tuple[str, ...]:
         """num_gpu, num_ctx from the resident's KV room, and the overhead that keeps the rest."""
         profile = seat.engine.profile
-        room = kv_room(seat, card)
+        tokens = room_tokens(seat, card)
         flags = ["num_gpu", str(seat.engine.num_gpu if seat.engine.num_gpu is not None else 999)]
-        if profile is not None and room is not None and room >= profile.kv_bytes_per_token:
-            flags += [
-                "num_ctx",
-                str(min(room // profile.kv_bytes_per_token, profile.max_model_len)),
-            ]
+        if profile is not None and tokens is not None:
+            flags += ["num_ctx", str(min(tokens, profile.max_model_len))]
         elif seat.engine.num_ctx is not None:
             flags += ["num_ctx", str(seat.engine.num_ctx)]
         overhead = max(0, card.free_bytes - MINIMUM_BYTES - seat.resident_bytes)
@@ -167,6 +155,10 @@ class Ollama(NoRequest):
         if learned.weights is not None:
             return learned
         return read_own_log(lines, learned)
+
+    def pin_hint(self) -> str:
+        """The flags that fix its bytes, by name."""
+        return "num_gpu, num_ctx and OLLAMA_GPU_OVERHEAD"
 
 
 def read_own_log(lines: Sequence[str], fallback: Learned) -> Learned:
@@ -196,10 +188,6 @@ def read_own_log(lines: Sequence[str], fallback: Learned) -> Learned:
         missing=tuple(missing),
         notes=("Ollama prints sizes to 3 significant figures: each is within 0.5 %",),
     )
-
-    def pin_hint(self) -> str:
-        """The flags that fix its bytes, by name."""
-        return "num_gpu, num_ctx and OLLAMA_GPU_OVERHEAD"
 
 
 ENGINE = Ollama()

@@ -27,10 +27,6 @@ class Other(NoRequest):
         """Fixed."""
         return "fixed"
 
-    def recognise(self, argv: Sequence[str], image: str | None = None) -> bool:
-        """Never by itself: `other` is declared (`x-gpuplan-engine: other`) or the default."""
-        return False
-
     def read_flags(
         self, argv: Sequence[str], env: Mapping[str, str] | None = None
     ) -> dict[str, object]:

@@ -36,16 +36,12 @@ from placement.fit.engines.base import (
     LogScan,
     NoRequest,
     Refusal,
-    argv_mentions,
-    as_fraction,
-    as_int,
-    flag_value,
     floor_times,
     fraction,
     gib,
-    image_matches,
-    kv_room,
     profile_need,
+    read_fields,
+    room_tokens,
     share_text,
     short_context,
     size_bytes,
@@ -76,30 +72,19 @@ class SGLang(NoRequest):
         """Always a share of free at start; a max_total_tokens with a profile pins its pool."""
         return "share-of-free"
 
-    def recognise(self, argv: Sequence[str], image: str | None = None) -> bool:
-        """`-m sglang.launch_server`, `sglang serve`, or the lmsysorg/sglang image."""
-        if any(word.startswith("sglang.launch_server") for word in argv):
-            return True
-        if argv_mentions(argv, "sglang") and "serve" in argv:
-            return True
-        return image_matches(image, self.images)
-
     def read_flags(
         self, argv: Sequence[str], env: Mapping[str, str] | None = None
     ) -> dict[str, object]:
         """--mem-fraction-static, --max-total-tokens, --context-length."""
-        found: dict[str, object] = {}
-        share = as_fraction(flag_value(argv, "--mem-fraction-static"))
-        if share is not None:
-            found["mem_fraction_static"] = share
-        for field, flag in (
-            ("max_total_tokens", "--max-total-tokens"),
-            ("context_length", "--context-length"),
-        ):
-            value = as_int(flag_value(argv, flag))
-            if value is not None and value >= 1:
-                found[field] = value
-        return found
+        return read_fields(
+            argv,
+            env,
+            fractions=[("mem_fraction_static", "--mem-fraction-static", None)],
+            counts=[
+                ("max_total_tokens", "--max-total-tokens", None),
+                ("context_length", "--context-length", None),
+            ],
+        )
 
     def static_bytes(self, seat: Seat, card: EngineCard) -> int | None:
         """floor(m × F0): what its weights and KV pool may take; None without a declared m."""
@@ -167,14 +152,13 @@ class SGLang(NoRequest):
     def pin_flags(self, seat: Seat, card: EngineCard) -> tuple[str, ...]:
         """--mem-fraction-static m --max-total-tokens T: a pool of T × c bytes, m × F0 ≥ W + T × c."""
         profile = seat.engine.profile
-        room = kv_room(seat, card)
-        if profile is None or room is None or room <= 0:
+        tokens = room_tokens(seat, card)
+        if profile is None or tokens is None:
             return ()
-        tokens = room // profile.kv_bytes_per_token
         share = smallest_share(
             profile.weights_bytes + tokens * profile.kv_bytes_per_token, card.engine_free_bytes
         )
-        if tokens < 1 or share is None:
+        if share is None:
             return ()
         return ("--mem-fraction-static", share_text(share), "--max-total-tokens", str(tokens))
 

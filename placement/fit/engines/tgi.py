@@ -37,19 +37,16 @@ from placement.fit.engines.base import (
     LogScan,
     NoRequest,
     Refusal,
-    argv_mentions,
-    as_fraction,
-    as_int,
     ceil_times,
-    flag_value,
-    fraction,
+    free_after_load,
     gib,
-    image_matches,
-    kv_room,
     largest_share,
-    profile_need,
+    read_fields,
+    room_tokens,
+    share_or,
     share_text,
     short_context,
+    tokens_in,
 )
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
@@ -74,36 +71,23 @@ class TGI(NoRequest):
         """Always fills to a level of the total: a share of what is free when it warms up."""
         return "share-of-free"
 
-    def recognise(self, argv: Sequence[str], image: str | None = None) -> bool:
-        """`text-generation-launcher`, or the TGI image (whose entrypoint it is)."""
-        return argv_mentions(argv, "text-generation-launcher") or image_matches(image, self.images)
-
     def read_flags(
         self, argv: Sequence[str], env: Mapping[str, str] | None = None
     ) -> dict[str, object]:
         """--cuda-memory-fraction, --max-total-tokens, --max-input-tokens (or their env vars)."""
-        env = env or {}
-        found: dict[str, object] = {}
-        share = as_fraction(flag_value(argv, "--cuda-memory-fraction"))
-        if share is None:
-            share = as_fraction(env.get("CUDA_MEMORY_FRACTION"))
-        if share is not None:
-            found["cuda_memory_fraction"] = share
-        for field, flag, name in (
-            ("max_total_tokens", "--max-total-tokens", "MAX_TOTAL_TOKENS"),
-            ("max_input_tokens", "--max-input-tokens", "MAX_INPUT_TOKENS"),
-        ):
-            value = as_int(flag_value(argv, flag))
-            if value is None:
-                value = as_int(env.get(name))
-            if value is not None and value >= 1:
-                found[field] = value
-        return found
+        return read_fields(
+            argv,
+            env,
+            fractions=[("cuda_memory_fraction", "--cuda-memory-fraction", "CUDA_MEMORY_FRACTION")],
+            counts=[
+                ("max_total_tokens", "--max-total-tokens", "MAX_TOTAL_TOKENS"),
+                ("max_input_tokens", "--max-input-tokens", "MAX_INPUT_TOKENS"),
+            ],
+        )
 
     def share(self, seat: Seat) -> Decimal:
         """The declared f, or TGI's default 1.0."""
-        value = seat.engine.cuda_memory_fraction
-        return DEFAULT_FRACTION if value is None else fraction(value)
+        return share_or(seat.engine.cuda_memory_fraction, DEFAULT_FRACTION)
 
     def level_bytes(self, seat: Seat, card: EngineCard) -> int:
         """ceil((1 − 0.9 f) × T): the free bytes TGI leaves on the card."""
@@ -116,22 +100,12 @@ class TGI(NoRequest):
 
     def kv_bytes(self, seat: Seat, card: EngineCard) -> int | None:
         """max(0, free after weights and non-KV − level): its KV cache (needs a profile)."""
-        profile = seat.engine.profile
-        if profile is None:
-            return None
-        after = (
-            card.engine_free_bytes
-            - profile.weights_bytes
-            - profile.non_kv_bytes
-            - profile.cuda_graphs_bytes
-        )
-        return max(0, after - self.level_bytes(seat, card))
+        after = free_after_load(seat, card)
+        return None if after is None else max(0, after - self.level_bytes(seat, card))
 
     def kv_tokens(self, seat: Seat, card: EngineCard) -> int | None:
         """KV bytes // c."""
-        kv = self.kv_bytes(seat, card)
-        profile = seat.engine.profile
-        return None if kv is None or profile is None else kv // profile.kv_bytes_per_token
+        return tokens_in(seat, self.kv_bytes(seat, card))
 
     def gate(self, seat: Seat, card: EngineCard) -> Refusal | None:
         """Warm-up OOM when its weights leave nothing above its level."""
@@ -173,15 +147,10 @@ class TGI(NoRequest):
         if share is None:
             return ()
         flags: list[str] = ["--cuda-memory-fraction", share_text(share)]
-        room = kv_room(seat, card)
-        profile = seat.engine.profile
-        if profile is not None and room is not None and room >= profile.kv_bytes_per_token:
-            flags += ["--max-total-tokens", str(room // profile.kv_bytes_per_token)]
+        tokens = room_tokens(seat, card)
+        if tokens is not None:
+            flags += ["--max-total-tokens", str(tokens)]
         return tuple(flags)
-
-    def needs_with_profile(self, seat: Seat, card: EngineCard) -> int:
-        """The resident a profile implies at its KV bytes here (for a warning)."""
-        return profile_need(seat, card, self.kv_bytes(seat, card) or 0)
 
     def learn(self, lines: Sequence[str]) -> Learned:
         """KV tokens from 'Setting max batch total tokens to N' (or 'KV-cache blocks')."""

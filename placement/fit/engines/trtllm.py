@@ -35,18 +35,16 @@ from placement.fit.engines.base import (
     LogScan,
     NoRequest,
     Refusal,
-    argv_mentions,
-    as_fraction,
-    as_int,
-    flag_value,
     floor_times,
-    fraction,
+    free_after_load,
     gib,
-    image_matches,
-    kv_room,
     profile_need,
+    read_fields,
+    room_tokens,
+    share_or,
     short_context,
     size_bytes,
+    tokens_in,
 )
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
@@ -76,40 +74,28 @@ class TensorRTLLM(NoRequest):
         """A share of free after its weights; `max_tokens` with a profile pins the bytes."""
         return "share-of-free"
 
-    def recognise(self, argv: Sequence[str], image: str | None = None) -> bool:
-        """`trtllm-serve`, or an nvcr.io/nvidia/tensorrt-llm image."""
-        return argv_mentions(argv, "trtllm-serve") or image_matches(image, self.images)
-
     def read_flags(
         self, argv: Sequence[str], env: Mapping[str, str] | None = None
     ) -> dict[str, object]:
         """--kv_cache_free_gpu_memory_fraction and --max_seq_len (max_tokens lives in its
         --extra_llm_api_options YAML, which is not read here)."""
-        found: dict[str, object] = {}
-        share = as_fraction(flag_value(argv, "--kv_cache_free_gpu_memory_fraction"))
-        if share is not None:
-            found["free_gpu_memory_fraction"] = share
-        length = as_int(flag_value(argv, "--max_seq_len"))
-        if length is not None and length >= 1:
-            found["max_seq_len"] = length
-        return found
+        return read_fields(
+            argv,
+            env,
+            fractions=[("free_gpu_memory_fraction", "--kv_cache_free_gpu_memory_fraction", None)],
+            counts=[("max_seq_len", "--max_seq_len", None)],
+        )
 
     def share(self, seat: Seat) -> Decimal:
         """The declared f, or 0.9."""
-        value = seat.engine.free_gpu_memory_fraction
-        return DEFAULT_FRACTION if value is None else fraction(value)
+        return share_or(seat.engine.free_gpu_memory_fraction, DEFAULT_FRACTION)
 
     def kv_bytes(self, seat: Seat, card: EngineCard) -> int | None:
         """min(floor(f × (F0 − W − N)), M × c): needs a profile."""
         profile = seat.engine.profile
-        if profile is None:
+        after = free_after_load(seat, card)
+        if profile is None or after is None:
             return None
-        after = (
-            card.engine_free_bytes
-            - profile.weights_bytes
-            - profile.non_kv_bytes
-            - profile.cuda_graphs_bytes
-        )
         kv = floor_times(self.share(seat), max(0, after))
         cap = seat.engine.max_tokens
         return kv if cap is None else min(kv, cap * profile.kv_bytes_per_token)
@@ -142,9 +128,7 @@ class TensorRTLLM(NoRequest):
 
     def kv_tokens(self, seat: Seat, card: EngineCard) -> int | None:
         """KV bytes // c."""
-        kv = self.kv_bytes(seat, card)
-        profile = seat.engine.profile
-        return None if kv is None or profile is None else kv // profile.kv_bytes_per_token
+        return tokens_in(seat, self.kv_bytes(seat, card))
 
     def kv_capacity(self, seat: Seat, card: EngineCard) -> Refusal | None:
         """A cache below max_seq_len (else the profile's length): it shortens max_seq_len."""
@@ -164,11 +148,9 @@ class TensorRTLLM(NoRequest):
 
     def pin_flags(self, seat: Seat, card: EngineCard) -> tuple[str, ...]:
         """kv_cache_config.max_tokens from the resident's KV room (f kept: the smaller wins)."""
-        profile = seat.engine.profile
-        room = kv_room(seat, card)
-        if profile is None or room is None or room < profile.kv_bytes_per_token:
+        tokens = room_tokens(seat, card)
+        if tokens is None:
             return ()
-        tokens = room // profile.kv_bytes_per_token
         return (
             "--kv_cache_free_gpu_memory_fraction",
             str(self.share(seat)),

@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
 from placement.fit.engines import (
-    UTIL_STEP,
     format_util,
     need_bytes,
     passes_gate,
@@ -28,27 +27,15 @@ from placement.fit.engines.base import (
     LogFigure,
     Refusal,
     argv_mentions,
-    as_fraction,
     flag_value,
     gib,
     image_matches,
+    read_fields,
+    share_text,
 )
+from placement.fit.engines.vllm_flags import vllm_bytes
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
-
-# vLLM's own byte suffixes: uppercase binary, lowercase decimal (DESIGN.md, Commands).
-_SIZE = re.compile(r"^\s*(\d+)\s*([KMGTkmgt]?)\s*$")
-_SCALE = {
-    "": 1,
-    "K": 2**10,
-    "M": 2**20,
-    "G": 2**30,
-    "T": 2**40,
-    "k": 10**3,
-    "m": 10**6,
-    "g": 10**9,
-    "t": 10**12,
-}
 
 # FACTS.md §2: the default --gpu-memory-utilization by version; 0.34 skips the gate by default.
 DEFAULT_UTIL_OLD = Decimal("0.9")  # up to 0.32
@@ -120,7 +107,7 @@ def engine_flags(
     """vLLM start flags: util (three decimals when proposed) and the pinned KV cache."""
     flags: list[str] = []
     if util is not None:
-        text = format(util.quantize(UTIL_STEP), "f") if proposed else format_util(util)
+        text = share_text(util) if proposed else format_util(util)
         flags += [UTIL_FLAG, text]
     if kv_cache_bytes is not None:
         flags += [KV_FLAG, str(kv_cache_bytes)]
@@ -154,15 +141,16 @@ class VLLM:
     def read_flags(
         self, argv: Sequence[str], env: Mapping[str, str] | None = None
     ) -> dict[str, object]:
-        """--gpu-memory-utilization and --kv-cache-memory-bytes."""
-        found: dict[str, object] = {}
-        util = as_fraction(flag_value(argv, UTIL_FLAG))
-        if util is not None:
-            found["gpu_memory_utilization"] = util
+        """--gpu-memory-utilization and --kv-cache-memory-bytes (read as vLLM reads a byte count:
+        `8G` = 8 GiB, `8g` = 8·10⁹; a count vLLM would refuse sets nothing)."""
+        found = read_fields(argv, env, fractions=[("gpu_memory_utilization", UTIL_FLAG, None)])
         text = flag_value(argv, KV_FLAG, "--kv-cache-memory")
-        match = _SIZE.match(text or "")
-        if match is not None and int(match.group(1)) > 0:
-            found["kv_cache_memory"] = int(match.group(1)) * _SCALE[match.group(2)]
+        try:
+            kv = vllm_bytes(text) if text is not None else 0
+        except ValueError:
+            kv = 0
+        if kv > 0:
+            found["kv_cache_memory"] = kv
         return found
 
     def need_bytes(self, seat: Seat, card: EngineCard) -> int:

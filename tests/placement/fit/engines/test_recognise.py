@@ -109,7 +109,9 @@ CMDLINES = [
     ("/opt/conda/bin/python3.11 /opt/conda/bin/text-generation-launcher --model-id x", "tgi"),
     ("trtllm-serve meta-llama/Llama-3.1-8B --kv_cache_free_gpu_memory_fraction 0.2", "trtllm"),
     ("/app/llama-server -m /models/q.gguf -ngl 99 -c 8192", "llamacpp"),
+    ("sglang serve --model-path Qwen/Qwen3-8B", "sglang"),
     ("/usr/bin/ollama serve", "ollama"),
+    ("/usr/bin/ollama runner --ollama-engine --port 40111", "ollama"),
     # Ollama's runner is a llama-server of its own model store: Ollama's, not llama.cpp's.
     ("/usr/lib/ollama/llama-server --model /root/.ollama/models/blobs/sha256-ab -c 8192", "ollama"),
     ("python3 -m vllm.entrypoints.openai.api_server --port 8027", "vllm"),
@@ -161,6 +163,13 @@ FLAGS = [
         "vllm serve m --gpu-memory-utilization 0.11 --kv-cache-memory-bytes 8G",
         {},
         {"gpu_memory_utilization": 0.11, "kv_cache_memory": 8 * 2**30},
+    ),
+    # vLLM's own byte reading: a decimal count only with a decimal suffix (1.5g = 1.5·10⁹ B).
+    (
+        "vllm",
+        "vllm serve m --kv-cache-memory=1.5g",
+        {},
+        {"kv_cache_memory": 1_500_000_000},
     ),
 ]
 

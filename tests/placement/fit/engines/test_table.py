@@ -410,3 +410,15 @@ def test_an_engine_module_is_imported_only_when_used() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.splitlines() == ["[]", "['sglang']"]
+
+
+def test_every_engine_names_its_own_pin_flags() -> None:
+    # rule `unbounded` prints pin_hint() where pin_flags gives nothing: each engine's names its
+    # own flags, never the generic fallback of the base class.
+    from placement.fit.engines.base import NoRequest
+
+    generic = NoRequest().pin_hint()
+    hints = {kind: engine(kind).pin_hint() for kind in KINDS if kind != "other"}
+    assert hints["llamacpp"] == "-ngl, -c and --fit off"
+    assert hints["ollama"] == "num_gpu, num_ctx and OLLAMA_GPU_OVERHEAD"
+    assert generic not in hints.values()
