@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
+from fractions import Fraction
 
 from placement.fit.engines.base import (
     Behaviour,
@@ -114,14 +115,19 @@ class TensorRTLLM(NoRequest):
         )
 
     def gate(self, seat: Seat, card: EngineCard) -> Refusal | None:
-        """None: TensorRT-LLM has no start-up check of free memory; it shortens max_seq_len."""
-        kv = self.kv_bytes(seat, card)
-        if kv is None or kv > 0:
+        """No start-up check of free memory of its own (a short cache shortens max_seq_len), but
+        a load that leaves no byte of KV cache fails: it needs weights + non_kv + graphs +
+        ceil(1 / f) of what it reads free (floor(f × after) ≥ 1 ⇔ after ≥ ceil(1 / f))."""
+        after = free_after_load(seat, card)
+        if after is None:
+            return None
+        least = -(-1 // Fraction(self.share(seat)))
+        if after >= least:
             return None
         return Refusal(
             "gate",
-            1,
-            0,
+            card.engine_free_bytes - after + least,
+            card.engine_free_bytes,
             f"TensorRT-LLM's weights and warm-up leave no free memory for a KV cache "
             f"on this card ({gib(card.engine_free_bytes)} free at start)",
         )

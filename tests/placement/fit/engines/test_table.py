@@ -158,6 +158,19 @@ SHARE_OF_FREE = [
         60_038_840_320,
         None,
     ),
+    # 60 GiB of weights: F0 − W − N = 63,184,044,032 − 66,571,993,088 < 0 leaves no KV cache.
+    # A byte of KV needs floor(0.9 × after) ≥ 1, after ≥ ceil(1 / 0.9) = 2: it needs
+    # W + N + 2 = 66,571,993,090 of 63,184,044,032, short 3,387,949,058; it holds
+    # W + N + context = 67,812,458,496.
+    Case(
+        "trtllm refused: its load leaves no KV cache",
+        seat("trtllm", profile={**PROFILE, "weights": 60 * GiB}),
+        FREE_60,
+        "share-of-free",
+        67_812_458_496,
+        ("gate", 3_387_949_058),
+        "leave no free memory for a KV cache",
+    ),
     # max_tokens 65,536 caps it: KV = 8 GiB; W + N + KV + context = 26 GiB + 1,183 MiB
     # < resident 30 GiB.
     Case(
