@@ -268,9 +268,8 @@ def smallest_share(target: int, amount: int) -> Decimal | None:
     """Smallest 3-decimal share s in (0, 1] with floor(s × amount) ≥ target; None if none."""
     if amount <= 0:
         return None
+    # floor(k·A/1000) ≥ n  ⇔  k·A/1000 ≥ n (n whole)  ⇔  k ≥ 1000·n/A: the ceiling is the answer.
     k = max(1, -(-1000 * max(0, target) // amount))
-    while k <= 1000 and floor_times(Decimal(k) * STEP, amount) < target:
-        k += 1
     return Decimal(k) * STEP if k <= 1000 else None
 
 
