@@ -39,7 +39,6 @@ from placement.fit.engines.base import (
     Refusal,
     ceil_times,
     free_after_load,
-    gib,
     largest_share,
     read_fields,
     room_tokens,
@@ -50,6 +49,7 @@ from placement.fit.engines.base import (
 )
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
+from seats.units import format_bytes
 
 WIGGLE_ROOM = Decimal("0.90")
 DEFAULT_FRACTION = Decimal("1.0")
@@ -118,8 +118,8 @@ class TGI(NoRequest):
             "gate",
             card.engine_free_bytes - after + level + 1,
             card.engine_free_bytes,
-            f"TGI leaves (1 − 0.9 × {self.share(seat)}) × {gib(card.cuda_total_bytes)} = "
-            f"{gib(level)} free and its weights leave nothing above that: its warm-up "
+            f"TGI leaves (1 − 0.9 × {self.share(seat)}) × {format_bytes(card.cuda_total_bytes)} = "
+            f"{format_bytes(level)} free and its weights leave nothing above that: its warm-up "
             'fails ("Not enough memory to handle … prefill tokens")',
         )
 

@@ -38,7 +38,6 @@ from placement.fit.engines.base import (
     Refusal,
     floor_times,
     free_after_load,
-    gib,
     profile_need,
     read_fields,
     room_tokens,
@@ -49,6 +48,7 @@ from placement.fit.engines.base import (
 )
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
+from seats.units import format_bytes
 
 DEFAULT_FRACTION = Decimal("0.9")
 _WEIGHTS = re.compile(
@@ -129,7 +129,7 @@ class TensorRTLLM(NoRequest):
             card.engine_free_bytes - after + least,
             card.engine_free_bytes,
             f"TensorRT-LLM's weights and warm-up leave no free memory for a KV cache "
-            f"on this card ({gib(card.engine_free_bytes)} free at start)",
+            f"on this card ({format_bytes(card.engine_free_bytes)} free at start)",
         )
 
     def kv_tokens(self, seat: Seat, card: EngineCard) -> int | None:
