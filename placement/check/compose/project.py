@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from placement.check.compose.interpolation import MissingVariable, parse_env_file, substitute
-from placement.check.compose.merge import MergeError, copy_tree, extend_service, merge_yaml
+from placement.check.compose.merge import (
+    MergeError,
+    copy_tree,
+    enforce_unicity,
+    extend_service,
+    merge_yaml,
+)
 from placement.check.compose.model import ComposeError
 from seats.errors import CatalogueError
 from seats.loader import MAX_DOCUMENT_BYTES, TAG_KEY, read_text_file, read_yaml
@@ -172,6 +178,8 @@ class _Loader:
         self.project = project
         self.read = 0
         self.cleared: list[tuple[str, ...]] = []  # the current file's !reset/!override paths
+        # Files named by `extends.file`, read once each however many services extend them.
+        self.extended_files: dict[Path, dict[str, Any]] = {}
 
     def document(self, path: Path, name: str, why: str | None) -> dict[str, Any]:
         self.read += 1
@@ -188,6 +196,15 @@ class _Loader:
             )
         return data
 
+    def extends_file(self, path: Path, name: str) -> dict[str, Any]:
+        """The services of a file that `extends.file` names (never changed by extending them)."""
+        key = path.resolve()
+        if key not in self.extended_files:
+            data, _ = strip_tags(self.document(path, name, "extends.file"))
+            self.extended_files[key] = _services_of(data, str(path))
+            self.project.files.append(str(path))
+        return self.extended_files[key]
+
     def file(self, path: Path, workdir: Path, lookup: Lookup, chain: tuple[Path, ...]) -> None:
         """One file of the project (or of an include) merged over what is there.
 
@@ -196,7 +213,6 @@ class _Loader:
         """
         name = str(path)
         data, cleared = strip_tags(self.document(path, name, None))
-        self.cleared = cleared
         services = _services_of(data, name)
         origins = {label: name for label in services}
         for include in _list(data.get("include"), name, "include"):
@@ -211,11 +227,14 @@ class _Loader:
             self.put(label, body, name, ("services", label))
 
     def put(self, label: str, body: Any, name: str, where: tuple[str, ...]) -> None:
+        """`body` merged over the service so far; compose-go's loader then enforces unicity
+        after every file (loader.go: `override.Merge`, then `override.EnforceUnicity`)."""
         old = self.project.services.get(label)
         try:
-            self.project.services[label] = body if old is None else merge_yaml(old, body, where)
+            merged = body if old is None else merge_yaml(old, body, where)
         except MergeError as exc:
             raise ComposeError(name, label, None, str(exc)) from None
+        self.project.services[label] = enforce_unicity(merged, where)
 
     def include(
         self,
@@ -292,10 +311,8 @@ class _Loader:
             base_path = workdir / _text(file, lookup, name, "extends.file")
             if not base_path.is_file():
                 raise ComposeError(name, label, "extends.file", f"{base_path} does not exist")
-            data, _ = strip_tags(self.document(base_path, name, "extends.file"))
-            base_services = _services_of(data, str(base_path))
+            base_services = self.extends_file(base_path, name)
             base_dir = base_path.parent
-            self.project.files.append(str(base_path))
         if ref not in base_services:
             raise ComposeError(name, label, "extends", f"service {ref!r} not found in {base_path}")
         base = self.extended(

@@ -14,9 +14,18 @@ from typing import NamedTuple
 
 import pytest
 
-from placement.check.compose import load_compose
+from placement.check.compose import ComposeFile, load_compose
 
 WILD = Path(__file__).parent / "data" / "compose-wild"
+
+
+def _load(name: str, dotenv: str | None, environ: dict[str, str], tmp_path: Path) -> ComposeFile:
+    """The wild file `name` copied under tmp_path (with its `.env` when given), then read."""
+    path = tmp_path / f"{name}.yaml"
+    shutil.copy(WILD / f"{name}.yaml", path)
+    if dotenv is not None:
+        (tmp_path / ".env").write_text(dotenv, encoding="utf-8")
+    return load_compose(path, environ)
 
 
 class Read(NamedTuple):
@@ -85,11 +94,7 @@ def test_what_gpuplan_reads(
     error: str | None,
     tmp_path: Path,
 ) -> None:
-    path = tmp_path / f"{name}.yaml"
-    shutil.copy(WILD / f"{name}.yaml", path)
-    if dotenv is not None:
-        (tmp_path / ".env").write_text(dotenv, encoding="utf-8")
-    loaded = load_compose(path, environ)
+    loaded = _load(name, dotenv, environ, tmp_path)
     read = [
         Read(
             s.name,
@@ -132,10 +137,6 @@ def test_what_the_arithmetic_needs_is_read_from_real_commands(
     tmp_path: Path,
 ) -> None:
     """Issue 26: --max-model-len (rule kv_capacity) and --kv-cache-dtype, as each file writes them."""
-    path = tmp_path / f"{name}.yaml"
-    shutil.copy(WILD / f"{name}.yaml", path)
-    if dotenv is not None:
-        (tmp_path / ".env").write_text(dotenv, encoding="utf-8")
-    (service,) = load_compose(path, {}).services
+    (service,) = _load(name, dotenv, {}, tmp_path).services
     assert (service.max_model_len, service.kv_cache_dtype) == (max_model_len, kv_cache_dtype)
     assert service.data_parallel_size == 1

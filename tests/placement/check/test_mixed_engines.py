@@ -21,30 +21,37 @@ SNAPSHOT = ROOT / "seats/catalogue/fv-ml1.snapshot.json"
 STACK = ROOT / "tests/placement/check/data/mixed-stack.yaml"
 
 
-@pytest.fixture
-def catalogue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+CHAT_OLLAMA: dict[str, Any] = {
+    "name": "chat-ollama",
+    "host": "fv-ml1",
+    "resident": "8 GiB",
+    "engine": {"kind": "ollama", "version": "0.12.6"},
+}
+
+
+def catalogue_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *seats: dict[str, Any]) -> Path:
+    """fv-ml1's catalogue with `seats` added, written under tmp_path; `check` judges 5 minutes
+    after the snapshot was taken, so it is never too old."""
     monkeypatch.delenv("GPUPLAN_CATALOGUE", raising=False)
     taken = json.loads(SNAPSHOT.read_text(encoding="utf-8"))["taken_at"]
     moment = datetime.fromisoformat(taken.replace("Z", "+00:00")) + timedelta(minutes=5)
     monkeypatch.setattr(check_command, "utc_now", lambda: moment)
     data = yaml.safe_load((ROOT / "seats/catalogue/fv-ml1.yaml").read_text(encoding="utf-8"))
-    data["seats"] += [
-        {
-            "name": "chat-ollama",
-            "host": "fv-ml1",
-            "resident": "8 GiB",
-            "engine": {"kind": "ollama", "version": "0.12.6"},
-        },
-        {
-            "name": "chat-sglang",
-            "host": "fv-ml1",
-            "resident": "3 GiB",
-            "engine": {"kind": "sglang", "version": "0.5.8"},
-        },
-    ]
+    data["seats"] += list(seats)
     path = tmp_path / "fv-ml1.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     return path
+
+
+@pytest.fixture
+def catalogue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    sglang = {
+        "name": "chat-sglang",
+        "host": "fv-ml1",
+        "resident": "3 GiB",
+        "engine": {"kind": "sglang", "version": "0.5.8"},
+    }
+    return catalogue_with(tmp_path, monkeypatch, CHAT_OLLAMA, sglang)
 
 
 def test_each_service_is_read_by_its_own_engine() -> None:

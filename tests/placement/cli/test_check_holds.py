@@ -10,6 +10,7 @@ import json
 import multiprocessing
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -64,7 +65,7 @@ def check(catalogue: Path, db: Path, seat: str, *extra: str) -> list[str]:
     ]  # fmt: skip
 
 
-def verdict(capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+def verdict(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     return dict(json.loads(capsys.readouterr().out))
 
 
@@ -76,7 +77,7 @@ def test_the_second_deploy_is_refused_by_the_first_ones_hold(
     capsys.readouterr()
     assert cli_main.main([*check(catalogue, db, "tts-1"), "--json"]) == 1
     data = verdict(capsys)
-    reasons = {r["rule"]: r for r in data["reasons"]}  # type: ignore[attr-defined]
+    reasons = {r["rule"]: r for r in data["reasons"]}
     assert set(reasons) == {"hold"}
     hold = reasons["hold"]
     assert hold["short_bytes"] == 696 * 2**20  # 3 GiB against 5,704 − 3,072 − 256 MiB
@@ -286,7 +287,7 @@ def test_plan_and_check_give_the_same_rule_for_the_same_blocked_seat(
     assert cli_main.main(check(catalogue, db, "tts-0")) == 0
     capsys.readouterr()
     assert cli_main.main([*check(catalogue, db, "tts-1"), "--json", "--no-hold"]) == 1
-    checked = {r["rule"] for r in verdict(capsys)["reasons"]}  # type: ignore[attr-defined]
+    checked = {r["rule"] for r in verdict(capsys)["reasons"]}
     source = ["--catalogue", str(catalogue), "--snapshot", str(SNAPSHOT), "--ledger", str(db)]
     assert cli_main.main(["plan", *source, "--json", "--explain", "all"]) == 1
     seats = {s["seat"]: s for s in json.loads(capsys.readouterr().out)["seats"]}

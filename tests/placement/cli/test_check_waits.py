@@ -10,6 +10,7 @@ snapshot only once it has read the older one and is about to ask for the lock.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from contextlib import AbstractContextManager
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from inventory.ledger.store import Approval, Ledger, open_ledger
-from inventory.snapshot import Process, Snapshot, load_snapshot, save_snapshot
+from inventory.snapshot import Process, Snapshot, format_utc, load_snapshot, save_snapshot
 from placement.cli.main import main
 from seats.errors import Exit
 from tests.placement.cli.test_check_holds import TAKEN, at, catalogue
@@ -127,6 +128,8 @@ def test_a_snapshot_stored_while_the_check_waits_is_the_one_judged(
     assert code == Exit.REFUSED, out
     assert '"verdict": "refuse"' in out
     assert TAKEN + timedelta(minutes=2) == load_snapshot(started).taken_at
+    # Judged on that snapshot, the one stored while it waited, not the one it read first.
+    assert json.loads(out)["snapshot"]["taken_at"] == format_utc(TAKEN + timedelta(minutes=2))
     with open_ledger(db, readonly=True) as ledger:
         holds = ledger.holds(TAKEN + timedelta(minutes=3))
         decisions = ledger.decisions()

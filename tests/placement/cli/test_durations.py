@@ -7,7 +7,7 @@ neither; `--max-age -5m` used to be read by argparse as an unknown option.
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -70,9 +70,17 @@ def test_with_json_the_duration_error_is_an_error_object_on_stdout(
     assert error["exit"] == 2 and "'-5m' is negative" in error["message"]
 
 
-def test_the_longest_duration_still_holds_and_expires(tmp_path: Path) -> None:
+def test_the_longest_duration_still_holds_and_expires(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # At the cap itself `now + hold_for` is a date: the hold is written, nothing overflows.
-    assert main(_check(tmp_path / "l.sqlite", "--hold-for", f"{MAX_AGE.days}d")) == 0
+    ledger = tmp_path / "l.sqlite"
+    assert main(_check(ledger, "--hold-for", f"{MAX_AGE.days}d")) == 0
+    capsys.readouterr()
+    assert main(["holds", "--ledger", str(ledger), "--json"]) == 0
+    (hold,) = json.loads(capsys.readouterr().out)["holds"]
+    created, expires = (datetime.fromisoformat(hold[k]) for k in ("created_at", "expires_at"))
+    assert hold["seat"] == "new-4gib" and expires - created == MAX_AGE
 
 
 @pytest.mark.parametrize(
