@@ -27,12 +27,12 @@ from inventory.fake import FakeNvml, h200_idle_card
 from inventory.nvml import RawProcess
 from inventory.snapshot import save_snapshot
 from placement.cli.main import main
+from seats.units import GiB, MiB
 
 CARDS = 8
 PER_CARD = 8
 TARGET_S = 1.0
 TAKEN = datetime(2026, 12, 4, tzinfo=UTC)
-MIB = 2**20
 # One command line per engine kind, as /proc shows them; {n} makes each process its own.
 LINES = (
     "python3 -m vllm.entrypoints.openai.api_server --model org/model-{n} --port {port} "
@@ -56,7 +56,7 @@ def host() -> FakeNvml:
         for slot in range(PER_CARD):
             n = card * PER_CARD + slot
             pid = 10_000 + n
-            processes.append(RawProcess(pid, (slot + 1) * 2**30 + 518 * MIB))
+            processes.append(RawProcess(pid, (slot + 1) * GiB + 518 * MiB))
             cmdlines[pid] = LINES[n % len(LINES)].format(n=n, port=8000 + n)
         cards.append(h200_idle_card(card, tuple(processes)))
     return FakeNvml(cards, cmdlines=cmdlines)

@@ -79,14 +79,12 @@ def run(args: argparse.Namespace) -> int:
         from placement.cli.learn_config import run_config
 
         return run_config(seat, Path(args.config), as_json=args.json)
-    log = args.log if args.log is not None else args.vllm_log
-    if log is not None:
-        from placement.cli.learn_log import reads_own_log, run_log
+    from placement.cli.learn_log import reads_own_log, run_log
 
-        # --vllm-log is a spelling of --log: the seat's engine picks the reader.
-        if reads_own_log(seat):
-            return run_log(seat, *_read(log), json_out=args.json)
-    lines, source = _read(args.vllm_log if args.vllm_log is not None else args.log)
+    # --vllm-log is a spelling of --log (one of the two is given): the seat's engine picks the reader.
+    lines, source = _read(args.log if args.log is not None else args.vllm_log)
+    if reads_own_log(seat):
+        return run_log(seat, lines, source, json_out=args.json)
     util = seat.engine.gpu_memory_utilization
     host = catalogue.hosts.get(seat.host) if seat.host else None
     profile = learn_profile(

@@ -16,14 +16,15 @@ import yaml
 from pydantic import ValidationError
 
 from inventory.snapshot import Card, Snapshot, format_utc
+from placement.fit.engines.base import flag_value
 from placement.fit.engines.registry import recognise
 from seats.model import Seat as SeatSpec
+from seats.units import MiB
 from seats.units import format_bytes as b
 
-MIB = 2**20
 # FACTS.md section 1: a fresh process on an idle H200 (driver 580) takes 1,276.8 MiB before a
 # vLLM worker's gate reads free memory; rounded up to the MiB, the safe side.
-DEFAULT_CUDA_CONTEXT_BYTES = 1277 * MIB
+DEFAULT_CUDA_CONTEXT_BYTES = 1277 * MiB
 COMMENT_LIMIT = 160  # characters of a command line in a comment; the match holds it whole
 NAME_LIMIT = 40
 # Flags whose value names the model a server runs, in the order they are preferred.
@@ -121,13 +122,8 @@ def _slug(text: str) -> str:
 
 
 def _flag(argv: Sequence[str], names: Sequence[str]) -> str | None:
-    for name in names:
-        for i, word in enumerate(argv):
-            if word == name and i + 1 < len(argv):
-                return argv[i + 1]
-            if word.startswith(name + "="):
-                return word.split("=", 1)[1]
-    return None
+    """The value of the first of `names` (in their order of preference) that argv sets."""
+    return next((v for name in names if (v := flag_value(argv, name)) is not None), None)
 
 
 def base_name(argv: Sequence[str]) -> str:
@@ -263,7 +259,7 @@ def starter_catalogue(
         "hosts:  # one host: the snapshot's",
         f"  {scalar(host)}:  # the snapshot's host",
         *card_lines,
-        f"    cuda_context: {cuda_context_bytes // MIB} MiB  # {comment_text(cuda_context_note)}",
+        f"    cuda_context: {cuda_context_bytes // MiB} MiB  # {comment_text(cuda_context_note)}",
         "seats:  # every process on its cards, one seat per command line"
         if groups
         else "seats: []  # no process held memory on any card",
@@ -285,7 +281,7 @@ def _seat_lines(
 ) -> list[str]:
     cards = sorted(group.per_card)
     resident = max(group.per_card.values())
-    rounded = max(1, -(-resident // MIB))
+    rounded = max(1, -(-resident // MiB))
     command = "(no command line: the process was gone, or in another PID namespace)"
     if group.cmdline is not None:
         command = comment_text(group.cmdline)
@@ -316,7 +312,7 @@ def _seat_lines(
         "host": host,
         "state": "running",
         "gpus": cards,
-        "resident": rounded * MIB,
+        "resident": rounded * MiB,
     }
     engine, how = _engine(argv, seat)
     if engine is not None:

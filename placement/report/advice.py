@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from placement.fit.engines import engine_of, requests_util
 from placement.report.rows import (
     CardFit,
     CardRow,
@@ -22,7 +21,7 @@ from placement.report.rows import (
     SeatRow,
 )
 from placement.report.text import name
-from placement.report.thresholds import foreign_memory_flags
+from placement.report.thresholds import foreign_memory_flags, kv_pin_flag
 from seats.model import Catalogue
 from seats.units import GiB, format_bytes
 
@@ -221,9 +220,8 @@ def drift_advice(catalogue: Catalogue, row: SeatRow) -> str:
         seat = catalogue.seat(row.seat)
     except KeyError:
         return "declare it in the catalogue"
-    if requests_util(seat.engine) and seat.engine.kv_cache_bytes is None:
-        # The seed: a vLLM seat without a pinned KV cache grows to its util's request.
-        flag = engine_of(seat.engine).flag_of("kv_cache_bytes")
+    flag = kv_pin_flag(seat)
+    if flag is not None:
         return f"pin its KV cache ({flag}) or set its resident to the p95"
     if row.grew:
         return f"it grew {signed(row.growth_bytes)} in the window: look for a leak, or set its resident to the p95"

@@ -21,9 +21,13 @@ from inventory.prometheus.metrics import (
     POLL_SUCCESS,
     PROCESS_USED,
 )
-from placement.fit.engines import engine_of, requests_util
 from placement.report.rows import DriftThreshold
-from placement.report.thresholds import DEFAULT_FOR, FOREIGN_MEMORY_BYTES, drift_bound_bytes
+from placement.report.thresholds import (
+    DEFAULT_FOR,
+    FOREIGN_MEMORY_BYTES,
+    drift_bound_bytes,
+    kv_pin_flag,
+)
 from seats.errors import BadInputError
 from seats.model import Catalogue, Reserve, Seat
 from seats.units import format_bytes
@@ -239,11 +243,6 @@ def margin_rule(host: str, margin_bytes: int) -> AlertRule:
     )
 
 
-def _unpinned_vllm(seat: Seat) -> bool:
-    """The seed: a vLLM seat without a pinned KV cache grows to its util's request."""
-    return requests_util(seat.engine) and seat.engine.kv_cache_bytes is None
-
-
 def drift_rule(host: str, seats: Sequence[Seat], threshold: DriftThreshold) -> AlertRule:
     """GpuplanSeatDrift for the running seats with a `match` of one host, on each of their cards.
 
@@ -263,11 +262,11 @@ def drift_rule(host: str, seats: Sequence[Seat], threshold: DriftThreshold) -> A
             drift = f"sum by (host, gpu, seat) ({held.text()}) - {seat.resident_bytes}"
             terms.append(f"{drift} >= {_number(bound)} or {drift} <= -{_number(bound)}")
     keep = "set its resident to what it holds, or look for a leak if it keeps growing"
-    grows = [s for s in seats if _unpinned_vllm(s)]
-    unpinned = [_quote(s.name) for s in grows]
+    pins = [(s, flag) for s in seats if (flag := kv_pin_flag(s)) is not None]
+    unpinned = [_quote(s.name) for s, _ in pins]
     more = keep
-    if unpinned:
-        flag = engine_of(grows[0].engine).flag_of("kv_cache_bytes")
+    if pins:
+        flag = pins[0][1]
         more = (
             "{{ if eq $labels.seat " + " ".join(unpinned) + " }}pin its KV cache "
             f"({flag}) or set its resident to what it holds{{{{ else }}}}" + keep + "{{ end }}"

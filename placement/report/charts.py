@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 
 from placement.report.rows import ChartSeries
-from seats.units import GiB, format_bytes
+from seats.units import format_bytes
 
 # tab20 without its greys, strong shades first: seats get them in name order.
 _PALETTE = (
@@ -82,11 +82,11 @@ def worst_first(series: Sequence[ChartSeries]) -> list[tuple[str, list[ChartSeri
 
     def key(item: tuple[str, list[ChartSeries]]) -> tuple[float, str]:
         lows = [
-            (h.lowest_free_bytes - s.margin_bytes) / GiB
+            h.lowest_free_bytes - s.margin_bytes
             for s in item[1]
             if (h := headroom(s)).lowest_free_bytes is not None
         ]
-        return (min(lows) if lows else float("inf"), item[0])
+        return (min(lows) if lows else math.inf, item[0])
 
     return sorted(hosts.items(), key=key)
 

@@ -6,6 +6,8 @@ alert that fires tell the same story; each rule is stated here once, in integer 
 
 from __future__ import annotations
 
+from placement.fit.engines import engine_of, requests_util
+from seats.model import Seat
 from seats.units import GiB
 
 # A seat drifts when |observed − declared resident| reaches either bound (`--drift-threshold`).
@@ -44,3 +46,12 @@ def below_margin(free_bytes: int, margin_bytes: int) -> bool:
 
 # Alerts' default `for:` (placement.report.alerts); here so the CLI can show it without importing that.
 DEFAULT_FOR = "5m"
+
+
+def kv_pin_flag(seat: Seat) -> str | None:
+    """The flag that would pin the KV cache of a seat that grows to its util's request (the seed:
+    a vLLM seat without a pinned KV cache); None for any other seat. The report's drift advice and
+    the drift alert's both offer it."""
+    if not requests_util(seat.engine) or seat.engine.kv_cache_bytes is not None:
+        return None
+    return engine_of(seat.engine).flag_of("kv_cache_bytes")

@@ -178,6 +178,8 @@ class _Loader:
         self.project = project
         self.read = 0
         self.cleared: list[tuple[str, ...]] = []  # the current file's !reset/!override paths
+        # Files named by `extends.file`, read once each however many services extend them.
+        self.extended_files: dict[Path, dict[str, Any]] = {}
 
     def document(self, path: Path, name: str, why: str | None) -> dict[str, Any]:
         self.read += 1
@@ -193,6 +195,15 @@ class _Loader:
                 str(path), None, None, "a compose file is a mapping with `services:`"
             )
         return data
+
+    def extends_file(self, path: Path, name: str) -> dict[str, Any]:
+        """The services of a file that `extends.file` names (never changed by extending them)."""
+        key = path.resolve()
+        if key not in self.extended_files:
+            data, _ = strip_tags(self.document(path, name, "extends.file"))
+            self.extended_files[key] = _services_of(data, str(path))
+            self.project.files.append(str(path))
+        return self.extended_files[key]
 
     def file(self, path: Path, workdir: Path, lookup: Lookup, chain: tuple[Path, ...]) -> None:
         """One file of the project (or of an include) merged over what is there.
@@ -300,10 +311,8 @@ class _Loader:
             base_path = workdir / _text(file, lookup, name, "extends.file")
             if not base_path.is_file():
                 raise ComposeError(name, label, "extends.file", f"{base_path} does not exist")
-            data, _ = strip_tags(self.document(base_path, name, "extends.file"))
-            base_services = _services_of(data, str(base_path))
+            base_services = self.extends_file(base_path, name)
             base_dir = base_path.parent
-            self.project.files.append(str(base_path))
         if ref not in base_services:
             raise ComposeError(name, label, "extends", f"service {ref!r} not found in {base_path}")
         base = self.extended(

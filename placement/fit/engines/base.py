@@ -16,7 +16,7 @@ from typing import Literal, Protocol
 
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
-from seats.units import GiB, KiB, MiB
+from seats.units import GiB, KiB, MiB, format_bytes
 
 Behaviour = Literal["request-gated", "share-of-free", "self-fitting", "fixed"]
 Rule = Literal["gate", "kv_capacity", "spill", "unbounded"]
@@ -268,9 +268,8 @@ def smallest_share(target: int, amount: int) -> Decimal | None:
     """Smallest 3-decimal share s in (0, 1] with floor(s × amount) ≥ target; None if none."""
     if amount <= 0:
         return None
+    # floor(k·A/1000) ≥ n  ⇔  k·A/1000 ≥ n (n whole)  ⇔  k ≥ 1000·n/A: the ceiling is the answer.
     k = max(1, -(-1000 * max(0, target) // amount))
-    while k <= 1000 and floor_times(Decimal(k) * STEP, amount) < target:
-        k += 1
     return Decimal(k) * STEP if k <= 1000 else None
 
 
@@ -382,16 +381,16 @@ def fitted_need(seat: Seat, card: EngineCard, room: int) -> int:
 
 def spill(seat: Seat, card: EngineCard, room: int, text: str) -> Refusal | None:
     """Rule `spill` when the resident less its context is over `room`: the rest runs on the CPU.
-    `text` may name `{room}` and `{moved}` (the bytes that leave the card), as GiB."""
+    `text` may name `{room}` and `{moved}` (the bytes that leave the card), formatted."""
     wanted = seat.resident_bytes - card.cuda_context_bytes
     if wanted <= room:
         return None
-    return Refusal("spill", wanted, room, text.format(room=gib(room), moved=gib(wanted - room)))
-
-
-def gib(value: int) -> str:
-    """Bytes as GiB to two decimals, for refusal text."""
-    return f"{value / GiB:.2f} GiB"
+    return Refusal(
+        "spill",
+        wanted,
+        room,
+        text.format(room=format_bytes(room), moved=format_bytes(wanted - room)),
+    )
 
 
 # --- reading command lines ---------------------------------------------------------

@@ -39,7 +39,6 @@ from placement.fit.engines.base import (
     as_int,
     fitted_need,
     flag_value,
-    gib,
     image_matches,
     room_tokens,
     short_context,
@@ -48,7 +47,7 @@ from placement.fit.engines.base import (
 )
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
-from seats.units import MiB
+from seats.units import MiB, format_bytes
 
 FIT_MARGIN_BYTES = 1024 * MiB
 MIN_CTX = 4096
@@ -133,7 +132,7 @@ class LlamaCpp(NoRequest):
             seat,
             card,
             self.room_bytes(seat, card),
-            f"llama.cpp starts, slowly: --fit leaves {gib(self.margin_bytes)} free and moves "
+            f"llama.cpp starts, slowly: --fit leaves {format_bytes(self.margin_bytes)} free and moves "
             "{moved} of the model off the card (onto the CPU)",
         )
 

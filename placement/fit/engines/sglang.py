@@ -38,7 +38,6 @@ from placement.fit.engines.base import (
     Refusal,
     floor_times,
     fraction,
-    gib,
     profile_need,
     read_fields,
     room_tokens,
@@ -50,6 +49,7 @@ from placement.fit.engines.base import (
 )
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
+from seats.units import format_bytes
 
 _LOAD = re.compile(r"Load weight end\..*?mem usage=([\d.]+) GB")
 _KV = re.compile(
@@ -129,9 +129,9 @@ class SGLang(NoRequest):
             "gate",
             weights,
             static,
-            f"SGLang refuses at start: weights {gib(weights)} ≥ mem_fraction_static "
-            f"{seat.engine.mem_fraction_static} × {gib(card.engine_free_bytes)} free = "
-            f'{gib(static)} ("Not enough memory. Please try to increase --mem-fraction-static.")',
+            f"SGLang refuses at start: weights {format_bytes(weights)} ≥ mem_fraction_static "
+            f"{seat.engine.mem_fraction_static} × {format_bytes(card.engine_free_bytes)} free = "
+            f'{format_bytes(static)} ("Not enough memory. Please try to increase --mem-fraction-static.")',
         )
 
     def kv_capacity(self, seat: Seat, card: EngineCard) -> Refusal | None:

@@ -39,7 +39,6 @@ from placement.fit.engines.base import (
     Refusal,
     ceil_times,
     free_after_load,
-    gib,
     largest_share,
     read_fields,
     room_tokens,
@@ -50,6 +49,7 @@ from placement.fit.engines.base import (
 )
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
+from seats.units import format_bytes
 
 WIGGLE_ROOM = Decimal("0.90")
 DEFAULT_FRACTION = Decimal("1.0")
@@ -108,21 +108,20 @@ class TGI(NoRequest):
         return tokens_in(seat, self.kv_bytes(seat, card))
 
     def gate(self, seat: Seat, card: EngineCard) -> Refusal | None:
-        """Warm-up OOM when its weights leave nothing above its level."""
-        kv = self.kv_bytes(seat, card)
-        if kv is None:
-            return None
+        """Warm-up OOM when its load leaves nothing above its level: it needs weights + non_kv
+        + graphs + level + 1 B of what it reads free at start."""
+        after = free_after_load(seat, card)
         level = self.level_bytes(seat, card)
-        if kv == 0:
-            return Refusal(
-                "gate",
-                card.free_bytes - card.engine_free_bytes + level + 1,
-                card.free_bytes,
-                f"TGI leaves (1 − 0.9 × {self.share(seat)}) × {gib(card.cuda_total_bytes)} = "
-                f"{gib(level)} free and its weights leave nothing above that: its warm-up "
-                'fails ("Not enough memory to handle … prefill tokens")',
-            )
-        return None
+        if after is None or after > level:
+            return None
+        return Refusal(
+            "gate",
+            card.engine_free_bytes - after + level + 1,
+            card.engine_free_bytes,
+            f"TGI leaves (1 − 0.9 × {self.share(seat)}) × {format_bytes(card.cuda_total_bytes)} = "
+            f"{format_bytes(level)} free and its weights leave nothing above that: its warm-up "
+            'fails ("Not enough memory to handle … prefill tokens")',
+        )
 
     def kv_capacity(self, seat: Seat, card: EngineCard) -> Refusal | None:
         """--max-total-tokens above its KV tokens: TGI refuses at start."""

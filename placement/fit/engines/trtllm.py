@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
+from fractions import Fraction
 
 from placement.fit.engines.base import (
     Behaviour,
@@ -37,7 +38,6 @@ from placement.fit.engines.base import (
     Refusal,
     floor_times,
     free_after_load,
-    gib,
     profile_need,
     read_fields,
     room_tokens,
@@ -48,6 +48,7 @@ from placement.fit.engines.base import (
 )
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
+from seats.units import format_bytes
 
 DEFAULT_FRACTION = Decimal("0.9")
 _WEIGHTS = re.compile(
@@ -114,16 +115,21 @@ class TensorRTLLM(NoRequest):
         )
 
     def gate(self, seat: Seat, card: EngineCard) -> Refusal | None:
-        """None: TensorRT-LLM has no start-up check of free memory; it shortens max_seq_len."""
-        kv = self.kv_bytes(seat, card)
-        if kv is None or kv > 0:
+        """No start-up check of free memory of its own (a short cache shortens max_seq_len), but
+        a load that leaves no byte of KV cache fails: it needs weights + non_kv + graphs +
+        ceil(1 / f) of what it reads free (floor(f × after) ≥ 1 ⇔ after ≥ ceil(1 / f))."""
+        after = free_after_load(seat, card)
+        if after is None:
+            return None
+        least = -(-1 // Fraction(self.share(seat)))
+        if after >= least:
             return None
         return Refusal(
             "gate",
-            1,
-            0,
+            card.engine_free_bytes - after + least,
+            card.engine_free_bytes,
             f"TensorRT-LLM's weights and warm-up leave no free memory for a KV cache "
-            f"on this card ({gib(card.engine_free_bytes)} free at start)",
+            f"on this card ({format_bytes(card.engine_free_bytes)} free at start)",
         )
 
     def kv_tokens(self, seat: Seat, card: EngineCard) -> int | None:

@@ -28,7 +28,6 @@ from placement.fit.engines.base import (
     Refusal,
     argv_mentions,
     flag_value,
-    gib,
     image_matches,
     read_fields,
     share_text,
@@ -36,6 +35,7 @@ from placement.fit.engines.base import (
 from placement.fit.engines.vllm_flags import vllm_bytes
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
+from seats.units import format_bytes
 
 # FACTS.md §2: the default --gpu-memory-utilization by version; 0.34 skips the gate by default.
 DEFAULT_UTIL_OLD = Decimal("0.9")  # up to 0.32
@@ -176,8 +176,8 @@ class VLLM:
             "gate",
             requested,
             card.engine_free_bytes,
-            f"vLLM refuses at start: {gib(card.engine_free_bytes)} free < util {rule.util} × "
-            f"{gib(card.cuda_total_bytes)} = {gib(requested)}",
+            f"vLLM refuses at start: {format_bytes(card.engine_free_bytes)} free < util {rule.util} × "
+            f"{format_bytes(card.cuda_total_bytes)} = {format_bytes(requested)}",
         )
 
     def kv_capacity(self, seat: Seat, card: EngineCard) -> Refusal | None:

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from placement.fit.engines.base import size_bytes, strip_prefix
 from seats.errors import BadInputError
 from seats.units import GiB, format_bytes
 
@@ -62,7 +63,6 @@ NON_KV_034 = re.compile(
 GRAPHS_CAPTURED = re.compile(
     r"Graph capturing finished in [0-9.]+ secs?, took " + _NUMBER + r" ?GiB"
 )
-_PREFIX = re.compile(r"^[\w.-]+\s+\|\s?")  # docker compose logs: "voices-1  | "
 # A start-up that failed (DESIGN.md: its figures describe no seat that ran): vLLM's own lines
 # (v1/engine/core.py "EngineCore failed to start.", v1/engine/utils.py "Engine core initialization
 # failed", v1/executor/multiproc_executor.py "WorkerProc hit an exception."), a Python traceback, a
@@ -129,12 +129,7 @@ class LogFigures:
 
 def clean(line: str) -> str:
     """The line without a `docker compose logs` prefix or its line ending."""
-    return _PREFIX.sub("", line.rstrip("\r\n"), count=1)
-
-
-def _gib(text: str) -> int:
-    """A GiB figure as vLLM printed it, in whole bytes (rounded down)."""
-    return int(Decimal(text) * GiB)
+    return strip_prefix(line.rstrip("\r\n"))
 
 
 def _precision(text: str) -> str:
@@ -182,7 +177,9 @@ def _read_line(out: LogFigures, number: int, line: str) -> None:
         out.max_model_len = Figure(int(found.group(1).replace(",", "")), number, line, "exact")
     found = _first(WEIGHTS, line)
     if found is not None and out.weights is None:
-        out.weights = Figure(_gib(found.group(1)), number, line, _precision(found.group(1)))
+        out.weights = Figure(
+            size_bytes(found.group(1), "GiB"), number, line, _precision(found.group(1))
+        )
     _read_kv(out, number, line)
     found = TOKENS.search(line)
     if found is not None:
@@ -195,7 +192,9 @@ def _read_line(out: LogFigures, number: int, line: str) -> None:
         out.util_line = Figure(0, number, line, "exact")
     found = TOTAL.search(line)
     if found is not None and out.total is None:
-        out.total = Figure(_gib(found.group(2)), number, line, _precision(found.group(2)))
+        out.total = Figure(
+            size_bytes(found.group(2), "GiB"), number, line, _precision(found.group(2))
+        )
     _read_non_kv(out, number, line)
     _read_graphs(out, number, line)
 
@@ -211,7 +210,7 @@ def _read_kv(out: LogFigures, number: int, line: str) -> None:
     found = _first(KV_GIB, line)
     if found is None or (out.kv is not None and out.kv.precision == "exact"):
         return
-    value = _gib(found.group(1))
+    value = size_bytes(found.group(1), "GiB")
     if out.kv is None or value < out.kv.value:
         out.kv = Figure(value, number, line, _precision(found.group(1)))
 
@@ -242,7 +241,7 @@ def _read_non_kv(out: LogFigures, number: int, line: str) -> None:
 
 def _graphs_figure(text: str, number: int, line: str, quoted: str = "") -> Figure:
     """A printed CUDA graph figure; a negative one (free memory grew while capturing) counts as 0."""
-    value = _gib(text)
+    value = size_bytes(text, "GiB")
     said = f", {quoted}" if quoted else ""
     if value >= 0:
         return Figure(value, number, line, _precision(text) + said)

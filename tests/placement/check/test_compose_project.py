@@ -14,7 +14,7 @@ import yaml
 from placement.check.compose import ComposeError, load_compose
 from placement.check.compose.interpolation import substitute
 from placement.check.compose.merge import enforce_unicity, merge
-from placement.check.compose.project import load_project
+from placement.check.compose.project import MAX_FILES, load_project
 
 DATA = Path(__file__).parent / "data" / "compose-go"
 TABLES = yaml.safe_load((DATA / "merge-tables.yaml").read_text(encoding="utf-8"))
@@ -260,3 +260,17 @@ def test_an_entry_both_files_name_is_there_once(tmp_path: Path) -> None:
     assert merged["environment"] == ["CUDA_VISIBLE_DEVICES=0"]
     (service,) = load_compose(path, {}).services
     assert service.devices == ("0",) and service.tensor_parallel_size == 2
+
+
+def test_a_file_many_services_extend_is_read_once(tmp_path: Path) -> None:
+    """More services than MAX_FILES extend one file: it is one file read, not one per service."""
+    (tmp_path / "base.yaml").write_text(
+        "services:\n  base:\n    image: busybox\n", encoding="utf-8"
+    )
+    many = MAX_FILES + 6
+    text = "services:\n" + "".join(
+        f"  s{i}:\n    extends: {{file: base.yaml, service: base}}\n" for i in range(many)
+    )
+    loaded = project(tmp_path, text)
+    assert len(loaded.services) == many and loaded.services[f"s{many - 1}"] == {"image": "busybox"}
+    assert loaded.files == [str(tmp_path / "compose.yaml"), str(tmp_path / "base.yaml")]

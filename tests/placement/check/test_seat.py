@@ -209,6 +209,7 @@ def test_another_seat_is_not_a_redeploy(fv_ml1: Catalogue, fv_ml1_snapshot: Snap
     # Its own process is freed; a 9 GiB seat (10,831 MiB at least: its 7,600 MiB of weights, 2 GiB
     # of KV and the 1,183 MiB context) at util 0.11 still fits where 10.49 GiB was.
     assert result.verdict.verdict == "pass"
+    assert result.verdict.need_bytes == (7_600 + 2_048 + 1_183) * 2**20
     other = check_seat(fv_ml1, [fv_ml1_snapshot], "flash-next", [0])
     assert other.verdict.verdict == "refuse"
 

@@ -345,6 +345,10 @@ def test_comments_and_scalars_stay_on_one_line() -> None:
         ("HF_TOKEN=*** python3 -u serve.py", "serve"),
         ("python -m my.pkg.worker", "worker"),
         ("/usr/bin/llama-server -m /m/qwen3-0.6b.gguf -c 4096", "qwen3-0.6b"),
+        # The served name before the model, whatever their order; a repeated flag's last value
+        # (the one the server reads, as the engine's own flag reading takes it).
+        ("vllm serve --model org/a --served-model-name chat --port 1", "chat"),
+        ("vllm serve --model org/first --model=org/second", "second"),
     ],
 )
 def test_a_name_comes_from_the_model_else_the_program(line: str, name: str) -> None:

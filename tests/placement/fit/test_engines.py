@@ -165,3 +165,17 @@ def test_largest_util_within_is_largest(limit: int, total: int) -> None:
     assert requested_bytes(util, total) <= limit
     above = util + Decimal("0.001")
     assert above > 1 or requested_bytes(above, total) > limit
+
+
+@given(st.integers(0, 10**12), st.integers(10**6, 2 * 10**11))
+def test_smallest_share_of_free_is_smallest(target: int, amount: int) -> None:
+    # SGLang's pin: the smallest 3-decimal m with floor(m × F0) ≥ target (floor: its share).
+    from placement.fit.engines.base import floor_times, smallest_share
+
+    share = smallest_share(target, amount)
+    if share is None:
+        assert amount < target
+        return
+    assert floor_times(share, amount) >= target
+    below = share - Decimal("0.001")
+    assert below == 0 or floor_times(below, amount) < target

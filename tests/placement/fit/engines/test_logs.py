@@ -64,13 +64,21 @@ def catalogue(tmp_path: Path, kind: str) -> str:
     return str(path)
 
 
+def learn(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, *options: str
+) -> tuple[int, str, str]:
+    """`gpuplan learn qwen-small OPTIONS` (default `--log ORIN`) with the seat's engine `kind`:
+    exit code, stdout, stderr."""
+    argv = ["learn", "qwen-small", *(options or ("--log", str(ORIN)))]
+    code = cli.main([*argv, "--catalogue", catalogue(tmp_path, kind)])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
 def test_learn_log_prints_the_profile_block(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = cli.main(
-        ["learn", "qwen-small", "--log", str(ORIN), "--catalogue", catalogue(tmp_path, "llamacpp")]
-    )
-    out = capsys.readouterr().out
+    code, out, _ = learn(tmp_path, capsys, "llamacpp")
     assert code == 0
     assert "      profile:\n        weights: 0" in out
     assert "        kv_bytes_per_token: 114688\n        max_model_len: 4096" in out
@@ -78,9 +86,8 @@ def test_learn_log_prints_the_profile_block(
 
 
 def test_learn_log_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["learn", "qwen-small", "--log", str(ORIN), "--json"]
-    code = cli.main([*argv, "--catalogue", catalogue(tmp_path, "llamacpp")])
-    data = json.loads(capsys.readouterr().out)
+    code, out, _ = learn(tmp_path, capsys, "llamacpp", "--log", str(ORIN), "--json")
+    data = json.loads(out)
     assert code == 0
     assert data["engine"] == "llamacpp"
     assert data["profile"] == {
@@ -95,10 +102,7 @@ def test_a_log_of_another_engine_is_exit_2_naming_the_lines(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # The llama.cpp log read as SGLang's: none of SGLang's lines are there.
-    code = cli.main(
-        ["learn", "qwen-small", "--log", str(ORIN), "--catalogue", catalogue(tmp_path, "sglang")]
-    )
-    err = capsys.readouterr().err
+    code, _, err = learn(tmp_path, capsys, "sglang")
     assert code == 2
     assert "no SGLang start-up figures found" in err
     assert "KV Cache is allocated. #tokens" in err
@@ -107,10 +111,7 @@ def test_a_log_of_another_engine_is_exit_2_naming_the_lines(
 def test_an_engine_without_a_log_reader_is_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = cli.main(
-        ["learn", "qwen-small", "--log", str(ORIN), "--catalogue", catalogue(tmp_path, "other")]
-    )
-    err = capsys.readouterr().err
+    code, _, err = learn(tmp_path, capsys, "other")
     assert code == 2
     assert "engine kind 'other'" in err and "llama.cpp" in err
 
@@ -277,10 +278,9 @@ def test_vllm_log_spelling_on_another_engine_reads_that_engines_lines(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # `--vllm-log` is a spelling of `--log`: on a llama.cpp seat it reads llama.cpp's lines.
-    path = catalogue(tmp_path, "llamacpp")
     outs = []
     for option in ("--log", "--vllm-log"):
-        code = cli.main(["learn", "qwen-small", option, str(ORIN), "--catalogue", path])
-        outs.append(capsys.readouterr().out)
+        code, out, _ = learn(tmp_path, capsys, "llamacpp", option, str(ORIN))
+        outs.append(out)
         assert code == 0
     assert outs[0] == outs[1] and "profile:" in outs[0]

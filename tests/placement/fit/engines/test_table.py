@@ -135,6 +135,19 @@ SHARE_OF_FREE = [
         ("kv_capacity", 52_428_800_000 - 24_481_759_232),
         "Not enough memory to handle `max_total_tokens=400000`",
     ),
+    # TGI's warm-up with 50 GiB of weights: F0 − W − N = 63,184,044,032 − 55,834,574,848
+    # = 7,349,469,184 ≤ its level 10,197,296,743, so nothing is left for KV: refused at start.
+    # It needs W + N + level + 1 = 66,031,871,592 of the 63,184,044,032 it reads free: short
+    # 2,847,827,560. Its need is its resident (60 GiB > free − level = 54,227,212,697).
+    Case(
+        "tgi refused: its load reaches its level",
+        seat("tgi", 60 * GiB, profile={**PROFILE, "weights": 50 * GiB}),
+        FREE_60,
+        "share-of-free",
+        60 * GiB,
+        ("gate", 2_847_827_560),
+        "Not enough memory to handle … prefill tokens",
+    ),
     # TensorRT-LLM f 0.9 (default): KV = floor(0.9 × (F0 − W − N)) = floor(0.9 × 43,856,691,200)
     # = 39,471,022,080 (301,140 tokens); need W + N + KV + context = 60,038,840,320.
     Case(
@@ -144,6 +157,19 @@ SHARE_OF_FREE = [
         "share-of-free",
         60_038_840_320,
         None,
+    ),
+    # 60 GiB of weights: F0 − W − N = 63,184,044,032 − 66,571,993,088 < 0 leaves no KV cache.
+    # A byte of KV needs floor(0.9 × after) ≥ 1, after ≥ ceil(1 / 0.9) = 2: it needs
+    # W + N + 2 = 66,571,993,090 of 63,184,044,032, short 3,387,949,058; it holds
+    # W + N + context = 67,812,458,496.
+    Case(
+        "trtllm refused: its load leaves no KV cache",
+        seat("trtllm", profile={**PROFILE, "weights": 60 * GiB}),
+        FREE_60,
+        "share-of-free",
+        67_812_458_496,
+        ("gate", 3_387_949_058),
+        "leave no free memory for a KV cache",
     ),
     # max_tokens 65,536 caps it: KV = 8 GiB; W + N + KV + context = 26 GiB + 1,183 MiB
     # < resident 30 GiB.
