@@ -365,11 +365,10 @@ def check_intact(connection: sqlite3.Connection, path: Path) -> None:
     )
     try:
         rows = connection.execute("PRAGMA quick_check").fetchall()
-    except sqlite3.OperationalError as exc:
-        if "malformed" not in str(exc) and "corrupt" not in str(exc):
-            raise operational(str(path), exc) from exc
-        raise LedgerError(path, f"damaged: SQLite's quick_check fails ({exc}); {advice}") from exc
     except sqlite3.DatabaseError as exc:
+        damage = "malformed" in str(exc) or "corrupt" in str(exc)
+        if isinstance(exc, sqlite3.OperationalError) and not damage:
+            raise operational(str(path), exc) from exc  # busy, locked, read-only: not damage
         raise LedgerError(path, f"damaged: SQLite's quick_check fails ({exc}); {advice}") from exc
     if [tuple(row) for row in rows] != [("ok",)]:
         first = str(rows[0][0]) if rows else "no answer"
