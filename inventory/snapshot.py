@@ -21,12 +21,13 @@ from inventory.secrets import mask_cmdline
 from seats.errors import BadInputError
 from seats.loader import format_loc
 from seats.names import check_name
+from seats.units import MiB
 
 SCHEMA_VERSION = 1
 MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
 # DESIGN.md "Never yes by accident": the figures a snapshot must agree with before it decides.
 # DCGM rounds each figure to whole MiB, so used + free + reserved may miss the total by a few.
-FIGURES_TOLERANCE_BYTES = 4 * 1024 * 1024
+FIGURES_TOLERANCE_BYTES = 4 * MiB
 # No card holds an exbibyte: a larger count is a corrupt or forged figure (and overflows SQLite).
 MAX_FIGURE_BYTES = 2**60
 # A clock running ahead by more than this makes a snapshot "newest" for as long as it runs ahead.

@@ -32,6 +32,7 @@ from inventory.prometheus import metrics as m
 from inventory.snapshot import Card, Process, Snapshot, check_consistency, format_utc
 from seats.errors import BadInputError, CannotDecideError
 from seats.names import shown_name
+from seats.units import GiB
 
 MIB = 2**20
 # A DCGM framebuffer figure above 16 TiB is no card's MiB count: it is bytes (or KiB) mislabelled.
@@ -115,7 +116,7 @@ Opener = Callable[[str, float], bytes]
 USER_ENV = "GPUPLAN_PROMETHEUS_USER"
 PASSWORD_ENV = "GPUPLAN_PROMETHEUS_PASSWORD"
 # An answer larger than this is no fleet's: refuse it rather than fill memory.
-MAX_ANSWER_BYTES = 1024 * 1024 * 1024
+MAX_ANSWER_BYTES = GiB
 _CHUNK = 64 * 1024
 
 
