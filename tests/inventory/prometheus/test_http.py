@@ -158,11 +158,24 @@ def test_check_with_timeout_exits_3_within_it(
     assert "did not arrive whole within 1 s" in capsys.readouterr().err
 
 
-def test_the_default_deadline_is_10_s_for_the_whole_answer() -> None:
-    from placement.cli.sources import DEFAULT_PROMETHEUS_TIMEOUT_S, SourceOptions
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["check", "vllm-voices", "--gpu", "0", "--prometheus", "http://p:9090"],
+        ["plan", "--prometheus", "http://p:9090"],
+        ["snapshot", "--prometheus", "http://p:9090"],
+    ],
+    ids=["check", "plan", "snapshot"],
+)
+def test_the_default_deadline_is_10_s_for_the_whole_answer(argv: list[str]) -> None:
+    from placement.cli.main import build_parser
+    from placement.cli.sources import DEFAULT_PROMETHEUS_TIMEOUT_S, SourceOptions, source_options
 
     assert DEFAULT_PROMETHEUS_TIMEOUT_S == 10.0
     assert SourceOptions().timeout == 10.0
+    # What a command line without --timeout reaches the reader with, not only the constant.
+    args = build_parser(argv[0]).parse_args(argv)
+    assert args.timeout == 10.0 and source_options(args).timeout == 10.0
 
 
 def test_a_truncated_answer_is_exit_3() -> None:
