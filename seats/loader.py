@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from seats.errors import CatalogueError
 from seats.model import Catalogue
-from seats.names import unprintable, visible
+from seats.names import shown_name
 from seats.rules import check_rules
 
 MAX_DOCUMENT_BYTES = 1024 * 1024
@@ -261,12 +261,11 @@ def format_loc(loc: tuple[int | str, ...]) -> str:
     """('seats', 2, 'resident') → 'seats[2].resident'."""
     out = ""
     for part in loc:
-        if isinstance(part, str) and unprintable(part) is not None:
-            part = visible(part)  # a mapping key that is itself the bad name
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += f".{part}" if out else str(part)
+            part = shown_name(part)  # a mapping key may be itself the bad name
+            out += f".{part}" if out else part
     return out
 
 
