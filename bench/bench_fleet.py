@@ -326,7 +326,7 @@ def run() -> str:
     try:
         plot(rows)
         lines += ["", f"![plan seconds against cards]({PLOT_NAME})"]
-    except Exception as exc:  # a missing plotting backend must not lose the table
+    except OSError as exc:  # a figure that cannot be written must not lose the table
         lines += ["", f"(plot not drawn: {exc})"]
     lines.append("")
     return "\n".join(lines)
