@@ -332,29 +332,24 @@ def check_consistency(snapshot: Snapshot, source: str, now: datetime) -> list[st
 
 def _card_figures(card: Card, position: int, host: str, source: str) -> None:
     # Runs on every card of every snapshot before a plan: kept to plain int arithmetic.
-    loc = "cards[{}]"
     total, reserved, used, free = (
         card.total_bytes,
         card.reserved_bytes,
         card.used_bytes,
         card.free_bytes,
     )
-    if max(total or 0, reserved or 0, used or 0, free or 0) > MAX_FIGURE_BYTES:
-        key, value = next(
-            (k, v)
-            for k, v in (
-                ("total_bytes", total),
-                ("reserved_bytes", reserved),
-                ("used_bytes", used),
-                ("free_bytes", free),
+    for key, value in (
+        ("total_bytes", total),
+        ("reserved_bytes", reserved),
+        ("used_bytes", used),
+        ("free_bytes", free),
+    ):
+        if value is not None and value > MAX_FIGURE_BYTES:
+            raise SnapshotError(
+                source,
+                f"cards[{position}].{key}",
+                f"card {host}:{card.index}: {value} B is more than 2**60 B; no card holds that",
             )
-            if v is not None and v > MAX_FIGURE_BYTES
-        )
-        raise SnapshotError(
-            source,
-            f"{loc.format(position)}.{key}",
-            f"card {host}:{card.index}: {value} B is more than 2**60 B; no card holds that",
-        )
     held = 0
     for j, process in enumerate(card.processes):
         bytes_ = process.used_bytes
@@ -363,7 +358,7 @@ def _card_figures(card: Card, position: int, host: str, source: str) -> None:
         if bytes_ > MAX_FIGURE_BYTES:
             raise SnapshotError(
                 source,
-                f"{loc.format(position)}.processes[{j}].used_bytes",
+                f"cards[{position}].processes[{j}].used_bytes",
                 f"card {host}:{card.index}: pid {process.pid}: {bytes_} B is more than 2**60 B; "
                 "no card holds that",
             )
@@ -376,7 +371,7 @@ def _card_figures(card: Card, position: int, host: str, source: str) -> None:
     if apart > FIGURES_TOLERANCE_BYTES or -apart > FIGURES_TOLERANCE_BYTES:
         raise SnapshotError(
             source,
-            loc.format(position),
+            f"cards[{position}]",
             f"card {host}:{card.index}: used {used} B + free {free} B + reserved {reserved or 0} B "
             f"= {parts} B, but total is {total} B ({abs(apart)} B "
             f"{'over' if apart > 0 else 'under'}; more than DCGM's 4 MiB rounding): figures "
@@ -385,7 +380,7 @@ def _card_figures(card: Card, position: int, host: str, source: str) -> None:
     if held - used > FIGURES_TOLERANCE_BYTES:
         raise SnapshotError(
             source,
-            f"{loc.format(position)}.processes",
+            f"cards[{position}].processes",
             f"card {host}:{card.index}: its processes hold {held} B, more than the card's used "
             f"{used} B by {held - used} B (over 4 MiB): figures that cannot all be true decide nothing",
         )

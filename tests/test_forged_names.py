@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from inventory.snapshot import Process, Snapshot
 from placement.cli.main import main
 from seats.errors import CatalogueError
 from seats.loader import load_catalogue
 from tests.conftest import FV_ML1_CATALOGUE, FV_ML1_SNAPSHOT
 from tests.placement.report.test_figures import SMALL_CATALOGUE, small_snapshots, write_ledger
+from tests.test_hostile_text import unowned_changed
 
 FORGERS = {
     "newline": "new\nPASS  fake → fv-ml1:0",
@@ -163,22 +163,6 @@ def test_a_prometheus_host_label_that_could_forge_a_line_is_escaped() -> None:
 HOSTILE_SEAT = "[x](javascript:alert(1))<img src=x onerror=alert(1)>"
 
 
-def _with_seat_field(snapshots: list[Snapshot], seat: str) -> list[Snapshot]:
-    out = []
-    for snapshot in snapshots:
-        cards = []
-        for card in snapshot.cards:
-            procs = tuple(
-                Process(pid=p.pid, used_bytes=p.used_bytes, cmdline=p.cmdline, seat=seat)
-                if p.seat is None
-                else p
-                for p in card.processes
-            )
-            cards.append(card.model_copy(update={"processes": procs}))
-        out.append(snapshot.model_copy(update={"cards": tuple(cards)}))
-    return out
-
-
 @pytest.mark.parametrize("seat", [HOSTILE_SEAT, "x\nPASS  fake", "x`y` **z**"])
 def test_a_snapshot_seat_field_reaches_markdown_and_html_as_text(
     seat: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -186,7 +170,7 @@ def test_a_snapshot_seat_field_reaches_markdown_and_html_as_text(
     monkeypatch.delenv("GPUPLAN_CATALOGUE", raising=False)
     catalogue = tmp_path / "small.yaml"
     catalogue.write_text(yaml.safe_dump(SMALL_CATALOGUE), encoding="utf-8")
-    ledger = write_ledger(tmp_path / "l.sqlite", _with_seat_field(small_snapshots(), seat))
+    ledger = write_ledger(tmp_path / "l.sqlite", unowned_changed(small_snapshots(), seat=seat))
     argv = ["report", "--ledger", str(ledger), "--catalogue", str(catalogue)]
     assert main([*argv, "--out", str(tmp_path / "md")]) == 0
     markdown = (tmp_path / "md" / "report.md").read_text(encoding="utf-8")

@@ -26,20 +26,26 @@ HOSTILE = (
 SECRETS = ("sk-LIVE-123", "hf_SECRET")
 
 
-def hostile(snapshots: list[Snapshot]) -> list[Snapshot]:
+def unowned_changed(snapshots: list[Snapshot], **fields: str) -> list[Snapshot]:
+    """`snapshots` with `fields` set on every process no seat owns (the others as they were).
+
+    Each such process is built anew, so its validators (the masking of its cmdline) run.
+    """
     out = []
     for snapshot in snapshots:
         cards = []
         for card in snapshot.cards:
             procs = tuple(
-                Process(pid=p.pid, used_bytes=p.used_bytes, cmdline=HOSTILE, seat=None)
-                if p.seat is None
-                else p
+                Process.model_validate(p.model_dump() | fields) if p.seat is None else p
                 for p in card.processes
             )
             cards.append(card.model_copy(update={"processes": procs}))
         out.append(snapshot.model_copy(update={"cards": tuple(cards)}))
     return out
+
+
+def hostile(snapshots: list[Snapshot]) -> list[Snapshot]:
+    return unowned_changed(snapshots, cmdline=HOSTILE)
 
 
 @pytest.fixture

@@ -169,7 +169,8 @@ class Exporter:
         self._thread.start()
 
     def _loop(self) -> None:
-        next_sweep = time.monotonic() + min(1.0, self._read_timeout / 4)
+        sweep_every = min(1.0, self._read_timeout / 4)
+        next_sweep = time.monotonic() + sweep_every
         while not self._stop.is_set():
             for key, _ in self._selector.select(timeout=0.2):
                 if key.fileobj is self._listener:
@@ -179,7 +180,7 @@ class Exporter:
             now = time.monotonic()
             if now >= next_sweep:
                 self._sweep(now)
-                next_sweep = now + min(1.0, self._read_timeout / 4)
+                next_sweep = now + sweep_every
                 # Out of file descriptors a while ago (EMFILE): try accepting again.
                 self._listening(len(self._waiting) < MAX_WAITING)
             elif len(self._waiting) < MAX_WAITING // 2:
@@ -228,7 +229,7 @@ class Exporter:
         if b"\r\n\r\n" in head or b"\n\n" in head:
             self._selector.unregister(conn)
             del self._waiting[conn]
-            self._pool.submit(self._answer, conn, head, deadline)
+            self._pool.submit(self._answer, conn, head)
         elif len(head) > MAX_HEAD_BYTES:
             self._drop(conn, _response("431 Request Header Fields Too Large", b""))
         else:
@@ -250,7 +251,7 @@ class Exporter:
         with contextlib.suppress(OSError):
             conn.close()
 
-    def _answer(self, conn: socket.socket, head: bytes, deadline: float) -> None:
+    def _answer(self, conn: socket.socket, head: bytes) -> None:
         try:
             conn.setblocking(True)
             # Writing the answer gets the same time a request head gets to arrive.

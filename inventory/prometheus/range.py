@@ -163,7 +163,7 @@ class PromClient:
         result = data.get("result", [])
         if data.get("resultType") != "matrix" or not isinstance(result, list):
             raise CannotDecideError(
-                f"Prometheus at {self.base}: query {promql} did not return a range matrix"
+                f"Prometheus at {self.shown}: query {promql} did not return a range matrix"
             )
         found: list[RawSeries] = []
         for series in result:
@@ -187,7 +187,7 @@ class PromClient:
 
     def _malformed(self, promql: str, part: Any, cause: Exception | None = None) -> NoReturn:
         raise CannotDecideError(
-            f"Prometheus at {self.base}: query {promql} returned a malformed series: {part!r:.200}"
+            f"Prometheus at {self.shown}: query {promql} returned a malformed series: {part!r:.200}"
         ) from cause
 
     def _point(self, series: Any, key: str, promql: str) -> tuple[Labels, float]:
@@ -195,9 +195,7 @@ class PromClient:
             _, value = series[key]
             return series["metric"], float(value)
         except (KeyError, TypeError, ValueError) as exc:
-            raise CannotDecideError(
-                f"Prometheus at {self.shown}: query {promql} returned a malformed series: {series!r:.200}"
-            ) from exc
+            self._malformed(promql, series, exc)
 
     def _get(self, path: str, params: dict[str, str], promql: str) -> dict[str, Any]:
         url = api_url(self.base, path, params)

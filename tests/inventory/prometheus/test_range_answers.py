@@ -26,9 +26,9 @@ def answer(result: Any, **extra: Any) -> bytes:
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def client(*bodies: bytes) -> PromClient:
+def client(*bodies: bytes, base: str = "http://prometheus:9090") -> PromClient:
     answers = iter(bodies)
-    return PromClient("http://prometheus:9090", opener=lambda _url, _timeout: next(answers))
+    return PromClient(base, opener=lambda _url, _timeout: next(answers))
 
 
 def test_every_layout_reads_alike() -> None:
@@ -65,7 +65,11 @@ def test_an_empty_answer_has_no_series() -> None:
     ],
 )
 def test_a_malformed_answer_cannot_decide_and_names_the_query(body: bytes, said: str) -> None:
+    base = "http://reader:s3cret@prometheus:9090/?token=t0ken"
     with pytest.raises(CannotDecideError, match=said) as caught:
-        client(body).range("gpuplan_card_free_bytes", 0, 60, 60)
+        client(body, base=base).range("gpuplan_card_free_bytes", 0, 60, 60)
     assert "gpuplan_card_free_bytes" in str(caught.value)
     assert caught.value.exit_code == 3
+    # The message names the server as public_url shows it: no credentials, no query string.
+    assert "Prometheus at http://prometheus:9090/:" in str(caught.value)
+    assert "s3cret" not in str(caught.value) and "t0ken" not in str(caught.value)
