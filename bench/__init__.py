@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import resource
 from pathlib import Path
 
 QUICK_ENV = "GPUPLAN_BENCH_QUICK"
@@ -23,3 +24,11 @@ def quick() -> bool:
 def output_dir() -> Path:
     """Where this run writes bench.md and its figures: out/bench/, or docs/ when refreshing them."""
     return Path(os.environ.get(OUT_ENV) or DEFAULT_OUT)
+
+
+def cpu_s() -> float:
+    """CPU seconds of this process and its finished children (CBC and the CLI run as children):
+    what the machine's load moves least."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime

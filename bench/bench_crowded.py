@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import statistics
 import time
 from dataclasses import dataclass
 
-from bench import quick
+from bench import cpu_s, quick
 from bench.bench_plan import synthetic_fleet
 from placement.cli.plan_text import render_plan
 from placement.plan.greedy import best_fit, first_fit
@@ -31,19 +30,12 @@ RUNS = 3
 GAP_TARGET = 0.01
 
 
-def _cpu() -> float:
-    """CPU seconds of this process and its finished children (CBC runs as a child)."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-
 def _timed_plan(size: tuple[int, int, int, int]) -> tuple[PlanResult, float, float]:
     """One `plan()` of the fleet: the result, wall seconds, CPU seconds."""
     catalogue, snapshots, adds = synthetic_fleet(*size)
-    cpu, wall = _cpu(), time.perf_counter()
+    cpu, wall = cpu_s(), time.perf_counter()
     result = plan(catalogue, snapshots, adds, solver="cbc", time_limit=10.0)
-    return result, time.perf_counter() - wall, _cpu() - cpu
+    return result, time.perf_counter() - wall, cpu_s() - cpu
 
 
 @dataclass(frozen=True)

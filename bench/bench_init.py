@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import resource
 import statistics
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import inventory.poller
-from bench import ROOT, quick
+from bench import ROOT, cpu_s, quick
 from inventory.fake import FakeNvml, h200_idle_card
 from inventory.nvml import RawProcess
 from inventory.snapshot import save_snapshot
@@ -67,22 +66,15 @@ def _source(fake: FakeNvml) -> Iterator[FakeNvml]:
     yield fake
 
 
-def _cpu() -> float:
-    """CPU seconds of this process and its finished children: what the machine's load does not move."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-
 def _time(runs: int, once: Callable[[], None]) -> tuple[list[float], list[float]]:
     """Wall and CPU seconds of each run."""
     wall: list[float] = []
     cpu: list[float] = []
     for _ in range(runs):
-        start, start_cpu = time.perf_counter(), _cpu()
+        start, start_cpu = time.perf_counter(), cpu_s()
         once()
         wall.append(time.perf_counter() - start)
-        cpu.append(_cpu() - start_cpu)
+        cpu.append(cpu_s() - start_cpu)
     return wall, cpu
 
 

@@ -44,10 +44,11 @@ class Hold:
         }
 
     def note(self) -> str:
-        """`approved for tts at 14:03Z by ci-deploy, until 14:33Z`: how a refusal names it."""
+        """`approved for tts at 14:03Z by ci-deploy, until 14:33Z`: how a refusal names it (the
+        end with its date when it is not the day the hold was made: a `--hold-for 2d`)."""
         return (
             f"approved for {self.seat} at {short_time(self.created_at)} by {self.user}, "
-            f"until {short_time(self.expires_at)}"
+            f"until {when(self.expires_at, self.created_at)}"
         )
 
 
@@ -58,3 +59,10 @@ def _utc(moment: datetime) -> str:
 def short_time(moment: datetime) -> str:
     """`14:33Z`: the minute a hold was made or ends, as refusals and listings print it."""
     return moment.astimezone(UTC).strftime("%H:%MZ")
+
+
+def when(moment: datetime, now: datetime) -> str:
+    """`14:33Z` on the day of `now` (UTC), `2026-12-04 14:33Z` on any other day."""
+    if moment.astimezone(UTC).date() == now.astimezone(UTC).date():
+        return short_time(moment)
+    return f"{moment.astimezone(UTC):%Y-%m-%d} {short_time(moment)}"

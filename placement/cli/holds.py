@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import UTC, datetime
+from datetime import datetime
 
-from inventory.holds import Hold, short_time
+from inventory.holds import Hold, when
 from placement.cli import sources
 from placement.cli.names import did_you_mean
 from placement.cli.render import b, table
@@ -54,13 +54,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(listing(holds, now))
     return 0
-
-
-def when(moment: datetime, now: datetime) -> str:
-    """`14:33Z` on the day of `now` (UTC), `2026-12-04 14:33Z` on any other day."""
-    if moment.astimezone(UTC).date() == now.astimezone(UTC).date():
-        return short_time(moment)
-    return f"{moment.astimezone(UTC):%Y-%m-%d} {short_time(moment)}"
 
 
 def listing(holds: list[Hold], now: datetime) -> str:

@@ -94,16 +94,16 @@ class SGLang(NoRequest):
         return floor_times(fraction(share), card.engine_free_bytes)
 
     def pool_tokens(self, seat: Seat, card: EngineCard) -> int | None:
-        """min(floor((m × F0 − W) / c), T): the tokens its pool holds (needs m, W and c)."""
+        """min(floor((m × F0 − W) / c), T): the tokens its pool holds (needs a profile; T alone
+        without m)."""
         profile = seat.engine.profile
-        static = self.static_bytes(seat, card)
-        weights = weights_of(seat)
-        if profile is None or static is None or weights is None:
-            if profile is not None and seat.engine.max_total_tokens is not None and static is None:
-                return seat.engine.max_total_tokens
+        if profile is None:
             return None
-        profiled = max(0, static - weights) // profile.kv_bytes_per_token
+        static = self.static_bytes(seat, card)
         cap = seat.engine.max_total_tokens
+        if static is None:
+            return cap
+        profiled = max(0, static - profile.weights_bytes) // profile.kv_bytes_per_token
         return profiled if cap is None else min(profiled, cap)
 
     def need_bytes(self, seat: Seat, card: EngineCard) -> int:

@@ -219,3 +219,10 @@ def test_a_hold_keeps_its_gate_request_and_a_version_4_ledger_migrates_in_place(
     assert found["old"].requested_bytes == 0 and found["old"].cards == (2,)
     assert found["svc-a"].requested_bytes == 47_284_612_301
     assert found["svc-a"].to_json()["requested_bytes"] == 47_284_612_301
+
+
+def test_a_refusal_names_a_hold_ending_another_day_with_its_date() -> None:
+    same_day = hold("tts-a")
+    assert same_day.note() == "approved for tts-a at 14:00Z by ci-deploy, until 14:30Z"
+    two_days = replace(same_day, expires_at=same_day.created_at + timedelta(days=2))
+    assert two_days.note() == "approved for tts-a at 14:00Z by ci-deploy, until 2026-09-18 14:00Z"

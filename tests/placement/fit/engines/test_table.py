@@ -244,7 +244,10 @@ FIXED = [
 ]
 
 
-def _check(case: Case) -> None:
+@pytest.mark.parametrize(
+    "case", [*REQUEST_GATED, *SHARE_OF_FREE, *SELF_FITTING, *FIXED], ids=lambda c: c.name
+)
+def test_engine_table(case: Case) -> None:
     found = engine(case.seat.engine.kind)
     assert found.behaviour(case.seat.engine) == case.behaviour
     assert found.need_bytes(case.seat, case.card) == case.need
@@ -258,24 +261,9 @@ def _check(case: Case) -> None:
     assert case.text in refusal.text
 
 
-@pytest.mark.parametrize("case", REQUEST_GATED, ids=lambda c: c.name)
-def test_request_gated(case: Case) -> None:
-    _check(case)
-
-
-@pytest.mark.parametrize("case", SHARE_OF_FREE, ids=lambda c: c.name)
-def test_share_of_free(case: Case) -> None:
-    _check(case)
-
-
-@pytest.mark.parametrize("case", SELF_FITTING, ids=lambda c: c.name)
-def test_self_fitting(case: Case) -> None:
-    _check(case)
-
-
-@pytest.mark.parametrize("case", FIXED, ids=lambda c: c.name)
-def test_fixed(case: Case) -> None:
-    _check(case)
+def by_kind(case: tuple[Any, ...]) -> str:
+    """A case's test id: its seat's engine kind."""
+    return str(case[0].engine.kind)
 
 
 KV_CAPACITY = [
@@ -298,9 +286,7 @@ KV_CAPACITY = [
 ]
 
 
-@pytest.mark.parametrize(
-    "case", KV_CAPACITY, ids=lambda c: c[0].engine.kind if isinstance(c, tuple) else ""
-)
+@pytest.mark.parametrize("case", KV_CAPACITY, ids=by_kind)
 def test_kv_capacity(case: tuple[Seat, EngineCard, int | None]) -> None:
     short_seat, card, short = case
     refusal = engine(short_seat.engine.kind).kv_capacity(short_seat, card)
@@ -329,9 +315,7 @@ PINNED = [
 ]
 
 
-@pytest.mark.parametrize(
-    "case", PINNED, ids=lambda c: c[0].engine.kind if isinstance(c, tuple) else ""
-)
+@pytest.mark.parametrize("case", PINNED, ids=by_kind)
 def test_pinned(case: tuple[Seat, bool]) -> None:
     pinned_seat, expected = case
     assert engine(pinned_seat.engine.kind).pinned(pinned_seat.engine) is expected
@@ -379,9 +363,7 @@ PINS = [
 ]
 
 
-@pytest.mark.parametrize(
-    "case", PINS, ids=lambda c: c[0].engine.kind if isinstance(c, tuple) else ""
-)
+@pytest.mark.parametrize("case", PINS, ids=by_kind)
 def test_pin_flags_from_bytes(case: tuple[Seat, EngineCard, tuple[str, ...]]) -> None:
     pinned, card, flags = case
     assert engine(pinned.engine.kind).pin_flags(pinned, card) == flags
