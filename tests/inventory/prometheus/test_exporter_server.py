@@ -7,6 +7,7 @@ retries of 1 s and more. Every server here listens on 127.0.0.1 and is stopped b
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -27,6 +28,16 @@ def _get(port: int, path: str = "/metrics", method: str = "GET") -> tuple[int, b
             data += chunk
     head, _, body = data.partition(b"\r\n\r\n")
     return int(head.split()[1]), body
+
+
+@contextlib.contextmanager
+def _half_sent(port: int, count: int) -> Iterator[None]:
+    """`count` connections that send a request's first line and never the rest; closed after."""
+    with contextlib.ExitStack() as stack:
+        for _ in range(count):
+            sock = stack.enter_context(socket.create_connection(("127.0.0.1", port), timeout=5))
+            sock.sendall(b"GET /metrics HTTP/1.1\r\n")
+        yield
 
 
 @pytest.fixture
@@ -66,20 +77,12 @@ def test_a_half_sent_request_is_dropped_after_the_read_timeout(exporter: Exporte
 
 def test_idle_connections_hold_no_threads(exporter: Exporter) -> None:
     before = threading.active_count()
-    idle = []
-    try:
-        for _ in range(200):
-            sock = socket.create_connection(("127.0.0.1", exporter.server_port), timeout=5)
-            sock.sendall(b"GET /metrics HTTP/1.1\r\n")
-            idle.append(sock)
+    with _half_sent(exporter.server_port, 200):
         time.sleep(0.2)
         during = threading.active_count()
         assert during <= before + WORKERS, f"{during} threads with 200 idle connections"
         assert _get(exporter.server_port)[0] == 200
         assert threading.active_count() <= before + WORKERS
-    finally:
-        for sock in idle:
-            sock.close()
 
 
 def test_a_burst_of_connections_is_taken_whole(exporter: Exporter) -> None:
@@ -170,12 +173,7 @@ def test_past_the_waiting_limit_it_neither_spins_nor_loses_connections(
     from inventory.prometheus import exporter as module
 
     monkeypatch.setattr(module, "MAX_WAITING", 5)
-    idle = []
-    try:
-        for _ in range(10):
-            sock = socket.create_connection(("127.0.0.1", exporter.server_port), timeout=5)
-            sock.sendall(b"GET /metrics HTTP/1.1\r\n")
-            idle.append(sock)
+    with _half_sent(exporter.server_port, 10):
         time.sleep(0.05)
         selector = exporter._selector
         calls = [0]
@@ -192,6 +190,3 @@ def test_past_the_waiting_limit_it_neither_spins_nor_loses_connections(
         # The connections past the limit waited in the backlog; a scrape behind them is answered
         # once the half-sent ones time out (0.5 s here).
         assert _get(exporter.server_port)[0] == 200
-    finally:
-        for sock in idle:
-            sock.close()
