@@ -64,7 +64,9 @@ class TGI(NoRequest):
     kind = "tgi"
     title = "TGI"
     log_reader = "learn"
-    commands = ("text-generation-launcher",)
+    # The launcher holds no GPU memory: its shards do, each a `text-generation-server serve`
+    # (launcher/src/main.rs, shard_manager: Command::new("text-generation-server")).
+    commands = ("text-generation-launcher", "text-generation-server serve")
     images = ("huggingface/text-generation-inference",)
 
     def behaviour(self, spec: EngineSpec) -> Behaviour:
