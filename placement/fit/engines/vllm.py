@@ -26,12 +26,13 @@ from placement.fit.engines.base import (
     Learned,
     LogFigure,
     Refusal,
-    argv_mentions,
+    command_in,
     flag_value,
     image_matches,
     read_fields,
     share_text,
 )
+from placement.fit.engines.vllm_command import IMAGES, VERSION_TAG, image_version
 from placement.fit.engines.vllm_flags import vllm_bytes
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
@@ -122,8 +123,12 @@ class VLLM:
     util_request = True
     # Its log is read by placement/fit/engines/vllm_log.py (`learn --vllm-log`).
     log_reader = "vllm-log"
-    commands = ("vllm serve", "python -m vllm.entrypoints.openai.api_server")
-    images = ("vllm/vllm-openai",)
+    # `VLLM::`: the process titles of its engine core and workers (`VLLM::EngineCore`,
+    # `VLLM::Worker_TP0`), the processes that hold its GPU memory (vllm/utils set_process_title,
+    # prefix VLLM_PROCESS_NAME_PREFIX, default "VLLM").
+    commands = ("vllm serve", "python -m vllm.entrypoints.openai.api_server", "VLLM::")
+    images = IMAGES
+    version_tag = VERSION_TAG
 
     def behaviour(self, spec: EngineSpec) -> Behaviour:
         """request-gated when its gate applies, else a share of free."""
@@ -131,8 +136,8 @@ class VLLM:
         return "request-gated" if rule.gating == "gated" and rule.checks_gate else "share-of-free"
 
     def recognise(self, argv: Sequence[str], image: str | None = None) -> bool:
-        """`vllm serve`, the api_server module, or the vllm-openai image."""
-        if argv_mentions(argv, "vllm") and "serve" in argv:
+        """`vllm serve`, the api_server module, its engine processes, or the vllm-openai image."""
+        if any(command_in(argv, command) for command in self.commands):
             return True
         if any(word.startswith("vllm.entrypoints") for word in argv):
             return True
@@ -152,6 +157,10 @@ class VLLM:
         if kv > 0:
             found["kv_cache_memory"] = kv
         return found
+
+    def version_of(self, image: str | None) -> str | None:
+        """`vllm/vllm-openai:v0.11.0` → '0.11.0' (vllm_command.image_version)."""
+        return image_version(image)[1]
 
     def need_bytes(self, seat: Seat, card: EngineCard) -> int:
         """The resident, or ceil(util × total) + context where its KV grows to its request."""
