@@ -22,6 +22,7 @@ from placement.check.seat import (
     check_seat,
     check_service,
     pick_snapshot,
+    version_notes,
 )
 from placement.fit.beside import is_unbounded, unbounded_beside
 from placement.fit.engines.registry import engine
@@ -133,18 +134,24 @@ class DeployResult:
         }
 
 
-def service_engine_seat(seat: Seat, service: ComposeService) -> Seat:
-    """The catalogue seat with the engine a compose service runs and the fields its flags set.
+def service_engine_seat(seat: Seat, service: ComposeService) -> tuple[Seat, list[str]]:
+    """The catalogue seat with the engine a compose service runs and the fields its flags set,
+    and why it differs from the catalogue's.
 
     The catalogue's own fields, version and profile stay where the engine is the same kind;
     a service of another kind than the catalogue says keeps only the profile (the model's bytes).
+    The version its image tag names wins over the catalogue's (with a warning where they differ).
     """
     declared = seat.engine
     data: dict[str, object] = {"kind": service.engine}
+    notes: list[str] = []
     if declared.kind == service.engine:
         data.update(declared.model_dump(by_alias=True, exclude_none=True))
+        notes += version_notes(seat, service)
     elif declared.profile is not None:
         data["profile"] = declared.profile
+    if service.version is not None:
+        data["version"] = service.version
     data.update(dict(service.engine_fields))
     try:
         engine = EngineSpec.model_validate(data)
@@ -152,7 +159,7 @@ def service_engine_seat(seat: Seat, service: ComposeService) -> Seat:
         raise ComposeError(
             service.path, service.name, None, f"its engine flags are not valid: {exc}"
         ) from None
-    return seat.model_copy(update={"engine": engine})
+    return seat.model_copy(update={"engine": engine}), notes
 
 
 def unknown_message(service: ComposeService) -> str:
@@ -225,16 +232,20 @@ def _alone(
         seat = catalogue_seat(catalogue, service, snapshots)
         if seat is None:
             return [_unknown(service, snapshots, host)]
+        notes: list[str] = []
         if service.engine is not None:
             # Judged as the file starts it: its engine and the flags its command gives.
-            seat = service_engine_seat(seat, service)
+            seat, notes = service_engine_seat(seat, service)
             catalogue = catalogue.model_copy(
                 update={"seats": tuple(seat if s.name == seat.name else s for s in catalogue.seats)}
             )
         snapshot = pick_snapshot(snapshots, host or seat.host)
         cards = resolve_cards(service, snapshot.host, snapshot.cards)
         result = check_seat(catalogue, snapshots, seat.name, cards, host=snapshot.host)
-        return [_verdict(service, replace(result, service=service.name), None)]
+        verdict = replace(
+            result.verdict, warnings=tuple(dict.fromkeys([*result.verdict.warnings, *notes]))
+        )
+        return [_verdict(service, replace(result, verdict=verdict, service=service.name), None)]
     except BadInputError as exc:
         if not isinstance(exc, ComposeError):
             exc = ComposeError(service.path, service.name, None, str(exc))

@@ -26,6 +26,7 @@ from placement.fit.engines import (
     requests_util,
     util_decimal,
 )
+from placement.fit.engines.registry import engine as registry_engine
 from placement.fit.kv import flag_resident, profile_of
 from placement.fit.verdict import Verdict
 from placement.fit.verify import judge, override_seat
@@ -206,11 +207,7 @@ def check_service(
     if seat is not None and seat.engine.version is not None:
         if version is None:
             version = seat.engine.version
-        elif version != seat.engine.version:
-            warnings.append(
-                f"compose image {service.image} is vLLM {service.version}; the catalogue says "
-                f"{seat.engine.version} for {seat.name} (judged as {service.version})"
-            )
+        warnings += version_notes(seat, service)
     profile, notes = _service_profile(seat, service)
     warnings += notes
     engine = Engine(
@@ -267,6 +264,19 @@ def check_service(
         resident_known=resident_known,
         service=service.name,
     )
+
+
+def version_notes(seat: Seat, service: ComposeService) -> list[str]:
+    """A compose image whose tag names another version of its engine than the catalogue's seat
+    says: judged as the image's (it is what `docker compose up` starts)."""
+    said, found = seat.engine.version, service.version
+    if said is None or found is None or said == found or service.engine is None:
+        return []
+    title = registry_engine(service.engine).title
+    return [
+        f"compose image {service.image} is {title} {found}; the catalogue says {said} for "
+        f"{seat.name} (judged as {found})"
+    ]
 
 
 def _refuse_flags(

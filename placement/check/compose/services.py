@@ -189,7 +189,7 @@ class ServiceReader:
             name=self.name,
             path=self.path,
             image=image,
-            version=None,
+            version=found.version_of(image) if found is not None else None,
             model=None,
             argv=tuple(argv),
             engine_fields=tuple(sorted(fields.items())),

@@ -132,6 +132,8 @@ class EngineRule(Protocol):
     # Command words and image names it is recognised by (the default `recognise` reads them).
     commands: tuple[str, ...]
     images: tuple[str, ...]
+    # How a tag of its own images names its version (`image_version`): group `version`.
+    version_tag: re.Pattern[str]
 
     def behaviour(self, spec: EngineSpec) -> Behaviour:
         """Which of the four behaviours the engine has with these fields."""
@@ -145,6 +147,11 @@ class EngineRule(Protocol):
         self, argv: Sequence[str], env: Mapping[str, str] | None = None
     ) -> dict[str, object]:
         """The catalogue's engine fields this command line (and environment) sets."""
+        ...
+
+    def version_of(self, image: str | None) -> str | None:
+        """The version the tag of one of its own images names; None for another image, a tag
+        that names none (`latest`, `main`) or an image named by its digest alone."""
         ...
 
     def need_bytes(self, seat: Seat, card: EngineCard) -> int:
@@ -200,16 +207,22 @@ class EngineRule(Protocol):
 
 
 class ByCommand:
-    """The default `recognise`: one of the engine's `commands` in argv, or one of its `images`."""
+    """The default `recognise`: one of the engine's `commands` in argv, or one of its `images`;
+    and the default `version_of`: its images' tags read by `version_tag`."""
 
     commands: tuple[str, ...]
     images: tuple[str, ...]
+    version_tag: re.Pattern[str]
 
     def recognise(self, argv: Sequence[str], image: str | None = None) -> bool:
         """One of its commands (`command_in`), or an image of its own."""
         return any(command_in(argv, command) for command in self.commands) or image_matches(
             image, self.images
         )
+
+    def version_of(self, image: str | None) -> str | None:
+        """Its image's tag read by its `version_tag` (`image_version`)."""
+        return image_version(image, self.images, self.version_tag)[1]
 
 
 class NoRequest(ByCommand):
@@ -470,6 +483,48 @@ def image_matches(image: str | None, names: Sequence[str]) -> bool:
         return False
     lowered = image.lower()
     return any(name in lowered for name in names)
+
+
+# --- reading image references ------------------------------------------------------
+
+# A tag no engine's `version_tag` reads: the engine names no version in its image tags.
+NO_VERSION_TAG = re.compile(r"(?!)")
+
+
+def split_image(image: str) -> tuple[str, str | None]:
+    """(repository, tag) of an image reference as docker reads it: `[HOST[:PORT]/]PATH[:TAG][@DIGEST]`.
+
+    The registry host is left out (a first part with a `.` or a `:`, or `localhost`), so
+    `nvcr.io/nvidia/tensorrt-llm/release:1.0.0` is ('nvidia/tensorrt-llm/release', '1.0.0');
+    a digest is not a tag (`…/llama.cpp@sha256:…` has none).
+    """
+    reference = image.strip().split("@", 1)[0]
+    name, tag = reference, None
+    if reference.rfind(":") > reference.rfind("/"):
+        name, _, tag = reference.rpartition(":")
+    parts = name.lower().split("/")
+    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
+        parts = parts[1:]
+    return "/".join(parts), tag or None
+
+
+def image_version(
+    image: str | None, repositories: Sequence[str], version_tag: re.Pattern[str]
+) -> tuple[bool, str | None]:
+    """(is it one of `repositories`' images, the version its tag names).
+
+    A repository counts with any path below it (`nvidia/tensorrt-llm` holds `…/release`); the
+    version is group `version` of `version_tag` matching the whole tag, else None (`latest`,
+    `main`, `server-cuda`, or no tag but a digest).
+    """
+    if not image:
+        return False, None
+    repository, tag = split_image(image)
+    ours = any(repository == name or repository.startswith(name + "/") for name in repositories)
+    if not ours or tag is None:
+        return ours, None
+    found = version_tag.fullmatch(tag)
+    return True, found.group("version") if found is not None else None
 
 
 def command_in(argv: Sequence[str], command: str) -> bool:

@@ -74,6 +74,10 @@ class LlamaCpp(NoRequest):
     log_reader = "learn"
     commands = ("llama-server",)
     images = ("ggml-org/llama.cpp", "ggerganov/llama.cpp")
+    # ghcr.io/ggml-org/llama.cpp tags each build `server-b6123`, `server-cuda-b6123`,
+    # `full-cuda-b5627`: the variant, then the build number its releases are named by;
+    # `server-cuda`, `full-cuda`, `light` alone follow the newest build and name none.
+    version_tag = re.compile(r"(?:[a-z0-9]+-)*(?P<version>b\d+)")
     margin_bytes = FIT_MARGIN_BYTES
 
     def behaviour(self, spec: EngineSpec) -> Behaviour:

@@ -65,6 +65,9 @@ class Ollama(NoRequest):
     log_reader = "learn"
     commands = ("ollama serve", "ollama runner")
     images = ("ollama/ollama",)
+    # ollama/ollama tags a release `0.12.6` (`0.12.6-rocm`, pre-releases `0.5.14-rc0`);
+    # `latest` and `rocm` name none.
+    version_tag = re.compile(r"v?(?P<version>\d+\.\d+\.\d+(?:-rc\d+)?)(?:-.*)?")
 
     def behaviour(self, spec: EngineSpec) -> Behaviour:
         """Self-fitting; `num_gpu` makes its layers fixed."""

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from placement.fit.engines.base import Behaviour, EngineCard, Learned, NoRequest, Refusal
+from placement.fit.engines.base import (
+    NO_VERSION_TAG,
+    Behaviour,
+    EngineCard,
+    Learned,
+    NoRequest,
+    Refusal,
+)
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
 
@@ -22,6 +29,7 @@ class Other(NoRequest):
     log_reader = ""
     commands: tuple[str, ...] = ()
     images: tuple[str, ...] = ()
+    version_tag = NO_VERSION_TAG
 
     def behaviour(self, spec: EngineSpec) -> Behaviour:
         """Fixed."""

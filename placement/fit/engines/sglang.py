@@ -67,6 +67,9 @@ class SGLang(NoRequest):
     log_reader = "learn"
     commands = ("python -m sglang.launch_server", "sglang serve")
     images = ("lmsysorg/sglang",)
+    # lmsysorg/sglang tags a release `v0.5.8-cu126` (`v0.4.6.post1-cu124`, `v0.5.0rc0-cu126`):
+    # the version, then the CUDA build; `latest`, `dev` and `nightly-dev-…` name none.
+    version_tag = re.compile(r"v?(?P<version>\d+\.\d+\.\d+(?:\.post\d+|rc\d+)?)(?:-.*)?")
 
     def behaviour(self, spec: EngineSpec) -> Behaviour:
         """Always a share of free at start; a max_total_tokens with a profile pins its pool."""

@@ -89,6 +89,9 @@ class TGI(NoRequest):
     log_reader = "learn"
     commands = ("text-generation-launcher",)
     images = ("huggingface/text-generation-inference",)
+    # ghcr.io/huggingface/text-generation-inference tags a release `3.3.4` (`2.4.0-intel-cpu`,
+    # `1.2-rocm` for other hardware); `latest` and `sha-e4201f4…` name none.
+    version_tag = re.compile(r"v?(?P<version>\d+\.\d+(?:\.\d+)?)(?:-.*)?")
 
     def behaviour(self, spec: EngineSpec) -> Behaviour:
         """Always fills to a level of the total: a share of what is free when it warms up."""

@@ -82,6 +82,9 @@ class TensorRTLLM(NoRequest):
     log_reader = "learn"
     commands = ("trtllm-serve",)
     images = ("nvidia/tensorrt-llm",)
+    # nvcr.io/nvidia/tensorrt-llm/release tags a release by tensorrt_llm.__version__: `1.0.0`,
+    # `1.3.0rc1`, `1.1.0rc2.post2` (docs: installation/containers.html, "Container image tags").
+    version_tag = re.compile(r"v?(?P<version>\d+\.\d+\.\d+(?:rc\d+)?(?:\.post\d+)?)(?:-.*)?")
 
     def behaviour(self, spec: EngineSpec) -> Behaviour:
         """A share of free after its weights; `max_tokens` with a profile pins the bytes."""

@@ -32,6 +32,7 @@ from placement.fit.engines.base import (
     read_fields,
     share_text,
 )
+from placement.fit.engines.vllm_command import IMAGES, VERSION_TAG, image_version
 from placement.fit.engines.vllm_flags import vllm_bytes
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
@@ -123,7 +124,8 @@ class VLLM:
     # Its log is read by placement/fit/engines/vllm_log.py (`learn --vllm-log`).
     log_reader = "vllm-log"
     commands = ("vllm serve", "python -m vllm.entrypoints.openai.api_server")
-    images = ("vllm/vllm-openai",)
+    images = IMAGES
+    version_tag = VERSION_TAG
 
     def behaviour(self, spec: EngineSpec) -> Behaviour:
         """request-gated when its gate applies, else a share of free."""
@@ -152,6 +154,10 @@ class VLLM:
         if kv > 0:
             found["kv_cache_memory"] = kv
         return found
+
+    def version_of(self, image: str | None) -> str | None:
+        """`vllm/vllm-openai:v0.11.0` → '0.11.0' (vllm_command.image_version)."""
+        return image_version(image)[1]
 
     def need_bytes(self, seat: Seat, card: EngineCard) -> int:
         """The resident, or ceil(util × total) + context where its KV grows to its request."""

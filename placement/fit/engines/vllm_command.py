@@ -9,6 +9,8 @@ import re
 import shlex
 from collections.abc import Callable, Sequence
 
+from placement.fit.engines.base import image_version as tag_version
+
 Expand = Callable[[str], str]
 
 _SHELLS = {"sh", "bash", "dash", "ash", "zsh"}
@@ -81,21 +83,12 @@ def _shell_args(script: str, expand: Expand) -> tuple[list[str], bool] | None:
     return args, positional
 
 
-_VLLM_IMAGE = re.compile(
-    r"^(?:[^/]+\.[^/]+/|[^/]+:\d+/)?(?:docker\.io/)?vllm/vllm-openai(?::(?P<tag>[^@]+))?(?:@.*)?$"
-)
-_VERSION_TAG = re.compile(r"^v?(\d+\.\d+(?:\.\d+)*(?:\.?post\d+|rc\d+)?)(?:$|[-+].*)")
+# vllm/vllm-openai tags its releases `v0.11.0` (and `v0.10.1.1`, `v0.8.5.post1`), with a
+# suffix for variants (`v0.11.0-cu130`); `latest` and `nightly` name no version.
+IMAGES = ("vllm/vllm-openai",)
+VERSION_TAG = re.compile(r"v?(?P<version>\d+\.\d+(?:\.\d+)*(?:\.?post\d+|rc\d+)?)(?:[-+].*)?")
 
 
 def image_version(image: str | None) -> tuple[bool, str | None]:
     """(is the vLLM image, its version when the tag is one): `vllm/vllm-openai:v0.11.0` → (True, '0.11.0')."""
-    if not image:
-        return False, None
-    match = _VLLM_IMAGE.match(image.strip())
-    if match is None:
-        return False, None
-    tag = match.group("tag")
-    if tag is None:
-        return True, None
-    version = _VERSION_TAG.match(tag)
-    return True, version.group(1) if version else None
+    return tag_version(image, IMAGES, VERSION_TAG)
