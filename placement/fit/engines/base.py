@@ -597,6 +597,11 @@ class LogScan:
         _, number, line = self.found[name]
         return LogFigure(name, value, number, line)
 
+    def number(self, name: str, index: int = 1) -> LogFigure | None:
+        """A Figure of a pattern's integer group, or None when the pattern did not match."""
+        text = self.group(name, index)
+        return None if text is None else self.figure(name, int(text))
+
     def group(self, name: str, index: int | str = 1) -> str | None:
         """A group of a pattern's match, or None when the pattern did not match."""
         if name not in self.found:

@@ -184,13 +184,11 @@ class TGI(NoRequest):
             lines,
             {
                 "max_batch": _MAX_BATCH,
-                "args_total": _ARGS_TOTAL,
                 "default_total": _DEFAULT_TOTAL,
                 "blocks": _BLOCKS,
             },
         )
         missing: list[str] = []
-        tokens = None
         blocks = scan.group("blocks")
         block_figures: tuple[LogFigure, ...] = ()
         if blocks is not None:
@@ -200,12 +198,10 @@ class TGI(NoRequest):
                 LogFigure("KV-cache blocks (rank 0)", int(blocks), number, line),
                 LogFigure("block size", size, number, line),
             )
-        text = scan.group("max_batch")
-        if text is not None:
-            tokens = scan.figure("max_batch", int(text))
-        elif blocks is not None:
+        tokens = scan.number("max_batch")
+        if tokens is None and blocks is not None:
             tokens = scan.figure("blocks", int(blocks) * block_figures[1].value)
-        else:
+        elif tokens is None:
             missing.append("Setting max batch total tokens to N")
         length = args_total(lines) or default_total(scan)
         if length is None:

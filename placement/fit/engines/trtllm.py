@@ -198,26 +198,23 @@ class TensorRTLLM(NoRequest):
         weights = scan.figure("weights", size_bytes(text, "GiB")) if text else None
         if weights is None:
             missing.append("Memory used after loading model weights (inside torch) …: X GiB")
-        per = scan.group("peak", 3)
-        per_token = scan.figure("peak", int(per)) if per else None
+        per_token = scan.number("peak", 3)
         if per_token is None:
             missing.append("Peak memory during memory usage profiling … kv size is N")
         kv = tokens = None
         if scan.group("allocated") is not None:
             kv = scan.figure("allocated", size_bytes(scan.group("allocated") or "0", "GiB"))
-            tokens = scan.figure("allocated", int(scan.group("allocated", 2) or 0))
+            tokens = scan.number("allocated", 2)
         elif scan.group("estimated") is not None:
             kv = scan.figure("estimated", size_bytes(scan.group("estimated") or "0", "GiB"))
             if per_token is not None and per_token.value > 0:
                 tokens = scan.figure("estimated", kv.value // per_token.value if kv else 0)
         else:
             missing.append("Estimated max memory in KV cache : M GiB")
-        inferred = scan.group("inferred")
-        length = scan.figure("inferred", int(inferred)) if inferred else None
+        length = scan.number("inferred")
         if length is None:
             missing.append("max_seq_len is not specified, using inferred value N")
-        at_start = scan.group("at_start")
-        extra = scan.figure("at_start", int(at_start)) if at_start else None
+        extra = scan.number("at_start")
         return Learned(
             self.kind,
             weights=weights,
