@@ -265,13 +265,15 @@ def _unknown(
     try:
         snapshot = pick_snapshot(snapshots, host)
         try:
-            cards = resolve_cards(service, snapshot.host, snapshot.cards)
+            cards = resolve_cards(service, snapshot.host, snapshot.cards, every=True)
         except ComposeError as exc:
             if service.visible is None:
                 raise
             # CUDA_VISIBLE_DEVICES names a card the container lacks: its cards are still the
             # container's; the process inside would fail to find the one it names.
-            cards = resolve_cards(replace(service, visible=None), snapshot.host, snapshot.cards)
+            cards = resolve_cards(
+                replace(service, visible=None), snapshot.host, snapshot.cards, every=True
+            )
             warnings.append(
                 f"service {service.name}: {exc.argument or 'CUDA_VISIBLE_DEVICES'} names a card "
                 f"its container lacks: {exc.msg}"

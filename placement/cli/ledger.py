@@ -32,8 +32,8 @@ against the catalogue and show, per card:
   free         NVML free memory
   plannable    max(0, free - held - margin): room a new seat may be planned into
 
-and per seat its declared bytes against the bytes its processes hold, with a
-status: present, absent (down, keeps its place), elsewhere (running on another
+and per seat its engine and its declared bytes against the bytes its processes hold,
+with a status: present, absent (down, keeps its place), elsewhere (running on another
 card), assumed (no `match`, assumed present) or planned."""
 EPILOG = """\
 examples:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from inventory.snapshot import format_utc
 from placement.cli.render import Align, b, table
 from placement.fit.card import HeldPart
+from placement.fit.engines.registry import engine
 from placement.report.ledger_view import HostView, LedgerCardRow, LedgerView
 from seats.units import format_mib
 
@@ -58,11 +59,22 @@ def _render_host(host: HostView) -> str:
 def _foreign_lines(host: HostView) -> list[str]:
     if not host.foreign:
         return ["foreign processes: none (every process is matched to a seat)"]
-    rows = [[p.card, p.pid, b(p.used_bytes), _short(p.cmdline)] for p in host.foreign]
+    rows = [
+        [p.card, p.pid, b(p.used_bytes), _title(p.engine), _short(p.cmdline)] for p in host.foreign
+    ]
     return [
         "foreign processes (no seat's match; their bytes are unexplained):",
-        table(rows, ["card", "pid", "used", "cmdline"], ["left", "right", "right", "left"]),
+        table(
+            rows,
+            ["card", "pid", "used", "engine", "cmdline"],
+            ["left", "right", "right", "left", "left"],
+        ),
     ]
+
+
+def _title(kind: str | None) -> str:
+    """The engine as users write it ("SGLang"), or "-" where none was recognised."""
+    return engine(kind).title if kind is not None else "-"
 
 
 def _card_table(cards: Sequence[LedgerCardRow]) -> str:
@@ -124,6 +136,7 @@ def _seat_table(host: HostView) -> str:
         rows.append(
             [
                 seat.seat,
+                _title(seat.engine),
                 cards,
                 seat.state,
                 format_mib(seat.declared_bytes),
@@ -134,8 +147,18 @@ def _seat_table(host: HostView) -> str:
                 seat.status,
             ]
         )
-    headers = ["seat", "cards", "state", "declared", "observed", "observed − declared", "status"]
-    text = table(rows, headers, ["left", "left", "left", "right", "right", "right", "left"])
+    headers = [
+        "seat",
+        "engine",
+        "cards",
+        "state",
+        "declared",
+        "observed",
+        "observed − declared",
+        "status",
+    ]
+    align: list[Align] = ["left", "left", "left", "left", "right", "right", "right", "left"]
+    text = table(rows, headers, align)
     return "\n".join([text, *_profile_lines(host)])
 
 

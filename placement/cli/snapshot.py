@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING
 from placement.cli.sources import DEFAULT_LEDGER, add_catalogue_argument, add_timeout_argument
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from inventory.nvml import NvmlSource
-    from inventory.snapshot import Card, Snapshot
-    from seats.model import Catalogue
+    from inventory.snapshot import Card, Process, Snapshot
+    from seats.model import Catalogue, Seat
 
 HELP = "read NVML now (or a snapshot JSON) and record it"
 DESCRIPTION = (
@@ -120,10 +122,10 @@ def run(args: argparse.Namespace) -> int:
         return _from_prometheus(args, catalogue)
     if args.from_file is not None:
         snapshot = _read_from(args.from_file, args.host, catalogue)
-        _write(args, snapshot, polling=False)
+        _write(args, snapshot, polling=False, catalogue=catalogue)
         return 0
     if args.interval is None:
-        _write(args, _take(None, args.host, catalogue), polling=False)
+        _write(args, _take(None, args.host, catalogue), polling=False, catalogue=catalogue)
         return 0
     return _poll(args, catalogue)
 
@@ -165,7 +167,7 @@ def _from_prometheus(args: argparse.Namespace, catalogue: Catalogue | None) -> i
     for snapshot in sorted(snapshots, key=lambda s: s.host):
         if catalogue is not None:
             snapshot = attribute(snapshot, catalogue)
-        _write(args, snapshot, polling=len(snapshots) > 1)
+        _write(args, snapshot, polling=len(snapshots) > 1, catalogue=catalogue)
     return 0
 
 
@@ -225,8 +227,16 @@ def _take(source: NvmlSource | None, host: str | None, catalogue: Catalogue | No
     return snapshot
 
 
-def _write(args: argparse.Namespace, snapshot: Snapshot, *, polling: bool) -> None:
-    """Store the snapshot in the ledger (--ledger), save it (--out) and print it (JSON or a table)."""
+def _write(
+    args: argparse.Namespace,
+    snapshot: Snapshot,
+    *,
+    polling: bool,
+    catalogue: Catalogue | None = None,
+) -> None:
+    """Store the snapshot in the ledger (--ledger), save it (--out) and print it (JSON or a table);
+    the table names each process's engine, as its seat in `catalogue` declares it or as its
+    command line shows it."""
     from inventory.ledger.store import open_ledger
     from inventory.snapshot import save_snapshot
 
@@ -246,7 +256,7 @@ def _write(args: argparse.Namespace, snapshot: Snapshot, *, polling: bool) -> No
             print(stored, file=sys.stderr)
     else:
         if not polling:
-            print(_table(snapshot))
+            print(_table(snapshot, catalogue))
         else:
             print(_line(snapshot), flush=True)
         if stored:
@@ -294,12 +304,13 @@ def _line(snapshot: Snapshot) -> str:
 _TABLE_HEADERS = ("card", "name", "total", "reserved", "used", "free", "util", "processes")
 
 
-def _table(snapshot: Snapshot) -> str:
-    """The snapshot for people: one row per card, NVML's figures and the processes' seats."""
+def _table(snapshot: Snapshot, catalogue: Catalogue | None = None) -> str:
+    """The snapshot for people: one row per card, NVML's figures, the processes' seats and engines."""
     from inventory.snapshot import format_utc
     from placement.cli.render import table
 
-    rows = [_card_cells(card) for card in snapshot.cards]
+    seats = {seat.name: seat for seat in catalogue.seats} if catalogue is not None else None
+    rows = [_card_cells(card, seats) for card in snapshot.cards]
     head = (
         f"{snapshot.host} · {format_utc(snapshot.taken_at)} · driver {snapshot.driver or 'unknown'}"
     )
@@ -314,7 +325,7 @@ def _table(snapshot: Snapshot) -> str:
     return f"{head}\n{text}{note}"
 
 
-def _card_cells(card: Card) -> list[object]:
+def _card_cells(card: Card, seats: Mapping[str, Seat] | None) -> list[object]:
     from placement.cli.render import b
     from seats.names import escaped
 
@@ -323,7 +334,9 @@ def _card_cells(card: Card) -> list[object]:
     name = escaped(card.name or "")
     if card.error:
         return [card.index, name, "", "", "", "", "", f"error: {escaped(card.error)}"]
-    seats = sorted({escaped(p.seat or "foreign") for p in card.processes})
+    named = sorted({_process_text(p, seats) for p in card.processes if p.seat is not None})
+    unseated = sorted((p for p in card.processes if p.seat is None), key=lambda p: p.pid)
+    shown = [*named, *(_process_text(p, seats) for p in unseated)]
     return [
         card.index,
         name,
@@ -332,8 +345,29 @@ def _card_cells(card: Card) -> list[object]:
         b(card.used_bytes),
         b(card.free_bytes),
         "" if card.utilization_percent is None else f"{card.utilization_percent}%",
-        f"{len(card.processes)} proc" + (f": {' '.join(seats)}" if seats else ""),
+        f"{len(card.processes)} proc" + (f": {' '.join(shown)}" if shown else ""),
     ]
+
+
+def _process_text(process: Process, seats: Mapping[str, Seat] | None) -> str:
+    """`vllm-voices (vLLM)` for a seat's process; one without a seat by pid, engine and bytes,
+    `pid 4242 (SGLang, 20.00 GiB, no seat's match)`: what squeezed the card. `seats` is the
+    catalogue's (None without one: nothing was matched, so nothing is said of a match)."""
+    from placement.cli.render import b
+    from placement.fit.engines.registry import process_engine
+    from seats.names import escaped
+
+    seat = seats.get(process.seat) if seats is not None and process.seat is not None else None
+    found = process_engine(process.cmdline, seat.engine if seat is not None else None)
+    if process.seat is not None:
+        name = escaped(process.seat)
+        return f"{name} ({found.title})" if found is not None else name
+    parts = [found.title] if found is not None else []
+    if process.used_bytes is not None:
+        parts.append(b(process.used_bytes))
+    if seats is not None:
+        parts.append("no seat's match")
+    return f"pid {process.pid}" + (f" ({', '.join(parts)})" if parts else "")
 
 
 def _poll(args: argparse.Namespace, catalogue: Catalogue | None) -> int:

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from inventory.attribution import attribute
 from inventory.snapshot import Card, Snapshot, format_utc
@@ -26,8 +26,12 @@ from placement.fit.capacity import (
 from placement.fit.card import HeldPart, cuda_total
 from placement.fit.consistency import check_snapshot
 from placement.fit.engines import util_decimal
+from placement.fit.engines.registry import process_engine
 from placement.fit.kv import ProfileResident, profile_resident
 from seats.model import Catalogue, Seat
+
+if TYPE_CHECKING:
+    from placement.fit.engines.base import EngineRule
 
 SCHEMA_VERSION = 1
 
@@ -40,6 +44,8 @@ class LedgerForeignProcess:
     pid: int
     used_bytes: int | None
     cmdline: str | None
+    # The engine kind its command line starts (None where no engine recognises it).
+    engine: str | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,8 @@ class LedgerSeatRow:
     status: str  # present | absent | assumed | elsewhere | planned
     # What the seat's engine.profile says it holds on one of its cards (None without one).
     profile: ProfileResident | None = None
+    # Its engine kind: declared, else recognised in its processes' command lines, else None.
+    engine: str | None = None
 
     @property
     def difference_bytes(self) -> int | None:
@@ -140,7 +148,13 @@ def _host_view(
     host = snapshot.host
     cards = tuple(_card_row(catalogue, snapshot, card) for card in snapshot.cards)
     foreign = tuple(
-        LedgerForeignProcess(card.index, process.pid, process.used_bytes, process.cmdline)
+        LedgerForeignProcess(
+            card.index,
+            process.pid,
+            process.used_bytes,
+            process.cmdline,
+            _kind(process_engine(process.cmdline)),
+        )
         for card in snapshot.cards
         for process in card.processes
         if process.seat is None
@@ -187,11 +201,13 @@ def _card_row(catalogue: Catalogue, snapshot: Snapshot, card: Card) -> LedgerCar
 def _seat_rows(catalogue: Catalogue, snapshot: Snapshot) -> list[LedgerSeatRow]:
     """Seats of this host (and host-less seats seen running on it), retired ones left out."""
     observed: dict[str, dict[int, int]] = {}
+    cmdlines: dict[str, list[str | None]] = {}
     for card in snapshot.cards:
         for process in card.processes:
             if process.seat is not None:
                 per_card = observed.setdefault(process.seat, {})
                 per_card[card.index] = per_card.get(card.index, 0) + (process.used_bytes or 0)
+                cmdlines.setdefault(process.seat, []).append(process.cmdline)
     rows = []
     for seat in catalogue.seats:
         if seat.state == "retired":
@@ -199,8 +215,22 @@ def _seat_rows(catalogue: Catalogue, snapshot: Snapshot) -> list[LedgerSeatRow]:
         if seat.host != snapshot.host and not (seat.host is None and seat.name in observed):
             continue
         row = _seat_row(seat, observed.get(seat.name))
+        row = dataclasses.replace(row, engine=_seat_engine(seat, cmdlines.get(seat.name, [])))
         rows.append(_with_profile(catalogue, snapshot, seat, row))
     return rows
+
+
+def _seat_engine(seat: Seat, cmdlines: Sequence[str | None]) -> str | None:
+    """The seat's declared engine kind, else the first its processes' command lines start."""
+    for cmdline in (*cmdlines, None):
+        found = process_engine(cmdline, seat.engine)
+        if found is not None:
+            return found.kind
+    return None
+
+
+def _kind(found: EngineRule | None) -> str | None:
+    return found.kind if found is not None else None
 
 
 def _with_profile(
@@ -267,6 +297,7 @@ def ledger_json(view: LedgerView) -> dict[str, Any]:
                         "state": seat.state,
                         "observed_cards": list(seat.observed_cards),
                         "profile": _profile_json(seat.profile),
+                        "engine": seat.engine,
                     }
                     for seat in host.seats
                 ],
@@ -276,6 +307,7 @@ def ledger_json(view: LedgerView) -> dict[str, Any]:
                         "pid": p.pid,
                         "used_bytes": p.used_bytes,
                         "cmdline": p.cmdline,
+                        "engine": p.engine,
                     }
                     for p in host.foreign
                 ],

@@ -286,10 +286,10 @@ def test_table_of_a_snapshot(capsys: pytest.CaptureFixture[str]) -> None:
 SNAPSHOT_TABLE = """\
 fv-ml1 · 2026-09-16T14:02:11Z · driver 580.159.04
   card  name                                          total    reserved       used       free    util  processes
-------  ----------------------------------------  ---------  ----------  ---------  ---------  ------  ----------------------------------------------------
-     0  NVIDIA GPU (model not named in the seed)  95.58 GiB  622.00 MiB  93.14 GiB   1.83 GiB          4 proc: cyberprev gen-small parakeet-stt vllm-voices
-     1  NVIDIA GPU (model not named in the seed)  95.58 GiB  622.00 MiB  89.40 GiB   5.57 GiB          2 proc: chat-large embed
-     2  NVIDIA GPU (model not named in the seed)  95.58 GiB  622.00 MiB  92.63 GiB   2.34 GiB          2 proc: code-assist rerank
+------  ----------------------------------------  ---------  ----------  ---------  ---------  ------  -------------------------------------------------------------------------
+     0  NVIDIA GPU (model not named in the seed)  95.58 GiB  622.00 MiB  93.14 GiB   1.83 GiB          4 proc: cyberprev (vLLM) gen-small (vLLM) parakeet-stt vllm-voices (vLLM)
+     1  NVIDIA GPU (model not named in the seed)  95.58 GiB  622.00 MiB  89.40 GiB   5.57 GiB          2 proc: chat-large (vLLM) embed
+     2  NVIDIA GPU (model not named in the seed)  95.58 GiB  622.00 MiB  92.63 GiB   2.34 GiB          2 proc: code-assist (vLLM) rerank
      3  NVIDIA GPU (model not named in the seed)  95.58 GiB  622.00 MiB        0 B  94.97 GiB          0 proc
 """
 

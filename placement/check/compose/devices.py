@@ -212,11 +212,15 @@ class _HostCards:
         return f"cards {indices}"
 
 
-def resolve_cards(service: ComposeService, host: str, cards: Sequence[Card]) -> tuple[int, ...]:
+def resolve_cards(
+    service: ComposeService, host: str, cards: Sequence[Card], *, every: bool = False
+) -> tuple[int, ...]:
     """The NVML indices the service's engine will use on `host`, or `ComposeError` naming the card.
 
     Host cards come from device ids (or all cards); CUDA_VISIBLE_DEVICES picks among them by
-    position; vLLM then takes the first tensor × pipeline parallel of what it sees.
+    position; vLLM then takes the first tensor × pipeline parallel of what it sees. With
+    `every`, all the cards the container sees (a service whose engine gpuplan cannot tell:
+    nothing says it takes fewer; `count: all` is every card of the host).
     """
     host_cards = _HostCards(service, host, cards)
     if not service.names_cards:
@@ -227,6 +231,8 @@ def resolve_cards(service: ComposeService, host: str, cards: Sequence[Card]) -> 
     seen = _container_cards(service, host_cards)
     if service.visible is not None:
         seen = _visible_cards(service, host_cards, seen)
+    if every:
+        return tuple(seen)
     if len(seen) < service.cards_needed:
         flag = (
             "--data-parallel-size" if service.data_parallel_size > 1 else "--tensor-parallel-size"

@@ -114,12 +114,13 @@ def clear(services: dict[str, Any], paths: list[tuple[str, ...]], label: str | N
             node.pop(path[-1], None)
 
 
-def read_env(path: Path) -> dict[str, str]:
+def read_env(path: Path, lookup: Lookup | None = None) -> dict[str, str]:
+    """An env file's values, interpolated with `lookup` (the environment) as compose does."""
     try:
         text = read_text_file(path, "an env file", MAX_ENV_FILE_BYTES)
     except CatalogueError as exc:
         raise ComposeError(str(path), None, None, exc.msg) from exc
-    return parse_env_file(text, str(path))
+    return parse_env_file(text, str(path), lookup)
 
 
 def override_beside(path: Path) -> tuple[Path | None, list[str]]:
@@ -161,7 +162,7 @@ def load_project(
         ]
     directory = first.parent
     dotenv_path = directory / ".env"
-    dotenv = read_env(dotenv_path) if dotenv_path.is_file() else {}
+    dotenv = read_env(dotenv_path, environ.get) if dotenv_path.is_file() else {}
 
     def lookup(variable: str) -> str | None:
         return environ.get(variable, dotenv.get(variable))
@@ -359,7 +360,7 @@ def _include_env(
     for env_file in env_files:
         if not env_file.is_file():
             raise ComposeError(name, None, "include.env_file", f"{env_file} does not exist")
-        values.update(read_env(env_file))
+        values.update(read_env(env_file, lookup))
     return values
 
 

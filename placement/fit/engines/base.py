@@ -529,8 +529,11 @@ def image_version(
 
 def command_in(argv: Sequence[str], command: str) -> bool:
     """True when argv runs `command`: `python -m MODULE` by a word starting with MODULE,
-    `BINARY [WORD…]` by BINARY (any path) with each WORD among argv's words."""
+    `BINARY [WORD…]` by BINARY (any path) with each WORD among argv's words, and a process
+    title `PREFIX::` (what setproctitle leaves in /proc/PID/cmdline) by argv's first word."""
     words = command.split()
+    if command.endswith("::"):
+        return bool(argv) and argv[0].startswith(command)
     if words[:2] == ["python", "-m"]:
         return any(word.startswith(words[2]) for word in argv)
     return argv_mentions(argv, words[0]) and all(word in argv for word in words[1:])

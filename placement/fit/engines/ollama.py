@@ -63,7 +63,8 @@ class Ollama(NoRequest):
     kind = "ollama"
     title = "Ollama"
     log_reader = "learn"
-    commands = ("ollama serve", "ollama runner")
+    # Its runners hold the GPU memory: `ollama runner` (0.4 on), `ollama_llama_server` before it.
+    commands = ("ollama serve", "ollama runner", "ollama_llama_server")
     images = ("ollama/ollama",)
     # ollama/ollama tags a release `0.12.6` (`0.12.6-rocm`, pre-releases `0.5.14-rc0`);
     # `latest` and `rocm` name none.
@@ -74,8 +75,11 @@ class Ollama(NoRequest):
         return "fixed" if spec.num_gpu is not None else "self-fitting"
 
     def recognise(self, argv: Sequence[str], image: str | None = None) -> bool:
-        """`ollama serve|runner`, the ollama image, or a llama-server of Ollama's model store."""
-        return super().recognise(argv, image) or any("/.ollama/models/" in word for word in argv)
+        """`ollama serve|runner`, the ollama image, or a llama-server of Ollama's model store
+        (its blobs are named `sha256-HEX` under OLLAMA_MODELS, ~/.ollama/models by default)."""
+        return super().recognise(argv, image) or any(
+            "/.ollama/models/" in word or "/blobs/sha256-" in word for word in argv
+        )
 
     def read_flags(
         self, argv: Sequence[str], env: Mapping[str, str] | None = None

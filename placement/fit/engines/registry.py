@@ -63,6 +63,17 @@ def recognise(
     return None
 
 
+def process_engine(cmdline: str | None, declared: EngineSpec | None = None) -> EngineRule | None:
+    """The engine a running process serves, for `snapshot` and `ledger` to show: its seat's
+    declared kind where the seat names one (not `other`), else the engine its command line
+    (/proc's, arguments split on whitespace) starts, else None."""
+    if declared is not None and declared.kind != "other":
+        return engine(declared.kind)
+    if not cmdline:
+        return None
+    return recognise(cmdline.split())
+
+
 def describe(spec: EngineSpec) -> dict[str, str | None]:
     """A VERDICT's `engine` object (DESIGN.md, Engines): kind, version (None where unknown)
     and behaviour."""

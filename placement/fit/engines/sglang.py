@@ -65,7 +65,10 @@ class SGLang(NoRequest):
     kind = "sglang"
     title = "SGLang"
     log_reader = "learn"
-    commands = ("python -m sglang.launch_server", "sglang serve")
+    # `sglang::`: the titles of its scheduler processes, which hold its GPU memory
+    # (`sglang::scheduler`, `sglang::scheduler_DP0_TP0_EP0`; srt/managers/scheduler.py
+    # run_scheduler_process, setproctitle).
+    commands = ("python -m sglang.launch_server", "sglang serve", "sglang::")
     images = ("lmsysorg/sglang",)
     # lmsysorg/sglang tags a release `v0.5.8-cu126` (`v0.4.6.post1-cu124`, `v0.5.0rc0-cu126`):
     # the version, then the CUDA build; `latest`, `dev` and `nightly-dev-…` name none.

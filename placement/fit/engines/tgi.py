@@ -87,7 +87,9 @@ class TGI(NoRequest):
     kind = "tgi"
     title = "TGI"
     log_reader = "learn"
-    commands = ("text-generation-launcher",)
+    # The launcher holds no GPU memory: its shards do, each a `text-generation-server serve`
+    # (launcher/src/main.rs, shard_manager: Command::new("text-generation-server")).
+    commands = ("text-generation-launcher", "text-generation-server serve")
     images = ("huggingface/text-generation-inference",)
     # ghcr.io/huggingface/text-generation-inference tags a release `3.3.4` (`2.4.0-intel-cpu`,
     # `1.2-rocm` for other hardware); `latest` and `sha-e4201f4…` name none.

@@ -26,7 +26,7 @@ from placement.fit.engines.base import (
     Learned,
     LogFigure,
     Refusal,
-    argv_mentions,
+    command_in,
     flag_value,
     image_matches,
     read_fields,
@@ -123,7 +123,10 @@ class VLLM:
     util_request = True
     # Its log is read by placement/fit/engines/vllm_log.py (`learn --vllm-log`).
     log_reader = "vllm-log"
-    commands = ("vllm serve", "python -m vllm.entrypoints.openai.api_server")
+    # `VLLM::`: the process titles of its engine core and workers (`VLLM::EngineCore`,
+    # `VLLM::Worker_TP0`), the processes that hold its GPU memory (vllm/utils set_process_title,
+    # prefix VLLM_PROCESS_NAME_PREFIX, default "VLLM").
+    commands = ("vllm serve", "python -m vllm.entrypoints.openai.api_server", "VLLM::")
     images = IMAGES
     version_tag = VERSION_TAG
 
@@ -133,8 +136,8 @@ class VLLM:
         return "request-gated" if rule.gating == "gated" and rule.checks_gate else "share-of-free"
 
     def recognise(self, argv: Sequence[str], image: str | None = None) -> bool:
-        """`vllm serve`, the api_server module, or the vllm-openai image."""
-        if argv_mentions(argv, "vllm") and "serve" in argv:
+        """`vllm serve`, the api_server module, its engine processes, or the vllm-openai image."""
+        if any(command_in(argv, command) for command in self.commands):
             return True
         if any(word.startswith("vllm.entrypoints") for word in argv):
             return True

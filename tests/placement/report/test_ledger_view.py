@@ -190,7 +190,13 @@ def test_a_foreign_process_is_unexplained_and_listed(
     data = ledger_json(view)["hosts"][0]
     assert data["cards"][1]["unexplained_bytes"] == 2 * GiB
     assert data["foreign"] == [
-        {"card": 1, "pid": 7777, "used_bytes": 2 * GiB, "cmdline": "python3 notebook.py"}
+        {
+            "card": 1,
+            "pid": 7777,
+            "used_bytes": 2 * GiB,
+            "cmdline": "python3 notebook.py",
+            "engine": None,  # no engine starts a notebook
+        }
     ]
     text = render_ledger(view)
     assert "foreign processes (no seat's match" in text

@@ -1,0 +1,150 @@
+"""Real compose projects (tests/placement/check/data/real/, sources in its README) checked through
+`gpuplan check --compose`: the services docker would start (profiles, COMPOSE_PROFILES in `.env`,
+`include:`) and the cards each asks for, on a host of our own making (data/real/lab.yaml, four
+24 GiB cards)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from placement.check.compose import ComposeError, parse_env_file
+from placement.cli import check as check_command
+from placement.cli import main as cli
+
+REAL = Path(__file__).parent / "data" / "real"
+CATALOGUE = REAL / "lab.yaml"
+SNAPSHOT = REAL / "lab.snapshot.json"
+RAGFLOW = REAL / "ragflow" / "docker-compose.yml"
+MINERU = REAL / "mineru" / "compose.yaml"
+
+
+@pytest.fixture(autouse=True)
+def _fixed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The snapshot is 5 minutes old; no variable of these projects comes from the test's shell."""
+    for name in ("GPUPLAN_CATALOGUE", "COMPOSE_PROFILES", "DEVICE", "DOC_ENGINE"):
+        monkeypatch.delenv(name, raising=False)
+    taken = json.loads(SNAPSHOT.read_text(encoding="utf-8"))["taken_at"]
+    moment = datetime.fromisoformat(taken.replace("Z", "+00:00")).astimezone(UTC)
+    monkeypatch.setattr(check_command, "utc_now", lambda: moment + timedelta(minutes=5))
+
+
+def check(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = cli.main(["check", *args, "--catalogue", str(CATALOGUE), "--snapshot", str(SNAPSHOT)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def judged(
+    capsys: pytest.CaptureFixture[str], path: Path, *args: str
+) -> tuple[int, dict[str, Any]]:
+    code, out, _ = check(capsys, "--compose", str(path), "--json", *args)
+    return code, json.loads(out)
+
+
+def cards(data: dict[str, Any]) -> dict[str, tuple[str, str, list[int]]]:
+    return {v["service"]: (v["verdict"], v["host"], v["cards"]) for v in data["verdicts"]}
+
+
+def test_ragflow_default_env_starts_its_cpu_server_and_no_gpu_service(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`.env`: DEVICE=${DEVICE:-cpu}, COMPOSE_PROFILES=${DOC_ENGINE},${DEVICE},metadata-… →
+    elasticsearch,cpu,metadata-mysql: docker starts ragflow-cpu, es01, mysql and the two
+    services without a profile; none asks for a card."""
+    code, _, err = check(capsys, "--compose", str(RAGFLOW))
+    assert code == 2
+    assert (
+        "services: no service asks for a GPU or runs vLLM "
+        "(services: ragflow-cpu, es01, mysql, minio, redis)" in err
+    )
+
+
+def test_ragflow_device_gpu_starts_ragflow_gpu_on_every_card(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DEVICE=gpu in the shell reaches COMPOSE_PROFILES through `.env`'s own interpolation: the
+    `gpu` profile's ragflow-gpu (`count: all`) is started instead of ragflow-cpu. Its image runs
+    no engine gpuplan knows: unknown (exit 3), on all four cards it reserves."""
+    monkeypatch.setenv("DEVICE", "gpu")
+    code, data = judged(capsys, RAGFLOW)
+    assert code == 3
+    assert cards(data) == {"ragflow-gpu": ("unknown", "lab", [0, 1, 2, 3])}
+    # The included base file is read, and its services are the ones left out for want of a GPU.
+    assert data["files"] == [str(RAGFLOW), str(RAGFLOW.parent / "docker-compose-base.yml")]
+    code, out, _ = check(capsys, "--compose", str(RAGFLOW))
+    assert code == 3
+    assert "  ragflow-gpu  UNKNOWN  lab:0,1,2,3" in out
+    assert "it asks for card(s) 0, 1, 2, 3 of lab" in out
+    assert out.rstrip().endswith("no GPU, not checked: es01, mysql, minio, redis")
+
+
+def test_ragflow_compose_profiles_from_the_shell_wins_over_env_file(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The `.env` comment's own recipe for the GPU embedding server (profile tei-gpu, defined in
+    the included file): both GPU services are started, mysql (metadata-mysql) is not."""
+    monkeypatch.setenv("COMPOSE_PROFILES", "elasticsearch,gpu,tei-gpu")
+    code, data = judged(capsys, RAGFLOW)
+    assert code == 3
+    every = [0, 1, 2, 3]
+    assert cards(data) == {
+        "ragflow-gpu": ("unknown", "lab", every),
+        "tei-gpu": ("unknown", "lab", every),
+    }
+    code, out, _ = check(capsys, "--compose", str(RAGFLOW))
+    assert out.rstrip().endswith("no GPU, not checked: es01, minio, redis")
+    # --profile replaces COMPOSE_PROFILES, as `docker compose --profile` does.
+    code, data = judged(capsys, RAGFLOW, "--profile", "tei-gpu")
+    assert list(cards(data)) == ["tei-gpu"]
+
+
+def test_mineru_starts_nothing_without_a_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = check(capsys, "--compose", str(MINERU))
+    assert code == 2 and "no service asks for a GPU or runs vLLM" in err
+
+
+@pytest.mark.parametrize(
+    ("profiles", "started"),
+    [
+        ("openai-server", ["mineru-openai-server"]),
+        ("api,gradio", ["mineru-api", "mineru-gradio"]),
+        ("*", ["mineru-openai-server", "mineru-api", "mineru-router", "mineru-gradio"]),
+    ],
+)
+def test_mineru_starts_the_services_of_its_profiles_on_card_0(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    profiles: str,
+    started: list[str],
+) -> None:
+    """Each service reserves device 0 and runs MinerU's own image: unknown, on card 0 of lab."""
+    monkeypatch.setenv("COMPOSE_PROFILES", profiles)
+    code, data = judged(capsys, MINERU)
+    assert code == 3
+    assert cards(data) == {name: ("unknown", "lab", [0]) for name in started}
+    assert data["files"] == [str(MINERU)]
+
+
+def test_env_file_values_are_interpolated_as_compose_go_dotenv_does() -> None:
+    """What ragflow's `.env` needs: an earlier line first, then the environment; '…' kept as is."""
+    text = (
+        "DEVICE=${DEVICE:-cpu}\nDOC_ENGINE=elasticsearch\n"
+        "COMPOSE_PROFILES=${DOC_ENGINE},${DEVICE} # comment\n"
+        "QUOTED=\"${DOC_ENGINE}-x\"\nLITERAL='${DOC_ENGINE}'\nUNSET=a${NOPE}b\n"
+    )
+    environ = {"DEVICE": "gpu", "DOC_ENGINE": "infinity"}
+    values = parse_env_file(text, ".env", environ.get)
+    assert values["COMPOSE_PROFILES"] == "elasticsearch,gpu"
+    assert (values["QUOTED"], values["LITERAL"], values["UNSET"]) == (
+        "elasticsearch-x",
+        "${DOC_ENGINE}",
+        "ab",
+    )
+    assert parse_env_file(text, ".env")["DEVICE"] == "cpu"
+    with pytest.raises(ComposeError, match=r"^\.env: line 2: variable MODEL is not set: pick one"):
+        parse_env_file("A=1\nB=${MODEL:?pick one}\n", ".env", environ.get)
