@@ -43,16 +43,19 @@ def load_compose(
     errors: list[ComposeError] = []
     order: list[str] = []
     skipped: list[str] = []
-    for label in chosen:
-        body = services[label]
+    for label, body in services.items():
         origin = project.origins.get(label, name)
         lookup = project.lookups.get(label, project.lookup)
+        reader = ServiceReader(origin, label, body, lookup, project.directory)
         try:
+            if label not in chosen:
+                _interpolate_left_out(reader)
+                continue
             if not isinstance(body, dict):
                 raise ComposeError(
                     origin, label, None, "a service is a mapping (image:, command: …)"
                 )
-            parsed = ServiceReader(origin, label, body, lookup, project.directory).read()
+            parsed = reader.read()
         except ComposeError as exc:
             errors.append(exc)
             order.append(label)
@@ -71,6 +74,22 @@ def load_compose(
         files=tuple(dict.fromkeys(project.files)),
         notes=tuple(project.notes),
     )
+
+
+def _interpolate_left_out(reader: ServiceReader) -> None:
+    """A service not started is still interpolated: docker compose reads every service of the
+    file before it applies profiles or picks the services named, so `${VAR:?message}` with VAR
+    unset in a profiled service refuses `docker compose up -d` for all of them."""
+    try:
+        reader.scan(reader.body, "")
+    except ComposeError as exc:
+        raise ComposeError(
+            exc.path,
+            exc.service,
+            exc.argument,
+            f"{exc.msg} (the service is not started, but docker compose interpolates every "
+            "service of the file before it applies profiles, and refuses the whole file)",
+        ) from None
 
 
 def _profiles(given: Collection[str], lookup: Callable[[str], str | None]) -> set[str]:

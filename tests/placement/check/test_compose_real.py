@@ -148,3 +148,65 @@ def test_env_file_values_are_interpolated_as_compose_go_dotenv_does() -> None:
     assert parse_env_file(text, ".env")["DEVICE"] == "cpu"
     with pytest.raises(ComposeError, match=r"^\.env: line 2: variable MODEL is not set: pick one"):
         parse_env_file("A=1\nB=${MODEL:?pick one}\n", ".env", environ.get)
+
+
+BUSIBOX = REAL / "busibox" / "docker-compose.yml"
+# The secrets busibox's file requires with `${VAR:?…}` in services started without a profile.
+BUSIBOX_SECRETS = (
+    "POSTGRES_PASSWORD",
+    "MINIO_ROOT_USER",
+    "MINIO_ROOT_PASSWORD",
+    "NEO4J_PASSWORD",
+    "LITELLM_MASTER_KEY",
+    "LITELLM_API_KEY",
+    "AUTHZ_MASTER_KEY",
+    "CONFIG_ENCRYPTION_KEY",
+    "SSO_JWT_SECRET",
+)
+
+
+@pytest.fixture
+def busibox_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in (*BUSIBOX_SECRETS, "VLLM_MODEL", "VLLM_CUDA_VISIBLE_DEVICES"):
+        monkeypatch.delenv(name, raising=False)
+    for name in BUSIBOX_SECRETS:
+        monkeypatch.setenv(name, "set-for-the-test")
+    return monkeypatch
+
+
+def test_busibox_profiled_vllm_with_unset_required_model_refuses_the_whole_file(
+    capsys: pytest.CaptureFixture[str], busibox_env: pytest.MonkeyPatch
+) -> None:
+    """The repository's install issue 012: `${VLLM_MODEL:?…}` in the vllm service, which only
+    `--profile vllm` starts, stops every `docker compose up` ("error while interpolating
+    services.vllm.environment.VLLM_MODEL"). gpuplan read only the started services and said
+    "no service asks for a GPU"; it now refuses as docker does, naming service and field."""
+    code, _, err = check(capsys, "--compose", str(BUSIBOX))
+    assert code == 2
+    assert (
+        f"{BUSIBOX}: service 'vllm': environment.VLLM_MODEL: required variable VLLM_MODEL is "
+        "not set: VLLM_MODEL must be set; run scripts/llm/generate-model-config.sh "
+        "(the service is not started, but docker compose interpolates every service" in err
+    )
+    busibox_env.setenv("VLLM_MODEL", "qwen3.5-0.8b")
+    code, _, err = check(capsys, "--compose", str(BUSIBOX))
+    assert code == 2 and "no service asks for a GPU or runs vLLM" in err
+
+
+def test_busibox_vllm_profile_starts_vllm_on_the_cards_nvidia_visible_devices_names(
+    capsys: pytest.CaptureFixture[str], busibox_env: pytest.MonkeyPatch
+) -> None:
+    """The vllm/vllm-openai image, but vLLM is started by a mounted entrypoint script from
+    environment variables gpuplan does not read: unknown, on the cards `runtime: nvidia` with
+    NVIDIA_VISIBLE_DEVICES gives it (all by default, card 1 when VLLM_CUDA_VISIBLE_DEVICES=1)."""
+    busibox_env.setenv("VLLM_MODEL", "qwen3.5-0.8b")
+    busibox_env.setenv("COMPOSE_PROFILES", "vllm")
+    code, data = judged(capsys, BUSIBOX)
+    assert code == 3
+    assert cards(data) == {"vllm": ("unknown", "lab", [0, 1, 2, 3])}
+    busibox_env.setenv("VLLM_CUDA_VISIBLE_DEVICES", "1")
+    code, data = judged(capsys, BUSIBOX)
+    assert code == 3 and cards(data) == {"vllm": ("unknown", "lab", [1])}
+    # Its neighbours (postgres, milvus, the APIs) ask for no card and are left out.
+    code, out, _ = check(capsys, "--compose", str(BUSIBOX))
+    assert "no GPU, not checked: postgres, redis, minio, minio-init, etcd, milvus" in out
