@@ -418,15 +418,23 @@ def catalogue_seat(
 
 
 def _attribute_by_port(snapshot: Snapshot, service: ComposeService) -> Snapshot:
-    """Mark the service's own running process (a vLLM on its port) so a redeploy frees it first."""
-    if service.port is None:
+    """Mark the service's own running process (its engine's, on its port) so a redeploy frees
+    it first."""
+    if service.port is None or service.engine is None:
         return snapshot
-    pattern = re.compile(rf"vllm.*--port[ =]{service.port}\b")
+    rule = registry_engine(service.engine)
+    pattern = re.compile(rf"--port[ =]{service.port}\b")
     cards = []
     for card in snapshot.cards:
         processes: list[Process] = []
         for process in card.processes:
-            if process.seat is None and process.cmdline and pattern.search(process.cmdline):
+            line = process.cmdline
+            if (
+                process.seat is None
+                and line
+                and pattern.search(line)
+                and rule.recognise(line.split())
+            ):
                 process = process.model_copy(update={"seat": service.name})
             processes.append(process)
         cards.append(card.model_copy(update={"processes": tuple(processes)}))
