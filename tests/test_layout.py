@@ -259,6 +259,20 @@ ENGINE_FLAGS = re.compile(
     r"|--max-total-tokens|--cuda-memory-fraction|--max-input-tokens|--context-length"
     r"|--n-gpu-layers|-ngl|--ctx-size|--free-gpu-memory-fraction|OLLAMA_GPU_OVERHEAD)(?![\w-])"
 )
+# vLLM's flags that set a service's cards, context and LoRA slots: a module that reads one by
+# name (the whole string is the flag, as in `flags.values["--max-model-len"]`) reads vLLM's
+# command line instead of asking vLLM's engine module (fit/engines/vllm_flags.py `read_sizes`).
+READ_FLAGS = frozenset(
+    {
+        "--max-model-len",
+        "--kv-cache-dtype",
+        "--tensor-parallel-size",
+        "--pipeline-parallel-size",
+        "--data-parallel-size",
+        "--max-loras",
+        "--max-lora-rank",
+    }
+)
 ENGINE_PACKAGES = ("placement", "inventory", "seats")
 # module → why it may name an engine or its flags.
 ENGINE_NAME_EXCEPTIONS: dict[str, str] = {
@@ -314,6 +328,8 @@ def engine_names_outside(root: Path) -> list[str]:
                         continue
                     for flag in ENGINE_FLAGS.findall(node.value):
                         found.append(f"{module}:{node.lineno}: writes {flag}")
+                    if node.value in READ_FLAGS:
+                        found.append(f"{module}:{node.lineno}: reads {node.value}")
     return sorted(found, key=lambda text: (text.split(":")[0], int(text.split(":")[1]), text))
 
 
@@ -326,9 +342,11 @@ def test_the_engine_name_scan_finds_what_it_forbids(tmp_path: Path) -> None:
     package.mkdir(parents=True)
     (package / "bad.py").write_text(
         '"""Docstrings may say --gpu-memory-utilization."""\n'
-        "def f(seat):\n"
+        "def f(seat, flags):\n"
         '    if seat.engine.kind == "vllm":\n'
         '        return ["--mem-fraction-static", "0.3"]\n'
+        '    if "--max-model-len" in flags:\n'
+        '        return f"--max-model-len {flags}"\n'
         '    return seat.engine.kind in ("sglang", "tgi")\n',
         encoding="utf-8",
     )
@@ -339,8 +357,10 @@ def test_the_engine_name_scan_finds_what_it_forbids(tmp_path: Path) -> None:
     assert engine_names_outside(tmp_path) == [
         "placement.plan.bad:3: compares 'vllm'",
         "placement.plan.bad:4: writes --mem-fraction-static",
-        "placement.plan.bad:5: compares 'sglang'",
-        "placement.plan.bad:5: compares 'tgi'",
+        # A flag in a sentence is text; the flag alone is a read.
+        "placement.plan.bad:5: reads --max-model-len",
+        "placement.plan.bad:7: compares 'sglang'",
+        "placement.plan.bad:7: compares 'tgi'",
     ]
 
 

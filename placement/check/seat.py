@@ -27,6 +27,7 @@ from placement.fit.engines import (
     util_decimal,
 )
 from placement.fit.engines.registry import engine as registry_engine
+from placement.fit.engines.registry import spec_of
 from placement.fit.kv import flag_resident, profile_of
 from placement.fit.verdict import Verdict
 from placement.fit.verify import judge, override_seat
@@ -210,14 +211,7 @@ def check_service(
         warnings += version_notes(seat, service)
     profile, notes = _service_profile(seat, service)
     warnings += notes
-    engine = Engine(
-        kind="vllm",
-        version=version,
-        # A float keeps the decimal text: repr(float(Decimal("0.12"))) == "0.12".
-        gpu_memory_utilization=float(service.util) if service.util is not None else None,
-        kv_cache_memory=service.kv_cache_bytes,
-        profile=profile,
-    )
+    engine = service_spec(service, version, profile)
     resident_known = seat is not None
     if seat is not None:
         warnings += _disagreements(seat, service, every_card)
@@ -264,6 +258,23 @@ def check_service(
         resident_known=resident_known,
         service=service.name,
     )
+
+
+def service_spec(service: ComposeService, version: str | None, profile: Profile | None) -> Engine:
+    """The engine block a compose service starts with, built by its engine from the fields its
+    flags set (`registry.spec_of`); an error names the service."""
+    from pydantic import ValidationError
+
+    try:
+        return spec_of(
+            service.engine or "other", dict(service.engine_fields), version=version, profile=profile
+        )
+    except ValidationError as exc:
+        from placement.check.compose import ComposeError
+
+        raise ComposeError(
+            service.path, service.name, None, f"its engine flags are not valid: {exc}"
+        ) from None
 
 
 def version_notes(seat: Seat, service: ComposeService) -> list[str]:
@@ -522,13 +533,13 @@ def _disagreements(seat: Seat, service: ComposeService, cards: Sequence[int]) ->
             f"{', '.join(map(str, seat.pinned_cards))}"
         )
     if seat.lora is not None:
-        for flag, mine, theirs in (
-            ("--max-loras", service.max_loras, seat.lora.max_loras),
-            ("--max-lora-rank", service.max_lora_rank, seat.lora.max_lora_rank),
+        for field, mine, theirs in (
+            ("max_loras", service.max_loras, seat.lora.max_loras),
+            ("max_lora_rank", service.max_lora_rank, seat.lora.max_lora_rank),
         ):
             if mine is not None and mine != theirs:
                 out.append(
-                    f"{name} {flag} {mine} disagrees with the catalogue's {theirs}: LoRA slot buffers "
+                    f"{name} {engine_of(seat.engine).flag_of(field)} {mine} disagrees with the catalogue's {theirs}: LoRA slot buffers "
                     f"change the resident {format_bytes(seat.resident_bytes)} it declares"
                 )
     elif service.lora_enabled:

@@ -11,6 +11,7 @@ from typing import Protocol
 
 from inventory.snapshot import Card
 from placement.check.compose.model import ComposeError, ComposeService
+from placement.fit.engines.registry import engine as registry_engine
 
 DEVICES_FIELD = "deploy.resources.reservations.devices"
 
@@ -234,8 +235,8 @@ def resolve_cards(
     if every:
         return tuple(seen)
     if len(seen) < service.cards_needed:
-        flag = (
-            "--data-parallel-size" if service.data_parallel_size > 1 else "--tensor-parallel-size"
+        flag = registry_engine(service.engine or "other").flag_of(
+            "data_parallel_size" if service.data_parallel_size > 1 else "tensor_parallel_size"
         )
         engines = (
             f"its {service.data_parallel_size} engines need {service.world_size} card(s) each, "

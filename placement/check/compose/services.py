@@ -16,9 +16,8 @@ from placement.check.compose.model import ComposeError, ComposeService
 from placement.check.compose.project import read_env
 from placement.fit.engines.registry import KINDS, recognise
 from placement.fit.engines.registry import engine as registry_engine
-from placement.fit.engines.vllm import KV_FLAG, UTIL_FLAG
 from placement.fit.engines.vllm_command import image_version, split_command, vllm_args
-from placement.fit.engines.vllm_flags import Flags, parse_util, read_flags, vllm_bytes
+from placement.fit.engines.vllm_flags import read_flags, read_sizes
 
 Found = tuple[str | None, list[str], list[str], bool]
 _READ_VARIABLES = {
@@ -133,6 +132,7 @@ class ServiceReader:
         flags = read_flags(args, positional, self.fail)
         notes = [f"{flag} is given more than once; vLLM uses the last" for flag in flags.repeated]
         devices, devices_from, count = self._cards(environment)
+        sizes = read_sizes(flags, self.fail)
         if count is not None and count > 0 and devices is None:
             notes.append(
                 f"{devices_from} asks for {count} card(s) by count, not by id: "
@@ -145,22 +145,21 @@ class ServiceReader:
             version=version if is_vllm_image else None,
             model=flags.model,
             argv=tuple(argv),
-            util_text=self._util(flags),
-            kv_cache_bytes=self._kv_bytes(flags),
-            max_loras=self.int_flag(flags, "--max-loras", 1),
-            max_lora_rank=self.int_flag(flags, "--max-lora-rank", 1),
+            util_text=sizes.util_text,
+            kv_cache_bytes=sizes.kv_cache_bytes,
+            max_loras=sizes.count("max_loras"),
+            max_lora_rank=sizes.count("max_lora_rank"),
             lora_modules=tuple(flags.lora_modules),
             lora_enabled=flags.lora_enabled or bool(flags.lora_modules),
             runtime_lora=environment.get("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "").strip().lower()
             in {"1", "true"},
-            port=self.port(flags),
-            tensor_parallel_size=self.int_flag(flags, "--tensor-parallel-size", 1) or 1,
-            pipeline_parallel_size=self.int_flag(flags, "--pipeline-parallel-size", 1) or 1,
-            data_parallel_size=self.int_flag(flags, "--data-parallel-size", 1) or 1,
-            max_model_len=self._max_model_len(flags),
-            kv_cache_dtype=flags.values["--kv-cache-dtype"][0].strip().lower()
-            if "--kv-cache-dtype" in flags.values
-            else None,
+            port=sizes.port,
+            tensor_parallel_size=sizes.count("tensor_parallel_size") or 1,
+            pipeline_parallel_size=sizes.count("pipeline_parallel_size") or 1,
+            data_parallel_size=sizes.count("data_parallel_size") or 1,
+            max_model_len=sizes.max_model_len,
+            kv_cache_dtype=sizes.kv_cache_dtype,
+            engine_fields=sizes.engine_fields,
             devices=devices,
             devices_from=devices_from,
             device_count=count,
@@ -248,42 +247,6 @@ class ServiceReader:
             return tuple(str(name) for name in raw)
         raise self.fail("depends_on", "expected a list or a mapping of service names")
 
-    def _util(self, flags: Flags) -> str | None:
-        if UTIL_FLAG not in flags.values:
-            return None
-        value, written = flags.values[UTIL_FLAG]
-        try:
-            return parse_util(value)
-        except ValueError as exc:
-            raise self.fail(written, str(exc)) from None
-
-    def _max_model_len(self, flags: Flags) -> int | None:
-        """--max-model-len as vLLM reads it (`32768`, `32k`, `32K`); -1 and `auto` leave it to vLLM."""
-        if "--max-model-len" not in flags.values:
-            return None
-        value, written = flags.values["--max-model-len"]
-        if value.strip().lower() in {"-1", "auto"}:
-            return None
-        try:
-            tokens = vllm_bytes(value)
-        except ValueError:
-            raise self.fail(written, f"{value!r} is not a token count vLLM can read") from None
-        if tokens < 1:
-            raise self.fail(written, f"{value!r} is no tokens at all")
-        return tokens
-
-    def _kv_bytes(self, flags: Flags) -> int | None:
-        if KV_FLAG not in flags.values:
-            return None
-        value, written = flags.values[KV_FLAG]
-        try:
-            kv_bytes = vllm_bytes(value)
-        except ValueError as exc:
-            raise self.fail(written, str(exc)) from None
-        if kv_bytes <= 0:
-            raise self.fail(written, f"{value!r} is no memory at all; give the KV cache's bytes")
-        return kv_bytes
-
     def _cards(self, environment: dict[str, str]) -> Devices:
         """Device requests, else NVIDIA_VISIBLE_DEVICES (the nvidia runtime's own variable)."""
         devices, devices_from, count = read_devices(self, self.body)
@@ -335,24 +298,6 @@ class ServiceReader:
             return substitute(script, lambda name: environment.get(name)).text
         except (MissingVariable, ValueError):
             return script
-
-    def int_flag(self, flags: Flags, name: str, minimum: int) -> int | None:
-        if name not in flags.values:
-            return None
-        value, written = flags.values[name]
-        try:
-            number = int(value)
-        except ValueError:
-            raise self.fail(written, f"{value!r} is not a whole number") from None
-        if number < minimum:
-            raise self.fail(written, f"{number} is below {minimum}")
-        return number
-
-    def port(self, flags: Flags) -> int | None:
-        number = self.int_flag(flags, "--port", 1)
-        if number is not None and number > 65535:
-            raise self.fail(flags.values["--port"][1], f"{number} is not a TCP port")
-        return number
 
     def environment(self) -> dict[str, str]:
         values: dict[str, str] = {}

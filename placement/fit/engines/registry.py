@@ -7,7 +7,7 @@ asks for its kind, so `check` pays for the engines it meets and no others.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
 from importlib import import_module
 from typing import TYPE_CHECKING, cast
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, cast
 if TYPE_CHECKING:
     from placement.fit.engines.base import EngineRule
     from seats.model import Engine as EngineSpec
+    from seats.model import Profile
 
 # kind → module, in the order recognition tries them: Ollama before llama.cpp, since Ollama's
 # runner is a llama-server of Ollama's own model store.
@@ -82,3 +83,23 @@ def describe(spec: EngineSpec) -> dict[str, str | None]:
         "version": spec.version,
         "behaviour": engine(spec.kind).behaviour(spec),
     }
+
+
+def spec_of(
+    kind: str,
+    fields: Mapping[str, object],
+    *,
+    version: str | None = None,
+    profile: Profile | None = None,
+) -> EngineSpec:
+    """The catalogue `engine:` block a command line of `kind` starts with: the fields its flags
+    set (its engine's `read_flags`), its version and a profile. pydantic's ValidationError for
+    fields its kind does not take."""
+    from seats.model import Engine as EngineSpec
+
+    data: dict[str, object] = {"kind": engine(kind).kind, **fields}
+    if version is not None:
+        data["version"] = version
+    if profile is not None:
+        data["profile"] = profile
+    return EngineSpec.model_validate(data)

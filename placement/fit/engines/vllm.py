@@ -33,7 +33,7 @@ from placement.fit.engines.base import (
     share_text,
 )
 from placement.fit.engines.vllm_command import IMAGES, VERSION_TAG, image_version
-from placement.fit.engines.vllm_flags import vllm_bytes
+from placement.fit.engines.vllm_flags import KV_FLAG, UTIL_FLAG, vllm_bytes
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
 from seats.units import format_bytes
@@ -44,8 +44,6 @@ DEFAULT_UTIL_033 = Decimal("0.92")  # 0.33, and 0.34+ once kv_cache_memory turns
 UNBOUNDED_FROM = (0, 34)
 GATED_DEFAULT_FROM = (0, 33)
 _VERSION = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
-UTIL_FLAG = "--gpu-memory-utilization"
-KV_FLAG = "--kv-cache-memory-bytes"
 
 
 def parse_version(text: str | None) -> tuple[int, int, int] | None:

@@ -176,3 +176,127 @@ def _lora_name(item: str, fail: Fail) -> str:
     if not sep or not name or not path:
         raise fail("--lora-modules", f"{item!r} is neither name=path nor a JSON object")
     return name
+
+
+# The flags that decide a vLLM service's cards and memory, read by `read_sizes`.
+UTIL_FLAG = "--gpu-memory-utilization"
+KV_FLAG = "--kv-cache-memory-bytes"
+_LORA_COUNTS = {"max_loras": "--max-loras", "max_lora_rank": "--max-lora-rank"}
+_PARALLEL_COUNTS = {
+    "tensor_parallel_size": "--tensor-parallel-size",
+    "pipeline_parallel_size": "--pipeline-parallel-size",
+    "data_parallel_size": "--data-parallel-size",
+}
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """What a vLLM command line sets that decides its cards and memory, checked as vLLM reads it.
+
+    Counts vLLM defaults (parallel sizes 1, no LoRA slots) are None where the line leaves them.
+    """
+
+    util_text: str | None = None
+    kv_cache_bytes: int | None = None
+    max_model_len: int | None = None
+    kv_cache_dtype: str | None = None
+    port: int | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def count(self, name: str) -> int | None:
+        """A count flag by its catalogue name (`tensor_parallel_size`), None where unset."""
+        return self.counts.get(name)
+
+    @property
+    def engine_fields(self) -> tuple[tuple[str, object], ...]:
+        """The catalogue engine fields it sets: util (a float keeps the decimal text:
+        repr(float(Decimal("0.12"))) == "0.12") and the pinned KV cache."""
+        fields: list[tuple[str, object]] = []
+        if self.util_text is not None:
+            fields.append(("gpu_memory_utilization", float(Decimal(self.util_text))))
+        if self.kv_cache_bytes is not None:
+            fields.append(("kv_cache_memory", self.kv_cache_bytes))
+        return tuple(fields)
+
+
+def read_sizes(flags: Flags, fail: Fail) -> Sizes:
+    """The util, KV cache, counts, port, context length and KV dtype of read flags, checked in
+    that order; `fail(flag as written, why)` for a value vLLM would refuse."""
+    util, kv = _util(flags, fail), _kv_bytes(flags, fail)
+    counts = _counts(flags, _LORA_COUNTS, fail)
+    port = _port(flags, fail)
+    counts.update(_counts(flags, _PARALLEL_COUNTS, fail))
+    dtype = flags.values.get("--kv-cache-dtype")
+    return Sizes(
+        util_text=util,
+        kv_cache_bytes=kv,
+        max_model_len=_max_model_len(flags, fail),
+        kv_cache_dtype=dtype[0].strip().lower() if dtype is not None else None,
+        port=port,
+        counts=counts,
+    )
+
+
+def _counts(flags: Flags, names: dict[str, str], fail: Fail) -> dict[str, int]:
+    """Each count flag given, by its catalogue name; at least 1."""
+    found = {name: _whole(flags, flag, 1, fail) for name, flag in names.items()}
+    return {name: number for name, number in found.items() if number is not None}
+
+
+def _whole(flags: Flags, name: str, minimum: int, fail: Fail) -> int | None:
+    if name not in flags.values:
+        return None
+    value, written = flags.values[name]
+    try:
+        number = int(value)
+    except ValueError:
+        raise fail(written, f"{value!r} is not a whole number") from None
+    if number < minimum:
+        raise fail(written, f"{number} is below {minimum}")
+    return number
+
+
+def _port(flags: Flags, fail: Fail) -> int | None:
+    number = _whole(flags, "--port", 1, fail)
+    if number is not None and number > 65535:
+        raise fail(flags.values["--port"][1], f"{number} is not a TCP port")
+    return number
+
+
+def _util(flags: Flags, fail: Fail) -> str | None:
+    if UTIL_FLAG not in flags.values:
+        return None
+    value, written = flags.values[UTIL_FLAG]
+    try:
+        return parse_util(value)
+    except ValueError as exc:
+        raise fail(written, str(exc)) from None
+
+
+def _max_model_len(flags: Flags, fail: Fail) -> int | None:
+    """--max-model-len as vLLM reads it (`32768`, `32k`, `32K`); -1 and `auto` leave it to vLLM."""
+    if "--max-model-len" not in flags.values:
+        return None
+    value, written = flags.values["--max-model-len"]
+    if value.strip().lower() in {"-1", "auto"}:
+        return None
+    try:
+        tokens = vllm_bytes(value)
+    except ValueError:
+        raise fail(written, f"{value!r} is not a token count vLLM can read") from None
+    if tokens < 1:
+        raise fail(written, f"{value!r} is no tokens at all")
+    return tokens
+
+
+def _kv_bytes(flags: Flags, fail: Fail) -> int | None:
+    if KV_FLAG not in flags.values:
+        return None
+    value, written = flags.values[KV_FLAG]
+    try:
+        kv_bytes = vllm_bytes(value)
+    except ValueError as exc:
+        raise fail(written, str(exc)) from None
+    if kv_bytes <= 0:
+        raise fail(written, f"{value!r} is no memory at all; give the KV cache's bytes")
+    return kv_bytes

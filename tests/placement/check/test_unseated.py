@@ -12,6 +12,7 @@ import pytest
 
 from placement.check.compose import load_compose
 from placement.cli import main as cli
+from placement.fit.engines.registry import spec_of
 from tests.placement.check.test_mixed_engines import CHAT_OLLAMA, SNAPSHOT, STACK, catalogue_with
 
 
@@ -53,3 +54,12 @@ def test_the_image_version_lands_in_the_verdict_and_a_disagreeing_catalogue_is_w
         "compose image lmsysorg/sglang:v0.5.8-cu129 is SGLang 0.5.8; the catalogue says 0.5.7 "
         "for chat-sglang (judged as 0.5.8)"
     ]
+
+
+def test_a_vllm_service_is_built_by_its_engine_from_its_flags() -> None:
+    # --gpu-memory-utilization 0.05 --kv-cache-memory 1G, read by vllm_flags.read_sizes.
+    vllm = next(s for s in load_compose(STACK, {}).services if s.name == "chat-vllm")
+    assert vllm.engine_fields == (("gpu_memory_utilization", 0.05), ("kv_cache_memory", 2**30))
+    spec = spec_of("vllm", dict(vllm.engine_fields), version=vllm.version)
+    assert (spec.kind, spec.version, spec.kv_cache_bytes) == ("vllm", "0.11.0", 2**30)
+    assert repr(spec.gpu_memory_utilization) == "0.05"
