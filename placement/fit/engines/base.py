@@ -8,7 +8,7 @@ it. Everything here is pure: exact int arithmetic (fractions as Decimal), no I/O
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal
 from fractions import Fraction
@@ -568,18 +568,25 @@ def size_bytes(number: str, unit: str) -> int:
 @dataclass
 class LogScan:
     """First match of each pattern over a log (engines print some lines once per rank: the
-    first is rank 0's, card 0's)."""
+    first is rank 0's, card 0's); the last for the patterns named in `last` (a figure an engine
+    prints again once it is final, as TensorRT-LLM's KV cache after its estimation run)."""
 
     found: dict[str, tuple[re.Match[str], int, str]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, lines: Sequence[str], patterns: Mapping[str, re.Pattern[str]]) -> LogScan:
-        """Scan every line for every pattern; keep the first match of each."""
+    def of(
+        cls,
+        lines: Sequence[str],
+        patterns: Mapping[str, re.Pattern[str]],
+        last: Collection[str] = (),
+    ) -> LogScan:
+        """Scan every line for every pattern; keep the first match of each (the last of those
+        named in `last`)."""
         scan = cls()
         for number, raw in enumerate(lines, start=1):
             line = strip_prefix(raw)
             for name, pattern in patterns.items():
-                if name in scan.found:
+                if name in scan.found and name not in last:
                     continue
                 match = pattern.search(line)
                 if match is not None:
@@ -592,6 +599,11 @@ class LogScan:
             return None
         _, number, line = self.found[name]
         return LogFigure(name, value, number, line)
+
+    def number(self, name: str, index: int = 1) -> LogFigure | None:
+        """A Figure of a pattern's integer group, or None when the pattern did not match."""
+        text = self.group(name, index)
+        return None if text is None else self.figure(name, int(text))
 
     def group(self, name: str, index: int | str = 1) -> str | None:
         """A group of a pattern's match, or None when the pattern did not match."""

@@ -226,12 +226,10 @@ def read_ggml_log(kind: str, lines: Sequence[str]) -> Learned:
         on_card("kv", "KV"),
         on_card("compute", "compute"),
     )
-    ctx_text = scan.group("n_ctx")
-    tokens = scan.figure("n_ctx", int(ctx_text)) if ctx_text else None
+    tokens = scan.number("n_ctx")
     if tokens is None:
         missing.append("n_ctx = N")
-    seq_text = scan.group("n_ctx_seq")
-    length = scan.figure("n_ctx_seq", int(seq_text)) if seq_text else None
+    length = scan.number("n_ctx_seq")
     per_token: LogFigure | None = None
     if scan.group("kv_size") is not None:
         size = size_bytes(scan.group("kv_size") or "0", "MiB")

@@ -20,8 +20,22 @@ bytes after TGI's weights and warm-up batch, c the KV bytes of one token:
   backends/v3/src/lib.rs:97-99 and :181; rule `kv_capacity`).
 - Pin: `--cuda-memory-fraction` f with free − (1 − 0.9 f) × T ≤ resident on the card as it is
   (largest 3-decimal f), and `--max-total-tokens` from the profile's KV room.
-- Start-up line (learn): "Setting max batch total tokens to N" (backends/v3/src/lib.rs:137),
-  the KV tokens its cache holds; TGI prints no weights figure (use `learn --config`).
+- Start-up lines (learn): "Setting max batch total tokens to N" (backends/v3/src/lib.rs:137),
+  the KV tokens its cache holds: the smallest of its shards' answers to warm-up
+  (backends/v3/src/client/sharded_client.rs:127-134), each num_blocks × BLOCK_SIZE
+  (flash_causal_lm.py:1684). Rank 0 alone prints its own "KV-cache blocks: N, size: B"
+  (flash_causal_lm.py:1565, `log_master`), read where the router's line is missing.
+  One request's length: `max_total_tokens` in the launcher's `Args {…}`, printed with `{:#?}`
+  (launcher/src/main.rs:2079), one field a line, `Some(` and its value on separate lines; when
+  it is None the router prints "Maximum total tokens defaulted to N"
+  (backends/v3/src/main.rs:173-177). TGI prints no weights figure (use `learn --config`).
+- Older releases print the same figures, meaning the same: v2.2.0 (db7e043d) "Setting max
+  batch total tokens to N" at router/src/server.rs:1651, num_blocks × BLOCK_SIZE
+  (flash_causal_lm.py:1204, BLOCK_SIZE 16 at models/globals.py:11), `{:#?}` Args
+  (launcher/src/main.rs:1400) and "Default `max_total_tokens` to N" when unset (:1482);
+  v1.0.0 (3ef5ffbc) the router line at router/src/main.rs:243 and Args on one line with `{:?}`
+  (launcher/src/main.rs:1014), where `max_total_tokens: N` is a plain number (:149, default
+  2048). Read against a TGI 2.2.0 start-up (tests/placement/fit/engines/data/tgi/).
 """
 
 from __future__ import annotations
@@ -34,6 +48,7 @@ from placement.fit.engines.base import (
     Behaviour,
     EngineCard,
     Learned,
+    LogFigure,
     LogScan,
     NoRequest,
     Refusal,
@@ -45,6 +60,7 @@ from placement.fit.engines.base import (
     share_or,
     share_text,
     short_context,
+    strip_prefix,
     tokens_in,
 )
 from seats.model import Engine as EngineSpec
@@ -54,7 +70,14 @@ from seats.units import format_bytes
 WIGGLE_ROOM = Decimal("0.90")
 DEFAULT_FRACTION = Decimal("1.0")
 _MAX_BATCH = re.compile(r"Setting max batch total tokens to (\d+)")
-_ARGS_TOTAL = re.compile(r"max_total_tokens: Some\((\d+)\)")
+# Args on one line (`{:?}`): `max_total_tokens: 8192,` (v1.0) or `max_total_tokens: Some(8192)`.
+_ARGS_TOTAL = re.compile(r"\bmax_total_tokens: (?:Some\()?(\d+)")
+# Args over lines (`{:#?}`, v2 on): `    max_total_tokens: Some(` with its value on the next line.
+_ARGS_OPEN = re.compile(r"^\s*max_total_tokens: Some\($")
+_ARGS_VALUE = re.compile(r"^\s*(\d+),$")
+_DEFAULT_TOTAL = re.compile(
+    r"Default `max_total_tokens` to (\d+)|Maximum total tokens defaulted to (\d+)"
+)
 _BLOCKS = re.compile(r"KV-cache blocks: (\d+), size: (\d+)")
 
 
@@ -157,34 +180,74 @@ class TGI(NoRequest):
         return tuple(flags)
 
     def learn(self, lines: Sequence[str]) -> Learned:
-        """KV tokens from 'Setting max batch total tokens to N' (or 'KV-cache blocks')."""
+        """KV tokens from 'Setting max batch total tokens to N' (else rank 0's 'KV-cache
+        blocks'), one request's length from its Args or the default it prints."""
         scan = LogScan.of(
-            lines, {"max_batch": _MAX_BATCH, "args_total": _ARGS_TOTAL, "blocks": _BLOCKS}
+            lines,
+            {
+                "max_batch": _MAX_BATCH,
+                "default_total": _DEFAULT_TOTAL,
+                "blocks": _BLOCKS,
+            },
         )
         missing: list[str] = []
-        tokens = None
-        text = scan.group("max_batch")
-        if text is not None:
-            tokens = scan.figure("max_batch", int(text))
-        elif scan.group("blocks") is not None:
-            blocks, size = int(scan.group("blocks", 1) or 0), int(scan.group("blocks", 2) or 0)
-            tokens = scan.figure("blocks", blocks * size)
-        else:
+        blocks = scan.group("blocks")
+        block_figures: tuple[LogFigure, ...] = ()
+        if blocks is not None:
+            _, number, line = scan.found["blocks"]
+            size = int(scan.group("blocks", 2) or 0)
+            block_figures = (
+                LogFigure("KV-cache blocks (rank 0)", int(blocks), number, line),
+                LogFigure("block size", size, number, line),
+            )
+        tokens = scan.number("max_batch")
+        if tokens is None and blocks is not None:
+            tokens = scan.figure("blocks", int(blocks) * block_figures[1].value)
+        elif tokens is None:
             missing.append("Setting max batch total tokens to N")
-        total = scan.group("args_total")
-        length = scan.figure("args_total", int(total)) if total is not None else None
+        length = args_total(lines) or default_total(scan)
         if length is None:
-            missing.append("Args { … max_total_tokens: Some(N) … }")
+            missing.append(
+                "Args { … max_total_tokens: Some(N) … } or 'Maximum total tokens defaulted to N'"
+            )
         return Learned(
             self.kind,
             kv_tokens=tokens,
             max_model_len=length,
+            extra=block_figures,
             missing=(*missing, "weights: TGI prints none; use `learn --config DIR`"),
         )
 
     def pin_hint(self) -> str:
         """The flags that fix its bytes, by name."""
         return "--cuda-memory-fraction with --max-total-tokens (a profile gives their values)"
+
+
+def args_total(lines: Sequence[str]) -> LogFigure | None:
+    """`max_total_tokens` as the launcher's Args give it: on one line (`max_total_tokens: N,`
+    or `Some(N)`), or over two (`max_total_tokens: Some(` then `N,`); None where it is None."""
+    for index, raw in enumerate(lines):
+        line = strip_prefix(raw)
+        if "max_total_tokens:" not in line:
+            continue
+        one = _ARGS_TOTAL.search(line)
+        if one is not None:
+            return LogFigure("args_total", int(one.group(1)), index + 1, raw.rstrip("\n"))
+        if _ARGS_OPEN.match(line) and index + 1 < len(lines):
+            value = _ARGS_VALUE.match(strip_prefix(lines[index + 1]))
+            if value is not None:
+                text = lines[index + 1].rstrip("\n")
+                return LogFigure("args_total", int(value.group(1)), index + 2, text)
+        return None
+    return None
+
+
+def default_total(scan: LogScan) -> LogFigure | None:
+    """The default TGI printed for an unset max_total_tokens (launcher's or router's wording)."""
+    if "default_total" not in scan.found:
+        return None
+    launcher, router = scan.group("default_total", 1), scan.group("default_total", 2)
+    return scan.figure("default_total", int(launcher or router or 0))
 
 
 ENGINE = TGI()

@@ -19,13 +19,23 @@ warm-up run (torch peak + everything used outside torch on the card), c the KV b
 - Start-up lines (learn): "Memory used after loading model weights (inside torch) …: X GiB",
   "Peak memory during memory usage profiling (torch + non-torch): P GiB, available KV cache
   memory …: K GiB, fraction is set f, kv size is c." and "Estimated max memory in KV cache : M GiB"
-  (all logger.info in `_cal_max_memory` / `configure_kv_cache_capacity`).
+  (all logger.info in `_cal_max_memory` / `configure_kv_cache_capacity`); the C++ KV cache
+  manager's "[MemUsageChange] Allocated A GiB for max tokens in paged KV cache (N)."
+  (cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp, `KVCacheManager::allocatePools`, "%0.2f
+  GiB" of cacheSizeBytes / 2**30 and N = blocks × tokens per block). The PyTorch backend
+  builds its KV cache twice: first a small one for the estimation run (max_tokens from the
+  warm-up requests, its own "Allocated … (N)" line), then the real one after profiling; the
+  reader takes the last. max_model_len is the model's length ("max_seq_len is not specified,
+  using inferred value N", model_engine.py `_init_max_seq_len`); the "max_seq_len=N,
+  max_num_requests=…" line (`create_py_executor_instance`) shows it as cut to the cache.
+  Read against a trtllm-serve 1.1.0rc3 log (tests/placement/fit/engines/data/trtllm/).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from decimal import Decimal
 from fractions import Fraction
 
@@ -60,6 +70,8 @@ _PEAK = re.compile(
 )
 _ESTIMATED = re.compile(r"Estimated max memory in KV cache : ([\d.]+) GiB")
 _ALLOCATED = re.compile(r"Allocated ([\d.]+) GiB for max tokens in paged KV cache \((\d+)\)")
+_INFERRED = re.compile(r"max_seq_len is not specified, using inferred value (\d+)")
+_AT_START = re.compile(r"\bmax_seq_len=(\d+), max_num_requests=")
 
 
 class TensorRTLLM(NoRequest):
@@ -167,36 +179,50 @@ class TensorRTLLM(NoRequest):
         )
 
     def learn(self, lines: Sequence[str]) -> Learned:
-        """Weights, c and the KV cache from its memory-profiling lines."""
+        """Weights, c and the KV cache from its memory-profiling lines (the last KV cache it
+        allocates), the model's length from its inferred max_seq_len."""
         scan = LogScan.of(
             lines,
-            {"weights": _WEIGHTS, "peak": _PEAK, "estimated": _ESTIMATED, "allocated": _ALLOCATED},
+            {
+                "weights": _WEIGHTS,
+                "peak": _PEAK,
+                "estimated": _ESTIMATED,
+                "allocated": _ALLOCATED,
+                "inferred": _INFERRED,
+                "at_start": _AT_START,
+            },
+            last=("allocated", "at_start"),
         )
         missing: list[str] = []
         text = scan.group("weights")
         weights = scan.figure("weights", size_bytes(text, "GiB")) if text else None
         if weights is None:
             missing.append("Memory used after loading model weights (inside torch) …: X GiB")
-        per = scan.group("peak", 3)
-        per_token = scan.figure("peak", int(per)) if per else None
+        per_token = scan.number("peak", 3)
         if per_token is None:
             missing.append("Peak memory during memory usage profiling … kv size is N")
         kv = tokens = None
         if scan.group("allocated") is not None:
             kv = scan.figure("allocated", size_bytes(scan.group("allocated") or "0", "GiB"))
-            tokens = scan.figure("allocated", int(scan.group("allocated", 2) or 0))
+            tokens = scan.number("allocated", 2)
         elif scan.group("estimated") is not None:
             kv = scan.figure("estimated", size_bytes(scan.group("estimated") or "0", "GiB"))
             if per_token is not None and per_token.value > 0:
                 tokens = scan.figure("estimated", kv.value // per_token.value if kv else 0)
         else:
             missing.append("Estimated max memory in KV cache : M GiB")
+        length = scan.number("inferred")
+        if length is None:
+            missing.append("max_seq_len is not specified, using inferred value N")
+        extra = scan.number("at_start")
         return Learned(
             self.kind,
             weights=weights,
             kv=kv,
             kv_tokens=tokens,
+            max_model_len=length,
             per_token=per_token,
+            extra=() if extra is None else (replace(extra, name="max_seq_len at start"),),
             missing=tuple(missing),
         )
 

@@ -100,6 +100,15 @@ REAL_CMDLINES: list[tuple[str, str | None, str]] = [
         "https://github.com/ollama/ollama/issues/2809",
     ),
     (
+        # Ollama 0.5's runner: its own llama.cpp server binary, started with `runner`.
+        "/usr/local/lib/ollama/runners/cuda_v12_avx/ollama_llama_server runner --model "
+        "/home/khammitt/.ollama/models/blobs/"
+        "sha256-5c56bb0256a2c402e95282a29bb5cb747bb805eda0e14a84b1f6c594a297ec1a --ctx-size 8192 "
+        "--batch-size 512 --n-gpu-layers 41 --threads 8 --parallel 4 --port 41813",
+        "ollama",
+        "https://github.com/ollama/ollama/issues/8525",
+    ),
+    (
         # Its trailing --chat-template-kwargs (a quoted JSON object) left out.
         "./build/bin/llama-server -m ./muse-glimmer/muse-glimmer-30B-kquant-dynamic.gguf "
         "--mmproj ./muse-glimmer/mmproj-kquant.gguf -a muse-glimmer -ngl 99 -c 131072 -np 1 "
@@ -121,6 +130,11 @@ REAL_CMDLINES: list[tuple[str, str | None, str]] = [
 ]
 
 
+def _line(source: str) -> str:
+    """The command line taken from the page whose address ends with `source`."""
+    return next(line for line, _, page in REAL_CMDLINES if page.endswith(source))
+
+
 @pytest.mark.parametrize("case", REAL_CMDLINES, ids=lambda c: c[0][:40])
 def test_the_engine_of_a_real_process_command_line(case: tuple[str, str | None, str]) -> None:
     cmdline, kind, _source = case
@@ -129,6 +143,20 @@ def test_the_engine_of_a_real_process_command_line(case: tuple[str, str | None, 
     # The same answer as compose recognition gives the same words.
     again = recognise(cmdline.split())
     assert (again.kind if again is not None else None) == kind
+
+
+def test_ollamas_llama_server_is_ollamas_wherever_its_store_is() -> None:
+    # Not a captured line: the argv ollama/ollama llm/llama_server.go (startLlamaServer, at
+    # 00f6d620) gives lib/ollama/llama-server (`--model PATH --port N --host 127.0.0.1
+    # --no-webui --offline -c N -np N`), with the model path of the runner of
+    # deep-research-at-home#14 above, a store outside ~/.ollama (OLLAMA_MODELS).
+    store = _line("deep-research-at-home/issues/14").split("--model ")[1].split()[0]
+    assert "/.ollama/" not in store
+    argv = "/mnt/data/ollama/lib/ollama/llama-server --model {} --port 40155 --host 127.0.0.1 "
+    argv += "--no-webui --offline -c 16384 -np 2"
+    assert process_engine(argv.format(store)).kind == "ollama"  # type: ignore[union-attr]
+    # The same server on a GGUF file of one's own is llama.cpp's.
+    assert process_engine(argv.format("/models/q4.gguf")).kind == "llamacpp"  # type: ignore[union-attr]
 
 
 def test_a_declared_engine_wins_and_other_defers_to_the_command_line() -> None:
@@ -170,9 +198,9 @@ seats:
     match: 'Yi-1.5-34B-Chat'
 """
 
-SGLANG = REAL_CMDLINES[3][0]
-VLLM_API = REAL_CMDLINES[2][0]
-FOOOCUS = REAL_CMDLINES[-1][0]
+SGLANG = _line("sglang/issues/23627")
+VLLM_API = _line("vllm/issues/7553")
+FOOOCUS = _line("Fooocus-API/issues/17")
 PROCESSES = {
     # card 0: a seat that declares TGI behind a wrapper no engine recognises, a seat that
     # declares none running vLLM's server, and SGLang's scheduler that no seat matches.

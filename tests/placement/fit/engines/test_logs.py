@@ -13,7 +13,7 @@ from placement.cli import main as cli
 from placement.fit.engines.base import EngineCard
 from placement.fit.engines.registry import engine
 from seats.model import Seat
-from seats.units import MiB
+from seats.units import GiB, MiB
 
 DATA = Path(__file__).parent / "data"
 ORIN = DATA / "llamacpp" / "orin-qwen3-0.6b-cpu.log"
@@ -284,3 +284,202 @@ def test_vllm_log_spelling_on_another_engine_reads_that_engines_lines(
         outs.append(out)
         assert code == 0
     assert outs[0] == outs[1] and "profile:" in outs[0]
+
+
+# Whole start-ups, each from the engine's first line to its ready line (data/README.md).
+TGI_22 = DATA / "tgi" / "chat-app-2.2.0-llama-3.1-8b-a10g.log"
+TRTLLM_SPARK = DATA / "trtllm" / "jeansblog-1.1.0rc3-gpt-oss-120b-spark.log"
+SGLANG_QWQ = DATA / "sglang" / "llms-in-clouds-0.4.3-qwq-32b-4xl4.log"
+LLAMACPP_A100 = DATA / "llamacpp" / "yuy4o-b7342-qwen3-coder-30b-a100.log"
+OLLAMA_4090 = DATA / "ollama" / "securetag-0.5.4-llama-3.1-8b-4090.log"
+WHOLE = {
+    "tgi": (TGI_22, "Connected"),
+    "trtllm": (TRTLLM_SPARK, "Uvicorn running on"),
+    "sglang": (SGLANG_QWQ, "The server is fired up and ready to roll!"),
+    "llamacpp": (LLAMACPP_A100, "main: server is listening on"),
+    "ollama": (OLLAMA_4090, 'msg="llama runner started in'),
+}
+
+
+def read(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+@pytest.mark.parametrize("kind", sorted(WHOLE))
+def test_every_engine_has_a_whole_start_up_read_through_the_cli(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Each log runs to its engine's ready line (nothing after it was kept), and `gpuplan
+    # learn SEAT --log FILE` on a seat of that kind reads it: exit 0, KV tokens from its lines.
+    path, ready = WHOLE[kind]
+    lines = read(path)
+    assert ready in lines[-1]
+    code, out, _ = learn(tmp_path, capsys, kind, "--log", str(path), "--json")
+    data = json.loads(out)
+    assert code == 0 and data["engine"] == kind
+    assert data["sources"]["kv_tokens"]["value"] > 0
+
+
+def test_tgi_2_2_start_up_by_hand(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # TGI 2.2.0, Llama 3.1 8B on one A10G, every size left to TGI (Args: max_total_tokens None,
+    # cuda_memory_fraction 1.0). The router's figure is num_blocks × BLOCK_SIZE (16 in 2.2.0):
+    # 19,056 = 1,191 × 16. Llama 3.1 8B (its config: 32 layers, 8 KV heads of 128, bf16) holds
+    # 32 × 2 × 8 × 128 × 2 B = 131,072 B a token, so its KV cache is 19,056 × 131,072 =
+    # 2,497,708,032 B = 2,382 MiB; TGI prints no byte figure of it. The launcher set
+    # max_total_tokens to 4096 ("Default `max_total_tokens` to 4096"), and the router accepts
+    # it only under the pool: 4,096 ≤ 19,056.
+    code, out, _ = learn(tmp_path, capsys, "tgi", "--log", str(TGI_22), "--json")
+    data = json.loads(out)
+    assert code == 0
+    tokens = data["sources"]["kv_tokens"]
+    assert tokens["value"] == 19_056 == 1_191 * 16
+    assert "Setting max batch total tokens to 19056" in tokens["source"]
+    assert tokens["value"] * 32 * 2 * 8 * 128 * 2 == 2_382 * MiB
+    assert data["profile"] == {
+        "weights_bytes": None,
+        "non_kv_bytes": None,
+        "kv_bytes_per_token": None,
+        "max_model_len": 4096,
+    }
+    assert "Default `max_total_tokens` to 4096" in data["sources"]["max_model_len"]["source"]
+    assert "    max_total_tokens: None," in read(TGI_22)
+    assert data["profile"]["max_model_len"] <= tokens["value"]
+    assert data["missing"] == ["weights: TGI prints none; use `learn --config DIR`"]
+
+
+# Lines of other TGI releases, verbatim from issue threads.
+TGI_1_0_ARGS = (
+    # huggingface/text-generation-inference issue 832 (TGI 1.0): Args on one line, with
+    # max_total_tokens a plain number.
+    '2023-08-22T18:35:50.966384Z  INFO text_generation_launcher: Args { model_id: "meta-llama/Llama-2-13b-chat-hf", revision: None, validation_workers: 2, sharded: None, num_shard: Some(4), quantize: None, dtype: None, trust_remote_code: false, max_concurrent_requests: 128, max_best_of: 2, max_stop_sequences: 4, max_input_length: 4096, max_total_tokens: 8192, waiting_served_ratio: 1.2, max_batch_prefill_tokens: 4096, max_batch_total_tokens: 16000, max_waiting_tokens: 20, hostname: "831e9d857f4c", port: 80, shard_uds_path: "/tmp/text-generation-server", master_addr: "localhost", master_port: 29500, huggingface_hub_cache: Some("/data"), weights_cache_override: None, disable_custom_kernels: false, json_output: false, otlp_endpoint: None, cors_allow_origin: [], watermark_gamma: None, watermark_delta: None, ngrok: false, ngrok_authtoken: None, ngrok_domain: None, ngrok_username: None, ngrok_password: None, env: false }'
+)
+TGI_3_LINES = [
+    # huggingface/text-generation-inference issue 2842 (TGI 3, Llama 3.3 70B over shards).
+    "2024-12-14T03:36:59.191040Z  INFO text_generation_launcher: KV-cache blocks: 13807, size: 1",
+    "2024-12-14T03:37:01.047823Z  INFO text_generation_router_v3: backends/v3/src/lib.rs:137: Setting max batch total tokens to 13793",
+    "2024-12-14T03:37:01.047870Z  INFO text_generation_router: backends/v3/src/main.rs:168: Maximum total tokens defaulted to 13793",
+]
+
+
+def test_tgi_older_and_newer_lines_mean_the_same() -> None:
+    # TGI 1.0's one-line Args give max_total_tokens 8192 (a plain number there).
+    learned = engine("tgi").learn([TGI_1_0_ARGS])
+    assert learned.max_model_len is not None and learned.max_model_len.value == 8192
+    # TGI 3: rank 0 printed 13,807 blocks of 1 token; the router keeps the smallest shard's
+    # answer, 13,793 ≤ 13,807 × 1, and that is the pool. Without the router's line, rank 0's.
+    learned = engine("tgi").learn(TGI_3_LINES)
+    assert learned.kv_tokens is not None and learned.kv_tokens.value == 13_793 <= 13_807 * 1
+    assert learned.max_model_len is not None and learned.max_model_len.value == 13_793
+    extra = {figure.name: figure.value for figure in learned.extra}
+    assert extra == {"KV-cache blocks (rank 0)": 13_807, "block size": 1}
+    alone = engine("tgi").learn(TGI_3_LINES[:1])
+    assert alone.kv_tokens is not None and alone.kv_tokens.value == 13_807
+
+
+def test_trtllm_start_up_by_hand() -> None:
+    # trtllm-serve 1.1.0rc3, gpt-oss-120b on a DGX Spark (119.70 GiB of unified memory).
+    # It sizes its KV cache twice: an estimation run of 8,224 tokens first ("Allocated 0.56
+    # GiB … (8224)"), the real one after profiling; the real one is the pool.
+    lines = read(TRTLLM_SPARK)
+    learned = engine("trtllm").learn(lines)
+    assert "Allocated 0.56 GiB for max tokens in paged KV cache (8224)." in "\n".join(lines)
+    assert learned.kv_tokens is not None and learned.kv_tokens.value == 86_720
+    assert learned.kv is not None and learned.kv.value == int(Decimal("5.95") * GiB)
+    # "kv size is 73728": c exactly, = gpt-oss-120b's 36 layers × 2 × 8 KV heads × 64 × 2 B
+    # (its config; bf16 KV, "Using checkpoint KV quantization" with none in the checkpoint).
+    assert learned.kv_bytes_per_token == 73_728 == 36 * 2 * 8 * 64 * 2
+    # Both caches as printed, to 0.01 GiB: 8,224 × 73,728 B = 0.5647 GiB ("0.56", also its
+    # "tmp kv_mem 0.56 GiB"); 86,720 × 73,728 B = 6,393,692,160 B = 5.9546 GiB ("5.95").
+    assert round(8_224 * 73_728 / GiB, 2) == 0.56
+    assert 86_720 * 73_728 == 6_393_692_160 and round(86_720 * 73_728 / GiB, 2) == 5.95
+    # The rule (_cal_max_memory): available KV = (T − peak + the estimation's KV) × f =
+    # (119.70 − 113.65 + 0.56) × 0.9 = 5.949 GiB, printed 5.95 ("available KV cache memory …:
+    # 5.95 GiB", "Estimated max memory in KV cache : 5.95 GiB"); each figure is ± 0.005.
+    available = (Decimal("119.70") - Decimal("113.65") + Decimal("0.56")) * Decimal("0.9")
+    assert abs(available - Decimal("5.95")) <= Decimal("0.005") * 3 * Decimal("0.9")
+    # max_tokens = available // c = 86,711 ("max_tokens are set (to 0.8999999761581421 and
+    # 86711"), itself 5.95 GiB; rounded up to whole blocks of 32 tokens: 2,710 × 32 = 86,720.
+    assert round(86_711 * 73_728 / GiB, 2) == 5.95
+    assert -(-86_711 // 32) * 32 == 86_720
+    # The model's length is 131,072 (inferred); at start TensorRT-LLM cut max_seq_len to the
+    # cache, 86,720, the figure kept beside it.
+    assert learned.max_model_len is not None and learned.max_model_len.value == 131_072
+    assert {figure.name: figure.value for figure in learned.extra} == {
+        "max_seq_len at start": 86_720
+    }
+    assert learned.weights is not None and learned.weights.value == int(Decimal("63.52") * GiB)
+    assert learned.missing == ()
+
+
+def test_sglang_whole_start_up_by_hand() -> None:
+    # SGLang 0.4.3.post4, QwQ-32B over four 24 GB L4s (--tensor-parallel-size 4,
+    # mem_fraction_static=0.85). Each rank holds 2 of QwQ-32B's 8 KV heads (its config: 64
+    # layers, head 128, bf16): K of one token = 64 × 2 × 128 × 2 B = 32,768 B, K + V 65,536 B.
+    # The pool: 46,611 × 32,768 B = 1,527,349,248 B = 1.4225 GiB, printed "K size: 1.42 GB"
+    # (SGLang's GB is 2**30).
+    lines = read(SGLANG_QWQ)
+    learned = engine("sglang").learn(lines)
+    assert learned.kv_tokens is not None and learned.kv_tokens.value == 46_611
+    assert round(46_611 * 64 * 2 * 128 * 2 / GiB, 2) == 1.42
+    assert learned.kv is not None and learned.kv.value == 2 * int(Decimal("1.42") * GiB)
+    # Its rule: rest = avail after weights − F0 × (1 − m), tokens = rest × 2**30 // c, with F0
+    # 21.63 GB ("Load weight begin. avail mem=21.63 GB"), 6.09 GB after the weights, m 0.85:
+    # 6.09 − 21.63 × 0.15 = 2.8455 GB → 46,620 tokens. With each printed figure ± 0.005 GB the
+    # pool lies within [46,526, 46,714]; it printed 46,611.
+    assert "[2025-03-08 12:29:13 TP0] Load weight begin. avail mem=21.63 GB" in lines
+    m = Decimal("0.85")
+    low = (Decimal("6.085") - Decimal("21.635") * (1 - m)) * GiB // 65_536
+    high = (Decimal("6.095") - Decimal("21.625") * (1 - m)) * GiB // 65_536
+    assert (Decimal("6.09") - Decimal("21.63") * (1 - m)) * GiB // 65_536 == 46_620
+    assert low <= 46_611 <= high
+    assert learned.weights is not None and learned.weights.value == int(Decimal("15.54") * GiB)
+    assert learned.max_model_len is not None and learned.max_model_len.value == 131_072
+    assert learned.missing == ()
+
+
+def test_llamacpp_whole_start_up_by_hand() -> None:
+    # llama-server b7342, Qwen3-Coder-30B-A3B Q8_0, --ctx-size 65536 on one A100 40 GB. Its own
+    # metadata: n_layer 48, n_embd_k_gqa = n_embd_v_gqa = 512, K and V f16. KV = n_ctx × layers
+    # × (k + v) × 2 B = 65,536 × 48 × 1,024 × 2 = 6,442,450,944 B = 6,144.00 MiB as printed;
+    # a token is 48 × 1,024 × 2 = 98,304 B.
+    lines = read(LLAMACPP_A100)
+    assert "print_info: n_layer          = 48" in lines
+    assert "print_info: n_embd_k_gqa     = 512" in lines
+    learned = engine("llamacpp").learn(lines)
+    assert learned.kv is not None and learned.kv.value == 65_536 * 48 * (512 + 512) * 2
+    assert learned.kv.value == 6_144 * MiB
+    assert learned.kv_bytes_per_token == 48 * 1_024 * 2 == 98_304
+    # Four slots share one unified cache (kv_unified = true): each may use all 65,536.
+    assert learned.kv_tokens is not None and learned.kv_tokens.value == 65_536
+    assert learned.max_model_len is not None and learned.max_model_len.value == 65_536
+    assert learned.weights is not None and learned.weights.value == int(Decimal("30658.12") * MiB)
+    assert learned.non_kv is not None and learned.non_kv.value == int(Decimal("300.75") * MiB)
+    layers = {figure.name: figure.value for figure in learned.extra}
+    assert layers == {"layers on the card": 49, "layers in the model": 49}
+    # All of it on the card: 30,658.12 + 6,144.00 + 300.75 = 37,102.87 MiB of the 39,903 MiB
+    # free it found ("using device CUDA0 … - 39903 MiB free").
+    on_card = learned.weights.value + learned.kv.value + learned.non_kv.value
+    assert on_card <= 39_903 * MiB
+    assert learned.missing == ()
+
+
+def test_ollama_whole_start_up_by_hand() -> None:
+    # Ollama 0.5.4, Llama 3.1 8B Q4_K_M on one RTX 4090, parallel 4: its runner got
+    # `--ctx-size 8192 --parallel 4`, num_ctx 2048 × 4. The model's own metadata: 32 layers,
+    # n_embd_k_gqa = n_embd_v_gqa = 1,024, f16: KV = 8,192 × 32 × 2,048 × 2 B =
+    # 1,073,741,824 B = 1,024.00 MiB as printed, the "memory.required.kv=1.0 GiB" its scheduler
+    # estimated; each request holds n_ctx_per_seq = 8,192 / 4 = 2,048 tokens.
+    lines = read(OLLAMA_4090)
+    assert any("--ctx-size 8192" in line and "--parallel 4" in line for line in lines)
+    learned = engine("ollama").learn(lines)
+    assert learned.kv is not None and learned.kv.value == 8_192 * 32 * 2_048 * 2 == 1_024 * MiB
+    assert learned.kv_bytes_per_token == 32 * 2_048 * 2 == 131_072
+    assert learned.max_model_len is not None and learned.max_model_len.value == 8_192 // 4
+    assert learned.weights is not None and learned.weights.value == int(Decimal("4403.49") * MiB)
+    # Its compute buffer, 560.00 MiB, is the scheduler's memory.graph.full="560.0 MiB".
+    assert learned.non_kv is not None and learned.non_kv.value == 560 * MiB
+    assert any('memory.graph.full="560.0 MiB"' in line for line in lines)
+    layers = {figure.name: figure.value for figure in learned.extra}
+    assert layers == {"layers on the card": 33, "layers in the model": 33}
+    # Its LoRA adapter (160.00 MiB on CUDA0) is in none of the four figures.
+    assert learned.missing == ()
