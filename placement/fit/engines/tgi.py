@@ -28,7 +28,7 @@ bytes after TGI's weights and warm-up batch, c the KV bytes of one token:
   One request's length: `max_total_tokens` in the launcher's `Args {…}`, printed with `{:#?}`
   (launcher/src/main.rs:2079), one field a line, `Some(` and its value on separate lines; when
   it is None the router prints "Maximum total tokens defaulted to N"
-  (backends/v3/src/main.rs:173-177). TGI prints no weights figure (use `learn --config`).
+  (backends/v3/src/main.rs:173-178). TGI prints no weights figure (use `learn --config`).
 - Older releases print the same figures, meaning the same: v2.2.0 (db7e043d) "Setting max
   batch total tokens to N" at router/src/server.rs:1651, num_blocks × BLOCK_SIZE
   (flash_causal_lm.py:1204, BLOCK_SIZE 16 at models/globals.py:11), `{:#?}` Args
