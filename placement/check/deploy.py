@@ -22,9 +22,10 @@ from placement.check.seat import (
     check_seat,
     check_service,
     pick_snapshot,
+    service_spec,
     version_notes,
 )
-from placement.fit.beside import is_unbounded, unbounded_beside
+from placement.fit.beside import decided, is_unbounded, judged_unseated, unbounded_beside
 from placement.fit.engines.registry import engine
 from placement.fit.verify import Placement, judge
 from seats.errors import BadInputError, Exit
@@ -57,6 +58,9 @@ class ServiceVerdict:
     # An unknown service's cards as it asks for them (host, indices), when they can be read.
     cards: tuple[str, tuple[int, ...]] | None = None
     warnings: tuple[str, ...] = ()
+    # A service judged with no catalogue seat (fit.beside.unseated_seat): what it is where its
+    # verdict, beside the rest of the deploy, is not decided (`unknown`, as without a judgement).
+    undecided: ServiceVerdict | None = None
 
     @property
     def exit_code(self) -> Exit:
@@ -231,7 +235,7 @@ def _alone(
             ]
         seat = catalogue_seat(catalogue, service, snapshots)
         if seat is None:
-            return [_unknown(service, snapshots, host)]
+            return [_unseated(catalogue, snapshots, service, host)]
         notes: list[str] = []
         if service.engine is not None:
             # Judged as the file starts it: its engine and the flags its command gives.
@@ -250,6 +254,20 @@ def _alone(
         if not isinstance(exc, ComposeError):
             exc = ComposeError(service.path, service.name, None, str(exc))
         return [ServiceVerdict(service.name, "error", message=str(exc))]
+
+
+def _unseated(
+    catalogue: Catalogue, snapshots: Sequence[Snapshot], service: ComposeService, host: str | None
+) -> ServiceVerdict:
+    """A GPU service of another engine than vLLM that no catalogue seat matches: judged where fit
+    says its verdict does not rest on its resident (an unbounded engine), else `unknown`."""
+    unknown = _unknown(service, snapshots, host)
+    if service.engine is None or unknown.cards is None:
+        return unknown
+    if not judged_unseated(service_spec(service, service.version, None)):
+        return unknown
+    result = check_service(catalogue, snapshots, service, host=host)
+    return replace(_verdict(service, result, None), undecided=unknown)
 
 
 def _verdict(service: ComposeService, result: CheckResult, rank: int | None) -> ServiceVerdict:
@@ -365,6 +383,9 @@ def _together(
                 verdict="unknown" if joint.verdict == "unknown" else "refuse",
                 reasons=(*joint.reasons, *beside),
             )
+        if verdict.undecided is not None and not decided(joint, mine.seat):
+            out.append(verdict.undecided)
+            continue
         shown = replica if replicas.get(verdict.service, 1) > 1 else None
         # Where it is refused: other cards that take it beside the rest of the deploy.
         seen = [snapshot if s.host == snapshot.host else s for s in snapshots]

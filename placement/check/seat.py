@@ -16,6 +16,7 @@ from inventory.attribution import attribute, host_seats, match_seat
 from inventory.snapshot import Process, Snapshot, format_utc
 from placement.check.elsewhere import Elsewhere
 from placement.decisions import inputs_digest as digest_of
+from placement.fit.beside import unseated_seat
 from placement.fit.capacity import cuda_context_bytes
 from placement.fit.card import cuda_total
 from placement.fit.engines import (
@@ -224,27 +225,8 @@ def check_service(
         warnings += why
         attributed = attribute(snapshot, catalogue)
     else:
-        # Unknown resident: a lower bound keeps room honest (a refusal on it is certain); the
-        # gate, vLLM's own rule, is judged exactly.
-        lower = service.kv_cache_bytes or 1
-        judged = Seat(
-            name=service.name,
-            host=snapshot.host,
-            gpus=cards,
-            resident=lower,
-            state="planned",
-            engine=engine,
-        )
-        warnings.append(
-            f"resident unknown: no catalogue seat matches service {service.name} "
-            "(add `x-gpuplan-seat: NAME` or a seat whose `match` finds its command); "
-            + (
-                f"room judged on a lower bound, its {format_bytes(lower)} KV cache; "
-                if service.kv_cache_bytes
-                else "room judged on its request alone; "
-            )
-            + "the vLLM gate is judged exactly"
-        )
+        judged, how = _unseated(service, snapshot.host, cards, engine)
+        warnings.append(how)
         attributed = _attribute_by_port(attribute(snapshot, catalogue), service)
     verdict = judge(catalogue, attributed, judged, cards, mode="check")
     warnings += _redeploy_notes(attributed, judged.name, cards)
@@ -257,6 +239,43 @@ def check_service(
         attributed,
         resident_known=resident_known,
         service=service.name,
+    )
+
+
+def _unseated(
+    service: ComposeService, host: str, cards: tuple[int, ...], engine: Engine
+) -> tuple[Seat, str]:
+    """The seat a service that no catalogue seat matches is judged as, and how (a warning)."""
+    head = (
+        f"resident unknown: no catalogue seat matches service {service.name} "
+        "(add `x-gpuplan-seat: NAME` or a seat whose `match` finds its command); "
+    )
+    rule = engine_of(engine)
+    if not rule.util_request:
+        seat = unseated_seat(service.name, host, cards, engine)
+        if seat is None:
+            from placement.check.compose import ComposeError
+
+            raise ComposeError(
+                service.path, service.name, None, f"its {rule.title} needs its catalogue seat"
+            )
+        return seat, head + (
+            f"{rule.unbounded_why(engine)} is refused `unbounded` on a card that holds or will "
+            "hold anything else, whatever its resident"
+        )
+    # Unknown resident: a lower bound keeps room honest (a refusal on it is certain); the
+    # gate, the engine's own rule, is judged exactly.
+    lower = service.kv_cache_bytes or 1
+    seat = Seat(
+        name=service.name, host=host, gpus=cards, resident=lower, state="planned", engine=engine
+    )
+    return seat, head + (
+        (
+            f"room judged on a lower bound, its {format_bytes(lower)} KV cache; "
+            if service.kv_cache_bytes
+            else "room judged on its request alone; "
+        )
+        + f"the {rule.title} gate is judged exactly"
     )
 
 
@@ -399,15 +418,23 @@ def catalogue_seat(
 
 
 def _attribute_by_port(snapshot: Snapshot, service: ComposeService) -> Snapshot:
-    """Mark the service's own running process (a vLLM on its port) so a redeploy frees it first."""
-    if service.port is None:
+    """Mark the service's own running process (its engine's, on its port) so a redeploy frees
+    it first."""
+    if service.port is None or service.engine is None:
         return snapshot
-    pattern = re.compile(rf"vllm.*--port[ =]{service.port}\b")
+    rule = registry_engine(service.engine)
+    pattern = re.compile(rf"--port[ =]{service.port}\b")
     cards = []
     for card in snapshot.cards:
         processes: list[Process] = []
         for process in card.processes:
-            if process.seat is None and process.cmdline and pattern.search(process.cmdline):
+            line = process.cmdline
+            if (
+                process.seat is None
+                and line
+                and pattern.search(line)
+                and rule.recognise(line.split())
+            ):
                 process = process.model_copy(update={"seat": service.name})
             processes.append(process)
         cards.append(card.model_copy(update={"processes": tuple(processes)}))

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
+from placement.fit.capacity import cuda_context_bytes
 from placement.fit.engines import (
     format_util,
     passes_gate,
@@ -22,7 +23,7 @@ from placement.fit.engines import (
 from placement.fit.resident_sum import leftover_kv_bytes, resident_bytes
 from placement.fit.state import CardState
 from placement.fit.verdict import Reason
-from seats.model import Profile, Seat
+from seats.model import Catalogue, Profile, Seat
 from seats.units import format_bytes
 
 
@@ -283,6 +284,73 @@ def kv_need_floor(seat: Seat, cuda_context: int) -> int | None:
     return (seat.weights_bytes or 0) + kv + cuda_context
 
 
+def _floor_parts(seat: Seat, cuda_context: int) -> str:
+    """`weights 7.49 GiB + KV 1.50 GiB + cuda_context 1.16 GiB`: the floor, part by part."""
+    found = profile_resident(seat, None, 0, cuda_context)
+    if found is not None:
+        return found.parts()
+    weights = (
+        f"weights {format_bytes(seat.weights_bytes)}"
+        if seat.weights_bytes is not None
+        else "no weights known"
+    )
+    kv = seat.engine.kv_cache_bytes or 0
+    return f"{weights} + KV {format_bytes(kv)} + cuda_context {format_bytes(cuda_context)}"
+
+
+def seat_cuda_context(catalogue: Catalogue, seat: Seat) -> int:
+    """The cuda_context of the seat's host; a seat that may go anywhere meets the costliest."""
+    if seat.host is not None and seat.host in catalogue.hosts:
+        return cuda_context_bytes(catalogue, seat.host)
+    contexts = [cuda_context_bytes(catalogue, host) for host in catalogue.hosts]
+    return max(contexts, default=0)
+
+
+def need_floored(seat: Seat, cuda_context: int) -> tuple[Seat, str | None]:
+    """`seat` with its resident raised to `kv_need_floor` where the declared one is below it.
+
+    DESIGN.md "What fits": the need of a seat with a KV size set is at least weights + KV +
+    non_kv + cuda_context, as declared in the catalogue as much as when a flag sets it. Every
+    rule reads the seat's resident, so the raise here serves the verifier, the planner and the
+    check alike; a resident at or above its floor is returned unchanged, with no warning.
+    """
+    floor = kv_need_floor(seat, cuda_context)
+    if floor is None or floor <= seat.resident_bytes:
+        return seat, None
+    why = _below_floor(seat, floor, cuda_context)
+    return seat.model_copy(update={"resident_bytes": floor}), f"{seat.name}: {why}"
+
+
+def _below_floor(seat: Seat, floor: int, cuda_context: int) -> str:
+    """Why a declared resident is raised to its floor, with both figures and the parts."""
+    return (
+        f"declared resident {format_bytes(seat.resident_bytes)} is below the "
+        f"{format_bytes(floor)} it holds with its KV cache pinned "
+        f"({_floor_parts(seat, cuda_context)}): judged at that; raise resident to {floor:,} B"
+    )
+
+
+@dataclass(frozen=True)
+class FlooredCatalogue:
+    """The catalogue with every resident at least its need floor, and a warning per seat raised."""
+
+    catalogue: Catalogue
+    warnings: tuple[str, ...]
+
+
+def with_need_floors(catalogue: Catalogue) -> FlooredCatalogue:
+    """The catalogue with every seat `need_floored` on its host, and a warning per seat raised."""
+    seats: list[Seat] = []
+    warnings: list[str] = []
+    for seat in catalogue.seats:
+        floored, warning = need_floored(seat, seat_cuda_context(catalogue, seat))
+        seats.append(floored)
+        warnings += [warning] if warning else []
+    if not warnings:
+        return FlooredCatalogue(catalogue, ())
+    return FlooredCatalogue(catalogue.model_copy(update={"seats": tuple(seats)}), tuple(warnings))
+
+
 @dataclass(frozen=True)
 class FlagResident:
     """The resident a seat holds once flags (or a compose command) change it, and why."""
@@ -297,15 +365,14 @@ def flag_resident(
     """The resident of `judged` (the catalogue's `declared` seat with flags put in).
 
     A new KV size changes the resident by what it changes: declared resident − declared KV +
-    new KV (a resident given with --resident stands as given). Where a flag or the command set
-    the KV size or the resident, the resident is never below weights + KV + non_kv +
-    cuda_context (`kv_need_floor`); a catalogue's own resident below its profile stays a warning
-    (`profile_resident_warning`).
+    new KV (a resident given with --resident stands as given). The resident is never below
+    weights + KV + non_kv + cuda_context (`kv_need_floor`), whether a flag, the command or the
+    catalogue set the KV size.
     """
     resident = judged.resident_bytes
     old, new = declared.engine.kv_cache_bytes, judged.engine.kv_cache_bytes
-    why: str | None = None
     changed = new is not None and new != old
+    why: str | None = None
     if changed and not resident_given and old is not None and new is not None:
         resident = resident - old + new
         why = (
@@ -313,19 +380,13 @@ def flag_resident(
             f"resident {format_bytes(declared.resident_bytes)} − {format_bytes(old)} + "
             f"{format_bytes(new)} = {format_bytes(resident)}"
         )
-    if changed or resident_given:
-        floor = kv_need_floor(judged, cuda_context)
-        if floor is not None and floor > resident:
-            parts = (
-                "the profile's weights + non_kv"
-                if profile_of(judged) is not None
-                else f"weights {format_bytes(judged.weights_bytes)}"
-                if judged.weights_bytes is not None
-                else "no weights known"
-            )
-            why = (
-                f"at least {format_bytes(floor)} ({parts} + KV {format_bytes(new or 0)} + "
-                f"cuda_context {format_bytes(cuda_context)}), more than {format_bytes(resident)}"
-            )
-            resident = floor
+    floor = kv_need_floor(judged, cuda_context)
+    if floor is not None and floor > resident and not (changed or resident_given):
+        return FlagResident(floor, _below_floor(judged, floor, cuda_context))
+    if floor is not None and floor > resident:
+        why = (
+            f"at least {format_bytes(floor)} ({_floor_parts(judged, cuda_context)}), "
+            f"more than {format_bytes(resident)}"
+        )
+        resident = floor
     return FlagResident(resident, why)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from placement.fit.engines import gate_rule, need_bytes, requests_util, util_decimal
+from placement.fit.kv import need_floored, seat_cuda_context
 from placement.pack.bounds import l2_bound
 from placement.pack.greedy import first_fit_decreasing, is_valid_packing
 from seats.errors import Exit, GpuplanError
@@ -110,13 +111,6 @@ def pack_margin(catalogue: Catalogue) -> int:
     return max((host.margin_bytes for host in catalogue.hosts.values()), default=0)
 
 
-def _cuda_context(catalogue: Catalogue, seat: Seat) -> int:
-    if seat.host is not None and seat.host in catalogue.hosts:
-        return catalogue.hosts[seat.host].cuda_context_bytes
-    # A seat that may go anywhere meets the costliest context of the fleet.
-    return max((host.cuda_context_bytes for host in catalogue.hosts.values()), default=0)
-
-
 def seat_items(catalogue: Catalogue, seat: Seat, card_bytes: int) -> list[PackItem]:
     """The per-card items of one seat, each with its need on a card of `card_bytes`.
 
@@ -126,6 +120,7 @@ def seat_items(catalogue: Catalogue, seat: Seat, card_bytes: int) -> list[PackIt
     covers it. Unbounded (vLLM ≥ 0.34 with neither util nor kv_cache_memory) and exclusive
     seats take a card each.
     """
+    seat, _ = need_floored(seat, seat_cuda_context(catalogue, seat))
     engine = seat.engine
     util = (
         util_decimal(engine.gpu_memory_utilization)
@@ -133,7 +128,11 @@ def seat_items(catalogue: Catalogue, seat: Seat, card_bytes: int) -> list[PackIt
         else None
     )
     need = need_bytes(
-        seat.resident_bytes, engine.kv_cache_bytes, util, card_bytes, _cuda_context(catalogue, seat)
+        seat.resident_bytes,
+        engine.kv_cache_bytes,
+        util,
+        card_bytes,
+        seat_cuda_context(catalogue, seat),
     )
     unbounded = requests_util(engine) and gate_rule(engine, propose=False).gating == "unbounded"
     why = "exclusive" if seat.exclusive else "unbounded" if unbounded else None
@@ -151,9 +150,15 @@ def pack_seats(
     seats = [seat for seat in catalogue.seats if seat.state != "retired"]
     margin = pack_margin(catalogue)
     items = [item for seat in seats for item in seat_items(catalogue, seat, card_bytes)]
-    return pack_items(
+    result = pack_items(
         items, card_bytes, margin, solver=solver, time_limit=time_limit, seats=len(seats)
     )
+    floors = [
+        warning
+        for seat in seats
+        if (warning := need_floored(seat, seat_cuda_context(catalogue, seat))[1])
+    ]
+    return replace(result, notes=(*floors, *result.notes)) if floors else result
 
 
 def pack_items(

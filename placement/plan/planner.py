@@ -12,6 +12,7 @@ from typing import Any
 
 from inventory.snapshot import Snapshot, format_utc
 from placement.fit.consistency import check_snapshots
+from placement.fit.kv import need_floored, seat_cuda_context, with_need_floors
 from placement.fit.verdict import Verdict
 from placement.fit.verify import (
     CardStates,
@@ -143,6 +144,12 @@ def plan(
         list(sources) if sources else [s.host for s in snapshots],
         [seat for _, seat in adds],
     )
+    floored = with_need_floors(catalogue)
+    catalogue = floored.catalogue
+    warnings += floored.warnings
+    raised = [(o, need_floored(seat, seat_cuda_context(catalogue, seat))) for o, seat in adds]
+    warnings += [warning for _, (_, warning) in raised if warning]
+    adds = [(origin, seat) for origin, (seat, _) in raised]
     every = new_seats(catalogue, adds)
     # Seats a ledger already approved keep their holds and are not placed again.
     holds = approved_holds(snapshots, every)

@@ -256,6 +256,16 @@ class NoRequest(ByCommand):
 
 # --- shared arithmetic -------------------------------------------------------------
 
+# The resident a seat nobody declared is judged on: a compose service that no catalogue seat
+# describes (placement/fit/beside.py `unseated_seat`). A lower bound, so a refusal on it is
+# certain; no pin is sized from it.
+UNDECLARED_RESIDENT_BYTES = 1
+
+
+def declared_resident(seat: Seat) -> bool:
+    """False for a seat judged on the undeclared lower bound: its bytes size no pin."""
+    return seat.resident_bytes > UNDECLARED_RESIDENT_BYTES
+
 
 def fraction(value: float | str | Decimal) -> Decimal:
     """A fraction as an exact Decimal from its shortest decimal text (0.3 → Decimal('0.3'))."""

@@ -53,6 +53,7 @@ from placement.fit.engines.base import (
     NoRequest,
     Refusal,
     ceil_times,
+    declared_resident,
     free_after_load,
     largest_share,
     read_fields,
@@ -168,6 +169,8 @@ class TGI(NoRequest):
     def pin_flags(self, seat: Seat, card: EngineCard) -> tuple[str, ...]:
         """--cuda-memory-fraction f (largest that keeps it within its resident here) and
         --max-total-tokens from the profile's KV room."""
+        if not declared_resident(seat):
+            return ()  # no resident to keep it within: pin_hint names the flags
         # free − (1 − 0.9 f) × T ≤ R  ⇔  0.9 f × T ≥ … ⇔ f ≤ (R − free + T) / (0.9 T)
         limit = seat.resident_bytes - card.free_bytes + card.cuda_total_bytes
         share = largest_share(limit * 10 // 9, card.cuda_total_bytes)

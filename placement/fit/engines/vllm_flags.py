@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
+from typing import TypeVar
 
 # vLLM's human_readable_int: uppercase K/M/G/T binary, lowercase k/m/g/t decimal (a decimal
 # number only with a decimal suffix), else a plain int. Anything else vLLM itself refuses.
@@ -98,6 +99,7 @@ class Flags:
 
 
 Fail = Callable[[str, str], Exception]
+T = TypeVar("T")
 
 
 def read_flags(args: Sequence[str], allow_positional_model: bool, fail: Fail) -> Flags:
@@ -222,7 +224,7 @@ class Sizes:
 def read_sizes(flags: Flags, fail: Fail) -> Sizes:
     """The util, KV cache, counts, port, context length and KV dtype of read flags, checked in
     that order; `fail(flag as written, why)` for a value vLLM would refuse."""
-    util, kv = _util(flags, fail), _kv_bytes(flags, fail)
+    util, kv = _read(flags, UTIL_FLAG, parse_util, fail), _read(flags, KV_FLAG, _kv_bytes, fail)
     counts = _counts(flags, _LORA_COUNTS, fail)
     port = _port(flags, fail)
     counts.update(_counts(flags, _PARALLEL_COUNTS, fail))
@@ -230,7 +232,7 @@ def read_sizes(flags: Flags, fail: Fail) -> Sizes:
     return Sizes(
         util_text=util,
         kv_cache_bytes=kv,
-        max_model_len=_max_model_len(flags, fail),
+        max_model_len=_read(flags, "--max-model-len", _tokens, fail),
         kv_cache_dtype=dtype[0].strip().lower() if dtype is not None else None,
         port=port,
         counts=counts,
@@ -239,64 +241,54 @@ def read_sizes(flags: Flags, fail: Fail) -> Sizes:
 
 def _counts(flags: Flags, names: dict[str, str], fail: Fail) -> dict[str, int]:
     """Each count flag given, by its catalogue name; at least 1."""
-    found = {name: _whole(flags, flag, 1, fail) for name, flag in names.items()}
+    found = {name: _read(flags, flag, _at_least_one, fail) for name, flag in names.items()}
     return {name: number for name, number in found.items() if number is not None}
 
 
-def _whole(flags: Flags, name: str, minimum: int, fail: Fail) -> int | None:
+def _read(flags: Flags, name: str, parse: Callable[[str], T | None], fail: Fail) -> T | None:
+    """`parse` of a flag's last value (None where the flag is absent); its ValueError becomes
+    `fail(the flag as written, why)`."""
     if name not in flags.values:
         return None
     value, written = flags.values[name]
     try:
+        return parse(value)
+    except ValueError as exc:
+        raise fail(written, str(exc)) from None
+
+
+def _at_least_one(value: str) -> int:
+    try:
         number = int(value)
     except ValueError:
-        raise fail(written, f"{value!r} is not a whole number") from None
-    if number < minimum:
-        raise fail(written, f"{number} is below {minimum}")
+        raise ValueError(f"{value!r} is not a whole number") from None
+    if number < 1:
+        raise ValueError(f"{number} is below 1")
     return number
 
 
 def _port(flags: Flags, fail: Fail) -> int | None:
-    number = _whole(flags, "--port", 1, fail)
+    number = _read(flags, "--port", _at_least_one, fail)
     if number is not None and number > 65535:
         raise fail(flags.values["--port"][1], f"{number} is not a TCP port")
     return number
 
 
-def _util(flags: Flags, fail: Fail) -> str | None:
-    if UTIL_FLAG not in flags.values:
-        return None
-    value, written = flags.values[UTIL_FLAG]
-    try:
-        return parse_util(value)
-    except ValueError as exc:
-        raise fail(written, str(exc)) from None
-
-
-def _max_model_len(flags: Flags, fail: Fail) -> int | None:
+def _tokens(value: str) -> int | None:
     """--max-model-len as vLLM reads it (`32768`, `32k`, `32K`); -1 and `auto` leave it to vLLM."""
-    if "--max-model-len" not in flags.values:
-        return None
-    value, written = flags.values["--max-model-len"]
     if value.strip().lower() in {"-1", "auto"}:
         return None
     try:
         tokens = vllm_bytes(value)
     except ValueError:
-        raise fail(written, f"{value!r} is not a token count vLLM can read") from None
+        raise ValueError(f"{value!r} is not a token count vLLM can read") from None
     if tokens < 1:
-        raise fail(written, f"{value!r} is no tokens at all")
+        raise ValueError(f"{value!r} is no tokens at all")
     return tokens
 
 
-def _kv_bytes(flags: Flags, fail: Fail) -> int | None:
-    if KV_FLAG not in flags.values:
-        return None
-    value, written = flags.values[KV_FLAG]
-    try:
-        kv_bytes = vllm_bytes(value)
-    except ValueError as exc:
-        raise fail(written, str(exc)) from None
+def _kv_bytes(value: str) -> int:
+    kv_bytes = vllm_bytes(value)
     if kv_bytes <= 0:
-        raise fail(written, f"{value!r} is no memory at all; give the KV cache's bytes")
+        raise ValueError(f"{value!r} is no memory at all; give the KV cache's bytes")
     return kv_bytes

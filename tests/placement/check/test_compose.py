@@ -66,7 +66,7 @@ def test_voices_compose_reads_every_flag() -> None:
     assert voices.model == "voices-base"
     assert voices.port == 8027
     assert voices.util_text == "0.12"
-    assert voices.kv_cache_bytes == 2 * GiB
+    assert voices.kv_cache_bytes == 1536 * 2**20
     assert (voices.max_loras, voices.max_lora_rank) == (4, 16)
     assert voices.lora_modules == ("lv-yarros", "lv-hemingway")
     assert voices.lora_enabled and voices.runtime_lora

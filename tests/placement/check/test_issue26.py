@@ -130,31 +130,36 @@ def test_include_and_extends_are_merged_not_refused(
 
 
 MiB = 2**20
+WEIGHTS = 8_044_936_192  # vllm-voices' weights in the example catalogue
 VOICES = Path("tests/placement/data/voices-compose.yaml")
 
 
 def test_a_kv_override_changes_the_need_by_what_it_changes(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """vllm-voices (10,740 MiB declared, 2 GiB KV, 7,600 MiB weights) with a 20 GiB KV cache on
-    card 0 (12.32 GiB free): 10,740 − 2,048 + 20,480 = 29,172 MiB, and at least 7,600 + 20,480 +
-    the 1,183 MiB context = 29,263 MiB. It passed on the declared 10,740 MiB before."""
+    """vllm-voices (10,740 MiB declared, 1.5 GiB KV, 8,044,936,192 B of weights) with a 20 GiB
+    KV cache on card 0 (12.32 GiB free): 10,740 − 1,536 + 20,480 = 29,684 MiB (its weights +
+    KV + the 1,183 MiB context, 29,335.25 MiB, are less). It passed on the declared 10,740 MiB
+    before."""
     code, out, _ = run(capsys, "vllm-voices", "--gpu", "0", "--json")
     assert code == 0 and json.loads(out)["need_bytes"] == 10_740 * MiB
     code, out, _ = run(capsys, "vllm-voices", "--gpu", "0", "--kv-cache-memory", "20 GiB", "--json")
     data = json.loads(out)
-    assert code == 1 and data["need_bytes"] == (7_600 + 20_480 + 1_183) * MiB
+    assert code == 1 and data["need_bytes"] == (10_740 - 1_536 + 20_480) * MiB
     assert data["reasons"][0]["rule"] == "room"
-    # A smaller KV cache lowers it, to 10,740 − 2,048 + 1,024 = 9,716 MiB, but never below the
-    # weights + KV + context: 7,600 + 1,024 + 1,183 = 9,807 MiB.
+    # A smaller KV cache lowers it, to 10,740 − 1,536 + 1,024 = 10,228 MiB.
     code, out, _ = run(capsys, "vllm-voices", "--gpu", "0", "--kv-cache-memory", "1 GiB", "--json")
-    assert code == 0 and json.loads(out)["need_bytes"] == (7_600 + 1_024 + 1_183) * MiB
+    assert code == 0 and json.loads(out)["need_bytes"] == (10_740 - 1_536 + 1_024) * MiB
+    # A resident given below the weights + KV + context is raised to them:
+    # 8,044,936,192 B + (1,536 + 1,183) MiB = 10,896,014,336 B.
+    code, out, _ = run(capsys, "vllm-voices", "--gpu", "0", "--resident", "9 GiB", "--json")
+    assert code == 0 and json.loads(out)["need_bytes"] == WEIGHTS + (1_536 + 1_183) * MiB
 
 
 def test_flags_the_loader_would_refuse_are_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "vllm-voices", "--gpu", "0", "--resident", "1 GiB")
     assert code == 2
-    assert "--resident 1.00 GiB (1073741824 B) is below seat vllm-voices's weights 7.42 GiB" in err
+    assert "--resident 1.00 GiB (1073741824 B) is below seat vllm-voices's weights 7.49 GiB" in err
     code, _, err = run(
         capsys, "vllm-voices", "--gpu", "0", "--resident", "8 GiB", "--kv-cache-memory", "9 GiB"
     )
@@ -164,17 +169,17 @@ def test_flags_the_loader_would_refuse_are_exit_2(capsys: pytest.CaptureFixture[
 def test_a_compose_kv_typo_is_judged_with_its_bytes(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The seed's compose file with `2G` mistyped `20G`: refused where `2G` passes."""
+    """The seed's compose file with `1536M` mistyped `15360M`: refused where `1536M` passes."""
     monkeypatch.setenv("VOICES_UTIL", "0.11")
     assert compose(capsys, VOICES)[0] == 0
     typo = tmp_path / "compose.yaml"
     typo.write_text(
-        VOICES.read_text(encoding="utf-8").replace("- 2G\n", "- 20G\n"), encoding="utf-8"
+        VOICES.read_text(encoding="utf-8").replace("- 1536M\n", "- 15360M\n"), encoding="utf-8"
     )
     code, data = compose(capsys, typo)
     (verdict,) = data["verdicts"]
-    assert code == 1 and verdict["need_bytes"] == (7_600 + 20_480 + 1_183) * MiB
-    assert any("judged with a resident of 28.58 GiB" in w for w in data["warnings"])
+    assert code == 1 and verdict["need_bytes"] == (10_740 - 1_536 + 15_360) * MiB
+    assert any("judged with a resident of 23.99 GiB" in w for w in data["warnings"])
 
 
 def test_data_parallel_engines_are_each_judged_on_their_cards(
@@ -245,15 +250,15 @@ def test_an_unknown_service_shows_its_cards_and_a_visible_device_it_lacks(
     assert "  tts      UNKNOWN  fv-ml1:3" in out and "it asks for card(s) 3 of fv-ml1" in out
 
 
-PIN = '      kv_cache_memory: 2 GiB     # the log pins it ("do not remove the pin"), not to what\n'
-# Qwen3-4B: 2 × 36 layers × 8 KV heads × 128 × 2 B = 147,456 B per token; 2 GiB hold 14,563 tokens.
-PROFILE = "      profile: {weights: 7000 MiB, non_kv: 600 MiB, kv_bytes_per_token: 147456, max_model_len: 8192}\n"
+PIN = "      kv_cache_memory: 1536 MiB\n"
+# Qwen3-4B: 2 × 36 layers × 8 KV heads × 128 × 2 B = 147,456 B per token; 1.5 GiB hold 10,922.
+PROFILE = "      profile: {weights: 8044936192, non_kv: 300 MiB, kv_bytes_per_token: 147456, max_model_len: 8192}\n"
 
 
 def test_max_model_len_and_kv_cache_dtype_from_the_command(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """--max-model-len 20000 needs 20,000 tokens: 2 GiB at bf16 hold 14,563, at fp8 29,127."""
+    """--max-model-len 20000 needs 20,000 tokens: 1.5 GiB at bf16 hold 10,922, at fp8 21,845."""
     text = Path(CATALOGUE).read_text(encoding="utf-8")
     catalogue = tmp_path / "fv-ml1.yaml"
     catalogue.write_text(text.replace(PIN, PIN + PROFILE), encoding="utf-8")
@@ -282,7 +287,7 @@ def test_max_model_len_and_kv_cache_dtype_from_the_command(
     assert judged("")["verdict"] == "pass"
     refused = judged("      - --max-model-len\n      - '20000'\n")
     (reason,) = refused["reasons"]
-    assert reason["rule"] == "kv_capacity" and "holds 14,563 tokens" in reason["text"]
+    assert reason["rule"] == "kv_capacity" and "holds 10,922 tokens" in reason["text"]
     assert "fewer than max_model_len 20,000" in reason["text"]
     fp8 = judged("      - --max-model-len=20k\n      - --kv-cache-dtype\n      - fp8_e4m3\n")
     assert fp8["verdict"] == "pass"

@@ -206,10 +206,10 @@ def test_redeploy_frees_the_seats_own_bytes(fv_ml1: Catalogue, fv_ml1_snapshot: 
 
 def test_another_seat_is_not_a_redeploy(fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot) -> None:
     result = check_seat(fv_ml1, [fv_ml1_snapshot], "vllm-voices", [0], resident_bytes=9 * 2**30)
-    # Its own process is freed; a 9 GiB seat (10,831 MiB at least: its 7,600 MiB of weights, 2 GiB
-    # of KV and the 1,183 MiB context) at util 0.11 still fits where 10.49 GiB was.
+    # Its own process is freed; a 9 GiB seat (10,391.25 MiB at least: its 8,044,936,192 B of
+    # weights, 1.5 GiB of KV and the 1,183 MiB context) at util 0.11 fits where 10.49 GiB was.
     assert result.verdict.verdict == "pass"
-    assert result.verdict.need_bytes == (7_600 + 2_048 + 1_183) * 2**20
+    assert result.verdict.need_bytes == 8_044_936_192 + (1_536 + 1_183) * 2**20
     other = check_seat(fv_ml1, [fv_ml1_snapshot], "flash-next", [0])
     assert other.verdict.verdict == "refuse"
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from placement.check.compose import load_compose
 from placement.cli import main as cli
@@ -63,3 +64,112 @@ def test_a_vllm_service_is_built_by_its_engine_from_its_flags() -> None:
     spec = spec_of("vllm", dict(vllm.engine_fields), version=vllm.version)
     assert (spec.kind, spec.version, spec.kv_cache_bytes) == ("vllm", "0.11.0", 2**30)
     assert repr(spec.gpu_memory_utilization) == "0.05"
+
+
+# --- no catalogue seat, yet decidable --------------------------------------------------------
+
+ENGINES_DATA = Path(__file__).resolve().parents[2] / "placement/fit/engines/data"
+
+
+@pytest.fixture
+def fv_ml1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """fv-ml1's catalogue as shipped (no seat for any of the real files' services)."""
+    return catalogue_with(tmp_path, monkeypatch)
+
+
+@pytest.mark.parametrize(
+    ("name", "service", "why"),
+    [
+        # --model-path only: no --max-total-tokens, so SGLang's pool is m × what is free.
+        ("sglang/compose-sglang-docker.yaml", "sglang", "SGLang with no pin of its bytes"),
+        # --model-id only: TGI fills the card down to (1 − 0.9 × 1.0) × total.
+        ("tgi/compose-db-agent.yml", "huggingface-tgi", "TGI with no pin of its bytes"),
+        # bash /app/start.sh on the release image: no max_tokens gpuplan can see.
+        ("trtllm/compose-agentbusters.yml", "trtllm-api", "TensorRT-LLM with no pin of its bytes"),
+    ],
+)
+def test_a_real_unpinned_share_of_free_service_with_no_seat_is_refused_unbounded(
+    fv_ml1: Path, capsys: pytest.CaptureFixture[str], name: str, service: str, why: str
+) -> None:
+    code, found = check_json(fv_ml1, ENGINES_DATA / name, capsys)
+    assert code == 1  # refused, not unknown (3): card 0 of fv-ml1 holds four seats
+    (verdict,) = [v for v in found["verdicts"] if v["service"] == service]
+    assert verdict["verdict"] == "refuse"
+    assert verdict["resident_known"] is False and verdict["resident_bytes"] is None
+    assert verdict["engine"]["behaviour"] == "share-of-free"
+    unbounded = [r for r in verdict["reasons"] if r["rule"] == "unbounded"]
+    assert len(unbounded) == 1 and unbounded[0]["card"] == 0
+    text = unbounded[0]["text"]
+    assert why in text and "cyberprev" in text  # whom it would squeeze, named
+    # No resident to size a pin from: the flags to set, by name, and no pin flags printed.
+    rule = text.rsplit("pin it (", 1)[1]
+    assert rule.startswith(
+        ("--mem-fraction-static with", "--cuda-memory-fraction with", "kv_cache")
+    )
+    assert verdict["flags"] == []
+
+
+def test_the_image_version_of_a_seatless_service_is_in_its_verdict(
+    fv_ml1: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, found = check_json(fv_ml1, ENGINES_DATA / "trtllm/compose-agentbusters.yml", capsys)
+    assert found["verdicts"][0]["engine"]["version"] == "1.3.0rc1"
+
+
+def test_the_mixed_stack_without_seats_refuses_sglang_and_its_neighbour_and_ollama_stays_unknown(
+    fv_ml1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The stack as it is, less the `x-gpuplan-seat` ties to seats this catalogue does not have.
+    stack = yaml.safe_load(STACK.read_text(encoding="utf-8"))
+    for body in stack["services"].values():
+        body.pop("x-gpuplan-seat", None)
+    unseated = tmp_path / "mixed-stack.yaml"
+    unseated.write_text(yaml.safe_dump(stack), encoding="utf-8")
+    code, found = check_json(fv_ml1, unseated, capsys)
+    verdicts = {v["service"]: v for v in found["verdicts"]}
+    # chat-sglang: --mem-fraction-static 0.3 and no --max-total-tokens, on card 1 beside the others.
+    assert verdicts["chat-sglang"]["verdict"] == "refuse"
+    assert verdicts["chat-sglang"]["unbounded"] is True
+    # chat-vllm starts beside it: refused with it, as beside an unbounded vLLM.
+    beside = [r for r in verdicts["chat-vllm"]["reasons"] if r["rule"] == "unbounded"]
+    assert [r["text"].split(" beside it")[0] for r in beside] == ["chat-sglang"]
+    # Ollama fits itself to free memory: its verdict needs its resident, so it stays unknown
+    # with the message it had, and the deploy with it (exit 3 over 1).
+    assert verdicts["chat-ollama"]["verdict"] == "unknown"
+    assert verdicts["chat-ollama"]["message"].startswith(
+        "service chat-ollama runs Ollama but matches no catalogue seat"
+    )
+    assert code == 3 and found["verdict"] == "unknown"
+
+
+def test_a_seatless_share_of_free_service_alone_on_an_empty_card_stays_unknown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Card 3 of fv-ml1 holds nothing; without its reserve nothing will hold it either. What
+    # SGLang takes there is its resident's to say: no catalogue seat, no verdict.
+    catalogue = catalogue_with(tmp_path, monkeypatch)
+    data = yaml.safe_load(catalogue.read_text(encoding="utf-8"))
+    data["reserves"] = []
+    catalogue.write_text(yaml.safe_dump(data), encoding="utf-8")
+    compose = tmp_path / "compose.yaml"
+    service = (
+        "services:\n"
+        "  solo:\n"
+        "    image: lmsysorg/sglang:v0.5.8-cu126\n"
+        "    command: python3 -m sglang.launch_server --model-path m --mem-fraction-static 0.8\n"
+        "    deploy: {{replicas: {n}, resources: {{reservations: {{devices: "
+        '[{{driver: nvidia, device_ids: ["3"], capabilities: [gpu]}}]}}}}}}\n'
+    )
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(service.format(n=1), encoding="utf-8")
+    code, found = check_json(catalogue, compose, capsys)
+    (verdict,) = found["verdicts"]
+    assert code == 3 and verdict["verdict"] == "unknown"
+    assert verdict["message"].startswith("service solo runs SGLang but matches no catalogue seat")
+    assert (verdict["host"], verdict["cards"]) == ("fv-ml1", [3])
+    # Two of it on that card squeeze each other: both refused, whatever their residents.
+    compose.write_text(service.format(n=2), encoding="utf-8")
+    code, found = check_json(catalogue, compose, capsys)
+    assert code == 1
+    assert [v["verdict"] for v in found["verdicts"]] == ["refuse", "refuse"]
+    assert all({r["rule"] for r in v["reasons"]} == {"unbounded"} for v in found["verdicts"])

@@ -144,7 +144,7 @@ def test_golden_refusal_json(
         "--gpu-memory-utilization",
         "0.12",
         "--kv-cache-memory-bytes",
-        "2147483648",
+        "1610612736",
     ]
     assert isinstance(data["warnings"], list)
     assert data["card_figures"][0]["gate_free_bytes"] == 11_983_126_528

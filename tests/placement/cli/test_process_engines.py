@@ -287,3 +287,22 @@ def test_the_ledger_names_seats_and_foreign_processes_engines(
         (4242, "sglang", 20 * GIB),
         (5230, None, 9 * GIB),
     ]
+
+
+def test_a_seats_port_match_does_not_claim_its_engine_core(tmp_path: Path) -> None:
+    # docs/engines.md: a process title carries no arguments, so the engine core of a seat
+    # matched by its port is foreign; the ledger still says which engine squeezed the card.
+    from placement.report.ledger_view import build_ledger, ledger_json
+    from seats.loader import load_catalogue
+
+    catalogue = tmp_path / "c.yaml"
+    catalogue.write_text(
+        CATALOGUE.replace("match: 'Yi-1.5-34B-Chat'", "match: 'vllm.*--port[ =]8001'")
+    )
+    core = h200_idle_card(0, (RawProcess(77637, 12 * GIB),))
+    fake = FakeNvml([core, h200_idle_card(1)], cmdlines={77637: _line("vllm/issues/25127")})
+    snapshot = take_snapshot(fake, datetime.now(UTC), "gpu-a")
+    data = ledger_json(build_ledger(load_catalogue(catalogue), [snapshot], ["test"]))["hosts"][0]
+    assert [(p["pid"], p["engine"]) for p in data["foreign"]] == [(77637, "vllm")]
+    embed = next(s for s in data["seats"] if s["seat"] == "embed")
+    assert embed["status"] == "absent" and embed["engine"] is None

@@ -356,7 +356,7 @@ def test_before_voices_plan_judges_declared_util(
         "--gpu-memory-utilization",
         "0.11",
         "--kv-cache-memory-bytes",
-        str(2 * GiB),
+        str(1536 * 2**20),  # the example catalogue's pin
     )
 
 

@@ -12,7 +12,8 @@ from placement.cli.main import main
 from seats.units import GiB, MiB
 from tests.conftest import FV_ML1_CATALOGUE, FV_ML1_SNAPSHOT
 
-PIN = '      kv_cache_memory: 2 GiB     # the log pins it ("do not remove the pin"), not to what\n'
+PIN = "      kv_cache_memory: 1536 MiB\n"
+KV = 1536 * MiB  # the example's pin
 PROFILE = (
     "      profile: {weights: 7600 MiB, non_kv: 1.32 GiB, kv_bytes_per_token: 147456, "
     "max_model_len: 8192}\n"
@@ -43,11 +44,11 @@ def test_the_json_gives_the_profile_parts_per_card(
     seats = {s["seat"]: s for s in data["hosts"][0]["seats"]}
     profile = seats["vllm-voices"]["profile"]
     assert profile["weights_bytes"] == 7600 * MiB
-    assert profile["kv_bytes"] == 2 * GiB  # the pin
+    assert profile["kv_bytes"] == KV  # the pin
     assert profile["cuda_graphs_bytes"] == 0
     assert profile["cuda_context_bytes"] == data["hosts"][0]["cuda_context_bytes"]
     assert profile["per_card_bytes"] == (
-        7600 * MiB + int(1.32 * GiB) + 2 * GiB + profile["cuda_context_bytes"]
+        7600 * MiB + int(1.32 * GiB) + KV + profile["cuda_context_bytes"]
     )
     assert seats["cyberprev"]["profile"] is None
 
@@ -57,7 +58,7 @@ def test_the_text_puts_the_breakdown_beside_declared_and_observed(
 ) -> None:
     out = _ledger(tmp_path, capsys, monkeypatch)
     line = next(x for x in out.splitlines() if x.startswith("profile vllm-voices:"))
-    assert "weights 7.42 GiB + non_kv 1.32 GiB + KV 2.00 GiB + cuda_context" in line
+    assert "weights 7.42 GiB + non_kv 1.32 GiB + KV 1.50 GiB + cuda_context" in line
     assert line.endswith("per card (declared 10,740 MiB, observed 10,740 MiB)")
 
 
@@ -69,10 +70,10 @@ def test_cuda_graphs_outside_the_request_show_in_the_breakdown(
     data = json.loads(_ledger(tmp_path, capsys, monkeypatch, "--json", profile=graphs))
     profile = {s["seat"]: s for s in data["hosts"][0]["seats"]}["vllm-voices"]["profile"]
     assert profile["cuda_graphs_bytes"] == 600 * MiB
-    assert profile["kv_bytes"] == 2 * GiB  # the graphs are not taken from the KV cache
+    assert profile["kv_bytes"] == KV  # the graphs are not taken from the KV cache
     assert profile["per_card_bytes"] == (
-        7600 * MiB + int(1.32 * GiB) + 2 * GiB + 600 * MiB + profile["cuda_context_bytes"]
+        7600 * MiB + int(1.32 * GiB) + KV + 600 * MiB + profile["cuda_context_bytes"]
     )
     out = _ledger(tmp_path, capsys, monkeypatch, profile=graphs)
     line = next(x for x in out.splitlines() if x.startswith("profile vllm-voices:"))
-    assert "KV 2.00 GiB + cuda_graphs 600.00 MiB + cuda_context" in line
+    assert "KV 1.50 GiB + cuda_graphs 600.00 MiB + cuda_context" in line
