@@ -89,7 +89,9 @@ def as_text(seat: str, source: str, learned: Learned) -> str:
             clipped = text[:160] + ("…" if len(text) > 160 else "")
             out.append(f"  {name}: {figure.value} (line {figure.line_no}: {clipped})")
     if learned.kv_bytes_per_token is not None and learned.per_token is None:
-        out.append("  kv_bytes_per_token: KV bytes ÷ KV tokens, rounded up")
+        out.append(
+            "  kv_bytes_per_token: KV bytes ÷ KV tokens, rounded down (at least the true figure)"
+        )
     out.extend(f"missing: {text}" for text in learned.missing)
     out.extend(f"note: {text}" for text in learned.notes)
     return "\n".join(out)

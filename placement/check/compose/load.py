@@ -93,11 +93,15 @@ def _interpolate_left_out(reader: ServiceReader) -> None:
 
 
 def _profiles(given: Collection[str], lookup: Callable[[str], str | None]) -> set[str]:
-    """--profile, else COMPOSE_PROFILES (environment, then .env), as compose-go's WithDefaultProfiles."""
+    """--profile, else COMPOSE_PROFILES (environment, then .env), as compose-go's WithDefaultProfiles.
+
+    compose-go splits the variable as it is, unset read as "": with neither, the one profile
+    enabled is "" (NVIDIA's RAG blueprint starts its default services with `profiles: ["", …]`).
+    """
     if given:
         return set(given)
     listed = lookup("COMPOSE_PROFILES") or ""
-    return {part.strip() for part in listed.split(",") if part.strip()}
+    return {part.strip() for part in listed.split(",")}
 
 
 def _selection(

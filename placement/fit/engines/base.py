@@ -108,12 +108,18 @@ class Learned:
 
     @property
     def kv_bytes_per_token(self) -> int | None:
-        """The per-token figure the log prints, else KV bytes ÷ tokens rounded up."""
+        """The per-token figure the log prints, else floor(KV bytes ÷ tokens).
+
+        An engine counts whole tokens (vLLM and SGLang whole blocks of them) into its KV bytes,
+        so KV bytes ÷ tokens is at least the true per-token figure, and so is its floor (the true
+        figure is a whole number of bytes): the floor is the tightest bound, the one vLLM's
+        `learn --vllm-log` prints (vllm_log.learn_profile).
+        """
         if self.per_token is not None:
             return self.per_token.value
         if self.kv is None or self.kv_tokens is None or self.kv_tokens.value <= 0:
             return None
-        return -(-self.kv.value // self.kv_tokens.value)
+        return self.kv.value // self.kv_tokens.value
 
 
 class EngineRule(Protocol):

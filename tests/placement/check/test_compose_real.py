@@ -46,8 +46,8 @@ def judged(
     return code, json.loads(out)
 
 
-def cards(data: dict[str, Any]) -> dict[str, tuple[str, str, list[int]]]:
-    return {v["service"]: (v["verdict"], v["host"], v["cards"]) for v in data["verdicts"]}
+def cards(data: dict[str, Any]) -> dict[str, tuple[str, str | None, list[int] | None]]:
+    return {v["service"]: (v["verdict"], v.get("host"), v.get("cards")) for v in data["verdicts"]}
 
 
 def test_ragflow_default_env_starts_its_cpu_server_and_no_gpu_service(
@@ -210,3 +210,71 @@ def test_busibox_vllm_profile_starts_vllm_on_the_cards_nvidia_visible_devices_na
     # Its neighbours (postgres, milvus, the APIs) ask for no card and are left out.
     code, out, _ = check(capsys, "--compose", str(BUSIBOX))
     assert "no GPU, not checked: postgres, redis, minio, minio-init, etcd, milvus" in out
+
+
+NIMS = REAL / "nvidia-rag" / "nims.yaml"
+# nims.yaml's services whose profiles include "": what a plain `docker compose up -d` starts.
+NIMS_DEFAULT = {
+    "nim-llm": [1, 2],
+    "nemotron-vlm-embedding-ms": [0],
+    "nemotron-ranking-ms": [0],
+    "page-elements": [0],
+    "graphic-elements": [0],
+    "table-structure": [0],
+    "nemotron-ocr": [0],
+}
+
+
+def test_nvidia_rag_default_profile_empty_string_is_started_without_any_profile(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """compose-go (cli.WithDefaultProfiles) splits an unset COMPOSE_PROFILES into [""], so the
+    blueprint's `profiles: ["", "rag"]` services start with a plain `up -d`; gpuplan dropped the
+    empty name and said "no service asks for a GPU". Each is a NIM image: unknown, on its cards
+    (nim-llm on 1 and 2, the rest on 0, from the files' own defaults)."""
+    code, data = judged(capsys, NIMS)
+    assert code == 3
+    assert cards(data) == {name: ("unknown", "lab", c) for name, c in NIMS_DEFAULT.items()}
+
+
+def test_nvidia_rag_named_profiles_replace_the_default(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, data = judged(capsys, NIMS, "--profile", "rag")
+    assert code == 3
+    assert {k: v[2] for k, v in cards(data).items()} == {
+        "nim-llm": [1, 2],
+        "nemotron-vlm-embedding-ms": [0],
+        "nemotron-ranking-ms": [0],
+    }
+    monkeypatch.setenv("COMPOSE_PROFILES", "ingest")
+    code, data = judged(capsys, NIMS)
+    assert list(cards(data)) == [
+        "nemotron-vlm-embedding-ms",
+        "page-elements",
+        "graphic-elements",
+        "table-structure",
+        "nemotron-ocr",
+        "vlm-captioning-ms",
+    ]
+
+
+def test_nvidia_rag_vlm_services_ask_for_cards_a_four_card_host_lacks(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--profile vlm-generation` starts vlm-ms on card ${VLM_MS_GPU_ID:-5} and the captioning
+    model on ${VLM_CAPTIONING_MS_GPU_ID:-6}: on four cards both say which card is missing."""
+    code, data = judged(capsys, NIMS, "--profile", "vlm-generation")
+    assert code == 3
+    by_name = {v["service"]: v for v in data["verdicts"]}
+    assert by_name["vlm-ms"]["message"].endswith("host lab has cards 0–3; there is no card 5")
+    assert by_name["vlm-captioning-ms"]["message"].endswith("there is no card 6")
+    monkeypatch.setenv("VLM_MS_GPU_ID", "3")
+    monkeypatch.setenv("VLM_CAPTIONING_MS_GPU_ID", "2")
+    code, data = judged(capsys, NIMS, "--profile", "vlm-generation")
+    assert {k: v[2] for k, v in cards(data).items()} == {
+        "nemotron-vlm-embedding-ms": [0],
+        "nemotron-ranking-ms": [0],
+        "vlm-ms": [3],
+        "vlm-captioning-ms": [2],
+    }

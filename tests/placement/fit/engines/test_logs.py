@@ -203,15 +203,15 @@ def test_ollama_own_engine_lines() -> None:
 def test_sglang_log_by_hand() -> None:
     # Two ranks print the same pool: 580,364 tokens in "KV Cache is allocated" and again as the
     # scheduler's max_total_num_tokens (the pool after its page rounding, page size 1).
-    # K + V = 2 × floor(4.15 × 2**30) (SGLang's GB is 2**30) = 8,912,057,138 B → 15,356 B a token
-    # (rounded up), the weights 3.76 GB = 4,037,269,258 B; context_len 8,192.
+    # K + V = 2 × floor(4.15 × 2**30) (SGLang's GB is 2**30) = 8,912,057,138 B → 15,355 B a token
+    # (15,355.6 rounded down), the weights 3.76 GB = 4,037,269,258 B; context_len 8,192.
     log = DATA / "sglang" / "ktransformers-issue-1870-qwen3.5-tp2.log"
     text = log.read_text(encoding="utf-8")
     learned = engine("sglang").learn(text.splitlines())
     assert learned.kv_tokens is not None and learned.kv_tokens.value == 580_364
     assert "max_total_num_tokens=580364" in text
     assert learned.kv is not None and learned.kv.value == 2 * (415 * 2**30 // 100) == 8_912_057_138
-    assert learned.kv_bytes_per_token == -(-8_912_057_138 // 580_364) == 15_356
+    assert learned.kv_bytes_per_token == 8_912_057_138 // 580_364 == 15_355
     assert learned.weights is not None and learned.weights.value == 376 * 2**30 // 100
     assert learned.max_model_len is not None and learned.max_model_len.value == 8192
     # Its pool holds 70 × its context: no kv_capacity with that pool pinned; a context past the
@@ -235,7 +235,7 @@ def test_sglang_log_by_hand() -> None:
         update={"engine": pinned.engine.model_copy(update={"context_length": 600_000})}
     )
     refusal = engine("sglang").kv_capacity(longer, card)
-    assert refusal is not None and refusal.short_bytes == (600_000 - 580_364) * 15_356
+    assert refusal is not None and refusal.short_bytes == (600_000 - 580_364) * 15_355
 
 
 def test_a_vllm_seat_read_with_log_is_read_as_vllm_log(
@@ -271,7 +271,8 @@ def test_vllm_learn_reads_its_own_log_through_the_protocol() -> None:
     assert learned.weights.value == int(Decimal("3.8844") * 2**30)
     assert learned.kv is not None and learned.kv.value == int(Decimal("102.56") * 2**30)
     assert learned.kv_tokens is not None and learned.kv_tokens.value == 840_160
-    assert learned.kv_bytes_per_token == -(-learned.kv.value // 840_160)
+    # 110,122,961,469 B ÷ 840,160 tokens = 131,073.8…: rounded down, as `learn --vllm-log` does.
+    assert learned.kv_bytes_per_token == learned.kv.value // 840_160 == 131_073
 
 
 def test_vllm_log_spelling_on_another_engine_reads_that_engines_lines(
