@@ -29,6 +29,7 @@ from placement.fit.engines import (
 )
 from placement.fit.engines.registry import engine as registry_engine
 from placement.fit.engines.registry import spec_of
+from placement.fit.engines.vllm_flags import one_byte_kv
 from placement.fit.kv import flag_resident, profile_of
 from placement.fit.verdict import Verdict
 from placement.fit.verify import judge, override_seat
@@ -195,8 +196,10 @@ def check_service(
     host: str | None = None,
     rank: int = 0,
 ) -> CheckResult:
-    """`gpuplan check --compose FILE`: one vLLM service (one data-parallel engine of it) as the
-    file will start it."""
+    """`gpuplan check --compose FILE`: one service (one data-parallel engine of a vLLM one) as the
+    file will start it: its catalogue seat with the engine its flags build, else the seat fit
+    judges a service nobody declared as (vLLM on its gate; another engine where fit.beside's
+    `unseated_seat` says its verdict does not rest on its resident)."""
     from placement.check.compose import resolve_cards
 
     seat = catalogue_seat(catalogue, service, snapshots)
@@ -353,10 +356,6 @@ def _with_flag_resident(
     ]
 
 
-# --kv-cache-dtype values that store one byte per element where the model's dtype takes two.
-_ONE_BYTE_KV = ("fp8", "int8")
-
-
 def _service_profile(
     seat: Seat | None, service: ComposeService
 ) -> tuple[Profile | None, list[str]]:
@@ -384,7 +383,7 @@ def _service_profile(
             f"{seat.name if seat else '?'} says {profile.max_model_len:,}): judged with the file's"
         )
     dtype = service.kv_cache_dtype
-    if dtype is not None and dtype.startswith(_ONE_BYTE_KV):
+    if one_byte_kv(dtype):
         halved = -(-profile.kv_bytes_per_token // 2)
         update["kv_bytes_per_token"] = halved
         notes.append(

@@ -29,8 +29,9 @@ class ComposeError(BadInputError):
 class ComposeService:
     """One GPU service of a compose file, with the flags that decide its memory.
 
-    `engine` is "vllm" when the service runs vLLM (found in its command, entrypoint or image, or
-    declared with `x-gpuplan-engine`), else None: only a catalogue seat can then say its need.
+    `engine` is the kind of engine the service runs (found in its command, entrypoint or image,
+    or declared with `x-gpuplan-engine`), else None: only a catalogue seat can then say its need.
+    `version` is the one its image tag names (each engine's `version_of`), None where it names none.
     `unknown` says why its values cannot be known (a `--config` file gpuplan cannot read).
 
     `devices` are the host cards the container gets (indices or UUIDs as written; None when

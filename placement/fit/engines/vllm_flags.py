@@ -180,6 +180,16 @@ def _lora_name(item: str, fail: Fail) -> str:
     return name
 
 
+# --kv-cache-dtype values that store one byte per element where the model's dtype takes two.
+_ONE_BYTE_KV = ("fp8", "int8")
+
+
+def one_byte_kv(dtype: str | None) -> bool:
+    """True for a --kv-cache-dtype (`fp8`, `fp8_e5m2`, `int8`) that halves the bytes per token
+    of a profile learnt at the model's 16-bit dtype."""
+    return dtype is not None and dtype.startswith(_ONE_BYTE_KV)
+
+
 # The flags that decide a vLLM service's cards and memory, read by `read_sizes`.
 UTIL_FLAG = "--gpu-memory-utilization"
 KV_FLAG = "--kv-cache-memory-bytes"

@@ -86,11 +86,20 @@ def fv_ml1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         ("tgi/compose-db-agent.yml", "huggingface-tgi", "TGI with no pin of its bytes"),
         # bash /app/start.sh on the release image: no max_tokens gpuplan can see.
         ("trtllm/compose-agentbusters.yml", "trtllm-api", "TensorRT-LLM with no pin of its bytes"),
+        # `--model-id ${MODEL_ID}` on TGI 3.3.4, and `trtllm-serve serve ${MODEL_ID}` on 0.21.0.
+        ("tgi/compose-slm-exploration.yml", "llm", "TGI with no pin of its bytes"),
+        ("trtllm/compose-slm-exploration.yml", "llm", "TensorRT-LLM with no pin of its bytes"),
     ],
 )
 def test_a_real_unpinned_share_of_free_service_with_no_seat_is_refused_unbounded(
-    fv_ml1: Path, capsys: pytest.CaptureFixture[str], name: str, service: str, why: str
+    fv_ml1: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    service: str,
+    why: str,
 ) -> None:
+    monkeypatch.setenv("MODEL_ID", "Qwen/Qwen3-8B")  # the slm-exploration files need it set
     code, found = check_json(fv_ml1, ENGINES_DATA / name, capsys)
     assert code == 1  # refused, not unknown (3): card 0 of fv-ml1 holds four seats
     (verdict,) = [v for v in found["verdicts"] if v["service"] == service]
