@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING
 
 from placement.cli.sources import (
     DEFAULT_LEDGER,
+    DEFAULT_REPORT_TIMEOUT_S,
     add_catalogue_argument,
     add_host_label_argument,
+    add_timeout_argument,
     load_catalogue_argument,
     parse_age,
     utc_now,
@@ -63,6 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --prometheus: the resolution of per-seat sums, first/last times and broken "
         "reserves (default 1m); larger is lighter on Prometheus",
     )
+    add_timeout_argument(parser, DEFAULT_REPORT_TIMEOUT_S)
     add_host_label_argument(parser)
     add_catalogue_argument(parser)
     window = parser.add_mutually_exclusive_group()
@@ -203,7 +206,7 @@ def _prometheus_report(
     records = _ledger_records(args.ledger, window, now) if args.ledger else None
     started = time.perf_counter()
     report, answers = build_prometheus_report(
-        PromClient(args.prometheus),
+        PromClient(args.prometheus, timeout=args.timeout),
         catalogue,
         window,
         now=now,

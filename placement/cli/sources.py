@@ -27,6 +27,8 @@ from seats.units import MiB
 DEFAULT_LEDGER = "gpuplan-ledger.sqlite"
 DEFAULT_MAX_AGE = timedelta(minutes=15)
 DEFAULT_PROMETHEUS_TIMEOUT_S = 10.0
+# `report` asks for a week of range series per query: a longer deadline by default.
+DEFAULT_REPORT_TIMEOUT_S = 60.0
 
 
 def add_catalogue_argument(parser: argparse.ArgumentParser) -> None:
@@ -152,15 +154,17 @@ def _seconds(text: str) -> float:
     return value
 
 
-def add_timeout_argument(parser: argparse.ArgumentParser) -> None:
+def add_timeout_argument(
+    parser: argparse.ArgumentParser, default_s: float = DEFAULT_PROMETHEUS_TIMEOUT_S
+) -> None:
     """--timeout S: with --prometheus, the deadline of each query's whole answer."""
     parser.add_argument(
         "--timeout",
         type=_seconds,
-        default=DEFAULT_PROMETHEUS_TIMEOUT_S,
+        default=default_s,
         metavar="S",
         help="with --prometheus: seconds each query's whole answer may take, connecting included "
-        f"(default {DEFAULT_PROMETHEUS_TIMEOUT_S:g})",
+        f"(default {default_s:g})",
     )
 
 

@@ -80,7 +80,11 @@ class TensorRTLLM(NoRequest):
     kind = "trtllm"
     title = "TensorRT-LLM"
     log_reader = "learn"
-    commands = ("trtllm-serve",)
+    # trtllm-serve runs its model in MPI pool workers (tensorrt_llm/llmapi/mpi_session.py,
+    # MpiPoolSession: mpi4py's MPIPoolExecutor), which mpi4py starts as `python -m
+    # mpi4py.futures.server` (mpi4py/futures/_lib.py, client_spawn): the processes that hold
+    # its GPU memory. Any mpi4py pool worker on a card is taken for TensorRT-LLM's.
+    commands = ("trtllm-serve", "python -m mpi4py.futures.server")
     images = ("nvidia/tensorrt-llm",)
     # nvcr.io/nvidia/tensorrt-llm/release tags a release by tensorrt_llm.__version__: `1.0.0`,
     # `1.3.0rc1`, `1.1.0rc2.post2` (docs: installation/containers.html, "Container image tags").

@@ -158,6 +158,24 @@ def test_check_with_timeout_exits_3_within_it(
     assert "did not arrive whole within 1 s" in capsys.readouterr().err
 
 
+def test_report_with_timeout_exits_3_within_it(
+    drip: RawServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    started = time.monotonic()
+    argv = ["report", "--catalogue", str(FV_ML1_CATALOGUE), "--prometheus", drip.url]
+    code = main([*argv, "--since", "1h", "--timeout", "1"])
+    assert code == Exit.CANNOT_DECIDE
+    assert time.monotonic() - started < 2.5
+    assert "did not arrive whole within 1 s" in capsys.readouterr().err
+
+
+def test_reports_default_deadline_is_60_s() -> None:
+    from placement.cli.main import build_parser
+
+    args = build_parser("report").parse_args(["report", "--prometheus", "http://p:9090"])
+    assert args.timeout == 60.0
+
+
 @pytest.mark.parametrize(
     "argv",
     [

@@ -159,6 +159,15 @@ def test_ollamas_llama_server_is_ollamas_wherever_its_store_is() -> None:
     assert process_engine(argv.format("/models/q4.gguf")).kind == "llamacpp"  # type: ignore[union-attr]
 
 
+def test_tensorrt_llms_mpi_workers_are_its_own() -> None:
+    # Not a captured line: trtllm-serve's model runs in mpi4py pool workers
+    # (tensorrt_llm/llmapi/mpi_session.py, MpiPoolSession), which mpi4py spawns as
+    # `sys.executable -m mpi4py.futures.server` (mpi4py/futures/_lib.py, client_spawn).
+    assert process_engine("/usr/bin/python3 -m mpi4py.futures.server").kind == "trtllm"  # type: ignore[union-attr]
+    # mpi4py's own command-line runner is no pool worker.
+    assert process_engine("/usr/bin/python3 -m mpi4py train.py") is None
+
+
 def test_a_declared_engine_wins_and_other_defers_to_the_command_line() -> None:
     vllm_core = "VLLM::EngineCore"
     assert process_engine(vllm_core, EngineSpec(kind="sglang")).kind == "sglang"  # type: ignore[union-attr]
