@@ -267,13 +267,16 @@ def _read(flags: Flags, name: str, parse: Callable[[str], T | None], fail: Fail)
         raise fail(written, str(exc)) from None
 
 
-def _at_least_one(value: str) -> int:
+def _at_least_one(
+    value: str, read: Callable[[str], int] = int, what: str = "a whole number", nothing: str = ""
+) -> int:
+    """A count of at least 1 as `read` reads it; `what` it must be, `nothing` what 0 is."""
     try:
-        number = int(value)
+        number = read(value)
     except ValueError:
-        raise ValueError(f"{value!r} is not a whole number") from None
+        raise ValueError(f"{value!r} is not {what}") from None
     if number < 1:
-        raise ValueError(f"{number} is below 1")
+        raise ValueError(f"{value!r} is {nothing}" if nothing else f"{number} is below 1")
     return number
 
 
@@ -288,13 +291,7 @@ def _tokens(value: str) -> int | None:
     """--max-model-len as vLLM reads it (`32768`, `32k`, `32K`); -1 and `auto` leave it to vLLM."""
     if value.strip().lower() in {"-1", "auto"}:
         return None
-    try:
-        tokens = vllm_bytes(value)
-    except ValueError:
-        raise ValueError(f"{value!r} is not a token count vLLM can read") from None
-    if tokens < 1:
-        raise ValueError(f"{value!r} is no tokens at all")
-    return tokens
+    return _at_least_one(value, vllm_bytes, "a token count vLLM can read", "no tokens at all")
 
 
 def _kv_bytes(value: str) -> int:
