@@ -6,7 +6,9 @@
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,8 @@ MINERU = REAL / "mineru" / "compose.yaml"
 @pytest.fixture(autouse=True)
 def _fixed(monkeypatch: pytest.MonkeyPatch) -> None:
     """The snapshot is 5 minutes old; no variable of these projects comes from the test's shell."""
-    for name in ("GPUPLAN_CATALOGUE", "COMPOSE_PROFILES", "DEVICE", "DOC_ENGINE"):
+    for name in ("GPUPLAN_CATALOGUE", "COMPOSE_PROFILES", "DEVICE", "DOC_ENGINE", "VLM_MS_GPU_ID",
+                 "VLM_CAPTIONING_MS_GPU_ID", "HARBOR_SGLANG_EXTRA_ARGS"):  # fmt: skip
         monkeypatch.delenv(name, raising=False)
     taken = json.loads(SNAPSHOT.read_text(encoding="utf-8"))["taken_at"]
     moment = datetime.fromisoformat(taken.replace("Z", "+00:00")).astimezone(UTC)
@@ -42,7 +45,11 @@ def check(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str
 def judged(
     capsys: pytest.CaptureFixture[str], path: Path, *args: str
 ) -> tuple[int, dict[str, Any]]:
-    code, out, _ = check(capsys, "--compose", str(path), "--json", *args)
+    return judged_args(capsys, "--compose", str(path), *args)
+
+
+def judged_args(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:
+    code, out, _ = check(capsys, *args, "--json")
     return code, json.loads(out)
 
 
@@ -278,3 +285,83 @@ def test_nvidia_rag_vlm_services_ask_for_cards_a_four_card_host_lacks(
         "vlm-ms": [3],
         "vlm-captioning-ms": [2],
     }
+
+
+HARBOR = REAL / "harbor"
+MiB = 2**20
+
+
+def harbor(tmp_path: Path) -> Path:
+    """harbor's tree as installed: `.env` is its profiles/default.env (harbor.sh copies it)."""
+    root = tmp_path / "harbor"
+    shutil.copytree(HARBOR, root)
+    shutil.copy(root / "profiles" / "default.env", root / ".env")
+    return root
+
+
+def harbor_files(root: Path, engine: str, *, nvidia: bool = True) -> list[str]:
+    files = [root / "compose.yml", root / "services" / f"compose.{engine}.yml"]
+    if nvidia:
+        files.append(root / "services" / f"compose.x.{engine}.nvidia.yml")
+    return [arg for f in files for arg in ("--compose", str(f))]
+
+
+def test_harbor_vllm_gets_its_gpus_from_the_nvidia_file_merged_in_order(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`docker compose -f compose.yml -f services/compose.vllm.yml -f
+    services/compose.x.vllm.nvidia.yml`: the third file adds `count: all`. Its vLLM is an image
+    built from harbor's Dockerfile (no `image:`), so unknown, on every card."""
+    root = harbor(tmp_path)
+    code, _, err = check(capsys, *harbor_files(root, "vllm", nvidia=False))
+    assert code == 2 and "no service asks for a GPU or runs vLLM" in err
+    code, data = judged_args(capsys, *harbor_files(root, "vllm"))
+    assert code == 3 and cards(data) == {"vllm": ("unknown", "lab", [0, 1, 2, 3])}
+    services = root / "services"
+    assert data["files"] == [
+        str(root / "compose.yml"),
+        str(services / "compose.vllm.yml"),
+        str(services / "compose.x.vllm.nvidia.yml"),
+    ]
+    code, out, _ = check(capsys, *harbor_files(root, "vllm"))
+    assert (
+        f"merged {services / 'compose.vllm.yml'}, {services / 'compose.x.vllm.nvidia.yml'} "
+        f"over {root / 'compose.yml'} in order, as `docker compose -f {root / 'compose.yml'} "
+        in out
+    )
+
+
+def test_harbor_sglang_is_judged_by_its_seat_with_args_from_env(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """compose.sglang.yml runs `python3 -m sglang.launch_server --model-path
+    ${HARBOR_SGLANG_MODEL} … ${HARBOR_SGLANG_EXTRA_ARGS}` from lmsysorg/sglang: SGLang, read by
+    its own rule once a catalogue seat (ours) matches its command. `harbor sglang args
+    --mem-fraction-static 0.6` sets the extra arguments: the need is 0.6 × (free − context) plus
+    the context on card 0, the one card its single engine uses of the `count: all` it reserves."""
+    root = harbor(tmp_path)
+    code, data = judged_args(capsys, *harbor_files(root, "sglang"))
+    (verdict,) = data["verdicts"]
+    assert code == 3 and verdict["verdict"] == "unknown" and verdict["cards"] == [0, 1, 2, 3]
+    assert "runs SGLang but matches no catalogue seat" in verdict["message"]
+    catalogue = tmp_path / "lab.yaml"
+    catalogue.write_text(
+        CATALOGUE.read_text(encoding="utf-8").replace(
+            "seats: []",
+            "seats:\n  - name: qwen-sglang\n    host: lab\n    resident: 12 GiB\n"
+            "    match: 'sglang\\.launch_server .*Qwen/Qwen3\\.5-4B'\n"
+            '    engine: {kind: sglang, version: "0.5.8"}',
+        ),
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("HARBOR_SGLANG_EXTRA_ARGS", "--mem-fraction-static 0.6")
+    files = harbor_files(root, "sglang")
+    code = cli.main(
+        ["check", *files, "--json", "--catalogue", str(catalogue), "--snapshot", str(SNAPSHOT)]
+    )
+    (verdict,) = json.loads(capsys.readouterr().out)["verdicts"]
+    free = json.loads(SNAPSHOT.read_text(encoding="utf-8"))["cards"][0]["free_bytes"]
+    context = 500 * MiB
+    assert code == 0 and (verdict["seat"], verdict["cards"]) == ("qwen-sglang", [0])
+    assert verdict["engine"]["kind"] == "sglang"
+    assert verdict["need_bytes"] == int(Decimal("0.6") * (free - context)) + context
