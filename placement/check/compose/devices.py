@@ -110,7 +110,9 @@ def read_devices(reader: Reader, body: dict[str, object]) -> Devices:
         elif item.get("count") is not None:
             count, where = _count(reader, item["count"], f"{at}.count"), f"{at}.count"
     if ids:
-        return tuple(ids), where, None
+        # Several requests (an override file's appended to the base file's, as compose-go
+        # merges a list) name a card once: the container holds each card once.
+        return tuple(dict.fromkeys(ids)), where, None
     return None, where, count
 
 

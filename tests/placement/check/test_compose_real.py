@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -23,6 +24,7 @@ CATALOGUE = REAL / "lab.yaml"
 SNAPSHOT = REAL / "lab.snapshot.json"
 RAGFLOW = REAL / "ragflow" / "docker-compose.yml"
 MINERU = REAL / "mineru" / "compose.yaml"
+MiB = 2**20
 
 
 @pytest.fixture(autouse=True)
@@ -300,7 +302,6 @@ def test_nvidia_rag_vlm_services_ask_for_cards_a_four_card_host_lacks(
 
 
 HARBOR = REAL / "harbor"
-MiB = 2**20
 
 
 def harbor(tmp_path: Path) -> Path:
@@ -377,3 +378,59 @@ def test_harbor_sglang_is_judged_by_its_seat_with_args_from_env(
     assert code == 0 and (verdict["seat"], verdict["cards"]) == ("qwen-sglang", [0])
     assert verdict["engine"]["kind"] == "sglang"
     assert verdict["need_bytes"] == int(Decimal("0.6") * (free - context)) + context
+
+
+MINERU_DP = REAL / "mineru-1d96a77" / "compose.yaml"
+# Ours: the changes MinerU's own comments ask for on two GPUs, as the override file docker merges
+# beside compose.yaml. MinerU's image is built FROM vllm/vllm-openai and mineru-openai-server hands
+# its arguments to vLLM, which gpuplan cannot see in `mineru:latest`: hence x-gpuplan-engine.
+MINERU_TWO_GPUS = """\
+services:
+  mineru-openai-server:
+    x-gpuplan-engine: vllm
+    command:
+      --host 0.0.0.0
+      --port 30000
+      --data-parallel-size 2
+      --gpu-memory-utilization 0.5
+    deploy:
+      resources:
+        reservations:
+          devices:
+            - driver: nvidia
+              device_ids: ["0", "1"]
+              capabilities: [gpu]
+"""
+
+
+def test_mineru_data_parallel_override_judges_each_engine_on_its_own_card(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The override's device request is appended to the file's (compose-go merges the list), so
+    the container is asked for card 0 twice and card 1: it holds each once. The two vLLM engines
+    of `--data-parallel-size 2` go to cards 0 and 1, each judged there: util 0.5 of the CUDA total
+    requested, gate free = free − the 500 MiB context; card 1's 6 GiB process counts for dp1 only.
+    Before, both engines were put on card 0 and refused."""
+    monkeypatch.setenv("COMPOSE_PROFILES", "openai-server")
+    compose = tmp_path / "compose.yaml"
+    shutil.copy(MINERU_DP, compose)
+    code, data = judged(capsys, compose)
+    assert code == 3 and cards(data) == {"mineru-openai-server": ("unknown", "lab", [0])}
+    override = tmp_path / "compose.override.yaml"
+    override.write_text(MINERU_TWO_GPUS, encoding="utf-8")
+    code, data = judged(capsys, compose)
+    assert code == 0 and data["files"] == [str(compose), str(override)]
+    snapshot = json.loads(SNAPSHOT.read_text(encoding="utf-8"))["cards"]
+    context = 500 * MiB
+    for rank, verdict in enumerate(data["verdicts"]):
+        card = snapshot[rank]
+        (figures,) = verdict["card_figures"]
+        requested = math.ceil(Decimal("0.5") * (card["total_bytes"] - card["reserved_bytes"]))
+        assert (verdict["data_parallel_rank"], verdict["cards"]) == (rank, [rank])
+        assert verdict["verdict"] == "pass" and figures["requested_bytes"] == requested
+        assert figures["gate_free_bytes"] == card["free_bytes"] - context
+        assert verdict["need_bytes"] == requested + context
+    code, out, _ = check(capsys, "--compose", str(compose))
+    assert f"merged {override} over {compose}, as `docker compose up -d` does" in out
+    assert "  mineru-openai-server dp0  PASS     lab:0" in out
+    assert "  mineru-openai-server dp1  PASS     lab:1" in out
