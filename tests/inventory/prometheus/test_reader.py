@@ -725,3 +725,35 @@ def test_two_dcgm_exporters_on_one_host_name_instance_and_job() -> None:
     assert "differ in instance '10.0.0.7:9400' vs '10.0.0.8:9400', job 'dcgm' vs 'dcgm-2'" in (
         problem.text
     )
+
+
+# Hosts outside the catalogue decide nothing: their figures neither warn nor refuse.
+
+
+def _twin_uuids(snapshot: Snapshot, host: str) -> Snapshot:
+    cards = list(snapshot.cards)
+    cards[3] = cards[3].model_copy(update={"uuid": cards[1].uuid})
+    return snapshot.model_copy(update={"host": host, "cards": tuple(cards)})
+
+
+def test_a_host_outside_the_catalogue_is_not_checked(
+    fake_prometheus: FakePrometheus, fv_ml1_snapshot: Snapshot
+) -> None:
+    other = _twin_uuids(fv_ml1_snapshot, "lab-box")
+    fake_prometheus.serve(fleet_of(fv_ml1_snapshot, other))
+    inside = read(fake_prometheus.url, expected_cards={"fv-ml1": 4, "lab-box": 4})
+    assert [w for w in inside.warnings if "same UUID" in w] == [
+        f"Prometheus at {fake_prometheus.url}: host lab-box: cards lab-box:1 and lab-box:3 have "
+        f"the same UUID {other.cards[1].uuid} (a copied or hand-edited snapshot?)"
+    ]
+    outside = read(fake_prometheus.url, expected_cards={"fv-ml1": 4})
+    assert not [w for w in outside.warnings if "same UUID" in w]
+    # Impossible figures (a free over 2⁶⁰ B) are exit 2 for a catalogue host, nothing outside it.
+    cards = list(other.cards)
+    cards[0] = cards[0].model_copy(update={"free_bytes": 2**61})
+    fake_prometheus.serve(
+        fleet_of(fv_ml1_snapshot, other.model_copy(update={"cards": tuple(cards)}))
+    )
+    with pytest.raises(BadInputError, match="lab-box"):
+        read(fake_prometheus.url, expected_cards={"fv-ml1": 4, "lab-box": 4})
+    assert read(fake_prometheus.url, expected_cards={"fv-ml1": 4}).snapshots
