@@ -232,7 +232,7 @@ def resolve_cards(
     seen = _container_cards(service, host_cards)
     if service.visible is not None:
         seen = _visible_cards(service, host_cards, seen)
-    if every:
+    if every or service.all_cards:
         return tuple(seen)
     if len(seen) < service.cards_needed:
         flag = registry_engine(service.engine or "other").flag_of(

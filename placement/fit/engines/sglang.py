@@ -73,6 +73,12 @@ class SGLang(NoRequest):
     # lmsysorg/sglang tags a release `v0.5.8-cu126` (`v0.4.6.post1-cu124`, `v0.5.0rc0-cu126`):
     # the version, then the CUDA build; `latest`, `dev` and `nightly-dev-…` name none.
     version_tag = re.compile(r"v?(?P<version>\d+\.\d+\.\d+(?:\.post\d+|rc\d+)?)(?:-.*)?")
+    # server_args.py: --tensor-parallel-size (--tp-size, and --tp as argparse's prefix of it),
+    # --pipeline-parallel-size (--pp-size); 1 each by default.
+    parallel_flags = (
+        ("--tensor-parallel-size", "--tp-size", "--tp"),
+        ("--pipeline-parallel-size", "--pp-size"),
+    )
 
     def behaviour(self, spec: EngineSpec) -> Behaviour:
         """Always a share of free at start; a max_total_tokens with a profile pins its pool."""

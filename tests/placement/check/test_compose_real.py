@@ -110,9 +110,21 @@ def test_ragflow_compose_profiles_from_the_shell_wins_over_env_file(
     assert list(cards(data)) == ["tei-gpu"]
 
 
-def test_mineru_starts_nothing_without_a_profile(capsys: pytest.CaptureFixture[str]) -> None:
+def test_mineru_starts_nothing_without_a_profile(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every service is behind its own profile: `docker compose up -d` says "no service
+    selected" (docker/compose cmd/compose/up.go); so does check, with the profiles to name."""
     code, _, err = check(capsys, "--compose", str(MINERU))
-    assert code == 2 and "no service asks for a GPU or runs vLLM" in err
+    assert code == 2
+    assert (
+        f"{MINERU}: profiles: no service selected, as `docker compose up -d` says: every service "
+        "is behind a profile not enabled (enabled: none; mineru-openai-server: openai-server; "
+        "mineru-api: api; mineru-router: router; mineru-gradio: gradio)" in err
+    )
+    monkeypatch.setenv("COMPOSE_PROFILES", "pipeline")
+    code, _, err = check(capsys, "--compose", str(MINERU))
+    assert code == 2 and "(enabled: pipeline; mineru-openai-server: openai-server;" in err
 
 
 @pytest.mark.parametrize(

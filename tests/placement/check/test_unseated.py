@@ -77,18 +77,27 @@ def fv_ml1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return catalogue_with(tmp_path, monkeypatch)
 
 
+ALL = [0, 1, 2, 3]  # fv-ml1's cards: `count: all`
+
+
 @pytest.mark.parametrize(
-    ("name", "service", "why"),
+    ("name", "service", "why", "cards"),
     [
         # --model-path only: no --max-total-tokens, so SGLang's pool is m × what is free.
-        ("sglang/compose-sglang-docker.yaml", "sglang", "SGLang with no pin of its bytes"),
-        # --model-id only: TGI fills the card down to (1 − 0.9 × 1.0) × total.
-        ("tgi/compose-db-agent.yml", "huggingface-tgi", "TGI with no pin of its bytes"),
-        # bash /app/start.sh on the release image: no max_tokens gpuplan can see.
-        ("trtllm/compose-agentbusters.yml", "trtllm-api", "TensorRT-LLM with no pin of its bytes"),
+        ("sglang/compose-sglang-docker.yaml", "sglang", "SGLang with no pin of its bytes", [0]),
+        # --model-id only: TGI fills each card down to (1 − 0.9 × 1.0) × total, and with no
+        # --num-shard it shards over every card its container sees (`count: all`).
+        ("tgi/compose-db-agent.yml", "huggingface-tgi", "TGI with no pin of its bytes", ALL),
+        # bash /app/start.sh on the release image: no max_tokens gpuplan can see, no --tp_size.
+        (
+            "trtllm/compose-agentbusters.yml",
+            "trtllm-api",
+            "TensorRT-LLM with no pin of its bytes",
+            [0],
+        ),
         # `--model-id ${MODEL_ID}` on TGI 3.3.4, and `trtllm-serve serve ${MODEL_ID}` on 0.21.0.
-        ("tgi/compose-slm-exploration.yml", "llm", "TGI with no pin of its bytes"),
-        ("trtllm/compose-slm-exploration.yml", "llm", "TensorRT-LLM with no pin of its bytes"),
+        ("tgi/compose-slm-exploration.yml", "llm", "TGI with no pin of its bytes", ALL),
+        ("trtllm/compose-slm-exploration.yml", "llm", "TensorRT-LLM with no pin of its bytes", [0]),
     ],
 )
 def test_a_real_unpinned_share_of_free_service_with_no_seat_is_refused_unbounded(
@@ -98,16 +107,18 @@ def test_a_real_unpinned_share_of_free_service_with_no_seat_is_refused_unbounded
     name: str,
     service: str,
     why: str,
+    cards: list[int],
 ) -> None:
     monkeypatch.setenv("MODEL_ID", "Qwen/Qwen3-8B")  # the slm-exploration files need it set
     code, found = check_json(fv_ml1, ENGINES_DATA / name, capsys)
     assert code == 1  # refused, not unknown (3): card 0 of fv-ml1 holds four seats
     (verdict,) = [v for v in found["verdicts"] if v["service"] == service]
-    assert verdict["verdict"] == "refuse"
+    assert verdict["verdict"] == "refuse" and verdict["cards"] == cards
     assert verdict["resident_known"] is False and verdict["resident_bytes"] is None
     assert verdict["engine"]["behaviour"] == "share-of-free"
+    # Each of its cards holds another seat, or card 3 its reserve: unbounded on every one.
     unbounded = [r for r in verdict["reasons"] if r["rule"] == "unbounded"]
-    assert len(unbounded) == 1 and unbounded[0]["card"] == 0
+    assert [r["card"] for r in unbounded] == cards
     text = unbounded[0]["text"]
     assert why in text and "cyberprev" in text  # whom it would squeeze, named
     # No resident to size a pin from: the flags to set, by name, and no pin flags printed.
