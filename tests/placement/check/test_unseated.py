@@ -193,3 +193,30 @@ def test_a_seatless_share_of_free_service_alone_on_an_empty_card_stays_unknown(
     assert code == 1
     assert [v["verdict"] for v in found["verdicts"]] == ["refuse", "refuse"]
     assert all({r["rule"] for r in v["reasons"]} == {"unbounded"} for v in found["verdicts"])
+
+
+def test_a_catalogue_seat_of_fewer_cards_than_the_engine_takes_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # db-agent's TGI (`count: all`, no --num-shard) tied to a one-card catalogue seat: TGI would
+    # shard over all four cards, so the seat cannot be the one it starts.
+    chat_tgi = {
+        "name": "chat-tgi",
+        "host": "fv-ml1",
+        "resident": "3 GiB",
+        "engine": {"kind": "tgi"},
+    }
+    catalogue = catalogue_with(tmp_path, monkeypatch, chat_tgi)
+    stack = yaml.safe_load((ENGINES_DATA / "tgi/compose-db-agent.yml").read_text(encoding="utf-8"))
+    stack["services"]["huggingface-tgi"]["x-gpuplan-seat"] = "chat-tgi"
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(yaml.safe_dump(stack), encoding="utf-8")
+    code, found = check_json(catalogue, compose, capsys)
+    assert code == 2
+    (verdict,) = found["verdicts"]
+    assert verdict["verdict"] == "error"
+    assert verdict["message"].endswith(
+        "its TGI takes 4 card(s) here (every card its container sees: 0, 1, 2, 3); the "
+        "catalogue's chat-tgi takes 1: give the service that many cards, or its engine that "
+        "parallel size"
+    )
