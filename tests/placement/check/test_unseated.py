@@ -25,6 +25,11 @@ def check_json(
     return code, json.loads(capsys.readouterr().out)
 
 
+def seat(name: str, engine: dict[str, str]) -> dict[str, Any]:
+    """A 3 GiB catalogue seat of fv-ml1 with this engine block."""
+    return {"name": name, "host": "fv-ml1", "resident": "3 GiB", "engine": engine}
+
+
 def test_each_service_carries_the_version_its_image_tag_names() -> None:
     services = {s.name: s for s in load_compose(STACK, {}).services}
     assert {name: s.version for name, s in services.items()} == {
@@ -37,12 +42,7 @@ def test_each_service_carries_the_version_its_image_tag_names() -> None:
 def test_the_image_version_lands_in_the_verdict_and_a_disagreeing_catalogue_is_warned(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    sglang = {
-        "name": "chat-sglang",
-        "host": "fv-ml1",
-        "resident": "3 GiB",
-        "engine": {"kind": "sglang", "version": "0.5.7"},
-    }
+    sglang = seat("chat-sglang", {"kind": "sglang", "version": "0.5.7"})
     # The catalogue's chat-ollama names no version: the image's is taken, with no warning.
     ollama = {**CHAT_OLLAMA, "engine": {"kind": "ollama"}}
     catalogue = catalogue_with(tmp_path, monkeypatch, ollama, sglang)
@@ -200,12 +200,7 @@ def test_a_catalogue_seat_of_fewer_cards_than_the_engine_takes_is_named(
 ) -> None:
     # db-agent's TGI (`count: all`, no --num-shard) tied to a one-card catalogue seat: TGI would
     # shard over all four cards, so the seat cannot be the one it starts.
-    chat_tgi = {
-        "name": "chat-tgi",
-        "host": "fv-ml1",
-        "resident": "3 GiB",
-        "engine": {"kind": "tgi"},
-    }
+    chat_tgi = seat("chat-tgi", {"kind": "tgi"})
     catalogue = catalogue_with(tmp_path, monkeypatch, chat_tgi)
     stack = yaml.safe_load((ENGINES_DATA / "tgi/compose-db-agent.yml").read_text(encoding="utf-8"))
     stack["services"]["huggingface-tgi"]["x-gpuplan-seat"] = "chat-tgi"
