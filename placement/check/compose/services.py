@@ -357,5 +357,5 @@ class ServiceReader:
                 if required:
                     raise self.fail(f"env_file[{i}]", f"{target} does not exist")
                 continue
-            out.append(read_env(target))
+            out.append(read_env(target, self.lookup))
         return out

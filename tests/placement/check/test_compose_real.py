@@ -437,3 +437,28 @@ def test_mineru_data_parallel_override_judges_each_engine_on_its_own_card(
     assert f"merged {override} over {compose}, as `docker compose up -d` does" in out
     assert "  mineru-openai-server dp0  PASS     lab:0" in out
     assert "  mineru-openai-server dp1  PASS     lab:1" in out
+
+
+def test_a_service_env_file_is_interpolated_with_the_project_environment(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Written here, not a real file: compose-go reads a service's `env_file:` values with the
+    project's environment (the shell, then `.env`), as `.env` itself now is; before, such a value
+    read as "" once `.env` values were interpolated, and was kept literally before that."""
+    (tmp_path / "gpu.env").write_text("CUDA_VISIBLE_DEVICES=${TTS_GPU:-0}\n", encoding="utf-8")
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(
+        "services:\n  tts:\n    image: myorg/tts:1\n    env_file: gpu.env\n"
+        "    deploy: {resources: {reservations: {devices: [{driver: nvidia, count: all,"
+        " capabilities: [gpu]}]}}}\n",
+        encoding="utf-8",
+    )
+    code, data = judged(capsys, compose)
+    assert code == 3 and cards(data) == {"tts": ("unknown", "lab", [0])}
+    monkeypatch.setenv("TTS_GPU", "2")
+    code, data = judged(capsys, compose)
+    assert cards(data) == {"tts": ("unknown", "lab", [2])}
+    monkeypatch.delenv("TTS_GPU")
+    (tmp_path / ".env").write_text("TTS_GPU=3\n", encoding="utf-8")
+    code, data = judged(capsys, compose)
+    assert cards(data) == {"tts": ("unknown", "lab", [3])}
