@@ -38,6 +38,8 @@ from placement.fit.engines.base import (
     Refusal,
     floor_times,
     fraction,
+    has_flag,
+    parallel_cards,
     profile_need,
     read_fields,
     room_tokens,
@@ -79,6 +81,15 @@ class SGLang(NoRequest):
         ("--tensor-parallel-size", "--tp-size", "--tp"),
         ("--pipeline-parallel-size", "--pp-size"),
     )
+
+    def cards_of(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
+        """tp × pp cards, times --data-parallel-size (--dp-size, --dp by argparse's prefix) data
+        parallel replicas; with --enable-dp-attention the dp ranks share the tp cards (SGLang's
+        DeepSeek recipe: `--tp 8 --dp 8 --enable-dp-attention` on 8 cards)."""
+        cards = parallel_cards(argv, self.parallel_flags)
+        if has_flag(argv, "--enable-dp-attention"):
+            return cards
+        return cards * parallel_cards(argv, (("--data-parallel-size", "--dp-size", "--dp"),))
 
     def behaviour(self, spec: EngineSpec) -> Behaviour:
         """Always a share of free at start; a max_total_tokens with a profile pins its pool."""

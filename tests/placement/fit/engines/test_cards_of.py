@@ -12,6 +12,10 @@ CASES: list[tuple[str, str, dict[str, str], int | None]] = [
     ("sglang", "python3 -m sglang.launch_server --model-path m --tp 2", {}, 2),
     ("sglang", "python3 -m sglang.launch_server --tp-size=4 --pp-size 2", {}, 8),
     ("sglang", "python3 -m sglang.launch_server --tensor-parallel-size x", {}, 1),
+    # Data parallel: dp replicas of tp cards each, unless the dp ranks share them (dp attention).
+    ("sglang", "python3 -m sglang.launch_server --model-path m --dp 2", {}, 2),
+    ("sglang", "python3 -m sglang.launch_server --tp 2 --dp-size 2", {}, 4),
+    ("sglang", "python3 -m sglang.launch_server --tp 8 --dp 8 --enable-dp-attention", {}, 8),
     ("tgi", "text-generation-launcher --model-id m", {}, None),
     ("tgi", "text-generation-launcher --model-id m --num-shard 2", {}, 2),
     ("tgi", "text-generation-launcher --model-id m", {"NUM_SHARD": "4"}, 4),
