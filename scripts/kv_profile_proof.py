@@ -33,7 +33,7 @@ from placement.fit.resident_sum import leftover_kv_bytes, request_bytes, residen
 from seats.units import parse_bytes  # noqa: E402
 
 # The fv-ml1 seat of issue 15 with a Qwen3-4B profile (tests/placement/cli/test_check_kv.py).
-DEFAULTS = {"weights": "7600 MiB", "non_kv": "1.32 GiB", "kv_cache_memory": "2 GiB"}
+DEFAULTS = {"weights": "8044936192", "non_kv": "300 MiB", "kv_cache_memory": "1536 MiB"}
 BYTES_PER_TOKEN = 147_456  # Qwen3-4B: 2 × 36 layers × 8 KV heads × head dim 128 × 2 B
 TOLERANCE_BYTES = 64 * MIB  # torch's allocator rounds each block; a first kernel loads modules
 

@@ -75,8 +75,11 @@ def torch_child(source: str, args: list[str], uuid: str) -> Iterator[subprocess.
             yield child
         finally:
             if child.poll() is None:
-                child.stdin.write("done\n")
-                child.stdin.flush()
+                try:
+                    child.stdin.write("done\n")
+                    child.stdin.flush()
+                except BrokenPipeError:
+                    pass  # it is exiting already (an allocation that failed, say)
                 try:
                     child.wait(timeout=30)
                 except subprocess.TimeoutExpired:

@@ -245,6 +245,21 @@ def _alone(
             )
         snapshot = pick_snapshot(snapshots, host or seat.host)
         cards = resolve_cards(service, snapshot.host, snapshot.cards)
+        if len(cards) != seat.card_count and service.engine is not None:
+            how = (
+                "every card its container sees"
+                if service.all_cards
+                else "its command line's parallel size"
+            )
+            raise ComposeError(
+                service.path,
+                service.name,
+                None,
+                f"its {engine(service.engine).title} takes {len(cards)} card(s) here ({how}: "
+                f"{', '.join(map(str, cards))}); the catalogue's {seat.name} takes "
+                f"{seat.card_count}: give the service that many cards, or its engine that "
+                "parallel size",
+            )
         result = check_seat(catalogue, snapshots, seat.name, cards, host=snapshot.host)
         verdict = replace(
             result.verdict, warnings=tuple(dict.fromkeys([*result.verdict.warnings, *notes]))

@@ -205,7 +205,7 @@ def check_service(
     seat = catalogue_seat(catalogue, service, snapshots)
     snapshot = pick_snapshot(snapshots, host or (seat.host if seat else None))
     every_card = resolve_cards(service, snapshot.host, snapshot.cards)
-    size = service.world_size
+    size = len(every_card) if service.all_cards else service.world_size
     cards = every_card[rank * size : (rank + 1) * size]
     warnings = list(service.notes)
     version = service.version

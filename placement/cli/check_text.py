@@ -128,8 +128,11 @@ def render_deploy(deploy: DeployResult, origin: Callable[[str], str]) -> str:
     if tightest is not None:
         lines.append(f"  tightest gate: {tightest}")
     tail = f"; no GPU, not checked: {', '.join(deploy.skipped)}" if deploy.skipped else ""
-    count = len({verdict.service for verdict in deploy.verdicts})
-    lines.append(f"{deploy.compose}: {count} GPU service(s), worst verdict {deploy.kind}{tail}")
+    # A service that could not be read may not ask for a GPU at all: it is counted apart.
+    judged = {v.service for v in deploy.verdicts if v.kind != "error"}
+    unread = {v.service for v in deploy.verdicts if v.kind == "error"} - judged
+    count = f"{len(judged)} GPU service(s)" + (f", {len(unread)} not readable" if unread else "")
+    lines.append(f"{deploy.compose}: {count}, worst verdict {deploy.kind}{tail}")
     return "\n\n".join(blocks) + "\n\n" + "\n".join(lines)
 
 

@@ -110,7 +110,9 @@ def read_devices(reader: Reader, body: dict[str, object]) -> Devices:
         elif item.get("count") is not None:
             count, where = _count(reader, item["count"], f"{at}.count"), f"{at}.count"
     if ids:
-        return tuple(ids), where, None
+        # Several requests (an override file's appended to the base file's, as compose-go
+        # merges a list) name a card once: the container holds each card once.
+        return tuple(dict.fromkeys(ids)), where, None
     return None, where, count
 
 
@@ -232,7 +234,7 @@ def resolve_cards(
     seen = _container_cards(service, host_cards)
     if service.visible is not None:
         seen = _visible_cards(service, host_cards, seen)
-    if every:
+    if every or service.all_cards:
         return tuple(seen)
     if len(seen) < service.cards_needed:
         flag = registry_engine(service.engine or "other").flag_of(

@@ -109,7 +109,10 @@ def _selection(
 ) -> list[str]:
     """The services `docker compose up -d [S]` starts, in file order."""
     if service is None:
-        return [label for label, body in services.items() if _enabled(body, profiles)]
+        chosen = [label for label, body in services.items() if _enabled(body, profiles)]
+        if not chosen:
+            raise ComposeError(name, None, "profiles", _none_selected(services, profiles))
+        return chosen
     if service not in services:
         raise ComposeError(
             name, service, None, f"no such service (the file has {', '.join(services)})"
@@ -126,6 +129,21 @@ def _selection(
                 wanted.add(dependency)
                 todo.append(dependency)
     return [label for label in services if label in wanted]
+
+
+def _none_selected(services: dict[str, Any], profiles: set[str]) -> str:
+    """docker compose up -d refuses a project whose every service is behind a profile not
+    enabled ("no service selected"); say which profiles would start what."""
+    enabled = ", ".join(sorted(p for p in profiles if p)) or "none"
+    behind = "; ".join(
+        f"{label}: {', '.join(map(str, body.get('profiles') or ()))}"
+        for label, body in services.items()
+        if isinstance(body, dict)
+    )
+    return (
+        f"no service selected, as `docker compose up -d` says: every service is behind a profile "
+        f"not enabled (enabled: {enabled}; {behind}); name one with --profile or COMPOSE_PROFILES"
+    )
 
 
 def _enabled(body: Any, profiles: set[str]) -> bool:

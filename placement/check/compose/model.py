@@ -57,6 +57,8 @@ class ComposeService:
     pipeline_parallel_size: int = 1
     # --data-parallel-size: that many engines, each on its own tensor × pipeline cards.
     data_parallel_size: int = 1
+    # Its engine takes every card the container sees (TGI shards over all of them by default).
+    all_cards: bool = False
     max_model_len: int | None = None
     kv_cache_dtype: str | None = None
     devices: tuple[str, ...] | None = None

@@ -184,6 +184,7 @@ class ServiceReader:
             # vLLM's arguments were looked for and not found (a wrapper script): unknown.
             found = None
         fields = found.read_flags(argv, environment) if found is not None else {}
+        cards = found.cards_of(argv, environment) if found is not None else 1
         return ComposeService(
             name=self.name,
             path=self.path,
@@ -192,6 +193,8 @@ class ServiceReader:
             model=None,
             argv=tuple(argv),
             engine_fields=tuple(sorted(fields.items())),
+            tensor_parallel_size=cards or 1,
+            all_cards=cards is None,
             devices=devices,
             devices_from=devices_from,
             device_count=count,
@@ -354,5 +357,5 @@ class ServiceReader:
                 if required:
                     raise self.fail(f"env_file[{i}]", f"{target} does not exist")
                 continue
-            out.append(read_env(target))
+            out.append(read_env(target, self.lookup))
         return out

@@ -155,6 +155,11 @@ class EngineRule(Protocol):
         """The catalogue's engine fields this command line (and environment) sets."""
         ...
 
+    def cards_of(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> int | None:
+        """Cards one server of it uses as this command line starts it (its tensor × pipeline
+        parallel size); None where it takes every card its container sees."""
+        ...
+
     def version_of(self, image: str | None) -> str | None:
         """The version the tag of one of its own images names; None for another image, a tag
         that names none (`latest`, `main`) or an image named by its digest alone."""
@@ -236,6 +241,13 @@ class NoRequest(ByCommand):
 
     util_request = False
     title: str
+    # Its parallel sizes' flags, one tuple of spellings per size (tensor, pipeline): the cards
+    # one server takes are their product, 1 where none is given.
+    parallel_flags: tuple[tuple[str, ...], ...] = ()
+
+    def cards_of(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> int | None:
+        """The product of its parallel sizes (`parallel_flags`), each 1 where not given."""
+        return parallel_cards(argv, self.parallel_flags)
 
     def request_rule(self, spec: EngineSpec, *, propose: bool) -> GateRule:
         """None: it starts on no request gpuplan sizes."""
@@ -491,6 +503,16 @@ def read_fields(
         if count is not None and count >= 1:
             found[key] = count
     return found
+
+
+def parallel_cards(argv: Sequence[str], sizes: Sequence[Sequence[str]]) -> int:
+    """The product of the parallel sizes `sizes` names (one tuple of spellings each) in argv;
+    a size not given, or not a whole number of at least 1, counts 1."""
+    cards = 1
+    for spellings in sizes:
+        size = as_int(flag_value(argv, *spellings))
+        cards *= size if size is not None and size >= 1 else 1
+    return cards
 
 
 def image_matches(image: str | None, names: Sequence[str]) -> bool:

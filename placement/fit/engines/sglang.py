@@ -38,6 +38,8 @@ from placement.fit.engines.base import (
     Refusal,
     floor_times,
     fraction,
+    has_flag,
+    parallel_cards,
     profile_need,
     read_fields,
     room_tokens,
@@ -73,6 +75,21 @@ class SGLang(NoRequest):
     # lmsysorg/sglang tags a release `v0.5.8-cu126` (`v0.4.6.post1-cu124`, `v0.5.0rc0-cu126`):
     # the version, then the CUDA build; `latest`, `dev` and `nightly-dev-…` name none.
     version_tag = re.compile(r"v?(?P<version>\d+\.\d+\.\d+(?:\.post\d+|rc\d+)?)(?:-.*)?")
+    # server_args.py: --tensor-parallel-size (--tp-size, and --tp as argparse's prefix of it),
+    # --pipeline-parallel-size (--pp-size); 1 each by default.
+    parallel_flags = (
+        ("--tensor-parallel-size", "--tp-size", "--tp"),
+        ("--pipeline-parallel-size", "--pp-size"),
+    )
+
+    def cards_of(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
+        """tp × pp cards, times --data-parallel-size (--dp-size, --dp by argparse's prefix) data
+        parallel replicas; with --enable-dp-attention the dp ranks share the tp cards (SGLang's
+        DeepSeek recipe: `--tp 8 --dp 8 --enable-dp-attention` on 8 cards)."""
+        cards = parallel_cards(argv, self.parallel_flags)
+        if has_flag(argv, "--enable-dp-attention"):
+            return cards
+        return cards * parallel_cards(argv, (("--data-parallel-size", "--dp-size", "--dp"),))
 
     def behaviour(self, spec: EngineSpec) -> Behaviour:
         """Always a share of free at start; a max_total_tokens with a profile pins its pool."""

@@ -52,8 +52,10 @@ from placement.fit.engines.base import (
     LogScan,
     NoRequest,
     Refusal,
+    as_int,
     ceil_times,
     declared_resident,
+    flag_value,
     free_after_load,
     largest_share,
     read_fields,
@@ -95,6 +97,17 @@ class TGI(NoRequest):
     # ghcr.io/huggingface/text-generation-inference tags a release `3.3.4` (`2.4.0-intel-cpu`,
     # `1.2-rocm` for other hardware); `latest` and `sha-e4201f4…` name none.
     version_tag = re.compile(r"v?(?P<version>\d+\.\d+(?:\.\d+)?)(?:-.*)?")
+
+    def cards_of(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> int | None:
+        """--num-shard N (NUM_SHARD), 1 with --sharded false (SHARDED), else every card it sees:
+        "By default text-generation-inference will use all available GPUs to run the model"
+        (text-generation-launcher --help, SHARDED)."""
+        env = env or {}
+        shards = as_int(flag_value(argv, "--num-shard", "--num_shard") or env.get("NUM_SHARD"))
+        if shards is not None and shards >= 1:
+            return shards
+        sharded = flag_value(argv, "--sharded") or env.get("SHARDED")
+        return 1 if sharded is not None and sharded.strip().lower() == "false" else None
 
     def behaviour(self, spec: EngineSpec) -> Behaviour:
         """Always fills to a level of the total: a share of what is free when it warms up."""

@@ -89,6 +89,8 @@ class TensorRTLLM(NoRequest):
     # nvcr.io/nvidia/tensorrt-llm/release tags a release by tensorrt_llm.__version__: `1.0.0`,
     # `1.3.0rc1`, `1.1.0rc2.post2` (docs: installation/containers.html, "Container image tags").
     version_tag = re.compile(r"v?(?P<version>\d+\.\d+\.\d+(?:rc\d+)?(?:\.post\d+)?)(?:-.*)?")
+    # trtllm-serve --tp_size and --pp_size (docs: commands/trtllm-serve), 1 each by default.
+    parallel_flags = (("--tp_size",), ("--pp_size",))
 
     def behaviour(self, spec: EngineSpec) -> Behaviour:
         """A share of free after its weights; `max_tokens` with a profile pins the bytes."""

@@ -29,6 +29,7 @@ from placement.fit.engines.base import (
     command_in,
     flag_value,
     image_matches,
+    parallel_cards,
     read_fields,
     share_text,
 )
@@ -155,6 +156,12 @@ class VLLM:
         if kv > 0:
             found["kv_cache_memory"] = kv
         return found
+
+    def cards_of(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> int | None:
+        """--tensor-parallel-size × --pipeline-parallel-size (-tp, -pp), 1 each by default."""
+        return parallel_cards(
+            argv, (("--tensor-parallel-size", "-tp"), ("--pipeline-parallel-size", "-pp"))
+        )
 
     def version_of(self, image: str | None) -> str | None:
         """`vllm/vllm-openai:v0.11.0` → '0.11.0' (vllm_command.image_version)."""

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -23,6 +24,7 @@ CATALOGUE = REAL / "lab.yaml"
 SNAPSHOT = REAL / "lab.snapshot.json"
 RAGFLOW = REAL / "ragflow" / "docker-compose.yml"
 MINERU = REAL / "mineru" / "compose.yaml"
+MiB = 2**20
 
 
 @pytest.fixture(autouse=True)
@@ -40,6 +42,13 @@ def check(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str
     code = cli.main(["check", *args, "--catalogue", str(CATALOGUE), "--snapshot", str(SNAPSHOT)])
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def refused_input(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    """`check` on these arguments is exit 2 (bad input, as docker refuses the file): its stderr."""
+    code, _, err = check(capsys, *args)
+    assert code == 2
+    return err
 
 
 def judged(
@@ -63,8 +72,7 @@ def test_ragflow_default_env_starts_its_cpu_server_and_no_gpu_service(
     """`.env`: DEVICE=${DEVICE:-cpu}, COMPOSE_PROFILES=${DOC_ENGINE},${DEVICE},metadata-… →
     elasticsearch,cpu,metadata-mysql: docker starts ragflow-cpu, es01, mysql and the two
     services without a profile; none asks for a card."""
-    code, _, err = check(capsys, "--compose", str(RAGFLOW))
-    assert code == 2
+    err = refused_input(capsys, "--compose", str(RAGFLOW))
     assert (
         "services: no service asks for a GPU or runs vLLM "
         "(services: ragflow-cpu, es01, mysql, minio, redis)" in err
@@ -110,9 +118,20 @@ def test_ragflow_compose_profiles_from_the_shell_wins_over_env_file(
     assert list(cards(data)) == ["tei-gpu"]
 
 
-def test_mineru_starts_nothing_without_a_profile(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = check(capsys, "--compose", str(MINERU))
-    assert code == 2 and "no service asks for a GPU or runs vLLM" in err
+def test_mineru_starts_nothing_without_a_profile(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every service is behind its own profile: `docker compose up -d` says "no service
+    selected" (docker/compose cmd/compose/up.go); so does check, with the profiles to name."""
+    err = refused_input(capsys, "--compose", str(MINERU))
+    assert (
+        f"{MINERU}: profiles: no service selected, as `docker compose up -d` says: every service "
+        "is behind a profile not enabled (enabled: none; mineru-openai-server: openai-server; "
+        "mineru-api: api; mineru-router: router; mineru-gradio: gradio)" in err
+    )
+    monkeypatch.setenv("COMPOSE_PROFILES", "pipeline")
+    err = refused_input(capsys, "--compose", str(MINERU))
+    assert "(enabled: pipeline; mineru-openai-server: openai-server;" in err
 
 
 @pytest.mark.parametrize(
@@ -188,16 +207,14 @@ def test_busibox_profiled_vllm_with_unset_required_model_refuses_the_whole_file(
     `--profile vllm` starts, stops every `docker compose up` ("error while interpolating
     services.vllm.environment.VLLM_MODEL"). gpuplan read only the started services and said
     "no service asks for a GPU"; it now refuses as docker does, naming service and field."""
-    code, _, err = check(capsys, "--compose", str(BUSIBOX))
-    assert code == 2
+    err = refused_input(capsys, "--compose", str(BUSIBOX))
     assert (
         f"{BUSIBOX}: service 'vllm': environment.VLLM_MODEL: required variable VLLM_MODEL is "
         "not set: VLLM_MODEL must be set; run scripts/llm/generate-model-config.sh "
         "(the service is not started, but docker compose interpolates every service" in err
     )
     busibox_env.setenv("VLLM_MODEL", "qwen3.5-0.8b")
-    code, _, err = check(capsys, "--compose", str(BUSIBOX))
-    assert code == 2 and "no service asks for a GPU or runs vLLM" in err
+    assert "no service asks for a GPU" in refused_input(capsys, "--compose", str(BUSIBOX))
 
 
 def test_busibox_vllm_profile_starts_vllm_on_the_cards_nvidia_visible_devices_names(
@@ -288,7 +305,6 @@ def test_nvidia_rag_vlm_services_ask_for_cards_a_four_card_host_lacks(
 
 
 HARBOR = REAL / "harbor"
-MiB = 2**20
 
 
 def harbor(tmp_path: Path) -> Path:
@@ -313,8 +329,8 @@ def test_harbor_vllm_gets_its_gpus_from_the_nvidia_file_merged_in_order(
     services/compose.x.vllm.nvidia.yml`: the third file adds `count: all`. Its vLLM is an image
     built from harbor's Dockerfile (no `image:`), so unknown, on every card."""
     root = harbor(tmp_path)
-    code, _, err = check(capsys, *harbor_files(root, "vllm", nvidia=False))
-    assert code == 2 and "no service asks for a GPU or runs vLLM" in err
+    err = refused_input(capsys, *harbor_files(root, "vllm", nvidia=False))
+    assert "no service asks for a GPU or runs vLLM" in err
     code, data = judged_args(capsys, *harbor_files(root, "vllm"))
     assert code == 3 and cards(data) == {"vllm": ("unknown", "lab", [0, 1, 2, 3])}
     services = root / "services"
@@ -365,3 +381,84 @@ def test_harbor_sglang_is_judged_by_its_seat_with_args_from_env(
     assert code == 0 and (verdict["seat"], verdict["cards"]) == ("qwen-sglang", [0])
     assert verdict["engine"]["kind"] == "sglang"
     assert verdict["need_bytes"] == int(Decimal("0.6") * (free - context)) + context
+
+
+MINERU_DP = REAL / "mineru-1d96a77" / "compose.yaml"
+# Ours: the changes MinerU's own comments ask for on two GPUs, as the override file docker merges
+# beside compose.yaml. MinerU's image is built FROM vllm/vllm-openai and mineru-openai-server hands
+# its arguments to vLLM, which gpuplan cannot see in `mineru:latest`: hence x-gpuplan-engine.
+MINERU_TWO_GPUS = """\
+services:
+  mineru-openai-server:
+    x-gpuplan-engine: vllm
+    command:
+      --host 0.0.0.0
+      --port 30000
+      --data-parallel-size 2
+      --gpu-memory-utilization 0.5
+    deploy:
+      resources:
+        reservations:
+          devices:
+            - driver: nvidia
+              device_ids: ["0", "1"]
+              capabilities: [gpu]
+"""
+
+
+def test_mineru_data_parallel_override_judges_each_engine_on_its_own_card(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The override's device request is appended to the file's (compose-go merges the list), so
+    the container is asked for card 0 twice and card 1: it holds each once. The two vLLM engines
+    of `--data-parallel-size 2` go to cards 0 and 1, each judged there: util 0.5 of the CUDA total
+    requested, gate free = free − the 500 MiB context; card 1's 6 GiB process counts for dp1 only.
+    Before, both engines were put on card 0 and refused."""
+    monkeypatch.setenv("COMPOSE_PROFILES", "openai-server")
+    compose = tmp_path / "compose.yaml"
+    shutil.copy(MINERU_DP, compose)
+    code, data = judged(capsys, compose)
+    assert code == 3 and cards(data) == {"mineru-openai-server": ("unknown", "lab", [0])}
+    override = tmp_path / "compose.override.yaml"
+    override.write_text(MINERU_TWO_GPUS, encoding="utf-8")
+    code, data = judged(capsys, compose)
+    assert code == 0 and data["files"] == [str(compose), str(override)]
+    snapshot = json.loads(SNAPSHOT.read_text(encoding="utf-8"))["cards"]
+    context = 500 * MiB
+    for rank, verdict in enumerate(data["verdicts"]):
+        card = snapshot[rank]
+        (figures,) = verdict["card_figures"]
+        requested = math.ceil(Decimal("0.5") * (card["total_bytes"] - card["reserved_bytes"]))
+        assert (verdict["data_parallel_rank"], verdict["cards"]) == (rank, [rank])
+        assert verdict["verdict"] == "pass" and figures["requested_bytes"] == requested
+        assert figures["gate_free_bytes"] == card["free_bytes"] - context
+        assert verdict["need_bytes"] == requested + context
+    code, out, _ = check(capsys, "--compose", str(compose))
+    assert f"merged {override} over {compose}, as `docker compose up -d` does" in out
+    assert "  mineru-openai-server dp0  PASS     lab:0" in out
+    assert "  mineru-openai-server dp1  PASS     lab:1" in out
+
+
+def test_a_service_env_file_is_interpolated_with_the_project_environment(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Written here, not a real file: compose-go reads a service's `env_file:` values with the
+    project's environment (the shell, then `.env`), as `.env` itself now is; before, such a value
+    read as "" once `.env` values were interpolated, and was kept literally before that."""
+    (tmp_path / "gpu.env").write_text("CUDA_VISIBLE_DEVICES=${TTS_GPU:-0}\n", encoding="utf-8")
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(
+        "services:\n  tts:\n    image: myorg/tts:1\n    env_file: gpu.env\n"
+        "    deploy: {resources: {reservations: {devices: [{driver: nvidia, count: all,"
+        " capabilities: [gpu]}]}}}\n",
+        encoding="utf-8",
+    )
+    code, data = judged(capsys, compose)
+    assert code == 3 and cards(data) == {"tts": ("unknown", "lab", [0])}
+    monkeypatch.setenv("TTS_GPU", "2")
+    code, data = judged(capsys, compose)
+    assert cards(data) == {"tts": ("unknown", "lab", [2])}
+    monkeypatch.delenv("TTS_GPU")
+    (tmp_path / ".env").write_text("TTS_GPU=3\n", encoding="utf-8")
+    code, data = judged(capsys, compose)
+    assert cards(data) == {"tts": ("unknown", "lab", [3])}

@@ -87,6 +87,16 @@ def test_the_table_shows_the_shared_room_and_the_tightest_gate(
     assert "2 GPU service(s), worst verdict refuse" in out
 
 
+def test_a_service_that_cannot_be_read_is_not_counted_as_a_gpu_service(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # `b` may not ask for a GPU at all: its reading failed before that could be told.
+    broken = "  b:\n    image: vllm/vllm-openai\n    command: --gpu-memory-utilization abc\n"
+    code, out, _ = check(capsys, tmp_path, "services:\n" + vllm("a") + broken)
+    assert code == 2
+    assert "1 GPU service(s), 1 not readable, worst verdict error" in out
+
+
 def test_replicas_are_seats_on_the_same_cards(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

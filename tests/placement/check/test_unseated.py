@@ -25,6 +25,11 @@ def check_json(
     return code, json.loads(capsys.readouterr().out)
 
 
+def seat(name: str, engine: dict[str, str]) -> dict[str, Any]:
+    """A 3 GiB catalogue seat of fv-ml1 with this engine block."""
+    return {"name": name, "host": "fv-ml1", "resident": "3 GiB", "engine": engine}
+
+
 def test_each_service_carries_the_version_its_image_tag_names() -> None:
     services = {s.name: s for s in load_compose(STACK, {}).services}
     assert {name: s.version for name, s in services.items()} == {
@@ -37,12 +42,7 @@ def test_each_service_carries_the_version_its_image_tag_names() -> None:
 def test_the_image_version_lands_in_the_verdict_and_a_disagreeing_catalogue_is_warned(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    sglang = {
-        "name": "chat-sglang",
-        "host": "fv-ml1",
-        "resident": "3 GiB",
-        "engine": {"kind": "sglang", "version": "0.5.7"},
-    }
+    sglang = seat("chat-sglang", {"kind": "sglang", "version": "0.5.7"})
     # The catalogue's chat-ollama names no version: the image's is taken, with no warning.
     ollama = {**CHAT_OLLAMA, "engine": {"kind": "ollama"}}
     catalogue = catalogue_with(tmp_path, monkeypatch, ollama, sglang)
@@ -77,18 +77,27 @@ def fv_ml1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return catalogue_with(tmp_path, monkeypatch)
 
 
+ALL = [0, 1, 2, 3]  # fv-ml1's cards: `count: all`
+
+
 @pytest.mark.parametrize(
-    ("name", "service", "why"),
+    ("name", "service", "why", "cards"),
     [
         # --model-path only: no --max-total-tokens, so SGLang's pool is m × what is free.
-        ("sglang/compose-sglang-docker.yaml", "sglang", "SGLang with no pin of its bytes"),
-        # --model-id only: TGI fills the card down to (1 − 0.9 × 1.0) × total.
-        ("tgi/compose-db-agent.yml", "huggingface-tgi", "TGI with no pin of its bytes"),
-        # bash /app/start.sh on the release image: no max_tokens gpuplan can see.
-        ("trtllm/compose-agentbusters.yml", "trtllm-api", "TensorRT-LLM with no pin of its bytes"),
+        ("sglang/compose-sglang-docker.yaml", "sglang", "SGLang with no pin of its bytes", [0]),
+        # --model-id only: TGI fills each card down to (1 − 0.9 × 1.0) × total, and with no
+        # --num-shard it shards over every card its container sees (`count: all`).
+        ("tgi/compose-db-agent.yml", "huggingface-tgi", "TGI with no pin of its bytes", ALL),
+        # bash /app/start.sh on the release image: no max_tokens gpuplan can see, no --tp_size.
+        (
+            "trtllm/compose-agentbusters.yml",
+            "trtllm-api",
+            "TensorRT-LLM with no pin of its bytes",
+            [0],
+        ),
         # `--model-id ${MODEL_ID}` on TGI 3.3.4, and `trtllm-serve serve ${MODEL_ID}` on 0.21.0.
-        ("tgi/compose-slm-exploration.yml", "llm", "TGI with no pin of its bytes"),
-        ("trtllm/compose-slm-exploration.yml", "llm", "TensorRT-LLM with no pin of its bytes"),
+        ("tgi/compose-slm-exploration.yml", "llm", "TGI with no pin of its bytes", ALL),
+        ("trtllm/compose-slm-exploration.yml", "llm", "TensorRT-LLM with no pin of its bytes", [0]),
     ],
 )
 def test_a_real_unpinned_share_of_free_service_with_no_seat_is_refused_unbounded(
@@ -98,16 +107,18 @@ def test_a_real_unpinned_share_of_free_service_with_no_seat_is_refused_unbounded
     name: str,
     service: str,
     why: str,
+    cards: list[int],
 ) -> None:
     monkeypatch.setenv("MODEL_ID", "Qwen/Qwen3-8B")  # the slm-exploration files need it set
     code, found = check_json(fv_ml1, ENGINES_DATA / name, capsys)
     assert code == 1  # refused, not unknown (3): card 0 of fv-ml1 holds four seats
     (verdict,) = [v for v in found["verdicts"] if v["service"] == service]
-    assert verdict["verdict"] == "refuse"
+    assert verdict["verdict"] == "refuse" and verdict["cards"] == cards
     assert verdict["resident_known"] is False and verdict["resident_bytes"] is None
     assert verdict["engine"]["behaviour"] == "share-of-free"
+    # Each of its cards holds another seat, or card 3 its reserve: unbounded on every one.
     unbounded = [r for r in verdict["reasons"] if r["rule"] == "unbounded"]
-    assert len(unbounded) == 1 and unbounded[0]["card"] == 0
+    assert [r["card"] for r in unbounded] == cards
     text = unbounded[0]["text"]
     assert why in text and "cyberprev" in text  # whom it would squeeze, named
     # No resident to size a pin from: the flags to set, by name, and no pin flags printed.
@@ -182,3 +193,25 @@ def test_a_seatless_share_of_free_service_alone_on_an_empty_card_stays_unknown(
     assert code == 1
     assert [v["verdict"] for v in found["verdicts"]] == ["refuse", "refuse"]
     assert all({r["rule"] for r in v["reasons"]} == {"unbounded"} for v in found["verdicts"])
+
+
+def test_a_catalogue_seat_of_fewer_cards_than_the_engine_takes_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # db-agent's TGI (`count: all`, no --num-shard) tied to a one-card catalogue seat: TGI would
+    # shard over all four cards, so the seat cannot be the one it starts.
+    chat_tgi = seat("chat-tgi", {"kind": "tgi"})
+    catalogue = catalogue_with(tmp_path, monkeypatch, chat_tgi)
+    stack = yaml.safe_load((ENGINES_DATA / "tgi/compose-db-agent.yml").read_text(encoding="utf-8"))
+    stack["services"]["huggingface-tgi"]["x-gpuplan-seat"] = "chat-tgi"
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(yaml.safe_dump(stack), encoding="utf-8")
+    code, found = check_json(catalogue, compose, capsys)
+    assert code == 2
+    (verdict,) = found["verdicts"]
+    assert verdict["verdict"] == "error"
+    assert verdict["message"].endswith(
+        "its TGI takes 4 card(s) here (every card its container sees: 0, 1, 2, 3); the "
+        "catalogue's chat-tgi takes 1: give the service that many cards, or its engine that "
+        "parallel size"
+    )
