@@ -15,8 +15,8 @@ from typing import Any, NamedTuple
 # The handle the report's readers take: the ledger's connection (temporary tables live on it,
 # so a read-only ledger serves the report too).
 Connection = sqlite3.Connection
-# (host, command line) → the seat whose `match` claims it, or None.
-SeatOf = Callable[[str, str], str | None]
+# (host, command line, its ancestors' lines nearest first) → the seat whose `match` claims it, or None.
+SeatOf = Callable[[str, str, tuple[str, ...]], str | None]
 
 _TEMP_TABLES = (
     "gp_win",
@@ -185,7 +185,7 @@ def prepare_window(conn: Connection, start_s: int, end_s: int, seat_of: SeatOf) 
     """Temporary tables the readers share: the window's snapshots, seat keys, seat sums, card rows.
 
     A process whose seat was not recorded at capture is attributed here by `seat_of` — once
-    per distinct (host, command line), not once per row.
+    per distinct (host, command line, ancestors' lines), not once per row.
     """
     # Temporary tables live in memory: they are rebuilt per report and never worth a disk write.
     conn.execute("PRAGMA temp_store = MEMORY")
@@ -205,26 +205,33 @@ def prepare_window(conn: Connection, start_s: int, end_s: int, seat_of: SeatOf) 
 
 def _attribute(conn: Connection, seat_of: SeatOf) -> tuple[str, str]:
     """Fill gp_attr (command lines attributed now) and gp_key; return the join and seat SQL."""
+    # `parents` is '' where a row has none (and in a ledger read as it is before version 6), so
+    # the key and the join below never compare NULLs.
+    parents = f"COALESCE(p.{_PARENTS}, '')" if _has_parents(conn) else "''"
     conn.execute(
-        "CREATE TEMP TABLE gp_attr(host TEXT, cmdline TEXT, seat TEXT, PRIMARY KEY(host, cmdline))"
+        "CREATE TEMP TABLE gp_attr(host TEXT, cmdline TEXT, parents TEXT, seat TEXT, "
+        "PRIMARY KEY(host, cmdline, parents))"
     )
     # One pass finds every (host, card, recorded seat) and every command line with no seat
     # recorded; DISTINCT keeps a tiny b-tree instead of sorting every row.
     found = conn.execute(
-        "SELECT DISTINCT w.host, p.card_idx, p.seat, CASE WHEN p.seat IS NULL THEN p.cmdline END "
+        "SELECT DISTINCT w.host, p.card_idx, p.seat, CASE WHEN p.seat IS NULL THEN p.cmdline END, "
+        f"CASE WHEN p.seat IS NULL THEN {parents} END "
         "FROM processes p JOIN gp_win w ON w.id = p.snapshot_id"
     ).fetchall()
-    attributed: dict[tuple[str, str], str | None] = {}
+    attributed: dict[tuple[str, str, str], str | None] = {}
     keys: set[tuple[str, int, str]] = set()
-    for host, idx, seat, cmdline in found:
+    for host, idx, seat, cmdline, lines in found:
         if seat is None and cmdline is not None:
-            if (host, cmdline) not in attributed:
-                attributed[(host, cmdline)] = seat_of(host, cmdline)
-            seat = attributed[(host, cmdline)]
+            key = (host, cmdline, lines)
+            if key not in attributed:
+                ancestors = tuple(json.loads(lines)) if lines else ()
+                attributed[key] = seat_of(host, cmdline, ancestors)
+            seat = attributed[key]
         if seat is not None:
             keys.add((host, int(idx), seat))
-    rows = [(host, cmdline, seat) for (host, cmdline), seat in attributed.items() if seat]
-    conn.executemany("INSERT INTO gp_attr VALUES (?, ?, ?)", rows)
+    rows = [(*key, seat) for key, seat in attributed.items() if seat]
+    conn.executemany("INSERT INTO gp_attr VALUES (?, ?, ?, ?)", rows)
     # One small integer key per (host, card, seat): sorting and grouping on it is much cheaper
     # than on two strings and an int.
     conn.execute(
@@ -236,9 +243,18 @@ def _attribute(conn: Connection, seat_of: SeatOf) -> tuple[str, str]:
         return "FROM processes p JOIN gp_win w ON w.id = p.snapshot_id ", "p.seat"
     return (
         "FROM processes p JOIN gp_win w ON w.id = p.snapshot_id "
-        "LEFT JOIN gp_attr a ON p.seat IS NULL AND a.host = w.host AND a.cmdline = p.cmdline ",
+        "LEFT JOIN gp_attr a ON p.seat IS NULL AND a.host = w.host AND a.cmdline = p.cmdline "
+        f"AND a.parents = {parents} ",
         "COALESCE(p.seat, a.seat)",
     )
+
+
+_PARENTS = "parents"
+
+
+def _has_parents(conn: Connection) -> bool:
+    """True when the processes table has `parents` (version 6 on; a read-only older one has not)."""
+    return any(row[1] == _PARENTS for row in conn.execute("PRAGMA table_info(processes)"))
 
 
 def _fill_seat_tables(conn: Connection, joined: str, seat_of: str) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from inventory.attribution import attribute, host_seats, match_seat
+from inventory.attribution import attribute, host_seats, match_lines
 from inventory.ledger import report_queries as q
 from inventory.ledger.report_queries import Connection
 from inventory.snapshot import Card, Snapshot, format_utc
@@ -262,12 +262,14 @@ def _notes(
 
 
 def _seat_matcher(catalogue: Catalogue) -> q.SeatOf:
-    """(host, command line) → the seat of that host whose `match` claims it, by the catalogue."""
+    """(host, command line, ancestors' lines) → the seat of that host whose `match` claims the
+    line, else the nearest ancestor's (inventory.attribution.match_lines), by the catalogue."""
     seats_of: dict[str, list[Seat]] = {}
 
-    def seat_of(host: str, cmdline: str) -> str | None:
+    def seat_of(host: str, cmdline: str, parents: tuple[str, ...]) -> str | None:
         seats = seats_of.setdefault(host, host_seats(catalogue, host))
-        return match_seat(cmdline, seats)
+        found = match_lines((cmdline, *parents), seats)
+        return None if found is None else found[0]
 
     return seat_of
 

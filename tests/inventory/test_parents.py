@@ -30,6 +30,7 @@ from inventory.attribution import (
     shown_parent,
 )
 from inventory.fake import FakeNvml, h200_idle_card
+from inventory.ledger import report_queries
 from inventory.ledger.store import MIGRATIONS, open_ledger
 from inventory.nvml import RawProcess
 from inventory.poller import take_snapshot
@@ -38,6 +39,7 @@ from inventory.prometheus.exporter import recorded_poll
 from inventory.snapshot import Process, Snapshot, dumps_snapshot, load_snapshot, loads_snapshot
 from placement.cli import check as check_command
 from placement.cli.main import main
+from placement.report.figures import _seat_matcher
 from seats.loader import load_catalogue
 from seats.model import Catalogue
 from tests.conftest import FV_ML1_CATALOGUE, FV_ML1_SNAPSHOT
@@ -285,3 +287,19 @@ def test_init_matches_an_engine_core_by_its_servers_line(
     seat = starter.seat(core.seat or "")
     assert seat.match is not None and match_seat(VOICES_SERVER, [seat]) == seat.name
     assert match_seat(ENGINE_CORE, [seat]) is None  # found by its server's line, not its title
+
+
+def test_the_report_attributes_an_engine_core_stored_without_a_seat(
+    tmp_path: Path, fv_ml1: Catalogue
+) -> None:
+    snapshot = load_snapshot(_engine_core_snapshot(tmp_path, [VOICES_SERVER]))
+    assert snapshot.card(0).processes[3].seat is None  # stored as captured without a catalogue
+    start = int(snapshot.taken_at.timestamp())
+    with open_ledger(tmp_path / "l.sqlite") as ledger:
+        ledger.append(snapshot)
+        conn = ledger.connection
+        report_queries.prepare_window(conn, start, start + 60, _seat_matcher(fv_ml1))
+        usage = {u.seat: u for u in report_queries.seat_usage(conn, start, start + 60, 60)}
+        foreign = [f.cmdline for f in report_queries.foreign_usage(conn)]
+    assert usage["vllm-voices"].max_bytes == 11_261_706_240
+    assert ENGINE_CORE not in foreign

@@ -86,7 +86,8 @@ def test_seats_are_attributed_once_per_command_line_and_breaches_found(tmp_path:
         conn = ledger.connection
         asked: list[tuple[str, str]] = []
 
-        def seat_of(host: str, cmdline: str) -> str | None:
+        def seat_of(host: str, cmdline: str, parents: tuple[str, ...]) -> str | None:
+            assert parents == ()  # none read for these processes
             asked.append((host, cmdline))
             return cmdline.removeprefix("serve ") if cmdline.startswith("serve ") else None
 
