@@ -69,7 +69,7 @@ seats:
   - name: probe
     host: {HOST}
     gpus: [{gpu}]
-    resident: 1 GiB
+    resident: 2 GiB             # at least its KV cache + the measured cuda_context
     state: planned
     engine: {{kind: vllm, version: "0.11.0", kv_cache_memory: 512 MiB}}
 """
