@@ -1,13 +1,14 @@
 """Process attribution: which seat a process on a card belongs to, by the catalogue's `match` regexes.
 
-A process whose cmdline matches no seat of its host is "foreign"; its bytes count as
-unexplained. A process whose cmdline is None (the PID vanished before /proc was read)
-cannot be matched and is foreign too, unless the poller already named its seat.
+A process whose cmdline, and each of its ancestors' (`parents`), matches no seat of its host is
+"foreign"; its bytes count as unexplained. A process whose cmdline is None (the PID vanished
+before /proc was read) cannot be matched by its own line and is foreign unless the poller
+already named its seat or an ancestor's line matches.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from inventory.snapshot import Card, Process, Snapshot
 from seats.model import Catalogue, Seat, match_pattern
@@ -30,6 +31,26 @@ def match_seat(cmdline: str | None, seats: Iterable[Seat]) -> str | None:
     return None
 
 
+def match_lines(lines: Iterable[str | None], seats: Sequence[Seat]) -> tuple[str, int] | None:
+    """(seat, position) of the first of `lines` that a seat's `match` finds, else None.
+
+    `lines` are a process's own command line, then its ancestors', nearest first (vLLM's
+    `VLLM::EngineCore` is found by its API server's `--port 8027`): the nearest line that any
+    seat matches decides, and among the seats that match it the first, as `match_seat` does.
+    """
+    for position, line in enumerate(lines):
+        name = match_seat(line, seats)
+        if name is not None:
+            return name, position
+    return None
+
+
+def process_seat(process: Process, seats: Sequence[Seat]) -> str | None:
+    """The seat whose `match` finds the process's own command line, else its nearest ancestor's."""
+    found = match_lines((process.cmdline, *process.parents), seats)
+    return None if found is None else found[0]
+
+
 def attribute(snapshot: Snapshot, catalogue: Catalogue) -> Snapshot:
     """The snapshot with every process's `seat` filled where a regex matches.
 
@@ -41,9 +62,42 @@ def attribute(snapshot: Snapshot, catalogue: Catalogue) -> Snapshot:
         processes: list[Process] = []
         for process in card.processes:
             if process.seat is None:
-                name = match_seat(process.cmdline, seats)
+                name = process_seat(process, seats)
                 if name is not None:
                     process = process.model_copy(update={"seat": name})
             processes.append(process)
         cards.append(card.model_copy(update={"processes": tuple(processes)}))
     return snapshot.model_copy(update={"cards": tuple(cards)})
+
+
+def is_title(cmdline: str) -> bool:
+    """True for a process title rather than a command: one word, or a first word with `::`
+    (setproctitle's `VLLM::EngineCore`, `sglang::scheduler_TP0`, `ray::IDLE`)."""
+    words = cmdline.split()
+    return len(words) <= 1 or "::" in words[0]
+
+
+def shown_parent(process: Process, seats: Sequence[Seat] = ()) -> str | None:
+    """The ancestor's line output shows beside a process's own: the one whose match named its seat
+    (from `seats`), or, for a bare process title, `server_line`'s; None when its own line says it."""
+    if not process.parents:
+        return None
+    seat = [s for s in seats if s.name == process.seat]
+    if seat and match_seat(process.cmdline, seat) is None:
+        found = match_lines(process.parents, seat)
+        if found is not None:
+            return process.parents[found[1]]
+    line = server_line(process)
+    return line if line != process.cmdline else None
+
+
+def server_line(process: Process) -> str | None:
+    """The command line that says what a process serves: its own, or for a bare process title its
+    nearest ancestor's that is no title (a `VLLM::Worker_TP0` under `VLLM::EngineCore` under
+    `vllm serve … --port 8027` gives the last)."""
+    if process.cmdline is not None and not is_title(process.cmdline):
+        return process.cmdline
+    for line in process.parents:
+        if not is_title(line):
+            return line
+    return process.cmdline

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from inventory.nvml import NvmlUnavailableError, RawCard, RawProcess
-from inventory.proc import read_proc_cmdline
+from inventory.proc import read_proc_cmdline, read_proc_parents
 from inventory.snapshot import Snapshot
 
 MIB = 2**20
@@ -30,9 +30,11 @@ class FakeNvml:
         nvml: str | None = "13.580.159.04",
         absent: str | None = None,
         cmdlines: dict[int, str | None] | None = None,
+        parents: dict[int, tuple[str, ...]] | None = None,
     ) -> None:
         self.cards = tuple(cards)
         self.cmdlines = cmdlines
+        self.parents = parents
         self.driver = driver
         self.nvml = nvml
         self.absent = absent
@@ -57,6 +59,12 @@ class FakeNvml:
         if self.cmdlines is None:
             return read_proc_cmdline(pid)
         return self.cmdlines.get(pid)
+
+    def read_parents(self, pid: int) -> tuple[str, ...]:
+        """A replay's recorded ancestors' lines; with no recorded cmdlines, this machine's /proc."""
+        if self.cmdlines is None:
+            return read_proc_parents(pid)
+        return (self.parents or {}).get(pid, ())
 
     def read_cards(self) -> list[RawCard]:
         """The configured cards, in index order; counts the reads."""
@@ -83,11 +91,13 @@ class FakeNvml:
             for card in snapshot.cards
         ]
         cmdlines = {p.pid: p.cmdline for card in snapshot.cards for p in card.processes}
+        parents = {p.pid: p.parents for card in snapshot.cards for p in card.processes}
         return cls(
             cards,
             driver=snapshot.driver or "unknown",
             nvml=snapshot.nvml_version,
             cmdlines=cmdlines,
+            parents=parents,
         )
 
 

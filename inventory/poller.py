@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from inventory.attribution import attribute
 from inventory.fake import FakeNvml
 from inventory.nvml import NvmlSource, PynvmlSource, RawCard
-from inventory.proc import read_proc_cmdline
+from inventory.proc import read_proc_cmdline, read_proc_parents
 from inventory.snapshot import Card, Process, Snapshot, SnapshotError, load_snapshot
 from seats.model import Catalogue
 
@@ -29,12 +29,21 @@ def default_host(catalogue: Catalogue | None) -> str:
     return socket.gethostname()
 
 
-def card_from_raw(raw: RawCard, read_cmdline: Callable[[int], str | None]) -> Card:
+def card_from_raw(
+    raw: RawCard,
+    read_cmdline: Callable[[int], str | None],
+    read_parents: Callable[[int], tuple[str, ...]] | None = None,
+) -> Card:
     """A snapshot card from one NVML reading; a failed card keeps only index and error."""
     if raw.error is not None:
         return Card(index=raw.index, uuid=raw.uuid, name=raw.name, error=raw.error)
     processes = tuple(
-        Process(pid=p.pid, used_bytes=p.used_bytes, cmdline=read_cmdline(p.pid))
+        Process(
+            pid=p.pid,
+            used_bytes=p.used_bytes,
+            cmdline=read_cmdline(p.pid),
+            parents=read_parents(p.pid) if read_parents is not None else (),
+        )
         for p in raw.processes
     )
     return Card(
@@ -57,17 +66,26 @@ def take_snapshot(
     *,
     catalogue: Catalogue | None = None,
     read_cmdline: Callable[[int], str | None] | None = None,
+    read_parents: Callable[[int], tuple[str, ...]] | None = None,
 ) -> Snapshot:
     """Read every card of `source` now and return the snapshot of DESIGN.md.
 
     `taken_at` is `now` cut to whole seconds (the ledger keys snapshots by host and second).
     With a catalogue, each process's `seat` is filled by the seats' `match` regexes.
-    Cmdlines come from `read_cmdline`, else the source's own `read_cmdline` (a replay), else /proc.
+    Cmdlines come from `read_cmdline`, else the source's own `read_cmdline` (a replay), else /proc;
+    each process's ancestors' lines (`parents`) from `read_parents`, else none when `read_cmdline`
+    is given, else the source's own `read_parents`, else /proc.
     """
     reader = read_cmdline or getattr(source, "read_cmdline", None) or read_proc_cmdline
+    ancestors = read_parents or (
+        # A caller that gives its own command lines gives their ancestry too, or none.
+        _no_parents
+        if read_cmdline is not None
+        else getattr(source, "read_parents", None) or read_proc_parents
+    )
     driver = source.driver_version()
     nvml_version = source.nvml_version()
-    cards = tuple(card_from_raw(raw, reader) for raw in source.read_cards())
+    cards = tuple(card_from_raw(raw, reader, ancestors) for raw in source.read_cards())
     snapshot = Snapshot(
         host=host,
         taken_at=now.astimezone(UTC).replace(microsecond=0),
@@ -78,6 +96,10 @@ def take_snapshot(
     if catalogue is not None:
         snapshot = attribute(snapshot, catalogue)
     return snapshot
+
+
+def _no_parents(pid: int) -> tuple[str, ...]:
+    return ()
 
 
 @contextmanager

@@ -60,6 +60,13 @@ class Process(BaseModel):
         default=None, description="None when the PID vanished before /proc was read"
     )
     seat: str | None = Field(default=None, description="seat name when attributed at capture")
+    # A process title (`VLLM::EngineCore`) carries none of its server's arguments: its
+    # ancestors' command lines, nearest first, let a seat's `match` find it by its server's.
+    # Left out of the JSON when empty, so older readers and older snapshots see no change.
+    parents: tuple[str, ...] = Field(
+        default=(),
+        description="ancestors' command lines, nearest first (inventory.proc.read_proc_parents)",
+    )
 
     @field_validator("used_bytes", "pid", mode="before")
     @classmethod
@@ -72,6 +79,12 @@ class Process(BaseModel):
         # The one edge every command line crosses (NVML + /proc, a snapshot file, a ledger,
         # Prometheus labels): secrets never get further than this.
         return None if value is None else mask_cmdline(value)
+
+    @field_validator("parents")
+    @classmethod
+    def _parents_masked(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        # An ancestor's line is a command line like any other (its `--api-key`): the same edge.
+        return tuple(mask_cmdline(line) for line in value)
 
 
 class Card(BaseModel):
@@ -209,6 +222,10 @@ class Snapshot(BaseModel):
         """The DESIGN.md JSON shape, `taken_at` as `…Z`."""
         data = self.model_dump(by_alias=True, mode="json")
         data["taken_at"] = format_utc(self.taken_at)
+        for card in data["cards"]:
+            for process in card["processes"]:
+                if not process["parents"]:
+                    del process["parents"]  # absent, as before parents were read
         return data
 
 

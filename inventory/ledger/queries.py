@@ -189,16 +189,16 @@ def _build_chunk(connection: sqlite3.Connection, path: str, rows: list[Any]) -> 
     # One read of the processes and one of the cards for the whole chunk: the range read of
     # a week (10,080 snapshots) stays a handful of queries, not tens of thousands.
     processes: dict[tuple[int, int], list[Process]] = {}
-    for sid, idx, *values in read(
+    for sid, idx, *values, parents in read(
         connection,
         path,
-        "SELECT snapshot_id, card_idx, pid, used_bytes, cmdline, seat FROM processes"
-        f" WHERE snapshot_id IN ({marks}) ORDER BY snapshot_id, card_idx, rowid",
+        f"SELECT snapshot_id, card_idx, pid, used_bytes, cmdline, seat, {_parents_column(connection)}"
+        f" FROM processes WHERE snapshot_id IN ({marks}) ORDER BY snapshot_id, card_idx, rowid",
         ids,
     ):
-        processes.setdefault((sid, idx), []).append(
-            _trusted(Process, dict(zip(_PROCESS_FIELDS, values, strict=True)))
-        )
+        process = dict(zip(_PROCESS_FIELDS, values, strict=True))
+        process["parents"] = tuple(json.loads(parents)) if parents else ()
+        processes.setdefault((sid, idx), []).append(_trusted(Process, process))
     # The rows were validated as Snapshots when they were written; building them again
     # without re-validating is what keeps a week's range read (80,640 cards) under 1 s.
     cards: dict[int, list[Card]] = {i: [] for i in ids}
@@ -225,6 +225,12 @@ def _build_chunk(connection: sqlite3.Connection, path: str, rows: list[Any]) -> 
         }
         out.append(_trusted(Snapshot, snapshot))
     return out
+
+
+def _parents_column(connection: sqlite3.Connection) -> str:
+    """`parents`, or NULL in a ledger opened read-only before version 6 (which has no such column)."""
+    names = {row[1] for row in connection.execute("PRAGMA table_info(processes)")}
+    return "parents" if "parents" in names else "NULL"
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -31,7 +31,9 @@ MIGRATION_BUSY_TIMEOUT_MS = APPROVAL_BUSY_TIMEOUT_MS
 # version 4 masks secrets in the command lines stored before gpuplan masked them on capture
 # (a Python step: SQLite has no regular expressions); version 5 records each hold's gate request
 # (`requested_bytes`, 0 for the holds stored before: their gates are not known), so a later seat
-# that would leave an approved seat's gate short is refused.
+# that would leave an approved seat's gate short is refused; version 6 keeps each process's
+# ancestors' command lines (`parents`, a JSON list nearest first; NULL for the rows before), by
+# which a process title such as `VLLM::EngineCore` is attributed to its server's seat.
 Step = str | Callable[[sqlite3.Connection], str | None]
 
 
@@ -82,6 +84,7 @@ MIGRATIONS: tuple[Step, ...] = (
     """,
     _mask_stored_cmdlines,
     "ALTER TABLE holds ADD COLUMN requested_bytes INTEGER NOT NULL DEFAULT 0;",
+    "ALTER TABLE processes ADD COLUMN parents TEXT;",
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -119,7 +119,7 @@ def insert_processes(cursor: sqlite3.Cursor, snapshot_id: int, snapshot: Snapsho
     cursor.executemany(
         _PROCESS_INSERT,
         [
-            (snapshot_id, c.index, p.pid, p.used_bytes, p.cmdline, p.seat)
+            (snapshot_id, c.index, p.pid, p.used_bytes, p.cmdline, p.seat, parents_text(p.parents))
             for c in snapshot.cards
             for p in c.processes
         ],
@@ -131,9 +131,14 @@ _CARD_INSERT = (
     " free_bytes, utilization_percent, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _PROCESS_INSERT = (
-    "INSERT INTO processes(snapshot_id, card_idx, pid, used_bytes, cmdline, seat)"
-    " VALUES (?, ?, ?, ?, ?, ?)"
+    "INSERT INTO processes(snapshot_id, card_idx, pid, used_bytes, cmdline, seat, parents)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
+
+
+def parents_text(parents: Sequence[str]) -> str | None:
+    """A process's ancestors' lines as the `parents` column stores them: a JSON list, or NULL."""
+    return json.dumps(list(parents)) if parents else None
 
 
 def insert_decision(
@@ -198,6 +203,7 @@ class ProcessValues(NamedTuple):
     used_bytes: int | None
     cmdline: str | None
     seat: str | None
+    parents: str | None = None  # parents_text() of the ancestors' lines
 
 
 class SnapshotValues(NamedTuple):

@@ -60,7 +60,8 @@ def _foreign_lines(host: HostView) -> list[str]:
     if not host.foreign:
         return ["foreign processes: none (every process is matched to a seat)"]
     rows = [
-        [p.card, p.pid, b(p.used_bytes), _title(p.engine), _short(p.cmdline)] for p in host.foreign
+        [p.card, p.pid, b(p.used_bytes), _title(p.engine), _short(p.cmdline, p.parent)]
+        for p in host.foreign
     ]
     return [
         "foreign processes (no seat's match; their bytes are unexplained):",
@@ -182,7 +183,11 @@ def _profile_lines(host: HostView) -> list[str]:
     return lines
 
 
-def _short(text: str | None, width: int = 72) -> str:
+def _short(text: str | None, parent: str | None = None, width: int = 72) -> str:
+    if parent is not None:
+        # A bare process title (`VLLM::EngineCore`) says nothing alone: its server's line does.
+        own = text if text is not None else "(gone)"
+        return f"{own} (parent: {_short(parent, width=width)})"
     if text is None:
         return "(process gone before its cmdline was read)"
     return text if len(text) <= width else text[: width - 1] + "…"

@@ -15,6 +15,7 @@ from decimal import Decimal
 import yaml
 from pydantic import ValidationError
 
+from inventory.attribution import server_line
 from inventory.snapshot import Card, Snapshot, format_utc
 from placement.fit.engines.base import flag_value
 from placement.fit.engines.registry import recognise
@@ -181,8 +182,10 @@ def _groups(cards: Sequence[Card]) -> list[_Group]:
         if not card.ok:
             continue
         for process in card.processes:
-            key: object = process.cmdline if process.cmdline is not None else ("pid", process.pid)
-            group = groups.setdefault(key, _Group(cmdline=process.cmdline))
+            # A process title (`VLLM::EngineCore`) is grouped, and matched, by its server's line.
+            line = server_line(process)
+            key: object = line if line is not None else ("pid", process.pid)
+            group = groups.setdefault(key, _Group(cmdline=line))
             if process.pid not in group.pids:
                 group.pids.append(process.pid)
             group.per_card[card.index] = group.per_card.get(card.index, 0) + (

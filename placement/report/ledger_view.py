@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from inventory.attribution import attribute
+from inventory.attribution import attribute, shown_parent
 from inventory.snapshot import Card, Snapshot, format_utc
 from placement.fit.capacity import (
     attributed_bytes,
@@ -46,6 +46,9 @@ class LedgerForeignProcess:
     cmdline: str | None
     # The engine kind its command line starts (None where no engine recognises it).
     engine: str | None = None
+    # Its nearest ancestor's command line where its own is a bare process title
+    # (`VLLM::EngineCore` under `vllm serve … --port 8027`), else None.
+    parent: str | None = None
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,7 @@ def _host_view(
             process.used_bytes,
             process.cmdline,
             _kind(process_engine(process.cmdline)),
+            shown_parent(process),
         )
         for card in snapshot.cards
         for process in card.processes
@@ -308,6 +312,7 @@ def ledger_json(view: LedgerView) -> dict[str, Any]:
                         "used_bytes": p.used_bytes,
                         "cmdline": p.cmdline,
                         "engine": p.engine,
+                        "parent": p.parent,
                     }
                     for p in host.foreign
                 ],

@@ -196,6 +196,7 @@ def test_a_foreign_process_is_unexplained_and_listed(
             "used_bytes": 2 * GiB,
             "cmdline": "python3 notebook.py",
             "engine": None,  # no engine starts a notebook
+            "parent": None,  # its own line is no bare process title
         }
     ]
     text = render_ledger(view)
