@@ -69,7 +69,7 @@ seats:
   - name: probe
     host: {HOST}
     gpus: [{gpu}]
-    resident: 1 GiB
+    resident: 2 GiB             # at least its KV cache + the measured cuda_context
     state: planned
     engine: {{kind: vllm, version: "0.11.0", kv_cache_memory: 512 MiB}}
 """
@@ -149,10 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             say_prediction(report, cut, gate_free, total, position)
             verdicts = check_verdicts(report, catalogue_path, snapshot_path, gpu, cut)
             real_gate(report, source, card.uuid, gpu, cut, total, gate_free, verdicts)
-    report.say()
-    report.say("All checks passed." if not report.failed else f"FAILED: {', '.join(report.failed)}")
-    (out / "check-gpu-proof.md").write_text("\n".join(report.lines) + "\n", encoding="utf-8")
-    return 0 if not report.failed else 1
+    return report.finish(out / "check-gpu-proof.md")
 
 
 def say_setup(report: Report, source: PynvmlSource, card: RawCard, gpu: int, cards: int) -> None:

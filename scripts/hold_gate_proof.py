@@ -203,15 +203,8 @@ def main(argv: list[str] | None = None) -> int:
             checks = Report()
             for util in utils:
                 report.say(one_util(checks, util, catalogue, snap, gpu, uuid, source, out))
-            report.say()
-            report.say("## Checks")
-            report.say()
-            report.lines.extend(checks.lines)
-            report.failed.extend(checks.failed)
-    report.say()
-    report.say("All checks passed." if not report.failed else f"FAILED: {', '.join(report.failed)}")
-    (out / "hold-gate-proof.md").write_text("\n".join(report.lines) + "\n", encoding="utf-8")
-    return 0 if not report.failed else 1
+            report.add_checks(checks)
+    return report.finish(out / "hold-gate-proof.md")
 
 
 def one_util(

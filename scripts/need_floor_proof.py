@@ -95,15 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         # Between the declared 8 GiB and the floor; then above the floor.
         for left in (DECLARED + (floor - DECLARED) // 2, floor + 2 * GIB):
             report.say(one_case(checks, source, args.gpu, uuid, left, floor, catalogue, out))
-        report.say()
-        report.say("## Checks")
-        report.say()
-        report.lines.extend(checks.lines)
-        report.failed.extend(checks.failed)
-    report.say()
-    report.say("All checks passed." if not report.failed else f"FAILED: {', '.join(report.failed)}")
-    (out / "need-floor-proof.md").write_text("\n".join(report.lines) + "\n", encoding="utf-8")
-    return 0 if not report.failed else 1
+        report.add_checks(checks)
+    return report.finish(out / "need-floor-proof.md")
 
 
 def one_case(

@@ -35,6 +35,21 @@ class Report:
         if not ok:
             self.failed.append(name)
 
+    def add_checks(self, checks: Report) -> None:
+        """A `## Checks` section after the tables: the lines and failures of `checks`."""
+        self.say()
+        self.say("## Checks")
+        self.say()
+        self.lines.extend(checks.lines)
+        self.failed.extend(checks.failed)
+
+    def finish(self, path: Path) -> int:
+        """The closing verdict line, the report written to `path`; exit 0, or 1 on a miss."""
+        self.say()
+        self.say("All checks passed." if not self.failed else f"FAILED: {', '.join(self.failed)}")
+        path.write_text("\n".join(self.lines) + "\n", encoding="utf-8")
+        return 0 if not self.failed else 1
+
 
 def mib(n: int | None) -> str:
     return "n/a" if n is None else f"{n / MIB:,.1f} MiB"

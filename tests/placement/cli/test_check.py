@@ -431,7 +431,7 @@ def test_h200_proof_snapshot_replays(
     util: str, expected: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """docs/check-gpu-proof.md: the real card flipped between 0.271 and 0.272; so does the replay."""
-    at(monkeypatch, datetime(2026, 12, 2, 15, 32, tzinfo=UTC))
+    at(monkeypatch, datetime(2026, 12, 4, 3, 45, tzinfo=UTC))
     code, out, _ = gpuplan(
         capsys, "check", "probe", "--gpu", "0", "--util", util,
         "--catalogue", "docs/check-gpu-proof.catalogue.yaml", "--snapshot", "docs/check-gpu-proof.snapshot.json",
