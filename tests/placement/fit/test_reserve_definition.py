@@ -105,7 +105,7 @@ def test_the_ledger_sql_agrees(tmp_path: Path) -> None:
             ledger.append(snapshot_of(i, case))
         conn = ledger.connection
         start = int(T0.timestamp())
-        q.prepare_window(conn, start, start + 60, lambda host, cmd: None)
+        q.prepare_window(conn, start, start + 60, lambda host, cmd, parents: None)
         unexplained = dict(
             conn.execute("SELECT host, unexplained FROM gp_card WHERE idx = 0").fetchall()
         )
