@@ -160,8 +160,12 @@ def _deploy_row(verdict: ServiceVerdict) -> list[str]:
         return [_label(verdict), verdict.kind.upper(), where, "-", "-", "-"]
     figures = result.verdict.figures
     lower = "" if result.resident_known else " (lower bound)"
+    unbounded = verdict.unbounded and not result.resident_known
+    # An unbounded service's need is no figure: the room it would use is not one either.
     used = " ".join(
-        f"{b(f.need_bytes + f.others_bytes)}/{b(f.room_bytes + f.others_bytes)}" for f in figures
+        ("unbounded" if unbounded else b(f.need_bytes + f.others_bytes))
+        + f"/{b(f.room_bytes + f.others_bytes)}"
+        for f in figures
     )
     spare = " ".join(
         b(f.gate_free_bytes - f.requested_bytes)
@@ -174,7 +178,7 @@ def _deploy_row(verdict: ServiceVerdict) -> list[str]:
         _LABEL[result.verdict.verdict],
         f"{result.verdict.host}:" + ",".join(map(str, result.verdict.cards)),
         "unbounded"
-        if verdict.unbounded and not result.resident_known
+        if unbounded
         else b(max((f.need_bytes for f in figures), default=result.seat.resident_bytes)) + lower,
         used or "-",
         spare or "-",

@@ -129,6 +129,27 @@ def test_a_real_unpinned_share_of_free_service_with_no_seat_is_refused_unbounded
     assert verdict["flags"] == []
 
 
+def test_the_deploy_table_shows_no_byte_figure_for_an_unbounded_need(
+    fv_ml1: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Its need is no figure (the 1 B it is judged with stands for none): nor is the room it uses.
+    path = ENGINES_DATA / "sglang/compose-sglang-docker.yaml"
+    argv = [
+        "check",
+        "--compose",
+        str(path),
+        "--catalogue",
+        str(fv_ml1),
+        "--snapshot",
+        str(SNAPSHOT),
+    ]
+    code = cli.main(argv)
+    row = next(x for x in capsys.readouterr().out.splitlines() if x.lstrip().startswith("sglang "))
+    assert code == 1
+    assert row.split()[3:5] == ["unbounded", "unbounded/1.58"]
+    assert "1 B" not in row
+
+
 def test_the_image_version_of_a_seatless_service_is_in_its_verdict(
     fv_ml1: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
