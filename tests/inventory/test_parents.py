@@ -3,8 +3,10 @@
 Since vLLM's V1 engine the process that holds a vLLM seat's GPU memory is its engine core, whose
 /proc/PID/cmdline is only the title vLLM gives it: `set_process_title("EngineCore")` writes
 `f"{prefix}::{name}"` with prefix `VLLM_PROCESS_NAME_PREFIX` (default `VLLM`) through setproctitle
-(vllm-project/vllm, vllm/utils/system_utils.py `set_process_title`), so `VLLM::EngineCore` with no
-arguments; its parent, the API server, carries `--port 8027`. The parent's line below is fv-ml1's
+(vllm-project/vllm, vllm/utils/system_utils.py `set_process_title`, called by run_engine_core in
+vllm/v1/engine/core.py), so `VLLM::EngineCore` with no arguments, as `ps` shows it in
+https://github.com/vllm-project/vllm/issues/25127 (`77637     1 R … VLLM::EngineCore`); its
+parent, the API server, carries `--port 8027`. The parent's line below is fv-ml1's
 own vllm-voices line (seats/catalogue/fv-ml1.snapshot.json, pid 4121).
 """
 
