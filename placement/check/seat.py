@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from inventory.attribution import attribute, host_seats, match_seat
+from inventory.attribution import attribute, host_seats, match_seat, server_line
 from inventory.snapshot import Process, Snapshot, format_utc
 from placement.check.elsewhere import Elsewhere
 from placement.decisions import inputs_digest as digest_of
@@ -427,7 +427,7 @@ def _attribute_by_port(snapshot: Snapshot, service: ComposeService) -> Snapshot:
     for card in snapshot.cards:
         processes: list[Process] = []
         for process in card.processes:
-            line = process.cmdline
+            line = server_line(process)  # a `VLLM::EngineCore` by its API server's line
             if (
                 process.seat is None
                 and line

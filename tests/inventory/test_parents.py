@@ -39,6 +39,8 @@ from inventory.poller import take_snapshot
 from inventory.proc import is_runtime_shim, read_proc_cmdline, read_proc_parents
 from inventory.prometheus.exporter import recorded_poll
 from inventory.snapshot import Process, Snapshot, dumps_snapshot, load_snapshot, loads_snapshot
+from placement.check.compose import load_compose
+from placement.check.seat import check_service
 from placement.cli import check as check_command
 from placement.cli.main import main
 from placement.report.figures import _seat_matcher
@@ -305,3 +307,53 @@ def test_the_report_attributes_an_engine_core_stored_without_a_seat(
         foreign = [f.cmdline for f in report_queries.foreign_usage(conn)]
     assert usage["vllm-voices"].max_bytes == 11_261_706_240
     assert ENGINE_CORE not in foreign
+
+
+def test_a_seatless_compose_service_frees_its_engine_core_by_its_servers_port(
+    tmp_path: Path, fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot
+) -> None:
+    card = fv_ml1_snapshot.card(1)
+    held = 4 * 2**30
+    server = "vllm serve m --port 9100 --gpu-memory-utilization 0.04 --kv-cache-memory 2G"
+    core = Process(pid=777, used_bytes=held, cmdline=ENGINE_CORE, parents=(server,))
+    busy = card.model_copy(
+        update={
+            "free_bytes": (card.free_bytes or 0) - held,
+            "used_bytes": (card.used_bytes or 0) + held,
+            "processes": (*card.processes, core),
+        }
+    )
+    snapshot = fv_ml1_snapshot.model_copy(
+        update={"cards": tuple(busy if c.index == 1 else c for c in fv_ml1_snapshot.cards)}
+    )
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(
+        """
+services:
+  side:
+    image: vllm/vllm-openai:v0.11.0
+    command: [--model, m, --port, "9100", --gpu-memory-utilization, "0.04", --kv-cache-memory, 2G]
+    environment: [CUDA_VISIBLE_DEVICES=1]
+""",
+        encoding="utf-8",
+    )
+    (service,) = load_compose(compose, {}).services
+    result = check_service(fv_ml1, [snapshot], service)
+    assert result.verdict.verdict == "pass", result.verdict.reasons
+    assert any("pid 777" in w for w in result.verdict.warnings)
+    # The same engine core with no parent read is no service's: nothing is freed.
+    alone = snapshot.model_copy(
+        update={
+            "cards": tuple(
+                c.model_copy(
+                    update={
+                        "processes": tuple(
+                            p.model_copy(update={"parents": ()}) for p in c.processes
+                        )
+                    }
+                )
+                for c in snapshot.cards
+            )
+        }
+    )
+    assert check_service(fv_ml1, [alone], service).verdict.verdict == "refuse"
