@@ -309,23 +309,22 @@ def test_the_report_attributes_an_engine_core_stored_without_a_seat(
     assert ENGINE_CORE not in foreign
 
 
+def _core_on_card_1(parents: list[str]) -> Snapshot:
+    """fv-ml1 with a 4 GiB `VLLM::EngineCore` (pid 777) more on card 1, under `parents`."""
+    data: dict[str, Any] = json.loads(FV_ML1_SNAPSHOT.read_text(encoding="utf-8"))
+    card = data["cards"][1]
+    core = {"pid": 777, "used_bytes": 4 * 2**30, "cmdline": ENGINE_CORE, "parents": parents}
+    card["processes"].append(core)
+    card["used_bytes"] += core["used_bytes"]
+    card["free_bytes"] -= core["used_bytes"]
+    return loads_snapshot(json.dumps(data), "core-on-card-1.json")
+
+
+@pytest.mark.parametrize(("parents", "verdict"), [(True, "pass"), (False, "refuse")])
 def test_a_seatless_compose_service_frees_its_engine_core_by_its_servers_port(
-    tmp_path: Path, fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot
+    tmp_path: Path, fv_ml1: Catalogue, parents: bool, verdict: str
 ) -> None:
-    card = fv_ml1_snapshot.card(1)
-    held = 4 * 2**30
     server = "vllm serve m --port 9100 --gpu-memory-utilization 0.04 --kv-cache-memory 2G"
-    core = Process(pid=777, used_bytes=held, cmdline=ENGINE_CORE, parents=(server,))
-    busy = card.model_copy(
-        update={
-            "free_bytes": (card.free_bytes or 0) - held,
-            "used_bytes": (card.used_bytes or 0) + held,
-            "processes": (*card.processes, core),
-        }
-    )
-    snapshot = fv_ml1_snapshot.model_copy(
-        update={"cards": tuple(busy if c.index == 1 else c for c in fv_ml1_snapshot.cards)}
-    )
     compose = tmp_path / "compose.yaml"
     compose.write_text(
         """
@@ -338,22 +337,8 @@ services:
         encoding="utf-8",
     )
     (service,) = load_compose(compose, {}).services
-    result = check_service(fv_ml1, [snapshot], service)
-    assert result.verdict.verdict == "pass", result.verdict.reasons
-    assert any("pid 777" in w for w in result.verdict.warnings)
-    # The same engine core with no parent read is no service's: nothing is freed.
-    alone = snapshot.model_copy(
-        update={
-            "cards": tuple(
-                c.model_copy(
-                    update={
-                        "processes": tuple(
-                            p.model_copy(update={"parents": ()}) for p in c.processes
-                        )
-                    }
-                )
-                for c in snapshot.cards
-            )
-        }
-    )
-    assert check_service(fv_ml1, [alone], service).verdict.verdict == "refuse"
+    result = check_service(fv_ml1, [_core_on_card_1([server] if parents else [])], service)
+    # With its server's line the engine core is the service's own, freed for the redeploy;
+    # with no parent read it is no service's, and its 4 GiB stay held.
+    assert result.verdict.verdict == verdict, result.verdict.reasons
+    assert any("pid 777" in w for w in result.verdict.warnings) is parents
