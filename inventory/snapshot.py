@@ -80,6 +80,12 @@ class Process(BaseModel):
         # Prometheus labels): secrets never get further than this.
         return None if value is None else mask_cmdline(value)
 
+    @field_validator("parents", mode="before")
+    @classmethod
+    def _no_parents(cls, value: object) -> object:
+        # Another writer may say "none read" as null: the same as an empty list or no key.
+        return () if value is None else value
+
     @field_validator("parents")
     @classmethod
     def _parents_masked(cls, value: tuple[str, ...]) -> tuple[str, ...]:

@@ -38,7 +38,14 @@ from inventory.nvml import RawProcess
 from inventory.poller import take_snapshot
 from inventory.proc import is_runtime_shim, read_proc_cmdline, read_proc_parents
 from inventory.prometheus.exporter import recorded_poll
-from inventory.snapshot import Process, Snapshot, dumps_snapshot, load_snapshot, loads_snapshot
+from inventory.snapshot import (
+    Process,
+    Snapshot,
+    SnapshotError,
+    dumps_snapshot,
+    load_snapshot,
+    loads_snapshot,
+)
 from placement.check.compose import load_compose
 from placement.check.seat import check_service
 from placement.cli import check as check_command
@@ -153,6 +160,12 @@ def test_parents_are_masked_and_kept_in_the_snapshot_file_only_when_present() ->
     assert written["cards"][0]["processes"][3]["parents"] == [parent]
     assert "parents" not in written["cards"][0]["processes"][0]  # none read: no key, as before
     assert loads_snapshot(json.dumps(written), "again.json") == snapshot
+    # null is none read, as an absent key is; a string is no list of lines (exit 2, naming it).
+    written["cards"][0]["processes"][3]["parents"] = None
+    assert loads_snapshot(json.dumps(written), "null.json").card(0).processes[3].parents == ()
+    written["cards"][0]["processes"][3]["parents"] = VOICES_SERVER
+    with pytest.raises(SnapshotError, match=r"cards\[0\]\.processes\[3\]\.parents"):
+        loads_snapshot(json.dumps(written), "string.json")
     # An older snapshot (no `parents`) reads as it did.
     assert load_snapshot(FV_ML1_SNAPSHOT).card(0).processes[3].parents == ()
 
