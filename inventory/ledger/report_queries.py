@@ -12,6 +12,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from inventory.attribution import shown_parent
+from inventory.snapshot import Process
+
 # The handle the report's readers take: the ledger's connection (temporary tables live on it,
 # so a read-only ledger serves the report too).
 Connection = sqlite3.Connection
@@ -87,6 +90,8 @@ class ForeignUsage:
     first_s: int
     last_s: int
     max_bytes: int
+    # The server's line above a bare process title (`VLLM::EngineCore`), else None.
+    parent: str | None = None
 
 
 @dataclass(frozen=True)
@@ -199,7 +204,7 @@ def prepare_window(conn: Connection, start_s: int, end_s: int, seat_of: SeatOf) 
         (start_s, end_s),
     )
     joined, seat_sql = _attribute(conn, seat_of)
-    _fill_seat_tables(conn, joined, seat_sql)
+    _fill_seat_tables(conn, joined, seat_sql, _parents_sql(conn))
     _fill_card_table(conn)
 
 
@@ -207,7 +212,7 @@ def _attribute(conn: Connection, seat_of: SeatOf) -> tuple[str, str]:
     """Fill gp_attr (command lines attributed now) and gp_key; return the join and seat SQL."""
     # `parents` is '' where a row has none (and in a ledger read as it is before version 6), so
     # the key and the join below never compare NULLs.
-    parents = f"COALESCE(p.{_PARENTS}, '')" if _has_parents(conn) else "''"
+    parents = _parents_sql(conn)
     conn.execute(
         "CREATE TEMP TABLE gp_attr(host TEXT, cmdline TEXT, parents TEXT, seat TEXT, "
         "PRIMARY KEY(host, cmdline, parents))"
@@ -252,12 +257,13 @@ def _attribute(conn: Connection, seat_of: SeatOf) -> tuple[str, str]:
 _PARENTS = "parents"
 
 
-def _has_parents(conn: Connection) -> bool:
-    """True when the processes table has `parents` (version 6 on; a read-only older one has not)."""
-    return any(row[1] == _PARENTS for row in conn.execute("PRAGMA table_info(processes)"))
+def _parents_sql(conn: Connection) -> str:
+    """`p.parents` as text, '' for none: a ledger read as it is before version 6 has no column."""
+    names = {row[1] for row in conn.execute("PRAGMA table_info(processes)")}
+    return f"COALESCE(p.{_PARENTS}, '')" if _PARENTS in names else "''"
 
 
-def _fill_seat_tables(conn: Connection, joined: str, seat_of: str) -> None:
+def _fill_seat_tables(conn: Connection, joined: str, seat_of: str, parents: str) -> None:
     """gp_seat (bytes per seat, card and snapshot), gp_foreign (unclaimed processes), gp_sorted."""
     # Bytes per seat, card and snapshot. Rows arrive in snapshot order, so the upsert appends to
     # the b-tree (and sums a seat's several processes) where a GROUP BY would sort every row.
@@ -274,8 +280,8 @@ def _fill_seat_tables(conn: Connection, joined: str, seat_of: str) -> None:
     )
     conn.execute(
         "CREATE TEMP TABLE gp_foreign AS "
-        "SELECT w.host, w.taken_at_s, p.snapshot_id, p.card_idx, p.pid, p.used_bytes, p.cmdline "
-        f"{joined} WHERE {seat_of} IS NULL"
+        "SELECT w.host, w.taken_at_s, p.snapshot_id, p.card_idx, p.pid, p.used_bytes, p.cmdline, "
+        f"{parents} AS parents {joined} WHERE {seat_of} IS NULL"
     )
     # The same rows clustered by seat and bytes, for the percentiles' offset walks. Filling a
     # table keyed this way costs a fraction of CREATE INDEX on the WITHOUT ROWID gp_seat.
@@ -500,11 +506,12 @@ def last_sighting(
 
 
 def foreign_usage(conn: Connection) -> list[ForeignUsage]:
-    """Unclaimed processes grouped by host, card and command line, by first appearance."""
+    """Unclaimed processes grouped by host, card, command line and ancestors' lines, by first
+    appearance; a bare process title is told apart, and shown, by its server's line."""
     rows = conn.execute(
-        "SELECT host, card_idx, cmdline, COUNT(DISTINCT pid), COUNT(*), MIN(taken_at_s), MAX(taken_at_s), "
-        "       MAX(COALESCE(used_bytes, 0)) "
-        "FROM gp_foreign GROUP BY host, card_idx, cmdline "
+        "SELECT host, card_idx, cmdline, parents, COUNT(DISTINCT pid), COUNT(*), MIN(taken_at_s), "
+        "       MAX(taken_at_s), MAX(COALESCE(used_bytes, 0)) "
+        "FROM gp_foreign GROUP BY host, card_idx, cmdline, parents "
         "ORDER BY host, card_idx, MIN(taken_at_s)"
     ).fetchall()
     return [
@@ -517,8 +524,11 @@ def foreign_usage(conn: Connection) -> list[ForeignUsage]:
             first_s=int(first),
             last_s=int(last),
             max_bytes=int(top),
+            parent=shown_parent(
+                Process(pid=0, cmdline=cmdline, parents=json.loads(parents) if parents else ())
+            ),
         )
-        for host, idx, cmdline, pids, n, first, last, top in rows
+        for host, idx, cmdline, parents, pids, n, first, last, top in rows
     ]
 
 

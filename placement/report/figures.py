@@ -427,6 +427,7 @@ def _foreign(source: WindowSource) -> tuple[ForeignProcess, ...]:
             first_at=format_utc(utc(f.first_s)),
             last_at=format_utc(utc(f.last_s)),
             max_bytes=f.max_bytes,
+            parent=f.parent,
         )
         for f in source.foreign_usage()
     )

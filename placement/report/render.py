@@ -426,9 +426,12 @@ def _foreign(report: Report) -> list[Block]:
                 tuple(
                     (
                         f"{name(f.host)}:{f.card}",
-                        code_span(short(f.cmdline))
-                        if f.cmdline is not None
-                        else "(vanished before /proc was read)",
+                        (
+                            code_span(short(f.cmdline))
+                            if f.cmdline is not None
+                            else "(vanished before /proc was read)"
+                        )
+                        + (f" (parent: {code_span(short(f.parent))})" if f.parent else ""),
                         str(f.pids),
                         f"{f.samples:,}",
                         _at(f.first_at),

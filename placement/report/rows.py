@@ -266,6 +266,8 @@ class ForeignProcess:
     first_at: str
     last_at: str
     max_bytes: int
+    # The server's line above a bare process title (`VLLM::EngineCore`), else None.
+    parent: str | None = None
 
 
 @dataclass(frozen=True)

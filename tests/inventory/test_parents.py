@@ -355,3 +355,17 @@ services:
     # with no parent read it is no service's, and its 4 GiB stay held.
     assert result.verdict.verdict == verdict, result.verdict.reasons
     assert any("pid 777" in w for w in result.verdict.warnings) is parents
+
+
+def test_the_report_lists_a_foreign_engine_core_with_its_servers_line(
+    tmp_path: Path, fv_ml1: Catalogue
+) -> None:
+    stranger = "vllm serve Qwen/Qwen3-14B --tensor-parallel-size 4 --host 0.0.0.0 --port 8000"
+    snapshot = load_snapshot(_engine_core_snapshot(tmp_path, [stranger]))
+    start = int(snapshot.taken_at.timestamp())
+    with open_ledger(tmp_path / "l.sqlite") as ledger:
+        ledger.append(snapshot)
+        conn = ledger.connection
+        report_queries.prepare_window(conn, start, start + 60, _seat_matcher(fv_ml1))
+        (core,) = [f for f in report_queries.foreign_usage(conn) if f.cmdline == ENGINE_CORE]
+    assert (core.card, core.max_bytes, core.parent) == (0, 11_261_706_240, stranger)
