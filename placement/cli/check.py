@@ -59,7 +59,9 @@ def _cards(text: str) -> tuple[int, ...]:
 
 
 def _util(text: str) -> Decimal:
-    from placement.check.compose import parse_util
+    # The engine's own reader of a util, not the compose package's re-export: a seat check never
+    # imports the compose reader (about 20 ms of start-up).
+    from placement.fit.engines.vllm_flags import parse_util
 
     try:
         return Decimal(parse_util(text))
