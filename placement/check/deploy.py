@@ -25,7 +25,7 @@ from placement.check.seat import (
     service_spec,
     version_notes,
 )
-from placement.fit.beside import decided, is_unbounded, judged_unseated, unbounded_beside
+from placement.fit.beside import decided, is_unbounded, judged_unseated
 from placement.fit.engines.registry import engine
 from placement.fit.verify import Placement, judge
 from seats.errors import BadInputError, Exit
@@ -389,15 +389,6 @@ def _together(
         joint = replace(
             joint, warnings=tuple(dict.fromkeys([*result.verdict.warnings, *joint.warnings]))
         )
-        beside = unbounded_beside(
-            mine.seat, mine.host, mine.cards, [(p.seat, p.host, p.cards) for p in others]
-        )
-        if beside:
-            joint = replace(
-                joint,
-                verdict="unknown" if joint.verdict == "unknown" else "refuse",
-                reasons=(*joint.reasons, *beside),
-            )
         if verdict.undecided is not None and not decided(joint, mine.seat):
             out.append(verdict.undecided)
             continue

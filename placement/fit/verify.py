@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Literal
 
 from inventory.snapshot import Card, Snapshot
+from placement.fit.beside import unbounded_beside
 from placement.fit.capacity import cuda_context_bytes
 from placement.fit.card import cuda_total
 from placement.fit.engines import (
@@ -412,6 +413,11 @@ def judge(
         out.warnings.extend([warning] if warning else [])
     for state in states:
         _judge_card(seat, rule, chosen, state, host, out)
+    if mode == "check":
+        # Beside an unbounded new seat nothing can count on its room (fit/beside.py); the plan
+        # proposes every unbounded seat a util, so none is unbounded there.
+        placed = [(p.seat, p.host, p.cards) for p in others]
+        out.reasons.extend(unbounded_beside(seat, host, cards, placed))
     gated = requests_util(seat.engine) and rule.gating == "gated"
     if gated:
         flags = engine_flags(

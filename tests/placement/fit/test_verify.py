@@ -190,6 +190,27 @@ def test_unbounded_refused_on_a_shared_card(fv_ml1: Catalogue, snap: Snapshot) -
     assert any("unbounded" in warning for warning in planned.warnings)
 
 
+def test_a_seat_beside_an_unbounded_new_seat_is_refused_in_check_only(
+    fv_ml1: Catalogue, snap: Snapshot
+) -> None:
+    # The judge itself says it (a hold or another service of the deploy alike): whichever starts
+    # second finds the card taken. The plan proposes the unbounded seat a util: nothing to say.
+    wild = Placement(
+        seat("wild", "1 GiB", engine={"kind": "vllm", "version": "0.34.0"}), "fv-ml1", (1,)
+    )
+    small = vllm("small", "1 GiB", kv_cache_memory="256 MiB")
+    checked = judge(fv_ml1, snap, small, [1], others=[wild], mode="check")
+    assert ("unbounded", 1) in rules(checked) and not checked.passed
+    (reason,) = [r for r in checked.reasons if r.rule == "unbounded"]
+    assert reason.text.startswith("wild beside it on card 1 is unbounded")
+    assert "unbounded" not in [
+        r for r, _ in rules(judge(fv_ml1, snap, small, [2], others=[wild], mode="check"))
+    ]
+    assert "unbounded" not in [
+        r for r, _ in rules(judge(fv_ml1, snap, small, [1], others=[wild], mode="plan"))
+    ]
+
+
 def test_unbounded_exclusive_on_an_empty_card_passes(fv_ml1: Catalogue, snap: Snapshot) -> None:
     wild = seat("flash-next", "1 GiB", exclusive=True, engine={"kind": "vllm", "version": "0.34.0"})
     assert judge(fv_ml1, snap, wild, [3], mode="check").passed
