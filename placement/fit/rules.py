@@ -18,7 +18,6 @@ from placement.fit.engines import (
     GateRule,
     engine_of,
     format_util,
-    named,
     passes_gate,
     requested_bytes,
     unbounded_as_declared,
@@ -285,9 +284,8 @@ def _refusal_reason(refusal: Refusal, state: CardState, host: str) -> Reason:
 def engine_reasons(*, seat: Seat, state: CardState, host: str) -> list[Reason]:
     """The rules of an engine that starts on no util request, each by its own module
     (DESIGN.md, Engines): its own refusal (`gate`) or its spill (`spill`), a KV cache short of one
-    request (`kv_capacity`), and `unbounded` for an unpinned share of free beside anything."""
-    if not named(seat.engine):
-        return []  # no engine rule: room alone
+    request (`kv_capacity`), and `unbounded` for an unpinned share of free beside anything.
+    `other`, with no engine rule, answers none of them: room alone judges it."""
     engine = engine_of(seat.engine)
     if engine.util_request:
         return []  # vLLM's gate, kv_capacity and unbounded are the rules above

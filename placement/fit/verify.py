@@ -24,7 +24,6 @@ from placement.fit.engines import (
     format_util,
     gate_rule,
     largest_util_within,
-    named,
     need_bytes,
     passes_gate,
     requested_bytes,
@@ -176,15 +175,13 @@ def other_need(
 ) -> int:
     """Bytes another new seat placed on `card` takes there (its own util as it will start)."""
     seat = placement.seat
-    if not named(seat.engine):
-        return seat.resident_bytes  # no engine rule: its resident, as before engines
+    ctx = cuda_context_bytes(catalogue, snapshot.host)
     if not requests_util(seat.engine):
-        # Started before the judged seat, it meets the card as the snapshot shows it.
-        ctx = cuda_context_bytes(catalogue, snapshot.host)
+        # Started before the judged seat, it meets the card as the snapshot shows it (`other`,
+        # with no engine rule, answers its resident).
         met = EngineCard(cuda_total(card), card.free_bytes or 0, ctx)
         return max(seat.resident_bytes, engine_of(seat.engine).need_bytes(seat, met))
     rule = gate_rule(seat.engine, propose=mode == "plan")
-    ctx = cuda_context_bytes(catalogue, snapshot.host)
     util = placement.util
     if util is None:
         totals = [cuda_total(c) for c in snapshot.cards if c.index in placement.cards and c.ok]
@@ -329,7 +326,7 @@ def _judge_card(
 ) -> None:
     """The figures and every binding rule of `seat` on one usable card."""
     ctx = state.cuda_context_bytes
-    if requests_util(seat.engine) or not named(seat.engine):
+    if requests_util(seat.engine):
         need = seat_need(seat, util, state.cuda_total_bytes, ctx, rule)
     else:
         need = engine_of(seat.engine).need_bytes(seat, engine_card(state))

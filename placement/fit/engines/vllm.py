@@ -21,19 +21,18 @@ from placement.fit.engines import (
 )
 from placement.fit.engines.base import (
     Behaviour,
+    ByCommand,
     EngineCard,
     GateRule,
     Learned,
     LogFigure,
     Refusal,
-    command_in,
     flag_value,
-    image_matches,
     parallel_cards,
     read_fields,
     share_text,
 )
-from placement.fit.engines.vllm_command import IMAGES, VERSION_TAG, image_version
+from placement.fit.engines.vllm_command import IMAGES, VERSION_TAG
 from placement.fit.engines.vllm_flags import KV_FLAG, UTIL_FLAG, vllm_bytes
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
@@ -114,7 +113,7 @@ def engine_flags(
     return tuple(flags)
 
 
-class VLLM:
+class VLLM(ByCommand):
     """vLLM's OpenAI server (`vllm serve`, `-m vllm.entrypoints.openai.api_server`)."""
 
     kind = "vllm"
@@ -135,12 +134,11 @@ class VLLM:
         return "request-gated" if rule.gating == "gated" and rule.checks_gate else "share-of-free"
 
     def recognise(self, argv: Sequence[str], image: str | None = None) -> bool:
-        """`vllm serve`, the api_server module, its engine processes, or the vllm-openai image."""
-        if any(command_in(argv, command) for command in self.commands):
-            return True
-        if any(word.startswith("vllm.entrypoints") for word in argv):
-            return True
-        return image_matches(image, self.images)
+        """`vllm serve`, the api_server module, its engine processes, or the vllm-openai image
+        (`ByCommand`); or any module of vllm.entrypoints."""
+        return super().recognise(argv, image) or any(
+            word.startswith("vllm.entrypoints") for word in argv
+        )
 
     def read_flags(
         self, argv: Sequence[str], env: Mapping[str, str] | None = None
@@ -162,10 +160,6 @@ class VLLM:
         return parallel_cards(
             argv, (("--tensor-parallel-size", "-tp"), ("--pipeline-parallel-size", "-pp"))
         )
-
-    def version_of(self, image: str | None) -> str | None:
-        """`vllm/vllm-openai:v0.11.0` → '0.11.0' (vllm_command.image_version)."""
-        return image_version(image)[1]
 
     def need_bytes(self, seat: Seat, card: EngineCard) -> int:
         """The resident, or ceil(util × total) + context where its KV grows to its request."""
