@@ -185,7 +185,7 @@ def check_seat(
     warnings += _redeploy_notes(attributed, final.name, cards)
     warnings += _lora_warnings(final, None)
     warnings += _cover_warnings(catalogue, attributed, final, verdict)
-    return CheckResult(_with_warnings(verdict, warnings), final, attributed)
+    return CheckResult(with_warnings(verdict, warnings), final, attributed)
 
 
 def check_service(
@@ -237,7 +237,7 @@ def check_service(
     if resident_known:
         warnings += _cover_warnings(catalogue, attributed, judged, verdict)
     return CheckResult(
-        _with_warnings(verdict, warnings),
+        with_warnings(verdict, warnings),
         judged,
         attributed,
         resident_known=resident_known,
@@ -445,7 +445,8 @@ def _attribute_by_port(snapshot: Snapshot, service: ComposeService) -> Snapshot:
     return snapshot.model_copy(update={"cards": tuple(cards)})
 
 
-def _with_warnings(verdict: Verdict, extra: Sequence[str]) -> Verdict:
+def with_warnings(verdict: Verdict, extra: Sequence[str]) -> Verdict:
+    """`verdict` with `extra` warnings after its own, each once."""
     return replace(verdict, warnings=tuple(dict.fromkeys([*verdict.warnings, *extra])))
 
 
