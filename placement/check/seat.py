@@ -537,8 +537,9 @@ def _disagreements(seat: Seat, service: ComposeService, cards: Sequence[int]) ->
     out: list[str] = []
     name = f"service {service.name}"
     catalogue_util = seat.engine.gpu_memory_utilization
-    util_flag = engine_of(seat.engine).flag_of("gpu_memory_utilization")
-    kv_flag = engine_of(seat.engine).flag_of("kv_cache_bytes")
+    flag_of = engine_of(seat.engine).flag_of
+    util_flag = flag_of("gpu_memory_utilization")
+    kv_flag = flag_of("kv_cache_bytes")
     if service.util is None and catalogue_util is not None:
         out.append(
             f"{name} passes no {util_flag}; the catalogue's {seat.name} declares "
@@ -571,7 +572,7 @@ def _disagreements(seat: Seat, service: ComposeService, cards: Sequence[int]) ->
         ):
             if mine is not None and mine != theirs:
                 out.append(
-                    f"{name} {engine_of(seat.engine).flag_of(field)} {mine} disagrees with the catalogue's {theirs}: LoRA slot buffers "
+                    f"{name} {flag_of(field)} {mine} disagrees with the catalogue's {theirs}: LoRA slot buffers "
                     f"change the resident {format_bytes(seat.resident_bytes)} it declares"
                 )
     elif service.lora_enabled:
