@@ -7,7 +7,7 @@ what it adds is the warnings that do not refuse (LoRA, util vs resident, compose
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -282,15 +282,20 @@ def _unseated(
     )
 
 
-def service_spec(service: ComposeService, version: str | None, profile: Profile | None) -> Engine:
+def service_spec(
+    service: ComposeService,
+    version: str | None,
+    profile: Profile | None,
+    catalogue_fields: Mapping[str, object] | None = None,
+) -> Engine:
     """The engine block a compose service starts with, built by its engine from the fields its
-    flags set (`registry.spec_of`); an error names the service."""
+    flags set (`registry.spec_of`) over `catalogue_fields` (its seat's); an error names the
+    service."""
     from pydantic import ValidationError
 
+    fields = {**(catalogue_fields or {}), **dict(service.engine_fields)}
     try:
-        return spec_of(
-            service.engine or "other", dict(service.engine_fields), version=version, profile=profile
-        )
+        return spec_of(service.engine or "other", fields, version=version, profile=profile)
     except ValidationError as exc:
         from placement.check.compose import ComposeError
 
