@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from inventory.holds import Hold
+from inventory.ledger.schema import has_column
 
 ENDINGS = ("seen", "expired", "released", "replaced")
 
@@ -37,8 +38,8 @@ _COLUMNS = (
 
 def _columns(connection: sqlite3.Connection | sqlite3.Cursor) -> str:
     """`_COLUMNS`, reading 0 as the request of a ledger opened read-only before version 5."""
-    names = {row[1] for row in connection.execute("PRAGMA table_info(holds)")}
-    return _COLUMNS.format(requested="h.requested_bytes" if "requested_bytes" in names else "0")
+    requested = "h.requested_bytes" if has_column(connection, "holds", "requested_bytes") else "0"
+    return _COLUMNS.format(requested=requested)
 
 
 def _moment(seconds: int) -> datetime:

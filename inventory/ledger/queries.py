@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from inventory.ledger.schema import LedgerError, operational
-from inventory.ledger.writes import seconds
+from inventory.ledger.schema import LedgerError, has_column, operational
+from inventory.ledger.writes import parents_from_text, seconds
 from inventory.snapshot import SCHEMA_VERSION as SNAPSHOT_SCHEMA
 from inventory.snapshot import Card, Process, Snapshot
 
@@ -189,15 +189,17 @@ def _build_chunk(connection: sqlite3.Connection, path: str, rows: list[Any]) -> 
     # One read of the processes and one of the cards for the whole chunk: the range read of
     # a week (10,080 snapshots) stays a handful of queries, not tens of thousands.
     processes: dict[tuple[int, int], list[Process]] = {}
+    # NULL in a ledger opened read-only before version 6, which has no `parents` column.
+    parents_column = "parents" if has_column(connection, "processes", "parents") else "NULL"
     for sid, idx, *values, parents in read(
         connection,
         path,
-        f"SELECT snapshot_id, card_idx, pid, used_bytes, cmdline, seat, {_parents_column(connection)}"
+        f"SELECT snapshot_id, card_idx, pid, used_bytes, cmdline, seat, {parents_column}"
         f" FROM processes WHERE snapshot_id IN ({marks}) ORDER BY snapshot_id, card_idx, rowid",
         ids,
     ):
         process = dict(zip(_PROCESS_FIELDS, values, strict=True))
-        process["parents"] = tuple(json.loads(parents)) if parents else ()
+        process["parents"] = parents_from_text(parents)
         processes.setdefault((sid, idx), []).append(_trusted(Process, process))
     # The rows were validated as Snapshots when they were written; building them again
     # without re-validating is what keeps a week's range read (80,640 cards) under 1 s.
@@ -225,12 +227,6 @@ def _build_chunk(connection: sqlite3.Connection, path: str, rows: list[Any]) -> 
         }
         out.append(_trusted(Snapshot, snapshot))
     return out
-
-
-def _parents_column(connection: sqlite3.Connection) -> str:
-    """`parents`, or NULL in a ledger opened read-only before version 6 (which has no such column)."""
-    names = {row[1] for row in connection.execute("PRAGMA table_info(processes)")}
-    return "parents" if "parents" in names else "NULL"
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from inventory.attribution import shown_parent
+from inventory.ledger.schema import has_column
+from inventory.ledger.writes import parents_from_text
 from inventory.snapshot import Process
 
 # The handle the report's readers take: the ledger's connection (temporary tables live on it,
@@ -203,16 +205,19 @@ def prepare_window(conn: Connection, start_s: int, end_s: int, seat_of: SeatOf) 
         "WHERE taken_at_s >= ? AND taken_at_s < ?",
         (start_s, end_s),
     )
-    joined, seat_sql = _attribute(conn, seat_of)
-    _fill_seat_tables(conn, joined, seat_sql, _parents_sql(conn))
+    # `parents` is '' where a row has none (and in a ledger read as it is before version 6, which
+    # has no such column), so the keys and joins below never compare NULLs.
+    parents = "COALESCE(p.parents, '')" if has_column(conn, "processes", "parents") else "''"
+    joined, seat_sql = _attribute(conn, seat_of, parents)
+    _fill_seat_tables(conn, joined, seat_sql, parents)
     _fill_card_table(conn)
 
 
-def _attribute(conn: Connection, seat_of: SeatOf) -> tuple[str, str]:
-    """Fill gp_attr (command lines attributed now) and gp_key; return the join and seat SQL."""
-    # `parents` is '' where a row has none (and in a ledger read as it is before version 6), so
-    # the key and the join below never compare NULLs.
-    parents = _parents_sql(conn)
+def _attribute(conn: Connection, seat_of: SeatOf, parents: str) -> tuple[str, str]:
+    """Fill gp_attr (command lines attributed now) and gp_key; return the join and seat SQL.
+
+    `parents` is the SQL of a row's ancestors' lines as text, '' for none.
+    """
     conn.execute(
         "CREATE TEMP TABLE gp_attr(host TEXT, cmdline TEXT, parents TEXT, seat TEXT, "
         "PRIMARY KEY(host, cmdline, parents))"
@@ -230,8 +235,7 @@ def _attribute(conn: Connection, seat_of: SeatOf) -> tuple[str, str]:
         if seat is None and cmdline is not None:
             key = (host, cmdline, lines)
             if key not in attributed:
-                ancestors = tuple(json.loads(lines)) if lines else ()
-                attributed[key] = seat_of(host, cmdline, ancestors)
+                attributed[key] = seat_of(host, cmdline, parents_from_text(lines))
             seat = attributed[key]
         if seat is not None:
             keys.add((host, int(idx), seat))
@@ -252,15 +256,6 @@ def _attribute(conn: Connection, seat_of: SeatOf) -> tuple[str, str]:
         f"AND a.parents = {parents} ",
         "COALESCE(p.seat, a.seat)",
     )
-
-
-_PARENTS = "parents"
-
-
-def _parents_sql(conn: Connection) -> str:
-    """`p.parents` as text, '' for none: a ledger read as it is before version 6 has no column."""
-    names = {row[1] for row in conn.execute("PRAGMA table_info(processes)")}
-    return f"COALESCE(p.{_PARENTS}, '')" if _PARENTS in names else "''"
 
 
 def _fill_seat_tables(conn: Connection, joined: str, seat_of: str, parents: str) -> None:
@@ -525,7 +520,7 @@ def foreign_usage(conn: Connection) -> list[ForeignUsage]:
             last_s=int(last),
             max_bytes=int(top),
             parent=shown_parent(
-                Process(pid=0, cmdline=cmdline, parents=json.loads(parents) if parents else ())
+                Process(pid=0, cmdline=cmdline, parents=parents_from_text(parents))
             ),
         )
         for host, idx, cmdline, parents, pids, n, first, last, top in rows

@@ -101,6 +101,12 @@ class ReadOnlyLedgerError(LedgerError):
     """A ledger that can be read but not written (a replica, a read-only mount, mode 0444)."""
 
 
+def has_column(connection: sqlite3.Connection | sqlite3.Cursor, table: str, column: str) -> bool:
+    """True when `table` has `column`: a ledger opened read-only is read at the version it was
+    written at, which may be before the migration that added it."""
+    return any(row[1] == column for row in connection.execute(f"PRAGMA table_info({table})"))
+
+
 def operational(
     path: str, exc: sqlite3.OperationalError, busy_ms: int = BUSY_TIMEOUT_MS
 ) -> LedgerError:

@@ -141,6 +141,11 @@ def parents_text(parents: Sequence[str]) -> str | None:
     return json.dumps(list(parents)) if parents else None
 
 
+def parents_from_text(text: str | None) -> tuple[str, ...]:
+    """The ancestors' lines a `parents` column holds (`parents_text`'s JSON list); () for NULL or ''."""
+    return tuple(json.loads(text)) if text else ()
+
+
 def insert_decision(
     cursor: sqlite3.Cursor,
     *,

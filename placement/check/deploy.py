@@ -11,8 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from pydantic import ValidationError
-
 from inventory.snapshot import Snapshot
 from placement.check.compose import ComposeError, ComposeFile, ComposeService, resolve_cards
 from placement.check.nearest import with_nearest
@@ -24,13 +22,13 @@ from placement.check.seat import (
     pick_snapshot,
     service_spec,
     version_notes,
+    with_warnings,
 )
 from placement.fit.beside import decided, is_unbounded, judged_unseated
 from placement.fit.engines.registry import engine
 from placement.fit.verify import Placement, judge
 from seats.errors import BadInputError, Exit
 from seats.model import Catalogue, Seat
-from seats.model import Engine as EngineSpec
 
 SCHEMA = 1
 Kind = Literal["pass", "refuse", "unknown", "error"]
@@ -147,23 +145,20 @@ def service_engine_seat(seat: Seat, service: ComposeService) -> tuple[Seat, list
     The version its image tag names wins over the catalogue's (with a warning where they differ).
     """
     declared = seat.engine
-    data: dict[str, object] = {"kind": service.engine}
-    notes: list[str] = []
-    if declared.kind == service.engine:
-        data.update(declared.model_dump(by_alias=True, exclude_none=True))
-        notes += version_notes(seat, service)
-    elif declared.profile is not None:
-        data["profile"] = declared.profile
-    if service.version is not None:
-        data["version"] = service.version
-    data.update(dict(service.engine_fields))
-    try:
-        engine = EngineSpec.model_validate(data)
-    except ValidationError as exc:
-        raise ComposeError(
-            service.path, service.name, None, f"its engine flags are not valid: {exc}"
-        ) from None
-    return seat.model_copy(update={"engine": engine}), notes
+    same = declared.kind == service.engine
+    own = (
+        declared.model_dump(
+            by_alias=True, exclude_none=True, exclude={"kind", "version", "profile"}
+        )
+        if same
+        else {}
+    )
+    version = (
+        service.version if service.version is not None else (declared.version if same else None)
+    )
+    spec = service_spec(service, version, declared.profile, own)
+    notes = version_notes(seat, service) if same else []
+    return seat.model_copy(update={"engine": spec}), notes
 
 
 def unknown_message(service: ComposeService) -> str:
@@ -261,9 +256,7 @@ def _alone(
                 "parallel size",
             )
         result = check_seat(catalogue, snapshots, seat.name, cards, host=snapshot.host)
-        verdict = replace(
-            result.verdict, warnings=tuple(dict.fromkeys([*result.verdict.warnings, *notes]))
-        )
+        verdict = with_warnings(result.verdict, notes)
         return [_verdict(service, replace(result, verdict=verdict, service=service.name), None)]
     except BadInputError as exc:
         if not isinstance(exc, ComposeError):

@@ -7,7 +7,7 @@ what it adds is the warnings that do not refuse (LoRA, util vs resident, compose
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -185,7 +185,7 @@ def check_seat(
     warnings += _redeploy_notes(attributed, final.name, cards)
     warnings += _lora_warnings(final, None)
     warnings += _cover_warnings(catalogue, attributed, final, verdict)
-    return CheckResult(_with_warnings(verdict, warnings), final, attributed)
+    return CheckResult(with_warnings(verdict, warnings), final, attributed)
 
 
 def check_service(
@@ -237,7 +237,7 @@ def check_service(
     if resident_known:
         warnings += _cover_warnings(catalogue, attributed, judged, verdict)
     return CheckResult(
-        _with_warnings(verdict, warnings),
+        with_warnings(verdict, warnings),
         judged,
         attributed,
         resident_known=resident_known,
@@ -282,15 +282,20 @@ def _unseated(
     )
 
 
-def service_spec(service: ComposeService, version: str | None, profile: Profile | None) -> Engine:
+def service_spec(
+    service: ComposeService,
+    version: str | None,
+    profile: Profile | None,
+    catalogue_fields: Mapping[str, object] | None = None,
+) -> Engine:
     """The engine block a compose service starts with, built by its engine from the fields its
-    flags set (`registry.spec_of`); an error names the service."""
+    flags set (`registry.spec_of`) over `catalogue_fields` (its seat's); an error names the
+    service."""
     from pydantic import ValidationError
 
+    fields = {**(catalogue_fields or {}), **dict(service.engine_fields)}
     try:
-        return spec_of(
-            service.engine or "other", dict(service.engine_fields), version=version, profile=profile
-        )
+        return spec_of(service.engine or "other", fields, version=version, profile=profile)
     except ValidationError as exc:
         from placement.check.compose import ComposeError
 
@@ -440,7 +445,8 @@ def _attribute_by_port(snapshot: Snapshot, service: ComposeService) -> Snapshot:
     return snapshot.model_copy(update={"cards": tuple(cards)})
 
 
-def _with_warnings(verdict: Verdict, extra: Sequence[str]) -> Verdict:
+def with_warnings(verdict: Verdict, extra: Sequence[str]) -> Verdict:
+    """`verdict` with `extra` warnings after its own, each once."""
     return replace(verdict, warnings=tuple(dict.fromkeys([*verdict.warnings, *extra])))
 
 
@@ -531,8 +537,9 @@ def _disagreements(seat: Seat, service: ComposeService, cards: Sequence[int]) ->
     out: list[str] = []
     name = f"service {service.name}"
     catalogue_util = seat.engine.gpu_memory_utilization
-    util_flag = engine_of(seat.engine).flag_of("gpu_memory_utilization")
-    kv_flag = engine_of(seat.engine).flag_of("kv_cache_bytes")
+    flag_of = engine_of(seat.engine).flag_of
+    util_flag = flag_of("gpu_memory_utilization")
+    kv_flag = flag_of("kv_cache_bytes")
     if service.util is None and catalogue_util is not None:
         out.append(
             f"{name} passes no {util_flag}; the catalogue's {seat.name} declares "
@@ -565,7 +572,7 @@ def _disagreements(seat: Seat, service: ComposeService, cards: Sequence[int]) ->
         ):
             if mine is not None and mine != theirs:
                 out.append(
-                    f"{name} {engine_of(seat.engine).flag_of(field)} {mine} disagrees with the catalogue's {theirs}: LoRA slot buffers "
+                    f"{name} {flag_of(field)} {mine} disagrees with the catalogue's {theirs}: LoRA slot buffers "
                     f"change the resident {format_bytes(seat.resident_bytes)} it declares"
                 )
     elif service.lora_enabled:
