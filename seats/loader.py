@@ -153,11 +153,10 @@ TAG_KEY = "\x00tag"
 
 def _keep_tagged(node: yaml.Node, tags: frozenset[str]) -> yaml.Node:
     """`node` with every node tagged with one of `tags` wrapped as a TAG_KEY mapping."""
-    if isinstance(node, yaml.SequenceNode | yaml.MappingNode):
-        if isinstance(node, yaml.SequenceNode):
-            node.value = [_keep_tagged(item, tags) for item in node.value]
-        else:
-            node.value = [(key, _keep_tagged(value, tags)) for key, value in node.value]
+    if isinstance(node, yaml.SequenceNode):
+        node.value = [_keep_tagged(item, tags) for item in node.value]
+    elif isinstance(node, yaml.MappingNode):
+        node.value = [(key, _keep_tagged(value, tags)) for key, value in node.value]
     if node.tag not in tags:
         return node
     tag = node.tag

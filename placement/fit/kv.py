@@ -99,17 +99,8 @@ def profile_resident_bytes(
 ) -> int | None:
     """weights + non_kv + KV bytes + cuda_graphs + cuda_context: what the profile says the seat
     holds on a card (the graphs of vLLM before 0.21 come on top of its request)."""
-    found = _profile_kv(seat, util, cuda_total)
-    if found is None:
-        return None
-    profile, kv = found
-    return resident_bytes(
-        weights=profile.weights_bytes,
-        non_kv=profile.non_kv_bytes,
-        kv=kv,
-        cuda_context=cuda_context,
-        cuda_graphs=profile.cuda_graphs_bytes,
-    )
+    found = profile_resident(seat, util, cuda_total, cuda_context)
+    return None if found is None else found.total_bytes
 
 
 @dataclass(frozen=True)
@@ -124,13 +115,13 @@ class ProfileResident:
 
     @property
     def total_bytes(self) -> int:
-        """weights + non_kv + KV bytes + cuda_graphs + cuda_context."""
-        return (
-            self.weights_bytes
-            + self.non_kv_bytes
-            + self.kv_bytes
-            + self.cuda_graphs_bytes
-            + self.cuda_context_bytes
+        """weights + non_kv + KV bytes + cuda_graphs + cuda_context (`resident_bytes`)."""
+        return resident_bytes(
+            weights=self.weights_bytes,
+            non_kv=self.non_kv_bytes,
+            kv=self.kv_bytes,
+            cuda_context=self.cuda_context_bytes,
+            cuda_graphs=self.cuda_graphs_bytes,
         )
 
     def parts(self) -> str:
@@ -151,14 +142,19 @@ class ProfileResident:
 def profile_resident(
     seat: Seat, util: Decimal | None, cuda_total: int, cuda_context: int
 ) -> ProfileResident | None:
-    """The profile's resident on a card; None without a profile or a KV size (unbounded)."""
-    total = profile_resident_bytes(seat, util, cuda_total, cuda_context)
-    profile = profile_of(seat)
-    if total is None or profile is None:
+    """The profile's resident on a card; None without a profile or a KV size (unbounded). A
+    negative KV size (the request is below weights + non_kv) counts as none."""
+    found = _profile_kv(seat, util, cuda_total)
+    if found is None:
         return None
-    graphs = profile.cuda_graphs_bytes
-    kv = total - profile.weights_bytes - profile.non_kv_bytes - graphs - cuda_context
-    return ProfileResident(profile.weights_bytes, profile.non_kv_bytes, kv, cuda_context, graphs)
+    profile, kv = found
+    return ProfileResident(
+        profile.weights_bytes,
+        profile.non_kv_bytes,
+        max(0, kv),
+        cuda_context,
+        profile.cuda_graphs_bytes,
+    )
 
 
 def profile_resident_warning(
