@@ -22,6 +22,7 @@ from placement.check.seat import (
     pick_snapshot,
     service_spec,
     version_notes,
+    with_warnings,
 )
 from placement.fit.beside import decided, is_unbounded, judged_unseated
 from placement.fit.engines.registry import engine
@@ -255,9 +256,7 @@ def _alone(
                 "parallel size",
             )
         result = check_seat(catalogue, snapshots, seat.name, cards, host=snapshot.host)
-        verdict = replace(
-            result.verdict, warnings=tuple(dict.fromkeys([*result.verdict.warnings, *notes]))
-        )
+        verdict = with_warnings(result.verdict, notes)
         return [_verdict(service, replace(result, verdict=verdict, service=service.name), None)]
     except BadInputError as exc:
         if not isinstance(exc, ComposeError):

@@ -185,7 +185,7 @@ def check_seat(
     warnings += _redeploy_notes(attributed, final.name, cards)
     warnings += _lora_warnings(final, None)
     warnings += _cover_warnings(catalogue, attributed, final, verdict)
-    return CheckResult(_with_warnings(verdict, warnings), final, attributed)
+    return CheckResult(with_warnings(verdict, warnings), final, attributed)
 
 
 def check_service(
@@ -237,7 +237,7 @@ def check_service(
     if resident_known:
         warnings += _cover_warnings(catalogue, attributed, judged, verdict)
     return CheckResult(
-        _with_warnings(verdict, warnings),
+        with_warnings(verdict, warnings),
         judged,
         attributed,
         resident_known=resident_known,
@@ -445,7 +445,8 @@ def _attribute_by_port(snapshot: Snapshot, service: ComposeService) -> Snapshot:
     return snapshot.model_copy(update={"cards": tuple(cards)})
 
 
-def _with_warnings(verdict: Verdict, extra: Sequence[str]) -> Verdict:
+def with_warnings(verdict: Verdict, extra: Sequence[str]) -> Verdict:
+    """`verdict` with `extra` warnings after its own, each once."""
     return replace(verdict, warnings=tuple(dict.fromkeys([*verdict.warnings, *extra])))
 
 
@@ -536,8 +537,9 @@ def _disagreements(seat: Seat, service: ComposeService, cards: Sequence[int]) ->
     out: list[str] = []
     name = f"service {service.name}"
     catalogue_util = seat.engine.gpu_memory_utilization
-    util_flag = engine_of(seat.engine).flag_of("gpu_memory_utilization")
-    kv_flag = engine_of(seat.engine).flag_of("kv_cache_bytes")
+    flag_of = engine_of(seat.engine).flag_of
+    util_flag = flag_of("gpu_memory_utilization")
+    kv_flag = flag_of("kv_cache_bytes")
     if service.util is None and catalogue_util is not None:
         out.append(
             f"{name} passes no {util_flag}; the catalogue's {seat.name} declares "
@@ -570,7 +572,7 @@ def _disagreements(seat: Seat, service: ComposeService, cards: Sequence[int]) ->
         ):
             if mine is not None and mine != theirs:
                 out.append(
-                    f"{name} {engine_of(seat.engine).flag_of(field)} {mine} disagrees with the catalogue's {theirs}: LoRA slot buffers "
+                    f"{name} {flag_of(field)} {mine} disagrees with the catalogue's {theirs}: LoRA slot buffers "
                     f"change the resident {format_bytes(seat.resident_bytes)} it declares"
                 )
     elif service.lora_enabled:
