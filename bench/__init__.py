@@ -26,9 +26,14 @@ def output_dir() -> Path:
     return Path(os.environ.get(OUT_ENV) or DEFAULT_OUT)
 
 
+def children_cpu_s() -> float:
+    """CPU seconds (user + system) of this process's finished children."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return children.ru_utime + children.ru_stime
+
+
 def cpu_s() -> float:
     """CPU seconds of this process and its finished children (CBC and the CLI run as children):
     what the machine's load moves least."""
     own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return own.ru_utime + own.ru_stime + children_cpu_s()

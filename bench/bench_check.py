@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from bench import quick
+from bench import children_cpu_s, quick
 from bench.fleetgen import running_fleet
 from inventory.snapshot import save_snapshot
 
@@ -113,11 +112,6 @@ def write_fleet(folder: Path, hosts: int = 64, cards: int = 8) -> tuple[Path, Pa
     return path, shots
 
 
-def _child_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def timed(argv: list[str], runs: int) -> tuple[list[float], list[float], int]:
     """CPU and wall seconds of `runs` whole processes (after one warm-up), and the last exit."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -126,7 +120,7 @@ def timed(argv: list[str], runs: int) -> tuple[list[float], list[float], int]:
     walls: list[float] = []
     code = 0
     for i in range(runs + 1):
-        cpu = _child_cpu()
+        cpu = children_cpu_s()
         began = time.perf_counter()
         done = subprocess.run(argv, capture_output=True, env=env, cwd=ROOT, check=False)
         took = time.perf_counter() - began
@@ -134,7 +128,7 @@ def timed(argv: list[str], runs: int) -> tuple[list[float], list[float], int]:
         if code not in (0, 1):
             raise RuntimeError(f"{' '.join(argv)} exited {code}: {done.stderr.decode()[-2000:]}")
         if i:
-            cpus.append(_child_cpu() - cpu)
+            cpus.append(children_cpu_s() - cpu)
             walls.append(took)
     return cpus, walls, code
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench import children_cpu_s
 from bench.fleetgen import running_fleet
 from inventory.snapshot import Snapshot
 from placement.plan.model import Solution, solve
@@ -82,19 +82,14 @@ def plan_fleet(
     return plan(catalogue, snapshots, adds, solver=solver, time_limit=time_limit)
 
 
-def _child_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def _timed_process(argv: list[str]) -> tuple[float, float]:
     """Wall and CPU (user + sys, children included) seconds of one process."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed package has its bytecode
-    cpu = _child_cpu()
+    cpu = children_cpu_s()
     start = time.perf_counter()
     subprocess.run(argv, capture_output=True, check=False, cwd=ROOT, env=env)
-    return time.perf_counter() - start, _child_cpu() - cpu
+    return time.perf_counter() - start, children_cpu_s() - cpu
 
 
 def _command_seconds(repeat: int = 7) -> dict[str, float]:

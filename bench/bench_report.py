@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import resource
 import shutil
 import statistics
 import subprocess
@@ -20,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from bench import children_cpu_s
 from inventory.ledger.store import open_ledger
 from inventory.snapshot import Snapshot, load_snapshot
 from placement.report.demo import plan_story, write_demo
@@ -97,11 +97,6 @@ def eight_cards() -> tuple[Catalogue, Snapshot, dict[str, Any]]:
     catalogue = parse_catalogue(data, "bench-8.yaml")
     snapshot = base.model_copy(update={"host": host, "cards": tuple(cards)})
     return catalogue, snapshot, data
-
-
-def _children_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 # Runs a command and prints the largest resident set (KiB) of it and its descendants. The
@@ -193,14 +188,14 @@ class _Runs:
 
     def time(self, command: list[str], *, required: bool = False) -> None:
         """One run; a failure of a `required` one raises, of another is said in its row."""
-        start, start_cpu = time.perf_counter(), _children_cpu_s()
+        start, start_cpu = time.perf_counter(), children_cpu_s()
         done = subprocess.run(command, check=required, capture_output=True, text=True)
         if done.returncode != 0:
             # taskset refuses where core 0 is not this process's to use (a container's cpuset).
             self.failed = (done.stderr.strip().splitlines() or ["no message"])[-1]
             return
         self.walls.append(time.perf_counter() - start)
-        self.cpus.append(_children_cpu_s() - start_cpu)
+        self.cpus.append(children_cpu_s() - start_cpu)
 
     def summary(self) -> dict[str, float] | str:
         if self.failed is not None or not self.walls:

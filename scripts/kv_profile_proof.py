@@ -194,11 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     report.check(
         "gpuplan's resident matches NVML's per-process bytes", ok, f"within {mib(TOLERANCE_BYTES)}"
     )
-    report.say("All checks passed." if not report.failed else f"FAILED: {', '.join(report.failed)}")
     out = args.out or Path(tempfile.mkdtemp(prefix="gpuplan-kv-proof-"))
     out.mkdir(parents=True, exist_ok=True)
-    (out / "kv-profile-proof.md").write_text("\n".join(report.lines) + "\n", encoding="utf-8")
-    return 0 if ok else 1
+    return report.finish(out / "kv-profile-proof.md")
 
 
 def say_setup(

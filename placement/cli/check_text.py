@@ -58,11 +58,16 @@ def _headline(result: CheckResult) -> str:
     return " · ".join(parts)
 
 
+def _grows(result: CheckResult) -> bool:
+    """True when the need shown is no byte figure: an unbounded vLLM with no resident declared
+    grows into what is free (issue 26: its need read "1 B", the bound it is judged with)."""
+    return not result.resident_known and is_unbounded(result.seat)
+
+
 def _figures(result: CheckResult) -> list[str]:
     """The numbers the seat met on each card, one row per card."""
     lower = "" if result.resident_known else " (lower bound)"
-    # An unbounded vLLM has no need in bytes: it grows into what is free (issue 26: "1 B").
-    grows = not result.resident_known and is_unbounded(result.seat)
+    grows = _grows(result)
     rows = [
         [
             f.card,
@@ -160,7 +165,7 @@ def _deploy_row(verdict: ServiceVerdict) -> list[str]:
         return [_label(verdict), verdict.kind.upper(), where, "-", "-", "-"]
     figures = result.verdict.figures
     lower = "" if result.resident_known else " (lower bound)"
-    unbounded = verdict.unbounded and not result.resident_known
+    unbounded = _grows(result)
     # An unbounded service's need is no figure: the room it would use is not one either.
     used = " ".join(
         ("unbounded" if unbounded else b(f.need_bytes + f.others_bytes))

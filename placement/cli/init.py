@@ -54,6 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Write the starter catalogue; exit 0, 2 bad input or FILE exists, 3 no NVML."""
+    from placement.cli.snapshot import read_from
     from placement.cli.starter import starter_catalogue
     from seats.errors import BadInputError
     from seats.loader import parse_catalogue, read_yaml
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
             f"{args.out}: the file exists; init never overwrites one (choose another --out)"
         )
     if args.from_file is not None:
-        snapshot, source = _from_file(args.from_file, args.host), args.from_file
+        snapshot, source = read_from(args.from_file, args.host, None), args.from_file
         context, note = _default_context("the snapshot was taken elsewhere")
     else:
         snapshot = _live(args.host)
@@ -90,18 +91,6 @@ def run(args: argparse.Namespace) -> int:
         f"wrote {args.out}: host {snapshot.host}, {starter.seats} running seat(s)", file=sys.stderr
     )
     return 0
-
-
-def _from_file(name: str, host: str | None) -> Snapshot:
-    from inventory.snapshot import SnapshotError, load_snapshot
-    from placement.cli.sources import consistent, utc_now
-
-    snapshot = consistent(load_snapshot(name), name, utc_now())
-    if host is not None and host != snapshot.host:
-        raise SnapshotError(
-            name, "host", f"the snapshot is of {snapshot.host!r}, not --host {host!r}"
-        )
-    return snapshot
 
 
 def _live(host: str | None) -> Snapshot:

@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
             )
         return _from_prometheus(args, catalogue)
     if args.from_file is not None:
-        snapshot = _read_from(args.from_file, args.host, catalogue)
+        snapshot = read_from(args.from_file, args.host, catalogue)
         _write(args, snapshot, polling=False, catalogue=catalogue)
         return 0
     if args.interval is None:
@@ -171,7 +171,9 @@ def _from_prometheus(args: argparse.Namespace, catalogue: Catalogue | None) -> i
     return 0
 
 
-def _read_from(name: str, host: str | None, catalogue: Catalogue | None) -> Snapshot:
+def read_from(name: str, host: str | None, catalogue: Catalogue | None) -> Snapshot:
+    """The snapshot of --from FILE (`-`: stdin), consistent and of --host where one is given;
+    with a catalogue, of its host's card count and attributed (snapshot and init read it)."""
     from inventory.attribution import attribute
     from inventory.snapshot import SnapshotError, load_snapshot, loads_snapshot
     from placement.cli.sources import consistent, utc_now

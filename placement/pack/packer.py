@@ -120,20 +120,15 @@ def seat_items(catalogue: Catalogue, seat: Seat, card_bytes: int) -> list[PackIt
     covers it. Unbounded (vLLM ≥ 0.34 with neither util nor kv_cache_memory) and exclusive
     seats take a card each.
     """
-    seat, _ = need_floored(seat, seat_cuda_context(catalogue, seat))
+    context = seat_cuda_context(catalogue, seat)
+    seat, _ = need_floored(seat, context)
     engine = seat.engine
     util = (
         util_decimal(engine.gpu_memory_utilization)
         if requests_util(engine) and engine.gpu_memory_utilization is not None
         else None
     )
-    need = need_bytes(
-        seat.resident_bytes,
-        engine.kv_cache_bytes,
-        util,
-        card_bytes,
-        seat_cuda_context(catalogue, seat),
-    )
+    need = need_bytes(seat.resident_bytes, engine.kv_cache_bytes, util, card_bytes, context)
     unbounded = requests_util(engine) and gate_rule(engine, propose=False).gating == "unbounded"
     why = "exclusive" if seat.exclusive else "unbounded" if unbounded else None
     return [PackItem(seat.name, need, why is not None, why) for _ in range(seat.card_count)]
@@ -149,15 +144,13 @@ def pack_seats(
     """Pack every non-retired seat of `catalogue` onto the fewest cards of `card_bytes`."""
     seats = [seat for seat in catalogue.seats if seat.state != "retired"]
     margin = pack_margin(catalogue)
-    items = [item for seat in seats for item in seat_items(catalogue, seat, card_bytes)]
+    # Each seat raised to its need floor once: its items are sized on it, its warning is a note.
+    floored = [need_floored(seat, seat_cuda_context(catalogue, seat)) for seat in seats]
+    items = [item for seat, _ in floored for item in seat_items(catalogue, seat, card_bytes)]
     result = pack_items(
         items, card_bytes, margin, solver=solver, time_limit=time_limit, seats=len(seats)
     )
-    floors = [
-        warning
-        for seat in seats
-        if (warning := need_floored(seat, seat_cuda_context(catalogue, seat))[1])
-    ]
+    floors = [warning for _, warning in floored if warning]
     return replace(result, notes=(*floors, *result.notes)) if floors else result
 
 

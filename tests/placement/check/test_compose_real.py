@@ -112,9 +112,11 @@ def test_ragflow_compose_profiles_from_the_shell_wins_over_env_file(
         "tei-gpu": ("unknown", "lab", every),
     }
     code, out, _ = check(capsys, "--compose", str(RAGFLOW))
+    assert code == 3
     assert out.rstrip().endswith("no GPU, not checked: es01, minio, redis")
     # --profile replaces COMPOSE_PROFILES, as `docker compose --profile` does.
     code, data = judged(capsys, RAGFLOW, "--profile", "tei-gpu")
+    assert code == 3
     assert list(cards(data)) == ["tei-gpu"]
 
 
@@ -233,6 +235,7 @@ def test_busibox_vllm_profile_starts_vllm_on_the_cards_nvidia_visible_devices_na
     assert code == 3 and cards(data) == {"vllm": ("unknown", "lab", [1])}
     # Its neighbours (postgres, milvus, the APIs) ask for no card and are left out.
     code, out, _ = check(capsys, "--compose", str(BUSIBOX))
+    assert code == 3
     assert "no GPU, not checked: postgres, redis, minio, minio-init, etcd, milvus" in out
 
 
@@ -273,6 +276,7 @@ def test_nvidia_rag_named_profiles_replace_the_default(
     }
     monkeypatch.setenv("COMPOSE_PROFILES", "ingest")
     code, data = judged(capsys, NIMS)
+    assert code == 3
     assert list(cards(data)) == [
         "nemotron-vlm-embedding-ms",
         "page-elements",
@@ -296,6 +300,7 @@ def test_nvidia_rag_vlm_services_ask_for_cards_a_four_card_host_lacks(
     monkeypatch.setenv("VLM_MS_GPU_ID", "3")
     monkeypatch.setenv("VLM_CAPTIONING_MS_GPU_ID", "2")
     code, data = judged(capsys, NIMS, "--profile", "vlm-generation")
+    assert code == 3
     assert {k: v[2] for k, v in cards(data).items()} == {
         "nemotron-vlm-embedding-ms": [0],
         "nemotron-ranking-ms": [0],
@@ -340,6 +345,7 @@ def test_harbor_vllm_gets_its_gpus_from_the_nvidia_file_merged_in_order(
         str(services / "compose.x.vllm.nvidia.yml"),
     ]
     code, out, _ = check(capsys, *harbor_files(root, "vllm"))
+    assert code == 3
     assert (
         f"merged {services / 'compose.vllm.yml'}, {services / 'compose.x.vllm.nvidia.yml'} "
         f"over {root / 'compose.yml'} in order, as `docker compose -f {root / 'compose.yml'} "
@@ -425,6 +431,7 @@ def test_mineru_data_parallel_override_judges_each_engine_on_its_own_card(
     assert code == 0 and data["files"] == [str(compose), str(override)]
     snapshot = json.loads(SNAPSHOT.read_text(encoding="utf-8"))["cards"]
     context = 500 * MiB
+    assert len(data["verdicts"]) == 2  # one verdict per engine of --data-parallel-size 2
     for rank, verdict in enumerate(data["verdicts"]):
         card = snapshot[rank]
         (figures,) = verdict["card_figures"]
@@ -434,6 +441,7 @@ def test_mineru_data_parallel_override_judges_each_engine_on_its_own_card(
         assert figures["gate_free_bytes"] == card["free_bytes"] - context
         assert verdict["need_bytes"] == requested + context
     code, out, _ = check(capsys, "--compose", str(compose))
+    assert code == 0
     assert f"merged {override} over {compose}, as `docker compose up -d` does" in out
     assert "  mineru-openai-server dp0  PASS     lab:0" in out
     assert "  mineru-openai-server dp1  PASS     lab:1" in out
@@ -457,8 +465,10 @@ def test_a_service_env_file_is_interpolated_with_the_project_environment(
     assert code == 3 and cards(data) == {"tts": ("unknown", "lab", [0])}
     monkeypatch.setenv("TTS_GPU", "2")
     code, data = judged(capsys, compose)
+    assert code == 3
     assert cards(data) == {"tts": ("unknown", "lab", [2])}
     monkeypatch.delenv("TTS_GPU")
     (tmp_path / ".env").write_text("TTS_GPU=3\n", encoding="utf-8")
     code, data = judged(capsys, compose)
+    assert code == 3
     assert cards(data) == {"tts": ("unknown", "lab", [3])}

@@ -121,7 +121,7 @@ def test_unset_image_variable_is_exit_2_naming_it(
     # The other service still gets its verdict.
     assert "PASS  b (compose service b)" in out
     code, data = as_json(capsys, tmp_path, text)
-    assert data["verdict"] == "error"
+    assert code == 2 and data["verdict"] == "error"
     assert data["verdicts"][0]["verdict"] == "error" and "TTS_TAG" in data["verdicts"][0]["message"]
 
 
@@ -163,6 +163,7 @@ def test_custom_image_is_unknown_and_says_how_to_declare_it(
     assert "UNKNOWN  compose service tts" in out
     assert "x-gpuplan-engine: vllm" in out and "x-gpuplan-seat: NAME" in out
     code, data = as_json(capsys, tmp_path, CUSTOM)
+    assert code == 3
     assert data["verdict"] == "unknown" and data["verdicts"][0]["verdict"] == "unknown"
 
 

@@ -97,7 +97,7 @@ def test_the_override_file_docker_merges_is_judged_and_said(
     assert f"merged {override} over {path}, as `docker compose up -d` does" in out
     # Explicit files, as `docker compose -f compose.yaml`: the override is not read.
     code, data = compose(capsys, path, "--compose", str(path))
-    assert data["files"] == [str(path)] and data["verdicts"][0]["util"] == "0.03"
+    assert code == 0 and data["files"] == [str(path)] and data["verdicts"][0]["util"] == "0.03"
 
 
 def test_include_and_extends_are_merged_not_refused(
@@ -223,7 +223,7 @@ def test_a_latest_vllm_without_util_is_unbounded_on_every_neighbours_line(
     assert reason["rule"] == "unbounded" and reason["card"] == 1
     assert reason["text"].startswith("big beside it on card 1 is unbounded")
     code, out, _ = run(capsys, "--compose", str(path))
-    assert "  big      REFUSED  fv-ml1:1  unbounded" in out
+    assert code == 1 and "  big      REFUSED  fv-ml1:1  unbounded" in out
     assert "256.00 MiB  unbounded" in out  # its own block: no "1 B" need
 
 
@@ -247,6 +247,7 @@ def test_an_unknown_service_shows_its_cards_and_a_visible_device_it_lacks(
     assert "index 1 but the container sees 1 card(s) (3 on fv-ml1)" in warning
     assert warning in data["warnings"]
     code, out, _ = run(capsys, "--compose", str(path))
+    assert code == 3
     assert "  tts      UNKNOWN  fv-ml1:3" in out and "it asks for card(s) 3 of fv-ml1" in out
 
 

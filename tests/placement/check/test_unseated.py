@@ -192,7 +192,6 @@ def test_a_seatless_share_of_free_service_alone_on_an_empty_card_stays_unknown(
     data = yaml.safe_load(catalogue.read_text(encoding="utf-8"))
     data["reserves"] = []
     catalogue.write_text(yaml.safe_dump(data), encoding="utf-8")
-    compose = tmp_path / "compose.yaml"
     service = (
         "services:\n"
         "  solo:\n"

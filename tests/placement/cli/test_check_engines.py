@@ -4,44 +4,24 @@ verdict naming the engine in text and in --json (DESIGN.md, Engines)."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from placement.cli import check as check_command
 from placement.cli import main as cli
-
-ROOT = Path(__file__).resolve().parents[3]
-SNAPSHOT = ROOT / "seats/catalogue/fv-ml1.snapshot.json"
+from tests.placement.check.test_mixed_engines import CHAT_OLLAMA, SNAPSHOT, catalogue_with
 
 
 @pytest.fixture
 def catalogue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.delenv("GPUPLAN_CATALOGUE", raising=False)
-    taken = json.loads(SNAPSHOT.read_text(encoding="utf-8"))["taken_at"]
-    moment = datetime.fromisoformat(taken.replace("Z", "+00:00")) + timedelta(minutes=5)
-    monkeypatch.setattr(check_command, "utc_now", lambda: moment)
-    data = yaml.safe_load((ROOT / "seats/catalogue/fv-ml1.yaml").read_text(encoding="utf-8"))
-    data["seats"] += [
-        {
-            "name": "chat-ollama",
-            "host": "fv-ml1",
-            "resident": "8 GiB",
-            "engine": {"kind": "ollama", "version": "0.12.6"},
-        },
-        {
-            "name": "chat-sglang",
-            "host": "fv-ml1",
-            "resident": "4 GiB",
-            "engine": {"kind": "sglang", "version": "0.5.8", "mem_fraction_static": 0.3},
-        },
-    ]
-    path = tmp_path / "fv-ml1.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
+    sglang = {
+        "name": "chat-sglang",
+        "host": "fv-ml1",
+        "resident": "4 GiB",
+        "engine": {"kind": "sglang", "version": "0.5.8", "mem_fraction_static": 0.3},
+    }
+    return catalogue_with(tmp_path, monkeypatch, CHAT_OLLAMA, sglang)
 
 
 def check(capsys: pytest.CaptureFixture[str], catalogue: Path, *argv: str) -> tuple[int, str]:

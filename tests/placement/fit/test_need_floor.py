@@ -53,7 +53,9 @@ def test_a_resident_below_weights_kv_and_context_is_raised_to_them(tmp_path: Pat
     assert warning.endswith(f"raise resident to {need:,} B")
     # Every other seat is the same object: nothing else is touched.
     others = [s for s in floored.catalogue.seats if s.name != "vllm-voices"]
-    assert others == [s for s in catalogue.seats if s.name != "vllm-voices"]
+    before = [s for s in catalogue.seats if s.name != "vllm-voices"]
+    assert others == before
+    assert all(new is old for new, old in zip(others, before, strict=True))
 
 
 def test_no_pin_no_floor_and_a_seat_without_weights_counts_kv_and_context(
