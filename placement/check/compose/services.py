@@ -44,6 +44,8 @@ class ServiceReader:
         self.lookup = lookup
         self.directory = directory
         self.strict = True
+        # Each env file's values, read once however often the environment is asked for.
+        self._env_files: dict[Path, dict[str, str]] = {}
 
     def fail(self, argument: str | None, msg: str) -> ComposeError:
         return ComposeError(self.path, self.name, argument, msg)
@@ -357,5 +359,7 @@ class ServiceReader:
                 if required:
                     raise self.fail(f"env_file[{i}]", f"{target} does not exist")
                 continue
-            out.append(read_env(target, self.lookup))
+            if target not in self._env_files:
+                self._env_files[target] = read_env(target, self.lookup)
+            out.append(self._env_files[target])
         return out
