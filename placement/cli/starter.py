@@ -42,9 +42,13 @@ class _Group:
     cmdline: str | None
     pids: list[int] = field(default_factory=list)
     per_card: dict[int, int] = field(default_factory=dict)  # card → Σ bytes on it
-    unknown_bytes: bool = False
     recorded: set[str] = field(default_factory=set)  # seat names the snapshot already gives
     lines: list[tuple[int, int, int | None]] = field(default_factory=list)  # pid, card, bytes
+
+    @property
+    def unknown_bytes(self) -> bool:
+        """True when NVML gave no bytes for one of its processes."""
+        return any(used is None for _, _, used in self.lines)
 
 
 @dataclass(frozen=True)
@@ -191,7 +195,6 @@ def _groups(cards: Sequence[Card]) -> list[_Group]:
             group.per_card[card.index] = group.per_card.get(card.index, 0) + (
                 process.used_bytes or 0
             )
-            group.unknown_bytes |= process.used_bytes is None
             if process.seat is not None:
                 group.recorded.add(process.seat)
             group.lines.append((process.pid, card.index, process.used_bytes))
