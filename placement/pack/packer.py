@@ -11,7 +11,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from placement.fit.engines import gate_rule, need_bytes, requests_util, util_decimal
+from placement.fit.engines import (
+    need_bytes,
+    requests_util,
+    unbounded_as_declared,
+    util_decimal,
+)
 from placement.fit.kv import need_floored, seat_cuda_context
 from placement.pack.bounds import l2_bound
 from placement.pack.greedy import first_fit_decreasing, is_valid_packing
@@ -117,8 +122,9 @@ def seat_items(catalogue: Catalogue, seat: Seat, card_bytes: int) -> list[PackIt
     The need is the resident, or for a vLLM seat that declares a util and no kv_cache_memory,
     the larger of it and ceil(util × card) + cuda_context (its KV cache grows to its request).
     A seat without a declared util is sized by its resident: `plan` proposes the util that
-    covers it. Unbounded (vLLM ≥ 0.34 with neither util nor kv_cache_memory) and exclusive
-    seats take a card each.
+    covers it. Unbounded seats (`unbounded_as_declared`: vLLM ≥ 0.34 with neither util nor
+    kv_cache_memory, or an unpinned share-of-free engine such as SGLang) and exclusive seats take
+    a card each: `plan` and `check` refuse either beside anything.
     """
     context = seat_cuda_context(catalogue, seat)
     seat, _ = need_floored(seat, context)
@@ -129,8 +135,7 @@ def seat_items(catalogue: Catalogue, seat: Seat, card_bytes: int) -> list[PackIt
         else None
     )
     need = need_bytes(seat.resident_bytes, engine.kv_cache_bytes, util, card_bytes, context)
-    unbounded = requests_util(engine) and gate_rule(engine, propose=False).gating == "unbounded"
-    why = "exclusive" if seat.exclusive else "unbounded" if unbounded else None
+    why = "exclusive" if seat.exclusive else "unbounded" if unbounded_as_declared(engine) else None
     return [PackItem(seat.name, need, why is not None, why) for _ in range(seat.card_count)]
 
 

@@ -643,6 +643,12 @@ class LogScan:
         text = self.group(name, index)
         return None if text is None else self.figure(name, int(text))
 
+    def size(self, name: str, unit: str, index: int = 1) -> LogFigure | None:
+        """A Figure of a pattern's size group in `unit` (`size_bytes`), or None when the pattern
+        did not match."""
+        text = self.group(name, index)
+        return None if text is None else self.figure(name, size_bytes(text, unit))
+
     def group(self, name: str, index: int | str = 1) -> str | None:
         """A group of a pattern's match, or None when the pattern did not match."""
         if name not in self.found:

@@ -212,9 +212,9 @@ def read_ggml_log(kind: str, lines: Sequence[str]) -> Learned:
     layers_done = scan.group("offloaded", 1)
 
     def on_card(name: str, what: str) -> LogFigure | None:
-        text = scan.group(name, 2)
-        if text is not None:
-            return scan.figure(name, size_bytes(text, "MiB"))
+        found = scan.size(name, "MiB", 2)
+        if found is not None:
+            return found
         if layers_done == "0" and name in ("model", "kv"):
             notes.append(f"no {what} on a CUDA card: 0 bytes there (offloaded 0 layers)")
             return scan.figure("offloaded", 0)

@@ -39,7 +39,6 @@ from placement.fit.engines.base import (
     fitted_need,
     room_tokens,
     short_context,
-    size_bytes,
     spill,
 )
 from placement.fit.engines.llamacpp import FIT_MARGIN_BYTES, read_ggml_log
@@ -173,9 +172,7 @@ def read_own_log(lines: Sequence[str], fallback: Learned) -> Learned:
     scan = LogScan.of(lines, {"weights": _WEIGHTS, "kv": _KV_CACHE, "compute": _GRAPH})
 
     def figure(name: str) -> LogFigure | None:
-        if scan.group(name) is None:
-            return None
-        return scan.figure(name, size_bytes(scan.group(name, 1) or "0", scan.group(name, 2) or "B"))
+        return scan.size(name, scan.group(name, 2) or "B")  # None where it did not match
 
     weights, kv, compute = figure("weights"), figure("kv"), figure("compute")
     missing = [

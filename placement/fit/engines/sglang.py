@@ -200,11 +200,9 @@ class SGLang(NoRequest):
         """Weights from 'Load weight end', KV bytes and tokens from 'KV Cache is allocated'."""
         scan = LogScan.of(lines, {"weights": _LOAD, "kv": _KV, "summary": _SUMMARY})
         missing: list[str] = []
-        weights = kv = tokens = length = None
-        text = scan.group("weights")
-        if text is not None:
-            weights = scan.figure("weights", size_bytes(text, "GiB"))
-        else:
+        kv = tokens = None
+        weights = scan.size("weights", "GiB")
+        if weights is None:
             missing.append("Load weight end. … mem usage=… GB")
         if "kv" in scan.found:
             match = scan.found["kv"][0]
@@ -213,10 +211,8 @@ class SGLang(NoRequest):
             tokens = scan.figure("kv", int(match.group(1)))
         else:
             missing.append("KV Cache is allocated. #tokens: …")
-        context = scan.group("summary", 2)
-        if context is not None:
-            length = scan.figure("summary", int(context))
-        else:
+        length = scan.number("summary", 2)
+        if length is None:
             missing.append("max_total_num_tokens=…, context_len=…")
         return Learned(
             self.kind,

@@ -53,7 +53,6 @@ from placement.fit.engines.base import (
     room_tokens,
     share_or,
     short_context,
-    size_bytes,
     tokens_in,
 )
 from seats.model import Engine as EngineSpec
@@ -200,8 +199,7 @@ class TensorRTLLM(NoRequest):
             last=("allocated", "at_start"),
         )
         missing: list[str] = []
-        text = scan.group("weights")
-        weights = scan.figure("weights", size_bytes(text, "GiB")) if text else None
+        weights = scan.size("weights", "GiB")
         if weights is None:
             missing.append("Memory used after loading model weights (inside torch) …: X GiB")
         per_token = scan.number("peak", 3)
@@ -209,10 +207,10 @@ class TensorRTLLM(NoRequest):
             missing.append("Peak memory during memory usage profiling … kv size is N")
         kv = tokens = None
         if scan.group("allocated") is not None:
-            kv = scan.figure("allocated", size_bytes(scan.group("allocated") or "0", "GiB"))
+            kv = scan.size("allocated", "GiB")
             tokens = scan.number("allocated", 2)
         elif scan.group("estimated") is not None:
-            kv = scan.figure("estimated", size_bytes(scan.group("estimated") or "0", "GiB"))
+            kv = scan.size("estimated", "GiB")
             if per_token is not None and per_token.value > 0:
                 tokens = scan.figure("estimated", kv.value // per_token.value if kv else 0)
         else:

@@ -138,6 +138,22 @@ def test_exclusive_unbounded_and_multi_card_seats_in_a_catalogue(tmp_path: Path)
     assert all("gone" not in c.seats for c in result.cards)
 
 
+def test_an_unpinned_share_of_free_seat_takes_a_card_of_its_own(tmp_path: Path) -> None:
+    # DESIGN.md, Engines: an unpinned share-of-free engine beside anything is refused as
+    # `unbounded`, as an unbounded vLLM is; a pinned one packs like any other seat.
+    cat = catalogue(
+        tmp_path,
+        """
+        - {name: sg, resident: 10 GiB, engine: {kind: sglang, version: "0.5.8"}}
+        - {name: small, resident: 20 GiB}
+        """,
+    )
+    result = pack_seats(cat, 80 * GIB)
+    assert {c.seats[0]: c.whole for c in result.cards if c.whole} == {"sg": "unbounded"}
+    assert [c.seats for c in result.cards if not c.whole] == [("small",)]
+    assert result.cards_needed == 2
+
+
 def test_vllm_seat_with_util_and_no_kv_cache_needs_its_request(tmp_path: Path) -> None:
     # DESIGN.md: it grows to ceil(util × total) + cuda_context.
     cat = catalogue(
