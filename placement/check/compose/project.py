@@ -178,9 +178,9 @@ class _Loader:
     def __init__(self, project: Project) -> None:
         self.project = project
         self.read = 0
-        self.cleared: list[tuple[str, ...]] = []  # the current file's !reset/!override paths
-        # Files named by `extends.file`, read once each however many services extend them.
-        self.extended_files: dict[Path, dict[str, Any]] = {}
+        # Files named by `extends.file` (their services and !reset/!override paths), read once
+        # each however many services extend them.
+        self.extended_files: dict[Path, tuple[dict[str, Any], list[tuple[str, ...]]]] = {}
 
     def document(self, path: Path, name: str, why: str | None) -> dict[str, Any]:
         self.read += 1
@@ -197,12 +197,13 @@ class _Loader:
             )
         return data
 
-    def extends_file(self, path: Path, name: str) -> dict[str, Any]:
-        """The services of a file that `extends.file` names (never changed by extending them)."""
+    def extends_file(self, path: Path, name: str) -> tuple[dict[str, Any], list[tuple[str, ...]]]:
+        """The services of a file that `extends.file` names (never changed by extending them),
+        and its !reset/!override paths."""
         key = path.resolve()
         if key not in self.extended_files:
-            data, _ = strip_tags(self.document(path, name, "extends.file"))
-            self.extended_files[key] = _services_of(data, str(path))
+            data, cleared = strip_tags(self.document(path, name, "extends.file"))
+            self.extended_files[key] = (_services_of(data, str(path)), cleared)
             self.project.files.append(str(path))
         return self.extended_files[key]
 
@@ -220,8 +221,7 @@ class _Loader:
             self.include(
                 include, path, workdir, lookup, (*chain, path.resolve()), services, origins
             )
-        self.cleared = cleared
-        self.extends(services, path, workdir, lookup)
+        self.extends(services, path, workdir, lookup, cleared)
         clear(self.project.services, cleared)
         for label, body in services.items():
             self.project.origins.setdefault(label, origins[label])
@@ -286,10 +286,20 @@ class _Loader:
             origins[label] = sub.origins.get(label, str(paths[0]))
             self.project.lookups[label] = sub.lookups.get(label, inner)
 
-    def extends(self, services: dict[str, Any], path: Path, workdir: Path, lookup: Lookup) -> None:
-        """compose-go ApplyExtends: each service merged over the one it extends, recursively."""
+    def extends(
+        self,
+        services: dict[str, Any],
+        path: Path,
+        workdir: Path,
+        lookup: Lookup,
+        cleared: list[tuple[str, ...]],
+    ) -> None:
+        """compose-go ApplyExtends: each service merged over the one it extends, recursively.
+
+        `cleared` are the file's !reset/!override paths: a service's own apply to its base.
+        """
         for label in list(services):
-            services[label] = self.extended(services, label, path, workdir, lookup, ())
+            services[label] = self.extended(services, label, path, workdir, lookup, (), cleared)
 
     def extended(
         self,
@@ -299,6 +309,7 @@ class _Loader:
         workdir: Path,
         lookup: Lookup,
         seen: tuple[tuple[str, str], ...],
+        cleared: list[tuple[str, ...]],
     ) -> Any:
         name = str(path)
         body = services[label]
@@ -307,17 +318,19 @@ class _Loader:
         if (name, label) in seen:
             raise ComposeError(name, label, "extends", "extends cycle")
         ref, file = _extends_spec(body["extends"], lookup, name, label)
-        base_services, base_path, base_dir = services, path, workdir
+        base_services, base_path, base_dir, base_cleared = services, path, workdir, cleared
         if file is not None:
             base_path = workdir / _text(file, lookup, name, "extends.file")
             if not base_path.is_file():
                 raise ComposeError(name, label, "extends.file", f"{base_path} does not exist")
-            base_services = self.extends_file(base_path, name)
+            base_services, file_cleared = self.extends_file(base_path, name)
+            # compose-go appends the base file's paths to the ones in force (`post`).
+            base_cleared = [*cleared, *file_cleared]
             base_dir = base_path.parent
         if ref not in base_services:
             raise ComposeError(name, label, "extends", f"service {ref!r} not found in {base_path}")
         base = self.extended(
-            base_services, ref, base_path, base_dir, lookup, (*seen, (name, label))
+            base_services, ref, base_path, base_dir, lookup, (*seen, (name, label)), base_cleared
         )
         if not isinstance(base, dict):
             return {key: value for key, value in body.items() if key != "extends"}
@@ -326,7 +339,7 @@ class _Loader:
             base = _absolute(base, base_dir)
         # compose-go applies the service's own !reset/!override paths to the base it extends.
         holder = {label: base}
-        clear(holder, self.cleared, label)
+        clear(holder, base_cleared, label)
         base = holder.get(label, {})
         try:
             return extend_service(base, body)
