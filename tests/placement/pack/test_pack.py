@@ -222,8 +222,9 @@ def test_solver_proves_first_fit_optimal_when_the_bound_is_one_short() -> None:
 
 
 def test_cbc_killed_at_its_deadline_leaves_first_fit_decreasing(
-    monkeypatch: pytest.MonkeyPatch,
+    cbc_never_answers: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A CBC that never answers: the kill, not the machine's speed, ends the solve.
     import placement.solvers
 
     monkeypatch.setattr(placement.solvers, "KILL_GRACE_S", -60.0)  # the deadline has passed
