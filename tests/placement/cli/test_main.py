@@ -179,6 +179,7 @@ def test_version_is_read_only_when_asked(capsys: pytest.CaptureFixture[str]) -> 
     assert capsys.readouterr().out.startswith("gpuplan ")
 
 
+@pytest.mark.slow
 def test_plan_on_fv_ml1_imports_no_solver() -> None:
     # First-fit's placement is the only one there: pulp (and highspy) are never imported.
     code = (
@@ -217,6 +218,7 @@ def _heavy_imports_of(words: list[str]) -> tuple[int, list[str]]:
     return int(exit_code), list(heavy)
 
 
+@pytest.mark.slow
 def test_check_ledger_and_holds_import_no_solver_charts_or_prometheus(tmp_path: Path) -> None:
     # Each really runs, in a fresh interpreter: a check that holds, the ledger it wrote, its holds.
     ledger = str(tmp_path / "l.sqlite")

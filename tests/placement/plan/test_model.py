@@ -231,6 +231,7 @@ def _exhaustive_max(rooms: list[int], sizes: list[int]) -> int:
     return best
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     rooms=st.lists(st.integers(1, 12), min_size=1, max_size=4),
