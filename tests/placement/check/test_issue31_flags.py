@@ -47,10 +47,8 @@ def voices(tmp_path: Path, *edits: tuple[str, str]) -> Path:
 def check(
     capsys: pytest.CaptureFixture[str], path: Path, catalogue: Path = CATALOGUE
 ) -> tuple[int, dict[str, Any], str]:
-    code = cli.main(
-        ["check", "--compose", str(path), "--catalogue", str(catalogue), "--snapshot", BEFORE]
-        + ["--json"]
-    )
+    args = ["--compose", str(path), "--catalogue", str(catalogue), "--snapshot", BEFORE]
+    code = cli.main(["check", *args, "--json"])
     out, err = capsys.readouterr()
     return code, json.loads(out) if out.strip() else {}, err
 
@@ -82,7 +80,10 @@ def test_tensor_parallel_prefix_starts_a_worker_on_the_second_card(
     path = voices(
         tmp_path,
         ('device_ids: ["0"]', 'device_ids: ["0", "1"]'),
-        ("      - --enable-lora\n", '      - --tensor-parallel\n      - "2"\n      - --enable-lora\n'),
+        (
+            "      - --enable-lora\n",
+            '      - --tensor-parallel\n      - "2"\n      - --enable-lora\n',
+        ),
     )
     code, data, _ = check(capsys, path)
     (verdict,) = data["verdicts"]
@@ -129,7 +130,7 @@ def test_gpu_memory_util_prefix_is_the_util(
     [
         (
             "--kv-cache",
-            "--kv-cache: ambiguous: vLLM 0.11.0 stops at start with \"ambiguous option: "
+            '--kv-cache: ambiguous: vLLM 0.11.0 stops at start with "ambiguous option: '
             '--kv-cache could match --kv-cache-memory-bytes, --kv-cache-dtype"',
         ),
         (
@@ -161,4 +162,6 @@ def test_the_last_of_a_repeated_flag_wins_whatever_its_spelling(
     code, data, _ = check(capsys, path)
     (verdict,) = data["verdicts"]
     assert code == 0 and verdict["util"] == "0.11"
-    assert "--gpu-memory-utilization is given more than once; vLLM uses the last" in data["warnings"]
+    assert (
+        "--gpu-memory-utilization is given more than once; vLLM uses the last" in data["warnings"]
+    )
