@@ -128,12 +128,14 @@ def _read(url: str, timeout: float = 10.0) -> p.Fleet:
     return p.read_fleet(url, now=now, max_age=timedelta(minutes=15), timeout=timeout)
 
 
+@pytest.mark.slow
 def test_a_trickling_answer_stops_at_the_deadline(drip: RawServer) -> None:
     with pytest.raises(CannotDecideError, match=r"did not arrive whole within 1 s") as caught:
         _read(drip.url, timeout=1.0)
     assert caught.value.exit_code == Exit.CANNOT_DECIDE
 
 
+@pytest.mark.slow
 def test_check_with_timeout_exits_3_within_it(
     drip: RawServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -155,6 +157,7 @@ def test_check_with_timeout_exits_3_within_it(
     assert "did not arrive whole within 1 s" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_report_with_timeout_exits_3_within_it(
     drip: RawServer, capsys: pytest.CaptureFixture[str]
 ) -> None:

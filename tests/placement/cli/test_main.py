@@ -156,6 +156,7 @@ def test_the_named_command_is_the_first_word_that_is_not_an_option(
     assert cli_main.named_command(words) == named
 
 
+@pytest.mark.slow
 def test_running_one_command_imports_no_other_command_module() -> None:
     # A `check` in a deploy script runs on every deploy: it must not pay for the others.
     code = (

@@ -189,6 +189,7 @@ def test_a_seat_larger_than_a_card_is_named(tmp_path: Path) -> None:
     assert "fine" not in text
 
 
+@pytest.mark.slow
 def test_time_limit_gives_the_best_known_answer_not_optimal() -> None:
     # 80 cards' worth of exact triplets: first-fit-decreasing needs 92 and the solver needs
     # seconds to find the 80 (measured: ~10 s), so a 0.3 s limit stops it first.
