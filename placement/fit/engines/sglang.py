@@ -37,6 +37,7 @@ import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
+from placement.fit.engines.argparse_flags import ArgparseReader
 from placement.fit.engines.base import (
     Behaviour,
     EngineCard,
@@ -59,10 +60,13 @@ from placement.fit.engines.base import (
     smallest_share,
     weights_of,
 )
+from placement.fit.engines.sglang_options import RELEASES
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
 from seats.units import format_bytes
 
+# SGLang's own flags by release (sglang_options.py), read as its plain argparse parser reads them.
+READER = ArgparseReader("SGLang", RELEASES)
 _LOAD = re.compile(r"Load weight end\..*?mem usage=([\d.]+) GB")
 # Before 0.4.3 "Load weight end" prints no mem usage: the weights are what its avail mem lost.
 _LOAD_BEGIN = re.compile(r"Load weight begin\. avail mem=([\d.]+) GB")
