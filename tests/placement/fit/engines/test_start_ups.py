@@ -4,6 +4,7 @@ of each engine read whole (no 64 MiB cut), impossible figures refused, log lines
 
 from __future__ import annotations
 
+import io
 import json
 from decimal import Decimal
 from pathlib import Path
@@ -378,3 +379,20 @@ def test_figures_keep_their_line_in_the_whole_log() -> None:
     assert learned.non_kv is not None and alone.non_kv is not None
     assert learned.non_kv.line_no == alone.non_kv.line_no + 100
     assert isinstance(learned.non_kv, LogFigure)
+
+
+def test_stdin_is_read_as_bytes_line_by_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `docker compose logs | gpuplan learn SEAT --log -`: two start-ups on stdin, with a byte that
+    # is not UTF-8 (replaced, never a traceback).
+    text = "\n".join([*body(MISTRAL), "\udcff", *body(QWEN14)]) + "\n"
+    data = text.encode("utf-8", errors="surrogateescape")
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+    catalogue = tmp_path / "catalogue.yaml"
+    catalogue.write_text(CATALOGUE % ("", "vllm"), encoding="utf-8")
+    code = cli.main(["learn", "seat", "--log", "-", "--json", "--catalogue", str(catalogue)])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert out["start_up"] == {"line": 34, "start_ups": 2, "complete": True, "lines_read": 69}
+    assert out["profile"]["weights_bytes"] == 10_071_161_438
