@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,8 @@ WEEK = FleetWeek(
     unexplained_from=2 * DAY + 6 * 60,
 )
 WINDOW = ("--since", "3d", "--until", "2026-09-10T00:00:00Z")
+# The report's clock: the end of the window.
+NOW = datetime(2026, 9, 10, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
@@ -172,3 +175,46 @@ def test_both_paths_chart_the_same_headroom(fleet: tuple[str, Path, Path]) -> No
     assert SPILL[0] * 60 <= spill.lowest_free_at_s - WEEK.start_s < SPILL[1] * 60
     # The fleet's panels come in the same order, worst first, on both paths.
     assert [h for h, _ in worst_first(prom.charts)] == [h for h, _ in worst_first(sql.charts)]
+
+
+# The goldens of both paths over this fleet, written by the report before it read its figures
+# through `inventory.history`. The Prometheus URL (a free port) reads as PROMETHEUS in them; the
+# HTML (its 40 charts inline) is kept as its SHA-256.
+GOLDEN = Path(__file__).parent / "golden" / "fleet"
+URL_MARK = "PROMETHEUS"
+
+
+def render_fleet(url: str, catalogue: Path, ledger: Path, out: Path) -> dict[str, bytes]:
+    """The Prometheus report (JSON, Markdown, HTML digest) and the ledger's JSON, by file name."""
+    import hashlib
+
+    from placement.cli import report as report_command
+
+    made: dict[str, bytes] = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(report_command, "utc_now", lambda: NOW)
+        for name, fmt, source in (
+            ("prometheus.json", "json", ["--prometheus", url]),
+            ("prometheus.md", "md", ["--prometheus", url]),
+            ("prometheus.html", "html", ["--prometheus", url]),
+            ("ledger.json", "json", ["--ledger", str(ledger)]),
+        ):
+            target = out / name
+            args = ["report", *WINDOW, "--catalogue", str(catalogue), *source]
+            assert main([*args, "--format", fmt, "--out", str(target)]) == 0
+            text = target.read_bytes().replace(url.rstrip("/").encode(), URL_MARK.encode())
+            text = text.replace(str(ledger).encode(), b"LEDGER")
+            if fmt == "html":
+                name, text = f"{name}.sha256", f"{hashlib.sha256(text).hexdigest()}\n".encode()
+            made[name] = text
+    return made
+
+
+def test_both_reports_of_the_fleet_are_byte_identical(
+    fleet: tuple[str, Path, Path], tmp_path: Path
+) -> None:
+    url, catalogue, ledger = fleet
+    made = render_fleet(url, catalogue, ledger, tmp_path)
+    assert sorted(made) == sorted(p.name for p in GOLDEN.iterdir())
+    for name, text in made.items():
+        assert text == (GOLDEN / name).read_bytes(), name
