@@ -134,7 +134,8 @@ def test_both_paths_chart_the_same_headroom(fleet: tuple[str, Path, Path]) -> No
     """The charts' data model is one: the lowest free per bucket and the margin agree."""
     from datetime import UTC, datetime, timedelta
 
-    from inventory.prometheus.range import PromClient
+    from inventory.history.ledger import LedgerHistory
+    from inventory.history.prometheus import PromClient, PrometheusHistory
     from placement.report.charts import headroom, worst_first
     from placement.report.figures import build_report
     from placement.report.from_prometheus import build_prometheus_report
@@ -147,14 +148,18 @@ def test_both_paths_chart_the_same_headroom(fleet: tuple[str, Path, Path]) -> No
     window = window_since(timedelta(days=3), end)
     now, threshold = datetime(2026, 9, 10, tzinfo=UTC), parse_threshold("5%,1GiB")
     prom, _ = build_prometheus_report(
-        PromClient(url), catalogue, window, now=now, step_s=60, threshold=threshold
+        PrometheusHistory(PromClient(url), step_s=60),
+        catalogue,
+        window,
+        now=now,
+        threshold=threshold,
     )
     with open_ledger(ledger, readonly=True) as store:
         latest = [
             s for h in catalogue.hosts for s in store.snapshots(h, now - timedelta(minutes=1), now)
         ]
         sql = build_report(
-            store.connection,
+            LedgerHistory(store.connection),
             catalogue,
             window,
             latest,
@@ -218,3 +223,40 @@ def test_both_reports_of_the_fleet_are_byte_identical(
     assert sorted(made) == sorted(p.name for p in GOLDEN.iterdir())
     for name, text in made.items():
         assert text == (GOLDEN / name).read_bytes(), name
+
+
+def test_one_history_from_the_ledger_and_from_prometheus(fleet: tuple[str, Path, Path]) -> None:
+    """fl-00's afternoon of the spill, as moments and rollups: the same from both sources, but
+    for the command lines, which Prometheus does not keep."""
+    from dataclasses import replace
+    from datetime import timedelta
+
+    from inventory.history.ledger import LedgerHistory
+    from inventory.history.prometheus import PromClient, PrometheusHistory
+
+    url, _, ledger = fleet
+    start = datetime.fromtimestamp(WEEK.start_s, UTC) + timedelta(minutes=SPILL[0] - 30)
+    end = start + timedelta(hours=2)
+    prom = PrometheusHistory(PromClient(url))
+    with open_ledger(ledger, readonly=True) as store:
+        sql = LedgerHistory(store.connection)
+        moments = list(sql.moments("fl-00", start, end))
+        rollups = sql.rollups("fl-00", start, end)
+    assert len(moments) == 120 and moments[0].taken_at == start
+    without_lines = [
+        replace(
+            moment,
+            cards=tuple(
+                replace(c, processes=tuple(replace(p, cmdline=None) for p in c.processes))
+                for c in moment.cards
+            ),
+        )
+        for moment in moments
+    ]
+    assert list(prom.moments("fl-00", start, end)) == without_lines
+    seen = prom.rollups("fl-00", start, end)
+    assert seen.cards == rollups.cards and len(seen.cards) == 3 * 8  # 3 hours touched, 8 cards
+    assert seen.commands == tuple(replace(c, cmdline=None) for c in rollups.commands)
+    # Card 7, held whole for flash-next, while fl-00-g6-b spilled 6 GiB onto it from 13:00.
+    spill = [c for c in seen.commands if c.card == 7 and c.seat == "fl-00-g6-b"]
+    assert [c.max_bytes for c in spill] == [6 * GIB, 6 * GIB]
