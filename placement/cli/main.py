@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
+from inventory.secrets import mask_cmdline
 from placement.cli.output import UndeliveredError, leave, outputs_may_leave
 from seats.errors import Exit, GpuplanError
 
@@ -91,7 +92,9 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
-        text = f"{self.prog}: error: {message}"
+        # argparse quotes the words it refused ("unrecognized arguments: --api-key sk-…"):
+        # masked as a process's command line is, so a mistyped secret is never echoed.
+        text = f"{self.prog}: error: {mask_cmdline(message)}"
         print(text, file=sys.stderr)
         raise UsageError(text)
 
