@@ -132,7 +132,7 @@ class ServiceReader:
         unknown = None
         if "--config" in args or any(a.startswith("--config=") for a in args):
             args, unknown = self._with_config(args, positional)
-        flags = read_flags(args, positional, self.fail)
+        flags = read_flags(args, positional, self.fail, version if is_vllm_image else None)
         notes = [f"{flag} is given more than once; vLLM uses the last" for flag in flags.repeated]
         devices, devices_from, count = self._cards(environment)
         sizes = read_sizes(flags, self.fail)

@@ -8,7 +8,7 @@ it. Everything here is pure: exact int arithmetic (fractions as Decimal), no I/O
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal
 from fractions import Fraction
@@ -23,6 +23,16 @@ Rule = Literal["gate", "kv_capacity", "spill", "unbounded"]
 Gating = Literal["gated", "unbounded", "none"]
 UtilSource = Literal["declared", "default", "proposed", "none"]
 STEP = Decimal("0.001")  # proposed fractions have three decimals, as vLLM's utils do
+
+
+class FlagError(ValueError):
+    """A flag or value the engine itself would stop at: bad input (exit 2), naming the flag as
+    written and why (`--kv-cache-mem 20G`-style abbreviations are read, not refused)."""
+
+    def __init__(self, flag: str, why: str) -> None:
+        super().__init__(f"{flag}: {why}")
+        self.flag = flag
+        self.why = why
 
 
 @dataclass(frozen=True)
@@ -87,6 +97,25 @@ class LogFigure:
 
 
 @dataclass(frozen=True)
+class StartUpMarks:
+    """How an engine's log shows where a start-up begins and that it came up.
+
+    `begins`: a line its start-up prints before any figure (its version or arguments);
+    `ready`: the line that says it is serving; `figures`: lines that print a figure. Ranks
+    print some lines several times, so a `begins` line opens a new start-up only once the
+    current one has printed a figure, its ready line or a failure (`failed`).
+    """
+
+    begins: tuple[re.Pattern[str], ...] = ()
+    ready: tuple[re.Pattern[str], ...] = ()
+    figures: tuple[re.Pattern[str], ...] = ()
+    failed: tuple[re.Pattern[str], ...] = ()
+
+
+NO_MARKS = StartUpMarks()
+
+
+@dataclass(frozen=True)
 class Learned:
     """What an engine's start-up log says of its seat, for `gpuplan learn`.
 
@@ -141,6 +170,11 @@ class EngineRule(Protocol):
     # How a tag of its own images names its version (`image_version`): group `version`.
     version_tag: re.Pattern[str]
 
+    @property
+    def start_up(self) -> StartUpMarks:
+        """The lines that open one of its start-ups and say it serves (`last_start_up`)."""
+        ...
+
     def behaviour(self, spec: EngineSpec) -> Behaviour:
         """Which of the four behaviours the engine has with these fields."""
         ...
@@ -190,8 +224,9 @@ class EngineRule(Protocol):
         """Tokens its KV cache will hold here; None where the profile does not say."""
         ...
 
-    def learn(self, lines: Sequence[str]) -> Learned:
-        """The figures of its own start-up log."""
+    def learn(self, lines: Sequence[str], first_line: int = 1) -> Learned:
+        """The figures of one start-up of its own log (`lines`, the first numbered
+        `first_line` in the whole log: `last_start_up` picks them)."""
         ...
 
     def request_rule(self, spec: EngineSpec, *, propose: bool) -> GateRule:
@@ -241,6 +276,8 @@ class NoRequest(ByCommand):
 
     util_request = False
     title: str
+    # No start-up marks: a log is read whole (an engine without a log reader keeps these).
+    start_up: StartUpMarks = NO_MARKS
     # Its parallel sizes' flags, one tuple of spellings per size (tensor, pipeline): the cards
     # one server takes are their product, 1 where none is given.
     parallel_flags: tuple[tuple[str, ...], ...] = ()
@@ -617,11 +654,12 @@ class LogScan:
         lines: Sequence[str],
         patterns: Mapping[str, re.Pattern[str]],
         last: Collection[str] = (),
+        first_line: int = 1,
     ) -> LogScan:
         """Scan every line for every pattern; keep the first match of each (the last of those
-        named in `last`)."""
+        named in `last`). `first_line` is the number of `lines[0]` in the whole log."""
         scan = cls()
-        for number, raw in enumerate(lines, start=1):
+        for number, raw in enumerate(lines, start=first_line):
             line = strip_prefix(raw)
             for name, pattern in patterns.items():
                 if name in scan.found and name not in last:
@@ -654,3 +692,107 @@ class LogScan:
         if name not in self.found:
             return None
         return self.found[name][0].group(index)
+
+
+# --- one start-up of a log -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StartUp:
+    """The start-up of a log `learn` reads: its lines (up to its ready line) and where it stands.
+
+    `first_line` is the number of `lines[0]` in the whole log; `count` the start-ups the log
+    holds; `complete` whether this one reached its ready line; `later` the first line of a
+    later start-up that did not (it was left aside), if any; `log_lines` the lines read.
+    """
+
+    lines: tuple[str, ...]
+    first_line: int
+    count: int
+    complete: bool
+    later: int | None
+    log_lines: int
+
+    def note(self, title: str) -> str | None:
+        """What was read, where the log holds more than one start-up; None where it holds one."""
+        if self.count <= 1:
+            return None
+        said = (
+            f"the log holds {self.count} start-ups of {title}: read the last complete one, "
+            f"from line {self.first_line}"
+            if self.complete
+            else f"the log holds {self.count} start-ups of {title} and none reached its ready "
+            f"line: read the last, from line {self.first_line}"
+        )
+        if self.later is not None:
+            said += f" (the one from line {self.later} did not reach its ready line)"
+        return said + "; no figure of another start-up is used"
+
+
+def _marks(patterns: Sequence[re.Pattern[str]], line: str) -> bool:
+    return any(pattern.search(line) for pattern in patterns)
+
+
+def last_start_up(lines: Iterable[str], marks: StartUpMarks) -> StartUp:
+    """The last complete start-up of a log (`docker compose logs` after a restart holds several),
+    else its last start-up; lines read one at a time, each start-up kept only up to its ready line.
+
+    A `begins` line opens a start-up once the current one has printed a figure, its ready line
+    or a failure; lines before the first `begins` belong to the first start-up unless they
+    print a figure themselves (a log cut after its first start-up began).
+    """
+    done: tuple[tuple[str, ...], int] | None = None  # the last complete start-up so far
+    current: list[str] = []
+    first, count, moved, ready = 1, 1, False, False
+    number = 0
+    for number, raw in enumerate(lines, start=1):
+        line = strip_prefix(raw.rstrip("\r\n"))
+        if moved and _marks(marks.begins, line):
+            if ready:
+                done = (tuple(current), first)
+            current, first, count, moved, ready = [], number, count + 1, False, False
+        if ready:
+            continue  # its figures are all printed before it says it serves
+        current.append(raw.rstrip("\r\n"))
+        if _marks(marks.ready, line):
+            ready = moved = True
+        elif not moved and (_marks(marks.figures, line) or _marks(marks.failed, line)):
+            moved = True
+    if ready or done is None:
+        return StartUp(tuple(current), first, count, ready, None, number)
+    return StartUp(done[0], done[1], count, True, first, number)
+
+
+# --- figures no engine could print ------------------------------------------------------
+
+# No card holds a terabyte: the bound for a figure where neither the host nor the log gives the
+# card's size (the largest cards today hold 288 GB).
+MAX_CARD_BYTES = 2**40
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One figure `learn` would print, for `impossible`: its name, bytes and the line it came
+    from (0 where it was derived)."""
+
+    name: str
+    value: int
+    line_no: int
+
+
+def impossible(figures: Iterable[Checked], card_bytes: int | None, card: str) -> str | None:
+    """Why a figure could not have been printed by an engine that ran: negative, or past the
+    card's size (`card_bytes`, described by `card`; MAX_CARD_BYTES where none is known).
+    None when every figure is possible."""
+    limit = card_bytes if card_bytes is not None else MAX_CARD_BYTES
+    where = card if card_bytes is not None else f"any card ({format_bytes(MAX_CARD_BYTES)})"
+    for figure in figures:
+        at = f"line {figure.line_no}: " if figure.line_no else ""
+        if figure.value < 0:
+            return f"{at}{figure.name} is {figure.value:,} B, below zero"
+        if figure.value > limit:
+            return (
+                f"{at}{figure.name} is {figure.value:,} B ({format_bytes(figure.value)}), "
+                f"past {where}"
+            )
+    return None

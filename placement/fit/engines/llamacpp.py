@@ -35,6 +35,7 @@ from placement.fit.engines.base import (
     LogScan,
     NoRequest,
     Refusal,
+    StartUpMarks,
     argv_mentions,
     as_int,
     fitted_need,
@@ -59,6 +60,17 @@ _COMPUTE = re.compile(r"\b(CUDA\d+) compute buffer size =\s*([\d.]+) MiB")
 _N_CTX = re.compile(r"\bn_ctx\s*=\s*(\d+)")
 _N_CTX_SEQ = re.compile(r"\bn_ctx_(?:seq|per_seq)\s*=\s*(\d+)")
 _OFF = ("off", "false", "0", "no", "disabled")
+# One start-up: its build line or CUDA probe (before any buffer) to "main: model loaded" (older
+# builds say "HTTP server is listening" before they load: not a ready line).
+MARKS = StartUpMarks(
+    begins=(
+        re.compile(r"^(?:main: )?build(?::| =) \d+"),
+        re.compile(r"^ggml_cuda_init: found \d+ \w+ devices"),
+    ),
+    ready=(re.compile(r"\bmain: model loaded\b"),),
+    figures=(_OFFLOADED, _MODEL, _KV, _KV_SIZE, _COMPUTE),
+    failed=(re.compile(r"failed to load model|error loading model"),),
+)
 
 
 def fit_on(spec: EngineSpec) -> bool:
@@ -72,6 +84,7 @@ class LlamaCpp(NoRequest):
     kind = "llamacpp"
     title = "llama.cpp"
     log_reader = "learn"
+    start_up = MARKS
     commands = ("llama-server",)
     images = ("ggml-org/llama.cpp", "ggerganov/llama.cpp")
     # ghcr.io/ggml-org/llama.cpp tags each build `server-b6123`, `server-cuda-b6123`,
@@ -180,16 +193,16 @@ class LlamaCpp(NoRequest):
             flags += ["-c", str(seat.engine.ctx_size)]
         return (*flags, "--fit", "off")
 
-    def learn(self, lines: Sequence[str]) -> Learned:
+    def learn(self, lines: Sequence[str], first_line: int = 1) -> Learned:
         """Model, KV and compute buffers on the first CUDA card, n_ctx and layers offloaded."""
-        return read_ggml_log(self.kind, lines)
+        return read_ggml_log(self.kind, lines, first_line)
 
     def pin_hint(self) -> str:
         """The flags that fix its bytes, by name."""
         return "-ngl, -c and --fit off"
 
 
-def read_ggml_log(kind: str, lines: Sequence[str]) -> Learned:
+def read_ggml_log(kind: str, lines: Sequence[str], first_line: int = 1) -> Learned:
     """The figures llama.cpp prints as it loads (Ollama's runner prints the same lines).
 
     Bytes are those on the first CUDA card; a model or KV cache the log shows only on the CPU
@@ -206,6 +219,7 @@ def read_ggml_log(kind: str, lines: Sequence[str]) -> Learned:
             "n_ctx": _N_CTX,
             "n_ctx_seq": _N_CTX_SEQ,
         },
+        first_line=first_line,
     )
     missing: list[str] = []
     notes: list[str] = ["buffer sizes are printed in MiB to 0.01: each figure is within 10 KiB"]

@@ -65,7 +65,7 @@ class Other(NoRequest):
         """None: no KV cache known."""
         return None
 
-    def learn(self, lines: Sequence[str]) -> Learned:
+    def learn(self, lines: Sequence[str], first_line: int = 1) -> Learned:
         """Nothing to read."""
         return Learned(self.kind, missing=("an engine kind with a start-up log",))
 

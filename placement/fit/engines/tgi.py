@@ -52,6 +52,7 @@ from placement.fit.engines.base import (
     LogScan,
     NoRequest,
     Refusal,
+    StartUpMarks,
     as_int,
     ceil_times,
     declared_resident,
@@ -84,12 +85,23 @@ _DEFAULT_TOTAL = re.compile(
 _BLOCKS = re.compile(r"KV-cache blocks: (\d+), size: (\d+)")
 
 
+# One start-up: the launcher's `Args {` to the router's "Setting max batch total tokens" (its
+# last figure) or "Connected" (router/src/server.rs).
+MARKS = StartUpMarks(
+    begins=(re.compile(r"text_generation_launcher: Args \{"),),
+    ready=(_MAX_BATCH, re.compile(r": Connected\s*$")),
+    figures=(_MAX_BATCH, _BLOCKS, _DEFAULT_TOTAL),
+    failed=(re.compile(r"Shard \d+ failed to start|Traceback \(most recent call last\)"),),
+)
+
+
 class TGI(NoRequest):
     """Hugging Face text-generation-inference (`text-generation-launcher`)."""
 
     kind = "tgi"
     title = "TGI"
     log_reader = "learn"
+    start_up = MARKS
     # The launcher holds no GPU memory: its shards do, each a `text-generation-server serve`
     # (launcher/src/main.rs, shard_manager: Command::new("text-generation-server")).
     commands = ("text-generation-launcher", "text-generation-server serve")
@@ -195,7 +207,7 @@ class TGI(NoRequest):
             flags += ["--max-total-tokens", str(tokens)]
         return tuple(flags)
 
-    def learn(self, lines: Sequence[str]) -> Learned:
+    def learn(self, lines: Sequence[str], first_line: int = 1) -> Learned:
         """KV tokens from 'Setting max batch total tokens to N' (else rank 0's 'KV-cache
         blocks'), one request's length from its Args or the default it prints."""
         scan = LogScan.of(
@@ -205,6 +217,7 @@ class TGI(NoRequest):
                 "default_total": _DEFAULT_TOTAL,
                 "blocks": _BLOCKS,
             },
+            first_line=first_line,
         )
         missing: list[str] = []
         blocks = scan.group("blocks")
@@ -221,7 +234,7 @@ class TGI(NoRequest):
             tokens = scan.figure("blocks", int(blocks) * block_figures[1].value)
         elif tokens is None:
             missing.append("Setting max batch total tokens to N")
-        length = args_total(lines) or default_total(scan)
+        length = args_total(lines, first_line) or default_total(scan)
         if length is None:
             missing.append(
                 "Args { … max_total_tokens: Some(N) … } or 'Maximum total tokens defaulted to N'"
@@ -239,7 +252,7 @@ class TGI(NoRequest):
         return "--cuda-memory-fraction with --max-total-tokens (a profile gives their values)"
 
 
-def args_total(lines: Sequence[str]) -> LogFigure | None:
+def args_total(lines: Sequence[str], first_line: int = 1) -> LogFigure | None:
     """`max_total_tokens` as the launcher's Args give it: on one line (`max_total_tokens: N,`
     or `Some(N)`), or over two (`max_total_tokens: Some(` then `N,`); None where it is None."""
     for index, raw in enumerate(lines):
@@ -248,12 +261,12 @@ def args_total(lines: Sequence[str]) -> LogFigure | None:
             continue
         one = _ARGS_TOTAL.search(line)
         if one is not None:
-            return LogFigure("args_total", int(one.group(1)), index + 1, raw.rstrip("\n"))
+            return LogFigure("args_total", int(one.group(1)), index + first_line, raw.rstrip("\n"))
         if _ARGS_OPEN.match(line) and index + 1 < len(lines):
             value = _ARGS_VALUE.match(strip_prefix(lines[index + 1]))
             if value is not None:
                 text = lines[index + 1].rstrip("\n")
-                return LogFigure("args_total", int(value.group(1)), index + 2, text)
+                return LogFigure("args_total", int(value.group(1)), index + first_line + 1, text)
         return None
     return None
 

@@ -46,6 +46,7 @@ from placement.fit.engines.base import (
     LogScan,
     NoRequest,
     Refusal,
+    StartUpMarks,
     floor_times,
     free_after_load,
     profile_need,
@@ -71,6 +72,13 @@ _ESTIMATED = re.compile(r"Estimated max memory in KV cache : ([\d.]+) GiB")
 _ALLOCATED = re.compile(r"Allocated ([\d.]+) GiB for max tokens in paged KV cache \((\d+)\)")
 _INFERRED = re.compile(r"max_seq_len is not specified, using inferred value (\d+)")
 _AT_START = re.compile(r"\bmax_seq_len=(\d+), max_num_requests=")
+# One start-up: its version line (printed again by each worker, before any figure) to uvicorn's.
+MARKS = StartUpMarks(
+    begins=(re.compile(r"\[TensorRT-LLM\] TensorRT-LLM version: "),),
+    ready=(re.compile(r"Application startup complete|Uvicorn running on"),),
+    figures=(_WEIGHTS, _PEAK, _ESTIMATED, _ALLOCATED),
+    failed=(re.compile(r"Traceback \(most recent call last\)"),),
+)
 
 
 class TensorRTLLM(NoRequest):
@@ -79,6 +87,7 @@ class TensorRTLLM(NoRequest):
     kind = "trtllm"
     title = "TensorRT-LLM"
     log_reader = "learn"
+    start_up = MARKS
     # trtllm-serve runs its model in MPI pool workers (tensorrt_llm/llmapi/mpi_session.py,
     # MpiPoolSession: mpi4py's MPIPoolExecutor), which mpi4py starts as `python -m
     # mpi4py.futures.server` (mpi4py/futures/_lib.py, client_spawn): the processes that hold
@@ -183,7 +192,7 @@ class TensorRTLLM(NoRequest):
             f"kv_cache_config.max_tokens={tokens}",
         )
 
-    def learn(self, lines: Sequence[str]) -> Learned:
+    def learn(self, lines: Sequence[str], first_line: int = 1) -> Learned:
         """Weights, c and the KV cache from its memory-profiling lines (the last KV cache it
         allocates), the model's length from its inferred max_seq_len."""
         scan = LogScan.of(
@@ -197,6 +206,7 @@ class TensorRTLLM(NoRequest):
                 "at_start": _AT_START,
             },
             last=("allocated", "at_start"),
+            first_line=first_line,
         )
         missing: list[str] = []
         weights = scan.size("weights", "GiB")

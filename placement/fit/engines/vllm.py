@@ -27,6 +27,7 @@ from placement.fit.engines.base import (
     Learned,
     LogFigure,
     Refusal,
+    StartUpMarks,
     flag_value,
     parallel_cards,
     read_fields,
@@ -207,12 +208,19 @@ class VLLM(ByCommand):
         """Left to placement/fit/kv.py, which judges vLLM's second refusal today."""
         return None
 
-    def learn(self, lines: Sequence[str]) -> Learned:
+    @property
+    def start_up(self) -> StartUpMarks:
+        """Its start-up's first and ready lines (vllm_log.MARKS)."""
+        from placement.fit.engines.vllm_log import MARKS
+
+        return MARKS
+
+    def learn(self, lines: Sequence[str], first_line: int = 1) -> Learned:
         """The figures of vLLM's start-up log, read by vllm_log.py (which `learn` prints with
         their precision and the seat's util); a figure the log lacks is named in `missing`."""
         from placement.fit.engines.vllm_log import read_log
 
-        found = read_log(lines)
+        found = read_log(lines, first_line)
         parts = {
             "weights": (found.weights, "Model loading took … GiB"),
             "non_kv": (found.non_kv, "the memory profile's non-KV line"),
