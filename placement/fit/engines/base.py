@@ -896,7 +896,7 @@ class StartUp:
             f"from line {self.first_line}"
             if self.complete
             else f"the log holds {self.count} start-ups of {title} and none reached its ready "
-            f"line: read the last, from line {self.first_line}"
+            f"line: read the last that printed a figure, from line {self.first_line}"
         )
         if self.later is not None:
             said += f" (the one from line {self.later} did not reach its ready line)"
@@ -909,13 +909,15 @@ def _marks(patterns: Sequence[re.Pattern[str]], line: str) -> bool:
 
 def last_start_up(lines: Iterable[str], marks: StartUpMarks) -> StartUp:
     """The last complete start-up of a log (`docker compose logs` after a restart holds several),
-    else its last start-up; lines read one at a time, each start-up kept only up to its ready line.
+    else its last start-up that printed a figure; lines read one at a time, each start-up kept
+    only up to its ready line.
 
     A `begins` line opens a start-up once the current one has printed a figure, its ready line
     or a failure; lines before the first `begins` belong to the first start-up unless they
     print a figure themselves (a log cut after its first start-up began).
     """
     done: tuple[tuple[str, ...], int] | None = None  # the last complete start-up so far
+    moved_last: tuple[tuple[str, ...], int] | None = None  # the last that printed a figure
     current: list[str] = []
     first, count, moved, ready = 1, 1, False, False
     number = 0
@@ -924,6 +926,7 @@ def last_start_up(lines: Iterable[str], marks: StartUpMarks) -> StartUp:
         if moved and _marks(marks.begins, line):
             if ready:
                 done = (tuple(current), first)
+            moved_last = (tuple(current), first)
             current, first, count, moved, ready = [], number, count + 1, False, False
         if ready:
             continue  # its figures are all printed before it says it serves
@@ -932,9 +935,14 @@ def last_start_up(lines: Iterable[str], marks: StartUpMarks) -> StartUp:
             ready = moved = True
         elif not moved and (_marks(marks.figures, line) or _marks(marks.failed, line)):
             moved = True
-    if ready or done is None:
-        return StartUp(tuple(current), first, count, ready, None, number)
-    return StartUp(done[0], done[1], count, True, first, number)
+    if ready:
+        return StartUp(tuple(current), first, count, True, None, number)
+    if done is not None:
+        return StartUp(done[0], done[1], count, True, first, number)
+    if moved or moved_last is None:
+        return StartUp(tuple(current), first, count, False, None, number)
+    # The last start-up printed nothing yet: the one before it is the last with figures.
+    return StartUp(moved_last[0], moved_last[1], count, False, first, number)
 
 
 # --- figures no engine could print ------------------------------------------------------

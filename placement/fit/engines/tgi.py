@@ -103,11 +103,11 @@ _FIELDS = (
 )
 
 
-# One start-up: the launcher's `Args {` to the router's "Setting max batch total tokens" (its
-# last figure) or "Connected" (router/src/server.rs).
+# One start-up: the launcher's `Args {` to the router's "Connected" (router/src/server.rs; TGI 3
+# prints its default max_total_tokens after "Setting max batch total tokens").
 MARKS = StartUpMarks(
     begins=(re.compile(r"text_generation_launcher: Args \{"),),
-    ready=(_MAX_BATCH, re.compile(r": Connected\s*$")),
+    ready=(re.compile(r": Connected\s*$"),),
     figures=(_MAX_BATCH, _BLOCKS, _DEFAULT_TOTAL),
     failed=(re.compile(r"Shard \d+ failed to start|Traceback \(most recent call last\)"),),
 )

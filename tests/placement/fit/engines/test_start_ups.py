@@ -396,3 +396,28 @@ def test_stdin_is_read_as_bytes_line_by_line(
     assert code == 0
     assert out["start_up"] == {"line": 34, "start_ups": 2, "complete": True, "lines_read": 69}
     assert out["profile"]["weights_bytes"] == 10_071_161_438
+
+
+REAL = [
+    *((kind, path) for kind, path in WHOLE.items()),
+    *(("vllm", path) for path in sorted(VLLM.glob("*.log"))),
+    *(
+        (kind, path)
+        for kind in ("sglang", "tgi", "trtllm", "llamacpp", "ollama")
+        for path in sorted((DATA / kind).glob("*.log"))
+    ),
+]
+
+
+@pytest.mark.parametrize(("kind", "path"), REAL, ids=lambda value: getattr(value, "name", value))
+def test_a_log_of_one_start_up_gives_what_the_whole_log_gives(kind: str, path: Path) -> None:
+    # Every real log kept here, read as its last complete start-up, gives exactly the figures its
+    # engine's reader finds in the whole file: nothing it needs lies after its ready line.
+    lines = path.read_bytes().decode("utf-8").split("\n")
+    start = last_start_up(lines, engine(kind).start_up)
+    whole = engine(kind).learn(lines)
+    assert figures(engine(kind).learn(start.lines, start.first_line)) == figures(whole)
+    assert {figure.name: figure.value for figure in whole.extra} == {
+        figure.name: figure.value
+        for figure in engine(kind).learn(start.lines, start.first_line).extra
+    }
