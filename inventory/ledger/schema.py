@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
+import stat
 import sys
 import time
 from collections.abc import Callable
@@ -194,6 +196,31 @@ def operational(
     return LedgerError(path, f"SQLite error: {text}")
 
 
+def _regular_file(path: Path) -> None:
+    """LedgerError unless `path` is a regular file (or a directory, which check_header names).
+
+    Reading a FIFO blocks until a writer comes, and a device (/dev/zero) reads forever
+    (DESIGN.md "Never yes by accident": exit 3 without blocking). Decided by `stat`, which
+    opens nothing.
+    """
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise LedgerError(path, f"cannot read: {exc.strerror or exc}") from exc
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return
+    kind = (
+        "a FIFO (named pipe)"
+        if stat.S_ISFIFO(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "a device"
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+        else "not a regular file"
+    )
+    raise LedgerError(path, f"is {kind}, not a ledger file; left unchanged")
+
+
 def check_header(path: Path) -> bool:
     """True for an SQLite file, False for an empty one; LedgerError for anything else."""
     try:
@@ -311,7 +338,27 @@ def identify(connection: sqlite3.Connection, path: Path) -> tuple[bool, int]:
         raise LedgerError(
             path, "an SQLite file of another application (meta says otherwise); left unchanged"
         )
+    missing = sorted(tables_at(version) - tables)
+    if missing:
+        # Dropped by hand or by a tool: every command would fail on its first read of it.
+        raise LedgerError(
+            path,
+            f"schema {version} but its table{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(missing)} {'are' if len(missing) > 1 else 'is'} missing "
+            "(damaged or edited by hand); left unchanged",
+        )
     return True, version
+
+
+def tables_at(version: int) -> set[str]:
+    """The tables a ledger at schema `version` has: those its migrations' CREATE TABLE made."""
+    steps = MIGRATIONS[: min(version, SCHEMA_VERSION)]
+    return {
+        name
+        for step in steps
+        if isinstance(step, str)
+        for name in re.findall(r"CREATE TABLE (\w+)", step)
+    }
 
 
 def migrate(
@@ -386,6 +433,8 @@ def open_connection(target: Path, *, readonly: bool) -> sqlite3.Connection:
     older schema; a read-only one reads older schemas as they are. LedgerError (exit 3) if unusable.
     """
     exists = target.exists()
+    if exists:
+        _regular_file(target)
     if readonly and not exists:
         raise LedgerError(target, "no such file (fill it with `gpuplan snapshot --ledger`)")
     has_content = check_header(target) if exists else False

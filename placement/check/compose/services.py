@@ -5,15 +5,17 @@ Every error names the file, the service and the field; nothing in the service is
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from placement.check.compose.config import config_args, host_path
 from placement.check.compose.devices import Devices, asks_for_gpu, device_list, read_devices
+from placement.check.compose.dotenv import read_env_file
 from placement.check.compose.interpolation import MissingVariable, substitute
 from placement.check.compose.model import ComposeError, ComposeService
-from placement.check.compose.project import read_env
+from placement.fit.engines.base import FlagError
 from placement.fit.engines.registry import KINDS, recognise
 from placement.fit.engines.registry import engine as registry_engine
 from placement.fit.engines.vllm_command import image_version, split_command, vllm_args
@@ -44,8 +46,8 @@ class ServiceReader:
         self.lookup = lookup
         self.directory = directory
         self.strict = True
-        # Each env file's values, read once however often the environment is asked for.
-        self._env_files: dict[Path, dict[str, str]] = {}
+        # The env files' values, read once however often the environment is asked for.
+        self._env_files: list[dict[str, str]] | None = None
 
     def fail(self, argument: str | None, msg: str) -> ComposeError:
         return ComposeError(self.path, self.name, argument, msg)
@@ -131,7 +133,7 @@ class ServiceReader:
         unknown = None
         if "--config" in args or any(a.startswith("--config=") for a in args):
             args, unknown = self._with_config(args, positional)
-        flags = read_flags(args, positional, self.fail)
+        flags = read_flags(args, positional, self.fail, version if is_vllm_image else None)
         notes = [f"{flag} is given more than once; vLLM uses the last" for flag in flags.repeated]
         devices, devices_from, count = self._cards(environment)
         sizes = read_sizes(flags, self.fail)
@@ -185,18 +187,30 @@ class ServiceReader:
         if found is not None and found.util_request:
             # vLLM's arguments were looked for and not found (a wrapper script): unknown.
             found = None
-        fields = found.read_flags(argv, environment) if found is not None else {}
-        cards = found.cards_of(argv, environment) if found is not None else 1
+        version = found.version_of(image) if found is not None else None
+        fields: dict[str, object] = {}
+        cards: int | None = 1
+        cards_from = None
+        if found is not None:
+            try:
+                # Its engine's own parser, once for each answer (DESIGN.md, Engines: flags as
+                # the engine's own parser reads them; a flag or value it stops at is bad input).
+                fields = found.read_flags(argv, environment, version)
+                cards = found.cards_of(argv, environment, version)
+                cards_from = found.cards_flag(argv, environment, version)
+            except FlagError as exc:
+                raise self.fail(exc.flag, exc.why) from None
         return ComposeService(
             name=self.name,
             path=self.path,
             image=image,
-            version=found.version_of(image) if found is not None else None,
+            version=version,
             model=None,
             argv=tuple(argv),
             engine_fields=tuple(sorted(fields.items())),
             tensor_parallel_size=cards or 1,
             all_cards=cards is None,
+            cards_from=cards_from,
             devices=devices,
             devices_from=devices_from,
             device_count=count,
@@ -342,24 +356,57 @@ class ServiceReader:
         return self.text(value, where or f"environment {key}", strict=strict)
 
     def env_files(self) -> list[dict[str, str]]:
+        """Each `env_file:` entry's values, in order, read as compose-go reads them
+        (types/project.go WithServicesEnvironmentResolved): a value is interpolated from the
+        project's environment, then the service's `environment:`, then what the files before set.
+        A file that cannot be read or parsed is an error of this service naming the file and the
+        line, never its content."""
+        if self._env_files is not None:
+            return self._env_files
         raw = self.body.get("env_file")
         if raw is None:
             return []
         entries = raw if isinstance(raw, list) else [raw]
+        environment: dict[str, str] = {}
+        for key, value in self._env_entries():
+            if value is not None:
+                environment[key] = value
+
+        def resolve(variable: str) -> str | None:
+            found = self.lookup(variable)
+            return found if found is not None else environment.get(variable)
+
         out: list[dict[str, str]] = []
+        known: dict[str, str] = {}
         for i, entry in enumerate(entries):
-            required = True
-            if isinstance(entry, dict):
-                required = bool(entry.get("required", True))
-                entry = entry.get("path")
-            if not isinstance(entry, str):
-                raise self.fail(f"env_file[{i}]", "expected a file path")
-            target = self.directory / self.text(entry, f"env_file[{i}]")
-            if not target.is_file():
-                if required:
-                    raise self.fail(f"env_file[{i}]", f"{target} does not exist")
+            where = f"env_file[{i}]"
+            target = self._env_file(entry, where)
+            if target is None:
                 continue
-            if target not in self._env_files:
-                self._env_files[target] = read_env(target, self.lookup)
-            out.append(self._env_files[target])
+            try:
+                values = read_env_file(target, resolve, known)
+            except ComposeError as exc:
+                raise self.fail(where, str(exc)) from None
+            known.update(values)
+            out.append(values)
+        self._env_files = out
         return out
+
+    def _env_file(self, entry: object, where: str) -> Path | None:
+        """The file an `env_file:` entry names; None for a missing one that is not required
+        (compose-go types/project.go loadEnvFile skips only a missing file, nothing else)."""
+        required = True
+        if isinstance(entry, dict):
+            required = bool(entry.get("required", True))
+            entry = entry.get("path")
+        if not isinstance(entry, str):
+            raise self.fail(where, "expected a file path")
+        target = self.directory / self.text(entry, where)
+        if not required:
+            try:
+                os.stat(target)
+            except FileNotFoundError:
+                return None
+            except OSError:
+                pass  # not missing: read, and refused with its reason
+        return target
