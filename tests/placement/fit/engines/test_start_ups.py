@@ -421,3 +421,16 @@ def test_a_log_of_one_start_up_gives_what_the_whole_log_gives(kind: str, path: P
         figure.name: figure.value
         for figure in engine(kind).learn(start.lines, start.first_line).extra
     }
+
+
+@pytest.mark.parametrize("kind", sorted(WHOLE))
+def test_a_timestamp_before_each_line_still_shows_where_a_start_up_begins(kind: str) -> None:
+    # Docker Desktop's log view puts its own time before each line (the SGLang 0.4 log here has
+    # it): the second start-up is still found.
+    once = [f"2025-02-04 21:29:17 {line}" for line in body(WHOLE[kind])]
+    learned, start = read(kind, once + once)
+    assert (start.count, start.first_line) == (2, len(once) + begins_at(kind, once) + 1)
+    assert figures(learned) == {
+        name: None if found is None else (found[0], found[1] + len(once))
+        for name, found in figures(read(kind, once)[0]).items()
+    }
