@@ -28,6 +28,7 @@ from placement.fit.room import fits_room
 from placement.fit.state import CardState
 from placement.fit.verdict import Reason, Rule, bare_reason, host_reason
 from seats.model import Seat
+from seats.names import escaped
 from seats.units import GiB, format_bytes
 
 
@@ -81,7 +82,8 @@ def error_reason(card: Card, host: str) -> Reason | None:
     """Rule `error`: a card in error takes no seat."""
     if card.ok:
         return None
-    text = f"card {card.index} is in error ({card.error}); it takes no seat"
+    # The error's words come from the snapshot (another host's file): shown, never obeyed.
+    text = f"card {card.index} is in error ({escaped(card.error or '')}); it takes no seat"
     return bare_reason("error", card.index, text, host)
 
 
