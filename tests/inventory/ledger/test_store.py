@@ -370,14 +370,19 @@ def test_empty_file_becomes_a_ledger(tmp_path: Path) -> None:
 
 # --- two processes --------------------------------------------------------------------------
 
+# The writer stops half-way until the reader has read a snapshot of the first half: the two
+# overlap however the processes are scheduled, with no sleep to make it likely.
 WRITER = """
-import sys, time
+import sys
 from inventory.ledger.store import open_ledger
 from tests.inventory.helpers import make_snapshot
+count = int(sys.argv[2])
 with open_ledger(sys.argv[1]) as ledger:
-    for minute in range(int(sys.argv[2])):
+    for minute in range(count):
+        if minute == count // 2:
+            print("half", flush=True)
+            sys.stdin.readline()
         ledger.append(make_snapshot(minute=minute))
-        time.sleep(0.01)
 print("wrote", flush=True)
 """
 
@@ -386,6 +391,7 @@ import sys, time
 from inventory.ledger.store import open_ledger
 from tests.inventory.helpers import make_snapshot
 reads = 0
+told = False
 deadline = time.monotonic() + 60
 with open_ledger(sys.argv[1], readonly=True) as ledger:
     print("ready", flush=True)
@@ -398,6 +404,9 @@ with open_ledger(sys.argv[1], readonly=True) as ledger:
             for snapshot in ledger.snapshots("fv-ml1"):
                 assert len(snapshot.cards) == 8 and all(len(c.processes) == 2 for c in snapshot.cards)
             reads += 1
+            if minute >= 1 and not told:  # a snapshot the writer wrote, the writer still open
+                print("read", flush=True)
+                told = True
             if minute == int(sys.argv[2]) - 1:
                 break
 print("reads", reads, flush=True)
@@ -426,15 +435,22 @@ def test_a_writer_and_a_reader_process_neither_corrupt_nor_block(tmp_path: Path)
         [sys.executable, "-c", WRITER, str(path), str(count)],
         cwd=ROOT,
         env=env,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    _, w_err = writer.communicate(timeout=120)
+    assert writer.stdout is not None and writer.stdin is not None
+    assert writer.stdout.readline().strip() == "half"
+    assert reader.stdout.readline().strip() == "read"  # one the writer wrote, while it waits
+    writer.stdin.write("go\n")
+    writer.stdin.flush()
+    w_out, w_err = writer.communicate(timeout=120)
     r_out, r_err = reader.communicate(timeout=120)
     assert writer.returncode == 0, w_err
     assert reader.returncode == 0, r_err
-    assert int(r_out.split()[-1]) > 1  # the reader read while the writer wrote
+    assert w_out.strip() == "wrote"
+    assert int(r_out.split()[-1]) > 1  # read in the first half, and again to the last minute
     with open_ledger(path, readonly=True) as ledger:
         assert ledger.count() == count
         assert ledger.connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
