@@ -51,6 +51,7 @@ def fifo(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", list(_commands("L")))
 def test_a_fifo_at_the_ledger_path_is_exit_3_without_blocking(command: str, fifo: Path) -> None:
     done = _run(_commands(str(fifo))[command])
@@ -101,6 +102,7 @@ def test_a_ledger_missing_a_table_is_exit_3_for_every_command(
     assert path.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_holds_and_report_on_a_ledger_missing_snapshots_print_no_traceback(tmp_path: Path) -> None:
     # The reproduction as a user ran it: the real entry point, exit 3 and one line.
     path = _ledger_without(tmp_path / "ledger.sqlite", "snapshots")

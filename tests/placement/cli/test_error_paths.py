@@ -102,6 +102,7 @@ def _run(words: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", _names())
 def test_an_error_path_exits_2_or_3_in_one_line_and_debug_keeps_the_code(
     name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch

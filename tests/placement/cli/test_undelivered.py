@@ -122,6 +122,7 @@ def _every_command(tmp_path: Path) -> dict[str, list[str]]:
     }  # fmt: skip
 
 
+@pytest.mark.slow
 def test_every_command_with_stdout_closed_exits_3_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -53,10 +53,12 @@ FILES = (
 )
 
 
+@pytest.mark.slow
 def test_the_goldens_are_every_file_the_report_writes(rendered: dict[str, bytes]) -> None:
     assert sorted(rendered) == sorted(p.name for p in GOLDEN.iterdir()) == list(FILES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", FILES)
 def test_the_demo_report_is_byte_identical(rendered: dict[str, bytes], name: str) -> None:
     assert rendered[name] == (GOLDEN / name).read_bytes(), name
