@@ -25,10 +25,11 @@ from placement.check.seat import (
     with_warnings,
 )
 from placement.fit.beside import decided, is_unbounded, judged_unseated
-from placement.fit.engines.registry import engine
+from placement.fit.engines.registry import describe, engine, spec_of
 from placement.fit.verify import Placement, judge
 from seats.errors import BadInputError, Exit
 from seats.model import Catalogue, Seat
+from seats.model import Engine as EngineSpec
 
 SCHEMA = 1
 Kind = Literal["pass", "refuse", "unknown", "error"]
@@ -59,6 +60,9 @@ class ServiceVerdict:
     # A service judged with no catalogue seat (fit.beside.unseated_seat): what it is where its
     # verdict, beside the rest of the deploy, is not decided (`unknown`, as without a judgement).
     undecided: ServiceVerdict | None = None
+    # The engine the service runs, where it has no `result` to carry it (DESIGN.md, Engines:
+    # every VERDICT names its engine); None where no engine recognised it.
+    engine: EngineSpec | None = None
 
     @property
     def exit_code(self) -> Exit:
@@ -81,6 +85,7 @@ class ServiceVerdict:
                 data["host"], data["cards"] = self.cards[0], list(self.cards[1])
             if self.warnings:
                 data["warnings"] = list(self.warnings)
+            data["engine"] = describe(self.engine)
             return data
         data = self.result.to_json()
         data["service"] = self.service
@@ -216,7 +221,11 @@ def _alone(
 ) -> list[ServiceVerdict]:
     """The service judged on its own (each data-parallel engine of it), or error / unknown."""
     if service.unknown is not None:
-        return [ServiceVerdict(service.name, "unknown", message=service.unknown)]
+        return [
+            ServiceVerdict(
+                service.name, "unknown", message=service.unknown, engine=_engine_of(service)
+            )
+        ]
     try:
         if service.engine is not None and engine(service.engine).util_request:
             ranks = service.data_parallel_size
@@ -261,7 +270,7 @@ def _alone(
     except BadInputError as exc:
         if not isinstance(exc, ComposeError):
             exc = ComposeError(service.path, service.name, None, str(exc))
-        return [ServiceVerdict(service.name, "error", message=str(exc))]
+        return [ServiceVerdict(service.name, "error", message=str(exc), engine=_engine_of(service))]
 
 
 def _unseated(
@@ -276,6 +285,18 @@ def _unseated(
         return unknown
     result = check_service(catalogue, snapshots, service, host=host)
     return replace(_verdict(service, result, None), undecided=unknown)
+
+
+def _engine_of(service: ComposeService) -> EngineSpec | None:
+    """The engine block a service runs, for a verdict with no judgement to carry it: built from
+    its flags where they are valid, else its kind and version alone; None where no engine
+    recognised it."""
+    if service.engine is None:
+        return None
+    try:
+        return service_spec(service, service.version, None)
+    except BadInputError:
+        return spec_of(service.engine, {}, version=service.version)
 
 
 def _verdict(service: ComposeService, result: CheckResult, rank: int | None) -> ServiceVerdict:
@@ -307,7 +328,10 @@ def _unknown(
     except BadInputError as exc:
         reason = exc.msg if isinstance(exc, ComposeError) else str(exc)
         return ServiceVerdict(
-            service.name, "unknown", message=f"{message}; its cards cannot be told either: {reason}"
+            service.name,
+            "unknown",
+            message=f"{message}; its cards cannot be told either: {reason}",
+            engine=_engine_of(service),
         )
     return ServiceVerdict(
         service.name,
@@ -315,6 +339,7 @@ def _unknown(
         message=f"{message}; it asks for card(s) {', '.join(map(str, cards))} of {snapshot.host}",
         cards=(snapshot.host, cards),
         warnings=tuple(warnings),
+        engine=_engine_of(service),
     )
 
 
@@ -378,7 +403,15 @@ def _together(
         result = verdict.result
         # The whole stack is redeployed: the running processes of its other seats stop too.
         snapshot = _stopped(result.snapshot, {p.seat.name for p in others} - {mine.seat.name})
-        joint = judge(catalogue, snapshot, mine.seat, mine.cards, others=others, mode="check")
+        joint = judge(
+            catalogue,
+            snapshot,
+            mine.seat,
+            mine.cards,
+            others=others,
+            mode="check",
+            need_floor=not result.resident_known,
+        )
         joint = replace(
             joint, warnings=tuple(dict.fromkeys([*result.verdict.warnings, *joint.warnings]))
         )

@@ -293,6 +293,12 @@ def fraction(value: float | str | Decimal) -> Decimal:
     return Decimal(repr(value) if isinstance(value, float) else value)
 
 
+def declared_text(value: float | str | Decimal) -> str:
+    """A declared fraction as flag text, as the catalogue says it (0.3 → '0.3'): a pin the
+    seat declares is printed as it was judged, never rounded to a proposal's three decimals."""
+    return format(fraction(value), "f")
+
+
 def ceil_times(share: Decimal, amount: int) -> int:
     """ceil(share × amount), exact."""
     product = Fraction(share) * amount

@@ -142,14 +142,15 @@ class Ollama(NoRequest):
         return spec.num_gpu is not None
 
     def pin_flags(self, seat: Seat, card: EngineCard) -> tuple[str, ...]:
-        """num_gpu, num_ctx from the resident's KV room, and the overhead that keeps the rest."""
+        """num_gpu, num_ctx (as declared, else from the resident's KV room), and the overhead that
+        keeps the rest."""
         profile = seat.engine.profile
         tokens = room_tokens(seat, card)
         flags = ["num_gpu", str(seat.engine.num_gpu if seat.engine.num_gpu is not None else 999)]
-        if profile is not None and tokens is not None:
-            flags += ["num_ctx", str(min(tokens, profile.max_model_len))]
-        elif seat.engine.num_ctx is not None:
+        if seat.engine.num_ctx is not None:  # its own, as it is judged
             flags += ["num_ctx", str(seat.engine.num_ctx)]
+        elif profile is not None and tokens is not None:
+            flags += ["num_ctx", str(min(tokens, profile.max_model_len))]
         overhead = max(0, card.free_bytes - MINIMUM_BYTES - seat.resident_bytes)
         return (*flags, f"OLLAMA_GPU_OVERHEAD={overhead}")
 

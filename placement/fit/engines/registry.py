@@ -75,9 +75,11 @@ def process_engine(cmdline: str | None, declared: EngineSpec | None = None) -> E
     return recognise(cmdline.split())
 
 
-def describe(spec: EngineSpec) -> dict[str, str | None]:
+def describe(spec: EngineSpec | None) -> dict[str, str | None]:
     """A VERDICT's `engine` object (DESIGN.md, Engines): kind, version (None where unknown)
-    and behaviour."""
+    and behaviour; every key None where no engine was recognised (`spec` None)."""
+    if spec is None:
+        return {"kind": None, "version": None, "behaviour": None}
     return {
         "kind": spec.kind,
         "version": spec.version,

@@ -173,8 +173,10 @@ class TensorRTLLM(NoRequest):
         return spec.max_tokens is not None
 
     def pin_flags(self, seat: Seat, card: EngineCard) -> tuple[str, ...]:
-        """kv_cache_config.max_tokens from the resident's KV room (f kept: the smaller wins)."""
-        tokens = room_tokens(seat, card)
+        """kv_cache_config.max_tokens: the seat's own where it declares it (what it is judged
+        with), else from the resident's KV room (f kept: the smaller wins)."""
+        declared = seat.engine.max_tokens
+        tokens = declared if declared is not None else room_tokens(seat, card)
         if tokens is None:
             return ()
         return (
