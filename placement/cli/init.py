@@ -105,7 +105,7 @@ def _default_context(why: str) -> tuple[int, str]:
     from placement.cli.starter import DEFAULT_CUDA_CONTEXT_BYTES
 
     return DEFAULT_CUDA_CONTEXT_BYTES, (
-        f"default, not measured ({why}): 1,276.8 MiB measured on an idle H200 (FACTS.md); "
+        f"default, not measured ({why}): 1,276.8 MiB measured on an idle H200 (docs/facts.md §1); "
         "measure yours with gpuplan calibrate"
     )
 

@@ -23,7 +23,7 @@ from seats.model import Seat as SeatSpec
 from seats.units import MiB
 from seats.units import format_bytes as b
 
-# FACTS.md section 1: a fresh process on an idle H200 (driver 580) takes 1,276.8 MiB before a
+# docs/facts.md §1: a fresh process on an idle H200 (driver 580) takes 1,276.8 MiB before a
 # vLLM worker's gate reads free memory; rounded up to the MiB, the safe side.
 DEFAULT_CUDA_CONTEXT_BYTES = 1277 * MiB
 COMMENT_LIMIT = 160  # characters of a command line in a comment; the match holds it whole

@@ -324,7 +324,7 @@ def test_table_shows_a_lost_card_and_says_when_nvml_v1_answered(
 ) -> None:
     data = snapshot_data()
     data["cards"][1] = {"index": 1, "error": "GpuIsLost", "processes": []}
-    # NVML v1 counts the driver's reserve in used (FACTS.md section 1).
+    # NVML v1 counts the driver's reserve in used (docs/facts.md §1).
     data["cards"][2]["used_bytes"] += data["cards"][2]["reserved_bytes"]
     data["cards"][2]["reserved_bytes"] = None
     assert main(["snapshot", "--from", str(write(tmp_path, data))]) == 0

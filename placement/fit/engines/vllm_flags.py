@@ -70,7 +70,7 @@ _VALUE_FLAGS = {
     "--max-model-len",
     "--kv-cache-dtype",
 }
-# argparse accepts a unique prefix; the seed itself writes `--kv-cache-memory` (FACTS.md §2).
+# argparse accepts a unique prefix; the seed itself writes `--kv-cache-memory` (docs/facts.md §2).
 _ALIASES = {
     "--kv-cache-memory": "--kv-cache-memory-bytes",
     "-tp": "--tensor-parallel-size",
