@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from types import ModuleType
 from typing import Any, TextIO, cast
 
+from inventory.secrets import mask_cmdline
 from seats.errors import Exit, GpuplanError
 
 # Order is the order `gpuplan --help` lists them in.
@@ -88,7 +89,9 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
-        text = f"{self.prog}: error: {message}"
+        # argparse quotes the words it refused ("unrecognized arguments: --api-key sk-…"):
+        # masked as a process's command line is, so a mistyped secret is never echoed.
+        text = f"{self.prog}: error: {mask_cmdline(message)}"
         print(text, file=sys.stderr)
         raise UsageError(text)
 

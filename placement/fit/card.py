@@ -9,14 +9,19 @@ means"):
 
     held(s, P)     = Σ_{r on c, s ∉ for(r)} max(0, reserve_bytes(r) − Σ_{u ∈ for(r), u ≠ s, u running or in P} resident_u)
                    + Σ_{a absent running seat on c, a ≠ s} resident_a
-                   + Σ_{h active hold on c, seat(h) ≠ s, seat(h) ∉ P} need_h
+                   + Σ_{h active hold on c, seat(h) ≠ s, seat(h) ∉ P} held_h
     room(s, P)     = free − held(s, P) − margin − Σ_{p ∈ P} need_p
-    gate_free(s,P) = free − cuda_context − Σ_{p ∈ P} need_p − Σ_{h ∉ {s} ∪ P} need_h
-    hold_free(h)   = free − cuda_context − Σ_{p ∈ P} need_p − Σ_{h' ≠ h, h' ∉ {s} ∪ P} need_h'
+    gate_free(s,P) = free − cuda_context − Σ_{p ∈ P} need_p − Σ_{h ∉ {s} ∪ P} held_h
+    hold_free(h)   = free + seen_h − cuda_context − Σ_{p ∈ P} need_p − Σ_{h' ≠ h, h' ∉ {s} ∪ P} held_h'
                      (h's own gate, judged again with s placed: h passes iff hold_free(h) − need_s ≥ requested_h)
+    held_h         = max(0, need_h − seen_h)   seen_h: what seat(h)'s processes hold on c now
 
 An active hold is an approved new seat that has not started: it counts in room and in every gate,
-and its own gate request is judged beside each later seat (rule `hold`).
+and its own gate request is judged beside each later seat (rule `hold`). A redeploy's hold
+replaces the bytes its seat's processes hold on the card, never adds to them: those bytes are in
+`free` already, so the hold counts only what the approved seat takes beyond them (`held_h`), and
+its own gate reads them freed (the old process stops before the new one starts). An absent
+running seat with a hold on the card keeps its place at max(resident, need), not their sum.
 """
 
 from __future__ import annotations
@@ -73,6 +78,10 @@ class HeldPart:
     # seats do; and a seat is never told its own reserve blocks it.
     in_use: bool = False
     requested_bytes: int = 0  # a hold's own gate request (0: none)
+    # A hold's seat already runs here (a redeploy): what its processes hold, which the hold
+    # replaces. `bytes` is then the approved need beyond them; its own gate reads them freed.
+    seen_bytes: int = 0
+    need_bytes: int = 0  # a hold's approved need on the card (its `bytes` before `seen_bytes`)
 
 
 @dataclass(frozen=True)
@@ -95,6 +104,9 @@ class CardModel:
     processes: tuple[tuple[str | None, int], ...] = ()  # (seat, pid) of every process
     # Bytes the processes of each seat hold on it: a redeploy frees its own first.
     own_bytes: Mapping[str, int] = field(default_factory=dict, compare=False)
+    # Bytes the processes of every seat hold on it, declared seats included: a redeploy's hold
+    # replaces them (DESIGN.md "Holds": a redeploy's hold never counts on top of them).
+    seen_bytes: Mapping[str, int] = field(default_factory=dict, compare=False)
     # New seats placed on this copy (name → need): every figure below meets them as load.
     placed: Mapping[str, int] = field(default_factory=dict, compare=False)
 
@@ -122,6 +134,7 @@ class CardModel:
             self,
             free_bytes=self.free_bytes + freed,
             own_bytes={k: v for k, v in self.own_bytes.items() if k != name},
+            seen_bytes={k: v for k, v in self.seen_bytes.items() if k != name},
             processes=tuple(p for p in self.processes if p[0] != name),
             holds=tuple(h for h in self.holds if h.seat != name),
             placed={k: v for k, v in self.placed.items() if k != name},
@@ -150,19 +163,32 @@ class CardModel:
             if left:
                 parts.append(HeldPart("reserve", reserve.name, left, in_use=bool(own_names)))
         for name, resident in self.absent:
-            if name != seat:
-                parts.append(HeldPart("absent", name, resident))
+            if name != seat and self.absent_part_bytes(name, resident):
+                parts.append(HeldPart("absent", name, self.absent_part_bytes(name, resident)))
         for hold in self.counted_holds(seat, here):
             parts.append(
                 HeldPart(
                     "hold",
                     hold.seat,
-                    hold.need_bytes,
+                    self.hold_part_bytes(hold),
                     hold.note(),
                     requested_bytes=hold.requested_bytes,
+                    seen_bytes=self.seen_bytes.get(hold.seat, 0),
+                    need_bytes=hold.need_bytes,
                 )
             )
         return parts
+
+    def hold_part_bytes(self, hold: Hold) -> int:
+        """What `hold` counts here: its need beyond what its seat's processes hold now (a
+        redeploy's hold replaces them, never adds to them)."""
+        return max(0, hold.need_bytes - self.seen_bytes.get(hold.seat, 0))
+
+    def absent_part_bytes(self, name: str, resident_bytes: int) -> int:
+        """What absent seat `name` keeps here: its resident, less a hold of its own that counts
+        its approved restart (together max(resident, need), never their sum)."""
+        held = max((h.need_bytes for h in self.holds if h.seat == name), default=0)
+        return max(0, resident_bytes - held)
 
     def counted_holds(self, seat: str | None, placed: Collection[str] = ()) -> list[Hold]:
         """Active holds that stand as other new seats for `seat`: not its own, not a placed seat's."""
@@ -177,25 +203,25 @@ class CardModel:
     @cached_property
     def absent_bytes(self) -> int:
         """Σ residents of the running seats that are down here (they keep their place)."""
-        return sum(resident for _, resident in self.absent)
+        return sum(self.absent_part_bytes(name, resident) for name, resident in self.absent)
 
     @cached_property
     def hold_bytes(self) -> int:
-        """Σ needs of the active holds here, as any seat that holds none of them meets them."""
-        return sum(hold.need_bytes for hold in self.holds)
+        """Σ of what the active holds here count, as any seat that holds none of them meets them."""
+        return sum(self.hold_part_bytes(hold) for hold in self.holds)
 
     def hold_cap_bytes(self, seat: str | None = None) -> int | None:
         """The most new load the card may take and keep every hold's own gate (None: no gated hold).
 
-        min over gated holds h of free − cuda_context − Σ_{h' ≠ h} need_h' − requested_h.
+        min over gated holds h of free + seen_h − cuda_context − Σ_{h' ≠ h} held_h' − requested_h.
         """
         holds = self.counted_holds(seat, self.placed)
-        total = sum(h.need_bytes for h in holds)
+        total = sum(self.hold_part_bytes(h) for h in holds)
         caps = [
             engine_free_bytes(
-                free_bytes=self.free_bytes,
+                free_bytes=self.free_bytes + self.seen_bytes.get(h.seat, 0),
                 cuda_context_bytes=self.cuda_context_bytes,
-                load_bytes=self.placed_bytes + total - h.need_bytes,
+                load_bytes=self.placed_bytes + total - self.hold_part_bytes(h),
             )
             - h.requested_bytes
             for h in holds
@@ -230,13 +256,19 @@ class CardModel:
     @cached_property
     def widest_bytes(self) -> int:
         """The most room any one seat may meet here with nothing new placed: its own freed."""
-        own = max(self.own_bytes.values(), default=0)
-        own_hold = max((h.need_bytes for h in self.holds), default=0)
-        return self.open_bytes + max(own, own_hold)
+        # A seat meets its own processes, its own hold and its own absent place freed at once.
+        absent = dict(self.absent)
+        own = (
+            self.own_bytes.get(name, 0)
+            + sum(self.hold_part_bytes(h) for h in self.holds if h.seat == name)
+            + self.absent_part_bytes(name, absent.get(name, 0))
+            for name in set(self.own_bytes) | {h.seat for h in self.holds}
+        )
+        return self.open_bytes + max(own, default=0)
 
     def gate_free_bytes(self, seat: str | None = None) -> int:
         """free − cuda_context − what this copy places − Σ holds not `seat`'s: what a gate reads."""
-        holds = sum(h.need_bytes for h in self.counted_holds(seat, self.placed))
+        holds = sum(self.hold_part_bytes(h) for h in self.counted_holds(seat, self.placed))
         return engine_free_bytes(
             free_bytes=self.free_bytes,
             cuda_context_bytes=self.cuda_context_bytes,
@@ -284,10 +316,14 @@ def card_model(catalogue: Catalogue, host: str, card: Card) -> CardModel:
             )
         )
     own: dict[str, int] = {}
+    seen: dict[str, int] = {}
     for process in card.processes:
+        if process.seat is None:
+            continue
+        seen[process.seat] = seen.get(process.seat, 0) + (process.used_bytes or 0)
         # Seats declared here are running, never placed anew: only a new seat's own count.
-        if process.seat is not None and process.seat not in declared_names:
-            own[process.seat] = own.get(process.seat, 0) + (process.used_bytes or 0)
+        if process.seat not in declared_names:
+            own[process.seat] = seen[process.seat]
     return CardModel(
         host=host,
         index=card.index,
@@ -307,6 +343,7 @@ def card_model(catalogue: Catalogue, host: str, card: Card) -> CardModel:
         declared_exclusive=tuple(seat.name for seat in declared if seat.exclusive),
         processes=tuple((p.seat, p.pid) for p in card.processes),
         own_bytes=own,
+        seen_bytes=seen,
     )
 
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from inventory.snapshot import Card
-from placement.fit.card import CardModel, card_model
+from placement.fit.card import CardModel, HeldPart, card_model
 from placement.fit.room import engine_free_bytes, room_bytes
 from seats.model import Catalogue, Seat
 from seats.units import format_bytes as b
@@ -56,6 +56,16 @@ class CardState:
     # bytes a refusal names beside room (name, bytes, for).
     kept_reserves: tuple[tuple[str, int, tuple[str, ...]], ...] = ()
     freeable_bytes: int = 0  # what the card's processes hold, the seat's own aside
+
+
+def hold_note(part: HeldPart) -> str:
+    """`4.00 GiB approved for tts at …`; a redeploy's hold says what it replaces."""
+    if not part.seen_bytes:
+        return f"{b(part.bytes)} {part.note}"
+    return (
+        f"{b(part.bytes)} {part.note} (a redeploy: {b(part.need_bytes)} in place of the "
+        f"{b(part.seen_bytes)} it holds here now)"
+    )
 
 
 def own_bytes(card: Card, name: str) -> int:
@@ -110,7 +120,7 @@ def card_state(
         reserve_names=tuple(part.name for part in reserves),
         reserve_for=reserve_for,
         hold_held_bytes=hold_total,
-        hold_notes=tuple(f"{b(part.bytes)} {part.note}" for part in holds),
+        hold_notes=tuple(hold_note(part) for part in holds if part.bytes),
         others_bytes=others_bytes,
         margin_bytes=model.margin_bytes,
         cuda_context_bytes=ctx,
@@ -146,8 +156,9 @@ def card_state(
                 seat=part.name,
                 note=part.note,
                 requested_bytes=part.requested_bytes,
+                # A redeploy's gate reads its own old processes freed: they stop first.
                 free_bytes=engine_free_bytes(
-                    free_bytes=free,
+                    free_bytes=free + part.seen_bytes,
                     cuda_context_bytes=ctx,
                     load_bytes=others_bytes + hold_total - part.bytes,
                 ),

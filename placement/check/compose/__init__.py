@@ -5,7 +5,8 @@ strings are only split (shlex), never handed to a shell or to a compose binary.
 """
 
 from placement.check.compose.devices import resolve_cards
-from placement.check.compose.interpolation import interpolate, parse_env_file
+from placement.check.compose.dotenv import parse_env_file
+from placement.check.compose.interpolation import interpolate
 from placement.check.compose.load import load_compose
 from placement.check.compose.model import ComposeError, ComposeFile, ComposeService
 from placement.fit.engines.vllm_command import image_version

@@ -1,4 +1,4 @@
-"""Compose's variable interpolation, ported from compose-go's `template` package, and `.env` files.
+"""Compose's variable interpolation, ported from compose-go's `template` package.
 
 compose-go substitutes "" for an unset variable (with a warning); `Substitution.missing` lists
 those names so the reader can refuse them where gpuplan reads the value (DESIGN.md).
@@ -10,8 +10,6 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from placement.check.compose.model import ComposeError
-
 Lookup = Callable[[str], str | None]
 
 # compose-go's DefaultPattern, letter for letter: `$$`, `$NAME`, `${NAME[op]…}` or an invalid `${`.
@@ -19,7 +17,6 @@ _PATTERN = re.compile(
     r"\$(?i:(?P<escaped>\$)|(?P<named>[_a-z][_a-z0-9]*)"
     r"|\{(?:(?P<braced>[_a-z][_a-z0-9]*(?::?[-+?](.*))?)\}|(?P<invalid>)))"
 )
-NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _OPERATORS = (":?", "?", ":-", "-", ":+", "+")
 
 
@@ -128,61 +125,3 @@ def interpolate(text: str, lookup: Lookup) -> str:
     if result.missing:
         raise MissingVariable(result.missing[0], required=False)
     return result.text
-
-
-def parse_env_file(text: str, path: str, lookup: Lookup | None = None) -> dict[str, str]:
-    """KEY=VALUE lines of a compose `.env` file: `#` comments, `export`, quoted values.
-
-    An unquoted or double-quoted value is interpolated as compose-go's dotenv parser does
-    (`expandVariables`): a name set on an earlier line of the file first, then `lookup` (the
-    environment), so `DEVICE=${DEVICE:-cpu}` and `COMPOSE_PROFILES=${DOC_ENGINE},${DEVICE}`
-    read as docker reads them; a single-quoted value is kept as written.
-    """
-    values: dict[str, str] = {}
-
-    def earlier_then_environment(name: str) -> str | None:
-        if name in values:
-            return values[name]
-        return lookup(name) if lookup is not None else None
-
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        line = line.removeprefix("export ").lstrip()
-        key, sep, value = line.partition("=")
-        key = key.strip()
-        if not sep or NAME.fullmatch(key) is None:
-            raise ComposeError(
-                path, None, f"line {number}", f"expected KEY=VALUE, got {raw.strip()!r}"
-            )
-        value = value.strip()
-        quote = value[0] if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"" else ""
-        if quote:
-            value = value[1:-1]
-            if quote == '"':
-                value = value.replace("\\n", "\n").replace('\\"', '"')
-        else:
-            # An unquoted value ends at " #": compose treats the rest as a comment.
-            hash_at = value.find(" #")
-            if hash_at >= 0:
-                value = value[:hash_at].rstrip()
-        if quote != "'":
-            value = _expand(value, earlier_then_environment, path, number)
-        values[key] = value
-    return values
-
-
-def _expand(value: str, lookup: Lookup, path: str, number: int) -> str:
-    """A `.env` value interpolated (an unset name reads as "", as in compose-go's dotenv)."""
-    try:
-        return substitute(value, lookup).text
-    except MissingVariable as exc:
-        raise ComposeError(
-            path,
-            None,
-            f"line {number}",
-            f"variable {exc.name} is not set: {exc.message or exc.name}",
-        ) from None
-    except ValueError as exc:
-        raise ComposeError(path, None, f"line {number}", str(exc)) from None

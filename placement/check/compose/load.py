@@ -57,6 +57,9 @@ def load_compose(
                 )
             parsed = reader.read()
         except ComposeError as exc:
+            if exc.service != label:
+                # Every error of a service is its own, whatever file it names (an env file's).
+                exc = ComposeError(exc.path, label, exc.argument, exc.msg)
             errors.append(exc)
             order.append(label)
             continue

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from placement.check.compose.interpolation import MissingVariable, parse_env_file, substitute
+from placement.check.compose.dotenv import read_dotenv, read_env_file
+from placement.check.compose.interpolation import MissingVariable, substitute
 from placement.check.compose.merge import (
     MergeError,
     copy_tree,
@@ -29,7 +30,6 @@ from seats.loader import MAX_DOCUMENT_BYTES, TAG_KEY, read_text_file, read_yaml
 from seats.names import NAME_RULE, unprintable, visible
 
 Lookup = Callable[[str], str | None]
-MAX_ENV_FILE_BYTES = 256 * 1024
 MAX_FILES = 64  # includes and extends together: a project is a handful of files
 
 # compose-go cli/options.go: DefaultFileNames and DefaultOverrideFileNames, in order of preference.
@@ -114,15 +114,6 @@ def clear(services: dict[str, Any], paths: list[tuple[str, ...]], label: str | N
             node.pop(path[-1], None)
 
 
-def read_env(path: Path, lookup: Lookup | None = None) -> dict[str, str]:
-    """An env file's values, interpolated with `lookup` (the environment) as compose does."""
-    try:
-        text = read_text_file(path, "an env file", MAX_ENV_FILE_BYTES)
-    except CatalogueError as exc:
-        raise ComposeError(str(path), None, None, exc.msg) from exc
-    return parse_env_file(text, str(path), lookup)
-
-
 def override_beside(path: Path) -> tuple[Path | None, list[str]]:
     """The override file `docker compose up -d` reads with `path`, and notes on what it did.
 
@@ -161,8 +152,7 @@ def load_project(
             f"merged {', '.join(map(str, paths[1:]))} over {first} in order, as `docker compose {flags}` does"
         ]
     directory = first.parent
-    dotenv_path = directory / ".env"
-    dotenv = read_env(dotenv_path, environ.get) if dotenv_path.is_file() else {}
+    dotenv = read_dotenv(directory, environ.get)
 
     def lookup(variable: str) -> str | None:
         return environ.get(variable, dotenv.get(variable))
@@ -371,9 +361,11 @@ def _include_env(
         env_files = [project_dir / ".env"]
     values: dict[str, str] = {}
     for env_file in env_files:
-        if not env_file.is_file():
-            raise ComposeError(name, None, "include.env_file", f"{env_file} does not exist")
-        values.update(read_env(env_file, lookup))
+        # compose-go dotenv/env.go GetEnvFromFile: the environment first, then the files before.
+        try:
+            values.update(read_env_file(env_file, lookup, values))
+        except ComposeError as exc:
+            raise ComposeError(name, None, "include.env_file", str(exc)) from None
     return values
 
 

@@ -5,15 +5,16 @@ Every error names the file, the service and the field; nothing in the service is
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from placement.check.compose.config import config_args, host_path
 from placement.check.compose.devices import Devices, asks_for_gpu, device_list, read_devices
+from placement.check.compose.dotenv import read_env_file
 from placement.check.compose.interpolation import MissingVariable, substitute
 from placement.check.compose.model import ComposeError, ComposeService
-from placement.check.compose.project import read_env
 from placement.fit.engines.registry import KINDS, recognise
 from placement.fit.engines.registry import engine as registry_engine
 from placement.fit.engines.vllm_command import image_version, split_command, vllm_args
@@ -44,8 +45,8 @@ class ServiceReader:
         self.lookup = lookup
         self.directory = directory
         self.strict = True
-        # Each env file's values, read once however often the environment is asked for.
-        self._env_files: dict[Path, dict[str, str]] = {}
+        # The env files' values, read once however often the environment is asked for.
+        self._env_files: list[dict[str, str]] | None = None
 
     def fail(self, argument: str | None, msg: str) -> ComposeError:
         return ComposeError(self.path, self.name, argument, msg)
@@ -131,7 +132,7 @@ class ServiceReader:
         unknown = None
         if "--config" in args or any(a.startswith("--config=") for a in args):
             args, unknown = self._with_config(args, positional)
-        flags = read_flags(args, positional, self.fail)
+        flags = read_flags(args, positional, self.fail, version if is_vllm_image else None)
         notes = [f"{flag} is given more than once; vLLM uses the last" for flag in flags.repeated]
         devices, devices_from, count = self._cards(environment)
         sizes = read_sizes(flags, self.fail)
@@ -342,24 +343,57 @@ class ServiceReader:
         return self.text(value, where or f"environment {key}", strict=strict)
 
     def env_files(self) -> list[dict[str, str]]:
+        """Each `env_file:` entry's values, in order, read as compose-go reads them
+        (types/project.go WithServicesEnvironmentResolved): a value is interpolated from the
+        project's environment, then the service's `environment:`, then what the files before set.
+        A file that cannot be read or parsed is an error of this service naming the file and the
+        line, never its content."""
+        if self._env_files is not None:
+            return self._env_files
         raw = self.body.get("env_file")
         if raw is None:
             return []
         entries = raw if isinstance(raw, list) else [raw]
+        environment: dict[str, str] = {}
+        for key, value in self._env_entries():
+            if value is not None:
+                environment[key] = value
+
+        def resolve(variable: str) -> str | None:
+            found = self.lookup(variable)
+            return found if found is not None else environment.get(variable)
+
         out: list[dict[str, str]] = []
+        known: dict[str, str] = {}
         for i, entry in enumerate(entries):
-            required = True
-            if isinstance(entry, dict):
-                required = bool(entry.get("required", True))
-                entry = entry.get("path")
-            if not isinstance(entry, str):
-                raise self.fail(f"env_file[{i}]", "expected a file path")
-            target = self.directory / self.text(entry, f"env_file[{i}]")
-            if not target.is_file():
-                if required:
-                    raise self.fail(f"env_file[{i}]", f"{target} does not exist")
+            where = f"env_file[{i}]"
+            target = self._env_file(entry, where)
+            if target is None:
                 continue
-            if target not in self._env_files:
-                self._env_files[target] = read_env(target, self.lookup)
-            out.append(self._env_files[target])
+            try:
+                values = read_env_file(target, resolve, known)
+            except ComposeError as exc:
+                raise self.fail(where, str(exc)) from None
+            known.update(values)
+            out.append(values)
+        self._env_files = out
         return out
+
+    def _env_file(self, entry: object, where: str) -> Path | None:
+        """The file an `env_file:` entry names; None for a missing one that is not required
+        (compose-go types/project.go loadEnvFile skips only a missing file, nothing else)."""
+        required = True
+        if isinstance(entry, dict):
+            required = bool(entry.get("required", True))
+            entry = entry.get("path")
+        if not isinstance(entry, str):
+            raise self.fail(where, "expected a file path")
+        target = self.directory / self.text(entry, where)
+        if not required:
+            try:
+                os.stat(target)
+            except FileNotFoundError:
+                return None
+            except OSError:
+                pass  # not missing: read, and refused with its reason
+        return target

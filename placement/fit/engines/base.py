@@ -25,6 +25,16 @@ UtilSource = Literal["declared", "default", "proposed", "none"]
 STEP = Decimal("0.001")  # proposed fractions have three decimals, as vLLM's utils do
 
 
+class FlagError(ValueError):
+    """A flag or value the engine itself would stop at: bad input (exit 2), naming the flag as
+    written and why (`--kv-cache-mem 20G`-style abbreviations are read, not refused)."""
+
+    def __init__(self, flag: str, why: str) -> None:
+        super().__init__(f"{flag}: {why}")
+        self.flag = flag
+        self.why = why
+
+
 @dataclass(frozen=True)
 class GateRule:
     """How a seat's engine meets a card when it starts on a util request against total memory:

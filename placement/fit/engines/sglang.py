@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from placement.fit.engines.argparse_flags import ArgparseReader
 from placement.fit.engines.base import (
     Behaviour,
     EngineCard,
@@ -50,10 +51,13 @@ from placement.fit.engines.base import (
     smallest_share,
     weights_of,
 )
+from placement.fit.engines.sglang_options import RELEASES
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
 from seats.units import format_bytes
 
+# SGLang's own flags by release (sglang_options.py), read as its plain argparse parser reads them.
+READER = ArgparseReader("SGLang", RELEASES)
 _LOAD = re.compile(r"Load weight end\..*?mem usage=([\d.]+) GB")
 _KV = re.compile(
     r"KV Cache is allocated\.(?: dtype: \S+,)? #tokens: (\d+), (?:K size: ([\d.]+) GB, V size: ([\d.]+) GB"

@@ -9,6 +9,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import TypeVar
 
+from placement.fit.engines.argparse_flags import ArgparseReader, Option, is_option
+from placement.fit.engines.base import FlagError
+from placement.fit.engines.vllm_options import RELEASES
+
 # vLLM's human_readable_int: uppercase K/M/G/T binary, lowercase k/m/g/t decimal (a decimal
 # number only with a decimal suffix), else a plain int. Anything else vLLM itself refuses.
 _HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT]?)")
@@ -70,21 +74,9 @@ _VALUE_FLAGS = {
     "--max-model-len",
     "--kv-cache-dtype",
 }
-# argparse accepts a unique prefix; the seed itself writes `--kv-cache-memory` (docs/facts.md §2).
-_ALIASES = {
-    "--kv-cache-memory": "--kv-cache-memory-bytes",
-    "-tp": "--tensor-parallel-size",
-    "-pp": "--pipeline-parallel-size",
-    "-dp": "--data-parallel-size",
-}
-
-
-def _flag_name(token: str) -> str:
-    name = token.split("=", 1)[0]
-    if name.startswith("--"):
-        # vLLM's FlexibleArgumentParser reads --foo_bar as --foo-bar.
-        name = "--" + name[2:].replace("_", "-")
-    return _ALIASES.get(name, name)
+# vLLM's own flags by release (vllm_options.py), read as its FlexibleArgumentParser reads them:
+# a unique prefix is the flag (the seed writes `--kv-cache-memory` for --kv-cache-memory-bytes).
+READER = ArgparseReader("vLLM", RELEASES, flexible=True)
 
 
 @dataclass
@@ -92,7 +84,8 @@ class Flags:
     """What `read_flags` found: the model, each value flag's last value, LoRA names."""
 
     model: str | None = None
-    values: dict[str, tuple[str, str]] = field(default_factory=dict)  # flag → (value, as written)
+    # flag → (value, as written)
+    values: dict[str, tuple[str, str]] = field(default_factory=dict)
     lora_modules: list[str] = field(default_factory=list)
     lora_enabled: bool = False
     repeated: list[str] = field(default_factory=list)
@@ -102,66 +95,65 @@ Fail = Callable[[str, str], Exception]
 T = TypeVar("T")
 
 
-def read_flags(args: Sequence[str], allow_positional_model: bool, fail: Fail) -> Flags:
-    """The flags of a vLLM command line that decide its memory, as vLLM's argparse reads them."""
+def read_flags(
+    args: Sequence[str], allow_positional_model: bool, fail: Fail, version: str | None = None
+) -> Flags:
+    """The flags of a vLLM command line that decide its memory, as vLLM's argparse reads them
+    for `version` (None: unknown, read with every release's flags); `fail(flag, why)` for a flag
+    vLLM stops at (ambiguous or unknown)."""
     flags = Flags()
-    i = 0
-    if allow_positional_model and args and not args[0].startswith("-"):
+    if allow_positional_model and args and not is_option(args[0]):
         flags.model = args[0]
-        i = 1
-    while i < len(args):
-        token = args[i]
-        if not token.startswith("-"):
-            i += 1
-            continue
-        name = _flag_name(token)
-        if name == "--enable-lora":
+    try:
+        options = READER.options(args, version)
+    except FlagError as exc:
+        raise fail(exc.flag, exc.why) from None
+    for option in options:
+        if option.name == "--enable-lora":
             flags.lora_enabled = True
-        if name == "--lora-modules":
-            i = _read_lora_modules(args, i, flags, fail)
-        elif name in _VALUE_FLAGS:
-            i = _read_value(args, i, name, flags, fail)
-        else:
-            i += 1
+        elif option.name == "--no-enable-lora":
+            flags.lora_enabled = False
+        if option.name == "--lora-modules":
+            _read_lora_modules(args, option, flags, fail)
+        elif option.name in _VALUE_FLAGS:
+            _read_value(args, option, flags, fail)
     return flags
 
 
-def _read_lora_modules(args: Sequence[str], i: int, flags: Flags, fail: Fail) -> int:
+def _read_lora_modules(args: Sequence[str], option: Option, flags: Flags, fail: Fail) -> None:
     """`--lora-modules a=/p b=/q` or `--lora-modules='{"name": …}'`: every item up to the next flag."""
-    token = args[i]
-    items = [token.split("=", 1)[1]] if "=" in token else []
-    i += 1
-    while i < len(args) and not args[i].startswith("-"):
+    items = [option.value] if option.value is not None else []
+    i = option.index + 1
+    while option.value is None and i < len(args) and not is_option(args[i]):
         items.append(args[i])
         i += 1
     if not items:
-        raise fail("--lora-modules", "needs at least one name=path or JSON value")
+        raise fail(option.written, "needs at least one name=path or JSON value")
     flags.lora_modules.extend(_lora_name(item, fail) for item in items)
-    return i
 
 
-def _read_value(args: Sequence[str], i: int, name: str, flags: Flags, fail: Fail) -> int:
-    """One `--flag value` or `--flag=value`; returns the index after it."""
-    token = args[i]
-    if "=" in token:
-        value, i = token.split("=", 1)[1], i + 1
+def _read_value(args: Sequence[str], option: Option, flags: Flags, fail: Fail) -> None:
+    """One `--flag value` or `--flag=value`: its value, the last one winning."""
+    i = option.index + 1
+    if option.value is not None:
+        value = option.value
     else:
-        if i + 1 >= len(args) or (args[i + 1].startswith("--") and args[i + 1] != "--"):
-            raise fail(token, "needs a value")
-        value, i = args[i + 1], i + 2
+        if i >= len(args) or (is_option(args[i]) and args[i] != "--"):
+            raise fail(option.written, "needs a value")
+        value, i = args[i], i + 1
+    name = option.name
     if name == "--kv-cache-memory-bytes" and i < len(args) and _UNIT_WORD.fullmatch(args[i]):
         # `--kv-cache-memory 12 GB`: vLLM would read 12 bytes, then choke on "GB".
         raise fail(
-            token.split("=", 1)[0],
+            option.written,
             f"'{value} {args[i]}' is ambiguous: vLLM reads {value} as bytes and stops at "
             f"'{args[i]}'; write {value}G for {value} GiB, or the bytes as an int",
         )
     if name in flags.values:
         flags.repeated.append(name)
-    flags.values[name] = (value, token.split("=", 1)[0])
+    flags.values[name] = (value, option.written)
     if name == "--model":
         flags.model = value
-    return i
 
 
 def _lora_name(item: str, fail: Fail) -> str:

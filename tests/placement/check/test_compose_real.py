@@ -159,20 +159,26 @@ def test_mineru_starts_the_services_of_its_profiles_on_card_0(
 
 
 def test_env_file_values_are_interpolated_as_compose_go_dotenv_does() -> None:
-    """What ragflow's `.env` needs: an earlier line first, then the environment; '…' kept as is."""
+    """What ragflow's `.env` needs: the environment first, then an earlier line (compose-go
+    fad4af6 "fix os.Env precedence resolving variables in .env file", its test
+    TestEnvVariablePrecedence: FOO=foo, BAR=${FOO} with FOO=zot in the shell is BAR=zot); '…'
+    kept as is."""
     text = (
         "DEVICE=${DEVICE:-cpu}\nDOC_ENGINE=elasticsearch\n"
         "COMPOSE_PROFILES=${DOC_ENGINE},${DEVICE} # comment\n"
         "QUOTED=\"${DOC_ENGINE}-x\"\nLITERAL='${DOC_ENGINE}'\nUNSET=a${NOPE}b\n"
     )
-    environ = {"DEVICE": "gpu", "DOC_ENGINE": "infinity"}
-    values = parse_env_file(text, ".env", environ.get)
+    values = parse_env_file(text, ".env", {"DEVICE": "gpu"}.get)
     assert values["COMPOSE_PROFILES"] == "elasticsearch,gpu"
     assert (values["QUOTED"], values["LITERAL"], values["UNSET"]) == (
         "elasticsearch-x",
         "${DOC_ENGINE}",
         "ab",
     )
+    environ = {"DEVICE": "gpu", "DOC_ENGINE": "infinity"}
+    values = parse_env_file(text, ".env", environ.get)
+    assert (values["COMPOSE_PROFILES"], values["QUOTED"]) == ("infinity,gpu", "infinity-x")
+    assert parse_env_file("FOO=foo\nBAR=${FOO}\n", ".env", {"FOO": "zot"}.get)["BAR"] == "zot"
     assert parse_env_file(text, ".env")["DEVICE"] == "cpu"
     with pytest.raises(ComposeError, match=r"^\.env: line 2: variable MODEL is not set: pick one"):
         parse_env_file("A=1\nB=${MODEL:?pick one}\n", ".env", environ.get)

@@ -114,6 +114,29 @@ CASES = (
         holds=(("svc-a", SVC_A_REQUEST + CONTEXT, SVC_A_REQUEST),),
     ),
     Case("redeploy: its own bytes are freed first", {"resident": 80 * GIB}, set(), own_gib=40),
+    # A redeploy's hold replaces its seat's running bytes, never adds to them (issue 32 item 4):
+    # llama8b runs 40 GiB on the card and was approved again at 41 GiB asking 40 GiB. The card
+    # has 99.80 GiB free; the hold counts the 1 GiB beyond what llama8b holds now, and its own
+    # gate reads llama8b's 40 GiB freed (139.80 − 1.25 − 80 = 58.55 GiB ≥ 40 GiB).
+    Case(
+        "a redeploy's hold counts only its need beyond its seat's running bytes",
+        {"resident": 80 * GIB},
+        set(),
+        used_gib=0,
+        running=({"name": "llama8b", "resident": "40 GiB", "gpus": [0]},),
+        holds=(("llama8b", 41 * GIB, 40 * GIB),),
+    ),
+    Case(
+        # 99 GiB: 0.80 GiB of room without the hold, 0.20 GiB short with its 1 GiB beyond.
+        "a redeploy's hold still takes what it adds",
+        {"resident": 99 * GIB},
+        {"hold"},
+        used_gib=0,
+        running=({"name": "llama8b", "resident": "40 GiB", "gpus": [0]},),
+        holds=(("llama8b", 41 * GIB, 0),),
+        text="1.00 GiB approved for llama8b at 14:00Z by ci, until 14:30Z (a redeploy: "
+        "41.00 GiB in place of the 40.00 GiB it holds here now)",
+    ),
     Case(
         "exclusive on an occupied card",
         {"resident": 10 * GIB, "exclusive": True},
