@@ -85,7 +85,10 @@ class ServiceVerdict:
                 data["host"], data["cards"] = self.cards[0], list(self.cards[1])
             if self.warnings:
                 data["warnings"] = list(self.warnings)
-            data["engine"] = describe(self.engine)
+            # Every VERDICT names its engine (`unknown` ones too, kind null where none was
+            # recognised); a bad service only where its engine was read before it failed.
+            if self.kind != "error" or self.engine is not None:
+                data["engine"] = describe(self.engine)
             return data
         data = self.result.to_json()
         data["service"] = self.service
