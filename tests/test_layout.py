@@ -30,10 +30,11 @@ INVENTORY_DATA = {
     "inventory.holds",
     "inventory.secrets",
 }
-INVENTORY = {"inventory", "inventory.ledger", "inventory.prometheus"}
+INVENTORY = {"inventory", "inventory.ledger", "inventory.prometheus", "inventory.history"}
 SUBPACKAGES = (
     "inventory.ledger",
     "inventory.prometheus",
+    "inventory.history",
     "placement.fit",
     "placement.plan",
     "placement.pack",
@@ -50,8 +51,10 @@ ALLOWED: dict[str, set[str]] = {
     "placement": set(),
     # inventory -> seats; its subpackages read each other's data and the core.
     "inventory": {"seats", *INVENTORY},
-    "inventory.ledger": {"seats", *INVENTORY},
-    "inventory.prometheus": {"seats", *INVENTORY},
+    "inventory.ledger": {"seats", *INVENTORY} - {"inventory.history"},
+    "inventory.prometheus": {"seats", *INVENTORY} - {"inventory.history"},
+    # One history over both sources: it reads them; neither reads it.
+    "inventory.history": {"seats", *INVENTORY},
     # The rule of what fits reads the catalogue and inventory's data types, nothing else of ours.
     "placement.fit": {"seats", "inventory-data", "placement"},
     # The one door to pulp and highspy.
@@ -74,8 +77,9 @@ ALLOWED: dict[str, set[str]] = {
         "placement.fit",
         "placement.solvers",
     },
-    # check and report -> fit (DESIGN.md's arrows), never plan or cli. The report reads the ledger
-    # and Prometheus.
+    # check and report -> fit (DESIGN.md's arrows), never plan or cli. The report reads the past
+    # through inventory.history only; it still writes the demo ledger and reads its holds, and its
+    # alerting rules name the exporter's metrics.
     "placement.check": {
         "seats",
         "inventory-data",
@@ -86,6 +90,7 @@ ALLOWED: dict[str, set[str]] = {
     "placement.report": {
         "seats",
         "inventory-data",
+        "inventory.history",
         "inventory.ledger",
         "inventory.prometheus",
         "placement",
@@ -218,6 +223,8 @@ def test_only_the_cli_imports_the_cli(edges: set[tuple[str, str]]) -> None:
         ("placement.plan.problem", "inventory.ledger.store"),
         ("placement.check.seat", "placement.cli.sources"),
         ("placement.report.figures", "placement.cli.render"),
+        ("inventory.ledger.report_queries", "inventory.history.figures"),
+        ("inventory.prometheus.range", "inventory.history.model"),
         ("placement.solvers", "placement.fit.verify"),
     ],
 )
@@ -235,13 +242,31 @@ def test_the_rules_refuse_backward_arrows(source: str, target: str) -> None:
         ("placement.plan.model", "placement.solvers"),
         ("placement.pack.packer", "placement.fit.engines"),
         ("placement.check.seat", "placement.fit.verify"),
-        ("placement.report.figures", "inventory.ledger.report_queries"),
+        ("placement.report.figures", "inventory.history.ledger"),
         ("placement.cli.plan", "placement.plan.planner"),
         ("placement.cli.plan", "placement.cli.render"),
     ],
 )
 def test_the_rules_allow_forward_arrows(source: str, target: str) -> None:
     assert violations({(source, target)}) == []
+
+
+# The report's figures of the past come through inventory.history alone: neither the ledger's
+# window queries nor Prometheus's range queries are read directly (DESIGN.md "The week").
+HISTORY_BEHIND = (
+    "inventory.ledger.report_queries",
+    "inventory.prometheus.range",
+    "inventory.prometheus.reader",
+)
+
+
+def test_the_report_reads_the_past_only_through_the_history(edges: set[tuple[str, str]]) -> None:
+    assert ("placement.report.figures", "inventory.history.figures") in edges
+    assert {
+        (s, t)
+        for s, t in edges
+        if s.startswith("placement.report") and t.startswith(HISTORY_BEHIND)
+    } == set()
 
 
 def test_known_exceptions_are_real_breaches() -> None:

@@ -185,6 +185,33 @@ def newest_per_host(conn: Connection, start_s: int, end_s: int) -> list[tuple[st
     ]
 
 
+# --- moments -----------------------------------------------------------------------------
+
+# One card of a stored snapshot: (taken_at_s, idx, total, reserved, used, free, error).
+CardRowValues = tuple[int, int, int | None, int | None, int | None, int | None, str | None]
+# One process of it: (taken_at_s, card idx, pid, used, masked command line, recorded seat).
+ProcessRowValues = tuple[int, int, int, int | None, str | None, str | None]
+
+
+def moment_rows(
+    conn: Connection, host: str, start_s: int, end_s: int
+) -> tuple[list[CardRowValues], list[ProcessRowValues]]:
+    """The card and process rows of `host`'s snapshots taken in [start_s, end_s), oldest first."""
+    window = "FROM snapshots s JOIN {} ON x.snapshot_id = s.id WHERE s.host = ? AND s.taken_at_s >= ? AND s.taken_at_s < ? "
+    cards = conn.execute(
+        "SELECT s.taken_at_s, x.idx, x.total_bytes, x.reserved_bytes, x.used_bytes, x.free_bytes, "
+        "x.error " + window.format("cards x") + "ORDER BY s.taken_at_s, x.idx",
+        (host, start_s, end_s),
+    ).fetchall()
+    processes = conn.execute(
+        "SELECT s.taken_at_s, x.card_idx, x.pid, x.used_bytes, x.cmdline, x.seat "
+        + window.format("processes x")
+        + "ORDER BY s.taken_at_s, x.card_idx, x.rowid",
+        (host, start_s, end_s),
+    ).fetchall()
+    return cards, processes
+
+
 # --- the window's temporary tables -------------------------------------------------------
 
 

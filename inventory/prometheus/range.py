@@ -153,9 +153,19 @@ class PromClient:
             begin = stop + step_s
         return [(names[key], points) for key, points in merged.items()]
 
-    def _series(self, params: dict[str, str], promql: str) -> list[RawSeries]:
-        """The series of one range answer (read by `json`), each with its [time, "value"] points."""
-        url = api_url(self.base, "query_range", params)
+    def raw(self, promql: str, at_s: float) -> Matrix:
+        """The samples a range selector (`metric{…}[range]`) holds, asked at `at_s`, each at the
+        time it was scraped (no step, no lookback)."""
+        floats = _Floats()
+        params = {"query": promql, "time": f"{at_s:.3f}"}
+        found = self._series(params, promql, "query")
+        return [(labels, self._points(values, floats, promql)) for labels, values in found]
+
+    def _series(
+        self, params: dict[str, str], promql: str, path: str = "query_range"
+    ) -> list[RawSeries]:
+        """The series of one matrix answer (read by `json`), each with its [time, "value"] points."""
+        url = api_url(self.base, path, params)
         with self._slots:
             started = time.perf_counter()
             body = fetch(self.base, url, promql, timeout=self.timeout, opener=self.opener)
@@ -364,6 +374,48 @@ class _Relabelled:
 def _client_for(client: PromClient, label: str) -> PromClient:
     """`client` itself when series name hosts in `host`, else one relabelling its answers."""
     return client if label == "host" else _Relabelled(client, label)  # type: ignore[return-value]
+
+
+# --- one host's moments ---------------------------------------------------------------------
+
+# The series a host's moments are read from: its snapshot time, then each card's and process's.
+MOMENT_METRICS = (
+    m.SNAPSHOT_TIMESTAMP,
+    m.CARD_TOTAL,
+    m.CARD_RESERVED,
+    m.CARD_USED,
+    m.CARD_FREE,
+    m.CARD_ERROR,
+    m.PROCESS_USED,
+)
+# The series read at each scrape exactly; the rest as an instant query reads them.
+_EXACT = (m.SNAPSHOT_TIMESTAMP, m.PROCESS_USED)
+# Prometheus's default lookback (--query.lookback-delta).
+LOOKBACK_S = 300
+
+
+def moment_series(
+    client: PromClient, host: str, start_s: int, end_s: int, host_label: str | None = None
+) -> dict[str, Matrix]:
+    """The samples of each of MOMENT_METRICS of `host` scraped in [start_s, end_s), by metric
+    name; none where the host has no gpuplan series there."""
+    check_url(client.base)
+    base = _Queries((), start_s, end_s, 60)  # no step: every sample is read
+    with ThreadPoolExecutor(max_workers=len(MOMENT_METRICS)) as pool:
+        found = _host_spans(client, base, pool, host_label).get(host)
+        if found is None or found[0].metric != m.SNAPSHOT_TIMESTAMP:
+            return {}
+        q = _group_queries(base, [host], found[1], host_label)
+        # A card's figures from up to Prometheus's lookback before the window too: an instant
+        # query at its first moment would find them there.
+        wider = f"[{(end_s - start_s + LOOKBACK_S) * 1000 - 1}ms]"
+        asked = {
+            metric: pool.submit(
+                client.raw, f"{q.sel(metric)}{q.rng if metric in _EXACT else wider}", q.at
+            )
+            for metric in MOMENT_METRICS
+        }
+        return {metric: future.result() for metric, future in asked.items()}
 
 
 # --- loading ----------------------------------------------------------------------------

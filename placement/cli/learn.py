@@ -9,12 +9,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+from placement.cli.learn_log import shown_line, start_up_json
 from placement.cli.names import did_you_mean, names
 from placement.cli.sources import add_catalogue_argument, load_catalogue_argument
+from placement.fit.engines.base import StartUp, StartUpMarks, last_start_up
+from placement.fit.engines.vllm_log import Figure
 from seats.errors import BadInputError
+from seats.names import escaped
 from seats.units import format_bytes
 
 HELP = "a seat's engine.profile from its engine's start-up log"
@@ -26,47 +32,67 @@ DESCRIPTION = (
     "a line, naming the line it looked for. --log FILE reads the seat's own engine's lines "
     "(SGLang, TGI, TensorRT-LLM, llama.cpp, Ollama; a vLLM seat's as --vllm-log). "
     "--config DIR reads a model folder instead: "
-    "kv_bytes_per_token and max_model_len from config.json, weights from the safetensors headers."
+    "kv_bytes_per_token and max_model_len from config.json, weights from the safetensors headers "
+    "(with --log, kv_bytes_per_token from it, the rest from the log). The whole log is read, "
+    "line by line; a log of several start-ups (docker compose logs after a restart) is read as "
+    "its last complete one, said with the line where it begins. A figure no engine could print "
+    "(negative, past the card) is exit 2; log lines are shown with control characters escaped."
 )
-MAX_LOG_BYTES = 64 * 1024 * 1024
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """SEAT (--vllm-log FILE|- | --config DIR) [--catalogue F] [--json]."""
+    """SEAT (--log FILE|- [--config DIR] | --config DIR) [--catalogue F] [--json]."""
     parser.add_argument("seat", metavar="SEAT", help="a seat of the catalogue")
-    source = parser.add_mutually_exclusive_group(required=True)
+    source = parser.add_mutually_exclusive_group()
     source.add_argument("--vllm-log", metavar="FILE", help="vLLM's start-up log, or - for stdin")
     source.add_argument(
         "--log",
         metavar="FILE",
         help="the seat's engine's start-up log, or - for stdin (SGLang, TGI, TensorRT-LLM, "
-        "llama.cpp, Ollama; a vLLM seat's is read as --vllm-log)",
+        "llama.cpp, Ollama; a vLLM seat's is read as --vllm-log); read whole, line by line: "
+        "with several start-ups (docker compose logs after a restart), the last complete one",
     )
-    source.add_argument(
+    parser.add_argument(
         "--config",
         metavar="DIR",
         help="a model folder: kv_bytes_per_token and max_model_len from its config.json, "
-        "weights from its *.safetensors headers",
+        "weights from its *.safetensors headers; with --log, kv_bytes_per_token from it and "
+        "the rest from the log",
     )
     add_catalogue_argument(parser)
     parser.add_argument("--json", action="store_true", help="the profile and its sources as JSON")
 
 
-def _read(name: str) -> tuple[list[str], str]:
-    """The log's lines and the name to give in errors."""
-    if name == "-":
-        return sys.stdin.read(MAX_LOG_BYTES).splitlines(), "<stdin>"
-    path = Path(name)
+def read_start_up(name: str, marks: StartUpMarks) -> tuple[StartUp, str]:
+    """The log's last complete start-up (`last_start_up`), read line by line to its end, and the
+    name to give in errors. No size limit: only one start-up's lines are kept, up to its ready
+    line. Lines end at a newline alone (as `grep -n` counts them): a progress bar's carriage
+    returns stay inside its line."""
+    source = "<stdin>" if name == "-" else name
     try:
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            return handle.read(MAX_LOG_BYTES).splitlines(), name
+        if name == "-":
+            binary = getattr(sys.stdin, "buffer", None)
+            if binary is None:  # a text stream standing in for stdin
+                return last_start_up(sys.stdin, marks), source
+            return last_start_up(_decoded(binary), marks), source
+        with Path(name).open("rb") as handle:
+            return last_start_up(_decoded(handle), marks), source
     except OSError as exc:
-        raise BadInputError(f"{name}: cannot read the log: {exc.strerror or exc}") from None
+        raise BadInputError(
+            f"{escaped(source)}: cannot read the log: {exc.strerror or exc}"
+        ) from None
+
+
+def _decoded(handle: IO[bytes]) -> Iterator[str]:
+    """Each line of a binary stream as text (bytes that are not UTF-8 replaced)."""
+    for raw in handle:
+        yield raw.decode("utf-8", errors="replace")
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the profile block (or its JSON); exit 2 when the log lacks a line."""
     from placement.fit.engines import util_decimal
+    from placement.fit.engines.registry import engine
     from placement.fit.engines.vllm_log import learn_profile, read_log
 
     catalogue = load_catalogue_argument(args)
@@ -75,29 +101,86 @@ def run(args: argparse.Namespace) -> int:
     except KeyError:
         close = did_you_mean(args.seat, names(catalogue, "seats"))
         raise BadInputError(f"no seat {args.seat!r} in {args.catalogue}{close}") from None
-    if args.config is not None:
+    log = args.log if args.log is not None else args.vllm_log
+    if log is None and args.config is None:
+        raise BadInputError("learn needs --log FILE (or --vllm-log FILE), --config DIR, or both")
+    if log is None:
         from placement.cli.learn_config import run_config
 
         return run_config(seat, Path(args.config), as_json=args.json)
-    from placement.cli.learn_log import reads_own_log, run_log
+    from placement.cli.learn_log import learn_from_log, reads_own_log, run_log
 
-    # --vllm-log is a spelling of --log (one of the two is given): the seat's engine picks the reader.
-    lines, source = _read(args.log if args.log is not None else args.vllm_log)
-    if reads_own_log(seat):
-        return run_log(seat, lines, source, json_out=args.json)
-    util = seat.engine.gpu_memory_utilization
+    per_token = _config_per_token(seat, args.config)
     host = catalogue.hosts.get(seat.host) if seat.host else None
+    card_total = host.card_total_bytes if host else None
+    found = engine(seat.engine.kind)
+    if reads_own_log(seat):
+        # Refuses an engine without a reader before reading anything.
+        learn_from_log(seat, (), "", check_only=True)
+    start, source = read_start_up(log, found.start_up)
+    if reads_own_log(seat):
+        return run_log(
+            seat, start, source, json_out=args.json, per_token=per_token, card_total=card_total
+        )
+    util = seat.engine.gpu_memory_utilization
+    figures = read_log(start.lines, start.first_line)
     profile = learn_profile(
-        read_log(lines),
+        figures,
         source,
         declared_util=util_decimal(util) if util is not None else None,
-        cuda_total=host.card_total_bytes if host else None,
+        cuda_total=card_total,
     )
+    note = start.note("vLLM")
+    if note is not None:
+        profile = replace(profile, notes=(note, *profile.notes))
+    if per_token is not None:
+        profile = replace(
+            profile,
+            kv_bytes_per_token=Figure(per_token[0], 0, per_token[1], "from the model's config"),
+        )
+    _refuse_impossible(profile, figures, source, card_total)
     if args.json:
-        print(json.dumps(_as_json(seat.name, profile), indent=2))
+        print(json.dumps(_as_json(seat.name, profile, start), indent=2))
     else:
         print(_as_text(seat.name, source, profile))
     return 0
+
+
+def _config_per_token(seat: Any, folder: str | None) -> tuple[int, str] | None:
+    """kv_bytes_per_token from a model folder's config.json (with `--log`), and its formula."""
+    if folder is None:
+        return None
+    from placement.check.hf_model import kv_bytes_per_token
+    from placement.cli.learn_config import read_config
+
+    config = read_config(Path(folder))
+    found = kv_bytes_per_token(config, str(Path(folder) / "config.json"), seat.card_count)
+    return found.value, f"{found.formula} (config.json, --config)"
+
+
+def _refuse_impossible(profile: Any, figures: Any, source: str, card_total: int | None) -> None:
+    """Exit 2 when a figure is negative or past the card (the host's, else the log's own)."""
+    from placement.fit.engines.base import Checked, impossible
+
+    card, where = card_total, "the host's card_total"
+    if card is None and figures.total is not None:
+        card, where = figures.total.value, f"the card the log names (line {figures.total.line_no})"
+    checked = [
+        Checked(name, figure.value, figure.line_no)
+        for name, figure in (
+            ("weights", profile.weights),
+            ("non_kv", profile.non_kv),
+            ("cuda_graphs", profile.cuda_graphs),
+            ("KV cache", profile.kv),
+            ("kv_bytes_per_token", profile.kv_bytes_per_token),
+        )
+        if figure is not None
+    ]
+    why = impossible(checked, card, f"{where} ({format_bytes(card)})" if card else "")
+    if why is not None:
+        raise BadInputError(
+            f"{escaped(source)}: {why}: no vLLM start-up prints that; is this the seat's own log?"
+        )
 
 
 def _figure(figure: Any) -> dict[str, Any] | None:
@@ -105,17 +188,18 @@ def _figure(figure: Any) -> dict[str, Any] | None:
         return None
     return {
         "value": figure.value,
-        "line": figure.line_no,
-        "source": figure.line.strip(),
+        "line": figure.line_no or None,
+        "source": shown_line(figure.line, None),
         "precision": figure.precision,
     }
 
 
-def _as_json(seat: str, profile: Any) -> dict[str, Any]:
+def _as_json(seat: str, profile: Any, start: StartUp) -> dict[str, Any]:
     return {
         "schema": 1,
         "seat": seat,
         "vllm_version": profile.version,
+        "start_up": start_up_json(start),
         "profile": {
             "weights_bytes": profile.weights.value,
             "non_kv_bytes": profile.non_kv.value if profile.non_kv else None,
@@ -154,15 +238,14 @@ def _graphs_line(profile: Any) -> list[str]:
 
 
 def _source(figure: Any) -> str:
-    text = figure.line.strip()
-    return f"line {figure.line_no}: {text[:160]}{'…' if len(text) > 160 else ''}"
+    return f"line {figure.line_no}: {shown_line(figure.line)}"
 
 
 def _as_text(seat: str, source: str, profile: Any) -> str:
     """The block to paste, then each figure's source line and precision."""
     non_kv = profile.non_kv.value if profile.non_kv else "unknown"
     out = [
-        f"# {seat}: from vLLM {profile.version}'s start-up log ({source})",
+        f"# {seat}: from vLLM {profile.version}'s start-up log ({escaped(source)})",
         "      profile:",
         f"        weights: {profile.weights.value}  # {format_bytes(profile.weights.value)}",
         f"        non_kv: {non_kv}"
@@ -177,6 +260,6 @@ def _as_text(seat: str, source: str, profile: Any) -> str:
         if figure is not None:
             out.append(f"  {name}: {_source(figure)} ({figure.precision})")
     per_token = profile.kv_bytes_per_token
-    out.append(f"  kv_bytes_per_token: {per_token.line} ({per_token.precision})")
+    out.append(f"  kv_bytes_per_token: {shown_line(per_token.line, None)} ({per_token.precision})")
     out.extend(f"note: {note}" for note in profile.notes)
     return "\n".join(out)

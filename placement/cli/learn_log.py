@@ -8,13 +8,16 @@ with the line that would give it. vLLM's log keeps its own reader (`--vllm-log`)
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
-from placement.fit.engines.base import Learned, LogFigure
+from placement.fit.engines.base import Checked, Learned, LogFigure, StartUp, impossible
 from placement.fit.engines.registry import engine, engines
 from seats.errors import BadInputError
 from seats.model import Seat
+from seats.names import escaped
 from seats.units import format_bytes
 
 
@@ -23,8 +26,17 @@ def reads_own_log(seat: Seat) -> bool:
     return engine(seat.engine.kind).log_reader != "vllm-log"
 
 
-def learn_from_log(seat: Seat, lines: Sequence[str], source: str) -> Learned:
-    """The engine's figures; exit 2 (BadInputError) when the log holds none of its lines."""
+def learn_from_log(
+    seat: Seat,
+    lines: Sequence[str],
+    source: str,
+    first_line: int = 1,
+    *,
+    check_only: bool = False,
+) -> Learned:
+    """The engine's figures; exit 2 (BadInputError) when the log holds none of its lines.
+
+    `check_only`: only refuse an engine without a log reader (before the log is read)."""
     found = engine(seat.engine.kind)
     if found.log_reader != "learn":
         readers = ", ".join(e.title for e in engines() if e.log_reader == "learn")
@@ -32,14 +44,64 @@ def learn_from_log(seat: Seat, lines: Sequence[str], source: str) -> Learned:
             f"seat {seat.name!r} runs engine kind {seat.engine.kind!r}: `learn --log` reads "
             f"the start-up logs of {readers}; set the seat's engine.kind"
         )
-    learned = found.learn(lines)
+    if check_only:
+        return Learned(found.kind)
+    learned = found.learn(lines, first_line)
     figures = (learned.weights, learned.kv, learned.kv_tokens, learned.non_kv, learned.per_token)
     if all(figure is None for figure in figures):
         looked = "; ".join(learned.missing) or "its memory lines"
         raise BadInputError(
-            f"{source}: no {found.title} start-up figures found (looked for: {looked})"
+            f"{escaped(source)}: no {found.title} start-up figures found (looked for: {looked})"
         )
     return learned
+
+
+# ANSI colour codes (SGR, `ESC [ … m`: vLLM colours its process prefixes): dropped from a shown
+# line, so they neither colour the terminal nor clutter it as escapes.
+_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def shown_line(line: str, width: int | None = 160) -> str:
+    """A log line as `learn` shows it: colour codes dropped, stripped, clipped to `width`
+    characters, and every other control character escaped (seats.names.escaped), so that no log
+    line can move the cursor, erase a line or print a line of its own."""
+    text = _COLOUR.sub("", line).strip()
+    if width is None or len(text) <= width:
+        return escaped(text)
+    return escaped(text[:width]) + "…"
+
+
+def start_up_json(start: StartUp) -> dict[str, Any]:
+    """Which start-up of the log was read, for `--json`."""
+    return {
+        "line": start.first_line,
+        "start_ups": start.count,
+        "complete": start.complete,
+        "lines_read": start.log_lines,
+    }
+
+
+def refuse_impossible(learned: Learned, source: str, title: str, card_total: int | None) -> None:
+    """Exit 2 when a byte figure is negative or past the card (the host's card_total)."""
+    checked = [
+        Checked(name, figure.value, figure.line_no)
+        for name, figure in (
+            ("weights", learned.weights),
+            ("non_kv", learned.non_kv),
+            ("KV cache", learned.kv),
+            ("kv_bytes_per_token", learned.per_token),
+        )
+        if figure is not None
+    ]
+    if learned.per_token is None and learned.kv_bytes_per_token is not None:
+        checked.append(Checked("kv_bytes_per_token", learned.kv_bytes_per_token, 0))
+    where = f"the host's card_total ({format_bytes(card_total)})" if card_total else ""
+    why = impossible(checked, card_total, where)
+    if why is not None:
+        raise BadInputError(
+            f"{escaped(source)}: {why}: no {title} start-up prints that; is this the seat's "
+            "own log?"
+        )
 
 
 def _value(figure: LogFigure | None) -> int | None:
@@ -66,7 +128,7 @@ def as_text(seat: str, source: str, learned: Learned) -> str:
         return f"        {key}: {value}" + (f"  # {format_bytes(value)}" if size else "")
 
     out = [
-        f"# {seat}: from {engine(learned.kind).title}'s start-up log ({source})",
+        f"# {seat}: from {engine(learned.kind).title}'s start-up log ({escaped(source)})",
         "      profile:",
         line("weights", values["weights_bytes"], size=True),
         line("non_kv", values["non_kv_bytes"], size=True),
@@ -84,10 +146,14 @@ def as_text(seat: str, source: str, learned: Learned) -> str:
         *((figure.name, figure) for figure in learned.extra),
     )
     for name, figure in named:
-        if figure is not None:
-            text = figure.line.strip()
-            clipped = text[:160] + ("…" if len(text) > 160 else "")
-            out.append(f"  {name}: {figure.value} (line {figure.line_no}: {clipped})")
+        if figure is None:
+            continue
+        if figure.line_no:
+            out.append(
+                f"  {name}: {figure.value} (line {figure.line_no}: {shown_line(figure.line)})"
+            )
+        else:
+            out.append(f"  {name}: {figure.value} ({shown_line(figure.line)})")
     if learned.kv_bytes_per_token is not None and learned.per_token is None:
         out.append(
             "  kv_bytes_per_token: KV bytes ÷ KV tokens, rounded down (at least the true figure)"
@@ -97,18 +163,23 @@ def as_text(seat: str, source: str, learned: Learned) -> str:
     return "\n".join(out)
 
 
-def as_json(seat: str, learned: Learned) -> dict[str, Any]:
-    """The same content with raw ints."""
+def as_json(seat: str, learned: Learned, start: StartUp | None = None) -> dict[str, Any]:
+    """The same content with raw ints (log lines escaped, as in the text)."""
 
     def figure(value: LogFigure | None) -> dict[str, Any] | None:
         if value is None:
             return None
-        return {"value": value.value, "line": value.line_no, "source": value.line.strip()}
+        return {
+            "value": value.value,
+            "line": value.line_no or None,
+            "source": shown_line(value.line, None),
+        }
 
     return {
         "schema": 1,
         "seat": seat,
         "engine": learned.kind,
+        **({"start_up": start_up_json(start)} if start is not None else {}),
         "profile": profile_values(learned),
         "sources": {
             "weights": figure(learned.weights),
@@ -123,11 +194,28 @@ def as_json(seat: str, learned: Learned) -> dict[str, Any]:
     }
 
 
-def run_log(seat: Seat, lines: Sequence[str], source: str, *, json_out: bool) -> int:
-    """Print the block (or its JSON) and exit 0."""
-    learned = learn_from_log(seat, lines, source)
+def run_log(
+    seat: Seat,
+    start: StartUp,
+    source: str,
+    *,
+    json_out: bool,
+    per_token: tuple[int, str] | None = None,
+    card_total: int | None = None,
+) -> int:
+    """Print the block (or its JSON) and exit 0; `per_token` (bytes, formula) from `--config`."""
+    learned = learn_from_log(seat, start.lines, source, start.first_line)
+    title = engine(learned.kind).title
+    note = start.note(title)
+    if note is not None:
+        learned = replace(learned, notes=(note, *learned.notes))
+    if per_token is not None:
+        learned = replace(
+            learned, per_token=LogFigure("kv_bytes_per_token", per_token[0], 0, per_token[1])
+        )
+    refuse_impossible(learned, source, title, card_total)
     if json_out:
-        print(json.dumps(as_json(seat.name, learned), indent=2))
+        print(json.dumps(as_json(seat.name, learned, start), indent=2))
     else:
         print(as_text(seat.name, source, learned))
     return 0

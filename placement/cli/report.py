@@ -27,6 +27,7 @@ from placement.cli.sources import (
 from seats.errors import BadInputError, CannotDecideError
 
 if TYPE_CHECKING:
+    from inventory.history.ledger import LedgerHistory
     from inventory.ledger.store import Ledger
     from inventory.snapshot import Snapshot
     from placement.report.from_prometheus import LedgerRecords
@@ -147,7 +148,7 @@ def _build_and_emit(
     until: int | None,
     now: datetime,
 ) -> int:
-    from inventory.ledger.report_queries import ledger_span, newest_decision_s
+    from inventory.history.ledger import LedgerHistory
     from inventory.ledger.store import open_ledger
     from placement.report.demo import demo_note
     from placement.report.figures import build_report, verifier_probe
@@ -155,7 +156,8 @@ def _build_and_emit(
 
     args.ledger = args.ledger or DEFAULT_LEDGER
     with open_ledger(args.ledger, readonly=True) as ledger:
-        span = ledger_span(ledger.connection)
+        history = LedgerHistory(ledger.connection)
+        span = history.span()
         if span is None:
             raise CannotDecideError(f"ledger {args.ledger} holds no snapshot yet")
         # By default the window ends at the newest snapshot: a decision recorded later (a
@@ -164,13 +166,13 @@ def _build_and_emit(
         window = week or window_since(
             args.since or timedelta(days=7), until if until is not None else span[1]
         )
-        later = newest_decision_s(ledger.connection)
+        later = history.newest_decision_s()
         records_until = later + 1 if later is not None and week is None and until is None else None
         report = build_report(
-            ledger.connection,
+            history,
             catalogue,
             window,
-            _latest_in(ledger, window, span, str(args.ledger)),
+            _latest_in(ledger, history, window, span, str(args.ledger)),
             ledger_name=str(args.ledger),
             now=now,
             threshold=threshold,
@@ -192,7 +194,7 @@ def _prometheus_report(
     """The report from Prometheus's series; --ledger adds its decisions and active holds."""
     import time
 
-    from inventory.prometheus.range import PromClient
+    from inventory.history.prometheus import PromClient, PrometheusHistory
     from placement.report.figures import verifier_probe
     from placement.report.from_prometheus import build_prometheus_report
     from placement.report.rows import window_since
@@ -205,16 +207,17 @@ def _prometheus_report(
     )
     records = _ledger_records(args.ledger, window, now) if args.ledger else None
     started = time.perf_counter()
+    history = PrometheusHistory(
+        PromClient(args.prometheus, timeout=args.timeout), step_s=step, host_label=args.host_label
+    )
     report, answers = build_prometheus_report(
-        PromClient(args.prometheus, timeout=args.timeout),
+        history,
         catalogue,
         window,
         now=now,
-        step_s=step,
         threshold=threshold,
         probe=verifier_probe,
         records=records,
-        host_label=args.host_label,
     )
     if os.environ.get("GPUPLAN_TIMINGS"):
         stats = answers.stats
@@ -233,7 +236,7 @@ def _prometheus_report(
 
 def _ledger_records(path: str, window: Window, now: datetime) -> LedgerRecords:
     """The decisions in the window and the holds active now, from the ledger at `path`."""
-    from inventory.ledger.report_queries import decisions_in
+    from inventory.history.ledger import LedgerHistory
     from inventory.ledger.store import open_ledger
     from placement.report.from_prometheus import LedgerRecords
     from placement.report.rows import hold_rows
@@ -241,19 +244,23 @@ def _ledger_records(path: str, window: Window, now: datetime) -> LedgerRecords:
     with open_ledger(path, readonly=True) as ledger:
         return LedgerRecords(
             name=str(path),
-            decisions=tuple(decisions_in(ledger.connection, window.start_s, window.end_s)),
+            decisions=tuple(
+                LedgerHistory(ledger.connection).decisions(window.start_s, window.end_s)
+            ),
             holds=hold_rows(ledger.holds(now)),
             expired_holds=hold_rows(ledger.holds_expired_unseen(window.start, window.end, now)),
         )
 
 
 def _latest_in(
-    ledger: Ledger, window: Window, span: tuple[int, int, int], name: str
+    ledger: Ledger,
+    history: LedgerHistory,
+    window: Window,
+    span: tuple[int, int, int],
+    name: str,
 ) -> list[Snapshot]:
     """Each host's newest snapshot inside the window; exit 3 when the window holds none."""
-    from inventory.ledger.report_queries import newest_per_host
-
-    newest = newest_per_host(ledger.connection, window.start_s, window.end_s)
+    newest = history.newest_per_host(window.start_s, window.end_s)
     if not newest:
         first = datetime.fromtimestamp(span[0], UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         last = datetime.fromtimestamp(span[1], UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -14,8 +14,8 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from inventory.attribution import attribute
+from inventory.history.ledger import Connection
 from inventory.ledger.queries import meta_value
-from inventory.ledger.report_queries import Connection
 from inventory.ledger.store import Ledger
 from inventory.ledger.writes import CardValues, ProcessValues, SnapshotValues
 from inventory.snapshot import Card, Process, Snapshot

@@ -1,7 +1,7 @@
 """The weekly capacity report built from the ledger: its aggregates joined with the catalogue.
 
-Every figure over the window comes from `inventory.ledger.report_queries` (the SQL lives there);
-this module adds the catalogue's side, asks the verifier for the largest seat that fits, and the
+Every figure over the window comes from `inventory.history` (the ledger's or Prometheus's); this
+module adds the catalogue's side, asks the verifier for the largest seat that fits, and the
 advice rules for the headline. Rows are `rows`'; rendering is `render`'s and `charts`'.
 """
 
@@ -13,8 +13,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from inventory.attribution import attribute, host_seats, match_lines
-from inventory.ledger import report_queries as q
-from inventory.ledger.report_queries import Connection
+from inventory.history.figures import CardBuckets, CatalogueBound, SeatOf, SeatUsage, WindowFigures
+from inventory.history.ledger import LedgerHistory
 from inventory.snapshot import Card, Snapshot, format_utc
 from placement.fit.capacity import (
     absent_seats,
@@ -53,7 +53,6 @@ from placement.report.rows import (
     Window,
     utc,
 )
-from placement.report.source import CatalogueBound, LedgerSource, WindowSource
 from placement.report.text import code_span, short
 from seats.errors import CannotDecideError
 from seats.model import Catalogue, Engine, Seat
@@ -69,7 +68,7 @@ Probe = Callable[[Catalogue, Snapshot, int, int, bool], tuple[bool, str, str | N
 
 
 def build_report(
-    conn: Connection,
+    history: LedgerHistory,
     catalogue: Catalogue,
     window: Window,
     latest: Sequence[Snapshot],
@@ -90,10 +89,9 @@ def build_report(
     records = Window(
         window.start_s, max(window.end_s, records_until_s or window.end_s), window.label
     )
-    source = LedgerSource(conn, window.start_s, window.end_s)
-    if source.span() is None:
+    source = history.window(window.start_s, window.end_s, _seat_matcher(catalogue))
+    if source is None:
         raise CannotDecideError(f"ledger {ledger_name} holds no snapshot in {window.label}")
-    q.prepare_window(conn, window.start_s, window.end_s, _seat_matcher(catalogue))
     return assemble(
         source,
         catalogue,
@@ -101,8 +99,8 @@ def build_report(
         latest,
         Provenance(
             ledger_name,
-            tuple(q.decisions_in(conn, records.start_s, records.end_s)),
-            **_ledger_holds(conn, records, now),
+            tuple(history.decisions(records.start_s, records.end_s)),
+            **_ledger_holds(history, records, now),
         ),
         now=now,
         threshold=threshold,
@@ -127,12 +125,12 @@ class Provenance:
     unusable_hosts: tuple[UnusableHost, ...] = ()
 
 
-def _ledger_holds(conn: Connection, window: Window, now: datetime) -> dict[str, Any]:
+def _ledger_holds(history: LedgerHistory, window: Window, now: datetime) -> dict[str, Any]:
     """The holds active now, and those made in the window that expired unseen; none if neither."""
     from inventory.ledger import holds as hold_queries
     from placement.report.rows import hold_rows
 
-    now_s = int(now.timestamp())
+    now_s, conn = int(now.timestamp()), history.connection
     active = hold_queries.active(conn, now_s)
     expired = hold_queries.expired_unseen(conn, window.start_s, window.end_s, now_s)
     if not active and not expired:
@@ -141,7 +139,7 @@ def _ledger_holds(conn: Connection, window: Window, now: datetime) -> dict[str, 
 
 
 def assemble(
-    source: WindowSource,
+    source: WindowFigures,
     catalogue: Catalogue,
     window: Window,
     latest: Sequence[Snapshot],
@@ -207,8 +205,8 @@ def assemble(
 
 
 def _bound(
-    source: WindowSource, catalogue: Catalogue, provenance: Provenance
-) -> tuple[WindowSource, Provenance]:
+    source: WindowFigures, catalogue: Catalogue, provenance: Provenance
+) -> tuple[WindowFigures, Provenance]:
     """The source cut to the catalogue's hosts; the hosts left out added to the provenance."""
     hosts = set(catalogue.hosts)
     seen = source.window_hosts()
@@ -261,7 +259,7 @@ def _notes(
     return tuple(notes)
 
 
-def _seat_matcher(catalogue: Catalogue) -> q.SeatOf:
+def _seat_matcher(catalogue: Catalogue) -> SeatOf:
     """(host, command line, ancestors' lines) → the seat of that host whose `match` claims the
     line, else the nearest ancestor's (inventory.attribution.match_lines), by the catalogue."""
     seats_of: dict[str, list[Seat]] = {}
@@ -300,7 +298,7 @@ def _at(seconds: int | None) -> str | None:
 
 
 def _cards(
-    source: WindowSource, catalogue: Catalogue, current: dict[str, Snapshot]
+    source: WindowFigures, catalogue: Catalogue, current: dict[str, Snapshot]
 ) -> tuple[CardRow, ...]:
     # Unexplained now: the same rule (used − bytes of processes matched to seats) on the
     # attributed newest snapshot, which is at hand already.
@@ -351,7 +349,7 @@ def segment(first_s: int, last_s: int) -> int:
 
 
 def _seats(
-    source: WindowSource,
+    source: WindowFigures,
     catalogue: Catalogue,
     threshold: DriftThreshold,
     first_s: int,
@@ -362,7 +360,7 @@ def _seats(
     return tuple(_seat_row(u, known.get(u.seat), threshold) for u in usages)
 
 
-def _seat_row(usage: q.SeatUsage, seat: Seat | None, threshold: DriftThreshold) -> SeatRow:
+def _seat_row(usage: SeatUsage, seat: Seat | None, threshold: DriftThreshold) -> SeatRow:
     """drift = p95 − declared; growth = last part's median − first part's; flags by `threshold`."""
     declared = seat.resident_bytes if seat is not None else None
     drift = usage.p95_bytes - declared if declared is not None else None
@@ -390,7 +388,7 @@ def _seat_row(usage: q.SeatUsage, seat: Seat | None, threshold: DriftThreshold) 
 
 
 def _missing(
-    source: WindowSource, catalogue: Catalogue, window: Window, seen: set[tuple[str, str]]
+    source: WindowFigures, catalogue: Catalogue, window: Window, seen: set[tuple[str, str]]
 ) -> tuple[MissingSeat, ...]:
     hosts = source.window_hosts()
     out: list[MissingSeat] = []
@@ -416,7 +414,7 @@ def _missing(
     return tuple(out)
 
 
-def _foreign(source: WindowSource) -> tuple[ForeignProcess, ...]:
+def _foreign(source: WindowFigures) -> tuple[ForeignProcess, ...]:
     return tuple(
         ForeignProcess(
             host=f.host,
@@ -434,7 +432,7 @@ def _foreign(source: WindowSource) -> tuple[ForeignProcess, ...]:
 
 
 def _reserves(
-    source: WindowSource, catalogue: Catalogue, current: dict[str, Snapshot]
+    source: WindowFigures, catalogue: Catalogue, current: dict[str, Snapshot]
 ) -> tuple[ReserveRow, ...]:
     rows: list[ReserveRow] = []
     for reserve in catalogue.reserves:
@@ -503,7 +501,7 @@ def chart_step(span_s: int) -> int:
 
 
 def _charts(
-    source: WindowSource,
+    source: WindowFigures,
     catalogue: Catalogue,
     current: dict[str, Snapshot],
     first_s: int,
@@ -516,9 +514,7 @@ def _charts(
     )
 
 
-def _chart(
-    catalogue: Catalogue, card: Card | None, buckets: q.CardBuckets, step: int
-) -> ChartSeries:
+def _chart(catalogue: Catalogue, card: Card | None, buckets: CardBuckets, step: int) -> ChartSeries:
     """One card's series: each seat's mean bytes per bucket (sum ÷ samples), 'other' last."""
     host, idx = buckets.host, buckets.card
     times = sorted(buckets.samples)

@@ -1,6 +1,6 @@
 """The weekly report of a fleet built from Prometheus: range queries instead of a ledger of snapshots.
 
-The aggregates come from `inventory.prometheus.range`, "now" per host from the snapshot reader at
+The figures come from `inventory.history`'s Prometheus source, "now" per host from its snapshots at
 the host's newest sample; `figures.assemble` then builds the same `Report` the ledger path builds.
 """
 
@@ -13,17 +13,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from inventory.attribution import attribute
-from inventory.ledger.report_queries import DecisionRow
-from inventory.prometheus import metrics as m
-from inventory.prometheus.range import (
+from inventory.history.figures import DecisionRow
+from inventory.history.prometheus import (
+    DCGM_FREE,
     PERCENTILE_DEFINITION,
+    SNAPSHOT_TIMESTAMP,
     HostSpan,
-    PromClient,
+    PrometheusHistory,
     PrometheusWindow,
     ReserveSpec,
-    load_window,
 )
-from inventory.prometheus.reader import DCGM_FREE, read_fleet
 from inventory.snapshot import Snapshot, format_utc
 from placement.report.figures import (
     Probe,
@@ -61,20 +60,19 @@ class LedgerRecords:
 
 
 def build_prometheus_report(
-    client: PromClient,
+    history: PrometheusHistory,
     catalogue: Catalogue,
     window: Window,
     *,
     now: datetime,
-    step_s: int,
     threshold: DriftThreshold,
     probe: Probe | None = None,
     records: LedgerRecords | None = None,
-    host_label: str | None = None,
 ) -> tuple[Report, PrometheusWindow]:
     """The report of the catalogue's hosts over `window`, and the window's answers (with timings).
 
-    Hosts are named as `plan --prometheus` names them (DESIGN.md's labels, or `host_label`);
+    Hosts are named as `plan --prometheus` names them (DESIGN.md's labels, or the history's
+    `host_label`), read at its `step_s`;
     others are ignored, catalogue hosts without series unusable. Exit 3 (CannotDecideError)
     when no catalogue host has a series in the window.
     """
@@ -83,11 +81,11 @@ def build_prometheus_report(
         raise CannotDecideError(
             "the catalogue describes no host: a Prometheus report covers only the catalogue's hosts"
         )
-    client.window_text = f"the window {window.label}"
+    history.client.window_text = f"the window {window.label}"
     with ThreadPoolExecutor(max_workers=1) as side:
-        early = _Early(side, client, catalogue, step_s, host_label, probe)
+        early = _Early(side, history, catalogue, probe)
         try:
-            return _build(client, catalogue, window, early, now, threshold, records)
+            return _build(history, catalogue, window, early, now, threshold, records)
         finally:
             early.stop.set()
 
@@ -99,10 +97,8 @@ class _Early:
     the catalogue and those snapshots (the verifier's answers are kept for `assemble`)."""
 
     side: ThreadPoolExecutor
-    client: PromClient
+    history: PrometheusHistory
     catalogue: Catalogue
-    step_s: int
-    host_label: str | None
     probe: Probe | None
     answers: dict[tuple[str, datetime, int, int, bool], tuple[bool, str, str | None]] = field(
         default_factory=dict
@@ -115,9 +111,7 @@ class _Early:
 
     def start(self, spans: dict[str, HostSpan]) -> None:
         last_s = max(s.last_s for s in spans.values())
-        self.latest = self.side.submit(
-            _latest, self.client, self.catalogue, spans, last_s, self.step_s, self.host_label
-        )
+        self.latest = self.side.submit(_latest, self.history, self.catalogue, spans, last_s)
         if self.probe is not None:
             self.fits = self.side.submit(self._search, self.latest)
 
@@ -223,7 +217,7 @@ def _bracket(fits: Callable[[int], bool], low: int, high: int, guess: int) -> tu
 
 
 def _build(
-    client: PromClient,
+    history: PrometheusHistory,
     catalogue: Catalogue,
     window: Window,
     early: _Early,
@@ -232,8 +226,8 @@ def _build(
     records: LedgerRecords | None,
 ) -> tuple[Report, PrometheusWindow]:
     hosts = sorted(catalogue.hosts)
-    step_s = early.step_s
-    answers = _load(client, catalogue, window, early)
+    step_s = history.step_s
+    answers = _load(history, catalogue, window, early)
     span = answers.span()
     if span is None:
         others = (
@@ -242,7 +236,7 @@ def _build(
             else ""
         )
         raise CannotDecideError(
-            f"Prometheus at {client.shown} has no {m.SNAPSHOT_TIMESTAMP} or {DCGM_FREE} series "
+            f"Prometheus at {history.shown} has no {SNAPSHOT_TIMESTAMP} or {DCGM_FREE} series "
             f"of the catalogue's hosts ({', '.join(hosts)}) in {window.label}{others}"
         )
     assert early.latest is not None  # started with the spans
@@ -256,7 +250,7 @@ def _build(
         f"'samples' count the {step_s} s steps with a reading",
     )
     provenance = Provenance(
-        name=client.shown,
+        name=history.shown,
         decisions=records.decisions if records is not None else (),
         kind="prometheus",
         percentile=PERCENTILE_DEFINITION,
@@ -280,15 +274,13 @@ def _build(
 
 
 def _load(
-    client: PromClient, catalogue: Catalogue, window: Window, early: _Early
+    history: PrometheusHistory, catalogue: Catalogue, window: Window, early: _Early
 ) -> PrometheusWindow:
-    """The window's aggregates of the catalogue's hosts; `early` starts once their spans are in."""
-    return load_window(
-        client,
+    """The window's figures of the catalogue's hosts; `early` starts once their spans are in."""
+    return history.window(
         sorted(catalogue.hosts),
         window.start_s,
         window.end_s,
-        step_s=early.step_s,
         chart_step_s=chart_step,
         segment_s=segment,
         reserves=[
@@ -306,18 +298,12 @@ def _load(
             if s.state == "running" and s.match is not None and s.host is not None
         ],
         lookback_s=LOOKBACK_DAYS * 86400,
-        host_label=early.host_label,
         on_spans=early.start,
     )
 
 
 def _latest(
-    client: PromClient,
-    catalogue: Catalogue,
-    spans: dict[str, HostSpan],
-    last_s: int,
-    step_s: int,
-    host_label: str | None,
+    history: PrometheusHistory, catalogue: Catalogue, spans: dict[str, HostSpan], last_s: int
 ) -> tuple[list[Snapshot], list[str], tuple[UnusableHost, ...]]:
     """Each host's snapshot at its newest sample of the window, why any could not be read (as
     notes, and as unusable hosts: their window's figures stay, their 'now' is left out).
@@ -332,14 +318,10 @@ def _latest(
     unreadable: dict[str, UnusableHost] = {}
     for moment in moments:
         wanted = {h for h, s in spans.items() if _moment(s, last_s) == moment}
-        fleet = read_fleet(
-            client.base,
-            now=utc(moment),
-            max_age=timedelta(seconds=max(step_s * 3, _STOP_SLACK_S)),
+        fleet = history.latest(
+            utc(moment),
+            max_age=timedelta(seconds=max(history.step_s * 3, _STOP_SLACK_S)),
             expected_cards={h: n for h, n in expected.items() if h in wanted},
-            timeout=client.timeout,
-            opener=client.opener,
-            host_label=host_label,
         )
         for snapshot in (*fleet.snapshots, *fleet.stale):
             if snapshot.host in wanted and snapshot.host not in found:

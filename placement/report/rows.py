@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from inventory.ledger.report_queries import DecisionRow
+from inventory.history.figures import DecisionRow
 from inventory.snapshot import format_utc
 from placement.report.thresholds import DRIFT_BYTES, DRIFT_PERCENT
 from seats.errors import BadInputError

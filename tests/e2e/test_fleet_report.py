@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,8 @@ WEEK = FleetWeek(
     unexplained_from=2 * DAY + 6 * 60,
 )
 WINDOW = ("--since", "3d", "--until", "2026-09-10T00:00:00Z")
+# The report's clock: the end of the window.
+NOW = datetime(2026, 9, 10, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +134,8 @@ def test_both_paths_chart_the_same_headroom(fleet: tuple[str, Path, Path]) -> No
     """The charts' data model is one: the lowest free per bucket and the margin agree."""
     from datetime import UTC, datetime, timedelta
 
-    from inventory.prometheus.range import PromClient
+    from inventory.history.ledger import LedgerHistory
+    from inventory.history.prometheus import PromClient, PrometheusHistory
     from placement.report.charts import headroom, worst_first
     from placement.report.figures import build_report
     from placement.report.from_prometheus import build_prometheus_report
@@ -144,14 +148,18 @@ def test_both_paths_chart_the_same_headroom(fleet: tuple[str, Path, Path]) -> No
     window = window_since(timedelta(days=3), end)
     now, threshold = datetime(2026, 9, 10, tzinfo=UTC), parse_threshold("5%,1GiB")
     prom, _ = build_prometheus_report(
-        PromClient(url), catalogue, window, now=now, step_s=60, threshold=threshold
+        PrometheusHistory(PromClient(url), step_s=60),
+        catalogue,
+        window,
+        now=now,
+        threshold=threshold,
     )
     with open_ledger(ledger, readonly=True) as store:
         latest = [
             s for h in catalogue.hosts for s in store.snapshots(h, now - timedelta(minutes=1), now)
         ]
         sql = build_report(
-            store.connection,
+            LedgerHistory(store.connection),
             catalogue,
             window,
             latest,
@@ -172,3 +180,83 @@ def test_both_paths_chart_the_same_headroom(fleet: tuple[str, Path, Path]) -> No
     assert SPILL[0] * 60 <= spill.lowest_free_at_s - WEEK.start_s < SPILL[1] * 60
     # The fleet's panels come in the same order, worst first, on both paths.
     assert [h for h, _ in worst_first(prom.charts)] == [h for h, _ in worst_first(sql.charts)]
+
+
+# The goldens of both paths over this fleet, written by the report before it read its figures
+# through `inventory.history`. The Prometheus URL (a free port) reads as PROMETHEUS in them; the
+# HTML (its 40 charts inline) is kept as its SHA-256.
+GOLDEN = Path(__file__).parent / "golden" / "fleet"
+URL_MARK = "PROMETHEUS"
+
+
+def render_fleet(url: str, catalogue: Path, ledger: Path, out: Path) -> dict[str, bytes]:
+    """The Prometheus report (JSON, Markdown, HTML digest) and the ledger's JSON, by file name."""
+    import hashlib
+
+    from placement.cli import report as report_command
+
+    made: dict[str, bytes] = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(report_command, "utc_now", lambda: NOW)
+        for name, fmt, source in (
+            ("prometheus.json", "json", ["--prometheus", url]),
+            ("prometheus.md", "md", ["--prometheus", url]),
+            ("prometheus.html", "html", ["--prometheus", url]),
+            ("ledger.json", "json", ["--ledger", str(ledger)]),
+        ):
+            target = out / name
+            args = ["report", *WINDOW, "--catalogue", str(catalogue), *source]
+            assert main([*args, "--format", fmt, "--out", str(target)]) == 0
+            text = target.read_bytes().replace(url.rstrip("/").encode(), URL_MARK.encode())
+            text = text.replace(str(ledger).encode(), b"LEDGER")
+            if fmt == "html":
+                name, text = f"{name}.sha256", f"{hashlib.sha256(text).hexdigest()}\n".encode()
+            made[name] = text
+    return made
+
+
+def test_both_reports_of_the_fleet_are_byte_identical(
+    fleet: tuple[str, Path, Path], tmp_path: Path
+) -> None:
+    url, catalogue, ledger = fleet
+    made = render_fleet(url, catalogue, ledger, tmp_path)
+    assert sorted(made) == sorted(p.name for p in GOLDEN.iterdir())
+    for name, text in made.items():
+        assert text == (GOLDEN / name).read_bytes(), name
+
+
+def test_one_history_from_the_ledger_and_from_prometheus(fleet: tuple[str, Path, Path]) -> None:
+    """fl-00's afternoon of the spill, as moments and rollups: the same from both sources, but
+    for the command lines, which Prometheus does not keep."""
+    from dataclasses import replace
+    from datetime import timedelta
+
+    from inventory.history.ledger import LedgerHistory
+    from inventory.history.prometheus import PromClient, PrometheusHistory
+
+    url, _, ledger = fleet
+    start = datetime.fromtimestamp(WEEK.start_s, UTC) + timedelta(minutes=SPILL[0] - 30)
+    end = start + timedelta(hours=2)
+    prom = PrometheusHistory(PromClient(url))
+    with open_ledger(ledger, readonly=True) as store:
+        sql = LedgerHistory(store.connection)
+        moments = list(sql.moments("fl-00", start, end))
+        rollups = sql.rollups("fl-00", start, end)
+    assert len(moments) == 120 and moments[0].taken_at == start
+    without_lines = [
+        replace(
+            moment,
+            cards=tuple(
+                replace(c, processes=tuple(replace(p, cmdline=None) for p in c.processes))
+                for c in moment.cards
+            ),
+        )
+        for moment in moments
+    ]
+    assert list(prom.moments("fl-00", start, end)) == without_lines
+    seen = prom.rollups("fl-00", start, end)
+    assert seen.cards == rollups.cards and len(seen.cards) == 3 * 8  # 3 hours touched, 8 cards
+    assert seen.commands == tuple(replace(c, cmdline=None) for c in rollups.commands)
+    # Card 7, held whole for flash-next, while fl-00-g6-b spilled 6 GiB onto it from 13:00.
+    spill = [c for c in seen.commands if c.card == 7 and c.seat == "fl-00-g6-b"]
+    assert [c.max_bytes for c in spill] == [6 * GIB, 6 * GIB]

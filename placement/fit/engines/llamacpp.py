@@ -35,10 +35,11 @@ from placement.fit.engines.base import (
     LogScan,
     NoRequest,
     Refusal,
+    StartUpMarks,
+    WholeNames,
     argv_mentions,
     as_int,
     fitted_need,
-    flag_value,
     image_matches,
     room_tokens,
     short_context,
@@ -59,6 +60,32 @@ _COMPUTE = re.compile(r"\b(CUDA\d+) compute buffer size =\s*([\d.]+) MiB")
 _N_CTX = re.compile(r"\bn_ctx\s*=\s*(\d+)")
 _N_CTX_SEQ = re.compile(r"\bn_ctx_(?:seq|per_seq)\s*=\s*(\d+)")
 _OFF = ("off", "false", "0", "no", "disabled")
+# llama-server's own parser (common/arg.cpp, `common_params_parse_ex`): a word starting `--` has
+# its `_` turned into `-`, then must be a whole option name ("error: invalid argument: …"
+# otherwise); its value is the next word (no `--name=value`); the last of a repeated one wins.
+PARSER = WholeNames(
+    "llama.cpp's llama-server",
+    (
+        ("-ngl", "--gpu-layers", "--n-gpu-layers"),
+        ("-c", "--ctx-size"),
+        ("-fit", "--fit"),
+        ("-np", "--parallel"),
+    ),
+    underscores=True,
+    equals=False,
+)
+# One start-up: its build line or CUDA probe (before any buffer) to "main: model loaded" (older
+# builds say "HTTP server is listening" before they load: not a ready line).
+MARKS = StartUpMarks(
+    # Not anchored: Docker Desktop puts its own timestamp before each line.
+    begins=(
+        re.compile(r"\b(?:main: )?build(?::| =) \d+ \("),
+        re.compile(r"\bggml_cuda_init: found \d+ \w+ devices"),
+    ),
+    ready=(re.compile(r"\bmain: model loaded\b"),),
+    figures=(_OFFLOADED, _MODEL, _KV, _KV_SIZE, _COMPUTE),
+    failed=(re.compile(r"failed to load model|error loading model"),),
+)
 
 
 def fit_on(spec: EngineSpec) -> bool:
@@ -72,6 +99,7 @@ class LlamaCpp(NoRequest):
     kind = "llamacpp"
     title = "llama.cpp"
     log_reader = "learn"
+    start_up = MARKS
     commands = ("llama-server",)
     images = ("ggml-org/llama.cpp", "ggerganov/llama.cpp")
     # ghcr.io/ggml-org/llama.cpp tags each build `server-b6123`, `server-cuda-b6123`,
@@ -94,26 +122,36 @@ class LlamaCpp(NoRequest):
             return False
         return "server" in (image or "") or any(w in argv for w in ("--server", "--port"))
 
+    parser = PARSER
+
     def read_flags(
-        self, argv: Sequence[str], env: Mapping[str, str] | None = None
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        version: str | None = None,
     ) -> dict[str, object]:
-        """-ngl, -c, --fit, -np (or their LLAMA_ARG_* variables)."""
+        """-ngl, -c, --fit, -np (else their LLAMA_ARG_* variables: the command line wins), read
+        by whole names as llama-server reads them; FlagError for a spelling it stops at."""
         env = env or {}
+        given = PARSER.values(argv)
+
+        def text(flag: str, variable: str) -> str | None:
+            return given[flag][0] if flag in given else env.get(variable)
+
         found: dict[str, object] = {}
-        layers_text = flag_value(argv, "-ngl", "--gpu-layers", "--n-gpu-layers")
-        layers_text = layers_text or env.get("LLAMA_ARG_N_GPU_LAYERS")
+        layers_text = text("-ngl", "LLAMA_ARG_N_GPU_LAYERS")
         layers = as_int(layers_text)
         if layers is not None and layers >= 0:
             found["n_gpu_layers"] = layers
         elif layers_text == "all":
             found["n_gpu_layers"] = 999
-        ctx = as_int(flag_value(argv, "-c", "--ctx-size") or env.get("LLAMA_ARG_CTX_SIZE"))
+        ctx = as_int(text("-c", "LLAMA_ARG_CTX_SIZE"))
         if ctx is not None and ctx >= 0:
             found["ctx_size"] = ctx
-        fit = flag_value(argv, "-fit", "--fit") or env.get("LLAMA_ARG_FIT")
+        fit = text("-fit", "LLAMA_ARG_FIT")
         if fit is not None:
             found["fit"] = fit.strip().lower() not in _OFF
-        slots = as_int(flag_value(argv, "-np", "--parallel") or env.get("LLAMA_ARG_N_PARALLEL"))
+        slots = as_int(text("-np", "LLAMA_ARG_N_PARALLEL"))
         if slots is not None and slots >= 1:
             found["parallel"] = slots
         return found
@@ -180,16 +218,16 @@ class LlamaCpp(NoRequest):
             flags += ["-c", str(min(ctx, wanted))]
         return (*flags, "--fit", "off")
 
-    def learn(self, lines: Sequence[str]) -> Learned:
+    def learn(self, lines: Sequence[str], first_line: int = 1) -> Learned:
         """Model, KV and compute buffers on the first CUDA card, n_ctx and layers offloaded."""
-        return read_ggml_log(self.kind, lines)
+        return read_ggml_log(self.kind, lines, first_line)
 
     def pin_hint(self) -> str:
         """The flags that fix its bytes, by name."""
         return "-ngl, -c and --fit off"
 
 
-def read_ggml_log(kind: str, lines: Sequence[str]) -> Learned:
+def read_ggml_log(kind: str, lines: Sequence[str], first_line: int = 1) -> Learned:
     """The figures llama.cpp prints as it loads (Ollama's runner prints the same lines).
 
     Bytes are those on the first CUDA card; a model or KV cache the log shows only on the CPU
@@ -206,6 +244,7 @@ def read_ggml_log(kind: str, lines: Sequence[str]) -> Learned:
             "n_ctx": _N_CTX,
             "n_ctx_seq": _N_CTX_SEQ,
         },
+        first_line=first_line,
     )
     missing: list[str] = []
     notes: list[str] = ["buffer sizes are printed in MiB to 0.01: each figure is within 10 KiB"]

@@ -35,6 +35,7 @@ from placement.fit.engines.base import (
     LogScan,
     NoRequest,
     Refusal,
+    StartUpMarks,
     as_int,
     fitted_need,
     room_tokens,
@@ -42,9 +43,10 @@ from placement.fit.engines.base import (
     spill,
 )
 from placement.fit.engines.llamacpp import FIT_MARGIN_BYTES, read_ggml_log
+from placement.fit.engines.llamacpp import MARKS as GGML_MARKS
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
-from seats.units import MiB, parse_bytes
+from seats.units import MiB
 
 MINIMUM_BYTES = 457 * MiB
 _WEIGHTS = re.compile(
@@ -55,6 +57,18 @@ _GRAPH = re.compile(
     r'msg="compute graph" (?:backend|device)=CUDA0 (?:\S+ )?size="([\d.]+) (B|KiB|MiB|GiB)"'
 )
 
+# One start-up: `ollama serve`'s config line or a runner it starts for a model (server.go
+# "starting llama server", newer "starting runner"), to "llama runner started in".
+MARKS = StartUpMarks(
+    begins=(
+        re.compile(r'msg="starting (?:llama server|runner)"'),
+        re.compile(r"server config env="),
+    ),
+    ready=(re.compile(r"llama runner started in"),),
+    figures=(*GGML_MARKS.figures, _WEIGHTS, _KV_CACHE, _GRAPH),
+    failed=(re.compile(r'msg="error loading llama server"|llama runner process has terminated'),),
+)
+
 
 class Ollama(NoRequest):
     """Ollama's `ollama serve` (and the runners it starts)."""
@@ -62,6 +76,7 @@ class Ollama(NoRequest):
     kind = "ollama"
     title = "Ollama"
     log_reader = "learn"
+    start_up = MARKS
     # Its runners hold the GPU memory: `ollama runner` (0.4 on), `ollama_llama_server` before it.
     commands = ("ollama serve", "ollama runner", "ollama_llama_server")
     images = ("ollama/ollama",)
@@ -81,14 +96,21 @@ class Ollama(NoRequest):
         )
 
     def read_flags(
-        self, argv: Sequence[str], env: Mapping[str, str] | None = None
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        version: str | None = None,
     ) -> dict[str, object]:
-        """OLLAMA_GPU_OVERHEAD (bytes) and OLLAMA_CONTEXT_LENGTH (the default num_ctx)."""
+        """OLLAMA_GPU_OVERHEAD (bytes) and OLLAMA_CONTEXT_LENGTH (the default num_ctx).
+
+        Ollama reads OLLAMA_GPU_OVERHEAD with strconv.ParseUint(s, 10, 64) after trimming spaces
+        and quotes (envconfig/config.go, `Uint64` and `Var`); anything it cannot parse, a number
+        past 2**64 − 1 included, is its default 0 with a warning: left out here, so 0 too."""
         env = env or {}
         found: dict[str, object] = {}
-        overhead = env.get("OLLAMA_GPU_OVERHEAD")
-        if overhead is not None and overhead.strip().isdigit():
-            found["gpu_overhead"] = parse_bytes(overhead.strip())
+        overhead = (env.get("OLLAMA_GPU_OVERHEAD") or "").strip().strip("\"'")
+        if re.fullmatch(r"[0-9]+", overhead) and int(overhead) < 2**64:
+            found["gpu_overhead"] = int(overhead)
         ctx = as_int(env.get("OLLAMA_CONTEXT_LENGTH"))
         if ctx is not None and ctx >= 1:
             found["num_ctx"] = ctx
@@ -154,23 +176,25 @@ class Ollama(NoRequest):
         overhead = max(0, card.free_bytes - MINIMUM_BYTES - seat.resident_bytes)
         return (*flags, f"OLLAMA_GPU_OVERHEAD={overhead}")
 
-    def learn(self, lines: Sequence[str]) -> Learned:
+    def learn(self, lines: Sequence[str], first_line: int = 1) -> Learned:
         """llama.cpp's load lines as its runner prints them, or its own engine's
         (`msg="model weights" device=CUDA0 size="11.5 GiB"`, ml/device.go:241-268; older releases
         wrote buffer= and backend=)."""
-        learned = read_ggml_log(self.kind, lines)
+        learned = read_ggml_log(self.kind, lines, first_line)
         if learned.weights is not None:
             return learned
-        return read_own_log(lines, learned)
+        return read_own_log(lines, learned, first_line)
 
     def pin_hint(self) -> str:
         """The flags that fix its bytes, by name."""
         return "num_gpu, num_ctx and OLLAMA_GPU_OVERHEAD"
 
 
-def read_own_log(lines: Sequence[str], fallback: Learned) -> Learned:
+def read_own_log(lines: Sequence[str], fallback: Learned, first_line: int = 1) -> Learned:
     """Ollama's own engine: weights, KV cache and compute graph on the first CUDA card."""
-    scan = LogScan.of(lines, {"weights": _WEIGHTS, "kv": _KV_CACHE, "compute": _GRAPH})
+    scan = LogScan.of(
+        lines, {"weights": _WEIGHTS, "kv": _KV_CACHE, "compute": _GRAPH}, first_line=first_line
+    )
 
     def figure(name: str) -> LogFigure | None:
         return scan.size(name, scan.group(name, 2) or "B")  # None where it did not match

@@ -36,7 +36,10 @@ class Other(NoRequest):
         return "fixed"
 
     def read_flags(
-        self, argv: Sequence[str], env: Mapping[str, str] | None = None
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        version: str | None = None,
     ) -> dict[str, object]:
         """No fields."""
         return {}
@@ -65,7 +68,7 @@ class Other(NoRequest):
         """None: no KV cache known."""
         return None
 
-    def learn(self, lines: Sequence[str]) -> Learned:
+    def learn(self, lines: Sequence[str], first_line: int = 1) -> Learned:
         """Nothing to read."""
         return Learned(self.kind, missing=("an engine kind with a start-up log",))
 

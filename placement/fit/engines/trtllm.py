@@ -46,10 +46,11 @@ from placement.fit.engines.base import (
     LogScan,
     NoRequest,
     Refusal,
+    StartUpMarks,
+    WholeNames,
     floor_times,
     free_after_load,
     profile_need,
-    read_fields,
     room_tokens,
     share_or,
     short_context,
@@ -71,6 +72,22 @@ _ESTIMATED = re.compile(r"Estimated max memory in KV cache : ([\d.]+) GiB")
 _ALLOCATED = re.compile(r"Allocated ([\d.]+) GiB for max tokens in paged KV cache \((\d+)\)")
 _INFERRED = re.compile(r"max_seq_len is not specified, using inferred value (\d+)")
 _AT_START = re.compile(r"\bmax_seq_len=(\d+), max_num_requests=")
+# One start-up: its version line (printed again by each worker, before any figure) to uvicorn's.
+MARKS = StartUpMarks(
+    begins=(re.compile(r"\[TensorRT-LLM\] TensorRT-LLM version: "),),
+    ready=(re.compile(r"Application startup complete|Uvicorn running on"),),
+    figures=(_WEIGHTS, _PEAK, _ESTIMATED, _ALLOCATED),
+    failed=(re.compile(r"Traceback \(most recent call last\)"),),
+)
+
+
+# trtllm-serve's flags gpuplan reads (tensorrt_llm/commands/serve.py, click options spelled with
+# `_`). click takes whole names only ("No such option: --tp. Did you mean --tp_size?"), reads
+# `--name=value` or `--name value`, and keeps the last of a repeated option.
+PARSER = WholeNames(
+    "TensorRT-LLM's trtllm-serve (click)",
+    (("--kv_cache_free_gpu_memory_fraction",), ("--max_seq_len",), ("--tp_size",), ("--pp_size",)),
+)
 
 
 class TensorRTLLM(NoRequest):
@@ -79,6 +96,7 @@ class TensorRTLLM(NoRequest):
     kind = "trtllm"
     title = "TensorRT-LLM"
     log_reader = "learn"
+    start_up = MARKS
     # trtllm-serve runs its model in MPI pool workers (tensorrt_llm/llmapi/mpi_session.py,
     # MpiPoolSession: mpi4py's MPIPoolExecutor), which mpi4py starts as `python -m
     # mpi4py.futures.server` (mpi4py/futures/_lib.py, client_spawn): the processes that hold
@@ -95,17 +113,26 @@ class TensorRTLLM(NoRequest):
         """A share of free after its weights; `max_tokens` with a profile pins the bytes."""
         return "share-of-free"
 
+    parser = PARSER
+
     def read_flags(
-        self, argv: Sequence[str], env: Mapping[str, str] | None = None
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        version: str | None = None,
     ) -> dict[str, object]:
         """--kv_cache_free_gpu_memory_fraction and --max_seq_len (max_tokens lives in its
-        --extra_llm_api_options YAML, which is not read here)."""
-        return read_fields(
-            argv,
-            env,
-            fractions=[("free_gpu_memory_fraction", "--kv_cache_free_gpu_memory_fraction", None)],
-            counts=[("max_seq_len", "--max_seq_len", None)],
-        )
+        --extra_llm_api_options YAML, which is not read here); FlagError for a value click
+        refuses or a fraction outside (0, 1]."""
+        found = PARSER.values(argv)
+        fields: dict[str, object] = {}
+        share = PARSER.number(found, "--kv_cache_free_gpu_memory_fraction", kind="fraction")
+        if share is not None:
+            fields["free_gpu_memory_fraction"] = float(share[0])
+        length = PARSER.number(found, "--max_seq_len")
+        if length is not None:
+            fields["max_seq_len"] = length[0]
+        return fields
 
     def share(self, seat: Seat) -> Decimal:
         """The declared f, or 0.9."""
@@ -185,7 +212,7 @@ class TensorRTLLM(NoRequest):
             f"kv_cache_config.max_tokens={tokens}",
         )
 
-    def learn(self, lines: Sequence[str]) -> Learned:
+    def learn(self, lines: Sequence[str], first_line: int = 1) -> Learned:
         """Weights, c and the KV cache from its memory-profiling lines (the last KV cache it
         allocates), the model's length from its inferred max_seq_len."""
         scan = LogScan.of(
@@ -199,6 +226,7 @@ class TensorRTLLM(NoRequest):
                 "at_start": _AT_START,
             },
             last=("allocated", "at_start"),
+            first_line=first_line,
         )
         missing: list[str] = []
         weights = scan.size("weights", "GiB")

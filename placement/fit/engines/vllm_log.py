@@ -14,8 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from placement.fit.engines.base import size_bytes, strip_prefix
+from placement.fit.engines.base import StartUpMarks, size_bytes, strip_prefix
 from seats.errors import BadInputError
+from seats.names import escaped
 from seats.units import GiB, format_bytes
 
 SUPPORTED = ((0, 10), (0, 34))
@@ -83,6 +84,16 @@ _FIGURES = (
     GRAPHS_CAPTURED,
 )  # fmt: skip
 STARTED = re.compile(r"Application startup complete|Starting vLLM API server|Uvicorn running on")
+# Where one start-up begins (the API server's version line or banner, or its "non-default args",
+# each printed once before any figure) and where its figures are all out: the engine core's "init
+# engine (profile, create kv cache, warmup model) took N seconds" (v1/engine/core.py, after its KV
+# cache and CUDA graphs), or the server saying it is up. Its memory lines are its figures.
+MARKS = StartUpMarks(
+    begins=(VERSION[0], VERSION[2], re.compile(r"non-default args: \{")),
+    ready=(STARTED, re.compile(r"init engine \(profile, create kv cache, warmup model\) took")),
+    figures=(*WEIGHTS, *KV_EXACT, *KV_GIB, TOKENS, NON_KV_SPLIT, NON_KV_034, GRAPHS_CAPTURED),
+    failed=FAILED,
+)
 # From 0.21 vLLM counts CUDA graphs inside its request ("CUDA graph memory profiling is enabled
 # (default since v0.21.0)", 0.25.1's log); before, it captures them after sizing the KV cache, beyond
 # the request: 0.10.2's log (tests/placement/data/vllm-logs) asks 12.79 GiB = 4.15 weights + 2.65
@@ -149,10 +160,13 @@ def _first(patterns: Iterable[re.Pattern[str]], line: str) -> re.Match[str] | No
     return None
 
 
-def read_log(lines: Iterable[str]) -> LogFigures:
-    """Every figure the log prints, the first of each kind (the smallest KV cache across ranks)."""
+def read_log(lines: Iterable[str], first_line: int = 1) -> LogFigures:
+    """Every figure the log prints, the first of each kind (the smallest KV cache across ranks).
+
+    `lines` are one start-up (`base.last_start_up` with MARKS picks it from a longer log), the
+    first numbered `first_line` in the whole log."""
     out = LogFigures()
-    for number, raw in enumerate(lines, start=1):
+    for number, raw in enumerate(lines, start=first_line):
         line = clean(raw)
         _read_line(out, number, line)
         if any(pattern.search(line) for pattern in _FIGURES):
@@ -296,7 +310,7 @@ def learn_profile(
         major, minor = figures.version
         raise BadInputError(
             f"{source}: vLLM {major}.{minor} is outside the versions read (0.10 to 0.34): "
-            f"{figures.version_line.strip()[:200]}"
+            f"{escaped(figures.version_line.strip()[:200])}"
         )
     for name, looked in _LOOKED_FOR.items():
         if getattr(figures, name) is None:
@@ -348,7 +362,7 @@ def _refuse_failed(figures: LogFigures, source: str) -> None:
     )
     raise BadInputError(
         f"{source}: line {failed.line_no}: vLLM's start-up failed here "
-        f"({failed.line.strip()[:200]}); {where}, and they describe no seat that ran: "
+        f"({escaped(failed.line.strip()[:200])}); {where}, and they describe no seat that ran: "
         "learn from the log of a start that reached 'Application startup complete.'"
     )
 

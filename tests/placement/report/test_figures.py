@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from inventory.history.ledger import LedgerHistory
 from inventory.ledger.store import open_ledger
 from inventory.snapshot import Card, Process, Snapshot
 from placement.report.figures import build_report, largest_fit, verifier_probe
@@ -165,7 +166,7 @@ def report_of(
         latest = ledger.latest_per_host()
         last = int(latest[0].taken_at.timestamp())
         return build_report(
-            ledger.connection,
+            LedgerHistory(ledger.connection),
             catalogue,
             window or window_since(timedelta(days=7), last),
             latest,
@@ -556,7 +557,7 @@ def test_ledger_report_asks_span_and_hosts_once(tmp_path: Path, small: Catalogue
         ledger.connection.set_trace_callback(asked.append)
         latest = ledger.latest_per_host()
         build_report(
-            ledger.connection,
+            LedgerHistory(ledger.connection),
             small,
             window_since(timedelta(days=7), int(latest[0].taken_at.timestamp())),
             latest,

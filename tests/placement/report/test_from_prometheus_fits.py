@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from inventory.prometheus.range import PromClient
+from inventory.history.prometheus import PromClient, PrometheusHistory
 from inventory.snapshot import Card, Snapshot
 from placement.report.figures import largest_fit
 from placement.report.from_prometheus import _Early
@@ -19,6 +19,7 @@ from seats.units import GiB, MiB
 T0 = datetime(2026, 9, 14, 8, 0, tzinfo=UTC)
 FREE = 80 * GiB + 7 * MiB
 TOP = FREE // MiB
+HISTORY = PrometheusHistory(PromClient("http://prometheus:9090"), step_s=60)
 
 
 def snapshot() -> Snapshot:
@@ -68,7 +69,7 @@ def test_searched_boundary_gives_largest_fits_answer(limit: int, guess: int, vll
     asked_everything = largest_fit(Verifier(limit), cat, shot, 0, vllm)
     verifier = Verifier(limit)
     with ThreadPoolExecutor(max_workers=1) as side:
-        early = _Early(side, PromClient("http://prometheus:9090"), cat, 60, None, verifier)
+        early = _Early(side, HISTORY, cat, verifier)
         early._boundary(cat, shot, 0, vllm, guess)
         searched = verifier.asked
         assert largest_fit(early.cached, cat, shot, 0, vllm) == asked_everything
@@ -80,7 +81,7 @@ def test_an_exact_guess_costs_two_questions() -> None:
     shot, cat = snapshot(), catalogue()
     verifier = Verifier(54321)
     with ThreadPoolExecutor(max_workers=1) as side:
-        early = _Early(side, PromClient("http://prometheus:9090"), cat, 60, None, verifier)
+        early = _Early(side, HISTORY, cat, verifier)
         assert early._boundary(cat, shot, 0, False, 54321) == 54321
     assert verifier.asked == 2
     assert largest_fit(Verifier(54321), cat, shot, 0, False)[0] == 54321 * MiB
@@ -90,6 +91,6 @@ def test_a_far_guess_still_finds_the_boundary() -> None:
     shot, cat = snapshot(), catalogue()
     verifier = Verifier(3)
     with ThreadPoolExecutor(max_workers=1) as side:
-        early = _Early(side, PromClient("http://prometheus:9090"), cat, 60, None, verifier)
+        early = _Early(side, HISTORY, cat, verifier)
         assert early._boundary(cat, shot, 0, True, TOP) == 3
     assert verifier.asked < 2 * TOP.bit_length() + 2

@@ -329,8 +329,9 @@ def test_before_0_21_cuda_graphs_are_their_own_figure_not_non_kv(
     log = LOGS / "v0.10.2-qwen2-vl-2b.log"
     code, out, _ = learn(capsys, "chat", "--vllm-log", str(log), "--catalogue", catalogue(tmp_path))
     assert code == 0
-    # The line that splits the request (line numbers as `learn` counts them: splitlines()).
-    lines = log.read_text(encoding="utf-8").splitlines()
+    # The line that splits the request (line numbers as `learn` and `grep -n` count them: at a
+    # newline only, a progress bar's carriage returns staying inside its line).
+    lines = log.read_bytes().decode("utf-8").split("\n")
     at = next(i for i, line in enumerate(lines, 1) if "4.06 GiB for CUDAGraph memory" in line)
     assert f"        cuda_graphs: {gib('4.06')}  # 4.06 GiB\n" in out
     source = next(line for line in out.splitlines() if line.startswith("  cuda_graphs:"))
