@@ -5,8 +5,11 @@ Every error a ledger file can raise is a `LedgerError` (exit 3) made here from S
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sqlite3
+import stat
 import sys
 import time
 from collections.abc import Callable
@@ -47,6 +50,65 @@ def _mask_stored_cmdlines(connection: sqlite3.Connection) -> str | None:
     if not changed:
         return None
     return f"masked secrets in {len(changed)} stored command line(s) of {len(rows)}"
+
+
+def _masked_parents(text: str) -> str:
+    """A `parents` column's JSON list with each ancestor's line masked (a damaged one as text)."""
+    try:
+        lines = json.loads(text)
+    except ValueError:
+        return mask_cmdline(text)
+    if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
+        return mask_cmdline(text)
+    masked = [mask_cmdline(line) for line in lines]
+    return text if masked == lines else json.dumps(masked)
+
+
+def _memo(seen: dict[str, str], text: str, mask: Callable[[str], str]) -> str:
+    found = seen.get(text)
+    if found is None:
+        found = seen[text] = mask(text)
+    return found
+
+
+def _mask_stored_lines(connection: sqlite3.Connection) -> str | None:
+    """Mask every stored command line and every stored ancestor's line (`parents`, where the
+    ledger has the column); a note saying how many rows changed."""
+    parents = "parents" if has_column(connection, "processes", "parents") else "NULL"
+    rows = connection.execute(
+        f"SELECT rowid, cmdline, {parents} FROM processes"
+        f" WHERE cmdline IS NOT NULL OR {parents} IS NOT NULL"
+    )
+    lines = ancestors = 0
+    changed: list[tuple[str | None, str | None, int]] = []
+    lines_changed = ancestors_changed = 0
+    # A process is stored once per snapshot: its lines repeat, each is masked once.
+    seen_lines: dict[str, str] = {}
+    seen_above: dict[str, str] = {}
+    for rowid, line, above in rows:
+        if len(seen_lines) + len(seen_above) > 100_000:
+            seen_lines.clear()
+            seen_above.clear()
+        masked_line = None if line is None else _memo(seen_lines, line, mask_cmdline)
+        masked_above = None if above is None else _memo(seen_above, above, _masked_parents)
+        lines += line is not None
+        ancestors += above is not None
+        lines_changed += masked_line != line
+        ancestors_changed += masked_above != above
+        if masked_line != line or masked_above != above:
+            changed.append((masked_line, masked_above, rowid))
+    if parents == "parents":
+        update = "UPDATE processes SET cmdline = ?, parents = ? WHERE rowid = ?"
+        connection.executemany(update, changed)
+    else:
+        update = "UPDATE processes SET cmdline = ? WHERE rowid = ?"
+        connection.executemany(update, [(line, rowid) for line, _, rowid in changed])
+    if not changed:
+        return None
+    note = f"masked secrets in {lines_changed} stored command line(s) of {lines}"
+    if ancestors_changed:
+        note += f" and in the ancestors' lines of {ancestors_changed} process(es) of {ancestors}"
+    return note
 
 
 MIGRATIONS: tuple[Step, ...] = (
@@ -132,6 +194,31 @@ def operational(
             "nothing of this write was stored",
         )
     return LedgerError(path, f"SQLite error: {text}")
+
+
+def _regular_file(path: Path) -> None:
+    """LedgerError unless `path` is a regular file (or a directory, which check_header names).
+
+    Reading a FIFO blocks until a writer comes, and a device (/dev/zero) reads forever
+    (DESIGN.md "Never yes by accident": exit 3 without blocking). Decided by `stat`, which
+    opens nothing.
+    """
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise LedgerError(path, f"cannot read: {exc.strerror or exc}") from exc
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return
+    kind = (
+        "a FIFO (named pipe)"
+        if stat.S_ISFIFO(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "a device"
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+        else "not a regular file"
+    )
+    raise LedgerError(path, f"is {kind}, not a ledger file; left unchanged")
 
 
 def check_header(path: Path) -> bool:
@@ -251,7 +338,27 @@ def identify(connection: sqlite3.Connection, path: Path) -> tuple[bool, int]:
         raise LedgerError(
             path, "an SQLite file of another application (meta says otherwise); left unchanged"
         )
+    missing = sorted(tables_at(version) - tables)
+    if missing:
+        # Dropped by hand or by a tool: every command would fail on its first read of it.
+        raise LedgerError(
+            path,
+            f"schema {version} but its table{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(missing)} {'are' if len(missing) > 1 else 'is'} missing "
+            "(damaged or edited by hand); left unchanged",
+        )
     return True, version
+
+
+def tables_at(version: int) -> set[str]:
+    """The tables a ledger at schema `version` has: those its migrations' CREATE TABLE made."""
+    steps = MIGRATIONS[: min(version, SCHEMA_VERSION)]
+    return {
+        name
+        for step in steps
+        if isinstance(step, str)
+        for name in re.findall(r"CREATE TABLE (\w+)", step)
+    }
 
 
 def migrate(
@@ -280,11 +387,14 @@ def migrate(
 # The masking rule's revision (inventory.secrets). A ledger whose command lines an older rule
 # masked (version 4 of the schema masked with the first) is masked again by its next writer:
 # kept in `meta`, not in the schema version, as the rule grows with each spelling found.
-MASKING_REVISION = "2"  # 2: the spellings of issue 24 (NAME=value in a word, camelCase, …)
+# 2: the spellings of issue 24 (NAME=value in a word, camelCase, …); 3: those of issue 32 (a
+# secret word anywhere in a name, `Authorization:Bearer X`, `-u user:PW`, `https://TOKEN@host`,
+# quoted JSON keys …), and from 3 on the ancestors' lines (`parents`) are masked again too.
+MASKING_REVISION = "3"
 
 
 def remask(connection: sqlite3.Connection, path: Path, busy_ms: int = BUSY_TIMEOUT_MS) -> None:
-    """Mask the stored command lines again when an older masking rule stored them."""
+    """Mask the stored command lines and ancestors' lines again when an older rule stored them."""
     query = "SELECT value FROM meta WHERE key = 'masking'"
     row = connection.execute(query).fetchone()
     if row is not None and row[0] == MASKING_REVISION:
@@ -294,7 +404,7 @@ def remask(connection: sqlite3.Connection, path: Path, busy_ms: int = BUSY_TIMEO
         row = connection.execute(query).fetchone()  # another writer may have done it meanwhile
         note = None
         if row is None or row[0] != MASKING_REVISION:
-            note = _mask_stored_cmdlines(connection)
+            note = _mask_stored_lines(connection)
             connection.execute(
                 "INSERT OR REPLACE INTO meta(key, value) VALUES ('masking', ?)",
                 (MASKING_REVISION,),
@@ -323,6 +433,8 @@ def open_connection(target: Path, *, readonly: bool) -> sqlite3.Connection:
     older schema; a read-only one reads older schemas as they are. LedgerError (exit 3) if unusable.
     """
     exists = target.exists()
+    if exists:
+        _regular_file(target)
     if readonly and not exists:
         raise LedgerError(target, "no such file (fill it with `gpuplan snapshot --ledger`)")
     has_content = check_header(target) if exists else False

@@ -291,14 +291,17 @@ def _unknown(
     try:
         snapshot = pick_snapshot(snapshots, host)
         try:
-            cards = resolve_cards(service, snapshot.host, snapshot.cards, every=True)
+            # An engine that says its card count takes that many (SGLang: one with no --tp),
+            # whatever its container sees; a service no engine recognised, every card.
+            every = service.engine is None or service.unknown is not None
+            cards = resolve_cards(service, snapshot.host, snapshot.cards, every=every)
         except ComposeError as exc:
             if service.visible is None:
                 raise
             # CUDA_VISIBLE_DEVICES names a card the container lacks: its cards are still the
             # container's; the process inside would fail to find the one it names.
             cards = resolve_cards(
-                replace(service, visible=None), snapshot.host, snapshot.cards, every=True
+                replace(service, visible=None), snapshot.host, snapshot.cards, every=every
             )
             warnings.append(
                 f"service {service.name}: {exc.argument or 'CUDA_VISIBLE_DEVICES'} names a card "

@@ -237,16 +237,19 @@ def run(args: argparse.Namespace) -> int:
         if args.compose is not None
         else _seat_judge(args, catalogue)
     )
-    outcome = (
-        _judge_and_hold(args, catalogue, cards, judge, now)
-        if args.ledger
-        else judge(cards.snapshots)
-    )
+    if args.ledger:
+        outcome = _judge_and_hold(args, catalogue, cards, judge, now)
+    else:
+        outcome = judge(cards.snapshots)
+        _print(args, cards, outcome)
+    return int(outcome.exit_code)
+
+
+def _print(args: argparse.Namespace, cards: Cards, outcome: CheckOutcome) -> None:
     if not args.json:
         for line in cards.hosts_lines():
             print(line)
     outcome.show(args.json, cards)
-    return int(outcome.exit_code)
 
 
 def _unknown_seat(args: argparse.Namespace, catalogue: Catalogue, cards: Cards) -> int | None:
@@ -372,13 +375,19 @@ def _compose_judge(args: argparse.Namespace, catalogue: Catalogue) -> Judge:
 def _judge_and_hold(
     args: argparse.Namespace, catalogue: Catalogue, cards: Cards, judge: Judge, now: datetime
 ) -> CheckOutcome:
-    """Read the holds, judge beside them, record the decisions and, on a pass, hold: one transaction.
+    """Read the holds, judge beside them, print, record the decisions and, on a pass, hold: one
+    transaction.
 
     Two checks on one ledger are judged one after the other, so they never both take the same
     free bytes. A ledger snapshot past --max-age decides nothing: recorded `unknown`, exit 3.
+    The verdict is printed and flushed before the transaction commits: one that could not be
+    delivered (stdout closed or full) rolls it back, so no one holds bytes for a verdict nobody
+    saw (DESIGN.md "Never yes by accident"). A verdict is a few KiB, under a pipe's buffer, so
+    a slow reader does not keep the lock.
     """
     from inventory.ledger.store import open_ledger
     from inventory.snapshot import with_holds
+    from placement.cli.output import deliver
 
     stale: str | None = None
     with open_ledger(args.ledger) as ledger, ledger.approving(now) as approval:
@@ -388,6 +397,9 @@ def _judge_and_hold(
         ids = _record(approval, outcome.results, now, stale=stale)
         if stale is None and outcome.exit_code == 0 and not args.no_hold:
             approval.hold(_holds(outcome.results, ids, now, args.hold_for))
+        if stale is None:
+            _print(args, cards, outcome)
+            deliver("the verdict and its hold were not recorded")
     if stale is not None:
         raise CannotDecideError(stale)
     return outcome

@@ -3,7 +3,8 @@
 Each subcommand lives in `placement/cli/<name>.py` with `HELP`, `add_arguments(parser)`
 and `run(args) -> int`; heavy imports (pulp, NVML) happen inside `run`, and a
 named command imports its own module alone (a `check` in a deploy script runs on every
-deploy). Only `GpuplanError` is caught; `--debug` shows its traceback.
+deploy). A `GpuplanError` exits with its code; anything else is a bug, said in one line with
+exit 3. `--debug` adds the traceback and never changes the exit code.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterator, Sequence
+import traceback
+from collections.abc import Sequence
 from types import ModuleType
-from typing import Any, TextIO, cast
+from typing import Any
 
 from inventory.secrets import mask_cmdline
+from placement.cli.output import UndeliveredError, leave, outputs_may_leave
 from seats.errors import Exit, GpuplanError
 
 # Order is the order `gpuplan --help` lists them in.
@@ -190,66 +193,6 @@ def _parse(parser: argparse.ArgumentParser, words: Sequence[str]) -> argparse.Na
     return parser.parse_args(words)
 
 
-class _ReaderGone:
-    """A stream that drops what is written once its reader has left (`gpuplan check … | head -1`).
-
-    The command runs on to its end, so its exit code is its verdict's: a refusal whose reader
-    left early still exits 1 (DESIGN.md "Never yes by accident"), and nothing prints a
-    BrokenPipe traceback. The stream's descriptor is pointed at /dev/null, so what is still
-    buffered (flushed at exit) goes nowhere instead of failing again.
-    """
-
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
-        self.gone = False
-
-    def write(self, text: str) -> int:
-        if not self.gone:
-            try:
-                return self._stream.write(text)
-            except BrokenPipeError:
-                self._leave()
-        return len(text)
-
-    def flush(self) -> None:
-        if not self.gone:
-            try:
-                self._stream.flush()
-            except BrokenPipeError:
-                self._leave()
-
-    def _leave(self) -> None:
-        self.gone = True
-        try:
-            fd = self._stream.fileno()
-        except (AttributeError, OSError, ValueError):
-            return  # not a file (a test's capture): dropping is enough
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(devnull, fd)
-        finally:
-            os.close(devnull)
-        with contextlib.suppress(OSError):
-            self._stream.flush()  # what was buffered, now into /dev/null
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-
-@contextlib.contextmanager
-def _outputs_may_leave() -> Iterator[None]:
-    """stdout and stderr as `_ReaderGone` streams while a command runs; flushed at its end."""
-    saved = sys.stdout, sys.stderr
-    out, err = _ReaderGone(saved[0]), _ReaderGone(saved[1])
-    sys.stdout, sys.stderr = cast(TextIO, out), cast(TextIO, err)
-    try:
-        yield
-    finally:
-        out.flush()
-        err.flush()
-        sys.stdout, sys.stderr = saved
-
-
 def json_error(exit_code: int, message: str) -> str:
     """DESIGN.md's error object, printed on stdout when `--json` is on the command line."""
     return json.dumps({"schema": 1, "error": {"exit": exit_code, "message": message}}, indent=2)
@@ -259,17 +202,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one `gpuplan` command and return its exit code, whatever happens to its output."""
     words = list(sys.argv[1:] if argv is None else argv)
     try:
-        with _outputs_may_leave():
-            return _main(words)
+        with outputs_may_leave() as (out, _):
+            code = _main(words)
     except BrokenPipeError:
         # Written past the streams above (a stream kept from before): the command stopped
         # before its verdict, so nothing was decided. Never 0: `| head -1 && deploy` must not
         # deploy. The descriptor goes to /dev/null so the flush at exit fails no more.
-        _ReaderGone(sys.stdout)._leave()
+        leave(sys.stdout)
         return Exit.CANNOT_DECIDE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    if out.undelivered is not None and code in (Exit.OK, Exit.REFUSED):
+        # A verdict nobody saw decides nothing (DESIGN.md "Never yes by accident"): never 0,
+        # and not the 1 of a refusal someone read. (`check --ledger` said so before it
+        # committed, and recorded nothing: `output.deliver`.)
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            print(f"error: {UndeliveredError(out.undelivered)}", file=sys.stderr)
+        return Exit.CANNOT_DECIDE
+    return code
 
 
 def _main(words: list[str]) -> int:
@@ -294,12 +245,36 @@ def _run(args: argparse.Namespace, wants_json: bool) -> int:
     try:
         return int(args._run(args))
     except GpuplanError as exc:
-        if args.debug:
-            raise
-        print(f"error: {exc}", file=sys.stderr)
-        if wants_json:
-            print(json_error(int(exc.exit_code), str(exc)))
-        return int(exc.exit_code)
+        return _failed(args, wants_json, int(exc.exit_code), str(exc))
+    except Exception as exc:
+        # A bug, not an input: still one line and "cannot decide", never a traceback whose
+        # exit 1 would read as a refusal (DESIGN.md "Never yes by accident"). The line names
+        # where, not what: an exception's text may quote a file's content.
+        return _failed(args, wants_json, Exit.CANNOT_DECIDE, _bug(exc))
+
+
+def _bug(exc: Exception) -> str:
+    """`internal error (a bug in gpuplan): KeyError at placement/check/deploy.py:120; …`."""
+    where = ""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames:
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        last = frames[-1]
+        where = f" at {os.path.relpath(last.filename, root)}:{last.lineno}"
+    return (
+        f"internal error (a bug in gpuplan): {type(exc).__name__}{where}; "
+        "--debug shows the traceback"
+    )
+
+
+def _failed(args: argparse.Namespace, wants_json: bool, exit_code: int, message: str) -> int:
+    """Say `message` (and with --debug its traceback first) and return `exit_code` unchanged."""
+    if getattr(args, "debug", False):
+        traceback.print_exc()  # what is printed changes, never the exit code
+    print(f"error: {message}", file=sys.stderr)
+    if wants_json:
+        print(json_error(exit_code, message))
+    return exit_code
 
 
 def entry() -> None:

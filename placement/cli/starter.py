@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from inventory.attribution import server_line
 from inventory.snapshot import Card, Snapshot, format_utc
-from placement.fit.engines.base import flag_value
+from placement.fit.engines.base import FlagError, flag_value
 from placement.fit.engines.registry import recognise
 from seats.model import Seat as SeatSpec
 from seats.units import MiB
@@ -211,7 +211,10 @@ def _engine(argv: Sequence[str], seat: dict[str, object]) -> tuple[dict[str, obj
     if found is None or found.kind == "other":
         return None, "no engine recognised by its command line"
     fields: dict[str, object] = {"kind": found.kind}
-    fields.update(found.read_flags(argv))
+    try:
+        fields.update(found.read_flags(argv))
+    except FlagError as exc:
+        return {"kind": found.kind}, f"recognised as {found.title}; its flags left out: {exc}"
     try:
         SeatSpec.model_validate({**seat, "engine": fields})
     except ValidationError as exc:

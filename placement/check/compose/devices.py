@@ -237,7 +237,7 @@ def resolve_cards(
     if every or service.all_cards:
         return tuple(seen)
     if len(seen) < service.cards_needed:
-        flag = registry_engine(service.engine or "other").flag_of(
+        flag = service.cards_from or registry_engine(service.engine or "other").flag_of(
             "data_parallel_size" if service.data_parallel_size > 1 else "tensor_parallel_size"
         )
         engines = (
@@ -246,6 +246,10 @@ def resolve_cards(
             if service.data_parallel_size > 1
             else f"the engine needs {service.world_size} cards"
         )
+        if service.cards_from is not None:
+            # Named as written: `--dp 4`, `environment NUM_SHARD 4` (issue 31: not as vLLM's
+            # --tensor-parallel-size).
+            engines = f"{service.cards_from} starts it on {service.cards_needed} cards"
         raise host_cards.fail(flag, f"{engines} and the container sees {len(seen)}")
     return tuple(seen[: service.cards_needed])
 

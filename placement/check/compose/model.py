@@ -59,6 +59,9 @@ class ComposeService:
     data_parallel_size: int = 1
     # Its engine takes every card the container sees (TGI shards over all of them by default).
     all_cards: bool = False
+    # The flags that set an engine's card count, as written (`--tp 2 × --dp 2`, `environment
+    # NUM_SHARD 4`): what a card-count error names (its engine's `cards_flag`).
+    cards_from: str | None = None
     max_model_len: int | None = None
     kv_cache_dtype: str | None = None
     devices: tuple[str, ...] | None = None

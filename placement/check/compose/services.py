@@ -15,6 +15,7 @@ from placement.check.compose.devices import Devices, asks_for_gpu, device_list, 
 from placement.check.compose.dotenv import read_env_file
 from placement.check.compose.interpolation import MissingVariable, substitute
 from placement.check.compose.model import ComposeError, ComposeService
+from placement.fit.engines.base import FlagError
 from placement.fit.engines.registry import KINDS, recognise
 from placement.fit.engines.registry import engine as registry_engine
 from placement.fit.engines.vllm_command import image_version, split_command, vllm_args
@@ -186,18 +187,30 @@ class ServiceReader:
         if found is not None and found.util_request:
             # vLLM's arguments were looked for and not found (a wrapper script): unknown.
             found = None
-        fields = found.read_flags(argv, environment) if found is not None else {}
-        cards = found.cards_of(argv, environment) if found is not None else 1
+        version = found.version_of(image) if found is not None else None
+        fields: dict[str, object] = {}
+        cards: int | None = 1
+        cards_from = None
+        if found is not None:
+            try:
+                # Its engine's own parser, once for each answer (DESIGN.md, Engines: flags as
+                # the engine's own parser reads them; a flag or value it stops at is bad input).
+                fields = found.read_flags(argv, environment, version)
+                cards = found.cards_of(argv, environment, version)
+                cards_from = found.cards_flag(argv, environment, version)
+            except FlagError as exc:
+                raise self.fail(exc.flag, exc.why) from None
         return ComposeService(
             name=self.name,
             path=self.path,
             image=image,
-            version=found.version_of(image) if found is not None else None,
+            version=version,
             model=None,
             argv=tuple(argv),
             engine_fields=tuple(sorted(fields.items())),
             tensor_parallel_size=cards or 1,
             all_cards=cards is None,
+            cards_from=cards_from,
             devices=devices,
             devices_from=devices_from,
             device_count=count,

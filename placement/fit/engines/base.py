@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import ROUND_FLOOR, Decimal
+from decimal import ROUND_FLOOR, Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Literal, Protocol
 
@@ -184,14 +184,34 @@ class EngineRule(Protocol):
         ...
 
     def read_flags(
-        self, argv: Sequence[str], env: Mapping[str, str] | None = None
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        version: str | None = None,
     ) -> dict[str, object]:
-        """The catalogue's engine fields this command line (and environment) sets."""
+        """The catalogue's engine fields this command line (and environment) sets, read as the
+        engine's own parser reads them at `version` (None: not known); FlagError for a flag or
+        value it would stop at."""
         ...
 
-    def cards_of(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> int | None:
-        """Cards one server of it uses as this command line starts it (its tensor × pipeline
-        parallel size); None where it takes every card its container sees."""
+    def cards_of(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        version: str | None = None,
+    ) -> int | None:
+        """Cards one server of it uses as this command line starts it (its own parallel sizes,
+        1 where none is given); None where it takes every card its container sees."""
+        ...
+
+    def cards_flag(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        version: str | None = None,
+    ) -> str | None:
+        """The flags that set `cards_of`, as written (`--tp 2 × --dp 2`, `environment
+        NUM_SHARD`); None where none is given."""
         ...
 
     def version_of(self, image: str | None) -> str | None:
@@ -282,9 +302,43 @@ class NoRequest(ByCommand):
     # one server takes are their product, 1 where none is given.
     parallel_flags: tuple[tuple[str, ...], ...] = ()
 
-    def cards_of(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> int | None:
+    # Its command-line parser, where it has flags gpuplan reads (`WholeNames`).
+    parser: WholeNames | None = None
+
+    def parallel_sizes(
+        self, argv: Sequence[str], env: Mapping[str, str] | None = None
+    ) -> list[tuple[int, str]]:
+        """Each parallel size given, with how it was written (`--tp_size 2`)."""
+        if self.parser is None:
+            return []
+        found = self.parser.values(argv)
+        sizes: list[tuple[int, str]] = []
+        for spellings in self.parallel_flags:
+            size = self.parser.number(found, spellings[0])
+            if size is not None:
+                sizes.append((int(size[0]), f"{size[1]} {size[0]}"))
+        return sizes
+
+    def cards_of(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        version: str | None = None,
+    ) -> int | None:
         """The product of its parallel sizes (`parallel_flags`), each 1 where not given."""
-        return parallel_cards(argv, self.parallel_flags)
+        cards = 1
+        for size, _ in self.parallel_sizes(argv, env):
+            cards *= size
+        return cards
+
+    def cards_flag(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        version: str | None = None,
+    ) -> str | None:
+        """Its parallel flags as written, joined by ×."""
+        return " × ".join(text for _, text in self.parallel_sizes(argv, env)) or None
 
     def request_rule(self, spec: EngineSpec, *, propose: bool) -> GateRule:
         """None: it starts on no request gpuplan sizes."""
@@ -472,6 +526,126 @@ def spill(seat: Seat, card: EngineCard, room: int, text: str) -> Refusal | None:
 
 
 # --- reading command lines ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WholeNames:
+    """A parser that takes whole flag names only (clap, click, llama.cpp's own): an abbreviation
+    of a flag, or a spelling it does not read, stops the engine at start.
+
+    `flags` are the flags gpuplan reads, one tuple of spellings each (the first names it);
+    `underscores`: `--a_b` is `--a-b` (llama.cpp); `equals`: `--flag=value` is read (clap,
+    click; llama.cpp reads no `=`); `repeat`: a second use of a flag stops it (clap 4's
+    ArgAction::Set) instead of the last one winning.
+    """
+
+    engine: str  # as a message names it: "TGI's launcher (clap)"
+    flags: tuple[tuple[str, ...], ...]
+    underscores: bool = False
+    equals: bool = True
+    repeat: bool = False
+
+    def _spellings(self) -> dict[str, str]:
+        return {name: names[0] for names in self.flags for name in names}
+
+    def values(self, argv: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """Each flag given → (its last value, the flag as written); FlagError for a word the
+        parser would stop at: an abbreviation or another spelling of one of `flags`, a flag
+        with no value, or (with `repeat`) a flag given twice."""
+        spellings = self._spellings()
+        found: dict[str, tuple[str, str]] = {}
+        i = 0
+        while i < len(argv):
+            word = argv[i]
+            i += 1
+            if not word.startswith("-") or word in ("-", "--"):
+                continue
+            name, sep, value = word.partition("=") if self.equals else (word, "", "")
+            read = (
+                "--" + name[2:].replace("_", "-") if self.underscores and name[:2] == "--" else name
+            )
+            if read not in spellings:
+                self._near(word, read, spellings)
+                continue
+            flag = spellings[read]
+            if not sep:
+                if i >= len(argv) or (argv[i].startswith("-") and not _NUMBER.match(argv[i])):
+                    raise FlagError(name, f"needs a value: {self.engine} stops at start")
+                value, i = argv[i], i + 1
+            if flag in found and self.repeat:
+                raise FlagError(
+                    name,
+                    f"is given twice: {self.engine} stops at start (\"the argument '{flag}' "
+                    'cannot be used multiple times")',
+                )
+            found[flag] = (value, name)
+        return found
+
+    def _near(self, word: str, read: str, spellings: Mapping[str, str]) -> None:
+        """FlagError where `word` would be taken for one of our flags but the engine does not
+        read it so: an abbreviation, or `_` for `-` (or the other way)."""
+        name = read.partition("=")[0]
+        if "=" in read and not self.equals and name in spellings:
+            raise FlagError(
+                word,
+                f'{self.engine} reads no --flag=value ("invalid argument: {word}"): write '
+                f"{name} {read.partition('=')[2]}",
+            )
+        if len(name) < 4 or not name.startswith("--"):
+            return
+        folded = name.replace("_", "-")
+        for spelling in spellings:
+            if spelling.startswith(name) or spelling.replace("_", "-") == folded:
+                raise FlagError(
+                    word.partition("=")[0],
+                    f"is not {spelling}: {self.engine} takes whole names only, spelled as it "
+                    "spells them, and stops at start on any other",
+                )
+
+    def number(
+        self,
+        found: Mapping[str, tuple[str, str]],
+        flag: str,
+        env: Mapping[str, str] | None = None,
+        variable: str | None = None,
+        *,
+        kind: str = "count",
+    ) -> tuple[Decimal | int, str] | None:
+        """A flag's value (else its environment variable's) read as a `count` (whole, ≥ 1) or a
+        `fraction` (in (0, 1]), with where it came from; FlagError for a value it stops at."""
+        if flag in found:
+            text, where = found[flag]
+        elif env is not None and variable is not None and variable in env:
+            text, where = env[variable], f"environment {variable}"
+        else:
+            return None
+        return read_number(text, where, self.engine, kind=kind), where
+
+
+_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+
+
+def read_number(text: str, where: str, engine: str, *, kind: str) -> Decimal | int:
+    """`text` as a `count` (a whole number ≥ 1) or a `fraction` (a number in (0, 1]);
+    FlagError naming `where` for what the engine would stop at (or, for a fraction outside
+    (0, 1], could not start with: DESIGN.md, "Flags as the engine's own parser reads them")."""
+    value = text.strip()
+    if kind == "count":
+        if not re.fullmatch(r"\+?\d+", value):
+            raise FlagError(where, f"{text!r} is not a whole number: {engine} stops at start")
+        number = int(value)
+        if number < 1:
+            raise FlagError(where, f"{number} is below 1, which {engine} cannot start with")
+        return number
+    try:
+        share = Decimal(value)
+    except InvalidOperation:
+        raise FlagError(where, f"{text!r} is not a number: {engine} stops at start") from None
+    if not share.is_finite() or not 0 < share <= 1:
+        raise FlagError(
+            where, f"{text} is not a fraction in (0, 1]: {engine} cannot take that share of a card"
+        )
+    return share
 
 
 def flag_value(argv: Sequence[str], *names: str) -> str | None:
@@ -722,7 +896,7 @@ class StartUp:
             f"from line {self.first_line}"
             if self.complete
             else f"the log holds {self.count} start-ups of {title} and none reached its ready "
-            f"line: read the last, from line {self.first_line}"
+            f"line: read the last that printed a figure, from line {self.first_line}"
         )
         if self.later is not None:
             said += f" (the one from line {self.later} did not reach its ready line)"
@@ -735,13 +909,15 @@ def _marks(patterns: Sequence[re.Pattern[str]], line: str) -> bool:
 
 def last_start_up(lines: Iterable[str], marks: StartUpMarks) -> StartUp:
     """The last complete start-up of a log (`docker compose logs` after a restart holds several),
-    else its last start-up; lines read one at a time, each start-up kept only up to its ready line.
+    else its last start-up that printed a figure; lines read one at a time, each start-up kept
+    only up to its ready line.
 
     A `begins` line opens a start-up once the current one has printed a figure, its ready line
     or a failure; lines before the first `begins` belong to the first start-up unless they
     print a figure themselves (a log cut after its first start-up began).
     """
     done: tuple[tuple[str, ...], int] | None = None  # the last complete start-up so far
+    moved_last: tuple[tuple[str, ...], int] | None = None  # the last that printed a figure
     current: list[str] = []
     first, count, moved, ready = 1, 1, False, False
     number = 0
@@ -750,6 +926,7 @@ def last_start_up(lines: Iterable[str], marks: StartUpMarks) -> StartUp:
         if moved and _marks(marks.begins, line):
             if ready:
                 done = (tuple(current), first)
+            moved_last = (tuple(current), first)
             current, first, count, moved, ready = [], number, count + 1, False, False
         if ready:
             continue  # its figures are all printed before it says it serves
@@ -758,9 +935,14 @@ def last_start_up(lines: Iterable[str], marks: StartUpMarks) -> StartUp:
             ready = moved = True
         elif not moved and (_marks(marks.figures, line) or _marks(marks.failed, line)):
             moved = True
-    if ready or done is None:
-        return StartUp(tuple(current), first, count, ready, None, number)
-    return StartUp(done[0], done[1], count, True, first, number)
+    if ready:
+        return StartUp(tuple(current), first, count, True, None, number)
+    if done is not None:
+        return StartUp(done[0], done[1], count, True, first, number)
+    if moved or moved_last is None:
+        return StartUp(tuple(current), first, count, False, None, number)
+    # The last start-up printed nothing yet: the one before it is the last with figures.
+    return StartUp(moved_last[0], moved_last[1], count, False, first, number)
 
 
 # --- figures no engine could print ------------------------------------------------------

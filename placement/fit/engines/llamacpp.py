@@ -36,10 +36,10 @@ from placement.fit.engines.base import (
     NoRequest,
     Refusal,
     StartUpMarks,
+    WholeNames,
     argv_mentions,
     as_int,
     fitted_need,
-    flag_value,
     image_matches,
     room_tokens,
     short_context,
@@ -60,12 +60,27 @@ _COMPUTE = re.compile(r"\b(CUDA\d+) compute buffer size =\s*([\d.]+) MiB")
 _N_CTX = re.compile(r"\bn_ctx\s*=\s*(\d+)")
 _N_CTX_SEQ = re.compile(r"\bn_ctx_(?:seq|per_seq)\s*=\s*(\d+)")
 _OFF = ("off", "false", "0", "no", "disabled")
+# llama-server's own parser (common/arg.cpp, `common_params_parse_ex`): a word starting `--` has
+# its `_` turned into `-`, then must be a whole option name ("error: invalid argument: …"
+# otherwise); its value is the next word (no `--name=value`); the last of a repeated one wins.
+PARSER = WholeNames(
+    "llama.cpp's llama-server",
+    (
+        ("-ngl", "--gpu-layers", "--n-gpu-layers"),
+        ("-c", "--ctx-size"),
+        ("-fit", "--fit"),
+        ("-np", "--parallel"),
+    ),
+    underscores=True,
+    equals=False,
+)
 # One start-up: its build line or CUDA probe (before any buffer) to "main: model loaded" (older
 # builds say "HTTP server is listening" before they load: not a ready line).
 MARKS = StartUpMarks(
+    # Not anchored: Docker Desktop puts its own timestamp before each line.
     begins=(
-        re.compile(r"^(?:main: )?build(?::| =) \d+"),
-        re.compile(r"^ggml_cuda_init: found \d+ \w+ devices"),
+        re.compile(r"\b(?:main: )?build(?::| =) \d+ \("),
+        re.compile(r"\bggml_cuda_init: found \d+ \w+ devices"),
     ),
     ready=(re.compile(r"\bmain: model loaded\b"),),
     figures=(_OFFLOADED, _MODEL, _KV, _KV_SIZE, _COMPUTE),
@@ -107,26 +122,36 @@ class LlamaCpp(NoRequest):
             return False
         return "server" in (image or "") or any(w in argv for w in ("--server", "--port"))
 
+    parser = PARSER
+
     def read_flags(
-        self, argv: Sequence[str], env: Mapping[str, str] | None = None
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        version: str | None = None,
     ) -> dict[str, object]:
-        """-ngl, -c, --fit, -np (or their LLAMA_ARG_* variables)."""
+        """-ngl, -c, --fit, -np (else their LLAMA_ARG_* variables: the command line wins), read
+        by whole names as llama-server reads them; FlagError for a spelling it stops at."""
         env = env or {}
+        given = PARSER.values(argv)
+
+        def text(flag: str, variable: str) -> str | None:
+            return given[flag][0] if flag in given else env.get(variable)
+
         found: dict[str, object] = {}
-        layers_text = flag_value(argv, "-ngl", "--gpu-layers", "--n-gpu-layers")
-        layers_text = layers_text or env.get("LLAMA_ARG_N_GPU_LAYERS")
+        layers_text = text("-ngl", "LLAMA_ARG_N_GPU_LAYERS")
         layers = as_int(layers_text)
         if layers is not None and layers >= 0:
             found["n_gpu_layers"] = layers
         elif layers_text == "all":
             found["n_gpu_layers"] = 999
-        ctx = as_int(flag_value(argv, "-c", "--ctx-size") or env.get("LLAMA_ARG_CTX_SIZE"))
+        ctx = as_int(text("-c", "LLAMA_ARG_CTX_SIZE"))
         if ctx is not None and ctx >= 0:
             found["ctx_size"] = ctx
-        fit = flag_value(argv, "-fit", "--fit") or env.get("LLAMA_ARG_FIT")
+        fit = text("-fit", "LLAMA_ARG_FIT")
         if fit is not None:
             found["fit"] = fit.strip().lower() not in _OFF
-        slots = as_int(flag_value(argv, "-np", "--parallel") or env.get("LLAMA_ARG_N_PARALLEL"))
+        slots = as_int(text("-np", "LLAMA_ARG_N_PARALLEL"))
         if slots is not None and slots >= 1:
             found["parallel"] = slots
         return found

@@ -46,7 +46,7 @@ from placement.fit.engines.llamacpp import FIT_MARGIN_BYTES, read_ggml_log
 from placement.fit.engines.llamacpp import MARKS as GGML_MARKS
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
-from seats.units import MiB, parse_bytes
+from seats.units import MiB
 
 MINIMUM_BYTES = 457 * MiB
 _WEIGHTS = re.compile(
@@ -96,14 +96,21 @@ class Ollama(NoRequest):
         )
 
     def read_flags(
-        self, argv: Sequence[str], env: Mapping[str, str] | None = None
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        version: str | None = None,
     ) -> dict[str, object]:
-        """OLLAMA_GPU_OVERHEAD (bytes) and OLLAMA_CONTEXT_LENGTH (the default num_ctx)."""
+        """OLLAMA_GPU_OVERHEAD (bytes) and OLLAMA_CONTEXT_LENGTH (the default num_ctx).
+
+        Ollama reads OLLAMA_GPU_OVERHEAD with strconv.ParseUint(s, 10, 64) after trimming spaces
+        and quotes (envconfig/config.go, `Uint64` and `Var`); anything it cannot parse, a number
+        past 2**64 − 1 included, is its default 0 with a warning: left out here, so 0 too."""
         env = env or {}
         found: dict[str, object] = {}
-        overhead = env.get("OLLAMA_GPU_OVERHEAD")
-        if overhead is not None and overhead.strip().isdigit():
-            found["gpu_overhead"] = parse_bytes(overhead.strip())
+        overhead = (env.get("OLLAMA_GPU_OVERHEAD") or "").strip().strip("\"'")
+        if re.fullmatch(r"[0-9]+", overhead) and int(overhead) < 2**64:
+            found["gpu_overhead"] = int(overhead)
         ctx = as_int(env.get("OLLAMA_CONTEXT_LENGTH"))
         if ctx is not None and ctx >= 1:
             found["num_ctx"] = ctx

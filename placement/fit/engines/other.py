@@ -36,7 +36,10 @@ class Other(NoRequest):
         return "fixed"
 
     def read_flags(
-        self, argv: Sequence[str], env: Mapping[str, str] | None = None
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        version: str | None = None,
     ) -> dict[str, object]:
         """No fields."""
         return {}

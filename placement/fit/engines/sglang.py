@@ -34,13 +34,15 @@ the KV pool is sized, c the KV bytes of one token (`cell_size`):
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
-from placement.fit.engines.argparse_flags import ArgparseReader
+from placement.fit.engines.argparse_flags import ArgparseReader, is_option
 from placement.fit.engines.base import (
     Behaviour,
     EngineCard,
+    FlagError,
     Learned,
     LogFigure,
     LogScan,
@@ -49,10 +51,8 @@ from placement.fit.engines.base import (
     StartUpMarks,
     floor_times,
     fraction,
-    has_flag,
-    parallel_cards,
     profile_need,
-    read_fields,
+    read_number,
     room_tokens,
     share_text,
     short_context,
@@ -67,6 +67,59 @@ from seats.units import format_bytes
 
 # SGLang's own flags by release (sglang_options.py), read as its plain argparse parser reads them.
 READER = ArgparseReader("SGLang", RELEASES)
+_FIELDS = (
+    ("mem_fraction_static", "--mem-fraction-static", "fraction"),
+    ("max_total_tokens", "--max-total-tokens", "count"),
+    ("context_length", "--context-length", "count"),
+)
+_PARALLEL = ("--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size")
+_VALUES = {flag for _, flag, _ in _FIELDS} | set(_PARALLEL)
+
+
+def server_args(argv: Sequence[str]) -> list[str]:
+    """The arguments of `python -m sglang.launch_server …` or `sglang serve …` (inside a
+    `sh -c` script too); argv itself where it starts with a flag (the image's own entrypoint
+    runs the server); nothing where neither is found."""
+    for i, word in enumerate(argv):
+        if word.startswith("sglang.launch_server"):
+            return list(argv[i + 1 :])
+        if word == "serve" and i > 0 and argv[i - 1].rsplit("/", 1)[-1] == "sglang":
+            return list(argv[i + 1 :])
+        if " " in word and "sglang" in word:
+            try:
+                inner = shlex.split(word)
+            except ValueError:
+                continue
+            if inner != [word] and (found := server_args(inner)):
+                return found
+    return list(argv) if argv and argv[0].startswith("-") else []
+
+
+def read_values(
+    argv: Sequence[str], version: str | None
+) -> tuple[dict[str, tuple[str, str]], bool]:
+    """Each value flag gpuplan reads → (its last value, as written), and whether
+    --enable-dp-attention is on; FlagError for a flag SGLang's argparse would stop at."""
+    args = server_args(argv)
+    values: dict[str, tuple[str, str]] = {}
+    dp_attention = False
+    for option in READER.options(args, version):
+        if option.name == "--enable-dp-attention":
+            dp_attention = True
+        if option.name not in _VALUES:
+            continue
+        value = option.value
+        if value is None:
+            following = option.index + 1
+            if following >= len(args) or is_option(args[following]):
+                raise FlagError(
+                    option.written, "needs a value: SGLang stops at start (expected one argument)"
+                )
+            value = args[following]
+        values[option.name] = (value, option.written)
+    return values, dp_attention
+
+
 _LOAD = re.compile(r"Load weight end\..*?mem usage=([\d.]+) GB")
 # Before 0.4.3 "Load weight end" prints no mem usage: the weights are what its avail mem lost.
 _LOAD_BEGIN = re.compile(r"Load weight begin\. avail mem=([\d.]+) GB")
@@ -103,39 +156,63 @@ class SGLang(NoRequest):
     # lmsysorg/sglang tags a release `v0.5.8-cu126` (`v0.4.6.post1-cu124`, `v0.5.0rc0-cu126`):
     # the version, then the CUDA build; `latest`, `dev` and `nightly-dev-…` name none.
     version_tag = re.compile(r"v?(?P<version>\d+\.\d+\.\d+(?:\.post\d+|rc\d+)?)(?:-.*)?")
-    # server_args.py: --tensor-parallel-size (--tp-size, and --tp as argparse's prefix of it),
-    # --pipeline-parallel-size (--pp-size); 1 each by default.
-    parallel_flags = (
-        ("--tensor-parallel-size", "--tp-size", "--tp"),
-        ("--pipeline-parallel-size", "--pp-size"),
-    )
 
-    def cards_of(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
-        """tp × pp cards, times --data-parallel-size (--dp-size, --dp by argparse's prefix) data
-        parallel replicas; with --enable-dp-attention the dp ranks share the tp cards (SGLang's
-        DeepSeek recipe: `--tp 8 --dp 8 --enable-dp-attention` on 8 cards)."""
-        cards = parallel_cards(argv, self.parallel_flags)
-        if has_flag(argv, "--enable-dp-attention"):
-            return cards
-        return cards * parallel_cards(argv, (("--data-parallel-size", "--dp-size", "--dp"),))
+    def cards_of(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        version: str | None = None,
+    ) -> int:
+        """tp × pp cards, times dp data-parallel replicas (server_args.py: --tensor-parallel-size,
+        --pipeline-parallel-size, --data-parallel-size, 1 each by default: one card with none of
+        them, whatever its container sees); with --enable-dp-attention the dp ranks share the tp
+        cards (SGLang's DeepSeek recipe: `--tp 8 --dp 8 --enable-dp-attention` on 8 cards)."""
+        cards = 1
+        for size, _ in self.sizes(argv, version):
+            cards *= size
+        return cards
+
+    def cards_flag(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        version: str | None = None,
+    ) -> str | None:
+        """Its parallel flags as written (`--tp 2 × --dp 2`)."""
+        return " × ".join(text for _, text in self.sizes(argv, version)) or None
+
+    def sizes(self, argv: Sequence[str], version: str | None = None) -> list[tuple[int, str]]:
+        """Each parallel size given, as written; dp only without --enable-dp-attention."""
+        values, dp_attention = read_values(argv, version)
+        flags = _PARALLEL[:2] if dp_attention else _PARALLEL
+        sizes: list[tuple[int, str]] = []
+        for flag in flags:
+            if flag in values:
+                text, written = values[flag]
+                size = int(read_number(text, written, "SGLang", kind="count"))
+                sizes.append((size, f"{written} {size}"))
+        return sizes
 
     def behaviour(self, spec: EngineSpec) -> Behaviour:
         """Always a share of free at start; a max_total_tokens with a profile pins its pool."""
         return "share-of-free"
 
     def read_flags(
-        self, argv: Sequence[str], env: Mapping[str, str] | None = None
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        version: str | None = None,
     ) -> dict[str, object]:
-        """--mem-fraction-static, --max-total-tokens, --context-length."""
-        return read_fields(
-            argv,
-            env,
-            fractions=[("mem_fraction_static", "--mem-fraction-static", None)],
-            counts=[
-                ("max_total_tokens", "--max-total-tokens", None),
-                ("context_length", "--context-length", None),
-            ],
-        )
+        """--mem-fraction-static (a fraction in (0, 1]), --max-total-tokens, --context-length,
+        as its argparse reads them at `version`; FlagError for what it would stop at."""
+        values, _ = read_values(argv, version)
+        found: dict[str, object] = {}
+        for field, flag, kind in _FIELDS:
+            if flag in values:
+                text, written = values[flag]
+                number = read_number(text, written, "SGLang", kind=kind)
+                found[field] = float(number) if kind == "fraction" else number
+        return found
 
     def static_bytes(self, seat: Seat, card: EngineCard) -> int | None:
         """floor(m × F0): what its weights and KV pool may take; None without a declared m."""

@@ -47,19 +47,18 @@ from decimal import Decimal
 from placement.fit.engines.base import (
     Behaviour,
     EngineCard,
+    FlagError,
     Learned,
     LogFigure,
     LogScan,
     NoRequest,
     Refusal,
     StartUpMarks,
-    as_int,
+    WholeNames,
     ceil_times,
     declared_resident,
-    flag_value,
     free_after_load,
     largest_share,
-    read_fields,
     room_tokens,
     share_or,
     share_text,
@@ -83,13 +82,32 @@ _DEFAULT_TOTAL = re.compile(
     r"Default `max_total_tokens` to (\d+)|Maximum total tokens defaulted to (\d+)"
 )
 _BLOCKS = re.compile(r"KV-cache blocks: (\d+), size: (\d+)")
+# The launcher's flags gpuplan reads (launcher/src/main.rs, `struct Args`, clap 4 with `env`:
+# each also read from its NAME variable). clap takes whole names only (no `infer_long_args`),
+# `--name=value` or `--name value`, and refuses a second use of one (ArgAction::Set).
+PARSER = WholeNames(
+    "TGI's launcher (clap)",
+    (
+        ("--num-shard",),
+        ("--sharded",),
+        ("--cuda-memory-fraction",),
+        ("--max-total-tokens",),
+        ("--max-input-tokens",),
+    ),
+    repeat=True,
+)
+_FIELDS = (
+    ("cuda_memory_fraction", "--cuda-memory-fraction", "CUDA_MEMORY_FRACTION", "fraction"),
+    ("max_total_tokens", "--max-total-tokens", "MAX_TOTAL_TOKENS", "count"),
+    ("max_input_tokens", "--max-input-tokens", "MAX_INPUT_TOKENS", "count"),
+)
 
 
-# One start-up: the launcher's `Args {` to the router's "Setting max batch total tokens" (its
-# last figure) or "Connected" (router/src/server.rs).
+# One start-up: the launcher's `Args {` to the router's "Connected" (router/src/server.rs; TGI 3
+# prints its default max_total_tokens after "Setting max batch total tokens").
 MARKS = StartUpMarks(
     begins=(re.compile(r"text_generation_launcher: Args \{"),),
-    ready=(_MAX_BATCH, re.compile(r": Connected\s*$")),
+    ready=(re.compile(r": Connected\s*$"),),
     figures=(_MAX_BATCH, _BLOCKS, _DEFAULT_TOTAL),
     failed=(re.compile(r"Shard \d+ failed to start|Traceback \(most recent call last\)"),),
 )
@@ -110,34 +128,67 @@ class TGI(NoRequest):
     # `1.2-rocm` for other hardware); `latest` and `sha-e4201f4…` name none.
     version_tag = re.compile(r"v?(?P<version>\d+\.\d+(?:\.\d+)?)(?:-.*)?")
 
-    def cards_of(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> int | None:
-        """--num-shard N (NUM_SHARD), 1 with --sharded false (SHARDED), else every card it sees:
-        "By default text-generation-inference will use all available GPUs to run the model"
-        (text-generation-launcher --help, SHARDED)."""
-        env = env or {}
-        shards = as_int(flag_value(argv, "--num-shard", "--num_shard") or env.get("NUM_SHARD"))
-        if shards is not None and shards >= 1:
-            return shards
-        sharded = flag_value(argv, "--sharded") or env.get("SHARDED")
-        return 1 if sharded is not None and sharded.strip().lower() == "false" else None
+    parser = PARSER
+
+    def shards(
+        self, argv: Sequence[str], env: Mapping[str, str] | None
+    ) -> tuple[int | None, str | None]:
+        """--num-shard N (else NUM_SHARD), 1 with --sharded false (else SHARDED=false), else
+        None: every card it sees ("By default text-generation-inference will use all available
+        GPUs to run the model", text-generation-launcher --help, SHARDED); with where it came
+        from. FlagError for a value clap refuses (a shard count is a usize, --sharded a bool)."""
+        found = PARSER.values(argv)
+        shards = PARSER.number(found, "--num-shard", env, "NUM_SHARD")
+        if shards is not None:
+            return int(shards[0]), f"{shards[1]} {shards[0]}"
+        if "--sharded" in found:
+            text, where = found["--sharded"]
+        elif env and "SHARDED" in env:
+            text, where = env["SHARDED"], "environment SHARDED"
+        else:
+            return None, None
+        if text.strip().lower() not in ("true", "false"):
+            raise FlagError(where, f"{text!r} is not true or false: {PARSER.engine} stops at start")
+        return (1, f"{where} false") if text.strip().lower() == "false" else (None, None)
+
+    def cards_of(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        version: str | None = None,
+    ) -> int | None:
+        """--num-shard (NUM_SHARD), 1 with --sharded false, else every card it sees."""
+        return self.shards(argv, env)[0]
+
+    def cards_flag(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        version: str | None = None,
+    ) -> str | None:
+        """--num-shard N or NUM_SHARD as written."""
+        return self.shards(argv, env)[1]
 
     def behaviour(self, spec: EngineSpec) -> Behaviour:
         """Always fills to a level of the total: a share of what is free when it warms up."""
         return "share-of-free"
 
     def read_flags(
-        self, argv: Sequence[str], env: Mapping[str, str] | None = None
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        version: str | None = None,
     ) -> dict[str, object]:
-        """--cuda-memory-fraction, --max-total-tokens, --max-input-tokens (or their env vars)."""
-        return read_fields(
-            argv,
-            env,
-            fractions=[("cuda_memory_fraction", "--cuda-memory-fraction", "CUDA_MEMORY_FRACTION")],
-            counts=[
-                ("max_total_tokens", "--max-total-tokens", "MAX_TOTAL_TOKENS"),
-                ("max_input_tokens", "--max-input-tokens", "MAX_INPUT_TOKENS"),
-            ],
-        )
+        """--cuda-memory-fraction, --max-total-tokens, --max-input-tokens, each else its
+        environment variable (clap's `env`: the command line wins); FlagError for a value clap
+        refuses or a fraction outside (0, 1]."""
+        found = PARSER.values(argv)
+        fields: dict[str, object] = {}
+        for field, flag, variable, kind in _FIELDS:
+            number = PARSER.number(found, flag, env, variable, kind=kind)
+            if number is not None:
+                fields[field] = float(number[0]) if kind == "fraction" else number[0]
+        return fields
 
     def share(self, seat: Seat) -> Decimal:
         """The declared f, or TGI's default 1.0."""

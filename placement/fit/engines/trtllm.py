@@ -47,10 +47,10 @@ from placement.fit.engines.base import (
     NoRequest,
     Refusal,
     StartUpMarks,
+    WholeNames,
     floor_times,
     free_after_load,
     profile_need,
-    read_fields,
     room_tokens,
     share_or,
     short_context,
@@ -81,6 +81,15 @@ MARKS = StartUpMarks(
 )
 
 
+# trtllm-serve's flags gpuplan reads (tensorrt_llm/commands/serve.py, click options spelled with
+# `_`). click takes whole names only ("No such option: --tp. Did you mean --tp_size?"), reads
+# `--name=value` or `--name value`, and keeps the last of a repeated option.
+PARSER = WholeNames(
+    "TensorRT-LLM's trtllm-serve (click)",
+    (("--kv_cache_free_gpu_memory_fraction",), ("--max_seq_len",), ("--tp_size",), ("--pp_size",)),
+)
+
+
 class TensorRTLLM(NoRequest):
     """NVIDIA TensorRT-LLM's `trtllm-serve`."""
 
@@ -104,17 +113,26 @@ class TensorRTLLM(NoRequest):
         """A share of free after its weights; `max_tokens` with a profile pins the bytes."""
         return "share-of-free"
 
+    parser = PARSER
+
     def read_flags(
-        self, argv: Sequence[str], env: Mapping[str, str] | None = None
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        version: str | None = None,
     ) -> dict[str, object]:
         """--kv_cache_free_gpu_memory_fraction and --max_seq_len (max_tokens lives in its
-        --extra_llm_api_options YAML, which is not read here)."""
-        return read_fields(
-            argv,
-            env,
-            fractions=[("free_gpu_memory_fraction", "--kv_cache_free_gpu_memory_fraction", None)],
-            counts=[("max_seq_len", "--max_seq_len", None)],
-        )
+        --extra_llm_api_options YAML, which is not read here); FlagError for a value click
+        refuses or a fraction outside (0, 1]."""
+        found = PARSER.values(argv)
+        fields: dict[str, object] = {}
+        share = PARSER.number(found, "--kv_cache_free_gpu_memory_fraction", kind="fraction")
+        if share is not None:
+            fields["free_gpu_memory_fraction"] = float(share[0])
+        length = PARSER.number(found, "--max_seq_len")
+        if length is not None:
+            fields["max_seq_len"] = length[0]
+        return fields
 
     def share(self, seat: Seat) -> Decimal:
         """The declared f, or 0.9."""

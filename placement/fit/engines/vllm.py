@@ -18,23 +18,22 @@ from placement.fit.engines import (
     passes_gate,
     requested_bytes,
     util_decimal,
+    vllm_flags,
 )
 from placement.fit.engines.base import (
     Behaviour,
     ByCommand,
     EngineCard,
+    FlagError,
     GateRule,
     Learned,
     LogFigure,
     Refusal,
     StartUpMarks,
-    flag_value,
-    parallel_cards,
-    read_fields,
     share_text,
 )
-from placement.fit.engines.vllm_command import IMAGES, VERSION_TAG
-from placement.fit.engines.vllm_flags import KV_FLAG, UTIL_FLAG, vllm_bytes
+from placement.fit.engines.vllm_command import IMAGES, VERSION_TAG, vllm_args
+from placement.fit.engines.vllm_flags import KV_FLAG, UTIL_FLAG
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
 from seats.units import format_bytes
@@ -142,25 +141,51 @@ class VLLM(ByCommand):
         )
 
     def read_flags(
-        self, argv: Sequence[str], env: Mapping[str, str] | None = None
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        version: str | None = None,
     ) -> dict[str, object]:
-        """--gpu-memory-utilization and --kv-cache-memory-bytes (read as vLLM reads a byte count:
-        `8G` = 8 GiB, `8g` = 8·10⁹; a count vLLM would refuse sets nothing)."""
-        found = read_fields(argv, env, fractions=[("gpu_memory_utilization", UTIL_FLAG, None)])
-        text = flag_value(argv, KV_FLAG, "--kv-cache-memory")
-        try:
-            kv = vllm_bytes(text) if text is not None else 0
-        except ValueError:
-            kv = 0
-        if kv > 0:
-            found["kv_cache_memory"] = kv
-        return found
+        """--gpu-memory-utilization and --kv-cache-memory-bytes, as vLLM's parser reads them at
+        `version` (vllm_flags.py: a unique prefix is the flag; `8G` = 8 GiB, `8g` = 8·10⁹);
+        FlagError for a flag or value vLLM would stop at."""
+        return dict(self._sizes(argv, version).engine_fields)
 
-    def cards_of(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> int | None:
-        """--tensor-parallel-size × --pipeline-parallel-size (-tp, -pp), 1 each by default."""
-        return parallel_cards(
-            argv, (("--tensor-parallel-size", "-tp"), ("--pipeline-parallel-size", "-pp"))
+    def cards_of(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        version: str | None = None,
+    ) -> int | None:
+        """--tensor-parallel-size × --pipeline-parallel-size (-tp, -pp, or a unique prefix), 1
+        each by default."""
+        counts = self._sizes(argv, version)
+        return (counts.count("tensor_parallel_size") or 1) * (
+            counts.count("pipeline_parallel_size") or 1
         )
+
+    def cards_flag(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        version: str | None = None,
+    ) -> str | None:
+        """The parallel flags as written (`-tp 2 × --pipeline-parallel-size 2`)."""
+        flags = vllm_flags.read_flags(*self._args(argv), FlagError, version)
+        written = [
+            f"{flags.values[name][1]} {flags.values[name][0]}"
+            for name in ("--tensor-parallel-size", "--pipeline-parallel-size")
+            if name in flags.values
+        ]
+        return " × ".join(written) or None
+
+    def _args(self, argv: Sequence[str]) -> tuple[list[str], bool]:
+        """vLLM's own arguments in a command line (after `vllm serve` or its module), else all."""
+        return vllm_args(argv) or (list(argv), False)
+
+    def _sizes(self, argv: Sequence[str], version: str | None) -> vllm_flags.Sizes:
+        flags = vllm_flags.read_flags(*self._args(argv), FlagError, version)
+        return vllm_flags.read_sizes(flags, FlagError)
 
     def need_bytes(self, seat: Seat, card: EngineCard) -> int:
         """The resident, or ceil(util × total) + context where its KV grows to its request."""

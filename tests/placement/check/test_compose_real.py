@@ -370,7 +370,9 @@ def test_harbor_sglang_is_judged_by_its_seat_with_args_from_env(
     root = harbor(tmp_path)
     code, data = judged_args(capsys, *harbor_files(root, "sglang"))
     (verdict,) = data["verdicts"]
-    assert code == 3 and verdict["verdict"] == "unknown" and verdict["cards"] == [0, 1, 2, 3]
+    # One card, whatever its container sees: SGLang with no --tp, --pp or --dp takes one (it was
+    # listed on all four, issue 31).
+    assert code == 3 and verdict["verdict"] == "unknown" and verdict["cards"] == [0]
     assert "runs SGLang but matches no catalogue seat" in verdict["message"]
     catalogue = tmp_path / "lab.yaml"
     catalogue.write_text(

@@ -165,3 +165,112 @@ def test_the_last_of_a_repeated_flag_wins_whatever_its_spelling(
     assert (
         "--gpu-memory-utilization is given more than once; vLLM uses the last" in data["warnings"]
     )
+
+
+SGLANG = "lmsysorg/sglang:v0.5.8-cu126"
+TGI = "ghcr.io/huggingface/text-generation-inference:3.3.4"
+
+
+def service(tmp_path: Path, image: str, command: str, cards: str, env: str = "") -> Path:
+    """One GPU service of `image` running `command` on host cards `cards` (`"0", "1"`)."""
+    path = tmp_path / "compose.yaml"
+    path.write_text(
+        f"services:\n  s:\n    image: {image}\n    command: {command}\n{env}"
+        "    deploy: {resources: {reservations: {devices: "
+        f"[{{driver: nvidia, device_ids: [{cards}], capabilities: [gpu]}}]}}}}}}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("image", "command", "env", "says"),
+    [
+        (
+            SGLANG,
+            "python3 -m sglang.launch_server --model-path m --mem-fraction-static 1.5",
+            "",
+            "--mem-fraction-static: 1.5 is not a fraction in (0, 1]: SGLang cannot take that "
+            "share of a card",
+        ),
+        (
+            SGLANG,
+            "python3 -m sglang.launch_server --model-path m --mem_fraction_static 0.3",
+            "",
+            "--mem_fraction_static: no flag of SGLang 0.5.8: it stops at start with "
+            '"unrecognized arguments: --mem_fraction_static"',
+        ),
+        (
+            TGI,
+            "--model-id m --cuda-memory-fraction abc",
+            "",
+            "--cuda-memory-fraction: 'abc' is not a number: TGI's launcher (clap) stops at start",
+        ),
+        (
+            TGI,
+            "--model-id m",
+            "    environment: {CUDA_MEMORY_FRACTION: abc}\n",
+            "environment CUDA_MEMORY_FRACTION: 'abc' is not a number: TGI's launcher (clap) "
+            "stops at start",
+        ),
+        (
+            TGI,
+            "--model-id m --cuda-memory-fraction 0",
+            "",
+            "--cuda-memory-fraction: 0 is not a fraction in (0, 1]: TGI's launcher (clap) "
+            "cannot take that share of a card",
+        ),
+    ],
+)
+def test_a_value_the_engine_would_refuse_is_bad_input(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    image: str,
+    command: str,
+    env: str,
+    says: str,
+) -> None:
+    """Refused as bad input (exit 2) naming the flag, never as "no pin" (exit 1)."""
+    code, _, err = check(capsys, service(tmp_path, image, f"{command}", '"0"', env))
+    assert code == 2 and f"service 's': {says}" in err
+
+
+@pytest.mark.parametrize(
+    ("image", "command", "env", "written"),
+    [
+        (SGLANG, "python3 -m sglang.launch_server --model-path m --dp 4", "", "--dp 4"),
+        (TGI, "--model-id m --num-shard 4", "", "--num-shard 4"),
+        (TGI, "--model-id m", "    environment: [NUM_SHARD=4]\n", "environment NUM_SHARD 4"),
+    ],
+)
+def test_a_card_count_is_named_by_its_own_flag(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    image: str,
+    command: str,
+    env: str,
+    written: str,
+) -> None:
+    """Four cards asked where the container sees two: the message names the flag that asked."""
+    code, data, _ = check(capsys, service(tmp_path, image, command, '"0", "1"', env))
+    (verdict,) = data["verdicts"]
+    assert code == 3 and verdict["verdict"] == "unknown"
+    assert verdict["message"].endswith(
+        f"its cards cannot be told either: {written} starts it on 4 cards and the container sees 2"
+    )
+
+
+def test_sglang_with_no_parallel_flag_takes_one_card_of_four(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """SGLang with no --tp, --pp or --dp runs one engine on one card, whatever its container
+    sees: unpinned, it is refused as unbounded on card 0 alone, not on 0–3; with --tp 2 --dp 2 it
+    takes all four."""
+    command = "python3 -m sglang.launch_server --model-path m"
+    code, data, _ = check(capsys, service(tmp_path, SGLANG, command, '"0", "1", "2", "3"'))
+    (verdict,) = data["verdicts"]
+    assert code == 1 and verdict["cards"] == [0] and verdict["reasons"][0]["rule"] == "unbounded"
+    path = service(tmp_path, SGLANG, f"{command} --tp 2 --dp-size=2", '"0", "1", "2", "3"')
+    code, data, _ = check(capsys, path)
+    (verdict,) = data["verdicts"]
+    assert code == 1 and verdict["cards"] == [0, 1, 2, 3]

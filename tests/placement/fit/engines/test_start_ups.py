@@ -396,3 +396,69 @@ def test_stdin_is_read_as_bytes_line_by_line(
     assert code == 0
     assert out["start_up"] == {"line": 34, "start_ups": 2, "complete": True, "lines_read": 69}
     assert out["profile"]["weights_bytes"] == 10_071_161_438
+
+
+REAL = [
+    *((kind, path) for kind, path in WHOLE.items()),
+    *(("vllm", path) for path in sorted(VLLM.glob("*.log"))),
+    *(
+        (kind, path)
+        for kind in ("sglang", "tgi", "trtllm", "llamacpp", "ollama")
+        for path in sorted((DATA / kind).glob("*.log"))
+    ),
+]
+
+
+@pytest.mark.parametrize(("kind", "path"), REAL, ids=lambda value: getattr(value, "name", value))
+def test_a_log_of_one_start_up_gives_what_the_whole_log_gives(kind: str, path: Path) -> None:
+    # Every real log kept here, read as its last complete start-up, gives exactly the figures its
+    # engine's reader finds in the whole file: nothing it needs lies after its ready line.
+    lines = path.read_bytes().decode("utf-8").split("\n")
+    start = last_start_up(lines, engine(kind).start_up)
+    whole = engine(kind).learn(lines)
+    assert figures(engine(kind).learn(start.lines, start.first_line)) == figures(whole)
+    assert {figure.name: figure.value for figure in whole.extra} == {
+        figure.name: figure.value
+        for figure in engine(kind).learn(start.lines, start.first_line).extra
+    }
+
+
+@pytest.mark.parametrize("kind", sorted(WHOLE))
+def test_a_timestamp_before_each_line_still_shows_where_a_start_up_begins(kind: str) -> None:
+    # Docker Desktop's log view puts its own time before each line (the SGLang 0.4 log here has
+    # it): the second start-up is still found.
+    once = [f"2025-02-04 21:29:17 {line}" for line in body(WHOLE[kind])]
+    learned, start = read(kind, once + once)
+    assert (start.count, start.first_line) == (2, len(once) + begins_at(kind, once) + 1)
+    assert figures(learned) == {
+        name: None if found is None else (found[0], found[1] + len(once))
+        for name, found in figures(read(kind, once)[0]).items()
+    }
+
+
+def test_a_vllm_log_with_the_models_config_takes_its_per_token_bytes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Mistral-7B's config (32 layers, 8 KV heads of 128, bf16): 2 × 32 × 8 × 128 × 2 = 131,072 B;
+    # the 0.11 log alone gives 131,073 (102.56 GiB printed to 0.01 over 840,160 tokens).
+    config = Path(__file__).resolve().parents[2] / "data" / "hf-configs" / "mistral-7b-v0.3"
+    code, out, _ = learn(tmp_path, capsys, "vllm", body(MISTRAL), "--json")
+    assert code == 0 and json.loads(out)["profile"]["kv_bytes_per_token"] == 131_073
+    code, out, _ = learn(tmp_path, capsys, "vllm", body(MISTRAL), "--config", str(config), "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert data["profile"]["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2 == 131_072
+    assert data["profile"]["weights_bytes"] == int(Decimal("3.8844") * GiB)
+    assert data["sources"]["kv_bytes_per_token"]["precision"] == "from the model's config"
+    assert data["sources"]["kv_bytes_per_token"]["line"] is None
+
+
+def test_learn_without_a_log_or_a_config_is_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    catalogue = tmp_path / "catalogue.yaml"
+    catalogue.write_text(CATALOGUE % ("", "sglang"), encoding="utf-8")
+    code = cli.main(["learn", "seat", "--catalogue", str(catalogue)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "learn needs --log FILE (or --vllm-log FILE), --config DIR, or both" in err
