@@ -1,6 +1,8 @@
 """The command line's one renderer: text tables, byte figures and the words of a refusal's figures.
 
 Every command prints its tables through `table` and its bytes through `b` (seats.units.format_bytes).
+Text from outside (a command line, a card's error, a driver string, a user) is shown through
+`seats.names.escaped`, the one escaper, so that none prints a line of its own.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from placement.fit.room import fits_room
 from placement.fit.state import CardState
 from placement.fit.verdict import Reason, Rule, bare_reason, host_reason
 from seats.model import Seat
+from seats.names import escaped
 from seats.units import GiB, format_bytes
 
 
@@ -81,7 +82,8 @@ def error_reason(card: Card, host: str) -> Reason | None:
     """Rule `error`: a card in error takes no seat."""
     if card.ok:
         return None
-    text = f"card {card.index} is in error ({card.error}); it takes no seat"
+    # The error's words come from the snapshot (another host's file): shown, never obeyed.
+    text = f"card {card.index} is in error ({escaped(card.error or '')}); it takes no seat"
     return bare_reason("error", card.index, text, host)
 
 
@@ -180,6 +182,28 @@ def room_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | Non
         short_bytes=short,
         text=f"need {b(need_bytes)}, {figure_text('room', room)} ({room_terms(state)}): "
         f"short {b(short)}",
+        host=host,
+    )
+
+
+def replicas_reason(
+    *, count: int, card: int, need_bytes: int, total_bytes: int, host: str
+) -> Reason | None:
+    """Rule `room` for `count` replicas on the same card, before any is judged: count × need
+    (at least one byte each) beyond the card's total cannot fit, whatever else is on it
+    (DESIGN.md "Never yes by accident": a count that cannot fit is refused at once)."""
+    each = max(need_bytes, 1)
+    need_all = count * each
+    if need_all <= total_bytes:
+        return None
+    return Reason(
+        rule="room",
+        card=card,
+        need_bytes=need_all,
+        room_bytes=total_bytes,
+        short_bytes=need_all - total_bytes,
+        text=f"{count} replicas need {count} × {b(each)} = {b(need_all)}, more than the card's "
+        f"{b(total_bytes)} in all: refused at once, no replica judged",
         host=host,
     )
 

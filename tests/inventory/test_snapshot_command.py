@@ -177,6 +177,7 @@ def test_live_reading_through_the_replay(
     assert data["cards"][0]["processes"][3]["seat"] == "vllm-voices"
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_a_polling_loop_stores_only_whole_snapshots(tmp_path: Path) -> None:
     db = tmp_path / "l.sqlite"
     env = dict(os.environ, GPUPLAN_FAKE_NVML=str(FV_ML1_SNAPSHOT), PYTHONPATH=str(ROOT))
