@@ -30,6 +30,8 @@ from tests.e2e.harness import (
     wait_until,
 )
 
+pytestmark = pytest.mark.slow  # a real Prometheus server
+
 MIB = 2**20
 GIB = 2**30
 # docs/facts.md §1: an NVIDIA H200, driver 580.159.04.

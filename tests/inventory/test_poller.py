@@ -146,6 +146,7 @@ def test_default_host_is_the_catalogues_only_host(fv_ml1: Catalogue) -> None:
     assert default_host(None)  # this machine's name
 
 
+@pytest.mark.slow
 def test_fake_does_not_import_the_poller_back() -> None:
     # The poller imports the fake (for $GPUPLAN_FAKE_NVML); a replay without recorded cmdlines
     # reads /proc through inventory.proc, so importing and using the fake never loads the poller.

@@ -202,6 +202,7 @@ def test_live_with_from_names_both(capsys: pytest.CaptureFixture[str]) -> None:
     )
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_a_polling_loop_stores_only_whole_snapshots(tmp_path: Path) -> None:
     db = tmp_path / "l.sqlite"
     env = dict(os.environ, GPUPLAN_FAKE_NVML=str(FV_ML1_SNAPSHOT), PYTHONPATH=str(ROOT))

@@ -247,6 +247,7 @@ def test_cli_port_in_use_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_served_exporter_answers_scrapes_and_stops_on_sigterm() -> None:
     process = subprocess.Popen(
         [
@@ -280,6 +281,7 @@ def test_served_exporter_answers_scrapes_and_stops_on_sigterm() -> None:
             process.wait()
 
 
+@pytest.mark.slow
 def test_textfile_loop_rewrites_until_sigterm(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "placement", "exporter", "--from", str(FV_ML1_SNAPSHOT)]
     process = subprocess.Popen(

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from itertools import permutations
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -217,6 +218,7 @@ def case_of(**changes: Any) -> dict[str, Any]:
     return base
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 # An exclusive seat whose own process is already on the card: that card is not occupied for it.

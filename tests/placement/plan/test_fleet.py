@@ -455,6 +455,7 @@ def test_first_fit_with_host_skipping_places_as_the_plain_scan(seed: int) -> Non
     assert reference  # the fleet places something
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(10))
 def test_judging_through_a_host_view_gives_the_whole_catalogues_verdict(seed: int) -> None:
     catalogue, snaps, _ = random_fleet(seed)

@@ -401,6 +401,7 @@ def test_a_verdict_describes_its_engine() -> None:
     assert describe(seat("sglang", version="0.5.8").engine)["behaviour"] == "share-of-free"
 
 
+@pytest.mark.slow
 def test_an_engine_module_is_imported_only_when_used() -> None:
     # A fresh interpreter: the registry lists module names; asking for one kind imports that one.
     import subprocess
