@@ -62,6 +62,7 @@ def test_a_fifo_at_the_ledger_path_is_exit_3_without_blocking(command: str, fifo
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_a_device_at_the_ledger_path_is_exit_3_without_reading_it() -> None:
     # /dev/zero would be read forever as a header of zeros; /dev/null is empty, and would be
     # taken for a new ledger to create.

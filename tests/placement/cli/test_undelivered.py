@@ -66,6 +66,7 @@ def _rows(db: Path) -> tuple[int, int]:
     return int(holds), int(decisions)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("redirect", [CLOSED, FULL], ids=["closed", "full"])
 def test_a_pass_nobody_saw_records_no_hold_and_exits_3(
     redirect: str, tts_catalogue: Path, tmp_path: Path
@@ -79,6 +80,7 @@ def test_a_pass_nobody_saw_records_no_hold_and_exits_3(
     assert _rows(db) == (0, 0)  # the whole approval rolled back: no hold, no decision
 
 
+@pytest.mark.slow
 def test_the_same_pass_delivered_holds_its_bytes(tts_catalogue: Path, tmp_path: Path) -> None:
     # The reproduction's other half: only the delivery differs, and then the hold is stored.
     db = tmp_path / "l.sqlite"
@@ -87,6 +89,7 @@ def test_the_same_pass_delivered_holds_its_bytes(tts_catalogue: Path, tmp_path: 
     assert _rows(db) == (1, 1)
 
 
+@pytest.mark.slow
 def test_a_refusal_nobody_saw_exits_3(tmp_path: Path) -> None:
     words = [
         "check",
@@ -133,6 +136,7 @@ def test_every_command_with_stdout_closed_exits_3_in_one_line(
         assert (code, lines) == (3, [f"{UNDELIVERED} (it is closed)"]), name
 
 
+@pytest.mark.slow
 def test_a_snapshot_is_stored_whole_though_stdout_is_closed(tmp_path: Path) -> None:
     # A snapshot is a measurement, not a verdict: it is stored, and the exit says the summary
     # was not seen. Descriptor 1 is held by /dev/null, so the ledger file opened after it

@@ -15,6 +15,7 @@ from tests.placement.plan.test_fleet import GIB, random_fleet
 from tests.placement.plan.test_model import make_fleet, run_plan, seat
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(6))
 def test_seats_explained_once_per_class_read_as_if_explained_alone(seed: int) -> None:
     catalogue, snaps, _ = random_fleet(seed)

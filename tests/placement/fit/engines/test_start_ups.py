@@ -358,6 +358,7 @@ def test_vllm_colour_codes_are_dropped_from_shown_lines(
     )
 
 
+@pytest.mark.slow
 def test_a_log_past_64_mib_is_read_to_its_end(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
