@@ -5,6 +5,7 @@ Every error a ledger file can raise is a `LedgerError` (exit 3) made here from S
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sqlite3
@@ -49,6 +50,65 @@ def _mask_stored_cmdlines(connection: sqlite3.Connection) -> str | None:
     if not changed:
         return None
     return f"masked secrets in {len(changed)} stored command line(s) of {len(rows)}"
+
+
+def _masked_parents(text: str) -> str:
+    """A `parents` column's JSON list with each ancestor's line masked (a damaged one as text)."""
+    try:
+        lines = json.loads(text)
+    except ValueError:
+        return mask_cmdline(text)
+    if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
+        return mask_cmdline(text)
+    masked = [mask_cmdline(line) for line in lines]
+    return text if masked == lines else json.dumps(masked)
+
+
+def _memo(seen: dict[str, str], text: str, mask: Callable[[str], str]) -> str:
+    found = seen.get(text)
+    if found is None:
+        found = seen[text] = mask(text)
+    return found
+
+
+def _mask_stored_lines(connection: sqlite3.Connection) -> str | None:
+    """Mask every stored command line and every stored ancestor's line (`parents`, where the
+    ledger has the column); a note saying how many rows changed."""
+    parents = "parents" if has_column(connection, "processes", "parents") else "NULL"
+    rows = connection.execute(
+        f"SELECT rowid, cmdline, {parents} FROM processes"
+        f" WHERE cmdline IS NOT NULL OR {parents} IS NOT NULL"
+    )
+    lines = ancestors = 0
+    changed: list[tuple[str | None, str | None, int]] = []
+    lines_changed = ancestors_changed = 0
+    # A process is stored once per snapshot: its lines repeat, each is masked once.
+    seen_lines: dict[str, str] = {}
+    seen_above: dict[str, str] = {}
+    for rowid, line, above in rows:
+        if len(seen_lines) + len(seen_above) > 100_000:
+            seen_lines.clear()
+            seen_above.clear()
+        masked_line = None if line is None else _memo(seen_lines, line, mask_cmdline)
+        masked_above = None if above is None else _memo(seen_above, above, _masked_parents)
+        lines += line is not None
+        ancestors += above is not None
+        lines_changed += masked_line != line
+        ancestors_changed += masked_above != above
+        if masked_line != line or masked_above != above:
+            changed.append((masked_line, masked_above, rowid))
+    if parents == "parents":
+        update = "UPDATE processes SET cmdline = ?, parents = ? WHERE rowid = ?"
+        connection.executemany(update, changed)
+    else:
+        update = "UPDATE processes SET cmdline = ? WHERE rowid = ?"
+        connection.executemany(update, [(line, rowid) for line, _, rowid in changed])
+    if not changed:
+        return None
+    note = f"masked secrets in {lines_changed} stored command line(s) of {lines}"
+    if ancestors_changed:
+        note += f" and in the ancestors' lines of {ancestors_changed} process(es) of {ancestors}"
+    return note
 
 
 MIGRATIONS: tuple[Step, ...] = (
@@ -327,11 +387,14 @@ def migrate(
 # The masking rule's revision (inventory.secrets). A ledger whose command lines an older rule
 # masked (version 4 of the schema masked with the first) is masked again by its next writer:
 # kept in `meta`, not in the schema version, as the rule grows with each spelling found.
-MASKING_REVISION = "2"  # 2: the spellings of issue 24 (NAME=value in a word, camelCase, …)
+# 2: the spellings of issue 24 (NAME=value in a word, camelCase, …); 3: those of issue 32 (a
+# secret word anywhere in a name, `Authorization:Bearer X`, `-u user:PW`, `https://TOKEN@host`,
+# quoted JSON keys …), and from 3 on the ancestors' lines (`parents`) are masked again too.
+MASKING_REVISION = "3"
 
 
 def remask(connection: sqlite3.Connection, path: Path, busy_ms: int = BUSY_TIMEOUT_MS) -> None:
-    """Mask the stored command lines again when an older masking rule stored them."""
+    """Mask the stored command lines and ancestors' lines again when an older rule stored them."""
     query = "SELECT value FROM meta WHERE key = 'masking'"
     row = connection.execute(query).fetchone()
     if row is not None and row[0] == MASKING_REVISION:
@@ -341,7 +404,7 @@ def remask(connection: sqlite3.Connection, path: Path, busy_ms: int = BUSY_TIMEO
         row = connection.execute(query).fetchone()  # another writer may have done it meanwhile
         note = None
         if row is None or row[0] != MASKING_REVISION:
-            note = _mask_stored_cmdlines(connection)
+            note = _mask_stored_lines(connection)
             connection.execute(
                 "INSERT OR REPLACE INTO meta(key, value) VALUES ('masking', ?)",
                 (MASKING_REVISION,),

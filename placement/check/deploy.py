@@ -24,8 +24,9 @@ from placement.check.seat import (
     version_notes,
     with_warnings,
 )
-from placement.fit.beside import decided, is_unbounded, judged_unseated
+from placement.fit.beside import decided, is_unbounded, judged_unseated, unbounded_beside
 from placement.fit.engines.registry import engine
+from placement.fit.rules import replicas_reason
 from placement.fit.verify import Placement, judge
 from seats.errors import BadInputError, Exit
 from seats.model import Catalogue, Seat
@@ -59,6 +60,10 @@ class ServiceVerdict:
     # A service judged with no catalogue seat (fit.beside.unseated_seat): what it is where its
     # verdict, beside the rest of the deploy, is not decided (`unknown`, as without a judgement).
     undecided: ServiceVerdict | None = None
+    # Final as it is: not expanded into its replicas nor judged again beside the others
+    # (`replicas` replicas that cannot fit, refused at once).
+    settled: bool = False
+    replicas: int = 1
 
     @property
     def exit_code(self) -> Exit:
@@ -86,6 +91,8 @@ class ServiceVerdict:
         data["service"] = self.service
         if self.replica is not None:
             data["replica"] = self.replica
+        if self.settled:
+            data["replicas"] = self.replicas
         if self.rank is not None:
             data["data_parallel_rank"] = self.rank
         if self.unbounded:
@@ -199,13 +206,18 @@ def judge_deploy(
         for error in compose.errors
     }
     for service in compose.services:
-        alone[service.name] = _alone(catalogue, snapshots, service, host)
+        verdicts = _alone(catalogue, snapshots, service, host)
+        if service.replicas > 1:
+            verdicts = [_beyond(verdict, service.replicas) for verdict in verdicts]
+        alone[service.name] = verdicts
     replicas = {service.name: service.replicas for service in compose.services}
     judged = [
         (verdict, replica)
         for name in compose.order
         for verdict in alone[name]
-        for replica in range(replicas.get(name, 1) if verdict.result is not None else 1)
+        for replica in range(
+            replicas.get(name, 1) if verdict.result is not None and not verdict.settled else 1
+        )
     ]
     together = _together(catalogue, snapshots, judged, replicas)
     return DeployResult(compose.path, together, compose.skipped, compose.files, compose.notes)
@@ -262,6 +274,45 @@ def _alone(
         if not isinstance(exc, ComposeError):
             exc = ComposeError(service.path, service.name, None, str(exc))
         return [ServiceVerdict(service.name, "error", message=str(exc))]
+
+
+def _beyond(verdict: ServiceVerdict, count: int) -> ServiceVerdict:
+    """`count` replicas of a judged service refused at once where they cannot all fit its cards:
+    never expanded into `count` seats (DESIGN.md "Never yes by accident").
+
+    A seat with a need: count × its need alone (at least one byte) beyond a card's total. An
+    unbounded seat has no need to count: two of it on one card each leave the other no room it
+    can count on (the `unbounded` rule), so any count above one is refused.
+    """
+    result = verdict.result
+    if result is None:
+        return verdict
+    host, cards = result.snapshot.host, result.verdict.cards
+    if verdict.unbounded:
+        twin = replica_seat(result.seat, 1, verdict.rank)
+        reasons = unbounded_beside(result.seat, host, cards, [(twin, host, cards)])
+    else:
+        needs = {figure.card: figure.need_bytes for figure in result.verdict.figures}
+        totals = {card.index: card.total_bytes for card in result.snapshot.cards}
+        found = (
+            replicas_reason(
+                count=count, card=card, need_bytes=needs.get(card, 1), total_bytes=total, host=host
+            )
+            for card in cards
+            if (total := totals.get(card)) is not None
+        )
+        reasons = [reason for reason in found if reason is not None]
+    if not reasons:
+        return verdict
+    refused = replace(result.verdict, verdict="refuse", reasons=tuple(reasons), nearest=())
+    return replace(
+        verdict,
+        kind="refuse",
+        result=replace(result, verdict=refused),
+        settled=True,
+        replicas=count,
+        undecided=None,
+    )
 
 
 def _unseated(
@@ -364,7 +415,7 @@ def _together(
     """
     placements: list[tuple[ServiceVerdict, int, Placement]] = []
     for verdict, replica in judged:
-        if verdict.result is None:
+        if verdict.result is None or verdict.settled:
             continue
         result = verdict.result
         seat = replica_seat(result.seat, replica, verdict.rank)
@@ -373,7 +424,7 @@ def _together(
         )
     out: list[ServiceVerdict] = []
     for verdict, replica in judged:
-        if verdict.result is None:
+        if verdict.result is None or verdict.settled:
             out.append(verdict)
             continue
         mine = next(p for v, r, p in placements if v is verdict and r == replica)

@@ -146,6 +146,7 @@ def _label(verdict: ServiceVerdict) -> str:
         verdict.service
         + (f" dp{verdict.rank}" if verdict.rank is not None else "")
         + (f" #{verdict.replica}" if verdict.replica is not None else "")
+        + (f" ×{verdict.replicas}" if verdict.settled else "")
     )
 
 

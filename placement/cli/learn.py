@@ -188,7 +188,7 @@ def _figure(figure: Any) -> dict[str, Any] | None:
         return None
     return {
         "value": figure.value,
-        "line": figure.line_no,
+        "line": figure.line_no or None,
         "source": shown_line(figure.line, None),
         "precision": figure.precision,
     }

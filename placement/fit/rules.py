@@ -184,6 +184,28 @@ def room_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | Non
     )
 
 
+def replicas_reason(
+    *, count: int, card: int, need_bytes: int, total_bytes: int, host: str
+) -> Reason | None:
+    """Rule `room` for `count` replicas on the same card, before any is judged: count × need
+    (at least one byte each) beyond the card's total cannot fit, whatever else is on it
+    (DESIGN.md "Never yes by accident": a count that cannot fit is refused at once)."""
+    each = max(need_bytes, 1)
+    need_all = count * each
+    if need_all <= total_bytes:
+        return None
+    return Reason(
+        rule="room",
+        card=card,
+        need_bytes=need_all,
+        room_bytes=total_bytes,
+        short_bytes=need_all - total_bytes,
+        text=f"{count} replicas need {count} × {b(each)} = {b(need_all)}, more than the card's "
+        f"{b(total_bytes)} in all: refused at once, no replica judged",
+        host=host,
+    )
+
+
 def room_terms(state: CardState) -> str:
     """'5.57 GiB free − 256.00 MiB margin', leaving out the terms that are zero."""
     text = f"{b(state.free_bytes)} free"

@@ -53,6 +53,34 @@ CASES = [
     # A secret flag at the end, or followed by another flag, leaves nothing behind.
     ("vllm serve m --api-key", None),
     ("vllm serve m --api-key --port 8000", None),
+    # Issue 32 item 8: each spelling that leaked, as the attack wrote it.
+    ("curl -H Authorization:Bearer tok1 http://x", "curl -H Authorization:Bearer *** http://x"),
+    ("curl -H 'Authorization:Bearer tok2' http://x", "curl -H 'Authorization:Bearer ***' http://x"),
+    ("curl -H X-Api-Key:k4 http://x", "curl -H X-Api-Key:*** http://x"),
+    ("curl -u admin:pw5 http://x", "curl -u admin:*** http://x"),
+    ("curl --user admin:pw6 -uroot:pw7 http://x", "curl --user admin:*** -uroot:*** http://x"),
+    ("git clone https://ghp_tok8@github.com/o/r.git", "git clone https://***@github.com/o/r.git"),
+    ("PGPASSWORD=pw9 psql -h db", "PGPASSWORD=*** psql -h db"),
+    ("env MYSQL_PWD=pw10 mysql", "env MYSQL_PWD=*** mysql"),
+    ("srv --api-keys k11,k12", "srv --api-keys ***"),
+    ("gpg --passphrase pp13 -d f", "gpg --passphrase *** -d f"),
+    ("sshpass -p pw14 ssh u@h", "sshpass -p *** ssh u@h"),
+    ("/usr/bin/sshpass -ppw15 rsync a u@h:b", "/usr/bin/sshpass -p*** rsync a u@h:b"),
+    ("SECRET_KEY_BASE=skb16 rails s", "SECRET_KEY_BASE=*** rails s"),
+    ("node s.js --private-key-b64 QUJD17", "node s.js --private-key-b64 ***"),
+    ("curl 'https://a.blob.core.windows.net/c/b?sv=2024&sig=s18%3D'", "curl 'https://a.blob.core.windows.net/c/b?sv=2024&sig=***'"),
+    ("""srv --config '{"api_key": "k19", "max_tokens": 8}'""", """srv --config '{"api_key": "***", "max_tokens": 8}'"""),
+    ("""srv --config={"apiKey":"k20"}""", """srv --config={"apiKey":"***"}"""),
+    ('bash -c "srv --o \'{\\"token\\": \\"k21\\"}\'"', 'bash -c "srv --o \'{\\"token\\": \\"***\\"}\'"'),
+    ("srv --o \"{'secret': 'k22', 'pin': 1234}\"", "srv --o \"{'secret': '***', 'pin': 1234}\""),
+    ("""srv --o {"password":12345}""", """srv --o {"password":***}"""),
+    # ... while counts and sizes, look-alike words and numeric ids stay.
+    ("vllm serve m --max-num-batched-tokens 8192 --tokenizer t --key-size 2048", None),
+    ("MAX_TOKENS=512 SIGNATURE_BYTES=64 MAX_KEY_LEN=32 python run.py", None),
+    ("docker run -u 1000:1000 img", None),
+    ("srv --passwordless --keyboard us --monkey 3", None),
+    ("""srv --config '{"max_tokens": 8, "tokenizer": "t"}'""", None),
+    ("docker pull docker://nginx@sha256:ab12", None),
 ]  # fmt: skip
 
 
@@ -141,3 +169,59 @@ def test_a_compose_command_is_matched_masked_as_its_process_is(tmp_path: Path) -
     by_secret = Seat(name="leaky", resident="1 GiB", match="sk-live-9f2")
     for line in (service.cmdline, process.cmdline):
         assert match_seat(line, [by_secret, by_port]) == "voices"  # one answer for both
+
+
+def test_a_rule_change_masks_the_stored_ancestors_lines_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 32 item 8: the re-mask covered `cmdline` and never `parents` (240,000 of 240,000
+    # rows left). A ledger that an older rule masked, holding a process title whose ancestors'
+    # lines carry the spellings that rule let through.
+    path = tmp_path / "l.sqlite"
+    with open_ledger(path):
+        pass
+    parents = [
+        '["vllm serve m --api-keys k1,k2 --port 8000", "sshpass -p pw3 ssh u@h"]',
+        '["PGPASSWORD=pw4 python run.py"]',
+        '["python -m server --port 8001"]',
+        "not json PGPASSWORD=pw5",  # a damaged row is masked as text, never a traceback
+        None,
+    ]
+    with sqlite3.connect(path) as connection:
+        connection.execute("UPDATE meta SET value = '2' WHERE key = 'masking'")
+        connection.execute(
+            "INSERT INTO snapshots(id, host, taken_at_s, taken_at) VALUES (1, 'h', 0, '1970-01-01T00:00:00Z')"
+        )
+        connection.executemany(
+            "INSERT INTO processes(snapshot_id, card_idx, pid, used_bytes, cmdline, parents)"
+            " VALUES (1, 0, ?, 1, ?, ?)",
+            [
+                (0, "VLLM::EngineCore", parents[0]),
+                (1, "curl -u admin:pw6 http://x", parents[1]),
+                (2, "python worker.py", parents[2]),
+                (3, "python a.py", parents[3]),
+                (4, None, parents[4]),
+            ],
+        )
+    capsys.readouterr()
+    with open_ledger(path):
+        pass
+    with sqlite3.connect(path) as connection:
+        rows = connection.execute("SELECT cmdline, parents FROM processes ORDER BY pid").fetchall()
+    assert rows == [
+        (
+            "VLLM::EngineCore",
+            '["vllm serve m --api-keys *** --port 8000", "sshpass -p *** ssh u@h"]',
+        ),
+        ("curl -u admin:*** http://x", '["PGPASSWORD=*** python run.py"]'),
+        ("python worker.py", parents[2]),
+        ("python a.py", "not json PGPASSWORD=***"),
+        (None, None),
+    ]
+    assert capsys.readouterr().err == (
+        f"ledger {path}: masking rule 3: masked secrets in 1 stored command line(s) of 4"
+        " and in the ancestors' lines of 3 process(es) of 4\n"
+    )
+    with open_ledger(path):  # masked once: the next writer has nothing to do
+        pass
+    assert capsys.readouterr().err == ""

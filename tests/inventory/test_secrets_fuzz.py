@@ -57,7 +57,27 @@ SPELLINGS = (
     "-u root -p{}",
     "'--api-key' '{}'",
     "http://h/v1?token={}",
+    # Issue 32 item 8: spellings beyond a name's last word, and other places a secret stands.
+    "-H Authorization:Bearer {}",
+    "Authorization:Bearer {}",
+    "curl -u admin:{}",
+    "--user=admin:{}",
+    "PGPASSWORD={}",
+    "MYSQL_PWD={}",
+    "--api-keys {}",
+    "--passphrase {}",
+    "sshpass -p {}",
+    "sshpass -p{}",
+    "SECRET_KEY_BASE={}",
+    "--private-key-b64 {}",
+    "https://blob.example.net/c/b?sv=2024-01-01&sig={}",
+    "http://h/x?sig={}&se=2030",
+    """--config '{{"api_key": "{}"}}'""",
+    '--config={{"max_tokens":8,"api_key":"{}"}}',
+    '''--hf-overrides "{{\\"token\\": \\"{}\\"}}"''',
 )
+# A URL's userinfo holds no `/`, `?`, `#`, `:` or `@` unencoded (RFC 3986): a token as a user.
+USER_SPELLINGS = ("https://{}@github.com/org/repo.git", "git clone https://{}@gitlab.com/a/b")
 # Words that only look like secrets: kept as they are.
 LOOK_ALIKES = (
     "--max-num-batched-tokens 8192",
@@ -66,7 +86,14 @@ LOOK_ALIKES = (
     "--max-tokens 64",
     "--passthrough yes",
     "--enable-auto-tool-choice",
-    "--key-file-missing-is-fine",
+    # A secret word, but the name's last word is a count or a size (DESIGN.md's exception).
+    "--key-size 2048",
+    "--max-key-len 64",
+    "SIGNATURE_BYTES=64",
+    "--tokenizer-mode auto",
+    "-u 1000:1000",
+    "git@github.com:org/repo.git",
+    '--config {"max_tokens": 8}',
 )
 # No plain word may match a seat of the small catalogue (`serve-a`, `serve-gone`): the foreign
 # process would then be attributed to that seat, and shown without its masked line.
@@ -77,9 +104,14 @@ VALUE_CHARS = string.ascii_letters + string.digits + "/+._~!%^&*@:=,-#$"
 values = st.text(VALUE_CHARS, min_size=8, max_size=24).filter(
     lambda v: not v.startswith("-") and any(c.isalpha() for c in v) and any(c.isdigit() for c in v)
 )
-secret_words = st.tuples(st.sampled_from(SPELLINGS), values).map(
-    lambda t: (t[0].format(t[1]), t[1])
+USER_CHARS = string.ascii_letters + string.digits + "-._~!$&*+,;=%"
+user_values = st.text(USER_CHARS, min_size=8, max_size=24).filter(
+    lambda v: any(c.isalpha() for c in v) and any(c.isdigit() for c in v)
 )
+secret_words = st.one_of(
+    st.tuples(st.sampled_from(SPELLINGS), values),
+    st.tuples(st.sampled_from(USER_SPELLINGS), user_values),
+).map(lambda t: (t[0].format(t[1]), t[1]))
 
 
 @st.composite

@@ -77,9 +77,10 @@ PARSER = WholeNames(
 # One start-up: its build line or CUDA probe (before any buffer) to "main: model loaded" (older
 # builds say "HTTP server is listening" before they load: not a ready line).
 MARKS = StartUpMarks(
+    # Not anchored: Docker Desktop puts its own timestamp before each line.
     begins=(
-        re.compile(r"^(?:main: )?build(?::| =) \d+"),
-        re.compile(r"^ggml_cuda_init: found \d+ \w+ devices"),
+        re.compile(r"\b(?:main: )?build(?::| =) \d+ \("),
+        re.compile(r"\bggml_cuda_init: found \d+ \w+ devices"),
     ),
     ready=(re.compile(r"\bmain: model loaded\b"),),
     figures=(_OFFLOADED, _MODEL, _KV, _KV_SIZE, _COMPUTE),

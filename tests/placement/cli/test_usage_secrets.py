@@ -20,6 +20,8 @@ SECRET = "sk-proj-4f9a0c1e7b2d"
         (["--api-key", SECRET], "unrecognized arguments: --api-key ***"),
         ([f"--api-key={SECRET}"], "unrecognized arguments: --api-key=***"),
         (["--hf-token", SECRET, "--seed", "7"], "unrecognized arguments: --hf-token *** --seed 7"),
+        ([f"Authorization:Bearer {SECRET}"], "unrecognized arguments: Authorization:Bearer ***"),
+        (["--passphrase", SECRET], "unrecognized arguments: --passphrase ***"),
     ],
 )
 def test_an_unrecognised_secret_is_masked_on_stderr_and_in_json(

@@ -421,3 +421,44 @@ def test_a_log_of_one_start_up_gives_what_the_whole_log_gives(kind: str, path: P
         figure.name: figure.value
         for figure in engine(kind).learn(start.lines, start.first_line).extra
     }
+
+
+@pytest.mark.parametrize("kind", sorted(WHOLE))
+def test_a_timestamp_before_each_line_still_shows_where_a_start_up_begins(kind: str) -> None:
+    # Docker Desktop's log view puts its own time before each line (the SGLang 0.4 log here has
+    # it): the second start-up is still found.
+    once = [f"2025-02-04 21:29:17 {line}" for line in body(WHOLE[kind])]
+    learned, start = read(kind, once + once)
+    assert (start.count, start.first_line) == (2, len(once) + begins_at(kind, once) + 1)
+    assert figures(learned) == {
+        name: None if found is None else (found[0], found[1] + len(once))
+        for name, found in figures(read(kind, once)[0]).items()
+    }
+
+
+def test_a_vllm_log_with_the_models_config_takes_its_per_token_bytes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Mistral-7B's config (32 layers, 8 KV heads of 128, bf16): 2 × 32 × 8 × 128 × 2 = 131,072 B;
+    # the 0.11 log alone gives 131,073 (102.56 GiB printed to 0.01 over 840,160 tokens).
+    config = Path(__file__).resolve().parents[2] / "data" / "hf-configs" / "mistral-7b-v0.3"
+    code, out, _ = learn(tmp_path, capsys, "vllm", body(MISTRAL), "--json")
+    assert code == 0 and json.loads(out)["profile"]["kv_bytes_per_token"] == 131_073
+    code, out, _ = learn(tmp_path, capsys, "vllm", body(MISTRAL), "--config", str(config), "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert data["profile"]["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2 == 131_072
+    assert data["profile"]["weights_bytes"] == int(Decimal("3.8844") * GiB)
+    assert data["sources"]["kv_bytes_per_token"]["precision"] == "from the model's config"
+    assert data["sources"]["kv_bytes_per_token"]["line"] is None
+
+
+def test_learn_without_a_log_or_a_config_is_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    catalogue = tmp_path / "catalogue.yaml"
+    catalogue.write_text(CATALOGUE % ("", "sglang"), encoding="utf-8")
+    code = cli.main(["learn", "seat", "--catalogue", str(catalogue)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "learn needs --log FILE (or --vllm-log FILE), --config DIR, or both" in err
