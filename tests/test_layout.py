@@ -16,6 +16,9 @@ import pytest
 
 from tests.scripts.loader import layout_report
 
+# Each check scans the whole source tree: `make test` runs them, `make test-fast` does not.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

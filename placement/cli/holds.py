@@ -11,6 +11,7 @@ from placement.cli import sources
 from placement.cli.names import did_you_mean
 from placement.cli.render import b, table
 from seats.errors import BadInputError
+from seats.names import escaped
 
 HELP = "list the holds that approved checks keep on their cards, or release one"
 DESCRIPTION = """\
@@ -65,11 +66,11 @@ def listing(holds: list[Hold], now: datetime) -> str:
         return "no active holds"
     rows = [
         [
-            h.seat,
-            h.host,
+            escaped(h.seat),
+            escaped(h.host),
             ",".join(str(c) for c in h.cards),
             b(h.need_bytes),
-            h.user,
+            escaped(h.user),
             when(h.created_at, now),
             when(h.expires_at, now),
         ]

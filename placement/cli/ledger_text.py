@@ -13,6 +13,7 @@ from placement.fit.card import HeldPart
 from placement.fit.engines.registry import engine
 from placement.fit.state import hold_note
 from placement.report.ledger_view import HostView, LedgerCardRow, LedgerView
+from seats.names import escaped
 from seats.units import format_mib
 
 _CARD_HEADERS = (
@@ -37,8 +38,8 @@ def render_ledger(view: LedgerView) -> str:
 def _render_host(host: HostView) -> str:
     context = b(host.cuda_context_bytes) if host.cuda_context_bytes else "0 (not declared)"
     lines = [
-        f"{host.host} · snapshot {format_utc(host.taken_at)} ({host.source})"
-        + (f" · driver {host.driver}" if host.driver else ""),
+        f"{escaped(host.host)} · snapshot {format_utc(host.taken_at)} ({host.source})"
+        + (f" · driver {escaped(host.driver)}" if host.driver else ""),
         f"margin {b(host.margin_bytes)} per card · cuda_context {context}",
         "",
         _card_table(host.cards),
@@ -84,7 +85,7 @@ def _card_table(cards: Sequence[LedgerCardRow]) -> str:
     for card in cards:
         if card.error is not None:
             rows.append(
-                [card.index, f"error: {card.error}", "-", b(card.declared_bytes)]
+                [card.index, f"error: {escaped(card.error)}", "-", b(card.declared_bytes)]
                 + ["-"] * 5
                 + [b(card.plannable_bytes)]
             )
@@ -185,10 +186,13 @@ def _profile_lines(host: HostView) -> list[str]:
 
 
 def _short(text: str | None, parent: str | None = None, width: int = 72) -> str:
+    """A command line in one cell: its control characters escaped (a newline in it would start
+    a row of its own, an escape sequence could erase one), then cut to `width`."""
     if parent is not None:
         # A bare process title (`VLLM::EngineCore`) says nothing alone: its server's line does.
         own = text if text is not None else "(gone)"
         return f"{own} (parent: {_short(parent, width=width)})"
     if text is None:
         return "(process gone before its cmdline was read)"
+    text = escaped(text)
     return text if len(text) <= width else text[: width - 1] + "…"

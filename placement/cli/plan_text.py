@@ -14,6 +14,7 @@ from placement.cli.render import b, gib, reason_figures, table
 from placement.fit.verdict import Reason, Verdict
 from placement.plan.explain import SUMMARY_PLACES, Summary, summarise
 from placement.plan.planner import PlanCardRow, PlanResult
+from seats.names import escaped
 
 _CARD_HEADERS = ("card", "used / total", "free", "free after", "held", "plannable → after", "seats")
 
@@ -54,7 +55,7 @@ def card_table(rows: Sequence[PlanCardRow]) -> str:
             table_rows.append(
                 [
                     row.index,
-                    f"error: {row.error}",
+                    f"error: {escaped(row.error)}",
                     "-",
                     "-",
                     "-",

@@ -39,7 +39,7 @@ CardKey = tuple[str, int]
 
 
 def cuda_total(card: Card) -> int:
-    """What a CUDA process on `card` calls total (FACTS.md section 1); 0 for a card in error."""
+    """What a CUDA process on `card` calls total (docs/facts.md §1); 0 for a card in error."""
     return card.cuda_total_bytes or 0
 
 

@@ -15,6 +15,7 @@ from placement.fit.engines import requests_util
 from placement.fit.verify import host_catalogues
 from seats.errors import BadInputError
 from seats.model import Catalogue, Reserve, Seat
+from seats.names import escaped
 from seats.units import format_bytes
 
 
@@ -73,7 +74,7 @@ def check_snapshot(
     broken = [card for card in snapshot.cards if not card.ok]
     for card in broken:
         warnings.append(
-            f"{source}: card {name}:{card.index} could not be read ({card.error}); it takes no seat"
+            f"{source}: card {name}:{card.index} could not be read ({escaped(card.error or '')}); it takes no seat"
         )
     v1 = [card.index for card in snapshot.cards if card.ok and card.reserved_bytes is None]
     if v1:

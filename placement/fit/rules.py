@@ -28,6 +28,7 @@ from placement.fit.room import fits_room
 from placement.fit.state import CardState
 from placement.fit.verdict import Reason, Rule, bare_reason, host_reason
 from seats.model import Seat
+from seats.names import escaped
 from seats.units import GiB, format_bytes
 
 
@@ -81,7 +82,8 @@ def error_reason(card: Card, host: str) -> Reason | None:
     """Rule `error`: a card in error takes no seat."""
     if card.ok:
         return None
-    text = f"card {card.index} is in error ({card.error}); it takes no seat"
+    # The error's words come from the snapshot (another host's file): shown, never obeyed.
+    text = f"card {card.index} is in error ({escaped(card.error or '')}); it takes no seat"
     return bare_reason("error", card.index, text, host)
 
 
@@ -163,8 +165,14 @@ def _held_reason(
     )
 
 
-def room_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | None:
-    """Rule `room`: need > free − held − margin − others (only `reserve` where releasing would do)."""
+def room_reason(
+    *, need_bytes: int, state: CardState, host: str, need_floor: bool = False
+) -> Reason | None:
+    """Rule `room`: need > free − held − margin − others (only `reserve` where releasing would do).
+
+    `need_floor`: the seat's resident is unknown and `need_bytes` a lower bound of what it takes
+    (the refusal is certain all the same): the text says so, as the figures table does.
+    """
     room = state.room_bytes
     if fits_room(need_bytes, room):
         return None
@@ -178,8 +186,13 @@ def room_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | Non
         need_bytes=need_bytes,
         room_bytes=room,
         short_bytes=short,
-        text=f"need {b(need_bytes)}, {figure_text('room', room)} ({room_terms(state)}): "
-        f"short {b(short)}",
+        text=(
+            f"need at least {b(need_bytes)} (its resident is unknown), "
+            f"{figure_text('room', room)} ({room_terms(state)}): short at least {b(short)}"
+            if need_floor
+            else f"need {b(need_bytes)}, {figure_text('room', room)} ({room_terms(state)}): "
+            f"short {b(short)}"
+        ),
         host=host,
     )
 
@@ -338,6 +351,7 @@ def card_reasons(
     need_bytes: int,
     requested_bytes: int | None,
     host: str,
+    need_floor: bool = False,
 ) -> list[Reason]:
     """Every rule that binds for `seat` on one usable card, in the verifier's order.
 
@@ -348,7 +362,7 @@ def card_reasons(
         reserve_reason(need_bytes=need_bytes, state=state, host=host),
         hold_reason(need_bytes=need_bytes, state=state, host=host),
         *hold_gate_reasons(need_bytes=need_bytes, state=state, host=host),
-        room_reason(need_bytes=need_bytes, state=state, host=host),
+        room_reason(need_bytes=need_bytes, state=state, host=host, need_floor=need_floor),
         kept_reserve_reason(need_bytes=need_bytes, state=state, host=host),
         gate_reason(requested_bytes=requested_bytes, util=util, state=state, host=host),
         kv_capacity_reason(

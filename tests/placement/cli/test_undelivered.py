@@ -36,20 +36,24 @@ def _shell(words: list[str], redirect: str, cwd: Path = ROOT) -> tuple[int, str]
     return done.returncode, done.stderr
 
 
-@pytest.fixture
-def tts_catalogue(tmp_path: Path) -> Path:
+def write_tts_catalogue(folder: Path) -> Path:
     """fv-ml1 with tts-0, a 3 GiB seat that passes on card 1 (5,704 MiB free)."""
     data = yaml.safe_load(FV_ML1_CATALOGUE.read_text())
     data["seats"].append(
         {"name": "tts-0", "host": "fv-ml1", "gpus": [1], "resident": "3 GiB",
          "state": "planned", "match": "tts-0-server"}
     )  # fmt: skip
-    path = tmp_path / "catalogue.yaml"
+    path = folder / "catalogue.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
 
 
-def _check_tts(catalogue: Path, db: Path) -> list[str]:
+@pytest.fixture
+def tts_catalogue(tmp_path: Path) -> Path:
+    return write_tts_catalogue(tmp_path)
+
+
+def check_tts(catalogue: Path, db: Path) -> list[str]:
     return ["check", "tts-0", "--gpu", "1", "--catalogue", str(catalogue),
             "--snapshot", str(FV_ML1_SNAPSHOT), "--ledger", str(db)]  # fmt: skip
 
@@ -67,7 +71,7 @@ def test_a_pass_nobody_saw_records_no_hold_and_exits_3(
     redirect: str, tts_catalogue: Path, tmp_path: Path
 ) -> None:
     db = tmp_path / "l.sqlite"
-    code, err = _shell(_check_tts(tts_catalogue, db), redirect)
+    code, err = _shell(check_tts(tts_catalogue, db), redirect)
     assert code == 3
     assert "Traceback" not in err
     why = "it is closed" if redirect == CLOSED else "No space left on device"
@@ -78,7 +82,7 @@ def test_a_pass_nobody_saw_records_no_hold_and_exits_3(
 def test_the_same_pass_delivered_holds_its_bytes(tts_catalogue: Path, tmp_path: Path) -> None:
     # The reproduction's other half: only the delivery differs, and then the hold is stored.
     db = tmp_path / "l.sqlite"
-    code, err = _shell(_check_tts(tts_catalogue, db), ">/dev/null")
+    code, err = _shell(check_tts(tts_catalogue, db), ">/dev/null")
     assert code == 0, err
     assert _rows(db) == (1, 1)
 
