@@ -64,6 +64,16 @@ def recognise(
     return None
 
 
+def worker_of(argv: Sequence[str]) -> EngineRule | None:
+    """The engine whose worker processes run this command line (the same in every server of it:
+    TensorRT-LLM's MPI pool workers), else None; `init` finds such a worker by its server's line."""
+    for kind in KINDS:
+        found = engine(kind)
+        if found.worker(argv):
+            return found
+    return None
+
+
 def process_engine(cmdline: str | None, declared: EngineSpec | None = None) -> EngineRule | None:
     """The engine a running process serves, for `snapshot` and `ledger` to show: its seat's
     declared kind where the seat names one (not `other`), else the engine its command line
