@@ -67,8 +67,8 @@ class Starter:
 
 # What `init` reads of a host's files to name a seat after its model (an Ollama manifest): a
 # folder's first files and a file's first bytes, no more.
-LISTING_LIMIT = 4096
-READ_LIMIT = 1024 * 1024
+LISTING_LIMIT = 1024
+READ_LIMIT = 64 * 1024
 
 
 class RootFiles:
@@ -82,7 +82,8 @@ class RootFiles:
         return self.root / path.lstrip("/")
 
     def read_text(self, path: str) -> str | None:
-        """The first MiB of the file as text; None where it cannot be read."""
+        """The first 64 KiB of the file as text (a manifest is about 1 KiB); None where it
+        cannot be read."""
         try:
             with self._path(path).open("rb") as handle:
                 return handle.read(READ_LIMIT).decode("utf-8", errors="replace")

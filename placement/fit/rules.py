@@ -24,7 +24,7 @@ from placement.fit.engines import (
 )
 from placement.fit.engines.base import EngineCard, Refusal
 from placement.fit.kv import kv_capacity_reason
-from placement.fit.room import fits_room
+from placement.fit.room import exclusive_binds, fits_room
 from placement.fit.state import CardState
 from placement.fit.verdict import Reason, Rule, bare_reason, host_reason
 from seats.model import Seat
@@ -47,11 +47,6 @@ def figure_text(word: str, n: int) -> str:
     if n >= 0:
         return f"{word} {b(n)}"
     return f"{_NONE_LEFT.get(word, 'no ' + word)} ({b(-n)} over)"
-
-
-def exclusive_binds(*, exclusive: bool, occupied: bool, exclusive_neighbour: bool) -> bool:
-    """Rule `exclusive`: an exclusive seat on an occupied card, or any seat beside an exclusive one."""
-    return (exclusive and occupied) or exclusive_neighbour
 
 
 def unbounded_binds(*, gating: str, exclusive: bool, shared: bool) -> bool:

@@ -633,8 +633,9 @@ class WholeNames:
             if flag in found and self.repeat:
                 raise FlagError(
                     name,
-                    f"is given twice: {self.engine} stops at start (\"the argument '{flag}' "
-                    'cannot be used multiple times")',
+                    f"is given twice: {self.engine} stops at start (\"the argument '{flag} "
+                    f"<{flag.lstrip('-').replace('-', '_').upper()}>' cannot be used multiple "
+                    'times")',
                 )
             found[flag] = (value, name)
         return found
