@@ -15,7 +15,7 @@ ALERTS ?= out/gpuplan-alerts.yml
 SOURCE := $(if $(LIVE),--live,--snapshot $(SNAPSHOT))
 ADD    := $(if $(SEAT),--add $(SEAT),)
 
-.PHONY: plan test lint check report alerts bench test-gpu docs venv clean
+.PHONY: plan test test-fast lint check report alerts bench test-gpu docs venv clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -45,8 +45,14 @@ alerts: $(STAMP)
 	@if command -v promtool >/dev/null; then promtool check rules $(ALERTS); \
 	else echo "promtool not found: $(ALERTS) not checked (Debian: apt-get install prometheus)"; fi
 
+# Every test but those that need a real GPU (pyproject's addopts), the slow ones included.
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# The inner loop: the tests marked `slow` (real servers and processes, fuzzing, exhaustive
+# oracles, the docs' examples) left out; `make test` runs them before landing.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m 'not slow and not gpu'
 
 test-gpu: $(STAMP)
 	$(BIN)/python scripts/gpu_check.py

@@ -55,6 +55,7 @@ def results() -> dict[object, object]:
     return docs.run_all(EXAMPLES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", EXAMPLES, ids=[ex.where for ex in EXAMPLES])
 def test_example_prints_what_the_doc_shows(example: object, results: dict[object, object]) -> None:
     problem = docs.difference(example, results[example])

@@ -6,7 +6,7 @@ same types); `CatalogueBound` cuts any source to the catalogue's hosts (DESIGN.m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from inventory.ledger.report_queries import (
@@ -33,6 +33,9 @@ __all__ = [
     "SeatUsage",
     "Span",
     "WindowFigures",
+    "breaches_of",
+    "ranked_holders",
+    "seat_rows",
 ]
 
 
@@ -91,3 +94,52 @@ class CatalogueBound:
 
     def last_sighting(self, host: str, seat: str, before_s: int, after_s: int) -> int | None:
         return self.source.last_sighting(host, seat, before_s, after_s)
+
+
+# --- what both sources reduce alike ------------------------------------------------------------
+
+
+def seat_rows(
+    stats: Mapping[tuple[str, int, str], tuple[int, int, int, int]],
+    firsts: Mapping[tuple[str, int, str], int],
+    lasts: Mapping[tuple[str, int, str], int],
+) -> list[SeatUsage]:
+    """Every (host, card, seat)'s row, by host, seat and card: (samples, p50, p95, max) from
+    `stats`, its first and last parts' medians where it ran in them."""
+    rows = [
+        SeatUsage(*key, n, p50, p95, top, firsts.get(key), lasts.get(key))
+        for key, (n, p50, p95, top) in stats.items()
+    ]
+    return sorted(rows, key=lambda r: (r.host, r.seat, r.card))
+
+
+def breaches_of(
+    points: Sequence[tuple[int, int]],
+    holders: Callable[[], Iterable[tuple[str, int]]],
+    own: Collection[str],
+) -> ReserveBreaches:
+    """A reserve's breaches from the moments (time, others' bytes) where others held more of its
+    card than it leaves them: how many, first and last, the worst (the earliest of equals), and
+    the five largest `holders` (name, most bytes) other than its `own` seats, asked only if any."""
+    if not points:
+        return ReserveBreaches(0, None, None, None, None, ())
+    worst_at, worst = max(points, key=lambda p: (p[1], -p[0]))
+    return ReserveBreaches(
+        snapshots=len(points),
+        first_s=min(t for t, _ in points),
+        last_s=max(t for t, _ in points),
+        worst_bytes=worst,
+        worst_at_s=worst_at,
+        holders=ranked_holders(holders(), own),
+    )
+
+
+def ranked_holders(found: Iterable[tuple[str, int]], own: Collection[str]) -> tuple[Holder, ...]:
+    """The five largest of (name, bytes) by each name's most, largest first (then by name),
+    `own` left out."""
+    best: dict[str, int] = {}
+    for name, held in found:
+        if name not in own:
+            best[name] = max(held, best.get(name, held))
+    ranked = sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+    return tuple(Holder(name, held) for name, held in ranked)

@@ -18,6 +18,8 @@ from inventory.history.figures import (
     SeatOf,
     SeatUsage,
     Span,
+    breaches_of,
+    seat_rows,
 )
 from inventory.history.model import CardReading, Moment, ProcessReading, Rollups
 from inventory.history.rollup import hourly
@@ -115,7 +117,7 @@ class LedgerWindow:
         return q.card_usage(self.connection)
 
     def seat_usage(self, first_s: int, last_s: int, segment_s: int) -> list[SeatUsage]:
-        return q.seat_usage(self.connection, first_s, last_s, segment_s)
+        return seat_rows(*q.seat_stats(self.connection, first_s, last_s, segment_s))
 
     def foreign_usage(self) -> list[ForeignUsage]:
         return q.foreign_usage(self.connection)
@@ -123,7 +125,8 @@ class LedgerWindow:
     def reserve_breaches(
         self, host: str, card: int, own: Sequence[str], fixed_bytes: int | None
     ) -> ReserveBreaches:
-        return q.reserve_breaches(self.connection, host, card, own, fixed_bytes)
+        points = q.breach_points(self.connection, host, card, own, fixed_bytes)
+        return breaches_of(points, lambda: q.holders_on(self.connection, host, card), own)
 
     def chart_buckets(self, step_s: int) -> list[CardBuckets]:
         return q.chart_buckets(self.connection, step_s)

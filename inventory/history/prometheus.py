@@ -6,10 +6,20 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from inventory.history.figures import (
+    CardBuckets,
+    CardUsage,
+    ForeignUsage,
+    ReserveBreaches,
+    SeatUsage,
+    Span,
+    breaches_of,
+    seat_rows,
+)
 from inventory.history.model import CardReading, Moment, ProcessReading, Rollups
 from inventory.history.rollup import hourly
 from inventory.prometheus import metrics as m
@@ -19,8 +29,8 @@ from inventory.prometheus.range import (
     HostSpan,
     Matrix,
     PromClient,
-    PrometheusWindow,
     ReserveSpec,
+    WindowAnswers,
     load_window,
     moment_series,
 )
@@ -78,10 +88,10 @@ class PrometheusHistory:
 
     def window(self, hosts: list[str], start_s: int, end_s: int, **asked: Any) -> PrometheusWindow:
         """The report's figures of `hosts` over [start_s, end_s) (`range.load_window`'s)."""
-        return load_window(
+        return PrometheusWindow(load_window(
             self.client, hosts, start_s, end_s, step_s=self.step_s, host_label=self.host_label,
             **asked,
-        )  # fmt: skip
+        ))  # fmt: skip
 
     def latest(self, at: datetime, **asked: Any) -> Fleet:
         """Every host's snapshot at `at`, as `plan --prometheus` reads it."""
@@ -90,6 +100,48 @@ class PrometheusHistory:
             client.base, now=at, timeout=client.timeout, opener=client.opener,
             host_label=self.host_label, **asked,
         )  # fmt: skip
+
+
+class PrometheusWindow:
+    """The report's figures of one window (`figures.WindowFigures`) from Prometheus's answers."""
+
+    def __init__(self, answers: WindowAnswers) -> None:
+        self.answers = answers
+        self.hosts = answers.hosts
+        self.ignored = answers.ignored
+
+    def span(self) -> Span | None:
+        spans = list(self.hosts.values())
+        if not spans:
+            return None
+        first, last = min(h.first_s for h in spans), max(h.last_s for h in spans)
+        return Span(first, last, sum(h.samples for h in spans))
+
+    def card_usage(self) -> list[CardUsage]:
+        return self.answers.cards
+
+    def seat_usage(self, first_s: int, last_s: int, segment_s: int) -> list[SeatUsage]:
+        found = self.answers
+        return seat_rows(found.seats_all, found.seats_first, found.seats_last)
+
+    def foreign_usage(self) -> list[ForeignUsage]:
+        return self.answers.foreign
+
+    def reserve_breaches(
+        self, host: str, card: int, own: Sequence[str], fixed_bytes: int | None
+    ) -> ReserveBreaches:
+        points = self.answers.breaches.get((host, card, tuple(own)), [])
+        found = self.answers.holders
+        return breaches_of(points, lambda: ((n, b) for w, n, b in found if w == (host, card)), own)
+
+    def chart_buckets(self, step_s: int) -> list[CardBuckets]:
+        return self.answers.buckets
+
+    def window_hosts(self) -> set[str]:
+        return set(self.hosts)
+
+    def last_sighting(self, host: str, seat: str, before_s: int, after_s: int) -> int | None:
+        return self.answers.sightings.get((host, seat))
 
 
 # An instant query finds a series' newest sample this recent (Prometheus's default lookback).

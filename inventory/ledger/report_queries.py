@@ -461,11 +461,14 @@ def _first_times(
 # --- seats -------------------------------------------------------------------------------
 
 
-def seat_usage(conn: Connection, first_s: int, last_s: int, segment_s: int) -> list[SeatUsage]:
-    """Every (host, card, seat) of the window, by host, seat and card.
+SeatKey = tuple[str, int, str]
 
-    The first part is (−∞, first_s + segment_s), the last part (last_s − segment_s, ∞).
-    """
+
+def seat_stats(
+    conn: Connection, first_s: int, last_s: int, segment_s: int
+) -> tuple[dict[SeatKey, tuple[int, int, int, int]], dict[SeatKey, int], dict[SeatKey, int]]:
+    """Per (host, card, seat) of the window: (samples, p50, p95, max) of its bytes, and its
+    medians over the first part (−∞, first_s + segment_s) and the last (last_s − segment_s, ∞)."""
     names = _keys(conn)
     stats = {
         names[kid]: value
@@ -479,30 +482,10 @@ def seat_usage(conn: Connection, first_s: int, last_s: int, segment_s: int) -> l
         (last_s - segment_s, first_s + segment_s, last_s - segment_s),
     )
     conn.execute("CREATE INDEX temp.gp_part_bytes ON gp_part(kid, part, bytes)")
-    parts = {
-        (*names[kid], part): value
-        for (kid, part), value in percentiles(conn, "gp_part", ("kid", "part"), "bytes").items()
-    }
-    rows: list[SeatUsage] = []
-    for (host, idx, name), (samples, p50, p95, top) in sorted(
-        stats.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][1])
-    ):
-        first = parts.get((host, idx, name, 0))
-        last = parts.get((host, idx, name, 1))
-        rows.append(
-            SeatUsage(
-                host=host,
-                card=idx,
-                seat=name,
-                samples=samples,
-                p50_bytes=p50,
-                p95_bytes=p95,
-                max_bytes=top,
-                first_p50_bytes=first[1] if first is not None else None,
-                last_p50_bytes=last[1] if last is not None else None,
-            )
-        )
-    return rows
+    parts: tuple[dict[SeatKey, int], dict[SeatKey, int]] = ({}, {})
+    for (kid, part), value in percentiles(conn, "gp_part", ("kid", "part"), "bytes").items():
+        parts[int(part)][names[kid]] = value[1]
+    return stats, parts[0], parts[1]
 
 
 def window_hosts(conn: Connection) -> set[str]:
@@ -557,10 +540,11 @@ def foreign_usage(conn: Connection) -> list[ForeignUsage]:
 # --- reserves ----------------------------------------------------------------------------
 
 
-def reserve_breaches(
+def breach_points(
     conn: Connection, host: str, card: int, own: Sequence[str], fixed_bytes: int | None
-) -> ReserveBreaches:
-    """Snapshots where processes other than the reserve's `own` seats held too much of the card.
+) -> list[tuple[int, int]]:
+    """(time, others' bytes) of the snapshots where processes other than the reserve's `own`
+    seats held too much of the card, oldest first.
 
     Others may use what the reserve leaves of the card: cuda_total − fixed_bytes, where
     cuda_total = total − reserved per reading; nothing at all for a whole-card reserve
@@ -572,47 +556,29 @@ def reserve_breaches(
     )
     # Placeholders in the order they appear: the reserve's seats, the allowance, its card.
     params: list[Any] = [*own, *([] if fixed_bytes is None else [fixed_bytes]), host, card]
-    sql = (
+    rows = conn.execute(
+        "SELECT taken_at_s, others FROM ("
         "SELECT g.taken_at_s, g.snapshot_id, g.used_bytes - COALESCE((SELECT SUM(s.bytes) "
         "  FROM gp_seat s JOIN gp_key k ON k.kid = s.kid WHERE s.snapshot_id = g.snapshot_id "
         f"  AND s.card_idx = g.idx AND k.seat IN ({marks})), 0) AS others, {allowed} AS allowed "
-        "FROM gp_card g WHERE g.host = ? AND g.idx = ?"
-    )
-    summary = conn.execute(
-        "SELECT COUNT(*), MIN(taken_at_s), MAX(taken_at_s) FROM ("
-        + sql
-        + ") WHERE others > allowed",
+        "FROM gp_card g WHERE g.host = ? AND g.idx = ?) WHERE others > allowed ORDER BY taken_at_s",
         params,
-    ).fetchone()
-    worst = conn.execute(
-        "SELECT others, taken_at_s FROM (" + sql + ") WHERE others > allowed "
-        "ORDER BY others DESC, taken_at_s ASC LIMIT 1",
-        params,
-    ).fetchone()
-    found = int(summary[0])
-    return ReserveBreaches(
-        snapshots=found,
-        first_s=int(summary[1]) if found else None,
-        last_s=int(summary[2]) if found else None,
-        worst_bytes=int(worst[0]) if worst else None,
-        worst_at_s=int(worst[1]) if worst else None,
-        holders=_holders(conn, host, card, own) if found else (),
     )
+    return [(int(at), int(others)) for at, others in rows]
 
 
-def _holders(conn: Connection, host: str, card: int, own: Sequence[str]) -> tuple[Holder, ...]:
-    """The five largest holders on the card other than `own` seats, by their largest reading."""
-    marks = ",".join("?" for _ in own)
+def holders_on(conn: Connection, host: str, card: int) -> list[tuple[str, int]]:
+    """(name, most bytes) of everyone who held memory on the card in the window: seats by name,
+    unclaimed processes by command line (or pid)."""
     rows = conn.execute(
         "SELECT name, MAX(bytes) FROM ("
         "  SELECT k.seat AS name, s.bytes FROM gp_key k JOIN gp_sorted s ON s.kid = k.kid "
-        f"  WHERE k.host = ? AND k.card_idx = ? AND k.seat NOT IN ({marks}) "
+        "  WHERE k.host = ? AND k.card_idx = ? "
         "  UNION ALL SELECT COALESCE(cmdline, 'pid ' || pid), COALESCE(used_bytes, 0) "
-        "  FROM gp_foreign WHERE host = ? AND card_idx = ?) "
-        "GROUP BY name ORDER BY 2 DESC LIMIT 5",
-        (host, card, *own, host, card),
+        "  FROM gp_foreign WHERE host = ? AND card_idx = ?) GROUP BY name",
+        (host, card, host, card),
     ).fetchall()
-    return tuple(Holder(str(name), int(top)) for name, top in rows)
+    return [(str(name), int(top)) for name, top in rows]
 
 
 # --- decisions ---------------------------------------------------------------------------

@@ -1,7 +1,8 @@
-"""The weekly report's aggregates over a window, from Prometheus range and `*_over_time` queries.
+"""The PromQL of the history: a host's moments from its raw samples, and the report's answers over
+a window from range and `*_over_time` queries (`inventory.history.prometheus` reads both).
 
-It answers with the same row types as `inventory.ledger.report_queries`, so the report is built and
-rendered by the same code from either source. Percentiles are Prometheus's `quantile_over_time`.
+Rows are `inventory.ledger.report_queries`' types, so the report is built and rendered by the same
+code from either source. Percentiles are Prometheus's `quantile_over_time`.
 """
 
 from __future__ import annotations
@@ -21,10 +22,6 @@ from inventory.ledger.report_queries import (
     CardBuckets,
     CardUsage,
     ForeignUsage,
-    Holder,
-    ReserveBreaches,
-    SeatUsage,
-    Span,
 )
 from inventory.prometheus import metrics as m
 from inventory.prometheus.reader import (
@@ -47,9 +44,9 @@ __all__ = [
     "PERCENTILE_DEFINITION",
     "HostSpan",
     "PromClient",
-    "PrometheusWindow",
     "QueryStats",
     "ReserveSpec",
+    "WindowAnswers",
     "load_window",
 ]
 
@@ -422,11 +419,9 @@ def moment_series(
 
 
 @dataclass
-class PrometheusWindow:
-    """Every aggregate of the report over one window, answered from Prometheus's answers.
-
-    Build it with `load_window`; its methods mirror `inventory.ledger.report_queries`.
-    """
+class WindowAnswers:
+    """Prometheus's answers for the report over one window, by what they describe (built by
+    `load_window`; `inventory.history.prometheus` turns them into the report's figures)."""
 
     base: str
     hosts: dict[str, HostSpan]
@@ -435,7 +430,10 @@ class PrometheusWindow:
     seats_first: dict[tuple[str, int, str], int]
     seats_last: dict[tuple[str, int, str], int]
     foreign: list[ForeignUsage]
-    breaches: dict[tuple[str, int, tuple[str, ...]], ReserveBreaches]
+    # (time, others' bytes) of each step that broke a reserve, by (host, card, its own seats).
+    breaches: dict[tuple[str, int, tuple[str, ...]], list[tuple[int, int]]]
+    # ((host, card), seat or pid, most bytes) of every process on a reserved card.
+    holders: list[tuple[tuple[str, int], str, int]]
     buckets: list[CardBuckets]
     chart_step_s: int
     sightings: dict[tuple[str, str], int]
@@ -444,55 +442,6 @@ class PrometheusWindow:
     wall_s: float
     # Hosts with series in the window that are not the catalogue's (DESIGN.md "Fleets").
     ignored: tuple[str, ...] = ()
-
-    def span(self) -> Span | None:
-        if not self.hosts:
-            return None
-        spans = list(self.hosts.values())
-        return Span(
-            min(h.first_s for h in spans),
-            max(h.last_s for h in spans),
-            sum(h.samples for h in spans),
-        )
-
-    def card_usage(self) -> list[CardUsage]:
-        return self.cards
-
-    def seat_usage(self, first_s: int, last_s: int, segment_s: int) -> list[SeatUsage]:
-        rows = [
-            SeatUsage(
-                host=host,
-                card=card,
-                seat=seat,
-                samples=n,
-                p50_bytes=p50,
-                p95_bytes=p95,
-                max_bytes=top,
-                first_p50_bytes=self.seats_first.get((host, card, seat)),
-                last_p50_bytes=self.seats_last.get((host, card, seat)),
-            )
-            for (host, card, seat), (n, p50, p95, top) in self.seats_all.items()
-        ]
-        return sorted(rows, key=lambda r: (r.host, r.seat, r.card))
-
-    def foreign_usage(self) -> list[ForeignUsage]:
-        return self.foreign
-
-    def reserve_breaches(
-        self, host: str, card: int, own: Sequence[str], fixed_bytes: int | None
-    ) -> ReserveBreaches:
-        return self.breaches.get(
-            (host, card, tuple(own)), ReserveBreaches(0, None, None, None, None, ())
-        )
-
-    def chart_buckets(self, step_s: int) -> list[CardBuckets]:
-        return self.buckets
-
-    def window_hosts(self) -> set[str]:
-        return set(self.hosts)
-
-    def last_sighting(self, host: str, seat: str, before_s: int, after_s: int) -> int | None:
-        return self.sightings.get((host, seat))
 
 
 def _int(value: float) -> int:
@@ -513,7 +462,7 @@ def load_window(
     lookback_s: int,
     host_label: str | None = None,
     on_spans: Callable[[dict[str, HostSpan]], None] | None = None,
-) -> PrometheusWindow:
+) -> WindowAnswers:
     """Ask Prometheus for every aggregate of the window [start_s, end_s) over `hosts`.
 
     First which hosts have series, when, and which label names each (one round; hosts outside
@@ -555,7 +504,7 @@ def load_window(
                 mine = [(h, st) for h, st in running_seats if h in hosts_of]
                 c = _client_for(client, label)
                 sightings |= _sightings(c, q, mine, seen, set(spans), lookback_s)
-        return PrometheusWindow(
+        return WindowAnswers(
             base=client.base,
             hosts=spans,
             cards=sorted([c for part in parts for c in part.cards], key=lambda c: (c.host, c.card)),
@@ -567,6 +516,7 @@ def load_window(
                 key=lambda f: (f.host, f.card, f.first_s),
             ),
             breaches={k: v for part in parts for k, v in part.breaches.items()},
+            holders=[h for part in parts for h in part.holders],
             buckets=sorted(
                 [b for part in parts for b in part.buckets], key=lambda b: (b.host, b.card)
             ),
@@ -598,7 +548,8 @@ class _Part:
     seats_first: dict[tuple[str, int, str], int]
     seats_last: dict[tuple[str, int, str], int]
     foreign: list[ForeignUsage]
-    breaches: dict[tuple[str, int, tuple[str, ...]], ReserveBreaches]
+    breaches: dict[tuple[str, int, tuple[str, ...]], list[tuple[int, int]]]
+    holders: list[tuple[tuple[str, int], str, int]]
     buckets: list[CardBuckets]
 
 
@@ -646,28 +597,25 @@ def _collect_group(
 ) -> _Part:
     q, dcgm, futures = job
     if dcgm:
-        return _Part(futures["cards"].result(), {}, {}, {}, [], {}, futures["charts"].result())
+        return _Part(futures["cards"].result(), {}, {}, {}, [], {}, [], futures["charts"].result())
     charts = futures["charts"].result()
     c = _client_for(client, q.label)
     unexplained = _unexplained(c, q, charts, window.first_s, window.last_s)
-    holders = futures["holders"].result()
     return _Part(
         cards=[_with_unexplained(row, unexplained) for row in futures["cards"].result()],
         seats_all=futures["seats"].result(),
         seats_first=futures["firsts"].result(),
         seats_last=futures["lasts"].result(),
         foreign=futures["foreign"].result(),
-        breaches={
-            key: _with_holders(job.result(), holders, key)
-            for key, job in futures["breaches"].items()
-        },
+        breaches={key: job.result() for key, job in futures["breaches"].items()},
+        holders=futures["holders"].result(),
         buckets=charts,
     )
 
 
-def _empty(client: PromClient, started: float, ignored: tuple[str, ...] = ()) -> PrometheusWindow:
-    return PrometheusWindow(
-        client.base, {}, [], {}, {}, {}, [], {}, [], 60, {}, (), client.stats,
+def _empty(client: PromClient, started: float, ignored: tuple[str, ...] = ()) -> WindowAnswers:
+    return WindowAnswers(
+        client.base, {}, [], {}, {}, {}, [], {}, [], [], 60, {}, (), client.stats,
         time.perf_counter() - started, ignored,
     )  # fmt: skip
 
@@ -1131,24 +1079,12 @@ def breach_query(q: _Queries, reserve: ReserveSpec) -> str:
 
 def _breaches(
     client: PromClient, q: _Queries, reserve: ReserveSpec, first_s: int, last_s: int
-) -> ReserveBreaches:
-    """The steps where others held more of the reserve's card than it leaves them."""
-    points = [
-        (t, v)
-        for _, series in client.range(breach_query(q, reserve), *_steps(q, first_s, last_s))
-        for t, v in series
-    ]
-    if not points:
-        return ReserveBreaches(0, None, None, None, None, ())
-    worst_at, worst = max(points, key=lambda p: (p[1], -p[0]))
-    return ReserveBreaches(
-        snapshots=len(points),
-        first_s=_int(min(t for t, _ in points)),
-        last_s=_int(max(t for t, _ in points)),
-        worst_bytes=_int(worst),
-        worst_at_s=_int(worst_at),
-        holders=(),
-    )
+) -> list[tuple[int, int]]:
+    """(time, others' bytes) of the steps where others held more of the reserve's card than it
+    leaves them."""
+    steps = _steps(q, first_s, last_s)
+    answer = client.range(breach_query(q, reserve), *steps)
+    return sorted((_int(t), _int(v)) for _, series in answer for t, v in series)
 
 
 def _holders(
@@ -1169,30 +1105,6 @@ def _holders(
         name = f"pid {labels.get('pid', '?')}" if seat in ("", m.FOREIGN) else seat
         out.append((key, name, _int(value)))
     return out
-
-
-def _with_holders(
-    breaches: ReserveBreaches,
-    holders: Sequence[tuple[tuple[str, int], str, int]],
-    key: tuple[str, int, tuple[str, ...]],
-) -> ReserveBreaches:
-    """The breaches with the five largest holders other than the reserve's own seats."""
-    if not breaches.snapshots:
-        return breaches
-    host, card, own = key
-    best: dict[str, int] = {}
-    for where, name, top in holders:
-        if where == (host, card) and name not in own:
-            best[name] = max(top, best.get(name, 0))
-    ranked = sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
-    return ReserveBreaches(
-        breaches.snapshots,
-        breaches.first_s,
-        breaches.last_s,
-        breaches.worst_bytes,
-        breaches.worst_at_s,
-        tuple(Holder(name, top) for name, top in ranked),
-    )
 
 
 def _buckets(

@@ -220,9 +220,9 @@ def _prometheus_report(
         records=records,
     )
     if os.environ.get("GPUPLAN_TIMINGS"):
-        stats = answers.stats
+        stats = answers.answers.stats
         print(
-            f"timings: {stats.queries} queries, {answers.wall_s:.2f} s until every answer was in "
+            f"timings: {stats.queries} queries, {answers.answers.wall_s:.2f} s until every answer was in "
             f"({stats.wait_s:.2f} s of waiting summed over parallel queries), report built "
             f"{time.perf_counter() - started:.2f} s after the first query",
             file=sys.stderr,

@@ -136,6 +136,7 @@ def _no_value_in(text: str, secrets: list[str]) -> None:
         assert value not in text
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(command_lines())
 def test_no_generated_secret_survives_masking(case: tuple[str, list[str], list[str]]) -> None:
@@ -149,6 +150,7 @@ def test_no_generated_secret_survives_masking(case: tuple[str, list[str], list[s
     _no_value_in(process.model_dump_json(), secrets)
 
 
+@pytest.mark.slow
 @settings(
     max_examples=15,
     deadline=None,

@@ -276,6 +276,7 @@ _JSON = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(_JSON)
 def test_any_json_data_is_a_snapshot_or_a_snapshot_error(data: object) -> None:

@@ -59,6 +59,7 @@ def _catalogue() -> list[str]:
     return ["--catalogue", str(FV_ML1_CATALOGUE)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "command",
     [

@@ -92,6 +92,7 @@ def large_snapshot() -> Snapshot:
 
 # The shm file alone takes 32 KiB: a limit under it fails on opening the ledger, the others
 # fail while the snapshot's pages are written.
+@pytest.mark.slow
 @pytest.mark.parametrize("fsize_bytes", [16 * KIB, 48 * KIB, 160 * KIB])
 def test_a_disk_that_fills_mid_write_is_exit_3_and_stores_nothing_half(
     tmp_path: Path, fsize_bytes: int

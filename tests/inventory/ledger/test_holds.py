@@ -143,9 +143,9 @@ _RACER = textwrap.dedent(
     from inventory.holds import Hold
     from inventory.ledger.store import open_ledger
 
-    path, seat, go = sys.argv[1], sys.argv[2], float(sys.argv[3])
-    import time
-    time.sleep(max(0.0, go - time.time()))
+    path, seat = sys.argv[1], sys.argv[2]
+    print("ready", flush=True)
+    sys.stdin.readline()  # the go: every racer has started and imported by now
     now = datetime(2026, 9, 16, 14, 0, tzinfo=UTC)
     room = 5_981_102_080  # card 1's free bytes on fv-ml1: one 3 GiB seat fits, two do not
     need = 3 * 2**30
@@ -162,23 +162,26 @@ _RACER = textwrap.dedent(
 
 @pytest.mark.slow
 def test_concurrent_approvals_serialise(tmp_path: Path) -> None:
-    import time
-
     for round_ in range(3):
         path = tmp_path / f"race-{round_}.sqlite"
         if round_ < 2:  # the last round: eight first writers create the ledger together
             with open_ledger(path):
                 pass
-        go = time.time() + 1.5
         racers = [
             subprocess.Popen(
-                [sys.executable, "-c", _RACER, str(path), f"seat-{n}", str(go)],
+                [sys.executable, "-c", _RACER, str(path), f"seat-{n}"],
                 cwd=ROOT,
+                stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,
             )
             for n in range(8)
         ]
+        # Each racer says it is ready, then waits for one line: all eight are let go together.
+        assert [racer.stdout.readline() for racer in racers] == ["ready\n"] * 8  # type: ignore[union-attr]
+        for racer in racers:
+            racer.stdin.write("go\n")  # type: ignore[union-attr]
+            racer.stdin.flush()  # type: ignore[union-attr]
         verdicts = [racer.communicate(timeout=60)[0].strip() for racer in racers]
         assert sorted(verdicts) == ["pass"] + ["refuse"] * 7
 

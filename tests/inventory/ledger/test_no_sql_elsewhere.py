@@ -10,6 +10,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[3]
 LEDGER = ROOT / "inventory" / "ledger"
 SQL = re.compile(
@@ -49,6 +51,7 @@ def modules() -> list[Path]:
     ]
 
 
+@pytest.mark.slow
 def test_no_sql_outside_the_ledger_package() -> None:
     assert len(modules()) > 20
     assert any(path.parent.name == "scripts" for path in modules())

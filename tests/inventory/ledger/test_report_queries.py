@@ -6,10 +6,19 @@ import random
 from datetime import timedelta
 from pathlib import Path
 
+from inventory.history.figures import ReserveBreaches, breaches_of, seat_rows
 from inventory.ledger import report_queries as q
 from inventory.ledger.store import open_ledger
 from inventory.snapshot import Card, Process, Snapshot
 from tests.inventory.helpers import GIB, T0, make_snapshot
+
+
+def reserve_breaches(
+    conn: q.Connection, host: str, card: int, own: list[str] | tuple[str, ...], fixed: int | None
+) -> ReserveBreaches:
+    """The ledger's breaches of a reserve, as the report's ledger source reduces them."""
+    points = q.breach_points(conn, host, card, own, fixed)
+    return breaches_of(points, lambda: q.holders_on(conn, host, card), own)
 
 
 def nearest_rank(values: list[int], p: int) -> int:
@@ -98,7 +107,7 @@ def test_seats_are_attributed_once_per_command_line_and_breaches_found(tmp_path:
             ("h", "serve other"),
             ("h", "serve own"),
         ]
-        seats = {u.seat: u for u in q.seat_usage(conn, start, start + 540, 60)}
+        seats = {u.seat: u for u in seat_rows(*q.seat_stats(conn, start, start + 540, 60))}
         assert (seats["own"].samples, seats["own"].p95_bytes) == (10, 10 * GIB)
         assert seats["other"].max_bytes == 2 * GIB + 9
         (foreign,) = q.foreign_usage(conn)
@@ -109,7 +118,7 @@ def test_seats_are_attributed_once_per_command_line_and_breaches_found(tmp_path:
         )
         assert (foreign.first_s, foreign.last_s) == (start + 240, start + 300)
         # A whole-card reserve for "own": anything else on the card breaks it, every minute.
-        whole = q.reserve_breaches(conn, "h", 0, ["own"], None)
+        whole = reserve_breaches(conn, "h", 0, ["own"], None)
         assert (whole.snapshots, whole.first_s, whole.last_s) == (10, start, start + 540)
         assert (whole.worst_bytes, whole.worst_at_s) == (5 * GIB + 5, start + 300)
         assert whole.holders == (
@@ -117,7 +126,7 @@ def test_seats_are_attributed_once_per_command_line_and_breaches_found(tmp_path:
             q.Holder("other", 2 * GIB + 9),
         )
         # A 95 GiB reserve leaves others cuda_total − 95 GiB = 4 GiB: only the foreign minutes break it.
-        fixed = q.reserve_breaches(conn, "h", 0, ["own"], 95 * GIB)
+        fixed = reserve_breaches(conn, "h", 0, ["own"], 95 * GIB)
         assert (fixed.snapshots, fixed.first_s, fixed.last_s) == (2, start + 240, start + 300)
         (usage,) = q.card_usage(conn)
         assert usage.samples == 10

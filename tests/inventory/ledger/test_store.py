@@ -404,6 +404,7 @@ print("reads", reads, flush=True)
 """
 
 
+@pytest.mark.slow
 def test_a_writer_and_a_reader_process_neither_corrupt_nor_block(tmp_path: Path) -> None:
     path = tmp_path / "l.sqlite"
     count = 80

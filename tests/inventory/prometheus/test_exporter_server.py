@@ -11,7 +11,7 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -40,6 +40,14 @@ def _half_sent(port: int, count: int) -> Iterator[None]:
         yield
 
 
+def _until(condition: Callable[[], bool], what: str) -> None:
+    """Wait for `condition`, which another thread makes true; the bound only fails a stuck test."""
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, f"still not {what} after 10 s"
+        time.sleep(0.005)  # polling a condition, not waiting for a guessed duration
+
+
 @pytest.fixture
 def exporter(fv_ml1_snapshot: Snapshot) -> Iterator[Exporter]:
     registry = registry_for(SnapshotCollector("fv-ml1", lambda: fv_ml1_snapshot))
@@ -64,12 +72,11 @@ def test_it_answers_metrics_and_nothing_else(exporter: Exporter) -> None:
 def test_a_half_sent_request_is_dropped_after_the_read_timeout(exporter: Exporter) -> None:
     with socket.create_connection(("127.0.0.1", exporter.server_port), timeout=5) as sock:
         sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: slow\r\n")  # the blank line never comes
-        started = time.monotonic()
         answer = b""
-        while chunk := sock.recv(4096):  # the server closes it: recv ends with b""
+        # The server answers 408 and closes (recv ends with b""); a server that held it would
+        # fail this with the socket's own 5 s timeout. How soon it closes is not asserted here.
+        while chunk := sock.recv(4096):
             answer += chunk
-        waited = time.monotonic() - started
-    assert waited < 3.0, f"held {waited:.1f} s with a 0.5 s read timeout"
     assert answer.startswith(b"HTTP/1.1 408")
     # And a whole request is still answered.
     assert _get(exporter.server_port)[0] == 200
@@ -78,7 +85,7 @@ def test_a_half_sent_request_is_dropped_after_the_read_timeout(exporter: Exporte
 def test_idle_connections_hold_no_threads(exporter: Exporter) -> None:
     before = threading.active_count()
     with _half_sent(exporter.server_port, 200):
-        time.sleep(0.2)
+        _until(lambda: len(exporter._waiting) == 200, "200 connections waiting")
         during = threading.active_count()
         assert during <= before + WORKERS, f"{during} threads with 200 idle connections"
         assert _get(exporter.server_port)[0] == 200
@@ -97,14 +104,30 @@ def test_a_burst_of_connections_is_taken_whole(exporter: Exporter) -> None:
             statuses.append(status)
 
     threads = [threading.Thread(target=scrape) for _ in range(100)]
-    began = time.monotonic()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=30)
     assert statuses == [200] * 100
-    # No SYN retry (1 s, then 3 s …): a backlog of 5 dropped connections of such a burst.
-    assert time.monotonic() - began < 5.0
+    # How long the burst takes (no SYN retry of 1 s) is `make bench`'s (bench/bench_exporter.py);
+    # that the kernel queues all of it is the next test's.
+
+
+def test_the_kernel_queues_a_whole_burst_before_any_accept(fv_ml1_snapshot: Snapshot) -> None:
+    # With the I/O loop stopped nothing is accepted, so each connection of the burst is one the
+    # listen backlog holds. With the stdlib's backlog of 5 the seventh SYN would be dropped and
+    # its connect would wait out the timeout (SYN retries of 1 s, then 3 s …) and fail.
+    registry = registry_for(SnapshotCollector("fv-ml1", lambda: fv_ml1_snapshot))
+    server = serve(registry, 0, "127.0.0.1")
+    server.shutdown()
+    try:
+        with contextlib.ExitStack() as stack:
+            for _ in range(100):
+                stack.enter_context(
+                    socket.create_connection(("127.0.0.1", server.server_port), timeout=5)
+                )
+    finally:
+        server.server_close()
 
 
 def test_scrapes_at_once_share_one_render() -> None:
@@ -117,12 +140,26 @@ def test_scrapes_at_once_share_one_render() -> None:
         release.wait(timeout=5)
         return b"x"
 
-    shared = Shared(render)
+    arrived = 0
+    all_arrived = threading.Event()
+
+    def clock() -> float:  # read once per scrape, under the lock where it picks leader or follower
+        nonlocal arrived
+        arrived += 1
+        if arrived == 20:
+            all_arrived.set()
+        return 0.0
+
+    shared = Shared(render, clock=clock)
     answers: list[bytes] = []
     threads = [threading.Thread(target=lambda: answers.append(shared())) for _ in range(20)]
     for thread in threads:
         thread.start()
-    time.sleep(0.2)
+    # The render is held until all 20 have arrived and the last has left the lock, so every
+    # scrape arrives while the one render runs, however the threads are scheduled.
+    assert all_arrived.wait(timeout=10)
+    with shared._lock:
+        pass
     release.set()
     for thread in threads:
         thread.join(timeout=5)
@@ -174,7 +211,7 @@ def test_past_the_waiting_limit_it_neither_spins_nor_loses_connections(
 
     monkeypatch.setattr(module, "MAX_WAITING", 5)
     with _half_sent(exporter.server_port, 10):
-        time.sleep(0.05)
+        _until(lambda: len(exporter._waiting) == 5, "5 connections waiting")
         selector = exporter._selector
         calls = [0]
         select = selector.select

@@ -81,6 +81,7 @@ def minutes(
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step_s", [60, 300, 600])
 def test_the_first_lowest_step_is_the_one_every_step_finds(step_s: int) -> None:
     series = [

@@ -63,7 +63,7 @@ def test_card_figures_are_exact_bytes(fv_ml1_snapshot: Snapshot) -> None:
     series = parse(render(Reading("fv-ml1", fv_ml1_snapshot, 0.004)))
     card = fv_ml1_snapshot.card(0)
     uuid = card.uuid or ""
-    # FACTS.md section 3: NVML total 97,871 MiB, reserve 622 MiB, 1,871 MiB free on card 0.
+    # docs/facts.md §3: NVML total 97,871 MiB, reserve 622 MiB, 1,871 MiB free on card 0.
     assert value(series, m.CARD_TOTAL, host="fv-ml1", gpu="0", uuid=uuid) == 97871 * 2**20
     assert value(series, m.CARD_RESERVED, gpu="0") == 622 * 2**20
     assert value(series, m.CARD_FREE, gpu="0") == card.free_bytes
@@ -247,6 +247,7 @@ def test_cli_port_in_use_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_served_exporter_answers_scrapes_and_stops_on_sigterm() -> None:
     process = subprocess.Popen(
         [
@@ -280,6 +281,7 @@ def test_served_exporter_answers_scrapes_and_stops_on_sigterm() -> None:
             process.wait()
 
 
+@pytest.mark.slow
 def test_textfile_loop_rewrites_until_sigterm(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "placement", "exporter", "--from", str(FV_ML1_SNAPSHOT)]
     process = subprocess.Popen(

@@ -184,6 +184,7 @@ def _racer(
     out.put((code, [r["rule"] for r in data.get("reasons", [])], data.get("error")))
 
 
+@pytest.mark.slow
 def test_eight_checks_at_the_same_moment_pass_exactly_one(catalogue: Path, tmp_path: Path) -> None:
     # Forked children share the parent's clock patch and imports: each start is cheap, so the
     # eight really meet the ledger together.

@@ -78,6 +78,7 @@ def _check(catalogue: Path, db: Path, seat: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_a_snapshot_stored_while_the_check_waits_is_the_one_judged(
     catalogue: Path,
     tmp_path: Path,

@@ -78,6 +78,7 @@ def test_bash_completes_commands_options_and_choices(bash_script: Path) -> None:
     assert complete(bash_script, ["gpuplan", "plan", "--time-limit", ""]) == []
 
 
+@pytest.mark.slow
 def test_bash_completes_seat_and_host_names_from_the_catalogue(bash_script: Path) -> None:
     by_env = {"GPUPLAN_CATALOGUE": CATALOGUE}
     assert complete(bash_script, ["gpuplan", "check", "vllm-v"], by_env) == ["vllm-voices"]

@@ -36,6 +36,7 @@ def snapshot_ledger(path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_plan_after_the_report_never_moves_its_window(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -99,6 +100,7 @@ def _read_only_mount_works() -> bool:
     return probe.returncode == 0
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     not _read_only_mount_works(), reason="no user and mount namespaces here (unshare -rm)"
 )

@@ -156,6 +156,7 @@ def test_the_named_command_is_the_first_word_that_is_not_an_option(
     assert cli_main.named_command(words) == named
 
 
+@pytest.mark.slow
 def test_running_one_command_imports_no_other_command_module() -> None:
     # A `check` in a deploy script runs on every deploy: it must not pay for the others.
     code = (
@@ -179,6 +180,7 @@ def test_version_is_read_only_when_asked(capsys: pytest.CaptureFixture[str]) -> 
     assert capsys.readouterr().out.startswith("gpuplan ")
 
 
+@pytest.mark.slow
 def test_plan_on_fv_ml1_imports_no_solver() -> None:
     # First-fit's placement is the only one there: pulp (and highspy) are never imported.
     code = (
@@ -217,6 +219,7 @@ def _heavy_imports_of(words: list[str]) -> tuple[int, list[str]]:
     return int(exit_code), list(heavy)
 
 
+@pytest.mark.slow
 def test_check_ledger_and_holds_import_no_solver_charts_or_prometheus(tmp_path: Path) -> None:
     # Each really runs, in a fresh interpreter: a check that holds, the ledger it wrote, its holds.
     ledger = str(tmp_path / "l.sqlite")

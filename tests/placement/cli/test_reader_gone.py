@@ -53,6 +53,7 @@ def _exit_with_reader_present(words: list[str]) -> int:
     return subprocess.run(_gpuplan(words), capture_output=True, cwd=ROOT, check=False).returncode
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("words", "expected"),
     [(REFUSED_CHECK, 1), (REFUSED_PLAN, 1), (PLACED_PLAN, 0), (["schema"], 0)],

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from itertools import permutations
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +25,7 @@ from seats.model import Catalogue
 GIB = 2**30
 MIB = 2**20
 TAKEN = datetime(2026, 9, 16, 14, 2, 11, tzinfo=UTC)
-# (NVML total, driver reserve): an 80 GB-class card and an H200 (FACTS.md section 1).
+# (NVML total, driver reserve): an 80 GB-class card and an H200 (docs/facts.md §1).
 KINDS = ((81_559 * MIB, 530 * MIB), (150_754_820_096, 644_939_776))
 ENGINES: tuple[dict[str, Any], ...] = (
     {},
@@ -217,6 +218,7 @@ def case_of(**changes: Any) -> dict[str, Any]:
     return base
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 # An exclusive seat whose own process is already on the card: that card is not occupied for it.

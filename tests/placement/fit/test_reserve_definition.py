@@ -1,7 +1,7 @@
 """One definition of "others on a reserve's card" and of "unexplained", four languages, one table.
 
 `placement.fit.reserves` (Python) is the definition. The same card readings go through the ledger's
-SQL (`report_queries.reserve_breaches` and the window's `unexplained` column), the report's PromQL
+SQL (`report_queries.breach_points` and the window's `unexplained` column), the report's PromQL
 (`range.breach_query`) and the alert's PromQL (`alerts._reserve_broken`), the last two evaluated by
 Prometheus itself (`promtool test rules`) on the series the exporter writes for the same snapshot.
 Same inputs, same answers.
@@ -20,6 +20,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from inventory.history.figures import ReserveBreaches, breaches_of
 from inventory.ledger import report_queries as q
 from inventory.ledger.store import open_ledger
 from inventory.prometheus.exporter import write_textfile
@@ -34,6 +35,14 @@ from seats.units import GiB, MiB
 
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 TOTAL = 100 * GiB
+
+
+def reserve_breaches(
+    conn: q.Connection, host: str, card: int, own: list[str] | tuple[str, ...], fixed: int | None
+) -> ReserveBreaches:
+    """The ledger's breaches of a reserve, as the report's ledger source reduces them."""
+    points = q.breach_points(conn, host, card, own, fixed)
+    return breaches_of(points, lambda: q.holders_on(conn, host, card), own)
 
 
 @dataclass(frozen=True)
@@ -111,7 +120,7 @@ def test_the_ledger_sql_agrees(tmp_path: Path) -> None:
         )
         got = {
             case.name: (
-                q.reserve_breaches(conn, host_of(i), 0, OWN, case.reserve).worst_bytes,
+                reserve_breaches(conn, host_of(i), 0, OWN, case.reserve).worst_bytes,
                 unexplained[host_of(i)],
             )
             for i, case in enumerate(CASES)

@@ -189,6 +189,7 @@ def test_a_seat_larger_than_a_card_is_named(tmp_path: Path) -> None:
     assert "fine" not in text
 
 
+@pytest.mark.slow
 def test_time_limit_gives_the_best_known_answer_not_optimal() -> None:
     # 80 cards' worth of exact triplets: first-fit-decreasing needs 92 and the solver needs
     # seconds to find the 80 (measured: ~10 s), so a 0.3 s limit stops it first.
@@ -222,8 +223,9 @@ def test_solver_proves_first_fit_optimal_when_the_bound_is_one_short() -> None:
 
 
 def test_cbc_killed_at_its_deadline_leaves_first_fit_decreasing(
-    monkeypatch: pytest.MonkeyPatch,
+    cbc_never_answers: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A CBC that never answers: the kill, not the machine's speed, ends the solve.
     import placement.solvers
 
     monkeypatch.setattr(placement.solvers, "KILL_GRACE_S", -60.0)  # the deadline has passed

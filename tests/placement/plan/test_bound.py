@@ -33,6 +33,7 @@ def test_fragmented_room_is_not_counted_as_whole() -> None:
     assert level.bound == 1 and level.gap == 0.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(6))
 def test_no_optimal_placement_places_more_than_the_bound(seed: int) -> None:
     rng = random.Random(seed)
@@ -82,6 +83,7 @@ def test_the_gate_lowers_the_bound_where_each_card_holds_one_gated_seat() -> Non
     assert [level.bound for level in level_bounds(problem, [])] == [4]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(6))
 def test_no_optimal_placement_of_gated_seats_places_more_than_the_bound(seed: int) -> None:
     rng = random.Random(100 + seed)
@@ -133,6 +135,7 @@ def _oracle(catalogue: object, snapshots: list, seats: list[Seat]) -> dict[int, 
     return best_counts
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4))
 def test_the_bound_and_the_plan_against_an_exhaustive_oracle(seed: int) -> None:
     # Small enough to try every assignment (5 cards + none, 5 seats: 7,776 placements), with

@@ -47,7 +47,7 @@ from seats.model import Catalogue
 MIB = 2**20
 GIB = 2**30
 TAKEN = datetime(2026, 9, 16, 14, 2, 11, tzinfo=UTC)
-# (NVML total, driver reserve): an 80 GB-class card and an H200 (FACTS.md section 1).
+# (NVML total, driver reserve): an 80 GB-class card and an H200 (docs/facts.md §1).
 SMALL = (81_559 * MIB, 530 * MIB)
 H200 = (150_754_820_096, 644_939_776)
 
@@ -455,6 +455,7 @@ def test_first_fit_with_host_skipping_places_as_the_plain_scan(seed: int) -> Non
     assert reference  # the fleet places something
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(10))
 def test_judging_through_a_host_view_gives_the_whole_catalogues_verdict(seed: int) -> None:
     catalogue, snaps, _ = random_fleet(seed)

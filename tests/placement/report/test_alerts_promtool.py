@@ -186,6 +186,7 @@ def test_promtool_accepts_the_rule_file(catalogue: Path, tmp_path: Path) -> None
 # --- promtool test rules ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 @needs_promtool
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_each_scenario_fires_its_alert_and_nothing_else(scenario: str, tmp_path: Path) -> None:

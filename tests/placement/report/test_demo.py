@@ -36,6 +36,7 @@ def build(path: Path, catalogue: Catalogue, base: Snapshot, *, seed: int, days: 
         return ledger_digest(ledger.connection)
 
 
+@pytest.mark.slow
 def test_same_seed_same_digest_other_seed_differs(
     tmp_path: Path, fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot
 ) -> None:
@@ -45,6 +46,7 @@ def test_same_seed_same_digest_other_seed_differs(
     assert one == two != three
 
 
+@pytest.mark.slow
 def test_bulk_rows_equal_the_snapshot_objects(
     tmp_path: Path, fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot
 ) -> None:
@@ -58,6 +60,7 @@ def test_bulk_rows_equal_the_snapshot_objects(
         assert ledger_digest(ledger.connection) == bulk
 
 
+@pytest.mark.slow
 def test_the_story_is_in_the_rows(
     tmp_path: Path, fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot
 ) -> None:
@@ -154,6 +157,7 @@ def demo_args(out: Path, *extra: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_cli_writes_a_marked_demo_ledger(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -194,6 +198,7 @@ def test_cli_bad_input_exits_2(
     assert not (tmp_path / "d.sqlite").exists()
 
 
+@pytest.mark.slow
 def test_report_on_the_demo_says_demo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "demo.sqlite"
     assert main(demo_args(out)) == 0
