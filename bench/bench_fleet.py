@@ -25,7 +25,7 @@ PLOT_NAME = "fleet-solve-time.svg"  # beside bench.md (bench.output_dir())
 MIB = 2**20
 GIB = 2**30
 TAKEN = datetime(2026, 9, 16, 14, 2, 11, tzinfo=UTC)
-# (NVML total, driver reserve): an 80 GB-class card and an H200 (FACTS.md section 1).
+# (NVML total, driver reserve): an 80 GB-class card and an H200 (docs/facts.md §1).
 CARD_KINDS = ((81_559 * MIB, 530 * MIB), (150_754_820_096, 644_939_776))
 # (hosts, cards per host, seeds, solvers)
 FULL = (

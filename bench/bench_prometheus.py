@@ -112,7 +112,7 @@ def exporter_scrape() -> list[str]:
         f"| `--from` a snapshot file (re-read per scrape), render, HTTP | {recorded_ms:.2f} ms | < {SCRAPE_TARGET_MS:.0f} ms |",
         "",
         f"Median of 200 scrapes over loopback, one connection each; {verdict} the target. A real "
-        "NVML reading adds about 40 µs per card (FACTS.md section 1), 0.3 ms for 8 cards.",
+        "NVML reading adds about 40 µs per card (docs/facts.md §1), 0.3 ms for 8 cards.",
     ]
 
 

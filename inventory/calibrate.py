@@ -1,7 +1,7 @@
 """Measures a host's `cuda_context`: what a new engine process takes on its card before its gate reads free memory.
 
 NVML free just before a fresh process starts, minus what that process reads as free after
-doing what a vLLM worker does first (FACTS.md section 1). PyTorch runs in a child process only.
+doing what a vLLM worker does first (docs/facts.md §1). PyTorch runs in a child process only.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from inventory.proc import read_proc_cmdline, read_proc_parents
 from inventory.snapshot import Snapshot
 
 MIB = 2**20
-# FACTS.md section 1: an idle NVIDIA H200, driver 580.159.04.
+# docs/facts.md §1: an idle NVIDIA H200, driver 580.159.04.
 H200_TOTAL_BYTES = 150_754_820_096
 H200_RESERVED_BYTES = 644_939_776
 H200_FREE_BYTES = 150_109_880_320
@@ -102,7 +102,7 @@ class FakeNvml:
 
 
 def h200_idle_card(index: int = 0, processes: tuple[RawProcess, ...] = ()) -> RawCard:
-    """The measured idle H200 of FACTS.md section 1 (v2: used 0, reserve 615 MiB)."""
+    """The measured idle H200 of docs/facts.md §1 (v2: used 0, reserve 615 MiB)."""
     used = sum(p.used_bytes or 0 for p in processes)
     return RawCard(
         index=index,
@@ -118,7 +118,7 @@ def h200_idle_card(index: int = 0, processes: tuple[RawProcess, ...] = ()) -> Ra
 
 
 def h200_idle() -> FakeNvml:
-    """One idle H200 as measured (FACTS.md section 1)."""
+    """One idle H200 as measured (docs/facts.md §1)."""
     return FakeNvml([h200_idle_card(0)])
 
 
@@ -131,7 +131,7 @@ def h200_v1_only() -> FakeNvml:
         name=card.name,
         total_bytes=H200_TOTAL_BYTES,
         reserved_bytes=None,
-        used_bytes=H200_RESERVED_BYTES,  # FACTS.md: v1 used == v2 reserved on an idle card
+        used_bytes=H200_RESERVED_BYTES,  # docs/facts.md: v1 used == v2 reserved on an idle card
         free_bytes=H200_FREE_BYTES,
         utilization_percent=0,
     )

@@ -40,7 +40,7 @@ class RawCard:
     """One card's reading. With `error` set every figure is None (never a zero that looks free).
 
     `reserved_bytes` None with figures present means only NVML v1 answered: `used_bytes`
-    then includes the driver's reserve (FACTS.md section 1).
+    then includes the driver's reserve (docs/facts.md §1).
     """
 
     index: int
@@ -62,7 +62,7 @@ class RawCard:
 
 @dataclass(frozen=True)
 class MemoryReadings:
-    """Both NVML memory answers of one card, for the identities of FACTS.md section 1."""
+    """Both NVML memory answers of one card, for the identities of docs/facts.md §1."""
 
     v1_total_bytes: int
     v1_used_bytes: int

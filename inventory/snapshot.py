@@ -1,7 +1,7 @@
 """The snapshot: one NVML reading of every card of a host, as frozen data (DESIGN.md, Snapshot).
 
 `used_bytes` excludes the driver's reserve (NVML v2); where only v1 answered,
-`reserved_bytes` is None and `used_bytes` is v1's, reserve included (FACTS.md section 1).
+`reserved_bytes` is None and `used_bytes` is v1's, reserve included (docs/facts.md §1).
 A card that failed to read carries `error` and None figures, never zeros.
 """
 
@@ -151,7 +151,7 @@ class Card(BaseModel):
 
     @property
     def cuda_total_bytes(self) -> int | None:
-        """What a CUDA process calls total: NVML total − v2 reserve (FACTS.md section 1).
+        """What a CUDA process calls total: NVML total − v2 reserve (docs/facts.md §1).
 
         With NVML v1 only (reserve unknown) this is the NVML total, stricter for gates.
         """

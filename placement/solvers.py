@@ -374,7 +374,7 @@ class ColumnLp:
 
 @contextmanager
 def _stdout_to_stderr() -> Iterator[None]:
-    """Point file descriptor 1 at stderr for the block (FACTS.md §4: PuLP's HiGHS, highspy)."""
+    """Point file descriptor 1 at stderr for the block (docs/facts.md §4: PuLP's HiGHS, highspy)."""
     with _stdout_to(2):
         yield
 

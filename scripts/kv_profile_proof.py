@@ -147,7 +147,7 @@ def parts_from(plan: Sequence[tuple[str, str, int]], readings: Sequence[int | No
     """Per part: predicted bytes and the NVML growth its step caused.
 
     The context is this process's own first reading, standing for the catalogue's cuda_context
-    (a vLLM worker's is larger: NCCL and cuBLAS too, FACTS.md §1).
+    (a vLLM worker's is larger: NCCL and cuBLAS too, docs/facts.md §1).
     """
     first = readings[0]
     parts = [Part("cuda_context (measured: this process's own)", first or 0, first)]

@@ -2,7 +2,7 @@
 
 Every memory figure in gpuplan is an int of bytes. Input takes IEC binary units only;
 decimal `GB`/`MB`/`kB` and bare `G`/`M` are refused because the seed log's "GB" were
-really nvidia-smi MiB read as thousands (FACTS.md section 3) and that ambiguity cost real misses.
+really nvidia-smi MiB read as thousands (docs/facts.md §3) and that ambiguity cost real misses.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def _unitless_bytes(value: str, number: str, field: str) -> int:
 
 
 def _smi_hint(number: str, unit: str) -> str:
-    # The seed's "47.1 GB" was nvidia-smi's 47,100 MiB read as thousands (FACTS.md section 3).
+    # The seed's "47.1 GB" was nvidia-smi's 47,100 MiB read as thousands (docs/facts.md §3).
     if unit not in ("gb", "g"):
         return " (nvidia-smi prints MiB)"
     shown = format((Decimal(number) * 1000).normalize(), "f")

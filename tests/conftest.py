@@ -19,7 +19,7 @@ FV_ML1_BEFORE_VOICES = EXAMPLE / "fv-ml1-before-voices.snapshot.json"
 
 @pytest.fixture
 def fv_ml1() -> Catalogue:
-    """The fv-ml1 catalogue (FACTS.md section 3)."""
+    """The fv-ml1 catalogue (docs/facts.md §3)."""
     return load_catalogue(FV_ML1_CATALOGUE)
 
 

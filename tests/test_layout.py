@@ -406,3 +406,83 @@ def test_every_engine_name_exception_is_still_needed() -> None:
     for module in ENGINE_NAME_EXCEPTIONS:
         text = (ROOT / Path(*module.split(".")).with_suffix(".py")).read_text(encoding="utf-8")
         assert ENGINE_FLAGS.search(text) or kinds.search(text), module
+
+
+# --- the card model is the simulator: room and gate are worked out in placement/fit/ alone ----
+
+# The formulas of what fits (placement/fit/room.py, and the gate's predicate): a module outside
+# placement/fit/ that calls one re-derives room or gate at its call site instead of asking the
+# card's model (DESIGN.md "Layout": one model of a card, the one simulator).
+FIT_FORMULAS = frozenset(
+    {
+        "room_bytes",
+        "engine_free_bytes",
+        "reserve_left_bytes",
+        "fits_room",
+        "passes_gate",
+        "exclusive_binds",
+    }
+)
+
+
+def formulas_outside_fit(root: Path) -> list[str]:
+    """`module:line: what` for every import of placement.fit.room, every room or gate formula
+    imported from placement.fit, and every bare call of one, outside placement/fit/."""
+    found: list[str] = []
+    for package in ENGINE_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(
+                ".__init__"
+            )
+            if module.startswith("placement.fit"):
+                continue
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "placement.fit"
+                ):
+                    for alias in node.names:
+                        if node.module == "placement.fit.room" or alias.name in FIT_FORMULAS:
+                            found.append(f"{module}:{node.lineno}: imports {alias.name}")
+                elif isinstance(node, ast.Import):
+                    for alias in node.names:
+                        if alias.name == "placement.fit.room":
+                            found.append(f"{module}:{node.lineno}: imports {alias.name}")
+                elif (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Name)
+                    and node.func.id in FIT_FORMULAS
+                ):
+                    found.append(f"{module}:{node.lineno}: calls {node.func.id}")
+    return sorted(found, key=lambda text: (text.split(":")[0], int(text.split(":")[1]), text))
+
+
+def test_no_module_outside_fit_works_out_room_or_gate() -> None:
+    assert formulas_outside_fit(ROOT) == []
+
+
+def test_the_formula_scan_finds_what_it_forbids(tmp_path: Path) -> None:
+    package = tmp_path / "placement" / "plan"
+    package.mkdir(parents=True)
+    (package / "bad.py").write_text(
+        "from placement.fit.room import room_bytes\n"
+        "from placement.fit.engines import passes_gate, need_bytes\n"
+        "import placement.fit.room\n"
+        "def f(slot, need):\n"
+        "    left = room_bytes(free_bytes=1, held_bytes=0, margin_bytes=0)\n"
+        "    return slot.room_bytes + fits_room(need, left) + slot.room_for(None)\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "placement" / "fit").mkdir(parents=True)
+    (tmp_path / "placement" / "fit" / "ok.py").write_text(
+        "from placement.fit.room import room_bytes\nX = room_bytes(free_bytes=1, held_bytes=0, "
+        "margin_bytes=0)\n",
+        encoding="utf-8",
+    )
+    assert formulas_outside_fit(tmp_path) == [
+        "placement.plan.bad:1: imports room_bytes",
+        "placement.plan.bad:2: imports passes_gate",
+        "placement.plan.bad:3: imports placement.fit.room",
+        "placement.plan.bad:5: calls room_bytes",
+        "placement.plan.bad:6: calls fits_room",
+    ]

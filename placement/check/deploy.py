@@ -25,11 +25,12 @@ from placement.check.seat import (
     with_warnings,
 )
 from placement.fit.beside import decided, is_unbounded, judged_unseated, unbounded_beside
-from placement.fit.engines.registry import engine
+from placement.fit.engines.registry import describe, engine, spec_of
 from placement.fit.rules import replicas_reason
 from placement.fit.verify import Placement, judge
 from seats.errors import BadInputError, Exit
 from seats.model import Catalogue, Seat
+from seats.model import Engine as EngineSpec
 
 SCHEMA = 1
 Kind = Literal["pass", "refuse", "unknown", "error"]
@@ -64,6 +65,9 @@ class ServiceVerdict:
     # (`replicas` replicas that cannot fit, refused at once).
     settled: bool = False
     replicas: int = 1
+    # The engine the service runs, where it has no `result` to carry it (DESIGN.md, Engines:
+    # every VERDICT names its engine); None where no engine recognised it.
+    engine: EngineSpec | None = None
 
     @property
     def exit_code(self) -> Exit:
@@ -86,6 +90,10 @@ class ServiceVerdict:
                 data["host"], data["cards"] = self.cards[0], list(self.cards[1])
             if self.warnings:
                 data["warnings"] = list(self.warnings)
+            # Every VERDICT names its engine (`unknown` ones too, kind null where none was
+            # recognised); a bad service only where its engine was read before it failed.
+            if self.kind != "error" or self.engine is not None:
+                data["engine"] = describe(self.engine)
             return data
         data = self.result.to_json()
         data["service"] = self.service
@@ -228,7 +236,11 @@ def _alone(
 ) -> list[ServiceVerdict]:
     """The service judged on its own (each data-parallel engine of it), or error / unknown."""
     if service.unknown is not None:
-        return [ServiceVerdict(service.name, "unknown", message=service.unknown)]
+        return [
+            ServiceVerdict(
+                service.name, "unknown", message=service.unknown, engine=_engine_of(service)
+            )
+        ]
     try:
         if service.engine is not None and engine(service.engine).util_request:
             ranks = service.data_parallel_size
@@ -273,7 +285,7 @@ def _alone(
     except BadInputError as exc:
         if not isinstance(exc, ComposeError):
             exc = ComposeError(service.path, service.name, None, str(exc))
-        return [ServiceVerdict(service.name, "error", message=str(exc))]
+        return [ServiceVerdict(service.name, "error", message=str(exc), engine=_engine_of(service))]
 
 
 def _beyond(verdict: ServiceVerdict, count: int) -> ServiceVerdict:
@@ -329,6 +341,18 @@ def _unseated(
     return replace(_verdict(service, result, None), undecided=unknown)
 
 
+def _engine_of(service: ComposeService) -> EngineSpec | None:
+    """The engine block a service runs, for a verdict with no judgement to carry it: built from
+    its flags where they are valid, else its kind and version alone; None where no engine
+    recognised it."""
+    if service.engine is None:
+        return None
+    try:
+        return service_spec(service, service.version, None)
+    except BadInputError:
+        return spec_of(service.engine, {}, version=service.version)
+
+
 def _verdict(service: ComposeService, result: CheckResult, rank: int | None) -> ServiceVerdict:
     return ServiceVerdict(service.name, result.verdict.verdict, result, rank=rank)
 
@@ -361,7 +385,10 @@ def _unknown(
     except BadInputError as exc:
         reason = exc.msg if isinstance(exc, ComposeError) else str(exc)
         return ServiceVerdict(
-            service.name, "unknown", message=f"{message}; its cards cannot be told either: {reason}"
+            service.name,
+            "unknown",
+            message=f"{message}; its cards cannot be told either: {reason}",
+            engine=_engine_of(service),
         )
     return ServiceVerdict(
         service.name,
@@ -369,6 +396,7 @@ def _unknown(
         message=f"{message}; it asks for card(s) {', '.join(map(str, cards))} of {snapshot.host}",
         cards=(snapshot.host, cards),
         warnings=tuple(warnings),
+        engine=_engine_of(service),
     )
 
 
@@ -432,7 +460,15 @@ def _together(
         result = verdict.result
         # The whole stack is redeployed: the running processes of its other seats stop too.
         snapshot = _stopped(result.snapshot, {p.seat.name for p in others} - {mine.seat.name})
-        joint = judge(catalogue, snapshot, mine.seat, mine.cards, others=others, mode="check")
+        joint = judge(
+            catalogue,
+            snapshot,
+            mine.seat,
+            mine.cards,
+            others=others,
+            mode="check",
+            need_floor=not result.resident_known,
+        )
         joint = replace(
             joint, warnings=tuple(dict.fromkeys([*result.verdict.warnings, *joint.warnings]))
         )

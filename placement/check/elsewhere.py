@@ -20,6 +20,8 @@ class Elsewhere:
     need_bytes: int
     room_after_bytes: int
     util: str | None = None
+    # The seat's resident is unknown: `need_bytes` is a lower bound of what it takes.
+    need_floor: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """{host, cards, need_bytes, room_after_bytes, util}, raw byte ints."""
@@ -34,7 +36,8 @@ class Elsewhere:
     def text(self) -> str:
         """`fv-ml1:3 takes it: need 10.49 GiB per card, 12.20 GiB room left after`."""
         cards = ",".join(map(str, self.cards))
+        need = ("at least " if self.need_floor else "") + format_bytes(self.need_bytes)
         return (
-            f"{self.host}:{cards} takes it: need {format_bytes(self.need_bytes)} per card, "
+            f"{self.host}:{cards} takes it: need {need} per card, "
             f"{format_bytes(self.room_after_bytes)} room left after"
         )

@@ -101,4 +101,6 @@ def with_nearest(
 ) -> CheckResult:
     """`result` with the nearest other cards that would take its seat, where it was refused."""
     found = nearest_cards(catalogue, snapshots, result.seat, result.verdict, others=others)
+    if not result.resident_known:
+        found = tuple(replace(e, need_floor=True) for e in found)
     return replace(result, elsewhere=found) if found else result

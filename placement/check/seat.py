@@ -231,7 +231,9 @@ def check_service(
         judged, how = _unseated(service, snapshot.host, cards, engine)
         warnings.append(how)
         attributed = _attribute_by_port(attribute(snapshot, catalogue), service)
-    verdict = judge(catalogue, attributed, judged, cards, mode="check")
+    verdict = judge(
+        catalogue, attributed, judged, cards, mode="check", need_floor=not resident_known
+    )
     warnings += _redeploy_notes(attributed, judged.name, cards)
     warnings += _lora_warnings(judged if seat is not None else None, service)
     if resident_known:

@@ -87,10 +87,13 @@ def _figures(result: CheckResult) -> list[str]:
     return ["  " + line for line in text.splitlines()]
 
 
-def reason_line(reason: Reason) -> str:
-    """`card 0  gate      requested 11.40 GiB  free 11.16 GiB  short 241.88 MiB  — vLLM's gate: …`."""
+def reason_line(reason: Reason, need_floor: bool = False) -> str:
+    """`card 0  gate      requested 11.40 GiB  free 11.16 GiB  short 241.88 MiB  — vLLM's gate: …`.
+
+    `need_floor`: the seat's resident is unknown, so a need is a lower bound, as in its figures.
+    """
     where = f"card {reason.card}" if reason.card is not None else "host"
-    figures = reason_figures(reason)
+    figures = reason_figures(reason, need_floor=need_floor)
     numbers = f"{figures}  " if figures is not None else ""
     return f"  {where}  {reason.rule:<{RULE_WIDTH}} {numbers}— {reason.text}"
 
@@ -102,7 +105,7 @@ def render(result: CheckResult, source: str) -> str:
         _headline(result),
         f"  {verdict.host} snapshot {format_utc(result.snapshot.taken_at)} ({source})",
         *_figures(result),
-        *(reason_line(reason) for reason in verdict.reasons),
+        *(reason_line(reason, not result.resident_known) for reason in verdict.reasons),
     ]
     if verdict.nearest:
         lines.append("  nearest: " + " · or ".join(verdict.nearest))

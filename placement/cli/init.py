@@ -12,7 +12,10 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from inventory.snapshot import Snapshot
+    from placement.fit.engines.base import HostFiles
 
 HELP = "write a starter catalogue of a host as it runs now"
 DESCRIPTION = (
@@ -63,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
         raise BadInputError(
             f"{args.out}: the file exists; init never overwrites one (choose another --out)"
         )
+    files_of: Callable[[int], HostFiles] | None = None
     if args.from_file is not None:
         snapshot, source = read_from(args.from_file, args.host, None), args.from_file
         context, note = _default_context("the snapshot was taken elsewhere")
@@ -70,8 +74,13 @@ def run(args: argparse.Namespace) -> int:
         snapshot = _live(args.host)
         source = f"NVML of {snapshot.host}"
         context, note = _calibrated(snapshot, args.no_calibrate)
+        files_of = _process_files()
     starter = starter_catalogue(
-        snapshot, source=source, cuda_context_bytes=context, cuda_context_note=note
+        snapshot,
+        source=source,
+        cuda_context_bytes=context,
+        cuda_context_note=note,
+        files_of=files_of,
     )
     # What init writes, plan reads: a catalogue that would not load is a bug here, not output.
     parse_catalogue(read_yaml(starter.text, args.out or "<init>"), args.out or "<init>")
@@ -101,11 +110,20 @@ def _live(host: str | None) -> Snapshot:
     return consistent(snapshot, f"NVML of {snapshot.host}", snapshot.taken_at)
 
 
+def _process_files() -> Callable[[int], HostFiles] | None:
+    """Each running process's own view of the files (an engine may name its model from them);
+    None where the processes are a replay's ($GPUPLAN_FAKE_NVML), not this host's."""
+    from inventory.poller import FAKE_ENV
+    from placement.cli.starter import process_files
+
+    return None if os.environ.get(FAKE_ENV) else process_files
+
+
 def _default_context(why: str) -> tuple[int, str]:
     from placement.cli.starter import DEFAULT_CUDA_CONTEXT_BYTES
 
     return DEFAULT_CUDA_CONTEXT_BYTES, (
-        f"default, not measured ({why}): 1,276.8 MiB measured on an idle H200 (FACTS.md); "
+        f"default, not measured ({why}): 1,276.8 MiB measured on an idle H200 (docs/facts.md §1); "
         "measure yours with gpuplan calibrate"
     )
 

@@ -78,12 +78,17 @@ _FIGURE_WORDS: dict[str, tuple[str, str]] = {"gate": ("requested", "free")}
 _DEFAULT_WORDS = ("need", "room")
 
 
-def reason_figures(reason: Reason) -> str | None:
-    """`need 6.00 GiB  room 1.58 GiB  short 4.42 GiB` (a gate: `requested … free …`); None without figures."""
+def reason_figures(reason: Reason, *, need_floor: bool = False) -> str | None:
+    """`need 6.00 GiB  room 1.58 GiB  short 4.42 GiB` (a gate: `requested … free …`); None without figures.
+
+    `need_floor`: the seat's resident is unknown; its need (not a gate's request) is a lower
+    bound, said as its figures table says it.
+    """
     if reason.need_bytes is None or reason.room_bytes is None:
         return None
     need, room = _FIGURE_WORDS.get(reason.rule, _DEFAULT_WORDS)
+    lower = " (lower bound)" if need_floor and need == "need" else ""
     return (
-        f"{need} {b(reason.need_bytes)}  {figure_text(room, reason.room_bytes)}  "
-        f"short {b(reason.short_bytes)}"
+        f"{need} {b(reason.need_bytes)}{lower}  {figure_text(room, reason.room_bytes)}  "
+        f"short {b(reason.short_bytes)}{' at least' if lower else ''}"
     )

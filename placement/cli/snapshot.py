@@ -33,13 +33,19 @@ MAX_STDIN_BYTES = 64 * 1024 * 1024
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """--host, --catalogue, --from, --out, --ledger, --json, --interval, --count."""
+    """--host, --catalogue, --live, --from, --out, --ledger, --json, --interval, --count."""
     parser.add_argument(
         "--host",
         metavar="H",
         help="host name to record (default: the catalogue's only host, else this machine's)",
     )
     add_catalogue_argument(parser)
+    parser.add_argument(
+        "--live",
+        action="store_true",
+        help="read this host's cards from NVML now: the default, accepted as every other "
+        "command takes it",
+    )
     parser.add_argument(
         "--from",
         dest="from_file",
@@ -113,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
             raise BadInputError("--interval polls NVML; it cannot be used with --from")
         if args.count is not None and args.count < 1:
             raise BadInputError(f"--count {args.count}: at least 1")
+    _one_source(args)
     catalogue = load_catalogue(args.catalogue) if args.catalogue else None
     if args.prometheus is not None:
         if args.from_file is not None or args.interval is not None or args.out is not None:
@@ -128,6 +135,15 @@ def run(args: argparse.Namespace) -> int:
         _write(args, _take(None, args.host, catalogue), polling=False, catalogue=catalogue)
         return 0
     return _poll(args, catalogue)
+
+
+def _one_source(args: argparse.Namespace) -> None:
+    """--live (NVML now, the default) with --from or --prometheus is bad input: one source."""
+    from seats.errors import BadInputError
+
+    if args.live and (args.from_file is not None or args.prometheus is not None):
+        other = "--from" if args.from_file is not None else "--prometheus"
+        raise BadInputError(f"--live reads NVML now; it cannot be used with {other}")
 
 
 def _from_prometheus(args: argparse.Namespace, catalogue: Catalogue | None) -> int:

@@ -19,6 +19,7 @@ from collections.abc import Collection
 
 from inventory.snapshot import Card, Snapshot
 from placement.fit.card import HeldPart, card_model, resident_of
+from placement.fit.room import room_bytes
 from seats.model import Catalogue, Seat
 
 
@@ -86,6 +87,13 @@ def plannable_bytes(catalogue: Catalogue, snapshot: Snapshot, card: Card) -> int
     if card.free_bytes is None:
         return 0
     return max(0, card_model(catalogue, snapshot.host, card).plannable_bytes)
+
+
+def plannable_at(free_bytes: int, held_bytes: int, margin_bytes: int) -> int:
+    """max(0, free − held − margin): a card's plannable bytes at a moment it had `free_bytes`."""
+    return max(
+        0, room_bytes(free_bytes=free_bytes, held_bytes=held_bytes, margin_bytes=margin_bytes)
+    )
 
 
 def attributed_bytes(card: Card) -> int:

@@ -32,14 +32,21 @@ from functools import cached_property
 
 from inventory.holds import Hold
 from inventory.snapshot import Card
-from placement.fit.room import engine_free_bytes, reserve_left_bytes, room_bytes
+from placement.fit.engines import passes_gate
+from placement.fit.room import (
+    engine_free_bytes,
+    exclusive_binds,
+    fits_room,
+    reserve_left_bytes,
+    room_bytes,
+)
 from seats.model import Catalogue, Reserve
 
 CardKey = tuple[str, int]
 
 
 def cuda_total(card: Card) -> int:
-    """What a CUDA process on `card` calls total (FACTS.md section 1); 0 for a card in error."""
+    """What a CUDA process on `card` calls total (docs/facts.md §1); 0 for a card in error."""
     return card.cuda_total_bytes or 0
 
 
@@ -64,6 +71,13 @@ class ReserveShare:
     running_own_bytes: int  # Σ residents of its own seats declared running on the card
     residents: Mapping[str, int] = field(default_factory=dict, compare=False)  # of its for: seats
 
+    @property
+    def idle_bytes(self) -> int:
+        """What the reserve holds with none of its own seats placed anew: reserve − running own."""
+        return reserve_left_bytes(
+            reserve_bytes=self.reserve_bytes, own_bytes=self.running_own_bytes
+        )
+
 
 @dataclass(frozen=True)
 class HeldPart:
@@ -82,6 +96,20 @@ class HeldPart:
     # replaces. `bytes` is then the approved need beyond them; its own gate reads them freed.
     seen_bytes: int = 0
     need_bytes: int = 0  # a hold's approved need on the card (its `bytes` before `seen_bytes`)
+
+
+@dataclass(frozen=True)
+class LoosestRoom:
+    """One card's room and gate free for a seat that nothing on the card names (most seats)."""
+
+    room_bytes: int  # free − held (every reserve, less its own new seats placed here) − margin
+    gate_free_bytes: int  # free − cuda_context − active holds
+    named: frozenset[str]  # seats a reserve or a hold here is for: they meet less held
+    hold_cap_bytes: int | None  # the most new load that keeps every hold's own gate
+
+
+# CardModel's worked-out figures that no placed seat changes: a copy keeps them.
+_UNPLACED = ("absent_bytes", "hold_bytes", "open_bytes", "widest_bytes", "occupants")
 
 
 @dataclass(frozen=True)
@@ -109,11 +137,12 @@ class CardModel:
     seen_bytes: Mapping[str, int] = field(default_factory=dict, compare=False)
     # New seats placed on this copy (name → need): every figure below meets them as load.
     placed: Mapping[str, int] = field(default_factory=dict, compare=False)
-
-    @property
-    def placed_bytes(self) -> int:
-        """Σ needs of the new seats placed on this copy."""
-        return sum(self.placed.values())
+    placed_bytes: int = 0  # Σ of `placed`
+    # Their declared residents (name → bytes): what a reserve's own seats consume of it.
+    placed_residents: Mapping[str, int] = field(default_factory=dict, compare=False)
+    placed_exclusive: frozenset[str] = frozenset()
+    # The smallest gate bound of the seats placed (the most load each one's gate allows).
+    gate_floor_bytes: int | None = None
 
     @property
     def key(self) -> CardKey:
@@ -122,14 +151,45 @@ class CardModel:
 
     # --- copies (kube-scheduler's AddPod / RemovePod) -------------------------------------
 
-    def with_seat(self, name: str, need_bytes: int) -> CardModel:
+    def with_seat(
+        self,
+        name: str,
+        need_bytes: int,
+        *,
+        resident_bytes: int | None = None,
+        exclusive: bool = False,
+        gate_bound_bytes: int | None = None,
+    ) -> CardModel:
         """A copy with new seat `name` placed on it, taking `need_bytes` (its hold, if any, is it):
-        room, gate free and the holds' gates of the copy all meet it."""
-        return replace(self, placed={**self.placed, name: need_bytes})
+        room, gate free and the holds' gates of the copy all meet it.
+
+        `resident_bytes`: its declared resident, what it consumes of a reserve it is for
+        (default: its need); `gate_bound_bytes`: the most load on the card its own gate allows.
+        """
+        floor = self.gate_floor_bytes
+        if gate_bound_bytes is not None:
+            floor = gate_bound_bytes if floor is None else min(floor, gate_bound_bytes)
+        copy = replace(
+            self,
+            placed={**self.placed, name: need_bytes},
+            placed_bytes=self.placed_bytes - self.placed.get(name, 0) + need_bytes,
+            placed_residents={
+                **self.placed_residents,
+                name: need_bytes if resident_bytes is None else resident_bytes,
+            },
+            placed_exclusive=self.placed_exclusive | {name} if exclusive else self.placed_exclusive,
+            gate_floor_bytes=floor,
+        )
+        # What does not depend on the placed seats is the same: keep it worked out.
+        for kept in _UNPLACED:
+            if kept in self.__dict__:
+                copy.__dict__[kept] = self.__dict__[kept]
+        return copy
 
     def without_seat(self, name: str) -> CardModel:
         """A copy with seat `name` taken off: its processes' bytes freed, its hold and placement gone."""
         freed = self.own_bytes.get(name, 0)
+        placed = {k: v for k, v in self.placed.items() if k != name}
         return replace(
             self,
             free_bytes=self.free_bytes + freed,
@@ -137,7 +197,10 @@ class CardModel:
             seen_bytes={k: v for k, v in self.seen_bytes.items() if k != name},
             processes=tuple(p for p in self.processes if p[0] != name),
             holds=tuple(h for h in self.holds if h.seat != name),
-            placed={k: v for k, v in self.placed.items() if k != name},
+            placed=placed,
+            placed_bytes=sum(placed.values()),
+            placed_residents={k: v for k, v in self.placed_residents.items() if k != name},
+            placed_exclusive=self.placed_exclusive - {name},
         )
 
     # --- what is held, and against whom ---------------------------------------------------
@@ -147,11 +210,11 @@ class CardModel:
     ) -> list[HeldPart]:
         """What is held here against `seat` (None: against any seat), part by part.
 
-        `placed`: new seats put on the card (a reserve's own among them consume it by their
-        declared residents; their holds are those seats, not counted twice). Defaults to this
+        `placed`: new seats put on the card, name → declared resident (a reserve's own among
+        them consume it; their holds are those seats, not counted twice). Defaults to this
         copy's placed seats.
         """
-        here = self.placed if placed is None else placed
+        here = self.placed_residents if placed is None else placed
         parts: list[HeldPart] = []
         declared = set(self.declared)
         for reserve in self.reserves:
@@ -232,12 +295,7 @@ class CardModel:
     @property
     def plannable_bytes(self) -> int:
         """free − held − margin − what this copy places (may be negative)."""
-        return room_bytes(
-            free_bytes=self.free_bytes,
-            held_bytes=self.held_bytes(),
-            margin_bytes=self.margin_bytes,
-            load_bytes=self.placed_bytes,
-        )
+        return self.room_for()
 
     @property
     def fixed_held_bytes(self) -> int:
@@ -274,6 +332,144 @@ class CardModel:
             cuda_context_bytes=self.cuda_context_bytes,
             load_bytes=self.placed_bytes + holds,
         )
+
+    def room_for(self, seat: str | None = None) -> int:
+        """free − held(seat, placed) − margin − placed: the room `seat` meets beside what this
+        copy places (may be negative); its own processes count as they are."""
+        return room_bytes(
+            free_bytes=self.free_bytes,
+            held_bytes=self.held_bytes(seat, self.placed_residents),
+            margin_bytes=self.margin_bytes,
+            load_bytes=self.placed_bytes,
+        )
+
+    @property
+    def capacity_bytes(self) -> int:
+        """free − margin: the room of a card nothing holds and nothing is placed on."""
+        return room_bytes(free_bytes=self.free_bytes, held_bytes=0, margin_bytes=self.margin_bytes)
+
+    @property
+    def width_bytes(self) -> int:
+        """`widest_bytes` less what this copy places: the most room any one seat meets now."""
+        return self.widest_bytes - self.placed_bytes
+
+    def open_after(self, *, freed_bytes: int = 0, placed_bytes: int = 0) -> int:
+        """`open_bytes` once `freed_bytes` leave the card and `placed_bytes` arrive on it."""
+        return self.open_bytes + freed_bytes - placed_bytes
+
+    def may_take(self, need_bytes: int, *, freed_bytes: int = 0, placed_bytes: int = 0) -> bool:
+        """A necessary condition in plain sums, reserves left out (a seat may be one they are
+        for): `need_bytes` within the open room once `freed_bytes` leave and `placed_bytes` arrive."""
+        return fits_room(
+            need_bytes, self.open_after(freed_bytes=freed_bytes, placed_bytes=placed_bytes)
+        )
+
+    def gate_floor_excludes(self, resident_bytes: int) -> bool:
+        """A cheap first test: a seat adding at least `resident_bytes` less its own bytes here
+        would carry the load past the gate bound of a seat placed on this copy."""
+        floor = self.gate_floor_bytes
+        return floor is not None and (
+            self.placed_bytes + resident_bytes - (self.widest_bytes - self.open_bytes) > floor
+        )
+
+    def exclusive_refuses(self, name: str, exclusive: bool) -> bool:
+        """Rule `exclusive` between `name` and the seats placed on this copy."""
+        if not self.placed or (not exclusive and not self.placed_exclusive):
+            return False
+        others = [n for n in self.placed if n != name]
+        return bool(others) and exclusive_binds(
+            exclusive=exclusive,
+            occupied=True,
+            exclusive_neighbour=any(n in self.placed_exclusive for n in others),
+        )
+
+    def left_after(self, name: str, need_bytes: int, gate_bound_bytes: int | None) -> int | None:
+        """Room left on this copy once `name` is placed taking `need_bytes`; None where its room
+        or a gate bound (its own, or a placed seat's) refuses it."""
+        room = self.room_for(name)
+        if not fits_room(need_bytes, room):
+            return None
+        after = self.placed_bytes + need_bytes
+        floor = self.gate_floor_bytes
+        if (floor is not None and after > floor) or (
+            gate_bound_bytes is not None and after > gate_bound_bytes
+        ):
+            return None
+        return room - need_bytes
+
+    # --- pruning: the loosest a seat could meet here, alone -------------------------------
+
+    def loosest(self, new_residents: Mapping[str, int]) -> LoosestRoom:
+        """This card's room and gate free for a seat nothing here names (most seats), with every
+        reserve's own new seats (`new_residents`) placed here too: the least held it could meet."""
+        return LoosestRoom(
+            room_bytes=room_bytes(
+                free_bytes=self.free_bytes,
+                held_bytes=self.held_bytes(None, new_residents),
+                margin_bytes=self.margin_bytes,
+            ),
+            gate_free_bytes=self.gate_free_bytes(),
+            named=frozenset(name for r in self.reserves for name in r.for_)
+            | {hold.seat for hold in self.holds},
+            hold_cap_bytes=self.hold_cap_bytes(),
+        )
+
+    def pair_bound(
+        self,
+        name: str,
+        *,
+        exclusive: bool,
+        need_bytes: int,
+        requested_bytes: int | None,
+        loosest: LoosestRoom,
+        new_residents: Mapping[str, int],
+    ) -> tuple[int, int | None] | None:
+        """(need net of its own bytes here, gate bound or None) when seat `name` could go on the
+        card alone, else None (pruned).
+
+        Looser than the verifier, never stricter: the least held it could meet (`loosest`),
+        its own processes freed (a redeploy), the loosest util (`need_bytes`, `requested_bytes`:
+        None when its gate requests nothing). The bound is the most load the card may carry
+        (this seat's net need included) for every gate there, as if started last; None where
+        the room already implies it.
+        """
+        if (exclusive or self.exclusive_running) and exclusive_binds(
+            exclusive=exclusive,
+            occupied=self.occupied_for(name),
+            exclusive_neighbour=self.exclusive_running,
+        ):
+            return None
+        own = self.own_bytes.get(name, 0) if self.own_bytes else 0
+        room_left, gate_free, cap = (
+            loosest.room_bytes,
+            loosest.gate_free_bytes,
+            loosest.hold_cap_bytes,
+        )
+        if own or name in loosest.named:
+            # A redeploy frees its own processes; a reserve's (or a hold's) own seat meets less held.
+            room_left = room_bytes(
+                free_bytes=self.free_bytes + own,
+                held_bytes=self.held_bytes(name, new_residents),
+                margin_bytes=self.margin_bytes,
+            )
+            gate_free = self.gate_free_bytes(name) + own
+            cap = self.hold_cap_bytes(name)
+        if not fits_room(need_bytes, room_left):
+            return None
+        # Every gated hold here judged again, as if it started last: the card's new load (this
+        # seat's net need included) ≤ free − ctx − the other holds − its request.
+        if cap is not None and need_bytes - own > cap:
+            return None  # alone, it would leave an approved seat's gate short
+        bound = cap
+        if requested_bytes is not None:
+            if not passes_gate(gate_free, requested_bytes):
+                return None  # fails its gate alone
+            # The most load the card may carry (this seat's net need included) for its gate, as
+            # if started last: others + need − own ≤ free − ctx − holds + need − requested.
+            own_gate = gate_free - own + need_bytes - requested_bytes
+            bound = own_gate if bound is None else min(bound, own_gate)
+        # Where the room constraint already implies the gates, no bound is kept.
+        return need_bytes - own, bound if bound is not None and bound < self.open_bytes else None
 
     @cached_property
     def occupants(self) -> frozenset[str]:

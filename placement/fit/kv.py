@@ -211,7 +211,9 @@ def kv_capacity_reason(
 ) -> Reason | None:
     """Rule `kv_capacity`: floor(KV bytes / bytes per token) < max_model_len on this card."""
     found = kv_capacity(seat, util, state.cuda_total_bytes)
-    if found is None or found.tokens >= found.max_model_len:
+    if found is None:
+        return _no_kv_reason(seat=seat, util=util, state=state, host=host)
+    if found.tokens >= found.max_model_len:
         return None
     need = found.max_model_len * found.kv_bytes_per_token
     where = (
@@ -229,6 +231,35 @@ def kv_capacity_reason(
         f"{found.tokens:,} tokens at {found.kv_bytes_per_token:,} B per token, fewer than "
         f"max_model_len {found.max_model_len:,} ({format_bytes(need)}): "
         f"short {format_bytes(need - found.kv_bytes)}",
+        host=host,
+    )
+
+
+def _no_kv_reason(
+    *, seat: Seat, util: Decimal | None, state: CardState, host: str
+) -> Reason | None:
+    """Without a profile, a request that does not even hold the seat's weights (`weights`):
+    vLLM sizes its KV cache as request − weights − non-KV, finds none, and stops at start ("No
+    available memory for the cache blocks", vllm/v1/core/kv_cache_utils.py
+    `check_enough_kv_cache_memory`): `--util 1e-9` asks 102 B of a 95 GiB card."""
+    weights = seat.weights_bytes
+    if util is None or weights is None or seat.engine.kv_cache_bytes is not None:
+        return None
+    if not requests_util(seat.engine):
+        return None
+    request = requested_bytes(util, state.cuda_total_bytes)
+    if request >= weights:
+        return None
+    return Reason(
+        rule="kv_capacity",
+        card=state.card.index,
+        need_bytes=weights,
+        room_bytes=request,
+        short_bytes=weights - request,
+        text=f"vLLM's KV cache check: util {format_util(util)} requests "
+        f"{format_bytes(request)}, less than its weights {format_bytes(weights)}: no memory is "
+        f'left for its KV cache ("No available memory for the cache blocks"): short '
+        f"{format_bytes(weights - request)}",
         host=host,
     )
 

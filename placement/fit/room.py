@@ -29,3 +29,8 @@ def reserve_left_bytes(*, reserve_bytes: int, own_bytes: int) -> int:
 def fits_room(need_bytes: int, room: int) -> bool:
     """Rule `room`: the seat's need is at most the room (equal fits)."""
     return need_bytes <= room
+
+
+def exclusive_binds(*, exclusive: bool, occupied: bool, exclusive_neighbour: bool) -> bool:
+    """Rule `exclusive`: an exclusive seat on an occupied card, or any seat beside an exclusive one."""
+    return (exclusive and occupied) or exclusive_neighbour

@@ -24,7 +24,7 @@ from placement.fit.engines import (
 )
 from placement.fit.engines.base import EngineCard, Refusal
 from placement.fit.kv import kv_capacity_reason
-from placement.fit.room import fits_room
+from placement.fit.room import exclusive_binds, fits_room
 from placement.fit.state import CardState
 from placement.fit.verdict import Reason, Rule, bare_reason, host_reason
 from seats.model import Seat
@@ -47,11 +47,6 @@ def figure_text(word: str, n: int) -> str:
     if n >= 0:
         return f"{word} {b(n)}"
     return f"{_NONE_LEFT.get(word, 'no ' + word)} ({b(-n)} over)"
-
-
-def exclusive_binds(*, exclusive: bool, occupied: bool, exclusive_neighbour: bool) -> bool:
-    """Rule `exclusive`: an exclusive seat on an occupied card, or any seat beside an exclusive one."""
-    return (exclusive and occupied) or exclusive_neighbour
 
 
 def unbounded_binds(*, gating: str, exclusive: bool, shared: bool) -> bool:
@@ -165,8 +160,14 @@ def _held_reason(
     )
 
 
-def room_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | None:
-    """Rule `room`: need > free − held − margin − others (only `reserve` where releasing would do)."""
+def room_reason(
+    *, need_bytes: int, state: CardState, host: str, need_floor: bool = False
+) -> Reason | None:
+    """Rule `room`: need > free − held − margin − others (only `reserve` where releasing would do).
+
+    `need_floor`: the seat's resident is unknown and `need_bytes` a lower bound of what it takes
+    (the refusal is certain all the same): the text says so, as the figures table does.
+    """
     room = state.room_bytes
     if fits_room(need_bytes, room):
         return None
@@ -180,8 +181,13 @@ def room_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | Non
         need_bytes=need_bytes,
         room_bytes=room,
         short_bytes=short,
-        text=f"need {b(need_bytes)}, {figure_text('room', room)} ({room_terms(state)}): "
-        f"short {b(short)}",
+        text=(
+            f"need at least {b(need_bytes)} (its resident is unknown), "
+            f"{figure_text('room', room)} ({room_terms(state)}): short at least {b(short)}"
+            if need_floor
+            else f"need {b(need_bytes)}, {figure_text('room', room)} ({room_terms(state)}): "
+            f"short {b(short)}"
+        ),
         host=host,
     )
 
@@ -340,6 +346,7 @@ def card_reasons(
     need_bytes: int,
     requested_bytes: int | None,
     host: str,
+    need_floor: bool = False,
 ) -> list[Reason]:
     """Every rule that binds for `seat` on one usable card, in the verifier's order.
 
@@ -350,7 +357,7 @@ def card_reasons(
         reserve_reason(need_bytes=need_bytes, state=state, host=host),
         hold_reason(need_bytes=need_bytes, state=state, host=host),
         *hold_gate_reasons(need_bytes=need_bytes, state=state, host=host),
-        room_reason(need_bytes=need_bytes, state=state, host=host),
+        room_reason(need_bytes=need_bytes, state=state, host=host, need_floor=need_floor),
         kept_reserve_reason(need_bytes=need_bytes, state=state, host=host),
         gate_reason(requested_bytes=requested_bytes, util=util, state=state, host=host),
         kv_capacity_reason(

@@ -114,5 +114,5 @@ class Verdict:
             "flags": list(self.flags),
             "warnings": list(self.warnings),
             "nearest": list(self.nearest),
-            "engine": describe(self.engine) if self.engine is not None else None,
+            "engine": describe(self.engine),
         }

@@ -235,6 +235,9 @@ class _Judgement:
     figures: list[CardFigures] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     unknown: bool = False
+    # The seat's resident is unknown (a compose service no catalogue seat describes): its need
+    # is a lower bound, and a room refusal says so.
+    need_floor: bool = False
 
 
 def _usable_cards(
@@ -356,6 +359,7 @@ def _judge_card(
         need_bytes=need,
         requested_bytes=requested,
         host=host,
+        need_floor=out.need_floor,
     )
     out.reasons.extend(reasons)
     if (
@@ -385,6 +389,7 @@ def judge(
     kv_cache_bytes: int | None = None,
     resident_bytes: int | None = None,
     state_cache: CardStates | None = None,
+    need_floor: bool = False,
 ) -> Verdict:
     """Judge `seat` started last on `cards` of `snapshot` (attributed), beside the new `others`.
 
@@ -394,12 +399,15 @@ def judge(
 
     `mode="plan"` proposes a util where none is declared; `mode="check"` uses the version's
     default. `util`, `kv_cache_bytes`, `resident_bytes` override the catalogue's figures.
+    `need_floor`: the seat's resident is unknown, so its need is a lower bound (said in `room`).
     """
     seat = override_seat(seat, util, kv_cache_bytes, resident_bytes)
     host = snapshot.host
     ctx = cuda_context_bytes(catalogue, host)
     rule = gate_rule(seat.engine, propose=mode == "plan")
-    out = _Judgement(reasons=host_reasons(seat, host, cards), warnings=list(rule.warnings))
+    out = _Judgement(
+        reasons=host_reasons(seat, host, cards), warnings=list(rule.warnings), need_floor=need_floor
+    )
     usable = _usable_cards(snapshot, cards, mode, out)
     # A host without cuda_context is said once per run, by fit.consistency.check_snapshot.
     states = _states(catalogue, snapshot, seat, usable, others, mode, state_cache)

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from inventory.snapshot import Snapshot
-from placement.fit.capacity import held_parts, margin_bytes, seats_declared_on
-from placement.fit.room import room_bytes
+from placement.fit.capacity import seats_declared_on
+from placement.fit.card import card_model, resident_of
 from placement.fit.verify import Placement, card_catalogues, other_need
 from seats.model import Catalogue
 
@@ -95,14 +95,13 @@ def card_rows(
                     )
                 )
                 continue
-            added = sum(other_need(view, snapshot, p, card, "plan") for p in here)
-            names = [p.seat.name for p in here]
-            before_parts = held_parts(view, host, card)
-            after_parts = held_parts(view, host, card, placed_here=names)
-            margin = margin_bytes(view, host)
-            held_before = sum(p.bytes for p in before_parts)
-            held_after = sum(p.bytes for p in after_parts)
-            free_after = card.free_bytes - added
+            before = card_model(view, host, card)
+            after = before
+            for p in here:
+                need = other_need(view, snapshot, p, card, "plan")
+                resident = resident_of(view, p.seat.name) or 0
+                after = after.with_seat(p.seat.name, need, resident_bytes=resident)
+            before_parts = before.held_parts()
             rows.append(
                 PlanCardRow(
                     host=host,
@@ -112,23 +111,13 @@ def card_rows(
                     cuda_total_bytes=card.cuda_total_bytes,
                     used_bytes=card.used_bytes,
                     free_before_bytes=card.free_bytes,
-                    free_after_bytes=free_after,
-                    held_bytes=held_before,
+                    free_after_bytes=card.free_bytes - after.placed_bytes,
+                    held_bytes=sum(p.bytes for p in before_parts),
                     held=tuple(p.name for p in before_parts),
-                    plannable_before_bytes=max(
-                        0,
-                        room_bytes(
-                            free_bytes=card.free_bytes, held_bytes=held_before, margin_bytes=margin
-                        ),
-                    ),
-                    plannable_after_bytes=max(
-                        0,
-                        room_bytes(
-                            free_bytes=free_after, held_bytes=held_after, margin_bytes=margin
-                        ),
-                    ),
+                    plannable_before_bytes=max(0, before.plannable_bytes),
+                    plannable_after_bytes=max(0, after.plannable_bytes),
                     seats=tuple(sorted(declared) + foreign),
-                    new_seats=tuple(names),
+                    new_seats=tuple(p.seat.name for p in here),
                 )
             )
     return rows

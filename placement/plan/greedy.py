@@ -1,26 +1,22 @@
 """The greedy placers: first-fit-decreasing and best-fit-decreasing on the model's numbers.
 
-Seats go in priority, then size, descending. Both ask the same `_Cards` whether a seat may go
-on a card now (room, gate bounds, exclusive), through `placement.fit`'s arithmetic; the
-verifier re-checks the result like any proposal.
+Seats go in priority, then size, descending. Both place seats on copies of the cards' one model
+(`CardModel.with_seat`) and ask the copy whether a seat may go there now (room, gate bounds,
+exclusive); the verifier re-checks the result like any proposal.
 """
 
 from __future__ import annotations
 
 import copy
 from bisect import bisect_left, insort
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
-from placement.fit.card import CardModel
-from placement.fit.room import fits_room, room_bytes
-from placement.fit.rules import exclusive_binds
+from placement.fit.card import CardKey, CardModel
 from placement.plan.problem import NewSeat, Problem
 from placement.plan.verified import Assignment
 
 _NONE = -(1 << 80)
-_NO_GATE = 1 << 80
 
 
 class _WidestFirst:
@@ -80,7 +76,8 @@ def placing_order(problem: Problem) -> list[NewSeat]:
 
 
 class _Cards:
-    """The cards as the placer fills them: load and members per card, and per host its widths.
+    """The cards as the placer fills them: per card its model with the seats placed so far, and
+    per host its widths.
 
     `trees[k - 1]`: per host, the k-th widest card's width (room before held reserves,
     own processes freed), so hosts with fewer cards wide enough for a seat's resident are
@@ -89,26 +86,23 @@ class _Cards:
 
     def __init__(self, problem: Problem) -> None:
         self.problem = problem
-        self.load: dict[tuple[str, int], int] = defaultdict(int)
-        self.members: dict[tuple[str, int], list[str]] = defaultdict(list)
-        # Per card, the smallest gate bound of the seats placed on it (load must stay within).
-        self.gate_floor: dict[tuple[str, int], int] = {}
         self.exclusive = {new.name for new in problem.seats if new.seat.exclusive}
         self.residents = {new.name: new.seat.resident_bytes for new in problem.seats}
-        self.slots = {slot.key: slot for slot in problem.cards}
+        # Per card, its model with the seats placed on it so far.
+        self.slots: dict[CardKey, CardModel] = {slot.key: slot for slot in problem.cards}
         self.host_names = list(problem.hosts)
         self.position = {host: i for i, host in enumerate(self.host_names)}
         self.depth = max((new.seat.card_count for new in problem.seats), default=1)
         self.host_widths = [self.widths(host) for host in self.host_names]
         self.trees = [_WidestFirst([row[k] for row in self.host_widths]) for k in range(self.depth)]
 
-    def width(self, slot: CardModel) -> int:
-        """The most room any seat may meet on `slot` now (a necessary bound, never stricter)."""
-        return slot.widest_bytes - self.load[slot.key]
+    def width(self, key: CardKey) -> int:
+        """The most room any seat may meet on card `key` now (a necessary bound, never stricter)."""
+        return self.slots[key].width_bytes
 
     def widths(self, host: str) -> list[int]:
         room = sorted(
-            (self.width(slot) for slot in self.problem.hosts[host] if slot.ok), reverse=True
+            (self.width(slot.key) for slot in self.problem.hosts[host] if slot.ok), reverse=True
         )
         return (room + [_NONE] * self.depth)[: self.depth]
 
@@ -116,54 +110,25 @@ class _Cards:
         """Where the host `new` names stands (-1: no snapshot of it); None when it names none."""
         return self.position.get(new.seat.host, -1) if new.seat.host is not None else None
 
-    def room_left(self, name: str, host: str, slot: CardModel) -> int | None:
-        """Bytes of room left on `slot` if `name` goes there now; None if it cannot."""
-        key = slot.key
-        floor = self.gate_floor.get(key)
-        if floor is not None and (
-            # The seat adds at least its resident less its own bytes there (a cheap first test).
-            self.load[key] + self.residents[name] - (slot.widest_bytes - slot.open_bytes) > floor
-        ):
+    def room_left(self, name: str, host: str, index: int) -> int | None:
+        """Bytes of room left on card `index` of `host` if `name` goes there now; None if it cannot."""
+        slot = self.slots[(host, index)]
+        # The seat adds at least its resident less its own bytes there (a cheap first test).
+        if slot.gate_floor_excludes(self.residents[name]):
             return None
-        found = self.problem.pair(name, host, slot.index)
+        found = self.problem.pair(name, host, index)
         if found is None:
             return None
         need, own_gate = found
-        members = self.members[key]
-        if (
-            members
-            and self.exclusive
-            and exclusive_binds(
-                exclusive=name in self.exclusive,
-                occupied=True,
-                exclusive_neighbour=any(m in self.exclusive for m in members),
-            )
-        ):
+        if self.exclusive and slot.exclusive_refuses(name, name in self.exclusive):
             return None
-        load = self.load[key]
-        # Reserves are consumed by their own seats: only then do the members' residents matter.
-        placed = {m: self.residents[m] for m in members} if members and slot.reserves else None
-        room = room_bytes(
-            free_bytes=slot.free_bytes,
-            held_bytes=slot.held_bytes(name, placed),
-            margin_bytes=slot.margin_bytes,
-            load_bytes=load,
-        )
-        if not fits_room(need, room):
-            return None
-        # Every gated seat on the card, this one too, must see the load within its gate bound.
-        after = load + need
-        if after > self.gate_floor.get(key, _NO_GATE) or (
-            own_gate is not None and after > own_gate
-        ):
-            return None
-        return room - need
+        return slot.left_after(name, need, own_gate)
 
     def fitting(self, name: str, host: str, count: int | None) -> list[tuple[int, int]]:
         """(room left after, card) for the cards of `host` that can take `name` now (the first `count`)."""
         found: list[tuple[int, int]] = []
         for slot in self.problem.hosts[host]:
-            left = self.room_left(name, host, slot)
+            left = self.room_left(name, host, slot.index)
             if left is None:
                 continue
             found.append((left, slot.index))
@@ -178,12 +143,14 @@ class _Cards:
             if found is None:
                 raise KeyError((name, host, index))
             need, gate = found
-            self.load[(host, index)] += need
-            self.members[(host, index)].append(name)
-            if gate is not None:
-                self.gate_floor[(host, index)] = min(
-                    gate, self.gate_floor.get((host, index), _NO_GATE)
-                )
+            key = (host, index)
+            self.slots[key] = self.slots[key].with_seat(
+                name,
+                need,
+                resident_bytes=self.residents[name],
+                exclusive=name in self.exclusive,
+                gate_bound_bytes=gate,
+            )
         now = self.widths(host)
         for k, w in enumerate(now):
             self.trees[k].set(at, w)
@@ -220,7 +187,7 @@ class _BestFit(_Cards):
     def __init__(self, problem: Problem) -> None:
         super().__init__(problem)
         self.by_width = sorted(
-            (self.width(slot), self.position[host], slot.index)
+            (self.width(slot.key), self.position[host], slot.index)
             for host in self.host_names
             for slot in problem.hosts[host]
             if slot.ok
@@ -233,9 +200,7 @@ class _BestFit(_Cards):
     def copy(self) -> _BestFit:
         """An independent copy of the cards' state (the problem is shared, never changed)."""
         twin = copy.copy(self)
-        twin.load = defaultdict(int, self.load)
-        twin.members = defaultdict(list, {key: list(names) for key, names in self.members.items()})
-        twin.gate_floor = dict(self.gate_floor)
+        twin.slots = dict(self.slots)
         twin.host_widths = list(self.host_widths)
         twin.trees = [tree.copy() for tree in self.trees]
         twin.by_width = list(self.by_width)
@@ -250,7 +215,7 @@ class _BestFit(_Cards):
         ):
             _, spot, index = self.by_width[j]
             host = self.host_names[spot]
-            left = self.room_left(new.name, host, self.slots[(host, index)])
+            left = self.room_left(new.name, host, index)
             if left is not None:
                 return (left, spot, (index,))
         return None
@@ -279,13 +244,11 @@ class _BestFit(_Cards):
     def place(self, name: str, at: int, cards: tuple[int, ...]) -> None:
         host = self.host_names[at]
         for index in cards:
-            del self.by_width[
-                bisect_left(self.by_width, (self.width(self.slots[(host, index)]), at, index))
-            ]
+            del self.by_width[bisect_left(self.by_width, (self.width((host, index)), at, index))]
         before = self.host_widths[at]
         super().place(name, at, cards)
         for index in cards:
-            insort(self.by_width, (self.width(self.slots[(host, index)]), at, index))
+            insort(self.by_width, (self.width((host, index)), at, index))
         for k, w in enumerate(self.host_widths[at]):
             del self.by_host[k][bisect_left(self.by_host[k], (before[k], at))]
             insort(self.by_host[k], (w, at))

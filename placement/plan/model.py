@@ -250,9 +250,9 @@ def _card(t: _Terms, k: int, slot: CardModel) -> _Card:
     for r_i, reserve in enumerate(slot.reserves):
         base = reserve.reserve_bytes - reserve.running_own_bytes
         own = [p for p in pairs if p[0] in reserve.for_]
-        held_max += _mib(max(0, base))
+        held_max += _mib(reserve.idle_bytes)
         if not own:
-            held[reserve.name] = _mib(max(0, base))
+            held[reserve.name] = _mib(reserve.idle_bytes)
             continue
         h = model.variable(f"held_{k}_{r_i}", low=0)
         model.add(
@@ -260,7 +260,7 @@ def _card(t: _Terms, k: int, slot: CardModel) -> _Card:
             f"reserve_{k}_{r_i}",
         )
         held[reserve.name] = h
-    cap = _mib(slot.free_bytes - slot.margin_bytes)
+    cap = _mib(slot.capacity_bytes)
     absent = _mib(slot.fixed_held_bytes)
     load_max = sum(_mib(need[p]) for p in pairs)
     big_m = max(0.0, load_max + absent + held_max - cap) + 1.0
@@ -281,11 +281,7 @@ def _room(t: _Terms, card: _Card) -> None:
     needs_switch = len(groups) > 1 or any(not isinstance(h, float) for h in card.held.values())
     for g_i, (exempt, members) in enumerate(groups.items()):
         held = total(term for name, term in card.held.items() if name not in exempt)
-        constant_held = sum(
-            max(0, r.reserve_bytes - r.running_own_bytes)
-            for r in slot.reserves
-            if r.name not in exempt
-        )
+        constant_held = sum(r.idle_bytes for r in slot.reserves if r.name not in exempt)
         if not needs_switch and constant_held <= slot.open_bytes:
             # Holds with nothing placed, and every seat here meets the same held bytes.
             model.add(card.load + card.absent + held <= card.cap, f"room_{k}_{g_i}")

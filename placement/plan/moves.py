@@ -13,8 +13,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from inventory.snapshot import Card, Process, Snapshot
-from placement.fit.card import CardModel
-from placement.fit.room import fits_room
 from placement.fit.verdict import Verdict
 from placement.fit.verify import Placement, judge, verify_placement
 from placement.plan.cards import PlanCardRow, card_rows
@@ -200,15 +198,6 @@ def _candidates(problem: Problem, refused: Sequence[NewSeat]) -> list[Move]:
     return out
 
 
-def _room_after(slot: CardModel, leaving: int, arriving: int = 0) -> int:
-    """The card's open room (free − absent − holds − margin) + what leaves − what arrives.
-
-    Reserves are left out, since an arriving seat may be one they are for (looser than the
-    verifier, never stricter): a necessary condition only.
-    """
-    return slot.open_bytes + leaving - arriving
-
-
 def _may_fit(moves: Sequence[Move], problem: Problem) -> bool:
     """A necessary condition in plain sums: on each target, what arrives ≤ free − margin + what leaves."""
     slots = {slot.key: slot for slot in problem.cards}
@@ -216,7 +205,7 @@ def _may_fit(moves: Sequence[Move], problem: Problem) -> bool:
         slot = slots[key]
         arriving = sum(m.resident_bytes for m in moves if (m.host, m.target) == key)
         leaving = sum(m.freed_bytes for m in moves if (m.host, m.source) == key)
-        if not fits_room(arriving, _room_after(slot, leaving)):
+        if not slot.may_take(arriving, freed_bytes=leaving):
             return False
     return True
 
@@ -247,7 +236,7 @@ def _may_place(
             continue
         arriving = sum(m.resident_bytes for m in moves if (m.host, m.target) == slot.key)
         leaving = sum(m.freed_bytes for m in moves if (m.host, m.source) == slot.key)
-        if fits_room(smallest[slot.key], _room_after(slot, leaving, arriving)):
+        if slot.may_take(smallest[slot.key], freed_bytes=leaving, placed_bytes=arriving):
             return True
     return False
 
@@ -266,14 +255,13 @@ def _goal_cards(
     for slot in problem.cards:
         if slot.key not in smallest:
             continue
-        room = _room_after(slot, 0)
-        if fits_room(smallest[slot.key], room):
+        if slot.may_take(smallest[slot.key]):
             return None
         freed = sorted(
             {m.seat: m.freed_bytes for m in candidates if (m.host, m.source) == slot.key}.values(),
             reverse=True,
         )
-        if fits_room(smallest[slot.key], _room_after(slot, sum(freed[:size]))):
+        if slot.may_take(smallest[slot.key], freed_bytes=sum(freed[:size])):
             goal.add(slot.key)
     return goal
 

@@ -17,18 +17,15 @@ from pydantic import ValidationError
 
 from inventory.attribution import attribute
 from inventory.snapshot import Snapshot
-from placement.fit.card import CardModel, card_model
+from placement.fit.card import CardModel, LoosestRoom, card_model
 from placement.fit.engines import (
     UTIL_STEP,
     GateRule,
     gate_rule,
     need_bytes,
-    passes_gate,
     requested_bytes,
     requests_util,
 )
-from placement.fit.room import fits_room, room_bytes
-from placement.fit.rules import exclusive_binds
 from placement.fit.verify import card_catalogues, host_catalogues, kv_bytes, start_util
 from seats.errors import CatalogueError
 from seats.loader import format_loc, read_text_file, read_yaml
@@ -375,16 +372,6 @@ class _SizedNeed:
     requested_bytes: int | None  # None: no gate (not vLLM, or no util)
 
 
-@dataclass(frozen=True)
-class _CardRoom:
-    """One card's room and gate free for a seat that nothing on the card names (most seats)."""
-
-    room_bytes: int  # free − held (every reserve, less its own new seats placed here) − margin
-    gate_free_bytes: int  # free − cuda_context − active holds
-    named: frozenset[str]  # seats a reserve or a hold here is for: they meet less held
-    hold_cap_bytes: int | None  # the most new load that keeps every hold's own gate
-
-
 def sized_need(seat: Seat, rule: GateRule, util: Decimal | None, slot: CardModel) -> _SizedNeed:
     """The seat's need and gate request on cards like `slot` (pure: cached per card size)."""
     if not requests_util(seat.engine) or rule.gating != "gated" or util is None:
@@ -400,21 +387,6 @@ def sized_need(seat: Seat, rule: GateRule, util: Decimal | None, slot: CardModel
     else:
         requested = requested_bytes(util, slot.cuda_total)
     return _SizedNeed(util, need, requested)
-
-
-def card_room(slot: CardModel, new_residents: Mapping[str, int]) -> _CardRoom:
-    """`slot`'s room and gate free for a seat no reserve there is for and with no process there."""
-    return _CardRoom(
-        room_bytes=room_bytes(
-            free_bytes=slot.free_bytes,
-            held_bytes=slot.held_bytes(None, new_residents),
-            margin_bytes=slot.margin_bytes,
-        ),
-        gate_free_bytes=slot.gate_free_bytes(),
-        named=frozenset(name for r in slot.reserves for name in r.for_)
-        | {hold.seat for hold in slot.holds},
-        hold_cap_bytes=slot.hold_cap_bytes(),
-    )
 
 
 class PairTable(Mapping[PairKey, int]):
@@ -440,7 +412,7 @@ class PairTable(Mapping[PairKey, int]):
         self._memo: dict[PairKey, PairEntry | None] = {}
         self._facts: dict[str, _SeatFacts] = {}
         self._sized: dict[tuple[str, int, int], _SizedNeed] = {}
-        self._rooms: dict[CardKey, _CardRoom] = {}
+        self._rooms: dict[CardKey, LoosestRoom] = {}
         self._all: dict[PairKey, int] | None = None
         self._least_width: dict[str, int] = {}
         self.gate_bounds = _GateBounds(self)
@@ -484,7 +456,7 @@ class PairTable(Mapping[PairKey, int]):
         sized = self._sized_need(facts, slot)
         room = self._rooms.get(card)
         if room is None:
-            room = self._rooms[card] = card_room(slot, self._residents)
+            room = self._rooms[card] = slot.loosest(self._residents)
         return _fit_pair(facts, sized, slot, room, self._residents)
 
     def _sized_need(self, facts: _SeatFacts, slot: CardModel) -> _SizedNeed:
@@ -650,55 +622,23 @@ def _pair(
         seat, seat.name, seat.host, seat.card_count, seat.pinned_cards, seat.exclusive, rule
     )
     sized = sized_need(seat, rule, util, slot)
-    return _fit_pair(facts, sized, slot, card_room(slot, new_residents), new_residents)
+    return _fit_pair(facts, sized, slot, slot.loosest(new_residents), new_residents)
 
 
 def _fit_pair(
     seat: _SeatFacts,
     sized: _SizedNeed,
     slot: CardModel,
-    room: _CardRoom,
+    room: LoosestRoom,
     new_residents: Mapping[str, int],
 ) -> tuple[int, int | None] | None:
-    """(need, gate bound) when the seat could go on the card alone, else None (pruned).
-
-    Looser than the verifier, never stricter: the least held it could meet (every reserve's
-    own new seats placed here too), its own processes freed (a redeploy), the loosest util.
-    The need is net of the seat's own bytes there, so a card's load stays what it adds.
-    """
-    name = seat.name
-    if (seat.exclusive or slot.exclusive_running) and exclusive_binds(
+    """(need, gate bound) when the seat could go on the card alone, else None (pruned): the
+    card's model answers (`CardModel.pair_bound`), with the seat's loosest util."""
+    return slot.pair_bound(
+        seat.name,
         exclusive=seat.exclusive,
-        occupied=slot.occupied_for(name),
-        exclusive_neighbour=slot.exclusive_running,
-    ):
-        return None
-    own = slot.own_bytes.get(name, 0) if slot.own_bytes else 0
-    room_left, gate_free, cap = room.room_bytes, room.gate_free_bytes, room.hold_cap_bytes
-    if own or name in room.named:
-        # A redeploy frees its own processes; a reserve's (or a hold's) own seat meets less held.
-        room_left = room_bytes(
-            free_bytes=slot.free_bytes + own,
-            held_bytes=slot.held_bytes(name, new_residents),
-            margin_bytes=slot.margin_bytes,
-        )
-        gate_free = slot.gate_free_bytes(name) + own
-        cap = slot.hold_cap_bytes(name)
-    need = sized.need_bytes
-    if not fits_room(need, room_left):
-        return None
-    # Every gated hold here judged again, as if it started last: the card's new load (this
-    # seat's net need included) ≤ free − ctx − the other holds − its request.
-    if cap is not None and need - own > cap:
-        return None  # alone, it would leave an approved seat's gate short
-    requested = sized.requested_bytes
-    bound = cap
-    if requested is not None:
-        if not passes_gate(gate_free, requested):
-            return None  # fails its gate alone
-        # The most load the card may carry (this seat's net need included) for its gate, as
-        # if started last: others + need − own ≤ free − ctx − holds + need − requested.
-        own_gate = gate_free - own + need - requested
-        bound = own_gate if bound is None else min(bound, own_gate)
-    # Where the room constraint already implies the gates, no bound is kept.
-    return need - own, bound if bound is not None and bound < slot.open_bytes else None
+        need_bytes=sized.need_bytes,
+        requested_bytes=sized.requested_bytes,
+        loosest=room,
+        new_residents=new_residents,
+    )

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from placement.check.seat import CheckResult
 
 DEMO_DRIFT_BYTES = 3 * GiB  # the drifting seat gains this much, linearly, over the window
-DEMO_FOREIGN_BYTES = 6 * GiB + 518 * MiB  # a 6 GiB tensor plus its CUDA context (FACTS.md §1)
+DEMO_FOREIGN_BYTES = 6 * GiB + 518 * MiB  # a 6 GiB tensor plus its CUDA context (docs/facts.md §1)
 DEMO_FOREIGN_PID = 28811
 DEMO_FOREIGN_CMDLINE = "python3 /home/ops/notebooks/probe_embeddings.py --device cuda"
 DEMO_META_KEY = "demo"  # the ledger's meta entry that labels it demo data

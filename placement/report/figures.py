@@ -20,12 +20,12 @@ from placement.fit.capacity import (
     absent_seats,
     held_parts,
     margin_bytes,
+    plannable_at,
     plannable_bytes,
     seats_declared_on,
 )
 from placement.fit.card import cuda_total, fixed_reserve_bytes, reserve_bytes
 from placement.fit.engines import requests_util
-from placement.fit.room import room_bytes
 from placement.report.advice import (
     NOTHING_TO_DO,
     HostFacts,
@@ -546,12 +546,7 @@ def _chart(catalogue: Catalogue, card: Card | None, buckets: CardBuckets, step: 
         seat_declared=tuple(
             (s.name, s.resident_bytes) for s in seats_declared_on(catalogue, host, idx)
         ),
-        plannable_min=tuple(
-            None
-            if f is None
-            else max(0, room_bytes(free_bytes=f, held_bytes=held, margin_bytes=margin))
-            for f in free
-        ),
+        plannable_min=tuple(None if f is None else plannable_at(f, held, margin) for f in free),
     )
 
 

@@ -22,7 +22,7 @@ from inventory.ledger.writes import CardValues, ProcessValues, SnapshotValues
 
 MIB = 2**20
 GIB = 2**30
-TOTAL = 150_754_820_096  # an NVIDIA H200 (FACTS.md section 1)
+TOTAL = 150_754_820_096  # an NVIDIA H200 (docs/facts.md §1)
 RESERVED = 644_939_776
 CUDA = TOTAL - RESERVED
 DAY = 1440  # minutes

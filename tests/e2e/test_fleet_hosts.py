@@ -38,7 +38,7 @@ from tests.e2e.harness import (
 pytestmark = pytest.mark.slow  # a real Prometheus server
 
 MIB = 2**20
-# Whole MiB: 0 + 143,155 + 615 = 143,770, one short of the H200's 143,771 MiB (FACTS.md section 1).
+# Whole MiB: 0 + 143,155 + 615 = 143,770, one short of the H200's 143,771 MiB (docs/facts.md §1).
 DGX = {"USED": 0, "FREE": 143155, "RESERVED": 615}
 
 

@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slow  # a real Prometheus server
 
 MIB = 2**20
 GIB = 2**30
-# FACTS.md section 1: an NVIDIA H200, driver 580.159.04.
+# docs/facts.md §1: an NVIDIA H200, driver 580.159.04.
 H200_TOTAL = 150_754_820_096
 H200_RESERVED = 644_939_776
 H200_FREE_IDLE = 150_109_880_320

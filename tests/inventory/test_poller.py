@@ -32,7 +32,7 @@ def no_proc(pid: int) -> str | None:
 
 
 def test_h200_idle_card_has_the_measured_identities() -> None:
-    # FACTS.md section 1: CUDA total = NVML total − v2 reserved; v2 used 0 on an idle card.
+    # docs/facts.md §1: CUDA total = NVML total − v2 reserved; v2 used 0 on an idle card.
     snapshot = take_snapshot(h200_idle(), NOW, "h200", read_cmdline=no_proc)
     card = snapshot.card(0)
     assert card.total_bytes == H200_TOTAL_BYTES
@@ -53,7 +53,7 @@ def test_v1_only_driver_records_reserve_as_unknown_and_used_as_v1() -> None:
     snapshot = take_snapshot(h200_v1_only(), NOW, "old", read_cmdline=no_proc)
     card = snapshot.card(0)
     assert card.reserved_bytes is None
-    # FACTS.md section 1: on an idle card v1 `used` equals the v2 reserve.
+    # docs/facts.md §1: on an idle card v1 `used` equals the v2 reserve.
     assert card.used_bytes == H200_RESERVED_BYTES
     assert card.cuda_total_bytes == H200_TOTAL_BYTES  # stricter for gates without the reserve
 

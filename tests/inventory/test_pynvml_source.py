@@ -19,7 +19,7 @@ from inventory.poller import take_snapshot
 
 NOW = datetime(2026, 9, 16, 14, 2, 11, tzinfo=UTC)
 TOTAL = 150_754_820_096
-RESERVED = 644_939_776  # FACTS.md section 1, the measured H200
+RESERVED = 644_939_776  # docs/facts.md §1, the measured H200
 GIB = 2**30
 
 
@@ -127,7 +127,7 @@ def test_v1_fallback_records_reserve_as_unknown(monkeypatch: pytest.MonkeyPatch)
         (card,) = source.read_cards()
         memory = source.memory(0)
     assert card.reserved_bytes is None
-    assert card.used_bytes == RESERVED  # v1 counts the reserve as used (FACTS.md section 1)
+    assert card.used_bytes == RESERVED  # v1 counts the reserve as used (docs/facts.md §1)
     assert card.total_bytes == TOTAL
     assert memory.v2_reserved_bytes is None and memory.v1_used_bytes == RESERVED
 

@@ -1,4 +1,4 @@
-"""On a real NVIDIA card only (`pytest -m gpu`): the NVML identities of FACTS.md section 1.
+"""On a real NVIDIA card only (`pytest -m gpu`): the NVML identities of docs/facts.md §1.
 
 CI has no GPU and deselects these; scripts/gpu_check.py is the full proof on a card.
 """

@@ -131,6 +131,8 @@ def test_host_or_card_count_disagreeing_is_exit_2(
         ["--interval", "0.5"],
         ["--interval", "5", "--count", "0"],
         ["--interval", "5", "--from", str(FV_ML1_SNAPSHOT)],
+        ["--live", "--from", str(FV_ML1_SNAPSHOT)],
+        ["--live", "--prometheus", "http://127.0.0.1:9"],
         ["--bogus"],
     ],
 )
@@ -175,6 +177,29 @@ def test_live_reading_through_the_replay(
     assert data["host"] == "fv-ml1"  # the catalogue's only host
     assert data["taken_at"] != "2026-09-16T14:02:11Z"  # taken now, not the recording's time
     assert data["cards"][0]["processes"][3]["seat"] == "vllm-voices"
+
+
+def test_live_is_the_default_reading_said_aloud(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 31: `snapshot --live` was "unrecognized" while every other command takes --live.
+    monkeypatch.setenv("GPUPLAN_FAKE_NVML", str(FV_ML1_SNAPSHOT))
+    argv = ["snapshot", "--catalogue", str(FV_ML1_CATALOGUE), "--json"]
+    assert main([*argv, "--live"]) == 0
+    live = json.loads(capsys.readouterr().out)
+    assert main(argv) == 0
+    default = json.loads(capsys.readouterr().out)
+    for data in (live, default):
+        data.pop("taken_at")
+    assert live == default
+    assert live["cards"][0]["free_bytes"] == 1_961_885_696
+
+
+def test_live_with_from_names_both(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["snapshot", "--live", "--from", str(FV_ML1_SNAPSHOT)]) == 2
+    assert capsys.readouterr().err == (
+        "error: --live reads NVML now; it cannot be used with --from\n"
+    )
 
 
 @pytest.mark.slow
@@ -300,7 +325,7 @@ def test_table_shows_a_lost_card_and_says_when_nvml_v1_answered(
 ) -> None:
     data = snapshot_data()
     data["cards"][1] = {"index": 1, "error": "GpuIsLost", "processes": []}
-    # NVML v1 counts the driver's reserve in used (FACTS.md section 1).
+    # NVML v1 counts the driver's reserve in used (docs/facts.md §1).
     data["cards"][2]["used_bytes"] += data["cards"][2]["reserved_bytes"]
     data["cards"][2]["reserved_bytes"] = None
     assert main(["snapshot", "--from", str(write(tmp_path, data))]) == 0

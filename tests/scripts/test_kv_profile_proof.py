@@ -46,7 +46,7 @@ def test_its_imports_and_the_nvml_door_need_no_pydantic_nor_pulp() -> None:
 def test_the_kv_cache_is_the_pin_or_the_requests_leftover() -> None:
     weights, non_kv = 7600 * MIB, int(Decimal("1.32") * GIB)
     assert proof.kv_bytes(weights, non_kv, pinned=2 * GIB, util=None, cuda_total=1) == 2 * GIB
-    total = 101_972_967_424  # fv-ml1's CUDA total (FACTS.md §3)
+    total = 101_972_967_424  # fv-ml1's CUDA total (docs/facts.md §3)
     # ceil(0.11 × 101,972,967,424) = 11,217,026,417, less the weights and non-KV bytes.
     found = proof.kv_bytes(weights, non_kv, pinned=None, util=Decimal("0.11"), cuda_total=total)
     assert found == 11_217_026_417 - weights - non_kv

@@ -1,4 +1,4 @@
-"""The embedded fv-ml1 example agrees with FACTS.md section 3."""
+"""The embedded fv-ml1 example agrees with docs/facts.md §3."""
 
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ from seats.units import (
         ("2 TiB", 2 * TiB),
         ("1.5 TiB", 3 * TiB // 2),
         ("  7 B ", 7),
-        ("97871 MiB", 102_625_181_696),  # FACTS.md section 3: the fv-ml1 NVML total
+        ("97871 MiB", 102_625_181_696),  # docs/facts.md §3: the fv-ml1 NVML total
         ("1183 MIB", 1183 * MiB),
     ],
 )

@@ -1,5 +1,5 @@
 """Every engine a seat may run, asked through one protocol; and the util arithmetic of engines
-that start on a request of a share of the card (`util × cuda_total`, FACTS.md §2).
+that start on a request of a share of the card (`util × cuda_total`, docs/facts.md §2).
 
 Nothing here names an engine: `gate_rule`, `engine_flags` and `requests_util` ask the seat's
 engine (registry.py imports its module on first use). All arithmetic is exact: a util is a
@@ -108,7 +108,7 @@ def requested_bytes(util: Decimal, cuda_total: int) -> int:
 
 
 def passes_gate(gate_free_bytes: int, requested: int) -> bool:
-    """The engine refuses only when free < requested: equal passes (FACTS.md §2)."""
+    """The engine refuses only when free < requested: equal passes (docs/facts.md §2)."""
     return gate_free_bytes >= requested
 
 

@@ -151,6 +151,29 @@ class Learned:
         return self.kv.value // self.kv_tokens.value
 
 
+class HostFiles(Protocol):
+    """Read-only files of the host (or of a process's container) where a running server keeps
+    its models: what `init` lets an engine read to name a seat after its model."""
+
+    def read_text(self, path: str) -> str | None:
+        """The file at `path` as text; None where it cannot be read."""
+        ...
+
+    def listing(self, folder: str) -> list[str]:
+        """Every file below `folder`, relative to it; empty where it cannot be read."""
+        ...
+
+
+@dataclass(frozen=True)
+class ModelName:
+    """The model a server's command line serves, as its engine's own store names it: `how` says
+    where the name came from; `stable` is False where it stands in for a name not found."""
+
+    name: str
+    how: str
+    stable: bool = True
+
+
 class EngineRule(Protocol):
     """One serving engine: how it is recognised, what it takes on a card, and how it refuses.
 
@@ -271,6 +294,20 @@ class EngineRule(Protocol):
         """The command-line flag a catalogue field of this engine stands for."""
         ...
 
+    def worker(self, argv: Sequence[str]) -> bool:
+        """True for a worker process it starts whose command line is the same in every server of
+        it: found by its server's line (an ancestor's), never by its own."""
+        ...
+
+    def volatile_flags(self, argv: Sequence[str]) -> tuple[str, ...]:
+        """Flags whose values it picks anew at every start (a random port): no `match` names them."""
+        ...
+
+    def model_name(self, argv: Sequence[str], files: HostFiles | None) -> ModelName | None:
+        """The model this command line serves as its own model store names it (`init`'s seat
+        name); None where its flags name it as they are (init reads them) or nothing does."""
+        ...
+
 
 class ByCommand:
     """The default `recognise`: one of the engine's `commands` in argv, or one of its `images`;
@@ -289,6 +326,21 @@ class ByCommand:
     def version_of(self, image: str | None) -> str | None:
         """Its image's tag read by its `version_tag` (`image_version`)."""
         return image_version(image, self.images, self.version_tag)[1]
+
+    # Command words of the worker processes it starts whose line is the same in every server.
+    workers: tuple[str, ...] = ()
+
+    def worker(self, argv: Sequence[str]) -> bool:
+        """One of its `workers` commands (`command_in`)."""
+        return any(command_in(argv, command) for command in self.workers)
+
+    def volatile_flags(self, argv: Sequence[str]) -> tuple[str, ...]:
+        """None: the flags it is started with are its user's."""
+        return ()
+
+    def model_name(self, argv: Sequence[str], files: HostFiles | None) -> ModelName | None:
+        """None: its model flags name the model as they are."""
+        return None
 
 
 class NoRequest(ByCommand):
@@ -382,6 +434,12 @@ def fraction(value: float | str | Decimal) -> Decimal:
         return value
     # repr of a float is its shortest round-tripping text: 0.11, not 0.11000000000000000056.
     return Decimal(repr(value) if isinstance(value, float) else value)
+
+
+def declared_text(value: float | str | Decimal) -> str:
+    """A declared fraction as flag text, as the catalogue says it (0.3 → '0.3'): a pin the
+    seat declares is printed as it was judged, never rounded to a proposal's three decimals."""
+    return format(fraction(value), "f")
 
 
 def ceil_times(share: Decimal, amount: int) -> int:
@@ -575,8 +633,9 @@ class WholeNames:
             if flag in found and self.repeat:
                 raise FlagError(
                     name,
-                    f"is given twice: {self.engine} stops at start (\"the argument '{flag}' "
-                    'cannot be used multiple times")',
+                    f"is given twice: {self.engine} stops at start (\"the argument '{flag} "
+                    f"<{flag.lstrip('-').replace('-', '_').upper()}>' cannot be used multiple "
+                    'times")',
                 )
             found[flag] = (value, name)
         return found

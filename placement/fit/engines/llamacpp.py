@@ -206,16 +206,16 @@ class LlamaCpp(NoRequest):
         return not fit_on(spec)
 
     def pin_flags(self, seat: Seat, card: EngineCard) -> tuple[str, ...]:
-        """-ngl (all, or as declared), -c from the resident's KV room, --fit off."""
+        """-ngl (all, or as declared), -c (as declared, else from the resident's KV room), --fit off."""
         profile = seat.engine.profile
         ctx = room_tokens(seat, card)
         layers = seat.engine.n_gpu_layers
         flags = ["-ngl", str(layers if layers is not None else 999)]
-        if profile is not None and ctx is not None:
+        if seat.engine.ctx_size is not None:  # its own, as it is judged
+            flags += ["-c", str(seat.engine.ctx_size)]
+        elif profile is not None and ctx is not None:
             wanted = profile.max_model_len * (seat.engine.parallel or 1)
             flags += ["-c", str(min(ctx, wanted))]
-        elif seat.engine.ctx_size is not None:
-            flags += ["-c", str(seat.engine.ctx_size)]
         return (*flags, "--fit", "off")
 
     def learn(self, lines: Sequence[str], first_line: int = 1) -> Learned:

@@ -23,6 +23,7 @@ Read in ollama/ollama v0.32.15 (b7871fc0):
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -30,14 +31,18 @@ from dataclasses import replace
 from placement.fit.engines.base import (
     Behaviour,
     EngineCard,
+    HostFiles,
     Learned,
     LogFigure,
     LogScan,
+    ModelName,
     NoRequest,
     Refusal,
     StartUpMarks,
     as_int,
+    command_in,
     fitted_need,
+    flag_value,
     room_tokens,
     short_context,
     spill,
@@ -93,6 +98,31 @@ class Ollama(NoRequest):
         (its blobs are named `sha256-HEX` under OLLAMA_MODELS, ~/.ollama/models by default)."""
         return super().recognise(argv, image) or any(
             "/.ollama/models/" in word or "/blobs/sha256-" in word for word in argv
+        )
+
+    def volatile_flags(self, argv: Sequence[str]) -> tuple[str, ...]:
+        """A runner's --port: `ollama serve` asks the system for a free port for every runner it
+        starts (a `--port 46753` in the runner line of tests/…/ollama/securetag-0.5.4-…log), so
+        no `match` may name it."""
+        return ("--port",) if _runner(argv) else ()
+
+    def model_name(self, argv: Sequence[str], files: HostFiles | None) -> ModelName | None:
+        """A runner's model by the name Ollama pulled it as: the manifest (manifests/HOST/
+        NAMESPACE/MODEL/TAG under its models folder) whose model layer is the runner's
+        --model blob (blobs/sha256-HEX); where none can be read, the blob's digest stands in."""
+        found = _BLOB.fullmatch(flag_value(argv, "--model") or "")
+        if found is None:
+            return None
+        digest = "sha256:" + found["hex"]
+        manifests = found["models"] + "/manifests"
+        if files is not None:
+            for relative in files.listing(manifests):
+                if _models_layer(files.read_text(f"{manifests}/{relative}"), digest):
+                    return ModelName(_pulled_name(relative), f"Ollama's manifest {relative}")
+        return ModelName(
+            f"ollama-{found['hex'][:12]}",
+            f"its model blob sha256-{found['hex'][:12]}…: no manifest of it could be read",
+            stable=False,
         )
 
     def read_flags(
@@ -164,14 +194,15 @@ class Ollama(NoRequest):
         return spec.num_gpu is not None
 
     def pin_flags(self, seat: Seat, card: EngineCard) -> tuple[str, ...]:
-        """num_gpu, num_ctx from the resident's KV room, and the overhead that keeps the rest."""
+        """num_gpu, num_ctx (as declared, else from the resident's KV room), and the overhead that
+        keeps the rest."""
         profile = seat.engine.profile
         tokens = room_tokens(seat, card)
         flags = ["num_gpu", str(seat.engine.num_gpu if seat.engine.num_gpu is not None else 999)]
-        if profile is not None and tokens is not None:
-            flags += ["num_ctx", str(min(tokens, profile.max_model_len))]
-        elif seat.engine.num_ctx is not None:
+        if seat.engine.num_ctx is not None:  # its own, as it is judged
             flags += ["num_ctx", str(seat.engine.num_ctx)]
+        elif profile is not None and tokens is not None:
+            flags += ["num_ctx", str(min(tokens, profile.max_model_len))]
         overhead = max(0, card.free_bytes - MINIMUM_BYTES - seat.resident_bytes)
         return (*flags, f"OLLAMA_GPU_OVERHEAD={overhead}")
 
@@ -187,6 +218,46 @@ class Ollama(NoRequest):
     def pin_hint(self) -> str:
         """The flags that fix its bytes, by name."""
         return "num_gpu, num_ctx and OLLAMA_GPU_OVERHEAD"
+
+
+# Ollama's model store (OLLAMA_MODELS, ~/.ollama/models by default): each layer a blob named
+# blobs/sha256-HEX, each pulled model a manifest at manifests/HOST/NAMESPACE/MODEL/TAG whose
+# `layers` give each layer's digest and mediaType (the format: server/internal/manifest/manifest.go
+# at v0.12.0); the weights' layer is the one of mediaType application/vnd.ollama.image.model.
+_BLOB = re.compile(r"(?P<models>.+)/blobs/sha256[-:](?P<hex>[0-9a-f]{64})")
+_MODEL_LAYER = "application/vnd.ollama.image.model"
+
+
+def _runner(argv: Sequence[str]) -> bool:
+    """A runner Ollama starts (`ollama runner`, `ollama_llama_server` before 0.4), not its server."""
+    return command_in(argv, "ollama runner") or command_in(argv, "ollama_llama_server")
+
+
+def _models_layer(text: str | None, digest: str) -> bool:
+    """True when a manifest's text names `digest` as its model layer."""
+    try:
+        layers = json.loads(text or "").get("layers")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(layers, list) and any(
+        isinstance(layer, dict)
+        and layer.get("digest") == digest
+        and layer.get("mediaType") == _MODEL_LAYER
+        for layer in layers
+    )
+
+
+def _pulled_name(relative: str) -> str:
+    """`registry.ollama.ai/library/llama3.1/latest` → `llama3.1:latest` (as `ollama pull` names
+    it: the library's namespace and the default registry left out)."""
+    parts = relative.split("/")
+    if len(parts) < 4:
+        return relative.replace("/", "-")
+    host, namespace, model, tag = parts[-4], "/".join(parts[1:-2]), parts[-2], parts[-1]
+    prefix = "" if namespace == "library" else f"{namespace}/"
+    if host != "registry.ollama.ai":
+        prefix = f"{host}/{prefix}"
+    return f"{prefix}{model}:{tag}"
 
 
 def read_own_log(lines: Sequence[str], fallback: Learned, first_line: int = 1) -> Learned:

@@ -64,6 +64,16 @@ def recognise(
     return None
 
 
+def worker_of(argv: Sequence[str]) -> EngineRule | None:
+    """The engine whose worker processes run this command line (the same in every server of it:
+    TensorRT-LLM's MPI pool workers), else None; `init` finds such a worker by its server's line."""
+    for kind in KINDS:
+        found = engine(kind)
+        if found.worker(argv):
+            return found
+    return None
+
+
 def process_engine(cmdline: str | None, declared: EngineSpec | None = None) -> EngineRule | None:
     """The engine a running process serves, for `snapshot` and `ledger` to show: its seat's
     declared kind where the seat names one (not `other`), else the engine its command line
@@ -75,9 +85,11 @@ def process_engine(cmdline: str | None, declared: EngineSpec | None = None) -> E
     return recognise(cmdline.split())
 
 
-def describe(spec: EngineSpec) -> dict[str, str | None]:
+def describe(spec: EngineSpec | None) -> dict[str, str | None]:
     """A VERDICT's `engine` object (DESIGN.md, Engines): kind, version (None where unknown)
-    and behaviour."""
+    and behaviour; every key None where no engine was recognised (`spec` None)."""
+    if spec is None:
+        return {"kind": None, "version": None, "behaviour": None}
     return {
         "kind": spec.kind,
         "version": spec.version,

@@ -49,6 +49,7 @@ from placement.fit.engines.base import (
     NoRequest,
     Refusal,
     StartUpMarks,
+    declared_text,
     floor_times,
     fraction,
     profile_need,
@@ -278,17 +279,27 @@ class SGLang(NoRequest):
         return spec.max_total_tokens is not None
 
     def pin_flags(self, seat: Seat, card: EngineCard) -> tuple[str, ...]:
-        """--mem-fraction-static m --max-total-tokens T: a pool of T × c bytes, m × F0 ≥ W + T × c."""
-        profile = seat.engine.profile
-        tokens = room_tokens(seat, card)
-        if profile is None or tokens is None:
+        """--mem-fraction-static m --max-total-tokens T: the seat's own where it declares them
+        (what it is judged with), else from its profile: a pool of T × c bytes with
+        m × F0 ≥ W + T × c."""
+        spec, profile = seat.engine, seat.engine.profile
+        declared = spec.max_total_tokens
+        tokens = declared if declared is not None else room_tokens(seat, card)
+        if tokens is None or (declared is None and profile is None):
             return ()
-        share = smallest_share(
-            profile.weights_bytes + tokens * profile.kv_bytes_per_token, card.engine_free_bytes
-        )
-        if share is None:
-            return ()
-        return ("--mem-fraction-static", share_text(share), "--max-total-tokens", str(tokens))
+        share: str | None = None
+        if spec.mem_fraction_static is not None and declared is not None:
+            share = declared_text(spec.mem_fraction_static)
+        elif profile is not None:
+            found = smallest_share(
+                profile.weights_bytes + tokens * profile.kv_bytes_per_token,
+                card.engine_free_bytes,
+            )
+            if found is None and declared is None:
+                return ()
+            share = share_text(found) if found is not None else None
+        named = ("--mem-fraction-static", share) if share is not None else ()
+        return (*named, "--max-total-tokens", str(tokens))
 
     def kv_tokens(self, seat: Seat, card: EngineCard) -> int | None:
         """Tokens of its pool on this card (None without a profile)."""

@@ -57,6 +57,7 @@ from placement.fit.engines.base import (
     WholeNames,
     ceil_times,
     declared_resident,
+    declared_text,
     free_after_load,
     largest_share,
     room_tokens,
@@ -243,8 +244,16 @@ class TGI(NoRequest):
         return spec.cuda_memory_fraction is not None
 
     def pin_flags(self, seat: Seat, card: EngineCard) -> tuple[str, ...]:
-        """--cuda-memory-fraction f (largest that keeps it within its resident here) and
-        --max-total-tokens from the profile's KV room."""
+        """--cuda-memory-fraction f and --max-total-tokens: the seat's own where it declares
+        them (what it is judged with), else the largest f that keeps it within its resident here
+        and the profile's KV room."""
+        spec = seat.engine
+        tokens = (
+            spec.max_total_tokens if spec.max_total_tokens is not None else room_tokens(seat, card)
+        )
+        caps = ("--max-total-tokens", str(tokens)) if tokens is not None else ()
+        if spec.cuda_memory_fraction is not None:
+            return ("--cuda-memory-fraction", declared_text(spec.cuda_memory_fraction), *caps)
         if not declared_resident(seat):
             return ()  # no resident to keep it within: pin_hint names the flags
         # free − (1 − 0.9 f) × T ≤ R  ⇔  0.9 f × T ≥ … ⇔ f ≤ (R − free + T) / (0.9 T)
@@ -252,11 +261,7 @@ class TGI(NoRequest):
         share = largest_share(limit * 10 // 9, card.cuda_total_bytes)
         if share is None:
             return ()
-        flags: list[str] = ["--cuda-memory-fraction", share_text(share)]
-        tokens = room_tokens(seat, card)
-        if tokens is not None:
-            flags += ["--max-total-tokens", str(tokens)]
-        return tuple(flags)
+        return ("--cuda-memory-fraction", share_text(share), *caps)
 
     def learn(self, lines: Sequence[str], first_line: int = 1) -> Learned:
         """KV tokens from 'Setting max batch total tokens to N' (else rank 0's 'KV-cache

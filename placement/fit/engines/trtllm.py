@@ -42,8 +42,10 @@ from fractions import Fraction
 from placement.fit.engines.base import (
     Behaviour,
     EngineCard,
+    HostFiles,
     Learned,
     LogScan,
+    ModelName,
     NoRequest,
     Refusal,
     StartUpMarks,
@@ -102,6 +104,9 @@ class TensorRTLLM(NoRequest):
     # mpi4py.futures.server` (mpi4py/futures/_lib.py, client_spawn): the processes that hold
     # its GPU memory. Any mpi4py pool worker on a card is taken for TensorRT-LLM's.
     commands = ("trtllm-serve", "python -m mpi4py.futures.server")
+    # Every server's pool workers have that one command line: a worker is its server's (the
+    # `trtllm-serve` among its ancestors, MPI's orted between them), never its own.
+    workers = ("python -m mpi4py.futures.server",)
     images = ("nvidia/tensorrt-llm",)
     # nvcr.io/nvidia/tensorrt-llm/release tags a release by tensorrt_llm.__version__: `1.0.0`,
     # `1.3.0rc1`, `1.1.0rc2.post2` (docs: installation/containers.html, "Container image tags").
@@ -114,6 +119,19 @@ class TensorRTLLM(NoRequest):
         return "share-of-free"
 
     parser = PARSER
+
+    def model_name(self, argv: Sequence[str], files: HostFiles | None) -> ModelName | None:
+        """`trtllm-serve [serve] MODEL`: its model is its first argument (docs: commands/
+        trtllm-serve, `trtllm-serve serve <model>`, `serve` the default command)."""
+        for i, word in enumerate(argv):
+            if word.rsplit("/", 1)[-1] != "trtllm-serve":
+                continue
+            rest = list(argv[i + 1 :])
+            if rest[:1] == ["serve"]:
+                rest = rest[1:]
+            if rest and not rest[0].startswith("-"):
+                return ModelName(rest[0], "its model argument (trtllm-serve MODEL)")
+        return None
 
     def read_flags(
         self,
@@ -200,8 +218,10 @@ class TensorRTLLM(NoRequest):
         return spec.max_tokens is not None
 
     def pin_flags(self, seat: Seat, card: EngineCard) -> tuple[str, ...]:
-        """kv_cache_config.max_tokens from the resident's KV room (f kept: the smaller wins)."""
-        tokens = room_tokens(seat, card)
+        """kv_cache_config.max_tokens: the seat's own where it declares it (what it is judged
+        with), else from the resident's KV room (f kept: the smaller wins)."""
+        declared = seat.engine.max_tokens
+        tokens = declared if declared is not None else room_tokens(seat, card)
         if tokens is None:
             return ()
         return (

@@ -1,6 +1,6 @@
 """vLLM behind the EngineRule protocol: the rule itself stays in this package's `__init__`.
 
-The gate, util, need and flags of vLLM (FACTS.md §2; read in vLLM 0.10.2, 0.33.0, 0.34.0)
+The gate, util, need and flags of vLLM (docs/facts.md §2; read in vLLM 0.10.2, 0.33.0, 0.34.0)
 are the functions of `placement.fit.engines`; this module answers the protocol with them so
 that the registry lists vLLM beside the others. Behaviour: request-gated up to 0.33 and with
 `kv_cache_memory`; from 0.34 without it, a share of free (a declared util only caps it).
@@ -38,7 +38,7 @@ from seats.model import Engine as EngineSpec
 from seats.model import Seat
 from seats.units import format_bytes
 
-# FACTS.md §2: the default --gpu-memory-utilization by version; 0.34 skips the gate by default.
+# docs/facts.md §2: the default --gpu-memory-utilization by version; 0.34 skips the gate by default.
 DEFAULT_UTIL_OLD = Decimal("0.9")  # up to 0.32
 DEFAULT_UTIL_033 = Decimal("0.92")  # 0.33, and 0.34+ once kv_cache_memory turns the gate back on
 UNBOUNDED_FROM = (0, 34)
@@ -93,7 +93,7 @@ def gate_rule(engine: EngineSpec, *, propose: bool) -> GateRule:
 
 
 def default_util(version: tuple[int, int, int] | None) -> Decimal:
-    """The util vLLM uses when none is passed, for a gated start (FACTS.md §2)."""
+    """The util vLLM uses when none is passed, for a gated start (docs/facts.md §2)."""
     if version is not None and version[:2] < GATED_DEFAULT_FROM:
         return DEFAULT_UTIL_OLD
     # 0.33, 0.34+ with kv_cache_memory, and an unknown version (the stricter of the two).

@@ -286,8 +286,20 @@ def _tokens(value: str) -> int | None:
     return _at_least_one(value, vllm_bytes, "a token count vLLM can read", "no tokens at all")
 
 
+# The fewest bytes one token's KV takes in any model: its K and its V, one byte each (fp8, one
+# head of one element, one layer). Below it vLLM cannot hold one block, let alone one request of
+# max_model_len ("To serve at least one request … KV cache is needed", vllm/v1/core/
+# kv_cache_utils.py `check_enough_kv_cache_memory`), and stops at start.
+MIN_KV_BYTES = 2
+
+
 def _kv_bytes(value: str) -> int:
     kv_bytes = vllm_bytes(value)
     if kv_bytes <= 0:
         raise ValueError(f"{value!r} is no memory at all; give the KV cache's bytes")
+    if kv_bytes < MIN_KV_BYTES:
+        raise ValueError(
+            f"{value!r} is {kv_bytes} B, less than the K and V of one token of any model: vLLM "
+            "holds no block of it and stops at start; give the KV cache's bytes (1536M, 8G)"
+        )
     return kv_bytes

@@ -63,7 +63,7 @@ def test_card_figures_are_exact_bytes(fv_ml1_snapshot: Snapshot) -> None:
     series = parse(render(Reading("fv-ml1", fv_ml1_snapshot, 0.004)))
     card = fv_ml1_snapshot.card(0)
     uuid = card.uuid or ""
-    # FACTS.md section 3: NVML total 97,871 MiB, reserve 622 MiB, 1,871 MiB free on card 0.
+    # docs/facts.md §3: NVML total 97,871 MiB, reserve 622 MiB, 1,871 MiB free on card 0.
     assert value(series, m.CARD_TOTAL, host="fv-ml1", gpu="0", uuid=uuid) == 97871 * 2**20
     assert value(series, m.CARD_RESERVED, gpu="0") == 622 * 2**20
     assert value(series, m.CARD_FREE, gpu="0") == card.free_bytes

@@ -276,7 +276,7 @@ def dcgm(
 
 
 # The idle H200 in whole MiB, as nvidia-smi printed it on an NVIDIA H200 (driver 580.159.04):
-# total 143,771, reserved 616, used 0, free 143,156. NVML's bytes (FACTS.md section 1): total
+# total 143,771, reserved 616, used 0, free 143,156. NVML's bytes (docs/facts.md §1): total
 # 150,754,820,096 (143,771 MiB), reserve 644,939,776 (615.06 MiB), free 150,109,880,320
 # (143,155.94 MiB). DCGM speaks whole MiB the same way.
 H200_IDLE = {"USED": "0", "FREE": "143156", "RESERVED": "616"}

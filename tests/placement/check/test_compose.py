@@ -1,6 +1,6 @@
 """Reading docker compose files into vLLM services: every form `check --compose` accepts and refuses.
 
-Real files under tmp_path; nothing is run. Byte values follow vLLM's own reading (FACTS.md §2).
+Real files under tmp_path; nothing is run. Byte values follow vLLM's own reading (docs/facts.md §2).
 """
 
 from __future__ import annotations

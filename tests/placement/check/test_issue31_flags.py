@@ -274,3 +274,37 @@ def test_sglang_with_no_parallel_flag_takes_one_card_of_four(
     code, data, _ = check(capsys, path)
     (verdict,) = data["verdicts"]
     assert code == 1 and verdict["cards"] == [0, 1, 2, 3]
+
+
+def test_a_kv_cache_of_one_byte_is_bad_input(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`--kv-cache-memory 1` passed on 8.99 GiB; 1 B holds no token of any model (its K and V
+    take a byte each at least): vLLM stops at start, so it is exit 2."""
+    code, _, err = check(capsys, voices(tmp_path, ("- 1536M\n", '- "1"\n')))
+    assert code == 2
+    assert (
+        "service 'vllm-voices': --kv-cache-memory: '1' is 1 B, less than the K and V of one "
+        "token of any model: vLLM holds no block of it and stops at start"
+    ) in err
+
+
+def test_a_util_below_the_weights_is_vllms_own_refusal(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`--util 1e-9` asks ceil(1e-9 × 97,249 MiB) = 102 B: with 8,044,936,192 B of weights and
+    no KV pin, vLLM finds no memory for its KV cache and stops (it passed with a warning)."""
+    seat = tmp_path / "tiny.yaml"
+    seat.write_text(
+        "name: tiny\nhost: fv-ml1\nresident: 10 GiB\nweights: 8044936192\n"
+        'engine: {kind: vllm, version: "0.11.0"}\n',
+        encoding="utf-8",
+    )
+    args = ["--catalogue", str(CATALOGUE), "--snapshot", BEFORE, "--json", "--gpu", "0"]
+    code = cli.main(["check", "--add", str(seat), "--util", "1e-9", *args])
+    verdict = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert ("kv_capacity", 0, 8_044_936_192, 102, 8_044_936_090) in reasons(verdict)
+    code = cli.main(["check", "--add", str(seat), "--util", "0.11", *args])
+    verdict = json.loads(capsys.readouterr().out)
+    assert code == 1 and "kv_capacity" not in [r["rule"] for r in verdict["reasons"]]

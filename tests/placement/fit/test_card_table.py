@@ -3,7 +3,7 @@ every consumer of the card model: the verifier (`judge`, the rule names it gives
 pruning (`PairTable`) and both greedy placers, which may be looser than the verifier, never
 stricter.
 
-Each case is (card state, seat, holds, want reasons). Cards are H200s (FACTS.md section 1: NVML
+Each case is (card state, seat, holds, want reasons). Cards are H200s (docs/facts.md §1: NVML
 total 150,754,820,096 B, driver reserve 644,939,776 B, so a CUDA total of 150,109,880,320 B).
 """
 
@@ -28,7 +28,7 @@ MIB = 2**20
 TOTAL = 150_754_820_096
 RESERVED = 644_939_776
 CUDA_TOTAL = TOTAL - RESERVED
-CONTEXT = 1_277 * MIB  # FACTS.md section 1: context + NCCL + cuBLAS, 1,276.8 MiB
+CONTEXT = 1_277 * MIB  # docs/facts.md §1: context + NCCL + cuBLAS, 1,276.8 MiB
 TAKEN = datetime(2026, 12, 3, 14, 0, tzinfo=UTC)
 
 

@@ -40,7 +40,7 @@ def test_a_card_count_that_differs_is_bad_input(
 def test_a_card_total_that_differs_is_bad_input(
     fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot
 ) -> None:
-    # An H200's NVML total (FACTS.md section 1) against fv-ml1's 97,871 MiB.
+    # An H200's NVML total (docs/facts.md §1) against fv-ml1's 97,871 MiB.
     cards = list(fv_ml1_snapshot.cards)
     cards[1] = cards[1].model_copy(update={"total_bytes": 150_754_820_096})
     with pytest.raises(BadInputError, match=r"cards\[1\]\.total_bytes: card fv-ml1:1") as caught:

@@ -1,4 +1,4 @@
-"""vLLM's gate by version, in exact integer arithmetic (FACTS.md section 2)."""
+"""vLLM's gate by version, in exact integer arithmetic (docs/facts.md §2)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from placement.fit.engines.vllm import default_util, engine_flags, parse_version
 from seats.model import Engine
 from seats.units import GiB, MiB
 
-CUDA_TOTAL = 101_972_967_424  # fv-ml1, 94.97 GiB (FACTS.md §3)
+CUDA_TOTAL = 101_972_967_424  # fv-ml1, 94.97 GiB (docs/facts.md §3)
 
 
 def test_requested_is_exact_ceil_not_a_float_product() -> None:

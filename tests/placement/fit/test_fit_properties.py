@@ -25,7 +25,7 @@ from seats.model import Catalogue
 GIB = 2**30
 MIB = 2**20
 TAKEN = datetime(2026, 9, 16, 14, 2, 11, tzinfo=UTC)
-# (NVML total, driver reserve): an 80 GB-class card and an H200 (FACTS.md section 1).
+# (NVML total, driver reserve): an 80 GB-class card and an H200 (docs/facts.md §1).
 KINDS = ((81_559 * MIB, 530 * MIB), (150_754_820_096, 644_939_776))
 ENGINES: tuple[dict[str, Any], ...] = (
     {},

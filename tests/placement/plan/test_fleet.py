@@ -47,7 +47,7 @@ from seats.model import Catalogue
 MIB = 2**20
 GIB = 2**30
 TAKEN = datetime(2026, 9, 16, 14, 2, 11, tzinfo=UTC)
-# (NVML total, driver reserve): an 80 GB-class card and an H200 (FACTS.md section 1).
+# (NVML total, driver reserve): an 80 GB-class card and an H200 (docs/facts.md §1).
 SMALL = (81_559 * MIB, 530 * MIB)
 H200 = (150_754_820_096, 644_939_776)
 

@@ -1,4 +1,4 @@
-"""`gpuplan ledger` and the view behind it: the fv-ml1 example as FACTS.md gives it, the JSON
+"""`gpuplan ledger` and the view behind it: the fv-ml1 example as docs/facts.md gives it, the JSON
 shape of DESIGN.md, absent/foreign/v1/error cards, and every exit code.
 
 GPUPLAN_UPDATE_GOLDEN=1 rewrites the golden file.
@@ -25,7 +25,9 @@ from seats.units import GiB, MiB
 from tests.conftest import FV_ML1_CATALOGUE, FV_ML1_SNAPSHOT
 
 GOLDEN = Path(__file__).parent.parent / "golden"
-CUDA_TOTAL = 101_972_967_424  # 94.97 GiB: 97,871 MiB NVML total − 622 MiB reserve (FACTS.md §3)
+CUDA_TOTAL = (
+    101_972_967_424  # 94.97 GiB: 97,871 MiB NVML total − 622 MiB reserve (docs/facts.md §3)
+)
 
 
 def _run(
@@ -81,7 +83,7 @@ def test_golden_fv_ml1(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.M
 
 def test_card_zero_is_nearly_full(fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot) -> None:
     card = _view_json(fv_ml1, fv_ml1_snapshot)["hosts"][0]["cards"][0]
-    assert card["free_bytes"] == 1871 * MiB  # "1.8 GB free afterwards" (seed), FACTS.md §3
+    assert card["free_bytes"] == 1871 * MiB  # "1.8 GB free afterwards" (seed), docs/facts.md §3
     assert card["plannable_bytes"] == (1871 - 256) * MiB  # the 256 MiB margin
     assert card["used_bytes"] + card["reserved_bytes"] == 96_000 * MiB  # "96.0 of 97.9 GB" (v1)
     assert card["declared_bytes"] == (47_100 + 36_900 + 638 + 10_740) * MiB

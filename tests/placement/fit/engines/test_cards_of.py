@@ -92,7 +92,7 @@ BAD: list[tuple[str, str, dict[str, str], str]] = [
         "text-generation-launcher --num-shard 2 --num-shard 4",
         {},
         "--num-shard: is given twice: TGI's launcher (clap) stops at start (\"the argument "
-        "'--num-shard' cannot be used multiple times\")",
+        "'--num-shard <NUM_SHARD>' cannot be used multiple times\")",
     ),
     (
         "trtllm",

@@ -2,7 +2,7 @@
 
 Every expected figure is worked out by hand in the case's comment from the engine's rule as
 its module's docstring states it (file:line at a named release). The card is fv-ml1's
-(FACTS.md §3): CUDA total 101,972,967,424 B, cuda_context 1,183 MiB.
+(docs/facts.md §3): CUDA total 101,972,967,424 B, cuda_context 1,183 MiB.
 """
 
 from __future__ import annotations
@@ -322,7 +322,7 @@ def test_pinned(case: tuple[Seat, bool]) -> None:
 
 
 def test_vllm_from_034_without_bytes_is_a_share_of_free() -> None:
-    # FACTS.md §2: 0.34's extensible KV cache skips the gate; with kv_cache_memory it is back.
+    # docs/facts.md §2: 0.34's extensible KV cache skips the gate; with kv_cache_memory it is back.
     assert engine("vllm").behaviour(seat("vllm", version="0.34.0").engine) == "share-of-free"
     pinned = seat("vllm", version="0.34.0", kv_cache_memory="8 GiB").engine
     assert engine("vllm").behaviour(pinned) == "request-gated"
