@@ -349,6 +349,42 @@ def check_consistency(snapshot: Snapshot, source: str, now: datetime) -> list[st
     return warnings
 
 
+def identity_change(
+    snapshot: Snapshot, previous_at: datetime, previous_uuids: frozenset[str], previous_unread: int
+) -> str | None:
+    """Why `snapshot` may be another machine's than its host's previous snapshot; None if not.
+
+    DESIGN.md "Never yes by accident": a snapshot stored under a host name that another machine
+    already used (a copied snapshot, a reinstalled box, a typo'd --host) would be judged and
+    reported as the same cards. Compared as sets of card UUIDs, so a renumbering is no change.
+    A card whose UUID NVML could not read may be any card: with one in this snapshot no UUID
+    counts as gone, with `previous_unread` in the previous one none counts as new.
+    """
+    from seats.names import escaped
+
+    now_uuids = frozenset(card.uuid for card in snapshot.cards if card.uuid)
+    if not now_uuids or not previous_uuids:
+        return None
+    unread = any(not card.uuid for card in snapshot.cards)
+    new_uuids = set() if previous_unread else now_uuids - previous_uuids
+    gone_uuids = set() if unread else previous_uuids - now_uuids
+    if not new_uuids and not gone_uuids:
+        return None
+    new = ", ".join(escaped(uuid) for uuid in sorted(new_uuids)) or "none"
+    gone = ", ".join(escaped(uuid) for uuid in sorted(gone_uuids)) or "none"
+    kept = len(now_uuids & previous_uuids)
+    guess = (
+        "another machine under the same host name?"
+        if not kept
+        else "a card replaced, or another machine under the same host name?"
+    )
+    return (
+        f"host {escaped(snapshot.host)}: card UUIDs differ from its previous snapshot in the "
+        f"ledger ({format_utc(previous_at)}): new {new}; gone {gone}. {guess} Stored anyway; "
+        "give each machine its own --host"
+    )
+
+
 def _card_figures(card: Card, position: int, host: str, source: str) -> None:
     # Runs on every card of every snapshot before a plan: kept to plain int arithmetic.
     total, reserved, used, free = (

@@ -1,14 +1,13 @@
-"""Prometheus as a history: a host's moments from range queries, and the report's figures of a
-window (`*_over_time` answers), through one client. The PromQL lives in `inventory.prometheus`.
-"""
+"""Prometheus as a history: a host's moments from its exporter's raw samples, and the report's
+figures of a window (`*_over_time` answers), through one client. The PromQL lives in
+`inventory.prometheus`."""
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 
 from inventory.history.figures import (
     CardBuckets,
@@ -86,19 +85,35 @@ class PrometheusHistory:
         """`host`'s hourly rollups of [start, end) (computed from its moments)."""
         return hourly(self.moments(host, start, end))
 
-    def window(self, hosts: list[str], start_s: int, end_s: int, **asked: Any) -> PrometheusWindow:
-        """The report's figures of `hosts` over [start_s, end_s) (`range.load_window`'s)."""
-        return PrometheusWindow(load_window(
-            self.client, hosts, start_s, end_s, step_s=self.step_s, host_label=self.host_label,
-            **asked,
-        ))  # fmt: skip
+    def window(
+        self,
+        hosts: list[str],
+        start_s: int,
+        end_s: int,
+        *,
+        chart_step_s: Callable[[int], int],
+        segment_s: Callable[[int, int], int],
+        reserves: Sequence[ReserveSpec],
+        running_seats: Sequence[tuple[str, str]],
+        lookback_s: int,
+        on_spans: Callable[[dict[str, HostSpan]], None] | None = None,
+    ) -> PrometheusWindow:
+        """The report's figures of `hosts` over [start_s, end_s) (see `range.load_window`)."""
+        answers = load_window(
+            self.client, hosts, start_s, end_s, step_s=self.step_s, chart_step_s=chart_step_s,
+            segment_s=segment_s, reserves=reserves, running_seats=running_seats,
+            lookback_s=lookback_s, host_label=self.host_label, on_spans=on_spans,
+        )  # fmt: skip
+        return PrometheusWindow(answers)
 
-    def latest(self, at: datetime, **asked: Any) -> Fleet:
+    def latest(
+        self, at: datetime, *, max_age: timedelta, expected_cards: Mapping[str, int]
+    ) -> Fleet:
         """Every host's snapshot at `at`, as `plan --prometheus` reads it."""
         client = self.client
         return read_fleet(
-            client.base, now=at, timeout=client.timeout, opener=client.opener,
-            host_label=self.host_label, **asked,
+            client.base, now=at, max_age=max_age, expected_cards=expected_cards,
+            timeout=client.timeout, opener=client.opener, host_label=self.host_label,
         )  # fmt: skip
 
 

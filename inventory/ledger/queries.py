@@ -60,6 +60,26 @@ def latest(connection: sqlite3.Connection, path: str, host: str) -> Snapshot | N
     return next(iter(_build(connection, path, rows)), None)
 
 
+def card_uuids_before(
+    connection: sqlite3.Connection, host: str, moment: datetime
+) -> tuple[datetime, frozenset[str], int] | None:
+    """When `host`'s newest snapshot taken before `moment` was taken, its cards' UUIDs, and how
+    many of its cards have none (NVML could not read it)."""
+    row = connection.execute(
+        "SELECT id, taken_at_s FROM snapshots WHERE host = ? AND taken_at_s < ?"
+        " ORDER BY taken_at_s DESC LIMIT 1",
+        (host, seconds(moment)),
+    ).fetchone()
+    if row is None:
+        return None
+    uuids = [
+        uuid
+        for (uuid,) in connection.execute("SELECT uuid FROM cards WHERE snapshot_id = ?", (row[0],))
+    ]
+    known = frozenset(uuid for uuid in uuids if uuid)
+    return datetime.fromtimestamp(row[1], UTC), known, len(uuids) - sum(1 for u in uuids if u)
+
+
 def snapshots(
     connection: sqlite3.Connection,
     path: str,

@@ -1,6 +1,7 @@
-"""The weekly report's aggregates over a window of the ledger, computed in SQL, returned as typed rows.
+"""The ledger's SQL behind `inventory.history`: a host's stored snapshots as rows, and the weekly
+report's aggregates over a window, computed in SQL, returned as typed rows.
 
-`prepare_window` fills the temporary tables once per report; every other reader here uses them.
+`prepare_window` fills the temporary tables once per report; every aggregate here uses them.
 """
 
 from __future__ import annotations

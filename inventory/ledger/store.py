@@ -202,6 +202,13 @@ class Ledger:
                 out.append(snapshot)
         return out
 
+    def card_uuids_before(
+        self, host: str, moment: datetime
+    ) -> tuple[datetime, frozenset[str], int] | None:
+        """When `host`'s newest snapshot before `moment` was taken, its card UUIDs and how many
+        of its cards have none; None when it has no snapshot before."""
+        return queries.card_uuids_before(self.connection, host, moment)
+
     def snapshots(
         self, host: str, since: datetime | None = None, until: datetime | None = None
     ) -> Iterator[Snapshot]:

@@ -256,12 +256,16 @@ def _write(
     the table names each process's engine, as its seat in `catalogue` declares it or as its
     command line shows it."""
     from inventory.ledger.store import open_ledger
-    from inventory.snapshot import save_snapshot
+    from inventory.snapshot import identity_change, save_snapshot
 
     stored: str | None = None
     if args.ledger:
         with open_ledger(args.ledger) as ledger:
+            previous = ledger.card_uuids_before(snapshot.host, snapshot.taken_at)
             snapshot_id, new = ledger.store(snapshot)
+        changed = identity_change(snapshot, *previous) if new and previous else None
+        if changed is not None:
+            print(f"warning: {changed}", file=sys.stderr)
         stored = (
             f"{'stored in' if new else 'already in'} ledger {args.ledger} as snapshot {snapshot_id}"
         )

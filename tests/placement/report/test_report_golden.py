@@ -15,6 +15,9 @@ from placement.cli import report as report_command
 from placement.cli.main import main
 from tests.conftest import FV_ML1_CATALOGUE, FV_ML1_SNAPSHOT
 
+# A week of demo snapshots is written and reported three times: tens of seconds.
+pytestmark = pytest.mark.slow
+
 GOLDEN = Path(__file__).parent / "golden" / "demo"
 # The report's clock: an hour after the demo week's newest snapshot (2026-09-16T14:02Z).
 NOW = datetime(2026, 9, 16, 15, 0, tzinfo=UTC)
