@@ -486,3 +486,88 @@ def test_the_formula_scan_finds_what_it_forbids(tmp_path: Path) -> None:
         "placement.plan.bad:5: calls room_bytes",
         "placement.plan.bad:6: calls fits_room",
     ]
+
+
+# --- reasons are data: the words are written in placement/cli/ alone --------------------------
+
+# The calls that build a Reason, and where each takes its words: (keyword, position).
+REASON_BUILDERS = {"Reason": 5, "bare_reason": 2, "host_reason": 0}
+# Where words may be written: the edge, and the engines' own refusals (each engine's module says
+# how its engine refuses, in its own words: DESIGN.md, Engines).
+WORDS_AT = ("placement.cli", "placement.report", "placement.fit.engines", "placement.fit.verdict")
+# module → why it hands a Reason words written elsewhere.
+WORDS_EXCEPTIONS: dict[str, str] = {
+    "placement.fit.rules": "an engine's refusal keeps the words its engine module wrote",
+}
+
+
+def _has_words(node: ast.expr) -> bool:
+    """True for anything but an empty string literal."""
+    return not (isinstance(node, ast.Constant) and node.value == "")
+
+
+def reason_words_outside_cli(root: Path) -> list[str]:
+    """`module:line: what` for every Reason given words (a `text`), and every `replace` of a
+    reason's text, outside the edge."""
+    found: list[str] = []
+    for package in ENGINE_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(
+                ".__init__"
+            )
+            if module.startswith(WORDS_AT) or module in WORDS_EXCEPTIONS:
+                continue
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Call):
+                    continue
+                func = node.func
+                name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+                text = [k.value for k in node.keywords if k.arg == "text"]
+                if name in REASON_BUILDERS:
+                    at = REASON_BUILDERS[name]
+                    text += node.args[at : at + 1]
+                    if any(_has_words(value) for value in text):
+                        found.append(f"{module}:{node.lineno}: gives {name} words")
+                elif name == "replace" and any(_has_words(value) for value in text):
+                    found.append(f"{module}:{node.lineno}: replaces a text")
+    return sorted(found, key=lambda text: (text.split(":")[0], int(text.split(":")[1]), text))
+
+
+def test_reasons_are_data_until_the_cli_writes_them() -> None:
+    assert reason_words_outside_cli(ROOT) == []
+
+
+def test_the_reason_words_scan_finds_what_it_forbids(tmp_path: Path) -> None:
+    package = tmp_path / "placement" / "fit"
+    package.mkdir(parents=True)
+    (package / "bad.py").write_text(
+        "def f(card, need, room, reason):\n"
+        '    a = Reason("room", card, need, room, need - room, f"short {need - room}")\n'
+        '    b = Reason(rule="room", card=card, need_bytes=need, room_bytes=room,\n'
+        '               short_bytes=0, text="no room")\n'
+        '    c = bare_reason("host", None, "no snapshot")\n'
+        '    d = host_reason(f"{card} is gone", "h")\n'
+        '    e = replace(reason, text=reason.text + "; and more")\n'
+        '    ok = Reason("room", card, need, room, 0, host="h", said="room")\n'
+        '    ok2 = host_reason(host="h", said="no_snapshot")\n'
+        "    return a, b, c, d, e, ok, ok2\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "placement" / "cli").mkdir(parents=True)
+    (tmp_path / "placement" / "cli" / "ok.py").write_text(
+        'X = Reason("error", None, None, None, None, "stale snapshot")\n', encoding="utf-8"
+    )
+    assert reason_words_outside_cli(tmp_path) == [
+        "placement.fit.bad:2: gives Reason words",
+        "placement.fit.bad:3: gives Reason words",
+        "placement.fit.bad:5: gives bare_reason words",
+        "placement.fit.bad:6: gives host_reason words",
+        "placement.fit.bad:7: replaces a text",
+    ]
+
+
+def test_every_reason_words_exception_is_still_needed() -> None:
+    for module in WORDS_EXCEPTIONS:
+        text = (ROOT / Path(*module.split(".")).with_suffix(".py")).read_text(encoding="utf-8")
+        assert re.search(r"\btext=", text), module
