@@ -60,9 +60,8 @@ def _cards(text: str) -> tuple[int, ...]:
 
 
 def _util(text: str) -> Decimal:
-    # The engine's own reader of a util, not the compose package's re-export: a seat check never
-    # imports the compose reader (about 20 ms of start-up).
-    from placement.fit.engines.vllm_flags import parse_util
+    # The engines' reader of a util request (a seat check never imports the compose reader).
+    from placement.fit.engines.base import parse_util
 
     try:
         return Decimal(parse_util(text))
