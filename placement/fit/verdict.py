@@ -23,6 +23,10 @@ Rule = Literal[
     "hold",
     "kv_capacity",
     "spill",
+    # over a window (placement.fit.week)
+    "peak",
+    "restart",
+    "trend",
 ]
 VerdictKind = Literal["pass", "refuse", "unknown"]
 
