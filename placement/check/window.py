@@ -8,18 +8,25 @@ else too little history or coverage is `unknown`; else the verdict stands.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any, Protocol
 
-from inventory.history import History
 from placement.check.seat import CheckResult
 from placement.fit.week import NewSeat, SeatWindow, WindowRules, replay
 from seats.model import Catalogue
 
 # The most a window may reach back (DESIGN.md "The week").
 MAX_WINDOW = timedelta(days=31)
+
+
+class History(Protocol):
+    """What the window reads of `inventory.history.History`: a host's moments (its `Moment`s;
+    check reads them through the history's interface, never its modules)."""
+
+    def moments(self, host: str, start: datetime, end: datetime) -> Iterable[Any]: ...
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,12 @@ from seats.errors import BadInputError, CannotDecideError
 if TYPE_CHECKING:
     from inventory.snapshot import Snapshot
     from placement.check.window import WindowedResult, WindowOptions
-    from placement.cli.check import CheckOutcome
     from placement.cli.sources import Cards
     from seats.model import Catalogue
 
 MAX_WINDOW = timedelta(days=31)
+# placement.cli.check's CheckOutcome (not imported: that module imports this one).
+Outcome = Any
 _FAMILY = ("percentile", "min_history", "min_coverage", "horizon", "restart_safe", "no_rebase")
 
 
@@ -148,17 +149,16 @@ def options_of(args: argparse.Namespace) -> WindowOptions:
 def windowed(
     args: argparse.Namespace,
     catalogue: Catalogue,
-    judge: Callable[[Sequence[Snapshot]], CheckOutcome],
-) -> Callable[[Sequence[Snapshot]], CheckOutcome]:
+    judge: Callable[[Sequence[Snapshot]], Outcome],
+) -> Callable[[Sequence[Snapshot]], Outcome]:
     """`judge` followed by the window's replay of each verdict's host; prints both."""
     from inventory.history.ledger import LedgerHistory
     from inventory.ledger.store import open_ledger
     from placement.check.window import judge_window
-    from placement.cli.check import CheckOutcome
 
     options = options_of(args)
 
-    def judge_over(snapshots: Sequence[Snapshot]) -> CheckOutcome:
+    def judge_over(snapshots: Sequence[Snapshot]) -> Outcome:
         outcome = judge(snapshots)
         with open_ledger(args.ledger, readonly=True) as ledger:
             found = judge_window(
@@ -173,7 +173,7 @@ def windowed(
             else:
                 _show_seat(as_json, cards, outcome, found)
 
-        return CheckOutcome(results or outcome.results, exit_code, show)
+        return replace(outcome, results=results or outcome.results, exit_code=exit_code, show=show)
 
     return judge_over
 
@@ -190,7 +190,7 @@ def _with_words(item: WindowedResult) -> Any:
 
 
 def _show_seat(
-    as_json: bool, cards: Cards, outcome: CheckOutcome, found: Sequence[WindowedResult]
+    as_json: bool, cards: Cards, outcome: Outcome, found: Sequence[WindowedResult]
 ) -> None:
     from placement.check.seat import result_json
     from placement.cli.check_text import render
@@ -214,7 +214,7 @@ def _show_deploy(
     args: argparse.Namespace,
     as_json: bool,
     cards: Cards,
-    outcome: CheckOutcome,
+    outcome: Outcome,
     found: Sequence[WindowedResult],
 ) -> None:
     """The deploy's report with each service's verdict judged over the window."""
