@@ -608,6 +608,7 @@ def verifier_probe(
     resident (the seed's practice), so vLLM's own gate checks the whole seat: gates included.
     """
     from placement.fit.engines import smallest_util_covering
+    from placement.fit.engines.registry import util_request_engine
     from placement.fit.verify import judge
 
     host = snapshot.host
@@ -626,7 +627,7 @@ def verifier_probe(
         gpus=(card,),
         resident=resident,
         engine=Engine(
-            kind="vllm",
+            kind=util_request_engine().kind,
             version=_vllm_version(catalogue, host),
             kv_cache_memory=max(1, resident // 4),
         ),

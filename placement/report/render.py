@@ -486,6 +486,7 @@ def _reserves(report: Report) -> list[Block]:
 
 
 def _reason_text(reason: dict[str, Any]) -> str:
+    # The words were written when the decision was recorded (placement/cli/reasons_text.py).
     text = str(reason.get("text") or "")
     if text:
         return text

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from inventory.snapshot import Card, Snapshot
+from placement.cli.reasons_text import reason_text
 from placement.fit.verify import Placement, verify_placement
 from placement.plan.planner import PlanResult, greedy_assignment, plan
 from placement.plan.problem import build_problem, new_seats
@@ -291,10 +292,10 @@ def test_fv_ml1_6gib_is_refused_everywhere(fv_ml1: Catalogue, fv_ml1_snapshot: S
     assert (by_card[(2, "room")].short_bytes or 0) > 696 * 1024**2
     # Card 3 goes to flash-next, the reserve's own seat: what is left of the reserve is its
     # seat's, and the refusal names it beside room (the user learns the card is held for it).
-    assert by_card[(3, "reserve")].text == "flash-next-hold keeps 1.97 GiB for flash-next"
+    assert reason_text(by_card[(3, "reserve")]) == "flash-next-hold keeps 1.97 GiB for flash-next"
     assert (3, "exclusive") in by_card
     assert (by_card[(3, "room")].room_bytes or 0) < 0  # the reserve's rest still counts as held
-    assert "no room (344.03 MiB over)" in by_card[(3, "room")].text
+    assert "no room (344.03 MiB over)" in reason_text(by_card[(3, "room")])
     assert six.nearest[0] == "free 696.00 MiB on card 1"
     assert any("fragmentation" in text and "placement decision" in text for text in six.nearest)
 
@@ -348,7 +349,9 @@ def test_before_voices_plan_judges_declared_util(
     verdict = next(v for v in refused.verdicts if v.seat == "vllm-voices")
     assert not verdict.passed
     assert [(r.rule, r.card) for r in verdict.reasons] == [("gate", 0)]
-    assert "11.16 GiB" in verdict.reasons[0].text and "11.40 GiB" in verdict.reasons[0].text
+    assert "11.16 GiB" in reason_text(verdict.reasons[0]) and "11.40 GiB" in reason_text(
+        verdict.reasons[0]
+    )
     assert "fits on card 0 with util ≤ 0.117" in verdict.nearest
     passed = plan(with_voices(0.11), [fv_ml1_before_voices])
     assert placed(passed)["vllm-voices"] == ("fv-ml1", (0,))
@@ -590,9 +593,9 @@ def test_no_refused_seat_is_told_its_own_reserve_blocks_it(
     assert {v.seat for v in refused} >= {"flash-next"}
     # Not vacuous: small's refusal on card 3 is a reserve reason, the one the loop checks.
     small = next(v for v in refused if v.seat == "small")
-    assert any(r.rule == "reserve" and "flash-next-hold" in r.text for r in small.reasons)
+    assert any(r.rule == "reserve" and "flash-next-hold" in reason_text(r) for r in small.reasons)
     for verdict in refused:
         for reason in verdict.reasons:
             if reason.rule == "reserve":
-                named = [name for name, seats in own.items() if name in reason.text]
-                assert all(verdict.seat not in own[name] for name in named), reason.text
+                named = [name for name, seats in own.items() if name in reason_text(reason)]
+                assert all(verdict.seat not in own[name] for name in named), reason_text(reason)
