@@ -10,7 +10,7 @@ from pathlib import Path
 
 GIB = 2**30
 MIB = 2**20
-TOTAL = 150_754_820_096  # an H200's NVML total (FACTS.md)
+TOTAL = 150_754_820_096  # an H200's NVML total (docs/facts.md)
 RESERVED = 652_214_272
 START = datetime(2026, 9, 14, 3, 0, tzinfo=UTC)
 WEEK_MINUTES = 7 * 24 * 60
