@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from placement.cli.reasons_text import reason_text, worded_json, worded_verdict
 from placement.cli.sources import (
     DEFAULT_MAX_AGE,
     Cards,
@@ -59,9 +60,8 @@ def _cards(text: str) -> tuple[int, ...]:
 
 
 def _util(text: str) -> Decimal:
-    # The engine's own reader of a util, not the compose package's re-export: a seat check never
-    # imports the compose reader (about 20 ms of start-up).
-    from placement.fit.engines.vllm_flags import parse_util
+    # The engines' reader of a util request (a seat check never imports the compose reader).
+    from placement.fit.engines.base import parse_util
 
     try:
         return Decimal(parse_util(text))
@@ -265,11 +265,15 @@ def _unknown_seat(args: argparse.Namespace, catalogue: Catalogue, cards: Cards) 
     if verdict is None:
         return None
     if args.json:
-        print(json.dumps({"schema": 1, **verdict.to_json(), **cards.hosts_json()}, indent=2))
+        print(
+            json.dumps(
+                worded_json({"schema": 1, **verdict.to_json(), **cards.hosts_json()}), indent=2
+            )
+        )
     else:
         for line in cards.hosts_lines():
             print(line)
-        print(f"UNKNOWN  {seat.name}: {verdict.reasons[0].text}")
+        print(f"UNKNOWN  {seat.name}: {reason_text(verdict.reasons[0])}")
     return int(Exit.CANNOT_DECIDE)
 
 
@@ -337,7 +341,9 @@ def _seat_judge(args: argparse.Namespace, catalogue: Catalogue) -> Judge:
 
         def show(as_json: bool, cards: Cards) -> None:
             if as_json:
-                print(json.dumps({**result_json(result), **cards.hosts_json()}, indent=2))
+                print(
+                    json.dumps(worded_json({**result_json(result), **cards.hosts_json()}), indent=2)
+                )
             else:
                 print(render(result, cards.origin(result.snapshot.host)))
 
@@ -363,7 +369,7 @@ def _compose_judge(args: argparse.Namespace, catalogue: Catalogue) -> Judge:
                 if verdict.kind == "error":
                     print(f"error: {verdict.message}", file=sys.stderr)
             if as_json:
-                print(json.dumps({**deploy.to_json(), **cards.hosts_json()}, indent=2))
+                print(json.dumps(worded_json({**deploy.to_json(), **cards.hosts_json()}), indent=2))
             else:
                 print(render_deploy(deploy, cards.origin))
 
@@ -496,5 +502,7 @@ def _record(
             error = Reason("error", None, None, None, None, stale, host)
             verdict = replace(verdict, verdict="unknown", reasons=(error,))
         # Recorded without its holds: a snapshot is what was measured, nothing else.
-        decisions.append(Decision(verdict, inputs_digest(result), result.snapshot, host))
+        decisions.append(
+            Decision(worded_verdict(verdict), inputs_digest(result), result.snapshot, host)
+        )
     return record_decisions(approval, "check", decisions, now)

@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from placement.fit.verdict import Reason, Verdict, host_reason
+from placement.fit.verdict import Reason, Verdict, facts, host_reason
 from placement.fit.verify import CardStates, Placement, judge
 from placement.plan.problem import NewSeat, Problem
 from seats.model import Seat
@@ -129,9 +129,7 @@ def _renamed(verdict: Verdict, name: str) -> Verdict:
     return replace(
         verdict,
         seat=name,
-        reasons=tuple(
-            replace(r, text=put(r.text)) if _STAND_IN in r.text else r for r in verdict.reasons
-        ),
+        reasons=tuple(r.renamed(_STAND_IN, name) for r in verdict.reasons),
         warnings=tuple(map(put, verdict.warnings)),
         nearest=tuple(map(put, verdict.nearest)),
     )
@@ -147,11 +145,7 @@ def _explain(
     out = _Explanation(reasons=[], nearest=[], warnings=[], need=seat.resident_bytes)
     hosts = [s.host for s in problem.snapshots if seat.host in (None, s.host)]
     if seat.host is not None and seat.host not in hosts:
-        out.reasons.append(
-            host_reason(
-                f"{seat.name} names host {seat.host}; no snapshot of it was given", seat.host
-            )
-        )
+        out.reasons.append(host_reason(host=seat.host, said="unseen_host", seat=seat.name))
     # judge reads only the placements on the judged host: hand it those alone.
     on_host: dict[str, list[Placement]] = defaultdict(list)
     for placement in placements:
@@ -230,24 +224,17 @@ def _passing_reason(seat: Seat, host: str, passing: Sequence[int], out: _Explana
     if seat.card_count > 1 and len(passing) < seat.card_count:
         out.reasons.append(
             host_reason(
-                f"{seat.name} needs {seat.card_count} cards of one host; {host} has "
-                f"{len(passing)} with room for it ({', '.join(map(str, passing)) or 'none'})",
-                host,
+                host=host,
+                said="few_cards",
+                seat=seat.name,
+                cards_wanted=seat.card_count,
+                passing=tuple(passing),
             )
         )
     elif passing:
         # Fits alone on a card but the plan gave the room to others (priority, more seats).
         out.reasons.append(
-            Reason(
-                "room",
-                passing[0],
-                out.need,
-                None,
-                None,
-                f"fits card {passing[0]} of {host} alone, but not beside the seats placed first "
-                "(higher priority, or more seats placed without it)",
-                host,
-            )
+            Reason("room", passing[0], out.need, None, None, host=host, said="alone")
         )
 
 
@@ -290,8 +277,10 @@ def _blocked_by(
                 first.need_bytes,
                 first.room_bytes,
                 first.short_bytes,
-                f"would refuse {placed.seat.name} (priority {placed.seat.priority}) there: {first.text}",
-                candidate.host,
+                host=candidate.host,
+                said="blocked",
+                facts=facts(seat=placed.seat.name, priority=placed.seat.priority),
+                within=first,
             )
     return None
 
