@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from placement.cli.render import b, figure_text
+from placement.cli.window_text import WINDOW_WRITERS
 from placement.fit.verdict import Reason, Verdict
 from seats.names import escaped
 
@@ -19,7 +20,9 @@ Data = Mapping[str, Any]
 
 # The sentences that say the reason's need, room and short themselves: a line that shows them
 # prints no figures before them (each number once).
-SAYS_FIGURES = frozenset({"room", "room_floor", "replicas", "gate", "kv_capacity", "kv_no_room"})
+SAYS_FIGURES = frozenset(
+    {"room", "room_floor", "replicas", "gate", "kv_capacity", "kv_no_room", *WINDOW_WRITERS}
+)
 
 
 def _names(names: Any) -> str:
@@ -181,6 +184,7 @@ _WRITERS: dict[str, Callable[[Data], str]] = {
     ),
     "blocked": _blocked,
     "unusable": _unusable,
+    **WINDOW_WRITERS,  # peak, restart, trend (placement/cli/window_text.py)
 }
 
 

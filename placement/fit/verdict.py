@@ -55,21 +55,15 @@ class Reason:
     facts: tuple[tuple[str, Fact], ...] = ()
     within: Reason | None = None
 
-    def fact(self, name: str) -> Fact:
-        """One of its facts by name; None where it has none of that name."""
-        for key, value in self.facts:
-            if key == name:
-                return value
-        return None
-
     def renamed(self, old: str, new: str) -> Reason:
         """The same reason with seat name `old` read as `new` in its names and words."""
 
-        def put(value: Fact) -> Fact:
+        def put(value: Any) -> Any:
+            # A name anywhere in a fact's text or names (a note may name the seat too).
             if isinstance(value, str):
-                return new if value == old else value
+                return value.replace(old, new)
             if isinstance(value, tuple):
-                return tuple(new if name == old else name for name in value)
+                return tuple(put(item) for item in value)
             return value
 
         return replace(
