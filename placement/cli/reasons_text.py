@@ -19,7 +19,9 @@ Data = Mapping[str, Any]
 
 # The sentences that say the reason's need, room and short themselves: a line that shows them
 # prints no figures before them (each number once).
-SAYS_FIGURES = frozenset({"room", "room_floor", "replicas", "gate", "kv_capacity", "kv_no_room"})
+SAYS_FIGURES = frozenset(
+    {"room", "room_floor", "replicas", "gate", "kv_capacity", "kv_no_room", "engine"}
+)
 
 
 def _names(names: Any) -> str:
@@ -181,6 +183,8 @@ _WRITERS: dict[str, Callable[[Data], str]] = {
     ),
     "blocked": _blocked,
     "unusable": _unusable,
+    # An engine's own words, written by its module, that say its figures (`Refusal.whole`).
+    "engine": lambda r: str(r["text"]),
 }
 
 
