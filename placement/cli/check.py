@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from placement.cli.check_window import add_window_arguments, validate_window, windowed
 from placement.cli.reasons_text import reason_text, worded_json, worded_verdict
 from placement.cli.sources import (
     DEFAULT_MAX_AGE,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from inventory.holds import Hold
     from inventory.ledger.store import Approval
     from inventory.snapshot import Snapshot
+    from placement.check.deploy import DeployResult
     from placement.check.seat import CheckResult
     from seats.model import Catalogue
 
@@ -151,11 +153,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-hold", action="store_true", help="with --ledger: record the decision only"
     )
+    add_window_arguments(parser)
     add_catalogue_argument(parser)
     add_source_arguments(parser)
 
 
 def _validate(args: argparse.Namespace) -> None:
+    validate_window(args)
     if (
         args.compose is None
         and args.seat is None
@@ -237,6 +241,8 @@ def run(args: argparse.Namespace) -> int:
         if args.compose is not None
         else _seat_judge(args, catalogue)
     )
+    if args.window is not None:
+        judge = windowed(args, catalogue, judge)
     if args.ledger:
         outcome = _judge_and_hold(args, catalogue, cards, judge, now)
     else:
@@ -315,6 +321,7 @@ class CheckOutcome:
     results: list[CheckResult]
     exit_code: int
     show: Callable[[bool, Cards], None]
+    deploy: DeployResult | None = None  # `check --compose`: the deploy (--window judges it again)
 
 
 Judge = Callable[[Sequence["Snapshot"]], CheckOutcome]
@@ -373,7 +380,7 @@ def _compose_judge(args: argparse.Namespace, catalogue: Catalogue) -> Judge:
             else:
                 print(render_deploy(deploy, cards.origin))
 
-        return CheckOutcome(deploy.results, int(deploy.exit_code), show)
+        return CheckOutcome(deploy.results, int(deploy.exit_code), show, deploy)
 
     return judge
 

@@ -85,7 +85,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="with --allow-moves: at most N running seats move (default 3)",
     )
-    parser.add_argument("--solver", choices=("cbc", "highs"), default="cbc", help="default: cbc")
+    parser.add_argument(
+        "--solver",
+        choices=("cbc", "highs"),
+        default="highs",  # placement.plan.planner.DEFAULT_SOLVER, not imported for --help
+        help="default: highs (in process, held to --time-limit)",
+    )
     parser.add_argument(
         "--time-limit",
         type=_time_limit,

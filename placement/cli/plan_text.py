@@ -20,6 +20,10 @@ from seats.names import escaped
 _CARD_HEADERS = ("card", "used / total", "free", "free after", "held", "plannable → after", "seats")
 
 
+# The solvers as their authors write them.
+SOLVER_NAMES = {"cbc": "CBC", "highs": "HiGHS"}
+
+
 def _header(result: PlanResult, origins: Mapping[str, str], seconds: float | None) -> list[str]:
     how = {
         "optimal": "optimal",
@@ -34,7 +38,7 @@ def _header(result: PlanResult, origins: Mapping[str, str], seconds: float | Non
         source = f" ({origin})" if origin else ""
         lines.append(
             f"{snapshot.host} · snapshot {format_utc(snapshot.taken_at)}{source} · "
-            f"{result.solver.upper()}, {how}{timing}"
+            f"{SOLVER_NAMES.get(result.solver, result.solver)}, {how}{timing}"
         )
     return lines
 

@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from placement.cli.render import b, figure_text
+from placement.cli.window_text import WINDOW_WRITERS
 from placement.fit.verdict import Reason, Verdict
 from seats.names import escaped
 
@@ -20,7 +21,16 @@ Data = Mapping[str, Any]
 # The sentences that say the reason's need, room and short themselves: a line that shows them
 # prints no figures before them (each number once).
 SAYS_FIGURES = frozenset(
-    {"room", "room_floor", "replicas", "gate", "kv_capacity", "kv_no_room", "engine"}
+    {
+        "room",
+        "room_floor",
+        "replicas",
+        "gate",
+        "kv_capacity",
+        "kv_no_room",
+        "engine",
+        *WINDOW_WRITERS,
+    }
 )
 
 
@@ -185,6 +195,7 @@ _WRITERS: dict[str, Callable[[Data], str]] = {
     "unusable": _unusable,
     # An engine's own words, written by its module, that say its figures (`Refusal.whole`).
     "engine": lambda r: str(r["text"]),
+    **WINDOW_WRITERS,  # peak, restart, trend (placement/cli/window_text.py)
 }
 
 

@@ -11,7 +11,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, Literal
 
-from placement.fit.verdict import Reason
+from placement.fit.verdict import Fact, Reason, Rule, facts
 
 Confidence = Literal["none", "low", "high"]
 Status = Literal["pass", "refuse", "unknown"]
@@ -284,22 +284,31 @@ class WindowWarning:
         return {"kind": self.kind, **self.figures}
 
 
-@dataclass(frozen=True)
-class WindowReason(Reason):
-    """A reason of rule `peak`, `restart` or `trend`: the usual keys, and when and how often."""
-
-    at: datetime | None = None
-    short_moments: int | None = None
-    allowed_short: int | None = None
-    figures: Mapping[str, Any] = field(default_factory=dict, compare=False)
-
-    def to_json(self) -> dict[str, Any]:
-        data = super().to_json()
-        data["at"] = _utc(self.at)
-        data["short_moments"] = self.short_moments
-        data["allowed_short"] = self.allowed_short
-        data.update(self.figures)
-        return data
+def WindowReason(
+    rule: Rule,
+    card: int | None,
+    need_bytes: int | None,
+    room_bytes: int | None,
+    short_bytes: int | None,
+    host: str | None,
+    *,
+    at: datetime | None,
+    short_moments: int | None = None,
+    allowed_short: int | None = None,
+    **more: Fact,
+) -> Reason:
+    """A reason of rule `peak`, `restart` or `trend` as data (`said` is the rule): the usual
+    keys, and `at`, `short_moments`, `allowed_short` and the rule's own facts."""
+    return Reason(
+        rule,
+        card,
+        need_bytes,
+        room_bytes,
+        short_bytes,
+        host=host,
+        said=rule,
+        facts=facts(at=_utc(at), short_moments=short_moments, allowed_short=allowed_short, **more),
+    )
 
 
 @dataclass(frozen=True)
@@ -330,7 +339,7 @@ class SeatWindow:
     rebased: tuple[Rebased, ...]
     coverage: Decimal  # the least of its cards'
     pass_percentile: Decimal | None  # the highest percentile at which `peak` would pass
-    reasons: tuple[WindowReason, ...]
+    reasons: tuple[Reason, ...]
     warnings: tuple[WindowWarning, ...]
     status: Status
     unknown_why: str | None = None

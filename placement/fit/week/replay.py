@@ -38,6 +38,7 @@ from placement.fit.engines import gate_rule, requested_bytes
 from placement.fit.engines.base import EngineCard
 from placement.fit.engines.registry import engine as engine_named
 from placement.fit.engines.registry import process_engine, spec_of
+from placement.fit.verdict import Reason
 from placement.fit.week.model import (
     DAY_S,
     HOUR_S,
@@ -488,19 +489,17 @@ def _judge_seat(
         worst_short, worst_at = union.worst[0], _utc(times[-union.worst[1]])
         worst_card = -union.worst[2]
     passing = pass_percentile(len(union.short), union.seen)
-    reasons: list[WindowReason] = []
+    reasons: list[Reason] = []
     if len(union.short) > allowed and worst_card is not None:
         window = next(c for c in card_windows if c.card == worst_card)
         reasons.append(
             WindowReason(
                 "peak", worst_card, seat.need_bytes, seat.need_bytes - worst_short, worst_short,
-                "", series.host, at=worst_at, short_moments=len(union.short),
-                allowed_short=allowed,
-                figures={
-                    "short_by_hour": list(_by_hour(union.short, times)),
-                    "squeezed_by": [s.to_json() for s in window.squeezed_by],
-                    "pass_percentile": None if passing is None else float(passing),
-                },
+                series.host, at=worst_at, short_moments=len(union.short), allowed_short=allowed,
+                moments=union.seen, percentile=str(rules.percentile),
+                short_by_hour=_by_hour(union.short, times),
+                squeezed_by=tuple(s.to_json() for s in window.squeezed_by),
+                pass_percentile=None if passing is None else str(passing),
             )
         )  # fmt: skip
     restart_reasons, warnings = _restart_rule(risks, rules, allowed, series.host)
@@ -539,7 +538,7 @@ def _judge_seat(
 
 
 def _status(
-    reasons: Sequence[WindowReason], host: HostWindow, coverage: Decimal, rules: WindowRules
+    reasons: Sequence[Reason], host: HostWindow, coverage: Decimal, rules: WindowRules
 ) -> dict[str, Any]:
     """DESIGN.md's order: refused on the seen moments; else unknown for too little history;
     else unknown for too little coverage; else pass."""
@@ -616,18 +615,19 @@ def _union(judged: Sequence[_Judged], need: int, n: int) -> _Union:
 
 def _restart_rule(
     risks: Sequence[RestartRisk], rules: WindowRules, allowed: int, host: str
-) -> tuple[list[WindowReason], list[WindowWarning]]:
+) -> tuple[list[Reason], list[WindowWarning]]:
     """Rule `restart`: a refusal with --restart-safe, else a warning, per seat at risk."""
-    reasons: list[WindowReason] = []
+    reasons: list[Reason] = []
     warnings: list[WindowWarning] = []
     for risk in risks:
         if rules.restart_safe and risk.short_moments > allowed:
             reasons.append(
                 WindowReason(
                     "restart", risk.card, risk.requested_bytes,
-                    risk.requested_bytes - risk.short_bytes, risk.short_bytes, "", host,
+                    risk.requested_bytes - risk.short_bytes, risk.short_bytes, host,
                     at=risk.worst_at, short_moments=risk.short_moments, allowed_short=allowed,
-                    figures={"restarting": risk.seat, "new": risk.new},
+                    restarting=risk.seat, new=int(risk.new), engine=risk.engine,
+                    by_hour=risk.by_hour, days=risk.days, of_days=risk.of_days,
                 )
             )  # fmt: skip
         else:
@@ -637,10 +637,10 @@ def _restart_rule(
 
 def _trend_rule(
     windows: Sequence[CardWindow], seat: NewSeat, rules: WindowRules, host: str
-) -> tuple[list[WindowReason], list[WindowWarning]]:
+) -> tuple[list[Reason], list[WindowWarning]]:
     """Rule `trend`: a refusal when a card's forecast runs out within --horizon, else a warning
     under 7 days."""
-    reasons: list[WindowReason] = []
+    reasons: list[Reason] = []
     warnings: list[WindowWarning] = []
     for window in windows:
         cast = window.forecast
@@ -652,10 +652,9 @@ def _trend_rule(
             reasons.append(
                 WindowReason(
                     "trend", window.card, seat.need_bytes, room, max(0, seat.need_bytes - room),
-                    "", host, at=rules.end,
-                    figures={"days_to_full_with_seat": round(days, 2),
-                             "horizon_days": float(rules.horizon_days),
-                             "confidence": cast.confidence},
+                    host, at=rules.end, days_to_full_with_seat=f"{days:.2f}",
+                    horizon_days=str(rules.horizon_days), confidence=cast.confidence,
+                    slope_bytes_per_day=cast.slope_bytes_per_day,
                 )
             )  # fmt: skip
         elif days < TREND_WARN_DAYS:

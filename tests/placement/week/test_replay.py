@@ -107,10 +107,16 @@ def test_an_afternoon_ollama_refuses_by_peak_until_a_lower_percentile(
     assert [h for h, days in enumerate(ollama.by_hour) if days] == [14, 15]
     if status == "refuse":
         (peak,) = judged.reasons
-        assert (peak.rule, peak.card, peak.short_moments, peak.allowed_short) == (
+        assert (
+            peak.rule,
+            peak.card,
+            dict(peak.facts)["short_moments"],
+            dict(peak.facts)["allowed_short"],
+        ) == (
             "peak",
             0,
             84,
             allowed,
         )
         assert peak.short_bytes == judged.worst_short_bytes
+        assert dict(peak.facts)["at"] == "2026-09-14T14:00:00Z"
