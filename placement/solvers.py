@@ -1,14 +1,15 @@
-"""The one door to the solvers: PuLP (CBC, HiGHS) for the integer programs, highspy for an LP.
+"""The one door to the solvers: PuLP (HiGHS, CBC) for the integer programs, highspy for an LP.
 
 Models are written against `Model`, `linear` and `total`; how a solver is configured, held to
-its deadline, warm-started and kept off stdout is decided here and nowhere else.
+its time limit, warm-started and kept off stdout is decided here and nowhere else. HiGHS, the
+default, runs in this process and stops at its own time limit; CBC runs as PuLP's subprocess
+and watches its limit only between search nodes.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import time
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -26,8 +27,6 @@ SOLVERS: tuple[SolverName, ...] = ("cbc", "highs")
 # Every HiGHS asks for this many threads: HiGHS keeps one scheduler per process, sized by the
 # first solve, and answers kError without solving when a later one asks for another size.
 HIGHS_THREADS = 1
-# Past its own limit, CBC gets this long to write its answer before it is killed.
-KILL_GRACE_S = 1.0
 
 # A model variable: numbers and other variables combine with it by + − ×, and ≤ ≥ == make rows.
 Var: TypeAlias = Any
@@ -139,9 +138,8 @@ class Settings:
 
 @dataclass(frozen=True)
 class Outcome:
-    """How a solve ended: killed at its deadline or not, and the statuses the solver left."""
+    """How a solve ended: the statuses the solver left."""
 
-    killed: bool
     status: ModelStatus
     solution: SolutionStatus
     mip_gap: float | None  # the relative MIP gap HiGHS reports; None from CBC
@@ -155,33 +153,28 @@ def solve(
     settings: Settings,
     *,
     start: Sequence[tuple[Var, float]] = (),
-    wall_s: float | None = None,
     stdout: Stdout = "dropped",
 ) -> Outcome:
     """Solve `model`; the values are then read with `value_of` and `reduced_cost`.
 
     `start` (variable, value) pairs are a MIP start: CBC gets every value as its first
-    incumbent, HiGHS the partial point to complete. CBC is killed `wall_s` (default: its time
-    limit) plus `KILL_GRACE_S` seconds from now, as CBC watches its limit only between nodes.
+    incumbent, HiGHS the partial point to complete. HiGHS stops at `settings.time_limit`
+    (it runs in this process and checks its clock throughout); CBC may overrun its limit
+    while it reads a large model or runs its root LP (docs/how-it-works.md).
     Whatever the solver prints on stdout is dropped or sent to stderr, as `stdout` says.
-    A solver failure other than that kill raises SolverError.
+    A solver failure raises SolverError.
     """
-    limit = settings.time_limit if wall_s is None else wall_s
     if settings.solver == "cbc":
         for var, value in start:
             var.setInitialValue(value)
-    deadline = time.monotonic() + limit + KILL_GRACE_S
     redirect = _stdout_silenced if stdout == "dropped" else _stdout_to_stderr
     try:
-        with _killed_at(deadline) as watch, redirect():
+        with redirect():
             model._lp.solve(command(settings, start=start))
     except pulp.PulpSolverError as exc:
-        if not watch.killed:
-            raise SolverError(f"{settings.solver} failed: {exc}") from exc
-        return Outcome(True, "not solved", "none", None)
+        raise SolverError(f"{settings.solver} failed: {exc}") from exc
     lp = model._lp
     return Outcome(
-        watch.killed,
         _STATUS.get(lp.status, "undefined"),
         _SOLUTION.get(lp.sol_status, "none"),
         _mip_gap(lp) if settings.solver == "highs" else None,
@@ -263,55 +256,6 @@ def _mip_gap(lp: Any) -> float | None:
         return float(model.getInfo().mip_gap) if model is not None else None
     except Exception:  # a solver interface without the figure: say nothing rather than fail
         return None
-
-
-@dataclass
-class _Watch:
-    """The deadline a CBC process is held to, and whether it had to be killed at it."""
-
-    at: float  # time.monotonic()
-    killed: bool = False
-
-
-@contextmanager
-def _killed_at(deadline: float) -> Iterator[_Watch]:
-    """Kill any CBC process PuLP starts in this block once `deadline` (monotonic) passes.
-
-    CBC watches its own time limit only between nodes: reading a large model and its root LP
-    run past it (a crowded 64-host fleet: 54 s of CBC under a 10 s limit). PuLP waits on the
-    process with no timeout, so its module's `subprocess` is swapped, for this block only,
-    for one whose processes wait at most until the deadline and are killed there. PuLP then
-    reports a failed run, which `solve` reads as "no answer in time" when `killed` is set.
-    """
-    import pulp.apis.coin_api as coin_api
-
-    watch = _Watch(deadline)
-    real = coin_api.subprocess
-
-    class _Deadline:
-        def __getattr__(self, name: str) -> Any:
-            return getattr(real, name)
-
-        def Popen(self, *args: Any, **kwargs: Any) -> Any:  # subprocess.Popen, by name
-            process = real.Popen(*args, **kwargs)
-            wait = process.wait
-
-            def wait_until_deadline(timeout: float | None = None) -> int:
-                try:
-                    return int(wait(timeout=max(0.0, watch.at - time.monotonic())))
-                except real.TimeoutExpired:
-                    watch.killed = True
-                    process.kill()
-                    return int(wait())
-
-            process.wait = wait_until_deadline
-            return process
-
-    coin_api.subprocess = _Deadline()
-    try:
-        yield watch
-    finally:
-        coin_api.subprocess = real
 
 
 @dataclass(frozen=True)

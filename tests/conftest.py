@@ -33,3 +33,17 @@ def fv_ml1_snapshot() -> Snapshot:
 def fv_ml1_before_voices() -> Snapshot:
     """fv-ml1 before vllm-voices: card 0 has 12,611 MiB free."""
     return load_snapshot(FV_ML1_BEFORE_VOICES)
+
+
+def pytest_assertrepr_compare(op: str, left: object, right: object) -> list[str] | None:
+    """Large byte strings that differ are told by size and first difference: pytest's own diff of
+    two long byte strings is quadratic and can run for hours."""
+    if op != "==" or not isinstance(left, bytes) or not isinstance(right, bytes):
+        return None
+    if max(len(left), len(right)) <= 4096:
+        return None
+    first = next(
+        (i for i, (a, b) in enumerate(zip(left, right, strict=False)) if a != b),
+        min(len(left), len(right)),
+    )
+    return [f"{len(left):,} bytes == {len(right):,} bytes: they differ from byte {first:,}"]

@@ -59,7 +59,8 @@ ALLOWED: dict[str, set[str]] = {
     # One history over both sources: it reads them; neither reads it.
     "inventory.history": {"seats", *INVENTORY},
     # The rule of what fits reads the catalogue and inventory's data types, nothing else of ours.
-    "placement.fit": {"seats", "inventory-data", "placement"},
+    # fit.week replays a host's moments: the frozen data of inventory.history (never a source).
+    "placement.fit": {"seats", "inventory-data", "inventory.history", "placement"},
     # The one door to pulp and highspy.
     "placement.solvers": {"seats", "placement"},
     # placement/decisions.py is not in DESIGN.md's layout: the digest and ledger row of a
@@ -198,7 +199,13 @@ def test_seats_imports_nothing_of_ours(edges: set[tuple[str, str]]) -> None:
 def test_fit_reads_only_seats_and_inventory_data(edges: set[tuple[str, str]]) -> None:
     outside = {t for s, t in edges if s.startswith("placement.fit.") and layer_of(t) != layer_of(s)}
     assert "inventory.snapshot" in outside
-    assert {t for t in outside if t not in INVENTORY_DATA and not t.startswith("seats.")} == set()
+    assert {
+        t
+        for t in outside
+        if t not in INVENTORY_DATA
+        and not t.startswith("seats.")
+        and t != "inventory.history.model"  # the week's moments: frozen data
+    } == set()
 
 
 def test_only_the_cli_imports_the_cli(edges: set[tuple[str, str]]) -> None:
@@ -310,9 +317,6 @@ ENGINE_NAME_EXCEPTIONS: dict[str, str] = {
     # gpuplan's own `check --util/--kv-cache-memory` options and their help, which say which
     # engine flag they override.
     "placement.cli.check": "help text of gpuplan's own options",
-    # The weekly report's headline has a "largest new vLLM seat" column: its probe builds a vLLM
-    # seat with its KV cache pinned (verifier_probe), a report column rather than a rule.
-    "placement.report.figures": "the report's largest-new-vLLM-seat probe",
 }
 
 
@@ -408,6 +412,99 @@ def test_every_engine_name_exception_is_still_needed() -> None:
         assert ENGINE_FLAGS.search(text) or kinds.search(text), module
 
 
+# --- engines through the protocol only: no side door into an engine's own module -------------
+
+# The engine package's entry points: the protocol (base), the list of engines (registry) and the
+# package itself. Every other module of it is one engine's own (vllm_flags, sglang_options …).
+ENGINE_ENTRY = frozenset(
+    {"placement.fit.engines", "placement.fit.engines.base", "placement.fit.engines.registry"}
+)
+
+
+def engine_doors_outside(root: Path) -> list[str]:
+    """`module:line: what` for every import of an engine's own module, and every engine kind
+    written as a default, an assignment or an argument, outside placement/fit/engines/."""
+    own = {
+        path.stem
+        for path in (root / "placement" / "fit" / "engines").glob("*.py")
+        if f"placement.fit.engines.{path.stem}" not in ENGINE_ENTRY and path.stem != "__init__"
+    }
+    found: list[str] = []
+    for package in ENGINE_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(
+                ".__init__"
+            )
+            if module.startswith("placement.fit.engines"):
+                continue
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                targets: list[str] = []
+                if isinstance(node, ast.ImportFrom) and node.module is not None:
+                    if node.module.startswith("placement.fit.engines"):
+                        if node.module not in ENGINE_ENTRY:
+                            targets.append(node.module)
+                        elif node.module == "placement.fit.engines":
+                            targets += [
+                                f"{node.module}.{a.name}" for a in node.names if a.name in own
+                            ]
+                elif isinstance(node, ast.Import):
+                    targets += [
+                        a.name
+                        for a in node.names
+                        if a.name.startswith("placement.fit.engines.")
+                        and a.name not in ENGINE_ENTRY
+                    ]
+                found += [f"{module}:{node.lineno}: imports {target}" for target in targets]
+                values: list[ast.expr] = []
+                if isinstance(node, ast.AnnAssign | ast.Assign) and node.value is not None:
+                    values.append(node.value)
+                elif isinstance(node, ast.arguments):
+                    values += [d for d in (*node.defaults, *node.kw_defaults) if d is not None]
+                elif isinstance(node, ast.Call):
+                    values += node.args
+                for value in values:
+                    for kind in _kinds_in(value):
+                        found.append(f"{module}:{value.lineno}: names kind {kind!r}")
+    return sorted(found, key=lambda text: (text.split(":")[0], int(text.split(":")[1]), text))
+
+
+def test_no_module_outside_the_engines_opens_an_engines_own_module() -> None:
+    assert engine_doors_outside(ROOT) == []
+
+
+def test_the_engine_door_scan_finds_what_it_forbids(tmp_path: Path) -> None:
+    engines = tmp_path / "placement" / "fit" / "engines"
+    engines.mkdir(parents=True)
+    for name in ("__init__", "base", "registry", "vllm", "vllm_flags"):
+        (engines / f"{name}.py").write_text('X = "vllm"\n', encoding="utf-8")
+    package = tmp_path / "placement" / "check"
+    package.mkdir(parents=True)
+    (package / "bad.py").write_text(
+        "from placement.fit.engines.vllm_flags import parse_util\n"
+        "from placement.fit.engines import vllm_flags, engine_of\n"
+        "import placement.fit.engines.vllm\n"
+        "from placement.fit.engines.base import FlagError\n"
+        "from placement.fit.engines.registry import engine\n"
+        "class Service:\n"
+        '    engine: str | None = "vllm"\n'
+        'def f(kind="sglang", *, other="tgi"):\n'
+        '    default = "ollama"\n'
+        '    return engine("trtllm"), {"kind": "llamacpp"}\n',
+        encoding="utf-8",
+    )
+    assert engine_doors_outside(tmp_path) == [
+        "placement.check.bad:1: imports placement.fit.engines.vllm_flags",
+        "placement.check.bad:2: imports placement.fit.engines.vllm_flags",
+        "placement.check.bad:3: imports placement.fit.engines.vllm",
+        "placement.check.bad:7: names kind 'vllm'",
+        "placement.check.bad:8: names kind 'sglang'",
+        "placement.check.bad:8: names kind 'tgi'",
+        "placement.check.bad:9: names kind 'ollama'",
+        "placement.check.bad:10: names kind 'trtllm'",
+    ]
+
+
 # --- the card model is the simulator: room and gate are worked out in placement/fit/ alone ----
 
 # The formulas of what fits (placement/fit/room.py, and the gate's predicate): a module outside
@@ -486,3 +583,88 @@ def test_the_formula_scan_finds_what_it_forbids(tmp_path: Path) -> None:
         "placement.plan.bad:5: calls room_bytes",
         "placement.plan.bad:6: calls fits_room",
     ]
+
+
+# --- reasons are data: the words are written in placement/cli/ alone --------------------------
+
+# The calls that build a Reason, and where each takes its words: (keyword, position).
+REASON_BUILDERS = {"Reason": 5, "bare_reason": 2, "host_reason": 0}
+# Where words may be written: the edge, and the engines' own refusals (each engine's module says
+# how its engine refuses, in its own words: DESIGN.md, Engines).
+WORDS_AT = ("placement.cli", "placement.report", "placement.fit.engines", "placement.fit.verdict")
+# module → why it hands a Reason words written elsewhere.
+WORDS_EXCEPTIONS: dict[str, str] = {
+    "placement.fit.rules": "an engine's refusal keeps the words its engine module wrote",
+}
+
+
+def _has_words(node: ast.expr) -> bool:
+    """True for anything but an empty string literal."""
+    return not (isinstance(node, ast.Constant) and node.value == "")
+
+
+def reason_words_outside_cli(root: Path) -> list[str]:
+    """`module:line: what` for every Reason given words (a `text`), and every `replace` of a
+    reason's text, outside the edge."""
+    found: list[str] = []
+    for package in ENGINE_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(
+                ".__init__"
+            )
+            if module.startswith(WORDS_AT) or module in WORDS_EXCEPTIONS:
+                continue
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Call):
+                    continue
+                func = node.func
+                name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+                text = [k.value for k in node.keywords if k.arg == "text"]
+                if name in REASON_BUILDERS:
+                    at = REASON_BUILDERS[name]
+                    text += node.args[at : at + 1]
+                    if any(_has_words(value) for value in text):
+                        found.append(f"{module}:{node.lineno}: gives {name} words")
+                elif name == "replace" and any(_has_words(value) for value in text):
+                    found.append(f"{module}:{node.lineno}: replaces a text")
+    return sorted(found, key=lambda text: (text.split(":")[0], int(text.split(":")[1]), text))
+
+
+def test_reasons_are_data_until_the_cli_writes_them() -> None:
+    assert reason_words_outside_cli(ROOT) == []
+
+
+def test_the_reason_words_scan_finds_what_it_forbids(tmp_path: Path) -> None:
+    package = tmp_path / "placement" / "fit"
+    package.mkdir(parents=True)
+    (package / "bad.py").write_text(
+        "def f(card, need, room, reason):\n"
+        '    a = Reason("room", card, need, room, need - room, f"short {need - room}")\n'
+        '    b = Reason(rule="room", card=card, need_bytes=need, room_bytes=room,\n'
+        '               short_bytes=0, text="no room")\n'
+        '    c = bare_reason("host", None, "no snapshot")\n'
+        '    d = host_reason(f"{card} is gone", "h")\n'
+        '    e = replace(reason, text=reason.text + "; and more")\n'
+        '    ok = Reason("room", card, need, room, 0, host="h", said="room")\n'
+        '    ok2 = host_reason(host="h", said="no_snapshot")\n'
+        "    return a, b, c, d, e, ok, ok2\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "placement" / "cli").mkdir(parents=True)
+    (tmp_path / "placement" / "cli" / "ok.py").write_text(
+        'X = Reason("error", None, None, None, None, "stale snapshot")\n', encoding="utf-8"
+    )
+    assert reason_words_outside_cli(tmp_path) == [
+        "placement.fit.bad:2: gives Reason words",
+        "placement.fit.bad:3: gives Reason words",
+        "placement.fit.bad:5: gives bare_reason words",
+        "placement.fit.bad:6: gives host_reason words",
+        "placement.fit.bad:7: replaces a text",
+    ]
+
+
+def test_every_reason_words_exception_is_still_needed() -> None:
+    for module in WORDS_EXCEPTIONS:
+        text = (ROOT / Path(*module.split(".")).with_suffix(".py")).read_text(encoding="utf-8")
+        assert re.search(r"\btext=", text), module

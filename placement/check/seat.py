@@ -29,7 +29,6 @@ from placement.fit.engines import (
 )
 from placement.fit.engines.registry import engine as registry_engine
 from placement.fit.engines.registry import spec_of
-from placement.fit.engines.vllm_flags import one_byte_kv
 from placement.fit.kv import flag_resident, profile_of
 from placement.fit.verdict import Verdict
 from placement.fit.verify import judge, override_seat
@@ -390,7 +389,7 @@ def _service_profile(
             f"{seat.name if seat else '?'} says {profile.max_model_len:,}): judged with the file's"
         )
     dtype = service.kv_cache_dtype
-    if one_byte_kv(dtype):
+    if service.engine is not None and registry_engine(service.engine).one_byte_kv(dtype):
         halved = -(-profile.kv_bytes_per_token // 2)
         update["kv_bytes_per_token"] = halved
         notes.append(

@@ -15,6 +15,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from placement.cli.check_window import add_window_arguments, validate_window, windowed
+from placement.cli.reasons_text import reason_text, worded_json, worded_verdict
 from placement.cli.sources import (
     DEFAULT_MAX_AGE,
     Cards,
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
     from inventory.holds import Hold
     from inventory.ledger.store import Approval
     from inventory.snapshot import Snapshot
+    from placement.check.deploy import DeployResult
     from placement.check.seat import CheckResult
     from seats.model import Catalogue
 
@@ -59,9 +62,8 @@ def _cards(text: str) -> tuple[int, ...]:
 
 
 def _util(text: str) -> Decimal:
-    # The engine's own reader of a util, not the compose package's re-export: a seat check never
-    # imports the compose reader (about 20 ms of start-up).
-    from placement.fit.engines.vllm_flags import parse_util
+    # The engines' reader of a util request (a seat check never imports the compose reader).
+    from placement.fit.engines.base import parse_util
 
     try:
         return Decimal(parse_util(text))
@@ -151,11 +153,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-hold", action="store_true", help="with --ledger: record the decision only"
     )
+    add_window_arguments(parser)
     add_catalogue_argument(parser)
     add_source_arguments(parser)
 
 
 def _validate(args: argparse.Namespace) -> None:
+    validate_window(args)
     if (
         args.compose is None
         and args.seat is None
@@ -237,6 +241,8 @@ def run(args: argparse.Namespace) -> int:
         if args.compose is not None
         else _seat_judge(args, catalogue)
     )
+    if args.window is not None:
+        judge = windowed(args, catalogue, judge)
     if args.ledger:
         outcome = _judge_and_hold(args, catalogue, cards, judge, now)
     else:
@@ -265,11 +271,15 @@ def _unknown_seat(args: argparse.Namespace, catalogue: Catalogue, cards: Cards) 
     if verdict is None:
         return None
     if args.json:
-        print(json.dumps({"schema": 1, **verdict.to_json(), **cards.hosts_json()}, indent=2))
+        print(
+            json.dumps(
+                worded_json({"schema": 1, **verdict.to_json(), **cards.hosts_json()}), indent=2
+            )
+        )
     else:
         for line in cards.hosts_lines():
             print(line)
-        print(f"UNKNOWN  {seat.name}: {verdict.reasons[0].text}")
+        print(f"UNKNOWN  {seat.name}: {reason_text(verdict.reasons[0])}")
     return int(Exit.CANNOT_DECIDE)
 
 
@@ -311,6 +321,7 @@ class CheckOutcome:
     results: list[CheckResult]
     exit_code: int
     show: Callable[[bool, Cards], None]
+    deploy: DeployResult | None = None  # `check --compose`: the deploy (--window judges it again)
 
 
 Judge = Callable[[Sequence["Snapshot"]], CheckOutcome]
@@ -337,7 +348,9 @@ def _seat_judge(args: argparse.Namespace, catalogue: Catalogue) -> Judge:
 
         def show(as_json: bool, cards: Cards) -> None:
             if as_json:
-                print(json.dumps({**result_json(result), **cards.hosts_json()}, indent=2))
+                print(
+                    json.dumps(worded_json({**result_json(result), **cards.hosts_json()}), indent=2)
+                )
             else:
                 print(render(result, cards.origin(result.snapshot.host)))
 
@@ -363,11 +376,11 @@ def _compose_judge(args: argparse.Namespace, catalogue: Catalogue) -> Judge:
                 if verdict.kind == "error":
                     print(f"error: {verdict.message}", file=sys.stderr)
             if as_json:
-                print(json.dumps({**deploy.to_json(), **cards.hosts_json()}, indent=2))
+                print(json.dumps(worded_json({**deploy.to_json(), **cards.hosts_json()}), indent=2))
             else:
                 print(render_deploy(deploy, cards.origin))
 
-        return CheckOutcome(deploy.results, int(deploy.exit_code), show)
+        return CheckOutcome(deploy.results, int(deploy.exit_code), show, deploy)
 
     return judge
 
@@ -496,5 +509,7 @@ def _record(
             error = Reason("error", None, None, None, None, stale, host)
             verdict = replace(verdict, verdict="unknown", reasons=(error,))
         # Recorded without its holds: a snapshot is what was measured, nothing else.
-        decisions.append(Decision(verdict, inputs_digest(result), result.snapshot, host))
+        decisions.append(
+            Decision(worded_verdict(verdict), inputs_digest(result), result.snapshot, host)
+        )
     return record_decisions(approval, "check", decisions, now)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, get_args
 
 from inventory.snapshot import format_utc
 from placement.check.seat import CheckResult
+from placement.cli.reasons_text import reason_text, says_figures
 from placement.cli.render import b, reason_figures, table
 from placement.fit.beside import is_unbounded
 from placement.fit.engines import engine_of, named, requests_util
@@ -88,14 +89,17 @@ def _figures(result: CheckResult) -> list[str]:
 
 
 def reason_line(reason: Reason, need_floor: bool = False) -> str:
-    """`card 0  gate      requested 11.40 GiB  free 11.16 GiB  short 241.88 MiB  — vLLM's gate: …`.
+    """`card 0  reserve   need 6.00 GiB  room 1.58 GiB  short 4.42 GiB  — 2.00 GiB held for …`;
+    a reason whose words say its figures (`card 0  gate  vLLM's gate: free … short …`) alone.
 
     `need_floor`: the seat's resident is unknown, so a need is a lower bound, as in its figures.
     """
     where = f"card {reason.card}" if reason.card is not None else "host"
+    if says_figures(reason):
+        return f"  {where}  {reason.rule:<{RULE_WIDTH}} {reason_text(reason)}"
     figures = reason_figures(reason, need_floor=need_floor)
     numbers = f"{figures}  " if figures is not None else ""
-    return f"  {where}  {reason.rule:<{RULE_WIDTH}} {numbers}— {reason.text}"
+    return f"  {where}  {reason.rule:<{RULE_WIDTH}} {numbers}— {reason_text(reason)}"
 
 
 def render(result: CheckResult, source: str) -> str:

@@ -114,6 +114,7 @@ def _write(
     """Write the demo ledger beside `target`, then rename it over; its checks and digest."""
     from inventory.ledger.queries import ledger_digest
     from inventory.ledger.store import open_ledger
+    from placement.cli.reasons_text import worded_verdict
     from placement.report.demo import mark_demo, record_demo_checks, write_demo
 
     temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
@@ -121,7 +122,7 @@ def _write(
     try:
         with open_ledger(temporary) as ledger:
             kept = write_demo(ledger, catalogue, base, story, seed=seed)
-            checks = record_demo_checks(ledger, catalogue, story, kept)
+            checks = record_demo_checks(ledger, catalogue, story, kept, worded_verdict)
             mark_demo(ledger, note)
             digest = ledger_digest(ledger.connection)
             # Fold the WAL into the file so a single rename moves the whole ledger.

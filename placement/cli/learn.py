@@ -18,7 +18,6 @@ from placement.cli.learn_log import shown_line, start_up_json
 from placement.cli.names import did_you_mean, names
 from placement.cli.sources import add_catalogue_argument, load_catalogue_argument
 from placement.fit.engines.base import StartUp, StartUpMarks, last_start_up
-from placement.fit.engines.vllm_log import Figure
 from seats.errors import BadInputError
 from seats.names import escaped
 from seats.units import format_bytes
@@ -93,7 +92,6 @@ def run(args: argparse.Namespace) -> int:
     """Print the profile block (or its JSON); exit 2 when the log lacks a line."""
     from placement.fit.engines import util_decimal
     from placement.fit.engines.registry import engine
-    from placement.fit.engines.vllm_log import learn_profile, read_log
 
     catalogue = load_catalogue_argument(args)
     try:
@@ -122,23 +120,28 @@ def run(args: argparse.Namespace) -> int:
         return run_log(
             seat, start, source, json_out=args.json, per_token=per_token, card_total=card_total
         )
+    # An engine with a log reader of its own (vLLM's, with each figure's precision).
     util = seat.engine.gpu_memory_utilization
-    figures = read_log(start.lines, start.first_line)
-    profile = learn_profile(
-        figures,
+    profile, log_total = found.learn_profile(
+        start.lines,
+        start.first_line,
         source,
         declared_util=util_decimal(util) if util is not None else None,
         cuda_total=card_total,
     )
-    note = start.note("vLLM")
+    note = start.note(found.title)
     if note is not None:
         profile = replace(profile, notes=(note, *profile.notes))
     if per_token is not None:
-        profile = replace(
-            profile,
-            kv_bytes_per_token=Figure(per_token[0], 0, per_token[1], "from the model's config"),
+        from_config = replace(
+            profile.kv_bytes_per_token,
+            value=per_token[0],
+            line_no=0,
+            line=per_token[1],
+            precision="from the model's config",
         )
-    _refuse_impossible(profile, figures, source, card_total)
+        profile = replace(profile, kv_bytes_per_token=from_config)
+    _refuse_impossible(profile, log_total, source, card_total)
     if args.json:
         print(json.dumps(_as_json(seat.name, profile, start), indent=2))
     else:
@@ -158,13 +161,13 @@ def _config_per_token(seat: Any, folder: str | None) -> tuple[int, str] | None:
     return found.value, f"{found.formula} (config.json, --config)"
 
 
-def _refuse_impossible(profile: Any, figures: Any, source: str, card_total: int | None) -> None:
+def _refuse_impossible(profile: Any, log_total: Any, source: str, card_total: int | None) -> None:
     """Exit 2 when a figure is negative or past the card (the host's, else the log's own)."""
     from placement.fit.engines.base import Checked, impossible
 
     card, where = card_total, "the host's card_total"
-    if card is None and figures.total is not None:
-        card, where = figures.total.value, f"the card the log names (line {figures.total.line_no})"
+    if card is None and log_total is not None:
+        card, where = log_total.value, f"the card the log names (line {log_total.line_no})"
     checked = [
         Checked(name, figure.value, figure.line_no)
         for name, figure in (

@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from placement.cli import notice
+from placement.cli.reasons_text import worded_json, worded_verdict
 from placement.cli.sources import (
     add_catalogue_argument,
     add_source_arguments,
@@ -84,7 +85,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="with --allow-moves: at most N running seats move (default 3)",
     )
-    parser.add_argument("--solver", choices=("cbc", "highs"), default="cbc", help="default: cbc")
+    parser.add_argument(
+        "--solver",
+        choices=("cbc", "highs"),
+        default="highs",  # placement.plan.planner.DEFAULT_SOLVER, not imported for --help
+        help="default: highs (in process, held to --time-limit)",
+    )
     parser.add_argument(
         "--time-limit",
         type=_time_limit,
@@ -126,7 +132,11 @@ def run(args: argparse.Namespace) -> int:
     if args.ledger:
         _record(args.ledger, catalogue, result, adds, now)
     if args.json:
-        print(json.dumps({**result.to_json(args.explain), **cards.hosts_json()}, indent=2))
+        print(
+            json.dumps(
+                worded_json({**result.to_json(args.explain), **cards.hosts_json()}), indent=2
+            )
+        )
     else:
         from placement.cli.plan_text import render_plan  # the tables: not for --json
 
@@ -167,7 +177,9 @@ def _record(
     digest = inputs_digest(plan_inputs(catalogue, result, adds))
     by_host = {snapshot.host: snapshot for snapshot in result.snapshots}
     decisions = [
-        Decision(verdict, digest, by_host.get(verdict.host) if verdict.host else None)
+        Decision(
+            worded_verdict(verdict), digest, by_host.get(verdict.host) if verdict.host else None
+        )
         for verdict in result.verdicts
     ]
     try:

@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from inventory.snapshot import format_utc
+from placement.cli.reasons_text import reason_text
 from placement.cli.render import b, gib, reason_figures, table
 from placement.fit.verdict import Reason, Verdict
 from placement.plan.explain import SUMMARY_PLACES, Summary, summarise
@@ -17,6 +18,10 @@ from placement.plan.planner import PlanCardRow, PlanResult
 from seats.names import escaped
 
 _CARD_HEADERS = ("card", "used / total", "free", "free after", "held", "plannable → after", "seats")
+
+
+# The solvers as their authors write them.
+SOLVER_NAMES = {"cbc": "CBC", "highs": "HiGHS"}
 
 
 def _header(result: PlanResult, origins: Mapping[str, str], seconds: float | None) -> list[str]:
@@ -33,7 +38,7 @@ def _header(result: PlanResult, origins: Mapping[str, str], seconds: float | Non
         source = f" ({origin})" if origin else ""
         lines.append(
             f"{snapshot.host} · snapshot {format_utc(snapshot.taken_at)}{source} · "
-            f"{result.solver.upper()}, {how}{timing}"
+            f"{SOLVER_NAMES.get(result.solver, result.solver)}, {how}{timing}"
         )
     return lines
 
@@ -102,7 +107,7 @@ def _reason_line(reason: Reason, multi_host: bool) -> str:
     )
     card = f"card {where}" if reason.card is not None else (reason.host or "")
     figures = reason_figures(reason) if reason.rule in ("room", "gate") else None
-    return f"  {card:<8} {reason.rule:<9} {figures or reason.text}"
+    return f"  {card:<8} {reason.rule:<9} {figures or reason_text(reason)}"
 
 
 def _counts_line(summary: Summary) -> str:
@@ -134,7 +139,7 @@ def _verdict_lines(verdict: Verdict, multi_host: bool, explain: str = "all") -> 
         out.append(f"PLACED   {verdict.seat} → {verdict.host} {label} {cards}{flags}")
     elif verdict.verdict == "unknown":
         out.append(f"UNKNOWN  {verdict.seat}: cannot be judged")
-        out.extend(f"  {reason.text}" for reason in verdict.reasons)
+        out.extend(f"  {reason_text(reason)}" for reason in verdict.reasons)
     else:
         out.append(f"REFUSED  {verdict.seat} ({b(verdict.need_bytes)}): {headline(verdict)}")
         reasons = summary.reasons if summary is not None else verdict.reasons

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Literal
 
-from placement.fit.rules import figure_text
 from placement.fit.verdict import Reason
 from seats.units import GiB, format_bytes
 
@@ -24,6 +23,17 @@ def b(n: int | None) -> str:
     """`10.49 GiB` (one binary unit), `-` for a figure that is not known."""
     # Cached: tables and refusals print the same card figures over and over.
     return format_bytes(n)
+
+
+# What a negative figure says: nothing is left, and by how much the card is already over.
+_NONE_LEFT = {"room": "no room", "free": "nothing free"}
+
+
+def figure_text(word: str, n: int) -> str:
+    """'room 1.58 GiB'; a negative figure as 'no room (344.03 MiB over)', never 'room -344.03 MiB'."""
+    if n >= 0:
+        return f"{word} {b(n)}"
+    return f"{_NONE_LEFT.get(word, 'no ' + word)} ({b(-n)} over)"
 
 
 def gib(n: int | None) -> str:

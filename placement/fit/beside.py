@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from placement.fit.engines import engine_of, requests_util, unbounded_as_declared
 from placement.fit.engines.base import UNDECLARED_RESIDENT_BYTES, declared_resident
-from placement.fit.verdict import Reason, Verdict
+from placement.fit.verdict import Reason, Verdict, bare_reason
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
 
@@ -36,18 +36,16 @@ def unbounded_beside(
             if not is_unbounded(other):
                 continue
             rule = engine_of(other.engine)
-            why = rule.unbounded_why(other.engine)
             reasons.append(
-                Reason(
-                    rule="unbounded",
-                    card=card,
-                    need_bytes=None,
-                    room_bytes=None,
-                    short_bytes=None,
-                    text=f"{other.name} beside it on card {card} is unbounded ({why}): it grows "
-                    f"into nearly all free memory, so {seat.name} has no room it can count on; "
-                    f"pin {other.name} with {rule.pin_hint()}",
+                bare_reason(
+                    "unbounded",
+                    card,
                     host=host,
+                    said="unbounded_beside",
+                    seat=seat.name,
+                    beside=other.name,
+                    why=rule.unbounded_why(other.engine),
+                    pin=rule.pin_hint(),
                 )
             )
             break

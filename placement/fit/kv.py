@@ -14,6 +14,7 @@ from decimal import Decimal
 
 from placement.fit.capacity import cuda_context_bytes
 from placement.fit.engines import (
+    engine_of,
     format_util,
     passes_gate,
     requested_bytes,
@@ -22,7 +23,7 @@ from placement.fit.engines import (
 )
 from placement.fit.resident_sum import leftover_kv_bytes, resident_bytes
 from placement.fit.state import CardState
-from placement.fit.verdict import Reason
+from placement.fit.verdict import Reason, facts
 from seats.model import Catalogue, Profile, Seat
 from seats.units import format_bytes
 
@@ -216,22 +217,22 @@ def kv_capacity_reason(
     if found.tokens >= found.max_model_len:
         return None
     need = found.max_model_len * found.kv_bytes_per_token
-    where = (
-        "kv_cache_memory"
-        if seat.engine.kv_cache_bytes is not None
-        else f"util {format_util(util) if util is not None else '?'} leaves"
-    )
+    pinned = seat.engine.kv_cache_bytes is not None
     return Reason(
         rule="kv_capacity",
         card=state.card.index,
         need_bytes=need,
         room_bytes=found.kv_bytes,
         short_bytes=need - found.kv_bytes,
-        text=f"vLLM's KV cache check: {where} {format_bytes(max(0, found.kv_bytes))} holds "
-        f"{found.tokens:,} tokens at {found.kv_bytes_per_token:,} B per token, fewer than "
-        f"max_model_len {found.max_model_len:,} ({format_bytes(need)}): "
-        f"short {format_bytes(need - found.kv_bytes)}",
         host=host,
+        said="kv_capacity",
+        facts=facts(
+            engine=engine_of(seat.engine).title,
+            util=None if pinned else (format_util(util) if util is not None else "?"),
+            tokens=found.tokens,
+            kv_bytes_per_token=found.kv_bytes_per_token,
+            max_model_len=found.max_model_len,
+        ),
     )
 
 
@@ -256,11 +257,9 @@ def _no_kv_reason(
         need_bytes=weights,
         room_bytes=request,
         short_bytes=weights - request,
-        text=f"vLLM's KV cache check: util {format_util(util)} requests "
-        f"{format_bytes(request)}, less than its weights {format_bytes(weights)}: no memory is "
-        f'left for its KV cache ("No available memory for the cache blocks"): short '
-        f"{format_bytes(weights - request)}",
         host=host,
+        said="kv_no_room",
+        facts=facts(engine=engine_of(seat.engine).title, util=format_util(util)),
     )
 
 

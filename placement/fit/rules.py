@@ -1,5 +1,8 @@
 """Each rule of what fits as one small pure function: a seat and a card state in, a Reason or None out.
 
+A Reason is data (rule, card, bytes, and the facts its sentence needs); the words are written at
+the edge, placement/cli/reasons_text.py.
+
 The rule names are DESIGN.md's: room, reserve, gate, unbounded, exclusive, error, host (and
 kv_capacity, whose arithmetic is `placement.fit.kv`'s). The
 predicates (`fits_room`, `passes_gate`, `exclusive_binds`, `unbounded_binds`) are what the
@@ -11,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from decimal import Decimal
-from functools import lru_cache
 
 from inventory.snapshot import Card
 from placement.fit.engines import (
@@ -26,27 +28,9 @@ from placement.fit.engines.base import EngineCard, Refusal
 from placement.fit.kv import kv_capacity_reason
 from placement.fit.room import exclusive_binds, fits_room
 from placement.fit.state import CardState
-from placement.fit.verdict import Reason, Rule, bare_reason, host_reason
+from placement.fit.verdict import Fact, Reason, Rule, bare_reason, facts, host_reason
 from seats.model import Seat
-from seats.names import escaped
-from seats.units import GiB, format_bytes
-
-
-@lru_cache(maxsize=8192)
-def b(n: int) -> str:
-    """Bytes as text. Cached: explaining refusals prints the same card figures seat after seat."""
-    return format_bytes(n)
-
-
-# What a negative figure says: nothing is left, and by how much the card is already over.
-_NONE_LEFT = {"room": "no room", "free": "nothing free"}
-
-
-def figure_text(word: str, n: int) -> str:
-    """'room 1.58 GiB'; a negative figure as 'no room (344.03 MiB over)', never 'room -344.03 MiB'."""
-    if n >= 0:
-        return f"{word} {b(n)}"
-    return f"{_NONE_LEFT.get(word, 'no ' + word)} ({b(-n)} over)"
+from seats.units import GiB
 
 
 def unbounded_binds(*, gating: str, exclusive: bool, shared: bool) -> bool:
@@ -58,39 +42,45 @@ def host_reasons(seat: Seat, host: str, cards: Sequence[int]) -> list[Reason]:
     """Rule `host` for the seat as a whole: the host it names, its card count, a card named twice."""
     out: list[Reason] = []
     if seat.host is not None and seat.host != host:
-        out.append(host_reason(f"{seat.name} names host {seat.host}, not {host}", host))
+        out.append(host_reason(host=host, said="other_host", seat=seat.name, seat_host=seat.host))
     if len(cards) != seat.card_count:
         out.append(
-            host_reason(f"{seat.name} takes {seat.card_count} card(s); {len(cards)} given", host)
+            host_reason(
+                host=host,
+                said="card_count",
+                seat=seat.name,
+                cards_wanted=seat.card_count,
+                cards_given=len(cards),
+            )
         )
     if len(set(cards)) != len(cards):
-        out.append(host_reason(f"card list {list(cards)} names a card twice", host))
+        out.append(host_reason(host=host, said="card_twice", cards=tuple(cards)))
     return out
 
 
 def missing_card_reason(index: int, host: str) -> Reason:
     """Rule `host`: the snapshot has no such card."""
-    return bare_reason("host", index, f"{host} has no card {index}", host)
+    return bare_reason("host", index, host=host, said="no_card")
 
 
 def error_reason(card: Card, host: str) -> Reason | None:
     """Rule `error`: a card in error takes no seat."""
     if card.ok:
         return None
-    # The error's words come from the snapshot (another host's file): shown, never obeyed.
-    text = f"card {card.index} is in error ({escaped(card.error or '')}); it takes no seat"
-    return bare_reason("error", card.index, text, host)
+    # The error's words come from the snapshot (another host's file): shown escaped, never obeyed.
+    return bare_reason("error", card.index, host=host, error=card.error or "")
 
 
 def reserve_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | None:
     """Rule `reserve`: the seat does not fit, and reserves it is not for hold bytes here."""
     if not state.reserve_held_bytes:
         return None
-    text = (
-        f"{b(state.reserve_held_bytes)} held for {', '.join(dict.fromkeys(state.reserve_for))} "
-        f"({', '.join(state.reserve_names)})"
+    said = facts(
+        held_bytes=state.reserve_held_bytes,
+        held_for=tuple(dict.fromkeys(state.reserve_for)),
+        reserves=state.reserve_names,
     )
-    return _held_reason("reserve", text, need_bytes=need_bytes, state=state, host=host)
+    return _held_reason("reserve", "reserve", said, need_bytes=need_bytes, state=state, host=host)
 
 
 def kept_reserve_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | None:
@@ -101,19 +91,18 @@ def kept_reserve_reason(*, need_bytes: int, state: CardState, host: str) -> Reas
     """
     if not state.kept_reserves:
         return None
-    kept = "; ".join(
-        f"{name} keeps {b(amount)} for {', '.join(owners)}"
-        for name, amount, owners in state.kept_reserves
+    kept = facts(kept=tuple((name, amount, owners) for name, amount, owners in state.kept_reserves))
+    return _held_reason(
+        "reserve", "kept_reserve", kept, need_bytes=need_bytes, state=state, host=host
     )
-    return _held_reason("reserve", kept, need_bytes=need_bytes, state=state, host=host)
 
 
 def hold_reason(*, need_bytes: int, state: CardState, host: str) -> Reason | None:
     """Rule `hold`: the seat does not fit, and other approved deploys' holds take bytes here."""
     if not state.hold_held_bytes:
         return None
-    text = "; ".join(state.hold_notes)
-    return _held_reason("hold", text, need_bytes=need_bytes, state=state, host=host)
+    notes = facts(notes=state.hold_notes)
+    return _held_reason("hold", "hold", notes, need_bytes=need_bytes, state=state, host=host)
 
 
 def hold_gate_reasons(*, need_bytes: int, state: CardState, host: str) -> list[Reason]:
@@ -135,16 +124,22 @@ def hold_gate_reasons(*, need_bytes: int, state: CardState, host: str) -> list[R
                 need_bytes=need_bytes,
                 room_bytes=max(0, gate.free_bytes - gate.requested_bytes),
                 short_bytes=short,
-                text=f"would leave {gate.seat}'s approved gate short by {b(short)} "
-                f"(it requests {b(gate.requested_bytes)}; {gate.note})",
                 host=host,
+                said="hold_gate",
+                facts=facts(seat=gate.seat, requested_bytes=gate.requested_bytes, note=gate.note),
             )
         )
     return out
 
 
 def _held_reason(
-    rule: Rule, text: str, *, need_bytes: int, state: CardState, host: str
+    rule: Rule,
+    said: str,
+    found: tuple[tuple[str, Fact], ...],
+    *,
+    need_bytes: int,
+    state: CardState,
+    host: str,
 ) -> Reason | None:
     """A `reserve` or `hold` reason: bytes others were promised bind where the seat is short."""
     if fits_room(need_bytes, state.room_bytes):
@@ -155,8 +150,9 @@ def _held_reason(
         need_bytes=need_bytes,
         room_bytes=state.room_bytes,
         short_bytes=need_bytes - state.room_bytes,
-        text=text,
         host=host,
+        said=said,
+        facts=found,
     )
 
 
@@ -181,14 +177,9 @@ def room_reason(
         need_bytes=need_bytes,
         room_bytes=room,
         short_bytes=short,
-        text=(
-            f"need at least {b(need_bytes)} (its resident is unknown), "
-            f"{figure_text('room', room)} ({room_terms(state)}): short at least {b(short)}"
-            if need_floor
-            else f"need {b(need_bytes)}, {figure_text('room', room)} ({room_terms(state)}): "
-            f"short {b(short)}"
-        ),
         host=host,
+        said="room_floor" if need_floor else "room",
+        facts=room_terms(state),
     )
 
 
@@ -208,27 +199,29 @@ def replicas_reason(
         need_bytes=need_all,
         room_bytes=total_bytes,
         short_bytes=need_all - total_bytes,
-        text=f"{count} replicas need {count} × {b(each)} = {b(need_all)}, more than the card's "
-        f"{b(total_bytes)} in all: refused at once, no replica judged",
         host=host,
+        said="replicas",
+        facts=facts(replicas=count, each_bytes=each),
     )
 
 
-def room_terms(state: CardState) -> str:
-    """'5.57 GiB free − 256.00 MiB margin', leaving out the terms that are zero."""
-    text = f"{b(state.free_bytes)} free"
-    for amount, label in (
-        (state.held_bytes, "held"),
-        (state.margin_bytes, "margin"),
-        (state.others_bytes, "for new seats here"),
-    ):
-        if amount:
-            text += f" − {b(amount)} {label}"
-    return text
+def room_terms(state: CardState) -> tuple[tuple[str, int], ...]:
+    """The terms of a card's room: free − held − margin − what new seats here take."""
+    return (
+        ("free_bytes", state.free_bytes),
+        ("held_bytes", state.held_bytes),
+        ("margin_bytes", state.margin_bytes),
+        ("others_bytes", state.others_bytes),
+    )
 
 
 def gate_reason(
-    *, requested_bytes: int | None, util: Decimal | None, state: CardState, host: str
+    *,
+    requested_bytes: int | None,
+    util: Decimal | None,
+    state: CardState,
+    host: str,
+    engine: str = "vLLM",
 ) -> Reason | None:
     """Rule `gate` (vLLM's own): engine free < ceil(util × CUDA total)."""
     if requested_bytes is None or util is None:
@@ -243,11 +236,14 @@ def gate_reason(
         need_bytes=requested_bytes,
         room_bytes=gate_free,
         short_bytes=short,
-        text=f"vLLM's gate: {figure_text('free', gate_free)} after its "
-        f"{b(state.cuda_context_bytes)} CUDA context "
-        f"is less than util {format_util(util)} × {b(state.cuda_total_bytes)} = "
-        f"{b(requested_bytes)}: short {b(short)}",
         host=host,
+        said="gate",
+        facts=facts(
+            engine=engine,
+            cuda_context_bytes=state.cuda_context_bytes,
+            util=format_util(util),
+            cuda_total_bytes=state.cuda_total_bytes,
+        ),
     )
 
 
@@ -261,11 +257,13 @@ def unbounded_reason(*, seat: Seat, rule: GateRule, state: CardState, host: str)
     others = sharing(state)
     if not unbounded_binds(gating=rule.gating, exclusive=seat.exclusive, shared=bool(others)):
         return None
-    text = (
-        "unbounded vLLM (≥ 0.34 with neither gpu_memory_utilization nor kv_cache_memory) "
-        f"would take what {', '.join(others)} need"
+    return bare_reason(
+        "unbounded",
+        state.card.index,
+        host=host,
+        engine=engine_of(seat.engine).title,
+        takes=tuple(others),
     )
-    return bare_reason("unbounded", state.card.index, text, host)
 
 
 def exclusive_reason(*, seat: Seat, state: CardState, host: str) -> Reason | None:
@@ -278,10 +276,12 @@ def exclusive_reason(*, seat: Seat, state: CardState, host: str) -> Reason | Non
     ):
         return None
     if seat.exclusive and state.occupants:
-        text = f"{seat.name} is exclusive; card {index} holds {', '.join(state.occupants)}"
-    else:
-        text = f"card {index} holds exclusive {', '.join(state.exclusive_neighbours)}"
-    return bare_reason("exclusive", index, text, host)
+        return bare_reason(
+            "exclusive", index, host=host, said="exclusive", seat=seat.name, holds=state.occupants
+        )
+    return bare_reason(
+        "exclusive", index, host=host, said="beside_exclusive", holds=state.exclusive_neighbours
+    )
 
 
 # Rules a seat without a start-up check is refused by instead (what it would squeeze).
@@ -306,7 +306,7 @@ def _refusal_reason(refusal: Refusal, state: CardState, host: str) -> Reason:
         need_bytes=refusal.need_bytes,
         room_bytes=refusal.room_bytes,
         short_bytes=refusal.short_bytes,
-        text=refusal.text,
+        text=refusal.text,  # the engine's own words (its module's)
         host=host,
     )
 
@@ -329,11 +329,17 @@ def engine_reasons(*, seat: Seat, state: CardState, host: str) -> list[Reason]:
     gating = "unbounded" if unbounded_as_declared(seat.engine) else "gated"
     if unbounded_binds(gating=gating, exclusive=seat.exclusive, shared=bool(others)):
         pins = " ".join(engine.pin_flags(seat, card)) or engine.pin_hint()
-        text = (
-            f"unbounded {engine.unbounded_why(seat.engine)}: it takes a share of what is free "
-            f"when it starts, so it would take what {', '.join(others)} need; pin it ({pins})"
+        out.append(
+            bare_reason(
+                "unbounded",
+                state.card.index,
+                host=host,
+                said="unbounded_share",
+                why=engine.unbounded_why(seat.engine),
+                takes=tuple(others),
+                pin=pins,
+            )
         )
-        out.append(bare_reason("unbounded", state.card.index, text, host))
     return out
 
 
@@ -359,7 +365,13 @@ def card_reasons(
         *hold_gate_reasons(need_bytes=need_bytes, state=state, host=host),
         room_reason(need_bytes=need_bytes, state=state, host=host, need_floor=need_floor),
         kept_reserve_reason(need_bytes=need_bytes, state=state, host=host),
-        gate_reason(requested_bytes=requested_bytes, util=util, state=state, host=host),
+        gate_reason(
+            requested_bytes=requested_bytes,
+            util=util,
+            state=state,
+            host=host,
+            engine=engine_of(seat.engine).title,
+        ),
         kv_capacity_reason(
             seat=seat, util=util if rule.gating == "gated" else None, state=state, host=host
         ),
@@ -370,15 +382,15 @@ def card_reasons(
     reasons = [reason for reason in found if reason is not None]
     note = no_gate_note(seat=seat, rule=rule, util=util, state=state)
     for i, reason in enumerate(reasons):
-        if note is not None and reason.rule in ROOMY_RULES:
-            reasons[i] = replace(reason, text=f"{reason.text}; {note}")
+        if note and reason.rule in ROOMY_RULES:
+            reasons[i] = replace(reason, facts=reason.facts + note)
             break
     return reasons
 
 
 def no_gate_note(
     *, seat: Seat, rule: GateRule, util: Decimal | None, state: CardState
-) -> str | None:
+) -> tuple[tuple[str, Fact], ...]:
     """What vLLM ≥ 0.34 with a util cap and no kv_cache_memory does where room refuses it.
 
     Its extensible KV cache skips the start-up check and grows to about
@@ -386,11 +398,11 @@ def no_gate_note(
     """
     free = state.free_bytes - state.others_bytes
     if rule.checks_gate or util is None or seat.resident_bytes > free:
-        return None  # gated, or it could not even load: vLLM fails as gpuplan refuses
+        return ()  # gated, or it could not even load: vLLM fails as gpuplan refuses
     takes = min(requested_bytes(util, state.cuda_total_bytes), max(0, free - GiB))
-    squeezed = sharing(state) or ["the card's margin"]
-    return (
-        f"vLLM {seat.engine.version} would not refuse it (no start-up check without "
-        f"kv_cache_memory): it would start and take about {b(takes)}, squeezing "
-        f"{', '.join(squeezed)}"
+    return facts(
+        unchecked=engine_of(seat.engine).title,
+        unchecked_version=seat.engine.version,
+        unchecked_takes_bytes=takes,
+        squeezes=tuple(sharing(state)),
     )

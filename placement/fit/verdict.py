@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from placement.fit.engines.registry import describe
@@ -23,25 +23,60 @@ Rule = Literal[
     "hold",
     "kv_capacity",
     "spill",
+    # over a window (placement.fit.week)
+    "peak",
+    "restart",
+    "trend",
 ]
 VerdictKind = Literal["pass", "refuse", "unknown"]
 
 
+# One figure of a reason: bytes and counts as ints, a util or a name as text, names as a tuple.
+Fact = int | str | tuple[Any, ...] | None
+
+
 @dataclass(frozen=True)
 class Reason:
-    """One rule that binds on one card: need vs room and the bytes short (None where not bytes)."""
+    """One rule that binds on one card, as data: need vs room and the bytes short (None where
+    not bytes), and `said` (which sentence of the rule) with its `facts`, the other numbers and
+    names it rests on. The words are written at the edge (placement/cli/reasons_text.py) from
+    these; `text` holds them once written there (`worded`), empty in what `fit` returns.
+    `within`: the reason of another seat this one repeats (a placed seat it would refuse).
+    """
 
     rule: Rule
     card: int | None
     need_bytes: int | None
     room_bytes: int | None
     short_bytes: int | None
-    text: str
+    text: str = ""
     host: str | None = None
+    said: str = ""
+    facts: tuple[tuple[str, Fact], ...] = ()
+    within: Reason | None = None
+
+    def renamed(self, old: str, new: str) -> Reason:
+        """The same reason with seat name `old` read as `new` in its names and words."""
+
+        def put(value: Any) -> Any:
+            # A name anywhere in a fact's text or names (a note may name the seat too).
+            if isinstance(value, str):
+                return value.replace(old, new)
+            if isinstance(value, tuple):
+                return tuple(put(item) for item in value)
+            return value
+
+        return replace(
+            self,
+            text=self.text.replace(old, new),
+            facts=tuple((key, put(value)) for key, value in self.facts),
+            within=self.within.renamed(old, new) if self.within is not None else None,
+        )
 
     def to_json(self) -> dict[str, Any]:
-        """{rule, card, need_bytes, room_bytes, short_bytes, text} (+ host)."""
-        return {
+        """{rule, host, card, need_bytes, room_bytes, short_bytes, text} and its facts by name
+        (+ `said`, and `within` where it repeats another seat's reason)."""
+        data: dict[str, Any] = {
             "rule": self.rule,
             "host": self.host,
             "card": self.card,
@@ -50,16 +85,32 @@ class Reason:
             "short_bytes": self.short_bytes,
             "text": self.text,
         }
+        if self.said:
+            data["said"] = self.said
+        for key, value in self.facts:
+            data.setdefault(key, list(value) if isinstance(value, tuple) else value)
+        if self.within is not None:
+            data["within"] = self.within.to_json()
+        return data
 
 
-def bare_reason(rule: Rule, card: int | None, text: str, host: str | None) -> Reason:
-    """A rule that binds without bytes to show (host, error, exclusive, unbounded): its words alone."""
-    return Reason(rule, card, None, None, None, text, host)
+def facts(**named: Fact) -> tuple[tuple[str, Fact], ...]:
+    """A reason's facts from keyword arguments, in the order given."""
+    return tuple(named.items())
 
 
-def host_reason(text: str, host: str | None) -> Reason:
+def bare_reason(
+    rule: Rule, card: int | None, text: str = "", host: str | None = None, **named: Fact
+) -> Reason:
+    """A rule that binds without bytes to show (host, error, exclusive, unbounded): `text` for
+    words already written, else `said` and its facts (`said` defaults to the rule)."""
+    said = str(named.pop("said", None) or (rule if not text else ""))
+    return Reason(rule, card, None, None, None, text, host, said, facts(**named))
+
+
+def host_reason(text: str = "", host: str | None = None, **named: Fact) -> Reason:
     """A `host` rule: the seat cannot be on this host at all, so no card has bytes to show."""
-    return bare_reason("host", None, text, host)
+    return bare_reason("host", None, text, host, **named)
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,6 @@ from placement.fit.kv import (
 )
 from placement.fit.rules import (
     ROOMY_RULES,
-    b,
     card_reasons,
     engine_card,
     error_reason,
@@ -50,6 +49,7 @@ from placement.fit.rules import (
 from placement.fit.state import CardState, card_state
 from placement.fit.verdict import CardFigures, Reason, Verdict, host_reason
 from seats.model import Catalogue, Reserve, Seat
+from seats.units import format_bytes as b
 
 Mode = Literal["plan", "check"]
 
@@ -554,7 +554,7 @@ def verify_placement(
                     placement.seat.name,
                     placement.host,
                     placement.cards,
-                    (host_reason(f"no snapshot of host {placement.host}", placement.host),),
+                    (host_reason(host=placement.host, said="no_snapshot"),),
                     engine=placement.seat.engine,
                 )
             )

@@ -79,8 +79,8 @@ def _run(
 ) -> tuple[str, bool, bool]:
     """Solve; (status text, has an integer solution, proven optimal).
 
-    CBC is killed a second past `time_limit` (`placement.solvers.solve`): it does not watch its
-    limit in the root LP of a large graph. `start` is CBC's first incumbent.
+    CBC does not watch its limit in the root LP of a large graph and may run past it; HiGHS
+    stops at it. `start` is CBC's first incumbent.
     """
     # presolve=False: on the arc-flow model CBC's presolve costs more than it saves
     # (Hard28 BPP13, measured here: optimal in 39 s without it, none in 130 s with it).

@@ -2,16 +2,21 @@
 
 Each card is judged by the verifier (`placement.fit.verify.judge`); what this adds is the
 plan's side: a card the seat fits alone but the plan gave to others, and fragmentation.
+Interchangeable seats are explained once per class, and a class once per card state: cards of
+one index whose states match judge the seat alike, so each such group is judged once.
 """
 
 from __future__ import annotations
 
+import copy
 import re
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field, fields, replace
+from functools import lru_cache
 
-from placement.fit.verdict import Reason, Verdict, host_reason
+from placement.fit.state import CardState
+from placement.fit.verdict import Reason, Verdict, facts, host_reason
 from placement.fit.verify import CardStates, Placement, judge
 from placement.plan.problem import NewSeat, Problem
 from seats.model import Seat
@@ -62,6 +67,10 @@ class ExplainClasses:
 
     named: frozenset[str]
     verdicts: dict[str, Verdict] = field(default_factory=dict)
+    # Per class, the positions of its reasons that name the stand-in (the rest are shared).
+    naming: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # Each card state's key (`_CardGroups`), worked out once for every class.
+    state_keys: dict[int, Hashable] = field(default_factory=dict)
 
     @classmethod
     def of(cls, problem: Problem) -> ExplainClasses:
@@ -107,8 +116,13 @@ def explain_refusal(
         shared = classes.verdicts.get(key)
         if shared is None:
             stand_in = seat.model_copy(update={"name": _STAND_IN})
-            shared = classes.verdicts[key] = _explain(problem, stand_in, placements, state_cache)
-        alone = _renamed(shared, seat.name)
+            shared = classes.verdicts[key] = _explain(
+                problem, stand_in, placements, state_cache, keys=classes.state_keys
+            )
+            classes.naming[key] = tuple(
+                i for i, r in enumerate(shared.reasons) if _STAND_IN in _said(r)
+            )
+        alone = _renamed(shared, seat.name, classes.naming[key])
     if failed is None:
         return alone
     return replace(
@@ -120,18 +134,20 @@ def explain_refusal(
     )
 
 
-def _renamed(verdict: Verdict, name: str) -> Verdict:
-    """A class's explanation with the stand-in name replaced by the seat's own."""
+def _renamed(verdict: Verdict, name: str, naming: Sequence[int]) -> Verdict:
+    """A class's explanation with the stand-in name replaced by the seat's own (`naming`: the
+    positions of the reasons that hold it; the others are the class's own objects)."""
 
     def put(text: str) -> str:
         return text.replace(_STAND_IN, name)
 
+    reasons = list(verdict.reasons)
+    for i in naming:
+        reasons[i] = reasons[i].renamed(_STAND_IN, name)
     return replace(
         verdict,
         seat=name,
-        reasons=tuple(
-            replace(r, text=put(r.text)) if _STAND_IN in r.text else r for r in verdict.reasons
-        ),
+        reasons=tuple(reasons),
         warnings=tuple(map(put, verdict.warnings)),
         nearest=tuple(map(put, verdict.nearest)),
     )
@@ -142,23 +158,26 @@ def _explain(
     seat: Seat,
     placements: Sequence[Placement],
     state_cache: CardStates | None,
+    *,
+    keys: dict[int, Hashable] | None = None,
 ) -> Verdict:
-    """The explanation of one seat on every card of every host it may use."""
+    """The explanation of one seat on every card of every host it may use.
+
+    `keys` (a class's stand-in, which nothing on the fleet names): its cards' states are those
+    of `state_cache`, and cards of one state are judged once (`_CardGroups`).
+    """
     out = _Explanation(reasons=[], nearest=[], warnings=[], need=seat.resident_bytes)
+    groups = _CardGroups(keys) if keys is not None and state_cache is not None else None
     hosts = [s.host for s in problem.snapshots if seat.host in (None, s.host)]
     if seat.host is not None and seat.host not in hosts:
-        out.reasons.append(
-            host_reason(
-                f"{seat.name} names host {seat.host}; no snapshot of it was given", seat.host
-            )
-        )
+        out.reasons.append(host_reason(host=seat.host, said="unseen_host", seat=seat.name))
     # judge reads only the placements on the judged host: hand it those alone.
     on_host: dict[str, list[Placement]] = defaultdict(list)
     for placement in placements:
         on_host[placement.host].append(placement)
     for host in hosts:
         passing = _explain_host(
-            problem, seat, host, on_host[host], len(hosts) > 1, state_cache, out
+            problem, seat, host, on_host[host], len(hosts) > 1, state_cache, out, groups
         )
         _passing_reason(seat, host, passing, out)
     _fragmentation(problem, seat, out)
@@ -186,6 +205,7 @@ def _explain_host(
     fleet: bool,
     state_cache: CardStates | None,
     out: _Explanation,
+    groups: _CardGroups | None = None,
 ) -> list[int]:
     """Judge the seat alone on each card of `host` it may use; the cards where it passes."""
     snapshot = problem.snapshot(host)
@@ -195,14 +215,24 @@ def _explain_host(
     for card in snapshot.cards:
         if pinned is not None and card.index not in pinned:
             continue
-        verdict = judge(
-            problem.card_catalogue(host, card.index),
-            snapshot,
-            one_card,
-            [card.index],
-            others=here,
-            state_cache=state_cache,
+        found = (
+            groups.get(state_cache, host, card.index)
+            if groups is not None and state_cache is not None
+            else None
         )
+        if found is not None:
+            verdict = found
+        else:
+            verdict = judge(
+                problem.card_catalogue(host, card.index),
+                snapshot,
+                one_card,
+                [card.index],
+                others=here,
+                state_cache=state_cache,
+            )
+            if groups is not None and state_cache is not None:
+                groups.put(state_cache, host, card.index, verdict)
         out.need = max(out.need, verdict.need_bytes or 0)
         if verdict.passed:
             out.warnings.extend(verdict.warnings)
@@ -217,7 +247,7 @@ def _explain_host(
         shorts = [r.short_bytes for r in verdict.reasons if r.short_bytes is not None]
         texts = verdict.nearest
         if fleet:
-            texts = tuple(re.sub(r"card (\d+)", rf"card {host}:\1", text) for text in texts)
+            texts = tuple(_on_host(text, host) for text in texts)
         out.nearest.extend((min(shorts, default=1 << 62), text) for text in texts)
         only = verdict.reasons[0] if len(verdict.reasons) == 1 else None
         if only is not None and only.rule == "room" and only.room_bytes is not None:
@@ -225,29 +255,116 @@ def _explain_host(
     return passing
 
 
+@lru_cache(maxsize=65536)
+def _on_host(text: str, host: str) -> str:
+    """A change's text with each card named as host:card (a fleet has many hosts)."""
+    return re.sub(r"card (\d+)", rf"card {host}:\1", text)
+
+
+class _CardGroups:
+    """One stand-in seat's judgements, shared by the cards whose states match.
+
+    A card's state (`CardState`) is everything the verifier reads of the card for a seat that
+    nothing there names; two cards of one index whose states agree in every figure and name
+    judge it alike but for the host. A group's judgement is reused only where it names neither
+    its host nor any occupant of its card: then the occupants count only by whether there are
+    any (part of the key), and the host only in the reasons' `host` fields, which are set anew.
+    `keys`: each state's key, by state, shared by every class explained beside one placement.
+    """
+
+    def __init__(self, keys: dict[int, Hashable]) -> None:
+        self._judged: dict[Hashable, Verdict | None] = {}
+        self._keys = keys
+
+    def get(self, states: CardStates, host: str, index: int) -> Verdict | None:
+        key = self._key(states, host, index)
+        found = self._judged.get(key) if key is not None else None
+        if found is None or found.host == host:
+            return found
+        return replace(found, host=host, reasons=tuple(_rehosted(r, host) for r in found.reasons))
+
+    def put(self, states: CardStates, host: str, index: int, verdict: Verdict) -> None:
+        key = self._key(states, host, index)
+        if key is None or key in self._judged:
+            return
+        state = states[(host, index, "plan")]
+        self._judged[key] = verdict if _poolable(verdict, state) else None
+
+    def _key(self, states: CardStates, host: str, index: int) -> Hashable | None:
+        state = states.get((host, index, "plan"))
+        if state is None:
+            return None
+        key = self._keys.get(id(state))
+        if key is None:
+            key = self._keys[id(state)] = _state_key(state)
+        return key
+
+
+def _rehosted(reason: Reason, host: str) -> Reason:
+    """The same reason on another host (a shallow copy: `replace` costs ten times more)."""
+    if reason.host is None or reason.host == host:
+        return reason
+    twin = copy.copy(reason)
+    object.__setattr__(twin, "host", host)
+    return twin
+
+
+def _state_key(state: CardState) -> Hashable:
+    """Every figure and name of a card's state but its host, and its occupants only as any or none."""
+    card = state.card
+    return (
+        card.index,
+        card.ok,
+        card.reserved_bytes is None,
+        bool(state.occupants),
+        *(getattr(state, name) for name in _state_fields()),
+    )
+
+
+@lru_cache(maxsize=1)
+def _state_fields() -> tuple[str, ...]:
+    return tuple(f.name for f in fields(CardState) if f.name not in ("card", "occupants"))
+
+
+def _said(reason: Reason) -> str:
+    """A reason's words and facts as one string (to look for a name in)."""
+    parts = [reason.text, *(_fact_text(value) for _, value in reason.facts)]
+    if reason.within is not None:
+        parts.append(_said(reason.within))
+    return "\x00".join(parts)
+
+
+def _fact_text(value: object) -> str:
+    if isinstance(value, tuple):
+        return "\x00".join(map(_fact_text, value))
+    return str(value)
+
+
+def _poolable(verdict: Verdict, state: CardState) -> bool:
+    """True when the judgement names neither its host (outside `host` fields) nor an occupant."""
+    said = "\x00".join(
+        [*map(_said, verdict.reasons), *verdict.nearest, *verdict.warnings, *verdict.flags]
+    )
+    names = [*state.occupants, *([verdict.host] if verdict.host else [])]
+    return not any(name in said for name in names)
+
+
 def _passing_reason(seat: Seat, host: str, passing: Sequence[int], out: _Explanation) -> None:
     """Rule `host` for too few passing cards; `room` for a card it fits alone but was given away."""
     if seat.card_count > 1 and len(passing) < seat.card_count:
         out.reasons.append(
             host_reason(
-                f"{seat.name} needs {seat.card_count} cards of one host; {host} has "
-                f"{len(passing)} with room for it ({', '.join(map(str, passing)) or 'none'})",
-                host,
+                host=host,
+                said="few_cards",
+                seat=seat.name,
+                cards_wanted=seat.card_count,
+                passing=tuple(passing),
             )
         )
     elif passing:
         # Fits alone on a card but the plan gave the room to others (priority, more seats).
         out.reasons.append(
-            Reason(
-                "room",
-                passing[0],
-                out.need,
-                None,
-                None,
-                f"fits card {passing[0]} of {host} alone, but not beside the seats placed first "
-                "(higher priority, or more seats placed without it)",
-                host,
-            )
+            Reason("room", passing[0], out.need, None, None, host=host, said="alone")
         )
 
 
@@ -290,8 +407,10 @@ def _blocked_by(
                 first.need_bytes,
                 first.room_bytes,
                 first.short_bytes,
-                f"would refuse {placed.seat.name} (priority {placed.seat.priority}) there: {first.text}",
-                candidate.host,
+                host=candidate.host,
+                said="blocked",
+                facts=facts(seat=placed.seat.name, priority=placed.seat.priority),
+                within=first,
             )
     return None
 

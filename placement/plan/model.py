@@ -400,7 +400,7 @@ def _start_values(
 def solve(
     problem: Problem,
     *,
-    solver: SolverName = "cbc",
+    solver: SolverName = "highs",
     time_limit: float = DEFAULT_TIME_LIMIT_S,
     initial: dict[str, tuple[str, tuple[int, ...]]] | None = None,
 ) -> Solution:
@@ -418,7 +418,6 @@ def solve(
         model,
         _settings(problem, maps, solver, time_limit - (built - started)),
         start=_start_values(maps, initial) if initial else (),
-        wall_s=max(0.0, time_limit - (built - started)),
     )
     solved = time.perf_counter()
     status = _status(outcome, solver)
@@ -474,8 +473,6 @@ def _assignment_read(maps: ModelMaps) -> dict[str, tuple[str, tuple[int, ...]]]:
 
 
 def _status(outcome: Outcome, solver: str) -> Literal["optimal", "time_limit", "no_solution"]:
-    if outcome.killed:
-        return "no_solution"
     if outcome.solution == "optimal" and outcome.status == "optimal":
         return "optimal"
     if outcome.solution == "feasible":

@@ -109,6 +109,10 @@ def _verdict_json(verdict: Verdict, explain: str) -> dict[str, Any]:
     return data
 
 
+# The integer program's solver unless one is named: HiGHS runs in this process and stops at
+# its own time limit; CBC (`--solver cbc`) runs as a subprocess and may overrun its limit.
+DEFAULT_SOLVER = "highs"
+
 # Past this many eligible (seat, card) pairs, a greedy placement that already places every
 # placeable seat is kept as it is: the model would only refine tie-breaks, at fleet-size cost.
 SKIP_SOLVER_PAIRS = 2_000
@@ -122,7 +126,7 @@ def plan(
     snapshots: Sequence[Snapshot],
     adds: Sequence[tuple[str, Seat]] = (),
     *,
-    solver: str = "cbc",
+    solver: str = DEFAULT_SOLVER,
     time_limit: float = 10.0,
     allow_moves: bool = False,
     max_moves: int = 3,

@@ -26,17 +26,16 @@ def unknown_verdict(
     hosts = eligible_hosts(catalogue, seat)
     if not hosts or any(host not in unusable for host in hosts):
         return None
-    if seat.host is not None:
-        text = f"{seat.name} names host {seat.host}, which is unusable: {unusable[seat.host]}"
-    else:
-        listed = "; ".join(f"{host}: {unusable[host]}" for host in hosts)
-        text = f"every host {seat.name} may use is unusable ({listed})"
+    why = tuple((host, unusable[host]) for host in ([seat.host] if seat.host else hosts))
+    reason = host_reason(
+        host=seat.host, said="unusable", seat=seat.name, seat_host=seat.host, unusable=why
+    )
     return Verdict(
         verdict="unknown",
         seat=seat.name,
         host=seat.host,
         cards=seat.pinned_cards or (),
-        reasons=(host_reason(text, seat.host),),
+        reasons=(reason,),
         need_bytes=seat.resident_bytes,
         engine=seat.engine,
     )

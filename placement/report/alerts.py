@@ -1,7 +1,8 @@
 """The catalogue as Prometheus alerting rules over `gpuplan exporter`'s metrics (DESIGN.md "Alerts").
 
 `build_alerts` turns a catalogue into rules (one per host, seat-card or reserve), `render_rules`
-into the rule file's YAML. Pure: no I/O. Thresholds are `thresholds`', shared with the report.
+into the rule file's YAML. Pure: no I/O. Thresholds are `thresholds`', shared with the report;
+the week's two (`GpuplanCardFillingUp`, `GpuplanSeatCannotRestart`) read the same metrics.
 """
 
 from __future__ import annotations
@@ -21,9 +22,13 @@ from inventory.prometheus.metrics import (
     POLL_SUCCESS,
     PROCESS_USED,
 )
+from placement.fit.engines import format_util, gate_rule
 from placement.report.rows import DriftThreshold
 from placement.report.thresholds import (
     DEFAULT_FOR,
+    FILLING_UP_DAYS,
+    FILLING_UP_PERCENT,
+    FILLING_UP_WINDOW_DAYS,
     FOREIGN_MEMORY_BYTES,
     drift_bound_bytes,
     kv_pin_flag,
@@ -42,6 +47,8 @@ SEAT_DOWN = "GpuplanSeatDown"
 FOREIGN_MEMORY = "GpuplanForeignMemory"
 EXPORTER_DOWN = "GpuplanExporterDown"
 CARD_ERROR_ALERT = "GpuplanCardError"
+FILLING_UP = "GpuplanCardFillingUp"
+CANNOT_RESTART = "GpuplanSeatCannotRestart"
 ALERTS = (
     RESERVE_BROKEN,
     BELOW_MARGIN,
@@ -50,6 +57,8 @@ ALERTS = (
     FOREIGN_MEMORY,
     EXPORTER_DOWN,
     CARD_ERROR_ALERT,
+    FILLING_UP,
+    CANNOT_RESTART,
 )
 SEVERITY = {
     RESERVE_BROKEN: "critical",
@@ -59,6 +68,8 @@ SEVERITY = {
     FOREIGN_MEMORY: "warning",
     EXPORTER_DOWN: "critical",
     CARD_ERROR_ALERT: "critical",
+    FILLING_UP: "warning",
+    CANNOT_RESTART: "warning",
 }
 # Each alert's label set besides alertname and severity; the expressions aggregate to exactly
 # these (a scrape adds job and instance, which must not split or rename an alert).
@@ -70,6 +81,8 @@ LABELS = {
     FOREIGN_MEMORY: ("host", "gpu"),
     EXPORTER_DOWN: ("host",),
     CARD_ERROR_ALERT: ("host", "gpu"),
+    FILLING_UP: ("host", "gpu"),
+    CANNOT_RESTART: ("host", "gpu", "seat"),
 }
 
 _DURATION = re.compile(r"^(?:\d+y)?(?:\d+w)?(?:\d+d)?(?:\d+h)?(?:\d+m)?(?:\d+s)?(?:\d+ms)?$")
@@ -377,6 +390,111 @@ def card_error_rule(host: str) -> AlertRule:
     )
 
 
+def _cuda_total(where: tuple[tuple[str, str, str], ...]) -> tuple[str, tuple[Selector, ...]]:
+    """A card's CUDA total (NVML total − driver reserve; a v1-only card has no reserve series,
+    counted as 0), per (host, gpu), and the selectors it reads."""
+    total = Selector(CARD_TOTAL, where)
+    driver = Selector(CARD_RESERVED, where)
+    text = (
+        f"(sum by (host, gpu) ({total.text()}) - "
+        f"sum by (host, gpu) ({driver.text()} or {total.text()} * 0))"
+    )
+    return text, (total, driver)
+
+
+def filling_up_rule(host: str, margin_bytes: int) -> AlertRule:
+    """GpuplanCardFillingUp for one host: a card whose room (free − the host's margin) is under
+    FILLING_UP_PERCENT of its CUDA total now, and whose daily minima of room over the last
+    FILLING_UP_WINDOW_DAYS, fitted as `predict_linear` fits them, fall below zero within
+    FILLING_UP_DAYS. The value is the room now.
+
+    The daily minima are a subquery at a 1-day step over `min_over_time(…[1d])`, so the fit sees
+    one point a day (each the day's lowest room), as `check --window`'s rule `trend` does.
+    """
+    where = (("host", "=", host),)
+    free = Selector(CARD_FREE, where)
+    cuda_total, read = _cuda_total(where)
+    room = f"sum by (host, gpu) ({free.text()}) - {margin_bytes}"
+    daily = f"min by (host, gpu) (min_over_time({free.text()}[1d])) - {margin_bytes}"
+    window = f"{FILLING_UP_WINDOW_DAYS}d"
+    ahead = FILLING_UP_DAYS * 86400
+    expr = (
+        f"({room} < {_number(FILLING_UP_PERCENT / 100)} * {cuda_total})"
+        f" and on (host, gpu) (predict_linear(({daily})[{window}:1d], {ahead}) < 0)"
+    )
+    margin = f" less its margin of {format_bytes(margin_bytes)}" if margin_bytes else ""
+    return AlertRule(
+        alert=FILLING_UP,
+        expr=expr,
+        labels=(("host", host),),
+        summary=_literal(f"{host} card ")
+        + "{{ $labels.gpu }} has {{ $value | humanize1024 }}B of room"
+        + _literal(
+            f" (free{margin}), under {_number(FILLING_UP_PERCENT)}% of its CUDA total, and its "
+            f"daily lowest room over {FILLING_UP_WINDOW_DAYS} days falls below zero within "
+            f"{FILLING_UP_DAYS} days"
+        ),
+        description="Find whose bytes grow day after day on the card (gpuplan report: co-tenant "
+        "patterns; gpuplan ledger --window 7d) and move or cap it before the card runs out.",
+        selectors=(free, *read),
+    )
+
+
+def restart_rule(
+    host: str, seats: Sequence[tuple[Seat, str]], cuda_context_bytes: int
+) -> AlertRule:
+    """GpuplanSeatCannotRestart for the request-gated running seats with a `match` of one host,
+    on each of their cards: would its own gate pass if it restarted now? DESIGN.md's rule
+    `restart` at the newest moment, with no new seat: free + own − cuda_context ≥
+    ceil(util × cuda_total). The value is the bytes its gate would be short.
+
+    `ceil(util × cuda_total)` is computed by Prometheus in float64 (under a byte off the exact
+    product, as vLLM 0.10's own float product is); `util` is the one the engine judges as
+    declared (`gate_rule`, the version's default where none is declared).
+    """
+    selectors: list[Selector] = []
+    terms = []
+    for seat, util in seats:
+        for card in seat.pinned_cards or ():
+            where = (("host", "=", host), ("gpu", "=", str(card)))
+            free = Selector(CARD_FREE, where)
+            own = Selector(PROCESS_USED, (*where, ("seat", "=", seat.name)))
+            cuda_total, read = _cuda_total(where)
+            selectors += [free, own, *read]
+            request = f"ceil({util} * {cuda_total})"
+            left = (
+                f"(sum by (host, gpu) ({free.text()}) + sum by (host, gpu) ({own.text()})"
+                f" - {cuda_context_bytes})"
+            )
+            name = _quote(seat.name.replace("$", "$$"))
+            terms.append(f'label_replace({request} - {left} > 0, "seat", {name}, "", "")')
+    context = format_bytes(cuda_context_bytes)
+    return AlertRule(
+        alert=CANNOT_RESTART,
+        expr=" or ".join(terms),
+        labels=(("host", host),),
+        summary="{{ $labels.seat }} on "
+        + _literal(host)
+        + " card {{ $labels.gpu }} could not restart now: its gate would be short by "
+        + "{{ $value | humanize1024 }}B (free + its own bytes - "
+        + _literal(f"{context} CUDA context < its util request)"),
+        description="Do not restart {{ $labels.seat }} (a redeploy or a crash leaves it down) "
+        "until its neighbours shrink, or lower its util to what it holds (gpuplan check "
+        "--window 7d names who grew into the difference and when).",
+        selectors=tuple(selectors),
+    )
+
+
+def _gated(seats: Sequence[Seat]) -> list[tuple[Seat, str]]:
+    """The seats whose engine checks a util request at start, with the util as PromQL reads it."""
+    gated = []
+    for seat in seats:
+        rule = gate_rule(seat.engine, propose=False)
+        if rule.gating == "gated" and rule.checks_gate and rule.util is not None:
+            gated.append((seat, format_util(rule.util)))
+    return gated
+
+
 # --- the whole file ----------------------------------------------------------------------
 
 
@@ -404,6 +522,13 @@ def build_alerts(
     ]
     rules += [exporter_rule(host) for host in catalogue.hosts]
     rules += [card_error_rule(host) for host in catalogue.hosts]
+    rules += [filling_up_rule(host, spec.margin_bytes) for host, spec in catalogue.hosts.items()]
+    gated = {h: _gated(seats) for h, seats in by_host.items()}
+    rules += [
+        restart_rule(h, seats, catalogue.hosts[h].cuda_context_bytes)
+        for h, seats in gated.items()
+        if seats
+    ]
     return Alerts(tuple(rules), for_, threshold, tuple(notes))
 
 
@@ -432,6 +557,10 @@ def _notes(
         notes.append(
             f"a seat is named {FOREIGN!r}, the exporter's seat label for unattributed "
             f"processes: its bytes count as foreign memory too"
+        )
+    if not any(_gated([s for s in watched])):
+        notes.append(
+            f"{CANNOT_RESTART} left out: no running seat with a `match` starts on a util request"
         )
     if for_ == "0s":
         notes.append("--for 0: every alert fires on the first evaluation that matches")

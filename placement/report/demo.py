@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -26,6 +26,7 @@ from seats.units import GiB, MiB
 
 if TYPE_CHECKING:
     from placement.check.seat import CheckResult
+    from placement.fit.verdict import Verdict
 
 DEMO_DRIFT_BYTES = 3 * GiB  # the drifting seat gains this much, linearly, over the window
 DEMO_FOREIGN_BYTES = 6 * GiB + 518 * MiB  # a 6 GiB tensor plus its CUDA context (docs/facts.md §1)
@@ -316,7 +317,11 @@ class DemoCheck:
 
 
 def record_demo_checks(
-    ledger: Ledger, catalogue: Catalogue, story: DemoStory, kept: dict[datetime, Snapshot]
+    ledger: Ledger,
+    catalogue: Catalogue,
+    story: DemoStory,
+    kept: dict[datetime, Snapshot],
+    worded: Callable[[Verdict], Verdict] | None = None,
 ) -> list[DemoCheck]:
     """Record a refused and a passed redeploy check of the story's seat, judged by the real verifier.
 
@@ -350,7 +355,7 @@ def record_demo_checks(
         decision_id = record_decision(
             ledger,
             "check",
-            result.verdict,
+            worded(result.verdict) if worded is not None else result.verdict,
             inputs_digest=inputs_digest(result),
             snapshot_id=ledger.snapshot_id(result.snapshot.host, moment),
             decided_at=moment,

@@ -54,6 +54,7 @@ from placement.report.rows import (
     utc,
 )
 from placement.report.text import code_span, short
+from placement.report.week import build_week
 from seats.errors import CannotDecideError
 from seats.model import Catalogue, Engine, Seat
 from seats.units import MiB, format_bytes
@@ -92,7 +93,7 @@ def build_report(
     source = history.window(window.start_s, window.end_s, _seat_matcher(catalogue))
     if source is None:
         raise CannotDecideError(f"ledger {ledger_name} holds no snapshot in {window.label}")
-    return assemble(
+    report = assemble(
         source,
         catalogue,
         window,
@@ -106,6 +107,8 @@ def build_report(
         threshold=threshold,
         probe=probe,
     )
+    current = [attribute(s, catalogue) for s in latest if s.host in catalogue.hosts]
+    return replace(report, week=build_week(history, catalogue, current, window.start, window.end))
 
 
 @dataclass(frozen=True)
@@ -608,6 +611,7 @@ def verifier_probe(
     resident (the seed's practice), so vLLM's own gate checks the whole seat: gates included.
     """
     from placement.fit.engines import smallest_util_covering
+    from placement.fit.engines.registry import util_request_engine
     from placement.fit.verify import judge
 
     host = snapshot.host
@@ -626,7 +630,7 @@ def verifier_probe(
         gpus=(card,),
         resident=resident,
         engine=Engine(
-            kind="vllm",
+            kind=util_request_engine().kind,
             version=_vllm_version(catalogue, host),
             kv_cache_memory=max(1, resident // 4),
         ),

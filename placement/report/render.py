@@ -15,6 +15,10 @@ from tabulate import tabulate
 
 from placement.report.rows import LOOKBACK_DAYS, ChartSeries, HoldRow, Report
 from placement.report.text import alt_text, code_span, name, short
+from placement.report.week import LEVELS as LEVEL_CELLS
+from placement.report.week import SHORT as SHORT_CELL
+from placement.report.week import UNSEEN as UNSEEN_CELL
+from placement.report.week import hour_ranges
 from seats.units import format_bytes
 
 # --- blocks -----------------------------------------------------------------------------
@@ -97,6 +101,7 @@ def blocks(
     out += _headline(report)
     out += _cards(report)
     out += _seats(report)
+    out += _week(report)
     out += _reserves(report)
     out += _decisions(report)
     out += _holds(report)
@@ -446,6 +451,132 @@ def _foreign(report: Report) -> list[Block]:
     return out
 
 
+def _week(report: Report) -> list[Block]:
+    """DESIGN.md "The week": room by UTC hour, restart safety, co-tenants and coverage."""
+    week = report.week
+    if week is None:
+        return []
+    out: list[Block] = [
+        Heading(2, "The week"),
+        Para(
+            "Every hour of the window judged with today's catalogue (its reserves, margins and "
+            "down seats hold their bytes at every hour), from the hourly rollups; an hour's raw "
+            "moments are read only where the rollups cannot decide a restart."
+        ),
+        Heading(3, "Room by hour of the day"),
+        Para(
+            "room = free − held − margin; one cell per UTC hour 00–23, the lowest room in that "
+            f"hour over the window: `{SHORT_CELL}` none left, `{UNSEEN_CELL}` never seen, else "
+            f"a level between the card's tightest hour (`{LEVEL_CELLS[1]}`) and its roomiest "
+            f"(`{LEVEL_CELLS[-1]}`). A card held whole for a reserve has no room all day."
+        ),
+    ]
+    out.append(
+        Table(
+            ("card", "room now", "lowest room", "at", "00 … 23 UTC", "no room at"),
+            tuple(
+                (
+                    f"{name(r.host)}:{r.card}",
+                    _b(r.room_now_bytes),
+                    _b(r.min_room_bytes),
+                    _at(r.min_room_at),
+                    f"`{r.strip}`",
+                    hour_ranges(r.short_hours) if r.short_hours else "-",
+                )
+                for r in week.room
+            ),
+            numeric=frozenset({1, 2}),
+            flagged=tuple(bool(r.short_hours) for r in week.room),
+        )
+    )
+    out.append(Heading(3, "Restart safety"))
+    if not week.restarts:
+        out.append(Para("no running seat starts on a util request."))
+    else:
+        out.append(
+            Para(
+                "Could each request-gated seat have restarted at every moment? Its gate reads "
+                "free + its own bytes − the CUDA context, against ceil(util × CUDA total)."
+            )
+        )
+        out.append(
+            Table(
+                ("seat", "card", "request", "moments unsafe", "worst short", "at", "unsafe in"),
+                tuple(
+                    (
+                        name(r.seat),
+                        f"{name(r.host)}:{r.card}",
+                        _b(r.requested_bytes),
+                        f"{r.unsafe_moments:,} of {r.moments:,}",
+                        _b(r.worst_short_bytes) if r.unsafe_moments else "-",
+                        _at(r.worst_at),
+                        (
+                            f"{hour_ranges(r.unsafe_hours)} on {r.unsafe_days} day(s)"
+                            if r.unsafe_moments
+                            else "-"
+                        ),
+                    )
+                    for r in week.restarts
+                ),
+                numeric=frozenset({2, 3, 4}),
+                flagged=tuple(r.unsafe_moments > 0 for r in week.restarts),
+            )
+        )
+    out.append(Heading(3, "Co-tenants"))
+    out.append(
+        Para(
+            "Each seat and each command line matching no seat, per card: its peak, when it was "
+            "there, and a seat's growth per day (the slope of its daily highs, from 3 days)."
+        )
+    )
+    out.append(
+        Table(
+            ("card", "seat or command", "peak", "at", "recurrence", "growth / day"),
+            tuple(
+                (
+                    f"{name(t.host)}:{t.card}",
+                    name(t.seat) if t.seat is not None else code_span(short(t.cmdline or "?")),
+                    _b(t.peak_bytes),
+                    _at(t.peak_at),
+                    t.recurrence,
+                    _signed(t.growth_bytes_per_day) if t.growth_bytes_per_day is not None else "-",
+                )
+                for t in week.tenants
+            ),
+            numeric=frozenset({2, 5}),
+        )
+    )
+    out.append(Heading(3, "Coverage"))
+    out.append(
+        Table(
+            (
+                "host",
+                "moments",
+                "hours seen",
+                "coverage",
+                "hours with a card in error",
+                "largest gap",
+            ),
+            tuple(
+                (
+                    name(c.host),
+                    f"{c.moments:,}",
+                    f"{c.seen_hours:,} of {c.hours:,}",
+                    f"{100 * c.coverage:.1f}%",
+                    str(c.error_hours),
+                    f"{c.largest_gap_hours} h from {_at(c.largest_gap_from)}"
+                    if c.largest_gap_hours
+                    else "-",
+                )
+                for c in week.coverage
+            ),
+            numeric=frozenset({1, 3, 4}),
+            flagged=tuple(c.seen_hours < c.hours for c in week.coverage),
+        )
+    )
+    return out
+
+
 def _reserves(report: Report) -> list[Block]:
     out: list[Block] = [
         Heading(2, "Reserves"),
@@ -486,6 +617,7 @@ def _reserves(report: Report) -> list[Block]:
 
 
 def _reason_text(reason: dict[str, Any]) -> str:
+    # The words were written when the decision was recorded (placement/cli/reasons_text.py).
     text = str(reason.get("text") or "")
     if text:
         return text

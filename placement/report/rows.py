@@ -14,6 +14,7 @@ from typing import Any
 from inventory.history.figures import DecisionRow
 from inventory.snapshot import format_utc
 from placement.report.thresholds import DRIFT_BYTES, DRIFT_PERCENT
+from placement.report.week import Week
 from seats.errors import BadInputError
 from seats.units import format_bytes, parse_bytes
 
@@ -375,6 +376,8 @@ class Report:
     # catalogue hosts the source has no data (or no readable 'now') for.
     ignored_hosts: tuple[str, ...] = ()
     unusable_hosts: tuple[UnusableHost, ...] = ()
+    # DESIGN.md "The week": room by hour, restart safety, co-tenants, coverage (None: not built).
+    week: Week | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON data: `"schema": 1` and raw byte ints."""
@@ -390,6 +393,14 @@ class Report:
         if self.holds is None:
             data.pop("holds")
             data.pop("expired_holds")
+        if self.week is None:
+            data.pop("week")
+        else:
+            week = data["week"]
+            for row, tenant in zip(week["tenants"], self.week.tenants, strict=True):
+                row["recurrence"] = tenant.recurrence
+            for row, host in zip(week["coverage"], self.week.coverage, strict=True):
+                row["coverage"] = round(host.coverage, 4)
         if self.source == "ledger":
             data.pop("source")  # schema 1 as it was: a ledger report has no "source" key
         return {"schema": 1, **data}

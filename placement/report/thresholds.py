@@ -44,6 +44,12 @@ def below_margin(free_bytes: int, margin_bytes: int) -> bool:
     return free_bytes < margin_bytes
 
 
+# GpuplanCardFillingUp (DESIGN.md "The week"): room under this share of the CUDA total now, and
+# `predict_linear` of the daily minima of room over the window below zero within the days ahead.
+FILLING_UP_PERCENT = 15
+FILLING_UP_WINDOW_DAYS = 7
+FILLING_UP_DAYS = 4
+
 # Alerts' default `for:` (placement.report.alerts); here so the CLI can show it without importing that.
 DEFAULT_FOR = "5m"
 

@@ -1,4 +1,4 @@
-"""The solver door: CBC's and HiGHS's settings, the deadline kill, MIP starts, statuses, banners,
+"""The solver door: CBC's and HiGHS's settings, HiGHS's own time limit, MIP starts, statuses, banners,
 and the column-generation LP after a PuLP HiGHS solve in the same process."""
 
 from __future__ import annotations
@@ -92,25 +92,6 @@ def test_an_unknown_solver_is_refused() -> None:
         solvers.command(Settings("glpk", 1.0))  # type: ignore[arg-type]
 
 
-def test_cbc_past_its_deadline_is_killed(monkeypatch: pytest.MonkeyPatch) -> None:
-    # With the deadline already passed, CBC is killed at once: no answer, and `killed` says why.
-    model, *_ = knapsack()
-    assert not solvers.solve(model, Settings("cbc", 10.0)).killed
-    monkeypatch.setattr(solvers, "KILL_GRACE_S", -60.0)
-    outcome = solvers.solve(model, Settings("cbc", 10.0))
-    assert (outcome.killed, outcome.status, outcome.solution) == (True, "not solved", "none")
-
-
-def test_the_kill_ends_a_cbc_that_would_run_past_its_wall(
-    cbc_never_answers: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A CBC that would run past its wall (its own limit, 60 s, would let it): the kill ends it
-    # at the wall plus the grace, and the solve says it was killed. How soon is `make bench`'s.
-    monkeypatch.setattr(solvers, "KILL_GRACE_S", 0.0)
-    outcome = solvers.solve(market_split(), Settings("cbc", 60.0), wall_s=0.2)
-    assert (outcome.killed, outcome.status, outcome.solution) == (True, "not solved", "none")
-
-
 @pytest.mark.parametrize("solver", ["cbc", "highs"])
 def test_a_mip_start_is_the_answer_when_no_time_is_left(solver: solvers.SolverName) -> None:
     # With no time to search, the answer is the start: CBC's first incumbent, and for HiGHS a
@@ -133,7 +114,7 @@ def test_statuses_of_an_infeasible_and_an_optimal_model(solver: solvers.SolverNa
     assert solvers.solve(model, Settings(solver, 5.0)).status == "infeasible"
     model, *_ = knapsack()
     outcome = solvers.solve(model, Settings(solver, 5.0))
-    assert (outcome.status, outcome.solution, outcome.killed) == ("optimal", "optimal", False)
+    assert (outcome.status, outcome.solution) == ("optimal", "optimal")
     assert model.objective_value() is not None and model.objective_value() > 0
     assert (model.variables, model.constraints) == (41, 1)
 

@@ -9,18 +9,13 @@ from placement.check.compose.dotenv import parse_env_file
 from placement.check.compose.interpolation import interpolate
 from placement.check.compose.load import load_compose
 from placement.check.compose.model import ComposeError, ComposeFile, ComposeService
-from placement.fit.engines.vllm_command import image_version
-from placement.fit.engines.vllm_flags import parse_util, vllm_bytes
 
 __all__ = [
     "ComposeError",
     "ComposeFile",
     "ComposeService",
-    "image_version",
     "interpolate",
     "load_compose",
     "parse_env_file",
-    "parse_util",
     "resolve_cards",
-    "vllm_bytes",
 ]

@@ -70,7 +70,7 @@ class ComposeService:
     visible: tuple[str, ...] | None = None
     seat: str | None = None
     notes: tuple[str, ...] = field(default=())
-    engine: str | None = "vllm"
+    engine: str | None = None
     # The catalogue engine fields the command line and environment of a service of another
     # engine set (the engine's `read_flags`), e.g. (("mem_fraction_static", 0.3),).
     engine_fields: tuple[tuple[str, object], ...] = ()

@@ -15,18 +15,14 @@ from placement.check.compose.devices import Devices, asks_for_gpu, device_list, 
 from placement.check.compose.dotenv import read_env_file
 from placement.check.compose.interpolation import MissingVariable, substitute
 from placement.check.compose.model import ComposeError, ComposeService
-from placement.fit.engines.base import FlagError
-from placement.fit.engines.registry import KINDS, recognise
+from placement.fit.engines.base import EngineRule, FlagError, ServerArgs, split_command
+from placement.fit.engines.registry import KINDS, engines, recognise
 from placement.fit.engines.registry import engine as registry_engine
-from placement.fit.engines.vllm_command import image_version, split_command, vllm_args
-from placement.fit.engines.vllm_flags import read_flags, read_sizes
 
-Found = tuple[str | None, list[str], list[str], bool]
-_READ_VARIABLES = {
-    "CUDA_VISIBLE_DEVICES",
-    "NVIDIA_VISIBLE_DEVICES",
-    "VLLM_ALLOW_RUNTIME_LORA_UPDATING",
-}
+# An engine whose service is read flag by flag, its image, and where its arguments are.
+Found = tuple[EngineRule, str | None, ServerArgs]
+# The variables read from every service (its cards); its engine adds its own (`variables`).
+_READ_VARIABLES = frozenset({"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"})
 
 
 class ServiceReader:
@@ -48,6 +44,7 @@ class ServiceReader:
         self.strict = True
         # The env files' values, read once however often the environment is asked for.
         self._env_files: list[dict[str, str]] | None = None
+        self._read_variables = _READ_VARIABLES
 
     def fail(self, argument: str | None, msg: str) -> ComposeError:
         return ComposeError(self.path, self.name, argument, msg)
@@ -102,7 +99,8 @@ class ServiceReader:
         raise self.fail(key, f"expected a string or a list, got {type(value).__name__}")
 
     def read(self) -> ComposeService | None:
-        """The service as gpuplan judges it; None when it asks for no GPU and runs no vLLM."""
+        """The service as gpuplan judges it; None when it asks for no GPU and runs no engine
+        whose arguments are read flag by flag (`server_args`)."""
         self.scan(self.body, "")
         if not asks_for_gpu(self.body):
             # Not ours to refuse: an unset variable here is compose's "" (lenient).
@@ -125,18 +123,19 @@ class ServiceReader:
         return engine
 
     def _service(self, found: Found | None, engine: str | None) -> ComposeService:
-        environment = self.environment()
         if found is None:
-            return self._other(environment, engine)
-        image, argv, args, positional = found
-        is_vllm_image, version = image_version(image)
-        unknown = None
-        if "--config" in args or any(a.startswith("--config=") for a in args):
-            args, unknown = self._with_config(args, positional)
-        flags = read_flags(args, positional, self.fail, version if is_vllm_image else None)
-        notes = [f"{flag} is given more than once; vLLM uses the last" for flag in flags.repeated]
+            return self._other(self.environment(), engine)
+        rule, image, where = found
+        self._read_variables = _READ_VARIABLES | set(rule.variables)
+        environment = self.environment()
+        version = rule.version_of(image)
+        args, unknown = list(where.args), None
+        flag = rule.config_flag
+        if flag is not None and (flag in args or any(a.startswith(flag + "=") for a in args)):
+            args, unknown = self._with_config(rule, flag, args, where.positional)
+        read = rule.read_service(args, where.positional, environment, version, self.fail)
+        notes = list(read.notes)
         devices, devices_from, count = self._cards(environment)
-        sizes = read_sizes(flags, self.fail)
         if count is not None and count > 0 and devices is None:
             notes.append(
                 f"{devices_from} asks for {count} card(s) by count, not by id: "
@@ -146,29 +145,29 @@ class ServiceReader:
             name=self.name,
             path=self.path,
             image=image,
-            version=version if is_vllm_image else None,
-            model=flags.model,
-            argv=tuple(argv),
-            util_text=sizes.util_text,
-            kv_cache_bytes=sizes.kv_cache_bytes,
-            max_loras=sizes.count("max_loras"),
-            max_lora_rank=sizes.count("max_lora_rank"),
-            lora_modules=tuple(flags.lora_modules),
-            lora_enabled=flags.lora_enabled or bool(flags.lora_modules),
-            runtime_lora=environment.get("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "").strip().lower()
-            in {"1", "true"},
-            port=sizes.port,
-            tensor_parallel_size=sizes.count("tensor_parallel_size") or 1,
-            pipeline_parallel_size=sizes.count("pipeline_parallel_size") or 1,
-            data_parallel_size=sizes.count("data_parallel_size") or 1,
-            max_model_len=sizes.max_model_len,
-            kv_cache_dtype=sizes.kv_cache_dtype,
-            engine_fields=sizes.engine_fields,
+            version=version,
+            model=read.model,
+            argv=where.argv,
+            util_text=read.util_text,
+            kv_cache_bytes=read.kv_cache_bytes,
+            max_loras=read.count("max_loras"),
+            max_lora_rank=read.count("max_lora_rank"),
+            lora_modules=read.lora_modules,
+            lora_enabled=read.lora_enabled,
+            runtime_lora=read.runtime_lora,
+            port=read.port,
+            tensor_parallel_size=read.count("tensor_parallel_size") or 1,
+            pipeline_parallel_size=read.count("pipeline_parallel_size") or 1,
+            data_parallel_size=read.count("data_parallel_size") or 1,
+            max_model_len=read.max_model_len,
+            kv_cache_dtype=read.kv_cache_dtype,
+            engine_fields=read.engine_fields,
             devices=devices,
             devices_from=devices_from,
             device_count=count,
             visible=self._visible(environment),
             seat=self._seat(),
+            engine=rule.kind,
             notes=tuple(notes),
             replicas=self._replicas(),
             depends_on=self.depends_on(),
@@ -176,16 +175,17 @@ class ServiceReader:
         )
 
     def _other(self, environment: dict[str, str], declared: str | None) -> ComposeService:
-        """A GPU service that is not vLLM: its cards, seat and engine (recognised by command or
-        image, or declared), with the engine fields its flags set; its resident only a catalogue
-        seat can say."""
+        """A GPU service read whole: its cards, seat and engine (recognised by command or image,
+        or declared), with the engine fields its flags set; its resident only a catalogue seat
+        can say."""
         devices, devices_from, count = self._cards(environment)
         raw = self.body.get("image")
         image = self.text(raw, "image") if raw is not None else None
         argv = self.argv("entrypoint") + self.argv("command")
         found = recognise(argv, image, declared)
         if found is not None and found.util_request:
-            # vLLM's arguments were looked for and not found (a wrapper script): unknown.
+            # Its arguments were looked for (`server_args`) and not found (a wrapper script):
+            # unknown.
             found = None
         version = found.version_of(image) if found is not None else None
         fields: dict[str, object] = {}
@@ -225,19 +225,22 @@ class ServiceReader:
         seat = self.body.get("x-gpuplan-seat")
         return self.text(seat, "x-gpuplan-seat") if seat is not None else None
 
-    def _with_config(self, args: list[str], positional: bool) -> tuple[list[str], str | None]:
-        """`--config FILE`: its flags put before the command line's (which win), or why unknown."""
-        at = next(i for i, a in enumerate(args) if a == "--config" or a.startswith("--config="))
+    def _with_config(
+        self, rule: EngineRule, flag: str, args: list[str], positional: bool
+    ) -> tuple[list[str], str | None]:
+        """Its engine's config flag (`--config FILE`): the file's flags put before the command
+        line's (which win), or why unknown."""
+        at = next(i for i, a in enumerate(args) if a == flag or a.startswith(flag + "="))
         if "=" in args[at]:
             target, rest = args[at].split("=", 1)[1], args[:at] + args[at + 1 :]
         elif at + 1 < len(args):
             target, rest = args[at + 1], args[:at] + args[at + 2 :]
         else:
-            raise self.fail("--config", "needs a value")
+            raise self.fail(flag, "needs a value")
         found = host_path(target, self.body.get("volumes"), self.directory)
         if found is None:
             return rest, (
-                f"its vLLM --config {target} is not mounted from beside the compose file, "
+                f"its {rule.title} {flag} {target} is not mounted from beside the compose file, "
                 "so its util, KV cache and parallel size are unknown"
             )
         # `vllm serve MODEL …`: the model stays first; the file's flags go before the command line's.
@@ -299,16 +302,19 @@ class ServiceReader:
         entrypoint = self.argv("entrypoint")
         command = self.argv("command")
         argv = entrypoint + command
-        requests = engine is not None and registry_engine(engine).util_request
-        if engine is not None and not requests:
-            return None  # declared as another engine: read by its own module (`_other`)
-        found = vllm_args(argv, self._expand)
-        if found is not None:
-            return image, argv, found[0], found[1]
-        if (image_version(image)[0] and not entrypoint) or requests:
-            # vLLM's server is the image's own entrypoint (or declared so): `command:` holds its arguments.
-            return image, ["vllm", "serve", *command], command, True
-        return None
+        # A declared engine alone is asked; else each engine, in recognition order.
+        for rule in (registry_engine(engine),) if engine is not None else engines():
+            where = rule.server_args(
+                argv,
+                image,
+                command,
+                entrypoint=bool(entrypoint),
+                declared=engine is not None,
+                expand=self._expand,
+            )
+            if where is not None:
+                return rule, image, where
+        return None  # read whole by its own module (`_other`), or no engine
 
     def _expand(self, script: str) -> str:
         """A `bash -c` script's `$VAR` as the shell reads it: from the container's environment."""
@@ -352,7 +358,7 @@ class ServiceReader:
 
     def _env_value(self, key: str, value: object, where: str | None = None) -> str:
         # Only the visible-devices variables are read: elsewhere an unset variable is compose's "".
-        strict = self.strict and key in _READ_VARIABLES
+        strict = self.strict and key in self._read_variables
         return self.text(value, where or f"environment {key}", strict=strict)
 
     def env_files(self) -> list[dict[str, str]]:

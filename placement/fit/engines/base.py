@@ -8,11 +8,12 @@ it. Everything here is pure: exact int arithmetic (fractions as Decimal), no I/O
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
+import shlex
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal, InvalidOperation
 from fractions import Fraction
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
@@ -174,6 +175,47 @@ class ModelName:
     stable: bool = True
 
 
+# `fail(flag as written, why)`: the error a compose service's reader raises for a bad flag.
+Fail = Callable[[str, str], Exception]
+# A shell script's `$VAR` as the container's shell would read it.
+Expand = Callable[[str], str]
+
+
+@dataclass(frozen=True)
+class ServerArgs:
+    """Where a compose service's command gives an engine's own arguments: the command as judged,
+    the arguments the engine's parser reads, and whether a positional model may lead them."""
+
+    argv: tuple[str, ...]
+    args: tuple[str, ...]
+    positional: bool
+
+
+@dataclass(frozen=True)
+class ServiceFlags:
+    """What a compose service's own arguments set, read as its engine's parser reads them:
+    its model, util request and pinned KV cache, counts by catalogue name (parallel sizes, LoRA
+    slots; absent where not given), LoRA adapters, port, context length, KV dtype, the catalogue
+    engine fields they set, and notes (a flag given twice)."""
+
+    model: str | None = None
+    util_text: str | None = None
+    kv_cache_bytes: int | None = None
+    counts: tuple[tuple[str, int], ...] = ()
+    lora_modules: tuple[str, ...] = ()
+    lora_enabled: bool = False
+    runtime_lora: bool = False
+    port: int | None = None
+    max_model_len: int | None = None
+    kv_cache_dtype: str | None = None
+    engine_fields: tuple[tuple[str, object], ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def count(self, name: str) -> int | None:
+        """A count by its catalogue name (`tensor_parallel_size`), None where not given."""
+        return dict(self.counts).get(name)
+
+
 class EngineRule(Protocol):
     """One serving engine: how it is recognised, what it takes on a card, and how it refuses.
 
@@ -192,6 +234,10 @@ class EngineRule(Protocol):
     images: tuple[str, ...]
     # How a tag of its own images names its version (`image_version`): group `version`.
     version_tag: re.Pattern[str]
+    # The flag that reads more flags from a file (compose reads that file where it is mounted),
+    # None where it has none; the environment variables it reads that a compose file must set.
+    config_flag: str | None
+    variables: tuple[str, ...]
 
     @property
     def start_up(self) -> StartUpMarks:
@@ -308,6 +354,53 @@ class EngineRule(Protocol):
         name); None where its flags name it as they are (init reads them) or nothing does."""
         ...
 
+    def server_args(
+        self,
+        argv: Sequence[str],
+        image: str | None,
+        command: Sequence[str],
+        *,
+        entrypoint: bool,
+        declared: bool,
+        expand: Expand = str,
+    ) -> ServerArgs | None:
+        """Its own arguments in a compose service's command (`argv`: entrypoint and command;
+        `entrypoint`: the service sets one; `declared`: `x-gpuplan-engine` names it), for an
+        engine whose service compose reads flag by flag (`read_service`); None where the
+        command does not start it so, or it is read whole (`read_flags`)."""
+        ...
+
+    def read_service(
+        self,
+        args: Sequence[str],
+        positional: bool,
+        env: Mapping[str, str],
+        version: str | None,
+        fail: Fail,
+    ) -> ServiceFlags:
+        """What the arguments `server_args` found set, as its parser reads them at `version`;
+        `fail(flag, why)` for a flag or value it would stop at."""
+        ...
+
+    def one_byte_kv(self, dtype: str | None) -> bool:
+        """True for a KV cache dtype of one byte per element, which halves the bytes per token
+        of a profile learnt at the model's 16-bit dtype."""
+        ...
+
+    def learn_profile(
+        self,
+        lines: Sequence[str],
+        first_line: int,
+        source: str,
+        *,
+        declared_util: Decimal | None,
+        cuda_total: int | None,
+    ) -> tuple[Any, Any]:
+        """For an engine whose `log_reader` is its own (`vllm-log`): the profile block its log
+        gives, each figure with its line and precision, and the figure of the card's size the
+        log prints (None where it prints none); BadInputError naming the line it looked for."""
+        ...
+
 
 class ByCommand:
     """The default `recognise`: one of the engine's `commands` in argv, or one of its `images`;
@@ -341,6 +434,49 @@ class ByCommand:
     def model_name(self, argv: Sequence[str], files: HostFiles | None) -> ModelName | None:
         """None: its model flags name the model as they are."""
         return None
+
+    config_flag: str | None = None
+    variables: tuple[str, ...] = ()
+
+    def server_args(
+        self,
+        argv: Sequence[str],
+        image: str | None,
+        command: Sequence[str],
+        *,
+        entrypoint: bool,
+        declared: bool,
+        expand: Expand = str,
+    ) -> ServerArgs | None:
+        """None: compose reads its whole command line (`read_flags`)."""
+        return None
+
+    def read_service(
+        self,
+        args: Sequence[str],
+        positional: bool,
+        env: Mapping[str, str],
+        version: str | None,
+        fail: Fail,
+    ) -> ServiceFlags:
+        """Not asked: `server_args` finds none of its arguments."""
+        raise NotImplementedError(f"{type(self).__name__} is read whole, by read_flags")
+
+    def one_byte_kv(self, dtype: str | None) -> bool:
+        """False: it has no KV dtype flag gpuplan reads."""
+        return False
+
+    def learn_profile(
+        self,
+        lines: Sequence[str],
+        first_line: int,
+        source: str,
+        *,
+        declared_util: Decimal | None,
+        cuda_total: int | None,
+    ) -> tuple[Any, Any]:
+        """Not asked: its log is read by its own `learn`."""
+        raise NotImplementedError(f"{type(self).__name__} is learnt by its own learn")
 
 
 class NoRequest(ByCommand):
@@ -584,6 +720,30 @@ def spill(seat: Seat, card: EngineCard, room: int, text: str) -> Refusal | None:
 
 
 # --- reading command lines ---------------------------------------------------------
+
+# A `\` before a line end continues the line; a folded scalar (`command: >`) leaves it before a space.
+CONTINUATION = re.compile(r"\\[ \t]*(?:\r?\n|(?=[ \t]))")
+
+
+def split_command(text: str) -> list[str]:
+    r"""A command string split as compose splits it (shell words), `\` continuations joined."""
+    return shlex.split(CONTINUATION.sub(" ", text))
+
+
+def parse_util(text: str) -> str:
+    """A util request's text (`--gpu-memory-utilization`) checked to be a number in (0, 1];
+    returned as written."""
+    try:
+        value = Decimal(text.strip())
+    except InvalidOperation as exc:
+        raise ValueError(
+            f"{text!r} is not a number; write a fraction in (0, 1], e.g. 0.11"
+        ) from exc
+    if not value.is_finite() or not 0 < value <= 1:
+        raise ValueError(
+            f"{text!r} is not in (0, 1]; vLLM's gate needs a share of the card, e.g. 0.11"
+        )
+    return text.strip()
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,13 @@ def engine(kind: str) -> EngineRule:
     return cast("EngineRule", import_module(modules[kind]).ENGINE)
 
 
+def util_request_engine() -> EngineRule:
+    """The first engine, in recognition order, that starts on a util request gpuplan sizes: the
+    engine of a probe seat whose gate must check its whole resident (the report's largest new
+    seat)."""
+    return next(found for found in engines() if found.util_request)
+
+
 def engines() -> Iterator[EngineRule]:
     """Every engine, in recognition order (imports them all: for recognition and docs only)."""
     for kind in KINDS:

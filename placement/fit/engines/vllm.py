@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
+from typing import Any
 
 from placement.fit.engines import (
     format_util,
@@ -24,15 +25,19 @@ from placement.fit.engines.base import (
     Behaviour,
     ByCommand,
     EngineCard,
+    Expand,
+    Fail,
     FlagError,
     GateRule,
     Learned,
     LogFigure,
     Refusal,
+    ServerArgs,
+    ServiceFlags,
     StartUpMarks,
     share_text,
 )
-from placement.fit.engines.vllm_command import IMAGES, VERSION_TAG, vllm_args
+from placement.fit.engines.vllm_command import IMAGES, VERSION_TAG, image_version, vllm_args
 from placement.fit.engines.vllm_flags import KV_FLAG, UTIL_FLAG
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
@@ -127,6 +132,10 @@ class VLLM(ByCommand):
     commands = ("vllm serve", "python -m vllm.entrypoints.openai.api_server", "VLLM::")
     images = IMAGES
     version_tag = VERSION_TAG
+    # `--config FILE`: a YAML file of its flags, read before the command line's (which win).
+    config_flag = "--config"
+    # Runtime LoRA loading (vllm/envs.py): adapters loaded after start-up take their slots.
+    variables = ("VLLM_ALLOW_RUNTIME_LORA_UPDATING",)
 
     def behaviour(self, spec: EngineSpec) -> Behaviour:
         """request-gated when its gate applies, else a share of free."""
@@ -186,6 +195,76 @@ class VLLM(ByCommand):
     def _sizes(self, argv: Sequence[str], version: str | None) -> vllm_flags.Sizes:
         flags = vllm_flags.read_flags(*self._args(argv), FlagError, version)
         return vllm_flags.read_sizes(flags, FlagError)
+
+    def server_args(
+        self,
+        argv: Sequence[str],
+        image: str | None,
+        command: Sequence[str],
+        *,
+        entrypoint: bool,
+        declared: bool,
+        expand: Expand = str,
+    ) -> ServerArgs | None:
+        """After `vllm serve` or its module (inside a `bash -c` wrapper too, its `$VAR` read by
+        `expand`); else the command alone, where its image's own entrypoint starts the server
+        (no `entrypoint:` given) or the service is declared vLLM."""
+        found = vllm_args(argv, expand)
+        if found is not None:
+            return ServerArgs(tuple(argv), tuple(found[0]), found[1])
+        if (image_version(image)[0] and not entrypoint) or declared:
+            return ServerArgs(("vllm", "serve", *command), tuple(command), True)
+        return None
+
+    def read_service(
+        self,
+        args: Sequence[str],
+        positional: bool,
+        env: Mapping[str, str],
+        version: str | None,
+        fail: Fail,
+    ) -> ServiceFlags:
+        """Its flags as its argparse reads them at `version` (vllm_flags.py), checked in
+        `read_sizes`' order; runtime LoRA from its environment."""
+        flags = vllm_flags.read_flags(args, positional, fail, version)
+        sizes = vllm_flags.read_sizes(flags, fail)
+        runtime = env.get(self.variables[0], "").strip().lower() in {"1", "true"}
+        return ServiceFlags(
+            model=flags.model,
+            util_text=sizes.util_text,
+            kv_cache_bytes=sizes.kv_cache_bytes,
+            counts=tuple(sizes.counts.items()),
+            lora_modules=tuple(flags.lora_modules),
+            lora_enabled=flags.lora_enabled or bool(flags.lora_modules),
+            runtime_lora=runtime,
+            port=sizes.port,
+            max_model_len=sizes.max_model_len,
+            kv_cache_dtype=sizes.kv_cache_dtype,
+            engine_fields=sizes.engine_fields,
+            notes=tuple(
+                f"{flag} is given more than once; vLLM uses the last" for flag in flags.repeated
+            ),
+        )
+
+    def one_byte_kv(self, dtype: str | None) -> bool:
+        """--kv-cache-dtype fp8 (fp8_e5m2, …) or int8."""
+        return vllm_flags.one_byte_kv(dtype)
+
+    def learn_profile(
+        self,
+        lines: Sequence[str],
+        first_line: int,
+        source: str,
+        *,
+        declared_util: Decimal | None,
+        cuda_total: int | None,
+    ) -> tuple[Any, Any]:
+        """vllm_log.py's profile of its start-up lines, and the card total its log prints."""
+        from placement.fit.engines.vllm_log import learn_profile, read_log
+
+        figures = read_log(lines, first_line)
+        profile = learn_profile(figures, source, declared_util=declared_util, cuda_total=cuda_total)
+        return profile, figures.total
 
     def need_bytes(self, seat: Seat, card: EngineCard) -> int:
         """The resident, or ceil(util × total) + context where its KV grows to its request."""

@@ -9,21 +9,15 @@ import re
 import shlex
 from collections.abc import Callable, Sequence
 
+from placement.fit.engines.base import CONTINUATION as _CONTINUATION
 from placement.fit.engines.base import image_version as tag_version
+from placement.fit.engines.base import split_command
 
 Expand = Callable[[str], str]
+__all__ = ["IMAGES", "VERSION_TAG", "image_version", "split_command", "vllm_args"]
 
 _SHELLS = {"sh", "bash", "dash", "ash", "zsh"}
 _SHELL_OPERATORS = {"&&", "||", ";", "|", "&", ";;", "(", ")"}
-
-
-# A `\` before a line end continues the line; a folded scalar (`command: >`) leaves it before a space.
-_CONTINUATION = re.compile(r"\\[ \t]*(?:\r?\n|(?=[ \t]))")
-
-
-def split_command(text: str) -> list[str]:
-    r"""A command string split as compose splits it (shell words), `\` continuations joined."""
-    return shlex.split(_CONTINUATION.sub(" ", text))
 
 
 def vllm_args(argv: Sequence[str], expand: Expand = str) -> tuple[list[str], bool] | None:

@@ -6,11 +6,11 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import TypeVar
 
 from placement.fit.engines.argparse_flags import ArgparseReader, Option, is_option
-from placement.fit.engines.base import FlagError
+from placement.fit.engines.base import FlagError, parse_util
 from placement.fit.engines.vllm_options import RELEASES
 
 # vLLM's human_readable_int: uppercase K/M/G/T binary, lowercase k/m/g/t decimal (a decimal
@@ -44,21 +44,6 @@ def vllm_bytes(text: str) -> int:
             + (f"; write {number}{suffix.lower()} or a whole number of {suffix}" if suffix else "")
         )
     return int(number) * _BINARY_SUFFIX.get(suffix, 1)
-
-
-def parse_util(text: str) -> str:
-    """`--gpu-memory-utilization` text checked to be a number in (0, 1]; returned as written."""
-    try:
-        value = Decimal(text.strip())
-    except InvalidOperation as exc:
-        raise ValueError(
-            f"{text!r} is not a number; write a fraction in (0, 1], e.g. 0.11"
-        ) from exc
-    if not value.is_finite() or not 0 < value <= 1:
-        raise ValueError(
-            f"{text!r} is not in (0, 1]; vLLM's gate needs a share of the card, e.g. 0.11"
-        )
-    return text.strip()
 
 
 _VALUE_FLAGS = {

@@ -13,13 +13,13 @@ from inventory.snapshot import Snapshot
 from placement.check.compose import (
     ComposeError,
     ComposeService,
-    image_version,
     interpolate,
     load_compose,
     parse_env_file,
     resolve_cards,
-    vllm_bytes,
 )
+from placement.fit.engines.vllm_command import image_version
+from placement.fit.engines.vllm_flags import vllm_bytes
 
 DATA = Path(__file__).parent.parent / "data"
 GiB = 2**30

@@ -17,6 +17,7 @@ import pytest
 
 from placement.cli import check as check_command
 from placement.cli import main as cli
+from seats.units import format_bytes as b
 
 ROOT = Path(__file__).resolve().parents[3]
 CATALOGUE = "seats/catalogue/fv-ml1.yaml"
@@ -89,11 +90,15 @@ def test_replicas_beyond_the_cards_total_are_refused_at_once(
             "room_bytes": CARD1_TOTAL,
             "short_bytes": n * NEED - CARD1_TOTAL,
             "text": chat["reasons"][0]["text"],
+            "said": "replicas",
+            "replicas": n,
+            "each_bytes": NEED,
         }
     ]
     assert chat["reasons"][0]["text"].startswith(f"{n} replicas need {n} × 4.00 GiB = ")
     assert chat["reasons"][0]["text"].endswith(
-        "more than the card's 95.58 GiB in all: refused at once, no replica judged"
+        f"more than the card's 95.58 GiB in all, short {b(n * NEED - CARD1_TOTAL)}: refused at "
+        "once, no replica judged"
     )
     # The other service is judged on its own merits, without the replicas that cannot start.
     assert other["service"] == "other" and other["verdict"] == "pass"

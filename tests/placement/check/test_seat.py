@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from inventory.snapshot import Card, Process, Snapshot, load_snapshot
 from placement.check.compose import ComposeError, ComposeService, load_compose
 from placement.check.seat import check_seat, check_service, inputs_digest, pick_snapshot, worst_exit
+from placement.cli.reasons_text import reason_text
 from placement.fit.engines import UTIL_STEP, largest_util_within, requested_bytes
 from placement.fit.verdict import Verdict
 from seats.errors import BadInputError, Exit
@@ -54,7 +55,7 @@ def test_seed_refusal_util_012(fv_ml1: Catalogue, fv_ml1_before_voices: Snapshot
     # vLLM's own message: "Free memory … (11.16/94.97 GiB) … (0.12, 11.4 GiB)"
     assert format_bytes(gate.room_bytes) == "11.16 GiB"
     assert format_bytes(gate.need_bytes) == "11.40 GiB"
-    assert "11.16 GiB" in gate.text and "11.40 GiB" in gate.text
+    assert "11.16 GiB" in reason_text(gate) and "11.40 GiB" in reason_text(gate)
     assert {r.rule for r in verdict.reasons} == {"gate"}  # room is fine: only the gate binds
     assert any("util ≤ 0.117" in n for n in verdict.nearest)
 
@@ -133,7 +134,7 @@ services:
     assert not result.resident_known
     unbounded = [r for r in result.verdict.reasons if r.rule == "unbounded"]
     assert unbounded and unbounded[0].card == 0
-    assert "cyberprev" in unbounded[0].text
+    assert "cyberprev" in reason_text(unbounded[0])
     assert any("resident unknown" in w for w in result.verdict.warnings)
 
 
@@ -168,7 +169,7 @@ def test_other_seat_on_reserved_card_is_refused(
     result = check_seat(fv_ml1, [fv_ml1_before_voices], "vllm-voices", [3])
     assert result.verdict.verdict == "refuse"
     (reserve,) = [r for r in result.verdict.reasons if r.rule == "reserve"]
-    assert reserve.card == 3 and "flash-next-hold" in reserve.text
+    assert reserve.card == 3 and "flash-next-hold" in reason_text(reserve)
     assert any("flash-next-hold" in n for n in result.verdict.nearest)
 
 
@@ -187,7 +188,9 @@ services:
     )
     result = check_service(fv_ml1, [fv_ml1_before_voices], service)
     assert result.verdict.verdict == "refuse"
-    assert any(r.rule == "reserve" and "flash-next-hold" in r.text for r in result.verdict.reasons)
+    assert any(
+        r.rule == "reserve" and "flash-next-hold" in reason_text(r) for r in result.verdict.reasons
+    )
 
 
 # --- redeploys ---------------------------------------------------------------------------------
@@ -263,7 +266,7 @@ def test_card_in_error_is_unknown(fv_ml1: Catalogue, fv_ml1_before_voices: Snaps
     result = check_seat(fv_ml1, [snapshot], "vllm-voices", [0])
     assert result.verdict.verdict == "unknown"
     assert result.exit_code == Exit.CANNOT_DECIDE
-    assert any(r.rule == "error" and "GpuIsLost" in r.text for r in result.verdict.reasons)
+    assert any(r.rule == "error" and "GpuIsLost" in reason_text(r) for r in result.verdict.reasons)
 
 
 def test_bad_seat_and_cards(fv_ml1: Catalogue, fv_ml1_before_voices: Snapshot) -> None:

@@ -282,8 +282,8 @@ def test_a_service_of_unknown_resident_says_its_need_is_a_lower_bound_in_every_r
     assert lines[0].endswith("util 0.006 · resident unknown")
     row = next(line for line in lines if line.startswith("  card 0  room"))
     assert row.startswith(
-        "  card 0  room        need 1.73 GiB (lower bound)  room 1.58 GiB  "
-        "short 151.49 MiB at least  — need at least 1.73 GiB"
+        "  card 0  room        need at least 1.73 GiB (its resident is unknown), room 1.58 GiB "
+        "(1.83 GiB free − 256.00 MiB margin): short at least 151.49 MiB"
     )
     assert (
         "  nearest: fv-ml1:1 takes it: need at least 1.73 GiB per card, 3.60 GiB room left after"
@@ -309,5 +309,6 @@ def test_a_seat_of_known_resident_keeps_its_plain_need(
     row = next(line for line in out.splitlines() if line.startswith("  card 0  room"))
     assert code == 1
     assert row.startswith(
-        "  card 0  room        need 1.73 GiB  room 1.58 GiB  short 151.49 MiB  — need 1.73 GiB, room"
+        "  card 0  room        need 1.73 GiB, room 1.58 GiB (1.83 GiB free − 256.00 MiB margin): "
+        "short 151.49 MiB"
     )

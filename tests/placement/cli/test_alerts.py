@@ -86,8 +86,8 @@ def test_out_writes_the_file_atomically(capsys: pytest.CaptureFixture[str], tmp_
     code, out, err = gpuplan(capsys, "--catalogue", str(FV_ML1_CATALOGUE), "--out", str(target))
     assert code == 0
     assert out == ""
-    assert f"wrote 7 rules to {target}" in err
-    assert len(rules_of(target.read_text())) == 7
+    assert f"wrote 9 rules to {target}" in err
+    assert len(rules_of(target.read_text())) == 9
     assert os.listdir(tmp_path) == [target.name]  # no temporary file left beside it
     assert target.stat().st_mode & 0o777 == 0o644
 
@@ -151,7 +151,12 @@ def test_a_catalogue_with_no_running_seats_says_what_is_left_out(
         "GpuplanForeignMemory",
         "GpuplanExporterDown",
         "GpuplanCardError",
+        "GpuplanCardFillingUp",
     }
+    assert (
+        "GpuplanSeatCannotRestart left out: no running seat with a `match` starts on a util request"
+        in err
+    )
     assert (
         "GpuplanSeatDrift and GpuplanSeatDown left out: the catalogue has no running seats" in err
     )

@@ -307,8 +307,8 @@ def test_each_snapshot_file_names_its_host_in_the_header(
     )  # fmt: skip
     out = capsys.readouterr().out
     assert code == 0
-    assert f"fv-ml1 · snapshot 2026-09-16T14:02:11Z ({FV_ML1_SNAPSHOT}) · CBC" in out
-    assert f"fv-ml2 · snapshot 2026-09-16T14:02:11Z ({other}) · CBC" in out
+    assert f"fv-ml1 · snapshot 2026-09-16T14:02:11Z ({FV_ML1_SNAPSHOT}) · HiGHS" in out
+    assert f"fv-ml2 · snapshot 2026-09-16T14:02:11Z ({other}) · HiGHS" in out
 
 
 def test_a_host_without_cuda_context_is_warned_once_by_name(

@@ -13,6 +13,7 @@ import pytest
 from inventory.attribution import attribute
 from inventory.snapshot import Snapshot
 from placement.check.hf_model import kv_bytes_per_token
+from placement.cli.reasons_text import reason_text
 from placement.fit.kv import (
     kv_cache_bytes,
     kv_capacity,
@@ -99,7 +100,9 @@ def test_declared_util_refused_with_the_util_and_the_length_that_would_pass(
     assert reason.need_bytes == 40_960 * QWEN3_4B == 6_039_797_760
     assert reason.room_bytes == 2_468_305_961
     assert reason.short_bytes == 6_039_797_760 - 2_468_305_961
-    assert "holds 16,739 tokens" in reason.text and "max_model_len 40,960" in reason.text
+    assert "holds 16,739 tokens" in reason_text(reason) and "max_model_len 40,960" in reason_text(
+        reason
+    )
     # util ≥ k/1000 with ceil(k/1000 × total) ≥ 1 GiB + 512 MiB + 6,039,797,760: k = 76.
     target = GiB + 512 * MiB + 6_039_797_760
     assert -(-75 * CUDA_TOTAL // 1000) < target <= -(-76 * CUDA_TOTAL // 1000)

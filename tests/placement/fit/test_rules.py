@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from inventory.snapshot import Card, Snapshot
+from placement.cli.reasons_text import reason_text
 from placement.fit.engines import GateRule, requested_bytes
 from placement.fit.room import engine_free_bytes, fits_room, reserve_left_bytes, room_bytes
 from placement.fit.rules import (
@@ -92,7 +93,7 @@ def test_the_voices_seat_does_not_fit_gpu_1_with_5_7_gib_free() -> None:
     assert reason.rule == "room"
     assert reason.room_bytes == 5_700 * MIB - 256 * MIB
     assert reason.short_bytes == SEAT - (5_700 - 256) * MIB
-    assert "256.00 MiB margin" in reason.text
+    assert "256.00 MiB margin" in reason_text(reason)
     assert room_reason(need_bytes=5_444 * MIB, state=here, host="fv-ml1") is None  # equal fits
 
 
@@ -108,7 +109,7 @@ def test_the_seeds_first_bring_up_is_refused_by_the_gate() -> None:
     assert reason.rule == "gate"
     assert (reason.need_bytes, reason.room_bytes) == (asked, free)
     assert reason.short_bytes == asked - free
-    assert "util 0.12" in reason.text
+    assert "util 0.12" in reason_text(reason)
     # The util that asks no more than is free passes; no gate without a request.
     fits = requested_bytes(Decimal("0.11"), TOTAL)
     assert (
@@ -129,7 +130,7 @@ def test_a_reserve_binds_alone_when_releasing_it_would_make_room() -> None:
     reserve = reserve_reason(need_bytes=SEAT, state=held, host="fv-ml1")
     assert reserve is not None
     assert reserve.rule == "reserve"
-    assert "held for flash-next (flash-next-hold)" in reserve.text
+    assert "held for flash-next (flash-next-hold)" in reason_text(reserve)
     assert room_reason(need_bytes=SEAT, state=held, host="fv-ml1") is None
     # More than the card holds even released: `room` binds too.
     both = card_reasons(
@@ -148,12 +149,12 @@ def test_a_reserve_binds_alone_when_releasing_it_would_make_room() -> None:
 def test_exclusive_binds_either_way_round() -> None:
     mine = exclusive_reason(seat=seat(exclusive=True), state=state(), host="fv-ml1")
     assert mine is not None
-    assert mine.text == "voices is exclusive; card 1 holds cyberprev"
+    assert reason_text(mine) == "voices is exclusive; card 1 holds cyberprev"
     theirs = exclusive_reason(
         seat=seat(), state=state(exclusive_neighbours=("flash-next",)), host="fv-ml1"
     )
     assert theirs is not None
-    assert theirs.text == "card 1 holds exclusive flash-next"
+    assert reason_text(theirs) == "card 1 holds exclusive flash-next"
     assert exclusive_reason(seat=seat(), state=state(), host="fv-ml1") is None
     assert exclusive_reason(seat=seat(exclusive=True), state=state(occupants=()), host="h") is None
 
@@ -162,7 +163,7 @@ def test_unbounded_binds_on_a_shared_card_unless_exclusive() -> None:
     rule = GateRule("unbounded", None, "default", None)
     shared = unbounded_reason(seat=seat(), rule=rule, state=state(), host="fv-ml1")
     assert shared is not None
-    assert "would take what cyberprev need" in shared.text
+    assert "would take what cyberprev need" in reason_text(shared)
     assert unbounded_reason(seat=seat(exclusive=True), rule=rule, state=state(), host="h") is None
     assert unbounded_reason(seat=seat(), rule=rule, state=state(occupants=()), host="h") is None
     gated = GateRule("gated", Decimal("0.11"), "declared", None)
@@ -176,9 +177,9 @@ def test_error_and_host_rules() -> None:
     assert error_reason(card(), "fv-ml1") is None
     reasons = host_reasons(seat(host="fv-ml2", gpus=2), "fv-ml1", [1, 1])
     assert [r.rule for r in reasons] == ["host", "host"]
-    assert reasons[0].text == "voices names host fv-ml2, not fv-ml1"
-    assert reasons[1].text == "card list [1, 1] names a card twice"
+    assert reason_text(reasons[0]) == "voices names host fv-ml2, not fv-ml1"
+    assert reason_text(reasons[1]) == "card list [1, 1] names a card twice"
     assert host_reasons(seat(), "fv-ml1", [1]) == []
-    assert [r.text for r in host_reasons(seat(), "fv-ml1", [0, 1])] == [
+    assert [reason_text(r) for r in host_reasons(seat(), "fv-ml1", [0, 1])] == [
         "voices takes 1 card(s); 2 given"
     ]

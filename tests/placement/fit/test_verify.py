@@ -8,6 +8,7 @@ import pytest
 
 from inventory.attribution import attribute
 from inventory.snapshot import Snapshot
+from placement.cli.reasons_text import reason_text
 from placement.fit.verify import Placement, judge, verify_placement
 from seats.model import Catalogue, Seat
 from seats.units import GiB, MiB
@@ -109,7 +110,7 @@ def test_before_voices_gate_refuses_012_and_passes_011(fv_ml1: Catalogue, before
     gate = refused.reasons[0]
     assert gate.room_bytes == (12_611 - 1_183) * MiB
     assert gate.need_bytes == 12_236_756_091  # ceil(0.12 × 101,972,967,424)
-    assert "11.16 GiB" in gate.text and "11.40 GiB" in gate.text
+    assert "11.16 GiB" in reason_text(gate) and "11.40 GiB" in reason_text(gate)
     assert "fits on card 0 with util ≤ 0.117" in refused.nearest
     passed = judge(fv_ml1, before, voices, [0], mode="check")
     assert passed.passed
@@ -202,7 +203,7 @@ def test_a_seat_beside_an_unbounded_new_seat_is_refused_in_check_only(
     checked = judge(fv_ml1, snap, small, [1], others=[wild], mode="check")
     assert ("unbounded", 1) in rules(checked) and not checked.passed
     (reason,) = [r for r in checked.reasons if r.rule == "unbounded"]
-    assert reason.text.startswith("wild beside it on card 1 is unbounded")
+    assert reason_text(reason).startswith("wild beside it on card 1 is unbounded")
     assert "unbounded" not in [
         r for r, _ in rules(judge(fv_ml1, snap, small, [2], others=[wild], mode="check"))
     ]
@@ -311,8 +312,8 @@ def test_vllm_034_with_a_util_and_no_kv_pin_has_no_gate_and_is_refused_by_room(
     assert rules(verdict) == [("room", 0)]  # no gate: vLLM 0.34 never checks it
     room = verdict.reasons[0]
     assert room.need_bytes == 12_236_756_091 + 1_183 * MiB  # the util caps, plus its context
-    assert "vLLM 0.34.0 would not refuse it" in room.text
-    assert "it would start and take about" in room.text and "squeezing" in room.text
+    assert "vLLM 0.34.0 would not refuse it" in reason_text(room)
+    assert "it would start and take about" in reason_text(room) and "squeezing" in reason_text(room)
     assert verdict.figures[0].requested_bytes is None
     assert not any("gate" in text for text in verdict.nearest)
     assert any("fits on card 0 with util ≤" in text for text in verdict.nearest)

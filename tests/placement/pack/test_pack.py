@@ -220,18 +220,3 @@ def test_solver_proves_first_fit_optimal_when_the_bound_is_one_short() -> None:
         assert result.lower_bound == 4
         assert result.solver == solver
         assert result.status == "optimal"
-
-
-def test_cbc_killed_at_its_deadline_leaves_first_fit_decreasing(
-    cbc_never_answers: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A CBC that never answers: the kill, not the machine's speed, ends the solve.
-    import placement.solvers
-
-    monkeypatch.setattr(placement.solvers, "KILL_GRACE_S", -60.0)  # the deadline has passed
-    sizes = [4, 4, 3, 3, 3, 3]  # first-fit-decreasing: 3 cards, optimum 2
-    items = [PackItem(f"s{i}", w, False) for i, w in enumerate(sizes)]
-    result = pack_items(items, 10, 0, solver="cbc", time_limit=10)
-    assert not result.optimal
-    assert result.cards_needed == result.greedy_cards == 3
-    assert any("found no packing within 10 s" in note for note in result.notes)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from placement.cli.reasons_text import reason_text
 from placement.fit.verdict import Reason, Verdict
 from placement.fit.verify import CardStates
 from placement.plan.explain import ExplainClasses, explain_refusal, summarise
@@ -58,7 +59,7 @@ def test_a_class_is_explained_once_for_all_its_seats() -> None:
     assert len(classes.verdicts) == 1
     assert [v.seat for v in verdicts] == [f"copy{i}" for i in range(5)]
     for i, verdict in enumerate(verdicts):
-        exclusive = [r.text for r in verdict.reasons if r.rule == "exclusive"]
+        exclusive = [reason_text(r) for r in verdict.reasons if r.rule == "exclusive"]
         assert exclusive
         assert all(text.startswith(f"copy{i} is exclusive;") for text in exclusive)
         assert verdict == explain_refusal(problem, problem.seat(f"copy{i}"), [])

@@ -24,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from inventory.prometheus.exporter import recorded_poll, write_textfile
 from inventory.prometheus.metrics import SnapshotCollector, registry_for
 from inventory.snapshot import Snapshot
+from placement.fit.engines import gate_rule, requested_bytes
 from placement.report.alerts import ALERTS, build_alerts, render_rules
 from seats.loader import load_catalogue
 from seats.model import Catalogue
@@ -230,7 +231,21 @@ def test_the_scenarios_are_what_the_exporter_writes(tmp_path: Path) -> None:
         if s.name == "gpuplan_process_used_bytes"
     }
     assert seats == {s.name for s in load_catalogue(FV_ML1_CATALOGUE).seats if s.state == "running"}
-    assert expected_alerts()["healthy"] == []
+    # As recorded, only gen-small's restart: its gate on card 0, in fit's exact arithmetic.
+    assert [a["exp_labels"]["seat"] for a in expected_alerts()["healthy"]] == ["gen-small"]
+    catalogue = load_catalogue(FV_ML1_CATALOGUE)
+    card = json.loads(FV_ML1_SNAPSHOT.read_text())["cards"][0]
+    gen_small = next(s for s in catalogue.seats if s.name == "gen-small")
+    util = gate_rule(gen_small.engine, propose=False).util
+    assert util is not None
+    request = requested_bytes(util, card["total_bytes"] - card["reserved_bytes"])
+    own = next(p["used_bytes"] for p in card["processes"] if "--port 8023" in p["cmdline"])
+    left = card["free_bytes"] + own - catalogue.hosts["fv-ml1"].cuda_context_bytes
+    assert (request, left, request - left) == (48947024364, 39413874688, 9533149676)
+    assert (
+        f"{(request - left) / GiB:.4g}GiB"
+        in expected_alerts()["healthy"][0]["exp_annotations"]["summary"]
+    )
 
 
 ODD = """
