@@ -72,15 +72,20 @@ for line in sys.stdin:
     print("held", want, flush=True)
 """
 
-# A request-gated worker: a vLLM worker's steps before its gate (CUDA context, cuBLAS), the gate
-# on torch's free and total, then (when it passes) --hold bytes, held until "done".
+# A request-gated worker: a vLLM worker's steps before its gate (CUDA context, NCCL, cuBLAS: what
+# `calibrate` measures as cuda_context), the gate on torch's free and total, then (when it
+# passes) --hold bytes, held until "done".
 WORKER = r"""
-import gc, json, math, sys
+import gc, json, math, os, sys, tempfile
 from decimal import Decimal
 import torch
+import torch.distributed as dist
 util = Decimal(sys.argv[sys.argv.index("--util") + 1])
 hold = int(sys.argv[sys.argv.index("--hold") + 1])
 torch.cuda.set_device(0)
+store = os.path.join(tempfile.mkdtemp(prefix="week-proof-"), "store")
+dist.init_process_group("nccl", init_method="file://" + store, rank=0, world_size=1)
+t = torch.ones(1024, device="cuda"); dist.all_reduce(t); del t
 for dtype in (torch.bfloat16, torch.float32):
     a = torch.randn(1024, 1024, device="cuda", dtype=dtype); b = a @ a; del a, b
 gc.collect(); torch.cuda.empty_cache(); torch.cuda.synchronize()
@@ -96,14 +101,19 @@ print("WEEK-PROOF " + json.dumps({"free": free, "total": total, "requested": req
 for line in sys.stdin:
     if line.split() and line.split()[0] == "done":
         break
+dist.destroy_process_group()
 """
 
-# A fixed server taking N bytes (the new seat placed), or reporting that it could not.
+# A fixed server taking N bytes (the new seat placed), or reporting that it could not. It says
+# "ready" once its CUDA context is up and waits for "take N": the parent sizes N so that the
+# process holds its seat's declared resident in all, as NVML counts it.
 FIXED = r"""
 import json, sys
 import torch
 torch.cuda.set_device(0)
-want = int(sys.argv[sys.argv.index("--bytes") + 1])
+torch.cuda.init(); torch.zeros(1, device="cuda"); torch.cuda.synchronize()
+print("ready", flush=True)
+want = int(sys.stdin.readline().split()[1])
 try:
     t = torch.empty(want, dtype=torch.uint8, device="cuda"); t.fill_(1); torch.cuda.synchronize()
     ok, why = True, ""
@@ -166,9 +176,24 @@ def worker(uuid: str, hold: int) -> Iterator[dict[str, object]]:
 
 
 @contextmanager
-def fixed(uuid: str, nbytes: int) -> Iterator[dict[str, object]]:
-    with torch_child(FIXED, ["--bytes", str(nbytes)], uuid) as child:
-        yield _answer(child)
+def fixed(source: PynvmlSource, gpu: int, uuid: str, nbytes: int) -> Iterator[dict[str, object]]:
+    """A process holding `nbytes` on the card in all (its CUDA context included)."""
+    free_before = _free(source, gpu)
+    with torch_child(FIXED, [], uuid) as child:
+        assert child.stdin is not None and child.stdout is not None
+        child.stdout.readline()  # ready: its context is up
+        context = free_before - _free(source, gpu)
+        child.stdin.write(f"take {max(0, nbytes - context)}\n")
+        child.stdin.flush()
+        answer = _answer(child)
+        answer["context"] = context
+        yield answer
+
+
+def _free(source: PynvmlSource, gpu: int) -> int:
+    card = take_snapshot(source, datetime.now(UTC), HOST).card(gpu)
+    assert card.free_bytes is not None
+    return card.free_bytes
 
 
 def resize(child: subprocess.Popen[str], nbytes: int) -> None:
@@ -293,13 +318,16 @@ def main(argv: list[str] | None = None) -> int:
                 show_checks(report, checks, big_now, big_week, small_week)
                 # At the peak again: big cannot be allocated; worker restarts alone, not beside small.
                 resize(tenant, peak)
-                with fixed(uuid, int(BIG_SHARE * total) // MIB * MIB) as big_real:
+                with fixed(source, gpu, uuid, int(BIG_SHARE * total) // MIB * MIB) as big_real:
                     pass
             # The worker is down now (a restart); the co-tenant is at its peak.
             with worker(uuid, 0) as alone:
                 pass
-            small_bytes = int(SMALL_SHARE * total) // MIB * MIB - context
-            with fixed(uuid, small_bytes) as small_real, worker(uuid, 0) as beside:
+            small_bytes = int(SMALL_SHARE * total) // MIB * MIB  # its declared resident
+            with (
+                fixed(source, gpu, uuid, small_bytes) as small_real,
+                worker(uuid, 0) as beside,
+            ):
                 pass
         show_real(report, checks, big_week, small_week, big_real, alone, beside, small_real)
     report.add_checks(checks)
@@ -392,7 +420,8 @@ def show_real(
         f"{'starts' if alone['started'] else 'refused'}"
     )
     report.say(
-        f"- small's stand-in allocated: {'yes' if small_real['allocated'] else 'no'}; worker "
+        f"- small's stand-in allocated: {'yes' if small_real['allocated'] else 'no'} (its declared "
+        f"resident in all, {small_real['context']:,} B of it its CUDA context); worker "
         f"restarted beside it: free {beside['free']:,} B vs requested {beside['requested']:,} B: "
         f"{'starts' if beside['started'] else 'refused'}"
     )

@@ -21,9 +21,17 @@ from inventory.history.figures import (
     breaches_of,
     seat_rows,
 )
-from inventory.history.model import CardReading, Moment, ProcessReading, Rollups
-from inventory.history.rollup import hourly
+from inventory.history.model import (
+    CardHour,
+    CardReading,
+    CommandHour,
+    Moment,
+    ProcessReading,
+    Rollups,
+)
+from inventory.history.rollup import HOUR_S, hourly
 from inventory.ledger import report_queries as q
+from inventory.ledger import rollups as stored
 from inventory.ledger.report_queries import Connection
 
 __all__ = ["Connection", "LedgerHistory", "LedgerWindow"]
@@ -48,6 +56,7 @@ class LedgerHistory:
     def moments(self, host: str, start: datetime, end: datetime) -> Iterator[Moment]:
         """`host`'s snapshots taken in [start, end), oldest first."""
         cards, processes = q.moment_rows(self.connection, host, _s(start), _s(end))
+        arrived = stored.arrivals(self.connection, host, _s(start), _s(end))
         by_card: dict[tuple[int, int], list[ProcessReading]] = {}
         for taken_s, idx, pid, used, cmdline, seat in processes:
             by_card.setdefault((taken_s, idx), []).append(ProcessReading(pid, used, cmdline, seat))
@@ -67,11 +76,60 @@ class LedgerHistory:
                     )
                     for _, idx, total, reserved, used, free, error in rows
                 ),
+                None if (came := arrived.get(taken_s)) is None else _utc(came),
             )
 
     def rollups(self, host: str, start: datetime, end: datetime) -> Rollups:
-        """`host`'s hourly rollups of [start, end) (computed from its moments)."""
-        return hourly(self.moments(host, start, end))
+        """`host`'s hourly rollups of [start, end): the stored ones of the whole hours inside it,
+        `hourly` of the moments of a part-hour at either end. A part-hour whose raw moments
+        `compact` removed is answered by its whole hour's stored rollup (see `raw_since`)."""
+        if not stored.has_rollups(self.connection):  # a read-only ledger from before rollups
+            return hourly(self.moments(host, start, end))
+        start_s, end_s = _s(start), _s(end)
+        if start_s >= end_s:
+            return Rollups((), ())
+        raw = stored.raw_since(self.connection, host)
+        low, high = start_s - start_s % HOUR_S, -(-end_s // HOUR_S) * HOUR_S
+
+        def edge(hour: int) -> Rollups | None:
+            """A part-hour's rollups from its moments; None: take the hour's stored rollup."""
+            part_start, part_end = max(start_s, hour), min(end_s, hour + HOUR_S)
+            if (part_start, part_end) == (hour, hour + HOUR_S) or (raw is not None and hour < raw):
+                return None
+            return hourly(self.moments(host, _utc(part_start), _utc(part_end)))
+
+        head = edge(low)
+        tail = edge(high - HOUR_S) if high - HOUR_S > low else None
+        first = low + HOUR_S if head is not None else low
+        last = high - HOUR_S if tail is not None else high
+        parts = [part for part in (head, tail) if part is not None]
+        if first < last:
+            parts.insert(1 if head is not None else 0, self._stored(host, first, last))
+        return Rollups(
+            tuple(c for part in parts for c in part.cards),
+            tuple(c for part in parts for c in part.commands),
+        )
+
+    def _stored(self, host: str, first_s: int, end_s: int) -> Rollups:
+        """The stored rollups of the whole hours in [first_s, end_s)."""
+        return Rollups(
+            tuple(
+                CardHour(r.host, r.card, _utc(r.hour_s), r.samples, r.error_samples,
+                         r.min_free_bytes, _at(r.min_free_at_s), r.max_used_bytes)
+                for r in stored.card_hours(self.connection, host, first_s, end_s)
+            ),
+            tuple(
+                CommandHour(r.host, r.card, _utc(r.hour_s), r.seat or None, r.cmdline or None,
+                            r.samples, r.min_bytes, _utc(r.min_at_s), r.max_bytes, _utc(r.max_at_s))
+                for r in stored.command_hours(self.connection, host, first_s, end_s)
+            ),
+        )  # fmt: skip
+
+    def raw_since(self, host: str) -> datetime | None:
+        """From when `host`'s raw moments are kept: a window starting before it was judged on
+        hourly rollups there (`gpuplan compact`); None when none was ever removed."""
+        found = stored.raw_since(self.connection, host)
+        return None if found is None else _utc(found)
 
     # --- the ledger's own records ----------------------------------------------------------
 
@@ -143,3 +201,7 @@ class LedgerWindow:
 
 def _s(moment: datetime) -> int:
     return int(moment.timestamp())
+
+
+def _at(seconds: int | None) -> datetime | None:
+    return None if seconds is None else _utc(seconds)

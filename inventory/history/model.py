@@ -39,11 +39,16 @@ class CardReading:
 
 @dataclass(frozen=True, slots=True)
 class Moment:
-    """One stored snapshot of a host: every card it read then."""
+    """One stored snapshot of a host: every card it read then.
+
+    `arrived_at` is when the source received it, where it recorded that (the ledger, for a
+    snapshot recorded live); None for an imported file, an older ledger and Prometheus.
+    """
 
     host: str
     taken_at: datetime
     cards: tuple[CardReading, ...]
+    arrived_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
+from inventory.ledger import rollups
 from inventory.secrets import mask_cmdline
 from seats.errors import CannotDecideError
 
@@ -36,7 +37,11 @@ MIGRATION_BUSY_TIMEOUT_MS = APPROVAL_BUSY_TIMEOUT_MS
 # (`requested_bytes`, 0 for the holds stored before: their gates are not known), so a later seat
 # that would leave an approved seat's gate short is refused; version 6 keeps each process's
 # ancestors' command lines (`parents`, a JSON list nearest first; NULL for the rows before), by
-# which a process title such as `VLLM::EngineCore` is attributed to its server's seat.
+# which a process title such as `VLLM::EngineCore` is attributed to its server's seat. Version 7
+# records when each snapshot arrived (`arrived_at_s`, NULL for an imported file and for the rows
+# before) and adds the hourly rollups (`card_hours`, `command_hours`, written in each snapshot's
+# own transaction) and `raw_kept` (from when `compact` kept a host's raw moments); version 8
+# builds the rollups of the snapshots stored before, in place, with progress on stderr.
 Step = str | Callable[[sqlite3.Connection], str | None]
 
 
@@ -111,6 +116,13 @@ def _mask_stored_lines(connection: sqlite3.Connection) -> str | None:
     return note
 
 
+def _build_rollups(connection: sqlite3.Connection) -> str | None:
+    """Build the hourly rollups of every stored snapshot (a ledger from before them), saying how
+    far it got on stderr every few thousand snapshots."""
+    path = connection.execute("PRAGMA database_list").fetchone()[2] or "(memory)"
+    return rollups.build(connection, rollups.stderr_progress(f"ledger {path}: schema 8: "))
+
+
 MIGRATIONS: tuple[Step, ...] = (
     """
     CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -147,6 +159,21 @@ MIGRATIONS: tuple[Step, ...] = (
     _mask_stored_cmdlines,
     "ALTER TABLE holds ADD COLUMN requested_bytes INTEGER NOT NULL DEFAULT 0;",
     "ALTER TABLE processes ADD COLUMN parents TEXT;",
+    """
+    ALTER TABLE snapshots ADD COLUMN arrived_at_s INTEGER;
+    CREATE TABLE card_hours(host TEXT NOT NULL, hour_s INTEGER NOT NULL, card_idx INTEGER NOT NULL,
+                            samples INTEGER NOT NULL, error_samples INTEGER NOT NULL,
+                            min_free_bytes INTEGER, min_free_at_s INTEGER, max_used_bytes INTEGER,
+                            PRIMARY KEY(host, hour_s, card_idx)) WITHOUT ROWID;
+    CREATE TABLE command_hours(host TEXT NOT NULL, hour_s INTEGER NOT NULL,
+                               card_idx INTEGER NOT NULL, seat TEXT NOT NULL, cmdline TEXT NOT NULL,
+                               samples INTEGER NOT NULL, min_bytes INTEGER NOT NULL,
+                               min_at_s INTEGER NOT NULL, max_bytes INTEGER NOT NULL,
+                               max_at_s INTEGER NOT NULL,
+                               PRIMARY KEY(host, hour_s, card_idx, seat, cmdline)) WITHOUT ROWID;
+    CREATE TABLE raw_kept(host TEXT PRIMARY KEY, since_s INTEGER NOT NULL) WITHOUT ROWID;
+    """,
+    _build_rollups,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -405,6 +432,8 @@ def remask(connection: sqlite3.Connection, path: Path, busy_ms: int = BUSY_TIMEO
         note = None
         if row is None or row[0] != MASKING_REVISION:
             note = _mask_stored_lines(connection)
+            if note and rollups.has_rollups(connection):
+                rollups.rebuild_commands(connection, mask_cmdline)
             connection.execute(
                 "INSERT OR REPLACE INTO meta(key, value) VALUES ('masking', ?)",
                 (MASKING_REVISION,),

@@ -9,13 +9,13 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from inventory.holds import Hold
 from inventory.ledger import holds as hold_rows
-from inventory.ledger import queries, writes
+from inventory.ledger import queries, rollups, writes
 from inventory.ledger.schema import (
     APPLICATION,
     APPROVAL_BUSY_TIMEOUT_MS,
@@ -26,6 +26,7 @@ from inventory.ledger.schema import (
     LedgerError,
     ReadOnlyLedgerError,
     open_connection,
+    operational,
 )
 from inventory.ledger.writes import DECISION_KINDS, VERDICTS, SnapshotValues
 from inventory.snapshot import Snapshot
@@ -101,13 +102,23 @@ class Ledger:
         """Store one snapshot in one transaction; return its id (the existing id if already stored)."""
         return self.store(snapshot)[0]
 
-    def store(self, snapshot: Snapshot) -> tuple[int, bool]:
-        """Like `append`, and say whether the snapshot was new (False: same host and second stored)."""
+    def store(self, snapshot: Snapshot, arrived_at: datetime | None = None) -> tuple[int, bool]:
+        """Like `append`, and say whether the snapshot was new (False: same host and second stored).
+
+        `arrived_at`: when a live reading (NVML, stdin, Prometheus) reached the ledger; None for
+        an imported file."""
         with self._transaction() as cursor:
             found = writes.existing_snapshot(cursor, snapshot)
             if found is not None:
                 return found, False
-            return writes.insert_snapshot(cursor, snapshot, self.path), True
+            return writes.insert_snapshot(cursor, snapshot, self.path, arrived_at), True
+
+    def import_rows(self, readings: Sequence[SnapshotValues]) -> int:
+        """Store a batch of snapshots (an imported file's, a thousand at a time) in one
+        transaction, with their rollups and no arrival time; those already stored (same host and
+        second) are skipped. Returns how many were new."""
+        with self._transaction() as cursor:
+            return writes.insert_new(cursor, readings)
 
     def append_many(self, snapshots: Iterable[Snapshot]) -> int:
         """Store many snapshots in one transaction (for generators); return how many were new."""
@@ -179,6 +190,28 @@ class Ledger:
             raise LedgerError(self.path, "opened read-only; cannot write")
         writes.set_meta(self.connection, key, value)
 
+    def compact(
+        self, cutoff: datetime, progress: rollups.Progress | None = None
+    ) -> list[rollups.Compacted]:
+        """Remove the raw moments taken before `cutoff` (rounded down to its hour), keeping them as
+        hourly rollups; one transaction per batch; the file is then vacuumed. One row per host
+        that had any."""
+        if self.readonly:
+            raise LedgerError(self.path, "opened read-only; cannot write")
+        cutoff_s = rollups.hour_s(writes.seconds(cutoff))
+        try:
+            done = [
+                rollups.compact_host(self.connection, host, cutoff_s, progress)
+                for host in rollups.hosts_before(self.connection, cutoff_s)
+            ]
+            if done:
+                if progress is not None:
+                    progress("giving the freed pages back to the file system (VACUUM)")
+                rollups.vacuum(self.connection)
+        except sqlite3.OperationalError as exc:
+            raise operational(self.path, exc) from exc
+        return done
+
     def fold_wal(self) -> None:
         """Fold the write-ahead log into the file and leave WAL mode (before moving the file)."""
         writes.fold_wal(self.connection)
@@ -238,6 +271,16 @@ class Ledger:
         return hold_rows.expired_unseen(
             self.connection, writes.seconds(since), writes.seconds(until), writes.seconds(now)
         )
+
+    def raw_spans(self) -> list[rollups.RawSpan]:
+        """Every host's raw moments: how many, first and last, and from when they are kept."""
+        return rollups.raw_spans(self.connection)
+
+    def raw_since(self, host: str) -> datetime | None:
+        """From when `host`'s raw moments are kept (older ones are hourly rollups only, after a
+        `compact`); None when none was ever removed."""
+        found = rollups.raw_since(self.connection, host)
+        return None if found is None else datetime.fromtimestamp(found, UTC)
 
     def meta(self, key: str) -> str | None:
         """One `meta` entry, None when it is not set."""

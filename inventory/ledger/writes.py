@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from inventory.ledger.rollups import HourRollups
 from inventory.ledger.schema import BUSY_TIMEOUT_MS, LedgerError, operational
 from inventory.snapshot import Snapshot, format_utc
 
@@ -72,16 +73,23 @@ def existing_snapshot(cursor: sqlite3.Cursor, snapshot: Snapshot) -> int | None:
     return None if row is None else int(row[0])
 
 
-def insert_snapshot(cursor: sqlite3.Cursor, snapshot: Snapshot, path: str) -> int:
-    """Insert one snapshot with its cards and processes; return its new id."""
+def insert_snapshot(
+    cursor: sqlite3.Cursor, snapshot: Snapshot, path: str, arrived_at: datetime | None = None
+) -> int:
+    """Insert one snapshot with its cards and processes, and fold it into the hourly rollups;
+    return its new id. `arrived_at`: when it reached the ledger, for a live reading (None for
+    an imported file)."""
+    taken_s = seconds(snapshot.taken_at)
     cursor.execute(
-        "INSERT INTO snapshots(host, taken_at_s, taken_at, driver, nvml_version) VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO snapshots(host, taken_at_s, taken_at, driver, nvml_version, arrived_at_s)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
         (
             snapshot.host,
-            seconds(snapshot.taken_at),
+            taken_s,
             format_utc(snapshot.taken_at),
             snapshot.driver,
             snapshot.nvml_version,
+            None if arrived_at is None else seconds(arrived_at),
         ),
     )
     snapshot_id = cursor.lastrowid
@@ -89,6 +97,14 @@ def insert_snapshot(cursor: sqlite3.Cursor, snapshot: Snapshot, path: str) -> in
         raise LedgerError(path, "SQLite returned no id for the new snapshot")
     insert_cards(cursor, snapshot_id, snapshot)
     insert_processes(cursor, snapshot_id, snapshot)
+    rollups = HourRollups.empty()
+    rollups.add(
+        snapshot.host,
+        taken_s,
+        ((c.index, c.used_bytes, c.free_bytes, c.error) for c in snapshot.cards),
+        ((c.index, p.used_bytes, p.cmdline, p.seat) for c in snapshot.cards for p in c.processes),
+    )
+    rollups.write(cursor)
     return snapshot_id
 
 
@@ -222,33 +238,65 @@ class SnapshotValues(NamedTuple):
     processes: Sequence[ProcessValues]
 
 
-def insert_bulk(cursor: sqlite3.Cursor, readings: Iterable[SnapshotValues]) -> int:
-    """Insert many snapshots as plain rows into a ledger that holds none of their (host, second).
+def values_of(snapshot: Snapshot) -> SnapshotValues:
+    """A validated snapshot as the plain rows `insert_bulk` takes."""
+    return SnapshotValues(
+        snapshot.host,
+        snapshot.taken_at,
+        snapshot.driver,
+        snapshot.nvml_version,
+        [
+            CardValues(
+                c.index,
+                c.uuid,
+                c.name,
+                c.total_bytes,
+                c.reserved_bytes,
+                c.used_bytes,
+                c.free_bytes,
+                c.utilization_percent,
+                c.error,
+            )
+            for c in snapshot.cards
+        ],
+        [
+            ProcessValues(c.index, p.pid, p.used_bytes, p.cmdline, p.seat, parents_text(p.parents))
+            for c in snapshot.cards
+            for p in c.processes
+        ],
+    )
 
-    Three `executemany` calls in all: building a pydantic snapshot per minute of a generated
-    week would cost more than the whole insert. Returns how many snapshots went in.
+
+def insert_bulk(cursor: sqlite3.Cursor, readings: Iterable[SnapshotValues]) -> int:
+    """Insert many snapshots as plain rows into a ledger that holds none of their (host, second),
+    and fold them into the hourly rollups (no arrival time: generated or imported).
+
+    Three `executemany` calls in all, and one upsert per rollup row: building a pydantic
+    snapshot per minute of a generated week would cost more than the whole insert. Returns how
+    many snapshots went in.
     """
     next_id = int(cursor.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM snapshots").fetchone()[0])
     first = next_id
     snapshot_rows: list[tuple[object, ...]] = []
     card_rows: list[tuple[object, ...]] = []
     process_rows: list[tuple[object, ...]] = []
+    rollups = HourRollups.empty()
     for reading in readings:
         sid = next_id
         next_id += 1
         moment = reading.taken_at
+        taken_s = seconds(moment)
         snapshot_rows.append(
-            (
-                sid,
-                reading.host,
-                seconds(moment),
-                format_utc(moment),
-                reading.driver,
-                reading.nvml_version,
-            )
+            (sid, reading.host, taken_s, format_utc(moment), reading.driver, reading.nvml_version)
         )
         card_rows += [(sid, *card) for card in reading.cards]
         process_rows += [(sid, *process) for process in reading.processes]
+        rollups.add(
+            reading.host,
+            taken_s,
+            ((c.idx, c.used_bytes, c.free_bytes, c.error) for c in reading.cards),
+            ((p.card_idx, p.used_bytes, p.cmdline, p.seat) for p in reading.processes),
+        )
     cursor.executemany(
         "INSERT INTO snapshots(id, host, taken_at_s, taken_at, driver, nvml_version)"
         " VALUES (?, ?, ?, ?, ?, ?)",
@@ -256,7 +304,32 @@ def insert_bulk(cursor: sqlite3.Cursor, readings: Iterable[SnapshotValues]) -> i
     )
     cursor.executemany(_CARD_INSERT, card_rows)
     cursor.executemany(_PROCESS_INSERT, process_rows)
+    rollups.write(cursor)
     return next_id - first
+
+
+def insert_new(cursor: sqlite3.Cursor, readings: Sequence[SnapshotValues]) -> int:
+    """`insert_bulk` of those `readings` whose (host, second) the ledger does not hold yet (the
+    first of equals in `readings`); return how many went in."""
+    stored: set[tuple[str, int]] = set()
+    by_host: dict[str, list[int]] = {}
+    for reading in readings:
+        by_host.setdefault(reading.host, []).append(seconds(reading.taken_at))
+    for host, times in by_host.items():
+        stored.update(
+            (host, int(t))
+            for (t,) in cursor.execute(
+                "SELECT taken_at_s FROM snapshots WHERE host = ? AND taken_at_s BETWEEN ? AND ?",
+                (host, min(times), max(times)),
+            )
+        )
+    fresh: list[SnapshotValues] = []
+    for reading in readings:
+        key = (reading.host, seconds(reading.taken_at))
+        if key not in stored:
+            stored.add(key)
+            fresh.append(reading)
+    return insert_bulk(cursor, fresh)
 
 
 # --- meta and file housekeeping ----------------------------------------------------------

@@ -34,6 +34,7 @@ COMMANDS: tuple[str, ...] = (
     "holds",
     "ledger",
     "snapshot",
+    "compact",
     "report",
     "pack",
     "calibrate",

@@ -16,8 +16,11 @@ from typing import TYPE_CHECKING
 from placement.cli.sources import DEFAULT_LEDGER, add_catalogue_argument, add_timeout_argument
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterator, Mapping, Sequence
+    from datetime import datetime
+    from typing import BinaryIO
 
+    from inventory.ledger.writes import SnapshotValues
     from inventory.nvml import NvmlSource
     from inventory.snapshot import Card, Process, Snapshot
     from seats.model import Catalogue, Seat
@@ -128,11 +131,10 @@ def run(args: argparse.Namespace) -> int:
             )
         return _from_prometheus(args, catalogue)
     if args.from_file is not None:
-        snapshot = read_from(args.from_file, args.host, catalogue)
-        _write(args, snapshot, polling=False, catalogue=catalogue)
-        return 0
+        return _from_file(args, catalogue)
     if args.interval is None:
-        _write(args, _take(None, args.host, catalogue), polling=False, catalogue=catalogue)
+        snapshot = _take(None, args.host, catalogue)
+        _write(args, snapshot, polling=False, catalogue=catalogue, arrived_at=_arrival())
         return 0
     return _poll(args, catalogue)
 
@@ -183,25 +185,186 @@ def _from_prometheus(args: argparse.Namespace, catalogue: Catalogue | None) -> i
     for snapshot in sorted(snapshots, key=lambda s: s.host):
         if catalogue is not None:
             snapshot = attribute(snapshot, catalogue)
-        _write(args, snapshot, polling=len(snapshots) > 1, catalogue=catalogue)
+        _write(
+            args, snapshot, polling=len(snapshots) > 1, catalogue=catalogue, arrived_at=_arrival()
+        )
     return 0
 
 
-def read_from(name: str, host: str | None, catalogue: Catalogue | None) -> Snapshot:
-    """The snapshot of --from FILE (`-`: stdin), consistent and of --host where one is given;
-    with a catalogue, of its host's card count and attributed (snapshot and init read it)."""
+# An imported file is stored this many snapshots per transaction (a poller writing meanwhile
+# waits for one batch, not for the whole file).
+IMPORT_BATCH = 1000
+# Progress on a terminal every this many snapshots read or stored.
+PROGRESS_EVERY = 1000
+
+
+def _from_file(args: argparse.Namespace, catalogue: Catalogue | None) -> int:
+    """--from FILE: one snapshot (JSON, pretty or not) or JSON Lines of snapshots, one a line.
+
+    Every line is read and checked before any is stored: a bad one is exit 2 naming its line,
+    and nothing of the file is stored. One snapshot from stdin is a live reading (its arrival
+    time is recorded); a file, or several snapshots on stdin, is an import (none is).
+    """
+    from placement.cli.sources import utc_now
+
+    name = args.from_file
+    stream = sys.stdin.buffer if name == "-" else _open(name)
+    try:
+        first = _first_line(stream, name)
+        if _is_json_line(first):
+            second = _first_line(stream, name)
+            if second.strip():  # two snapshots or more: JSON Lines
+                return _import(args, catalogue, _json_lines(stream, first, second))
+            rest = second
+        else:
+            rest = stream.read(MAX_STDIN_BYTES + 1 - len(first))
+        arrived = utc_now() if name == "-" else None
+        snapshot = _checked(_whole(first + rest, name), _shown(name), args.host, catalogue)
+        _write(args, snapshot, polling=False, catalogue=catalogue, arrived_at=arrived)
+        return 0
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+
+
+def _open(name: str) -> BinaryIO:
+    from inventory.snapshot import SnapshotError
+
+    try:
+        return open(name, "rb")
+    except FileNotFoundError as exc:
+        raise SnapshotError(name, "", "no such file") from exc
+    except OSError as exc:
+        raise SnapshotError(name, "", f"cannot read: {exc.strerror}") from exc
+
+
+def _first_line(stream: BinaryIO, name: str) -> bytes:
+    """The first line that is not blank (with the blank ones before it), at most 64 MiB."""
+    from inventory.snapshot import SnapshotError
+
+    head = b""
+    while True:
+        line = stream.readline(MAX_STDIN_BYTES + 1)
+        head += line
+        if len(head) > MAX_STDIN_BYTES:
+            raise SnapshotError(_shown(name), "", "over 64 MiB; a snapshot is far smaller")
+        if not line or line.strip():
+            return head
+
+
+def _is_json_line(line: bytes) -> bool:
+    """True when the first line is a whole JSON object: the file is JSON Lines."""
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
+def _json_lines(stream: BinaryIO, first: bytes, second: bytes) -> Iterator[tuple[int, str]]:
+    """(line number, text) of every line that is not blank, the first two (each with the blank
+    lines before it) included."""
+    from inventory.snapshot import SnapshotError
+
+    number = 0
+    for chunk in (first, second):
+        number += chunk.count(b"\n") + (not chunk.endswith(b"\n"))
+        yield number, chunk.decode("utf-8", errors="replace")
+    while line := stream.readline(MAX_STDIN_BYTES + 1):
+        number += 1
+        if len(line) > MAX_STDIN_BYTES:
+            raise SnapshotError(f"line {number:,}", "", "over 64 MiB; a snapshot is far smaller")
+        if line.strip():
+            yield number, line.decode("utf-8", errors="replace")
+
+
+def _shown(name: str) -> str:
+    return "<stdin>" if name == "-" else name
+
+
+def _whole(raw: bytes, name: str) -> Snapshot:
+    from inventory.snapshot import SnapshotError, loads_snapshot
+
+    if len(raw) > MAX_STDIN_BYTES:
+        raise SnapshotError(_shown(name), "", "over 64 MiB; a snapshot is far smaller")
+    return loads_snapshot(raw.decode("utf-8", errors="replace"), _shown(name))
+
+
+def _import(
+    args: argparse.Namespace, catalogue: Catalogue | None, lines: Iterator[tuple[int, str]]
+) -> int:
+    """Check every line, then store them in order, a thousand per transaction, with progress."""
+    from inventory.ledger.writes import values_of
+    from inventory.snapshot import SnapshotError, loads_snapshot
+
+    name = _shown(args.from_file)
+    progress = sys.stderr.isatty()
+    rows: list[SnapshotValues] = []
+    last: Snapshot | None = None
+    try:
+        for number, text in lines:
+            where = f"{name} line {number:,}"
+            snapshot = _checked(loads_snapshot(text, where), where, args.host, catalogue)
+            rows.append(values_of(snapshot))
+            if args.json:
+                print(json.dumps(snapshot.to_json_dict()), flush=True)
+            last = snapshot
+            if progress and len(rows) % PROGRESS_EVERY == 0:
+                print(f"read {len(rows):,} snapshots of {name}", file=sys.stderr, flush=True)
+    except SnapshotError as exc:
+        if exc.source.startswith(name) or exc.source.startswith("line "):
+            raise
+        raise SnapshotError(f"{name} {exc.source}", exc.loc, exc.msg) from exc
+    if last is None:  # pragma: no cover - the first line is a snapshot or refused
+        return 0
+    if args.out:
+        from inventory.snapshot import save_snapshot
+
+        save_snapshot(last, args.out)
+    hosts = sorted({row.host for row in rows})
+    span = (
+        f"{_utc_text(min(r.taken_at for r in rows))} → {_utc_text(max(r.taken_at for r in rows))}"
+    )
+    if not args.ledger:
+        print(
+            f"read {len(rows):,} snapshot(s) of {', '.join(hosts)} ({span}); no --ledger: none stored"
+        )
+        return 0
+    new = _store_batches(args.ledger, rows, progress)
+    said = f"stored {new:,} snapshot(s) of {', '.join(hosts)} ({span}) in ledger {args.ledger}" + (
+        f"; {len(rows) - new:,} already there" if new < len(rows) else ""
+    )
+    print(said, file=sys.stderr if args.json else sys.stdout, flush=True)
+    return 0
+
+
+def _store_batches(ledger_path: str, rows: Sequence[SnapshotValues], progress: bool) -> int:
+    from inventory.ledger.store import open_ledger
+
+    new = 0
+    with open_ledger(ledger_path) as ledger:
+        for start in range(0, len(rows), IMPORT_BATCH):
+            new += ledger.import_rows(rows[start : start + IMPORT_BATCH])
+            done = min(start + IMPORT_BATCH, len(rows))
+            if progress and done < len(rows):
+                print(f"stored {done:,} of {len(rows):,} snapshots", file=sys.stderr, flush=True)
+    return new
+
+
+def _utc_text(moment: datetime) -> str:
+    from inventory.snapshot import format_utc
+
+    return format_utc(moment)
+
+
+def _checked(
+    snapshot: Snapshot, source: str, host: str | None, catalogue: Catalogue | None
+) -> Snapshot:
+    """`snapshot` once consistent and of --host where one is given; with a catalogue, of its
+    host's card count and attributed."""
     from inventory.attribution import attribute
-    from inventory.snapshot import SnapshotError, load_snapshot, loads_snapshot
+    from inventory.snapshot import SnapshotError
     from placement.cli.sources import consistent, utc_now
 
-    if name == "-":
-        raw = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
-        if len(raw) > MAX_STDIN_BYTES:
-            raise SnapshotError("<stdin>", "", "over 64 MiB; a snapshot is far smaller")
-        snapshot = loads_snapshot(raw.decode("utf-8", errors="replace"), "<stdin>")
-    else:
-        snapshot = load_snapshot(name)
-    source = "<stdin>" if name == "-" else name
     # Checked before it is stored: a future-dated one would hide every newer real one.
     consistent(snapshot, source, utc_now())
     if host is not None and host != snapshot.host:
@@ -218,6 +381,28 @@ def read_from(name: str, host: str | None, catalogue: Catalogue | None) -> Snaps
             )
         snapshot = attribute(snapshot, catalogue)
     return snapshot
+
+
+def read_from(name: str, host: str | None, catalogue: Catalogue | None) -> Snapshot:
+    """The snapshot of --from FILE (`-`: stdin), consistent and of --host where one is given;
+    with a catalogue, of its host's card count and attributed (snapshot and init read it)."""
+    from inventory.snapshot import SnapshotError, load_snapshot, loads_snapshot
+
+    if name == "-":
+        raw = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
+        if len(raw) > MAX_STDIN_BYTES:
+            raise SnapshotError("<stdin>", "", "over 64 MiB; a snapshot is far smaller")
+        snapshot = loads_snapshot(raw.decode("utf-8", errors="replace"), "<stdin>")
+    else:
+        snapshot = load_snapshot(name)
+    return _checked(snapshot, _shown(name), host, catalogue)
+
+
+def _arrival() -> datetime:
+    """When a live reading reaches the ledger (recorded beside its taken_at)."""
+    from placement.cli.sources import utc_now
+
+    return utc_now()
 
 
 def _take(source: NvmlSource | None, host: str | None, catalogue: Catalogue | None) -> Snapshot:
@@ -251,6 +436,7 @@ def _write(
     *,
     polling: bool,
     catalogue: Catalogue | None = None,
+    arrived_at: datetime | None = None,
 ) -> None:
     """Store the snapshot in the ledger (--ledger), save it (--out) and print it (JSON or a table);
     the table names each process's engine, as its seat in `catalogue` declares it or as its
@@ -262,7 +448,7 @@ def _write(
     if args.ledger:
         with open_ledger(args.ledger) as ledger:
             previous = ledger.card_uuids_before(snapshot.host, snapshot.taken_at)
-            snapshot_id, new = ledger.store(snapshot)
+            snapshot_id, new = ledger.store(snapshot, arrived_at)
         changed = identity_change(snapshot, *previous) if new and previous else None
         if changed is not None:
             print(f"warning: {changed}", file=sys.stderr)
@@ -402,7 +588,9 @@ def _poll(args: argparse.Namespace, catalogue: Catalogue | None) -> int:
         with open_source() as source:
             next_at = time.monotonic()
             while not stop.requested and (args.count is None or taken < args.count):
-                _write(args, _take(source, args.host, catalogue), polling=True)
+                _write(
+                    args, _take(source, args.host, catalogue), polling=True, arrived_at=_arrival()
+                )
                 taken += 1
                 if args.count is not None and taken >= args.count:
                     break

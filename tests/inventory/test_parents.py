@@ -224,7 +224,7 @@ def test_a_version_5_ledger_reads_as_it_is_then_migrates_in_place(tmp_path: Path
         ledger.append(newer)
         assert ledger.latest("fv-ml1") == newer
         columns = {r[1] for r in ledger.connection.execute("PRAGMA table_info(processes)")}
-    assert version == len(MIGRATIONS) == 6 and "parents" in columns
+    assert version == len(MIGRATIONS) == 8 and "parents" in columns
     with sqlite3.connect(path) as connection:
         stored = connection.execute(
             "SELECT parents FROM processes WHERE snapshot_id = 1"

@@ -355,7 +355,7 @@ def test_migrates_a_version_1_file(tmp_path: Path) -> None:
         }
         assert ledger.latest("fv-ml1") == old
         ledger.append(make_snapshot(minute=1))
-    assert version == SCHEMA_VERSION == 6
+    assert version == SCHEMA_VERSION == 8
     assert {"processes_by_snapshot", "decisions_by_time", "holds_open"} <= indexes
 
 

@@ -21,6 +21,7 @@ PRESENT = [
     "holds",
     "ledger",
     "snapshot",
+    "compact",
     "report",
     "pack",
     "calibrate",
