@@ -668,3 +668,138 @@ def test_every_reason_words_exception_is_still_needed() -> None:
     for module in WORDS_EXCEPTIONS:
         text = (ROOT / Path(*module.split(".")).with_suffix(".py")).read_text(encoding="utf-8")
         assert re.search(r"\btext=", text), module
+
+
+# --- the card model is the simulator: nobody outside fit edits a snapshot to simulate ----------
+
+# A snapshot's readings: a module that sets one on a copy (a pydantic `model_copy(update=...)`,
+# a `dataclasses.replace`, an update dict, a new Card/Process/Snapshot) builds a world that was
+# never measured. Moves, deploys, greedy steps and the week place and take off seats on card
+# models instead (`CardModel.with_seat` / `without_seat`).
+SNAPSHOT_READINGS = frozenset(
+    {"free_bytes", "used_bytes", "reserved_bytes", "total_bytes", "processes"}
+)
+# dataclasses.replace also copies our own rows, whose names may echo a reading (PlanCardRow's
+# used_bytes): it is caught on the readings no row of ours carries.
+REPLACE_READINGS = frozenset({"free_bytes", "reserved_bytes", "processes"})
+SNAPSHOT_TYPES = frozenset({"Card", "Process", "Snapshot"})
+SIMULATING_PACKAGES = ("placement/plan", "placement/check", "placement/pack")
+# module.function → why it may set a reading on a copy.
+SNAPSHOT_EDIT_EXCEPTIONS: dict[str, str] = {
+    "placement.check.seat._attribute_by_port": (
+        "labels the compose service's own process with its name (attribution); bytes unchanged"
+    ),
+}
+
+
+def _keys(node: ast.expr | None) -> set[str]:
+    """The string keys of a dict literal."""
+    if not isinstance(node, ast.Dict):
+        return set()
+    return {k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+
+
+def _edits_in(function: ast.AST) -> list[tuple[int, str]]:
+    """(line, what) for every reading set on a copy inside `function`."""
+    named: dict[str, set[str]] = {}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    named[target.id] = _keys(node.value)
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            keywords = {k.arg: k.value for k in node.keywords if k.arg is not None}
+            if name == "model_copy" and "update" in keywords:
+                update = keywords["update"]
+                keys = _keys(update) or (
+                    named.get(update.id, set()) if isinstance(update, ast.Name) else set()
+                )
+                for key in sorted(keys & SNAPSHOT_READINGS):
+                    found.append((node.lineno, f"copies with {key}"))
+            elif name == "replace":
+                for key in sorted(keywords.keys() & REPLACE_READINGS):
+                    found.append((node.lineno, f"replaces {key}"))
+            elif name in SNAPSHOT_TYPES:
+                found.append((node.lineno, f"builds a {name}"))
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if (
+                    isinstance(target, ast.Subscript)
+                    and isinstance(target.slice, ast.Constant)
+                    and target.slice.value in SNAPSHOT_READINGS
+                ):
+                    found.append((node.lineno, f"sets {target.slice.value}"))
+    return found
+
+
+def snapshot_edits_outside_fit(root: Path) -> list[str]:
+    """`module.function:line: what` for every snapshot reading set on a copy in plan/, check/
+    and pack/ (the layers that simulate), bar SNAPSHOT_EDIT_EXCEPTIONS."""
+    found: set[str] = set()
+    for package in SIMULATING_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(
+                ".__init__"
+            )
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            functions = [
+                n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+            ]
+            seen: set[int] = set()
+            for function in functions:
+                where = f"{module}.{function.name}"
+                for line, what in _edits_in(function):
+                    seen.add(line)
+                    if where not in SNAPSHOT_EDIT_EXCEPTIONS:
+                        found.add(f"{where}:{line}: {what}")
+            for line, what in _edits_in(tree):
+                if line not in seen:
+                    found.add(f"{module}:{line}: {what}")
+    return sorted(found, key=lambda text: (text.split(":")[0], int(text.split(":")[1]), text))
+
+
+def test_no_module_outside_fit_edits_a_snapshot_to_simulate() -> None:
+    assert snapshot_edits_outside_fit(ROOT) == []
+
+
+def test_every_snapshot_edit_exception_is_still_needed() -> None:
+    for where, why in SNAPSHOT_EDIT_EXCEPTIONS.items():
+        module, _, function = where.rpartition(".")
+        tree = ast.parse((ROOT / Path(*module.split("."))).with_suffix(".py").read_text("utf-8"))
+        bodies = [n for n in ast.walk(tree) if getattr(n, "name", None) == function]
+        assert bodies and _edits_in(bodies[0]), (where, why)
+
+
+def test_the_snapshot_edit_scan_finds_what_it_forbids(tmp_path: Path) -> None:
+    package = tmp_path / "placement" / "plan"
+    package.mkdir(parents=True)
+    (package / "bad.py").write_text(
+        "from dataclasses import replace\n"
+        "def moved(card, process, freed):\n"
+        "    process = process.model_copy(update={'used_bytes': 0, 'seat': 'x'})\n"
+        "    update = {'processes': (process,), 'free_bytes': card.free_bytes + freed}\n"
+        "    update['used_bytes'] = card.used_bytes - freed\n"
+        "    return card.model_copy(update=update)\n"
+        "def stopped(card, row):\n"
+        "    row = replace(row, used_bytes=0, free_before_bytes=1)\n"
+        "    return replace(card, processes=()), Card(index=0), row.model_copy(update={'seat': 1})\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "placement" / "fit").mkdir(parents=True)
+    (tmp_path / "placement" / "fit" / "ok.py").write_text(
+        "def f(card):\n    return card.model_copy(update={'free_bytes': 0})\n", encoding="utf-8"
+    )
+    assert snapshot_edits_outside_fit(tmp_path) == [
+        "placement.plan.bad.moved:3: copies with used_bytes",
+        "placement.plan.bad.moved:5: sets used_bytes",
+        "placement.plan.bad.moved:6: copies with free_bytes",
+        "placement.plan.bad.moved:6: copies with processes",
+        # Our own rows' used_bytes is not a reading; a card's processes are.
+        "placement.plan.bad.stopped:9: builds a Card",
+        "placement.plan.bad.stopped:9: replaces processes",
+    ]

@@ -25,6 +25,7 @@ from placement.check.seat import (
     with_warnings,
 )
 from placement.fit.beside import decided, is_unbounded, judged_unseated, unbounded_beside
+from placement.fit.card import CardKey, CardModel, card_model
 from placement.fit.engines.registry import describe, engine, spec_of
 from placement.fit.rules import replicas_reason
 from placement.fit.verify import Placement, judge
@@ -407,28 +408,17 @@ def replica_seat(seat: Seat, replica: int, rank: int | None = None) -> Seat:
     return seat if name == seat.name else seat.model_copy(update={"name": name})
 
 
-def _stopped(snapshot: Snapshot, names: set[str]) -> Snapshot:
-    """`snapshot` with the processes of the seats `names` stopped: their bytes free again."""
-    cards = []
+def _stopped(catalogue: Catalogue, snapshot: Snapshot, names: set[str]) -> dict[CardKey, CardModel]:
+    """The models of `snapshot`'s cards with the seats `names` taken off where they run: the
+    whole stack is redeployed, so their processes stop too. Each one's place is then its new
+    need, counted among the deploy's other seats, never its old bytes beside it."""
+    models: dict[CardKey, CardModel] = {}
     for card in snapshot.cards:
-        gone = [p for p in card.processes if p.seat in names]
-        if not gone or card.free_bytes is None:
-            cards.append(card)
-            continue
-        freed = sum(p.used_bytes or 0 for p in gone)
-        # Kept with no bytes: the seat's place is its new need (counted among the others),
-        # not a running seat gone missing (which `held` would count again).
-        update: dict[str, object] = {
-            "processes": tuple(
-                p.model_copy(update={"used_bytes": 0}) if p.seat in names else p
-                for p in card.processes
-            ),
-            "free_bytes": card.free_bytes + freed,
-        }
-        if card.used_bytes is not None:
-            update["used_bytes"] = max(0, card.used_bytes - freed)
-        cards.append(card.model_copy(update=update))
-    return snapshot.model_copy(update={"cards": tuple(cards)})
+        model = card_model(catalogue, snapshot.host, card)
+        for name in sorted(names & model.seen_bytes.keys()):
+            model = model.without_seat(name)
+        models[model.key] = model
+    return models
 
 
 def _together(
@@ -459,7 +449,8 @@ def _together(
         others = [p for _, _, p in placements if p is not mine]
         result = verdict.result
         # The whole stack is redeployed: the running processes of its other seats stop too.
-        snapshot = _stopped(result.snapshot, {p.seat.name for p in others} - {mine.seat.name})
+        snapshot = result.snapshot
+        models = _stopped(catalogue, snapshot, {p.seat.name for p in others} - {mine.seat.name})
         joint = judge(
             catalogue,
             snapshot,
@@ -468,6 +459,7 @@ def _together(
             others=others,
             mode="check",
             need_floor=not result.resident_known,
+            models=models,
         )
         joint = replace(
             joint, warnings=tuple(dict.fromkeys([*result.verdict.warnings, *joint.warnings]))
@@ -479,7 +471,7 @@ def _together(
         # Where it is refused: other cards that take it beside the rest of the deploy.
         seen = [snapshot if s.host == snapshot.host else s for s in snapshots]
         mine_result = with_nearest(
-            catalogue, seen, replace(result, verdict=joint, seat=mine.seat), others
+            catalogue, seen, replace(result, verdict=joint, seat=mine.seat), others, models
         )
         out.append(
             ServiceVerdict(

@@ -6,13 +6,14 @@ were; the ranking is fewest bytes the seat takes, then most room left on its tig
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from inventory.attribution import attribute
 from inventory.snapshot import Snapshot
 from placement.check.elsewhere import Elsewhere
 from placement.check.seat import CheckResult
+from placement.fit.card import CardKey, CardModel
 from placement.fit.verdict import Verdict
 from placement.fit.verify import Placement, host_catalogues, judge
 from seats.model import Catalogue, Seat
@@ -38,6 +39,7 @@ def _on_host(
     seat: Seat,
     skip: tuple[int, ...] | None,
     others: Sequence[Placement],
+    models: Mapping[CardKey, CardModel] | None,
 ) -> list[Elsewhere]:
     """Each card of the host alone, then (for a multi-card seat) its roomiest cards together."""
     host = snapshot.host
@@ -46,7 +48,15 @@ def _on_host(
     alone: list[Elsewhere] = []
     for card in snapshot.cards:
         found = _passing(
-            judge(catalogue, snapshot, single, (card.index,), others=here, mode="check")
+            judge(
+                catalogue,
+                snapshot,
+                single,
+                (card.index,),
+                others=here,
+                mode="check",
+                models=models,
+            )
         )
         if found is not None:
             alone.append(found)
@@ -60,7 +70,9 @@ def _on_host(
     if skip is not None and set(cards) == set(skip):
         return []
     whole = seat.model_copy(update={"host": host, "gpus": cards})
-    found = _passing(judge(catalogue, snapshot, whole, cards, others=here, mode="check"))
+    found = _passing(
+        judge(catalogue, snapshot, whole, cards, others=here, mode="check", models=models)
+    )
     return [found] if found is not None else []
 
 
@@ -72,11 +84,13 @@ def nearest_cards(
     *,
     others: Sequence[Placement] = (),
     limit: int = LIMIT,
+    models: Mapping[CardKey, CardModel] | None = None,
 ) -> tuple[Elsewhere, ...]:
     """Up to `limit` other card sets, on the catalogue's hosts, where `seat` would pass.
 
     `refused` is the verdict on the named cards (left out of the answer); `others` are the new
-    seats of the same deploy, counted where they land. Nothing when the refusal was not on room
+    seats of the same deploy, counted where they land; `models`: cards' models the caller
+    simulates on (see `judge`). Nothing when the refusal was not on room
     or gate figures (a card in error decides nothing).
     """
     if refused.verdict != "refuse":
@@ -88,7 +102,7 @@ def nearest_cards(
             continue
         view = views.get(snapshot.host, catalogue)
         skip = refused.cards if snapshot.host == refused.host else None
-        found += _on_host(view, attribute(snapshot, catalogue), seat, skip, others)
+        found += _on_host(view, attribute(snapshot, catalogue), seat, skip, others, models)
     found.sort(key=lambda e: (e.need_bytes * len(e.cards), -e.room_after_bytes, e.host, e.cards))
     return tuple(found[:limit])
 
@@ -98,9 +112,12 @@ def with_nearest(
     snapshots: Sequence[Snapshot],
     result: CheckResult,
     others: Sequence[Placement] = (),
+    models: Mapping[CardKey, CardModel] | None = None,
 ) -> CheckResult:
     """`result` with the nearest other cards that would take its seat, where it was refused."""
-    found = nearest_cards(catalogue, snapshots, result.seat, result.verdict, others=others)
+    found = nearest_cards(
+        catalogue, snapshots, result.seat, result.verdict, others=others, models=models
+    )
     if not result.resident_known:
         found = tuple(replace(e, need_floor=True) for e in found)
     return replace(result, elsewhere=found) if found else result

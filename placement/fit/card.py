@@ -135,6 +135,7 @@ class CardModel:
     # Bytes the processes of every seat hold on it, declared seats included: a redeploy's hold
     # replaces them (DESIGN.md "Holds": a redeploy's hold never counts on top of them).
     seen_bytes: Mapping[str, int] = field(default_factory=dict, compare=False)
+    anonymous_bytes: int = 0  # what the processes no seat is attributed to hold on it
     # New seats placed on this copy (name → need): every figure below meets them as load.
     placed: Mapping[str, int] = field(default_factory=dict, compare=False)
     placed_bytes: int = 0  # Σ of `placed`
@@ -159,36 +160,78 @@ class CardModel:
         resident_bytes: int | None = None,
         exclusive: bool = False,
         gate_bound_bytes: int | None = None,
+        running: bool = False,
     ) -> CardModel:
-        """A copy with new seat `name` placed on it, taking `need_bytes` (its hold, if any, is it):
-        room, gate free and the holds' gates of the copy all meet it.
+        """A copy with seat `name` placed on it, taking `need_bytes` (its hold, if any, is it).
 
-        `resident_bytes`: its declared resident, what it consumes of a reserve it is for
-        (default: its need); `gate_bound_bytes`: the most load on the card its own gate allows.
+        A new seat (the default) is load: with P' = P ∪ {name},
+
+            placed_bytes' = placed_bytes − placed[name] + need     (placing a name again replaces it)
+            room(s, P')   = room(s, P) − need                      (and its reserve share, below)
+            gate_free'    = gate_free − need,  hold_free'(h) = hold_free(h) − need
+            gate_floor'   = min(gate_floor, gate_bound_bytes)
+
+        and it consumes `resident_bytes` (default: its need) of a reserve it is for. Nothing that
+        does not depend on the placed seats is worked out again: the copy shares this model's
+        figures and costs one small dict copy per placed seat, so a placer may call it per step.
+
+        `running=True`: the seat has started here (a move done, a moment replayed): its bytes
+        leave free and it counts as a running seat the catalogue pins here, as a snapshot taken
+        after it started shows it: free' = free − need, seen'[name] = seen[name] + need, and its
+        catalogue resident (not `resident_bytes`) consumes a reserve it is for, as a running
+        seat's does.
         """
+        if running:
+            return self._started(name, need_bytes, exclusive)
         floor = self.gate_floor_bytes
         if gate_bound_bytes is not None:
             floor = gate_bound_bytes if floor is None else min(floor, gate_bound_bytes)
-        copy = replace(
-            self,
-            placed={**self.placed, name: need_bytes},
-            placed_bytes=self.placed_bytes - self.placed.get(name, 0) + need_bytes,
-            placed_residents={
-                **self.placed_residents,
-                name: need_bytes if resident_bytes is None else resident_bytes,
-            },
-            placed_exclusive=self.placed_exclusive | {name} if exclusive else self.placed_exclusive,
-            gate_floor_bytes=floor,
-        )
-        # What does not depend on the placed seats is the same: keep it worked out.
-        for kept in _UNPLACED:
-            if kept in self.__dict__:
-                copy.__dict__[kept] = self.__dict__[kept]
+        # A frozen copy without dataclasses.replace: __init__ and its checks are not run again,
+        # and the worked-out figures no placed seat changes (_UNPLACED) come along.
+        copy = object.__new__(CardModel)
+        fields = copy.__dict__
+        fields.update(self.__dict__)
+        fields["placed"] = {**self.placed, name: need_bytes}
+        fields["placed_bytes"] = self.placed_bytes - self.placed.get(name, 0) + need_bytes
+        fields["placed_residents"] = {
+            **self.placed_residents,
+            name: need_bytes if resident_bytes is None else resident_bytes,
+        }
+        if exclusive:
+            fields["placed_exclusive"] = self.placed_exclusive | {name}
+        fields["gate_floor_bytes"] = floor
         return copy
 
+    def _started(self, name: str, bytes_: int, exclusive: bool) -> CardModel:
+        """`with_seat(..., running=True)`: `name` runs here, holding `bytes_`."""
+        return replace(
+            self,
+            free_bytes=self.free_bytes - bytes_,
+            seen_bytes={**self.seen_bytes, name: self.seen_bytes.get(name, 0) + bytes_},
+            declared=(*self.declared, name),
+            declared_exclusive=(*self.declared_exclusive, name)
+            if exclusive
+            else self.declared_exclusive,
+            reserves=tuple(
+                replace(r, running_own_bytes=r.running_own_bytes + r.residents.get(name, 0))
+                if name in r.for_
+                else r
+                for r in self.reserves
+            ),
+        )
+
     def without_seat(self, name: str) -> CardModel:
-        """A copy with seat `name` taken off: its processes' bytes freed, its hold and placement gone."""
-        freed = self.own_bytes.get(name, 0)
+        """A copy with seat `name` taken off the card, wholly:
+
+            free'    = free + seen[name]          (its processes' bytes, running or redeployed)
+            placed'  = placed − {name},  placed_bytes' = placed_bytes − placed[name]
+            held'    : its absent place, its holds and its share of a reserve it is for go
+                       (a reserve it is for holds again what it no longer consumes)
+
+        and it is no longer among the card's running, declared or exclusive seats.
+        """
+        freed = self.seen_bytes.get(name, 0)
+        declared = name in self.declared
         placed = {k: v for k, v in self.placed.items() if k != name}
         return replace(
             self,
@@ -197,6 +240,15 @@ class CardModel:
             seen_bytes={k: v for k, v in self.seen_bytes.items() if k != name},
             processes=tuple(p for p in self.processes if p[0] != name),
             holds=tuple(h for h in self.holds if h.seat != name),
+            absent=tuple(a for a in self.absent if a[0] != name),
+            declared=tuple(n for n in self.declared if n != name),
+            declared_exclusive=tuple(n for n in self.declared_exclusive if n != name),
+            reserves=tuple(
+                replace(r, running_own_bytes=r.running_own_bytes - r.residents.get(name, 0))
+                if declared and name in r.for_
+                else r
+                for r in self.reserves
+            ),
             placed=placed,
             placed_bytes=sum(placed.values()),
             placed_residents={k: v for k, v in self.placed_residents.items() if k != name},
@@ -273,24 +325,43 @@ class CardModel:
         """Σ of what the active holds here count, as any seat that holds none of them meets them."""
         return sum(self.hold_part_bytes(hold) for hold in self.holds)
 
-    def hold_cap_bytes(self, seat: str | None = None) -> int | None:
-        """The most new load the card may take and keep every hold's own gate (None: no gated hold).
+    def hold_gates(self, seat: str | None = None) -> list[tuple[Hold, int]]:
+        """Each gated hold that stands as another new seat for `seat`, and what its own gate reads
+        with everything placed here, as if it started last:
 
-        min over gated holds h of free + seen_h − cuda_context − Σ_{h' ≠ h} held_h' − requested_h.
+            hold_free(h) = free + seen_h − cuda_context − placed_bytes − Σ_{h' ≠ h} held_h'
         """
         holds = self.counted_holds(seat, self.placed)
+        if not holds:
+            return []
         total = sum(self.hold_part_bytes(h) for h in holds)
-        caps = [
-            engine_free_bytes(
-                free_bytes=self.free_bytes + self.seen_bytes.get(h.seat, 0),
-                cuda_context_bytes=self.cuda_context_bytes,
-                load_bytes=self.placed_bytes + total - self.hold_part_bytes(h),
+        return [
+            (
+                h,
+                engine_free_bytes(
+                    free_bytes=self.free_bytes + self.seen_bytes.get(h.seat, 0),
+                    cuda_context_bytes=self.cuda_context_bytes,
+                    load_bytes=self.placed_bytes + total - self.hold_part_bytes(h),
+                ),
             )
-            - h.requested_bytes
             for h in holds
             if h.requested_bytes
         ]
-        return min(caps, default=None)
+
+    def hold_cap_bytes(self, seat: str | None = None) -> int | None:
+        """The most new load the card may take and keep every hold's own gate (None: no gated
+        hold): min over gated holds h of hold_free(h) − requested_h."""
+        return min((free - h.requested_bytes for h, free in self.hold_gates(seat)), default=None)
+
+    def freeable_bytes(self, seat: str) -> int:
+        """What the card's processes hold, `seat`'s own aside: all that freeing could give it.
+
+        A reserve's own seats free nothing for a seat it is not for (the reserve keeps it).
+        """
+        kept = {n for r in self.reserves if seat not in r.for_ for n in r.for_}
+        return self.anonymous_bytes + sum(
+            used for n, used in self.seen_bytes.items() if n != seat and n not in kept
+        )
 
     @property
     def plannable_bytes(self) -> int:
@@ -540,6 +611,7 @@ def card_model(catalogue: Catalogue, host: str, card: Card) -> CardModel:
         processes=tuple((p.seat, p.pid) for p in card.processes),
         own_bytes=own,
         seen_bytes=seen,
+        anonymous_bytes=sum(p.used_bytes or 0 for p in card.processes if p.seat is None),
     )
 
 

@@ -6,13 +6,11 @@ verifier's per-card figures are computed; the rules of `placement.fit.rules` rea
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from inventory.snapshot import Card
-from placement.fit.card import CardModel, HeldPart, card_model
-from placement.fit.room import engine_free_bytes, room_bytes
-from seats.model import Catalogue, Seat
+from placement.fit.card import CardModel, HeldPart
+from seats.model import Seat
 from seats.units import format_bytes as b
 
 
@@ -68,102 +66,55 @@ def hold_note(part: HeldPart) -> str:
     )
 
 
-def own_bytes(card: Card, name: str) -> int:
-    """Bytes the processes of seat `name` hold on `card` now (freed first by a redeploy)."""
-    return sum(p.used_bytes or 0 for p in card.processes if p.seat == name)
+def card_state(seat: Seat, card: Card, model: CardModel) -> CardState:
+    """`card` as `seat` meets it, started last beside the new seats placed on `model` (the card's
+    one model, `placement.fit.card`, with those seats placed by `CardModel.with_seat`).
 
-
-def card_state(
-    catalogue: Catalogue,
-    host: str,
-    seat: Seat,
-    card: Card,
-    others_here: Sequence[Seat],
-    others_bytes: int,
-    model: CardModel | None = None,
-) -> CardState:
-    """`card` of `host` as `seat` meets it, started last beside `others_here` (taking `others_bytes`).
-
-    `model`: the card's `card_model(catalogue, host, card)` when the caller has it.
+    A view: every figure is the model's, for `seat`, with its own processes freed first (a
+    redeploy): free + mine, room(seat) + mine, gate_free(seat) + mine, each hold's gate + mine.
     """
-    if model is None:
-        model = card_model(catalogue, host, card)
-    mine = own_bytes(card, seat.name)
-    free = model.free_bytes + mine
-    placed = {s.name: s.resident_bytes for s in others_here}
-    placed[seat.name] = seat.resident_bytes
-    parts = model.held_parts(seat.name, placed)
+    name = seat.name
+    mine = model.seen_bytes.get(name, 0)
+    parts = model.held_parts(name)
+    reserves = [part for part in parts if part.kind == "reserve"]
     # Reserves whose own seats are on the card count in held, but only idle ones block.
-    reserves = [part for part in parts if part.kind == "reserve" and not part.in_use]
-    reserve_names = {part.name for part in reserves}
-    reserve_for = tuple(
-        name for reserve in model.reserves if reserve.name in reserve_names for name in reserve.for_
-    )
+    idle = [part for part in reserves if not part.in_use]
     shares = {reserve.name: reserve for reserve in model.reserves}
-    kept = tuple(
-        (part.name, part.bytes, tuple(sorted(shares[part.name].for_)))
-        for part in parts
-        if part.kind == "reserve" and part.in_use
-    )
     holds = [part for part in parts if part.kind == "hold"]
-    hold_total = sum(part.bytes for part in holds)
-    held = sum(part.bytes for part in parts)
-    ctx = model.cuda_context_bytes
-    declared = [name for name in model.declared if name != seat.name]
-    foreign = [(s, pid) for s, pid in model.processes if s != seat.name and s not in declared]
+    declared = [n for n in model.declared if n != name]
+    foreign = [
+        f"pid {pid}" if s is None else s
+        for s, pid in model.processes
+        if s != name and s not in declared
+    ]
     return CardState(
         card=card,
         cuda_total_bytes=model.cuda_total,
-        free_bytes=free,
-        held_bytes=held,
-        reserve_held_bytes=sum(part.bytes for part in reserves),
-        reserve_names=tuple(part.name for part in reserves),
-        reserve_for=reserve_for,
-        hold_held_bytes=hold_total,
+        free_bytes=model.free_bytes + mine,
+        held_bytes=sum(part.bytes for part in parts),
+        reserve_held_bytes=sum(part.bytes for part in idle),
+        reserve_names=tuple(part.name for part in idle),
+        reserve_for=tuple(n for part in idle for n in shares[part.name].for_),
+        hold_held_bytes=sum(part.bytes for part in holds),
         hold_notes=tuple(hold_note(part) for part in holds if part.bytes),
-        others_bytes=others_bytes,
+        others_bytes=model.placed_bytes,
         margin_bytes=model.margin_bytes,
-        cuda_context_bytes=ctx,
-        room_bytes=room_bytes(
-            free_bytes=free,
-            held_bytes=held,
-            margin_bytes=model.margin_bytes,
-            load_bytes=others_bytes,
+        cuda_context_bytes=model.cuda_context_bytes,
+        room_bytes=model.room_for(name) + mine,
+        gate_free_bytes=model.gate_free_bytes(name) + mine,
+        occupants=(*declared, *foreign, *model.placed),
+        exclusive_neighbours=(
+            *(n for n in model.declared_exclusive if n != name),
+            *(n for n in model.placed if n in model.placed_exclusive),
         ),
-        # Holds are approved new seats: their needs count in every later gate.
-        gate_free_bytes=engine_free_bytes(
-            free_bytes=free, cuda_context_bytes=ctx, load_bytes=others_bytes + hold_total
+        kept_reserves=tuple(
+            (part.name, part.bytes, tuple(sorted(shares[part.name].for_)))
+            for part in reserves
+            if part.in_use
         ),
-        occupants=tuple(
-            declared
-            + [f"pid {pid}" if s is None else s for s, pid in foreign]
-            + [s.name for s in others_here]
-        ),
-        exclusive_neighbours=tuple(
-            [n for n in model.declared_exclusive if n != seat.name]
-            + [s.name for s in others_here if s.exclusive]
-        ),
-        kept_reserves=kept,
-        # A reserve's own seats free nothing for others: the reserve keeps what they leave.
-        freeable_bytes=sum(
-            p.used_bytes or 0
-            for p in card.processes
-            if p.seat != seat.name
-            and not any(p.seat in r.for_ and seat.name not in r.for_ for r in model.reserves)
-        ),
+        freeable_bytes=model.freeable_bytes(name),
         hold_gates=tuple(
-            HoldGate(
-                seat=part.name,
-                note=part.note,
-                requested_bytes=part.requested_bytes,
-                # A redeploy's gate reads its own old processes freed: they stop first.
-                free_bytes=engine_free_bytes(
-                    free_bytes=free + part.seen_bytes,
-                    cuda_context_bytes=ctx,
-                    load_bytes=others_bytes + hold_total - part.bytes,
-                ),
-            )
-            for part in holds
-            if part.requested_bytes
+            HoldGate(hold.seat, hold.note(), hold.requested_bytes, free + mine)
+            for hold, free in model.hold_gates(name)
         ),
     )

@@ -14,7 +14,7 @@ from typing import Literal
 from inventory.snapshot import Card, Snapshot
 from placement.fit.beside import unbounded_beside
 from placement.fit.capacity import cuda_context_bytes
-from placement.fit.card import cuda_total
+from placement.fit.card import CardKey, CardModel, card_model, cuda_total
 from placement.fit.engines import (
     UTIL_STEP,
     GateRule,
@@ -171,15 +171,24 @@ def seat_need(
 
 
 def other_need(
-    catalogue: Catalogue, snapshot: Snapshot, placement: Placement, card: Card, mode: Mode
+    catalogue: Catalogue,
+    snapshot: Snapshot,
+    placement: Placement,
+    card: Card,
+    mode: Mode,
+    free_bytes: int | None = None,
 ) -> int:
-    """Bytes another new seat placed on `card` takes there (its own util as it will start)."""
+    """Bytes another new seat placed on `card` takes there (its own util as it will start).
+
+    `free_bytes`: the card's free bytes as its model has them (default: the snapshot's).
+    """
     seat = placement.seat
     ctx = cuda_context_bytes(catalogue, snapshot.host)
     if not requests_util(seat.engine):
         # Started before the judged seat, it meets the card as the snapshot shows it (`other`,
         # with no engine rule, answers its resident).
-        met = EngineCard(cuda_total(card), card.free_bytes or 0, ctx)
+        free = (card.free_bytes or 0) if free_bytes is None else free_bytes
+        met = EngineCard(cuda_total(card), free, ctx)
         return max(seat.resident_bytes, engine_of(seat.engine).need_bytes(seat, met))
     rule = gate_rule(seat.engine, propose=mode == "plan")
     util = placement.util
@@ -274,8 +283,10 @@ def _states(
     others: Sequence[Placement],
     mode: Mode,
     state_cache: CardStates | None,
+    models: Mapping[CardKey, CardModel] | None,
 ) -> list[CardState]:
-    """The state of each usable card as `seat` meets it, shared through `state_cache` where it may."""
+    """The state of each usable card as `seat` meets it: the card's model (from `models`, else
+    built) with the other new seats there placed on it; shared through `state_cache` where it may."""
     host = snapshot.host
     states: list[CardState] = []
     for card in usable:
@@ -283,13 +294,20 @@ def _states(
         shared = state_cache is not None and _anonymous_on(catalogue, seat, card)
         state = state_cache.get(key) if shared and state_cache is not None else None
         if state is None:
-            here = [
-                p
-                for p in others
-                if p.host == host and card.index in p.cards and p.seat.name != seat.name
-            ]
-            load = sum(other_need(catalogue, snapshot, p, card, mode) for p in here)
-            state = card_state(catalogue, host, seat, card, [p.seat for p in here], load)
+            model = models.get((host, card.index)) if models is not None else None
+            if model is None:
+                model = card_model(catalogue, host, card)
+            base = model
+            for p in others:
+                if p.host == host and card.index in p.cards and p.seat.name != seat.name:
+                    need = other_need(catalogue, snapshot, p, card, mode, base.free_bytes)
+                    model = model.with_seat(
+                        p.seat.name,
+                        need,
+                        resident_bytes=p.seat.resident_bytes,
+                        exclusive=p.seat.exclusive,
+                    )
+            state = card_state(seat, card, model)
             if shared and state_cache is not None:
                 state_cache[key] = state
         states.append(state)
@@ -390,6 +408,7 @@ def judge(
     resident_bytes: int | None = None,
     state_cache: CardStates | None = None,
     need_floor: bool = False,
+    models: Mapping[CardKey, CardModel] | None = None,
 ) -> Verdict:
     """Judge `seat` started last on `cards` of `snapshot` (attributed), beside the new `others`.
 
@@ -400,6 +419,8 @@ def judge(
     `mode="plan"` proposes a util where none is declared; `mode="check"` uses the version's
     default. `util`, `kv_cache_bytes`, `resident_bytes` override the catalogue's figures.
     `need_floor`: the seat's resident is unknown, so its need is a lower bound (said in `room`).
+    `models`: the cards' models by (host, index), where the caller has them or simulates on them
+    (seats placed or taken off: a move, a deploy); a card missing there is modelled from `snapshot`.
     """
     seat = override_seat(seat, util, kv_cache_bytes, resident_bytes)
     host = snapshot.host
@@ -410,7 +431,7 @@ def judge(
     )
     usable = _usable_cards(snapshot, cards, mode, out)
     # A host without cuda_context is said once per run, by fit.consistency.check_snapshot.
-    states = _states(catalogue, snapshot, seat, usable, others, mode, state_cache)
+    states = _states(catalogue, snapshot, seat, usable, others, mode, state_cache, models)
     chosen = _chosen_util(seat, rule, states, ctx, out)
     # A proposed util makes the request the resident already: only a declared figure can fall short.
     if rule.source != "proposed" or kv_bytes(seat) is not None:
@@ -531,11 +552,12 @@ def verify_placement(
     mode: Mode = "plan",
     views: Mapping[str, Catalogue] | None = None,
     card_views: Mapping[tuple[str, int], Catalogue] | None = None,
+    models: Mapping[CardKey, CardModel] | None = None,
 ) -> list[Verdict]:
     """Re-judge every placement as if it started last beside all the others; one verdict each.
 
     `views`, `card_views`: `host_catalogues(catalogue)` and `card_catalogues(catalogue)`
-    when the caller already has them.
+    when the caller already has them; `models`: the cards' models (see `judge`).
     """
     by_host = {snapshot.host: snapshot for snapshot in snapshots}
     if views is None:
@@ -569,6 +591,7 @@ def verify_placement(
                 others=others,
                 mode=mode,
                 util=placement.util,
+                models=models,
             )
         )
     return verdicts

@@ -9,7 +9,7 @@ from typing import Any
 
 from inventory.snapshot import Snapshot
 from placement.fit.capacity import seats_declared_on
-from placement.fit.card import card_model, resident_of
+from placement.fit.card import CardKey, CardModel, card_model, resident_of
 from placement.fit.verify import Placement, card_catalogues, other_need
 from seats.model import Catalogue
 
@@ -59,8 +59,10 @@ def card_rows(
     placements: Sequence[Placement],
     *,
     card_views: Mapping[tuple[str, int], Catalogue] | None = None,
+    models: Mapping[CardKey, CardModel] | None = None,
 ) -> list[PlanCardRow]:
-    """Each card before and after the placements (`card_views`: card_catalogues, when at hand)."""
+    """Each card before and after the placements (`card_views`: card_catalogues, when at hand;
+    `models`: the cards' models before them, where the caller has them or simulates on them)."""
     rows: list[PlanCardRow] = []
     if card_views is None:
         card_views = card_catalogues(catalogue)
@@ -74,9 +76,8 @@ def card_rows(
         for card in snapshot.cards:
             view = card_views.get((host, card.index), catalogue)
             here = by_card.get((host, card.index), [])
-            declared = [s.name for s in seats_declared_on(view, host, card.index)]
-            foreign = [f"pid {p.pid}" for p in card.processes if p.seat is None]
             if not card.ok or card.free_bytes is None:
+                declared = [s.name for s in seats_declared_on(view, host, card.index)]
                 rows.append(
                     PlanCardRow(
                         host,
@@ -95,10 +96,11 @@ def card_rows(
                     )
                 )
                 continue
-            before = card_model(view, host, card)
+            before = (models or {}).get((host, card.index)) or card_model(view, host, card)
+            foreign = [f"pid {pid}" for seat, pid in before.processes if seat is None]
             after = before
             for p in here:
-                need = other_need(view, snapshot, p, card, "plan")
+                need = other_need(view, snapshot, p, card, "plan", before.free_bytes)
                 resident = resident_of(view, p.seat.name) or 0
                 after = after.with_seat(p.seat.name, need, resident_bytes=resident)
             before_parts = before.held_parts()
@@ -110,13 +112,13 @@ def card_rows(
                     total_bytes=card.total_bytes,
                     cuda_total_bytes=card.cuda_total_bytes,
                     used_bytes=card.used_bytes,
-                    free_before_bytes=card.free_bytes,
-                    free_after_bytes=card.free_bytes - after.placed_bytes,
+                    free_before_bytes=before.free_bytes,
+                    free_after_bytes=before.free_bytes - after.placed_bytes,
                     held_bytes=sum(p.bytes for p in before_parts),
                     held=tuple(p.name for p in before_parts),
                     plannable_before_bytes=max(0, before.plannable_bytes),
                     plannable_after_bytes=max(0, after.plannable_bytes),
-                    seats=tuple(sorted(declared) + foreign),
+                    seats=tuple(sorted(before.declared) + foreign),
                     new_seats=tuple(p.seat.name for p in here),
                 )
             )

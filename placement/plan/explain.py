@@ -230,6 +230,7 @@ def _explain_host(
                 [card.index],
                 others=here,
                 state_cache=state_cache,
+                models=problem.models,
             )
             if groups is not None and state_cache is not None:
                 groups.put(state_cache, host, card.index, verdict)
@@ -398,7 +399,9 @@ def _blocked_by(
         if placed.host != candidate.host or not set(placed.cards) & set(candidate.cards):
             continue
         others = [p for p in everyone if p is not placed]
-        verdict = judge(view, snapshot, placed.seat, placed.cards, others=others)
+        verdict = judge(
+            view, snapshot, placed.seat, placed.cards, others=others, models=problem.models
+        )
         if not verdict.passed:
             first = verdict.reasons[0]
             return Reason(

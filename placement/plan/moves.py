@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from inventory.snapshot import Card, Process, Snapshot
+from placement.fit.card import CardKey, CardModel
 from placement.fit.verdict import Verdict
 from placement.fit.verify import Placement, judge, verify_placement
 from placement.plan.cards import PlanCardRow, card_rows
@@ -21,7 +21,6 @@ from placement.plan.greedy import greedy_assignment
 from placement.plan.problem import NewSeat, Problem, build_problem
 from placement.plan.score import priority_weights, score
 from placement.plan.verified import verified
-from seats.model import Catalogue
 from seats.units import format_bytes
 
 DEFAULT_MAX_MOVES = 3
@@ -60,63 +59,34 @@ class MovesOutcome:
 
 
 class _World:
-    """The catalogue and attributed snapshots, and the states reached by doing some moves."""
+    """The cards' models as measured, and the states reached by doing some moves."""
 
-    def __init__(self, catalogue: Catalogue, snapshots: Sequence[Snapshot]) -> None:
-        self.catalogue = catalogue
-        self.snapshots = {s.host: s for s in snapshots}
+    def __init__(self, problem: Problem) -> None:
+        self.catalogue = problem.catalogue
+        self.snapshots = {s.host: s for s in problem.snapshots}
+        self.models = problem.models
         self._taken: dict[Move, int] = {}
         self._passes: dict[tuple[frozenset[Move], Move], Verdict] = {}
         self.judged = 0
 
-    def state(
-        self, done: Iterable[Move], stopped: Move | None = None
-    ) -> tuple[Catalogue, dict[str, Snapshot]]:
-        """After `done` (their seats running on their targets), with `stopped`'s seat down.
-
-        A stopped seat is declared on its target, so it is held nowhere while down.
-        """
+    def state(self, done: Iterable[Move], stopped: Move | None = None) -> dict[CardKey, CardModel]:
+        """The cards' models after `done` (their seats running on their targets), with
+        `stopped`'s seat down: each moved seat taken off its source and placed, started, on
+        its target, taking what it will take there (`taken`)."""
         done = list(done)
-        moving = [*done, *([stopped] if stopped is not None else [])]
-        if not moving:
-            return self.catalogue, dict(self.snapshots)
-        target = {m.seat: m.target for m in moving}
-        seats = tuple(
-            s.model_copy(update={"gpus": (target[s.name],)}) if s.name in target else s
-            for s in self.catalogue.seats
-        )
-        catalogue = self.catalogue.model_copy(update={"seats": seats})
-        snapshots = dict(self.snapshots)
-        for host in {m.host for m in moving}:
-            base = self.snapshots[host]
-            here = [m for m in moving if m.host == host]
-            cards = []
-            for card in base.cards:
-                leaving = {m.seat for m in here if m.source == card.index}
-                kept = tuple(p for p in card.processes if p.seat not in leaving)
-                freed = sum(p.used_bytes or 0 for p in card.processes if p.seat in leaving)
-                arriving: list[Process] = []
-                taken = 0
-                for m in done:
-                    if m.host == host and m.target == card.index:
-                        moved = self._relocated(base.card(m.source), m)
-                        arriving.extend(moved)
-                        taken += sum(p.used_bytes or 0 for p in moved)
-                if not leaving and not arriving:
-                    cards.append(card)
-                    continue
-                cards.append(_card_with(card, (*kept, *arriving), freed - taken))
-            snapshots[host] = base.model_copy(update={"cards": tuple(cards)})
-        return catalogue, snapshots
-
-    def _relocated(self, source: Card, move: Move) -> list[Process]:
-        """The seat's processes as they will hold the target: as measured, or its need if more."""
-        own = [p for p in source.processes if p.seat == move.seat]
-        extra = self.taken(move) - move.freed_bytes
-        if extra > 0 and own:
-            last = own[-1]
-            own[-1] = last.model_copy(update={"used_bytes": (last.used_bytes or 0) + extra})
-        return own
+        models = dict(self.models)
+        for move in [*done, *([stopped] if stopped is not None else [])]:
+            source = (move.host, move.source)
+            models[source] = models[source].without_seat(move.seat)
+        for move in done:
+            target = (move.host, move.target)
+            models[target] = models[target].with_seat(
+                move.seat,
+                self.taken(move),
+                exclusive=self.catalogue.seat(move.seat).exclusive,
+                running=True,
+            )
+        return models
 
     def taken(self, move: Move) -> int:
         """Bytes the seat takes on its target: the larger of its measured bytes and its judged need."""
@@ -134,9 +104,9 @@ class _World:
 
     def _judge(self, done: frozenset[Move], move: Move) -> Verdict:
         self.judged += 1
-        catalogue, snapshots = self.state(done, stopped=move)
-        seat = catalogue.seat(move.seat)
-        return judge(catalogue, snapshots[move.host], seat, [move.target])
+        models = self.state(done, stopped=move)
+        seat = self.catalogue.seat(move.seat)
+        return judge(self.catalogue, self.snapshots[move.host], seat, [move.target], models=models)
 
     def order(self, moves: frozenset[Move], deadline: float) -> list[Move] | None:
         """An order of `moves` in which every restart passes, else None (memoised DFS over subsets)."""
@@ -157,17 +127,6 @@ class _World:
             return None
 
         return walk(frozenset(), [])
-
-
-def _card_with(card: Card, processes: tuple[Process, ...], freed: int) -> Card:
-    """`card` holding `processes`, with `freed` bytes more free (negative: taken)."""
-    return card.model_copy(
-        update={
-            "processes": processes,
-            "free_bytes": (card.free_bytes or 0) + freed,
-            "used_bytes": max(0, (card.used_bytes or 0) - freed),
-        }
-    )
 
 
 def _candidates(problem: Problem, refused: Sequence[NewSeat]) -> list[Move]:
@@ -313,7 +272,7 @@ class _Search:
         self.refused = [new for new in problem.seats if new.name not in self.placed_names]
         self.best_score = score(self.placed_names, self.weights)
         self.full = score((new.name for new in problem.seats), self.weights)
-        self.world = _World(problem.catalogue, problem.snapshots)
+        self.world = _World(problem)
         self.best: tuple[list[Move], Problem, list[Placement]] | None = None
         self.unordered: list[tuple[Move, ...]] = []
         self.tried = 0
@@ -325,12 +284,12 @@ class _Search:
     def evaluate(self, moves: Sequence[Move]) -> tuple[Problem, list[Placement]] | None:
         """The verified placement of every new seat once `moves` are done, if it may beat the best."""
         problem = self.problem
-        catalogue, snapshots = self.world.state(moves)
         moved_problem = build_problem(
-            catalogue,
-            [snapshots[s.host] for s in problem.snapshots],
+            problem.catalogue,
+            problem.snapshots,
             problem.seats,
             attributed=True,
+            models=self.world.state(moves),
         )
         eligible = (n.name for n in problem.seats if moved_problem.eligible_hosts(n.name))
         if score(eligible, self.weights) <= self.best_score:
@@ -443,7 +402,12 @@ def _outcome(
     steps = _steps(search.world, order, moved_problem, new_placements)
     by_name = {
         v.seat: v
-        for v in verify_placement(moved_problem.catalogue, moved_problem.snapshots, new_placements)
+        for v in verify_placement(
+            moved_problem.catalogue,
+            moved_problem.snapshots,
+            new_placements,
+            models=moved_problem.models,
+        )
     }
     verdicts = [
         by_name[new.name]
@@ -452,7 +416,12 @@ def _outcome(
         for new in problem.seats
     ]
     before = card_rows(problem.catalogue, problem.snapshots, [])
-    after = card_rows(moved_problem.catalogue, moved_problem.snapshots, new_placements)
+    after = card_rows(
+        moved_problem.catalogue,
+        moved_problem.snapshots,
+        new_placements,
+        models=moved_problem.models,
+    )
     rows = [
         replace(
             a,
@@ -516,6 +485,7 @@ def _new_starts(
                 placement.cards,
                 others=started,
                 util=placement.util,
+                models=problem.models,
             )
             if verdict.passed:
                 started.append(placement)

@@ -86,6 +86,11 @@ class Problem:
         """verify.host_catalogues of the catalogue (build_problem hands over the one it made)."""
         return self.host_views or host_catalogues(self.catalogue)
 
+    @cached_property
+    def models(self) -> dict[CardKey, CardModel]:
+        """Every card's model by (host, index): what the verifier judges on."""
+        return {slot.key: slot for slot in self.cards}
+
     def seat(self, name: str) -> NewSeat:
         """The new seat called `name`."""
         return self._seat_index[name]
@@ -313,8 +318,13 @@ def build_problem(
     seats: Sequence[NewSeat],
     *,
     attributed: bool = False,
+    models: Mapping[CardKey, CardModel] | None = None,
 ) -> Problem:
-    """The model's numbers for placing `seats` on the cards of `snapshots` (one per host)."""
+    """The model's numbers for placing `seats` on the cards of `snapshots` (one per host).
+
+    `models`: the cards' models where the caller simulates on them (seats moved: placed on one
+    card, taken off another); a card missing there is modelled from its snapshot.
+    """
     if attributed:
         snaps = tuple(snapshots)
     else:
@@ -328,7 +338,8 @@ def build_problem(
     for snapshot in snaps:
         view = views.get(snapshot.host, catalogue)
         slots = tuple(
-            card_model(card_views.get((snapshot.host, card.index), view), snapshot.host, card)
+            (models or {}).get((snapshot.host, card.index))
+            or card_model(card_views.get((snapshot.host, card.index), view), snapshot.host, card)
             for card in snapshot.cards
         )
         hosts[snapshot.host] = slots

@@ -37,6 +37,7 @@ def verified_verdicts(
             placements,
             views=problem.host_catalogues,
             card_views=problem.card_catalogues,
+            models=problem.models,
         )
         bad = [(p, v) for p, v in zip(placements, verdicts, strict=True) if not v.passed]
         if not bad:
