@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from inventory.history.figures import (
@@ -19,9 +20,17 @@ from inventory.history.figures import (
     breaches_of,
     seat_rows,
 )
-from inventory.history.model import CardReading, Moment, ProcessReading, Rollups
+from inventory.history.model import (
+    CardHour,
+    CardReading,
+    CommandHour,
+    Moment,
+    ProcessReading,
+    Rollups,
+)
 from inventory.history.rollup import hourly
 from inventory.prometheus import metrics as m
+from inventory.prometheus.hours import HOUR_S, HostHours, SeriesHours, host_hours
 from inventory.prometheus.range import (
     LOOKBACK_S,
     PERCENTILE_DEFINITION,
@@ -41,6 +50,7 @@ __all__ = [
     "SNAPSHOT_TIMESTAMP",
     "Fleet",
     "HostSpan",
+    "HourBounds",
     "PromClient",
     "PrometheusHistory",
     "PrometheusWindow",
@@ -82,8 +92,41 @@ class PrometheusHistory:
             yield Moment(host, datetime.fromtimestamp(taken_s, UTC), _cards(read, scraped_ms))
 
     def rollups(self, host: str, start: datetime, end: datetime) -> Rollups:
-        """`host`'s hourly rollups of [start, end) (computed from its moments)."""
-        return hourly(self.moments(host, start, end))
+        """`host`'s hourly rollups of [start, end): `hourly` of its moments, answered from
+        `count_over_time`/`min_over_time`/`max_over_time` at `step=1h` where those decide an hour,
+        and from the raw moments of the other hours (see `hour_bounds`)."""
+        bounds = self.hour_bounds(host, start, end)
+        raw = hourly(self.moments_in_hours(host, bounds.raw_hours, start, end))
+        return Rollups(
+            cards=tuple(sorted((*bounds.cards, *raw.cards), key=_card_order)),
+            commands=tuple(sorted((*bounds.commands, *raw.commands), key=_command_order)),
+        )
+
+    def hour_bounds(self, host: str, start: datetime, end: datetime) -> HourBounds:
+        """The hours of [start, end) that Prometheus's hourly aggregates decide, as rollups, and
+        the hours they cannot decide (`raw_hours`: read them with `moments_in_hours`)."""
+        start_s, end_s = _s(start), _s(end)
+        if end_s <= start_s:
+            return HourBounds((), (), ())
+        found = host_hours(self.client, host, start_s, end_s, self.host_label)
+        if found is None:
+            return HourBounds((), (), ())
+        return decide_hours(found, start_s, end_s)
+
+    def moments_in_hours(
+        self,
+        host: str,
+        hours: Iterable[datetime],
+        start: datetime | None = None,
+        end: datetime | None = None,
+    ) -> Iterator[Moment]:
+        """`host`'s moments scraped in the given UTC hours (cut to [start, end) when given),
+        oldest first: one raw read per run of consecutive hours."""
+        for first, stop in _runs(sorted({_s(h) for h in hours})):
+            low = first if start is None else max(first, _s(start))
+            high = stop if end is None else min(stop, _s(end))
+            if low < high:
+                yield from self.moments(host, _utc(low), _utc(high))
 
     def window(
         self,
@@ -237,6 +280,193 @@ def _cards(read: dict[str, _Samples], scraped_ms: int) -> tuple[CardReading, ...
             )
         )
     return tuple(cards)
+
+
+@dataclass(frozen=True)
+class HourBounds:
+    """What Prometheus's hourly aggregates decide of a window: whole hours' rollups, and the
+    hours whose raw moments are needed instead."""
+
+    cards: tuple[CardHour, ...]
+    commands: tuple[CommandHour, ...]
+    raw_hours: tuple[datetime, ...]
+
+
+def decide_hours(found: HostHours, start_s: int, end_s: int) -> HourBounds:
+    """Each hour of [start_s, end_s) as rollups where its aggregates tell exactly what `hourly`
+    of its moments would, else listed as raw.
+
+    An hour is decided when it lies whole in the window; each of its scrapes saw a new snapshot
+    taken in that hour (and the next hour's first scrape a newer one); every card it shows had
+    one used and one free series with a sample at every scrape, and none was in error; the cards
+    are those of the hour before (an instant read at the hour's first moment sees those); and
+    every seat's (or the unclaimed processes') bytes on a card are one series, present at every
+    scrape. The earliest moment of an extreme is the hour's first when the series stayed level;
+    a series that moved within the hour needs its raw moments to say when.
+    """
+    series = found.series
+    stamps = _one(series.get(m.SNAPSHOT_TIMESTAMP, []))
+    per_hour = _by_hour(series)
+    cards: list[CardHour] = []
+    commands: list[CommandHour] = []
+    raw: list[int] = []
+    host = found.host
+    for hour in range(found.first_hour_s + HOUR_S, found.end_hour_s, HOUR_S):
+        n = stamps.count.get(hour, 0) if stamps else 0
+        if n == 0 and not _spills_back(stamps, hour + HOUR_S):
+            continue  # no moment in this hour
+        decided = _decide(host, hour, n, stamps, found.changes, per_hour, start_s, end_s)
+        if decided is None:
+            raw.append(hour)
+            continue
+        cards.extend(decided[0])
+        commands.extend(decided[1])
+    return HourBounds(tuple(cards), tuple(commands), tuple(_utc(h) for h in raw))
+
+
+# Per hour: metric → card index → its series with a sample in that hour.
+_PerHour = dict[int, dict[str, dict[int, list[SeriesHours]]]]
+
+
+def _by_hour(series: Mapping[str, list[SeriesHours]]) -> _PerHour:
+    out: _PerHour = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for metric, found in series.items():
+        for one in found:
+            gpu = one.labels.get("gpu", "")
+            if not gpu.isdigit() and metric != m.SNAPSHOT_TIMESTAMP:
+                continue
+            hours = set(one.count) | set(one.low) | set(one.high)
+            for hour in hours:
+                out[hour][metric][int(gpu) if gpu.isdigit() else -1].append(one)
+    return out
+
+
+def _one(found: list[SeriesHours]) -> SeriesHours | None:
+    """The snapshot time's series (a host has one)."""
+    return found[0] if len(found) == 1 else None
+
+
+def _spills_back(stamps: SeriesHours | None, hour: int) -> bool:
+    """Whether a scrape in `hour` carries a snapshot taken before it."""
+    return stamps is not None and hour in stamps.low and stamps.low[hour] < hour
+
+
+def _decide(
+    host: str,
+    hour: int,
+    n: int,
+    stamps: SeriesHours | None,
+    changes: Mapping[int, int],
+    per_hour: _PerHour,
+    start_s: int,
+    end_s: int,
+) -> tuple[list[CardHour], list[CommandHour]] | None:
+    """One hour's rollups from its aggregates, None where they cannot tell (see `decide_hours`)."""
+    if stamps is None or hour < start_s or hour + HOUR_S > end_s:
+        return None
+    low, high, nxt = stamps.low.get(hour), stamps.high.get(hour), stamps.low.get(hour + HOUR_S)
+    if low is None or high is None or low < hour or high >= hour + HOUR_S:
+        return None  # a snapshot taken in another hour than the scrape that read it
+    if changes.get(hour, 0) + 1 != n or (nxt is not None and nxt <= high):
+        return None  # a snapshot scraped twice
+    now, before = per_hour.get(hour, {}), per_hour.get(hour - HOUR_S, {})
+    first = _utc(round(low))
+    cards = _card_hours(host, hour, n, first, now, before)
+    if cards is None:
+        return None
+    commands = _command_hours(host, hour, n, first, now.get(m.PROCESS_USED, {}), cards)
+    return None if commands is None else (cards, commands)
+
+
+def _card_hours(
+    host: str,
+    hour: int,
+    n: int,
+    first: datetime,
+    now: Mapping[str, Mapping[int, list[SeriesHours]]],
+    before: Mapping[str, Mapping[int, list[SeriesHours]]],
+) -> list[CardHour] | None:
+    """Each card's hour: read at every scrape, never in error, level free (its first moment is
+    then the lowest's); None otherwise, or where the cards differ from the hour before's."""
+    used, free, error = (now.get(x, {}) for x in (m.CARD_USED, m.CARD_FREE, m.CARD_ERROR))
+    gpus = set(used) | set(free) | set(error)
+    earlier = set(before.get(m.CARD_USED, {})) | set(before.get(m.CARD_ERROR, {}))
+    if earlier and earlier != gpus:
+        return None
+    cards: list[CardHour] = []
+    for gpu in sorted(gpus):
+        if any(e.high.get(hour, 0) > 0 for e in error.get(gpu, [])):
+            return None
+        (read, left) = used.get(gpu, []), free.get(gpu, [])
+        if len(read) != 1 or len(left) != 1:
+            return None
+        if read[0].count.get(hour) != n or left[0].count.get(hour) != n:
+            return None
+        lowest, highest = left[0].low[hour], left[0].high[hour]
+        if lowest != highest:
+            return None  # when it was lowest needs its moments
+        top = round(read[0].high[hour])
+        cards.append(CardHour(host, gpu, _utc(hour), n, 0, round(lowest), first, top))
+    return cards
+
+
+def _command_hours(
+    host: str,
+    hour: int,
+    n: int,
+    first: datetime,
+    processes: Mapping[int, list[SeriesHours]],
+    cards: list[CardHour],
+) -> list[CommandHour] | None:
+    """Each seat's (and the unclaimed processes') hour on a card: one series, at every scrape,
+    level; None otherwise (several processes are summed per moment, which only moments tell)."""
+    gpus = {c.card for c in cards}
+    commands: list[CommandHour] = []
+    for gpu, found in sorted(processes.items()):
+        if gpu not in gpus:
+            return None
+        # A seat's processes are one group, every unclaimed process of the card another.
+        groups: dict[str, list[SeriesHours]] = defaultdict(list)
+        for process in found:
+            groups[_named(process.labels.get("seat", "")) or ""].append(process)
+        for seat, members in sorted(groups.items()):
+            if len(members) != 1 or members[0].count.get(hour) != n:
+                return None
+            one = members[0]
+            if one.low[hour] != one.high[hour]:
+                return None
+            held = round(one.low[hour])
+            commands.append(
+                CommandHour(host, gpu, _utc(hour), seat or None, None, n, held, first, held, first)
+            )
+    return commands
+
+
+def _named(seat: str) -> str | None:
+    return None if seat in ("", m.FOREIGN) else seat
+
+
+def _card_order(c: CardHour) -> tuple[datetime, str, int]:
+    return (c.hour, c.host, c.card)
+
+
+def _command_order(c: CommandHour) -> tuple[datetime, str, int, str, str]:
+    return (c.hour, c.host, c.card, c.seat or "", c.cmdline or "")
+
+
+def _runs(hours: list[int]) -> Iterator[tuple[int, int]]:
+    """[first, end) of each run of consecutive hours (unix seconds, sorted)."""
+    i = 0
+    while i < len(hours):
+        j = i
+        while j + 1 < len(hours) and hours[j + 1] == hours[j] + HOUR_S:
+            j += 1
+        yield hours[i], hours[j] + HOUR_S
+        i = j + 1
+
+
+def _utc(seconds: int) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
 
 
 def _bytes(found: tuple[dict[str, str], float] | None) -> int | None:

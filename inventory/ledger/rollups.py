@@ -389,7 +389,6 @@ def compact_host(
     host: str,
     cutoff_s: int,
     progress: Progress | None = None,
-    batch: int = CHUNK_SNAPSHOTS,
 ) -> Compacted:
     """Remove `host`'s raw snapshots taken before `cutoff_s` (an hour's first second), each batch
     in its own transaction, after checking that their rollups are whole (rebuilt where not)."""
@@ -420,8 +419,8 @@ def compact_host(
         connection.rollback()
         raise
     removed = 0
-    for start in range(0, len(ids), batch):
-        chunk = ids[start : start + batch]
+    for start in range(0, len(ids), CHUNK_SNAPSHOTS):
+        chunk = ids[start : start + CHUNK_SNAPSHOTS]
         marks = ", ".join("?" for _ in chunk)
         connection.execute("BEGIN IMMEDIATE")
         try:

@@ -391,18 +391,29 @@ _EXACT = (m.SNAPSHOT_TIMESTAMP, m.PROCESS_USED)
 LOOKBACK_S = 300
 
 
+def host_queries(
+    client: PromClient, host: str, start_s: int, end_s: int, host_label: str | None = None
+) -> _Queries | None:
+    """The queries of `host`'s gpuplan series over [start_s, end_s), under the label naming it
+    there; None where it has no gpuplan series in that window."""
+    check_url(client.base)
+    base = _Queries((), start_s, end_s, 60)  # no step: every sample is read
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        found = _host_spans(client, base, pool, host_label).get(host)
+    if found is None or found[0].metric != m.SNAPSHOT_TIMESTAMP:
+        return None
+    return _group_queries(base, [host], found[1], host_label)
+
+
 def moment_series(
     client: PromClient, host: str, start_s: int, end_s: int, host_label: str | None = None
 ) -> dict[str, Matrix]:
     """The samples of each of MOMENT_METRICS of `host` scraped in [start_s, end_s), by metric
     name; none where the host has no gpuplan series there."""
-    check_url(client.base)
-    base = _Queries((), start_s, end_s, 60)  # no step: every sample is read
+    q = host_queries(client, host, start_s, end_s, host_label)
+    if q is None:
+        return {}
     with ThreadPoolExecutor(max_workers=len(MOMENT_METRICS)) as pool:
-        found = _host_spans(client, base, pool, host_label).get(host)
-        if found is None or found[0].metric != m.SNAPSHOT_TIMESTAMP:
-            return {}
-        q = _group_queries(base, [host], found[1], host_label)
         # A card's figures from up to Prometheus's lookback before the window too: an instant
         # query at its first moment would find them there.
         wider = f"[{(end_s - start_s + LOOKBACK_S) * 1000 - 1}ms]"

@@ -21,7 +21,16 @@ Data = Mapping[str, Any]
 # The sentences that say the reason's need, room and short themselves: a line that shows them
 # prints no figures before them (each number once).
 SAYS_FIGURES = frozenset(
-    {"room", "room_floor", "replicas", "gate", "kv_capacity", "kv_no_room", *WINDOW_WRITERS}
+    {
+        "room",
+        "room_floor",
+        "replicas",
+        "gate",
+        "kv_capacity",
+        "kv_no_room",
+        "engine",
+        *WINDOW_WRITERS,
+    }
 )
 
 
@@ -184,6 +193,8 @@ _WRITERS: dict[str, Callable[[Data], str]] = {
     ),
     "blocked": _blocked,
     "unusable": _unusable,
+    # An engine's own words, written by its module, that say its figures (`Refusal.whole`).
+    "engine": lambda r: str(r["text"]),
     **WINDOW_WRITERS,  # peak, restart, trend (placement/cli/window_text.py)
 }
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from datetime import datetime
     from typing import BinaryIO
 
+    from inventory.ledger.store import Ledger
     from inventory.ledger.writes import SnapshotValues
     from inventory.nvml import NvmlSource
     from inventory.snapshot import Card, Process, Snapshot
@@ -300,10 +301,12 @@ def _import(
     progress = sys.stderr.isatty()
     rows: list[SnapshotValues] = []
     last: Snapshot | None = None
+    identities = _Identities()
     try:
         for number, text in lines:
             where = f"{name} line {number:,}"
             snapshot = _checked(loads_snapshot(text, where), where, args.host, catalogue)
+            identities.add(snapshot)
             rows.append(values_of(snapshot))
             if args.json:
                 print(json.dumps(snapshot.to_json_dict()), flush=True)
@@ -329,7 +332,7 @@ def _import(
             f"read {len(rows):,} snapshot(s) of {', '.join(hosts)} ({span}); no --ledger: none stored"
         )
         return 0
-    new = _store_batches(args.ledger, rows, progress)
+    new = _store_batches(args.ledger, rows, progress, identities)
     said = f"stored {new:,} snapshot(s) of {', '.join(hosts)} ({span}) in ledger {args.ledger}" + (
         f"; {len(rows) - new:,} already there" if new < len(rows) else ""
     )
@@ -337,11 +340,56 @@ def _import(
     return 0
 
 
-def _store_batches(ledger_path: str, rows: Sequence[SnapshotValues], progress: bool) -> int:
+class _Identities:
+    """Card UUIDs that change between a host's snapshots of one file, or from the ledger's
+    snapshot before the file's first one (said as a warning; each is stored anyway)."""
+
+    SHOWN = 5
+
+    def __init__(self) -> None:
+        self.firsts: dict[str, Snapshot] = {}
+        self.previous: dict[str, tuple[datetime, frozenset[str], int]] = {}
+        self.changes: list[str] = []
+
+    def add(self, snapshot: Snapshot) -> None:
+        from inventory.snapshot import identity_change
+
+        before = self.previous.get(snapshot.host)
+        if before is None:
+            self.firsts[snapshot.host] = snapshot
+        elif before[0] < snapshot.taken_at and (changed := identity_change(snapshot, *before)):
+            self.changes.append(changed)
+        uuids = frozenset(card.uuid for card in snapshot.cards if card.uuid)
+        unread = sum(1 for card in snapshot.cards if not card.uuid)
+        self.previous[snapshot.host] = (snapshot.taken_at, uuids, unread)
+
+    def warn(self, ledger: Ledger) -> None:
+        """Say every change, the first snapshot of each host against the ledger first."""
+        from inventory.snapshot import identity_change
+
+        found = []
+        for host, first in sorted(self.firsts.items()):
+            before = ledger.card_uuids_before(host, first.taken_at)
+            if before is not None and (changed := identity_change(first, *before)):
+                found.append(changed)
+        found += self.changes
+        for change in found[: self.SHOWN]:
+            print(f"warning: {change}", file=sys.stderr)
+        if len(found) > self.SHOWN:
+            print(
+                f"warning: and {len(found) - self.SHOWN:,} more card UUID change(s) in the file",
+                file=sys.stderr,
+            )
+
+
+def _store_batches(
+    ledger_path: str, rows: Sequence[SnapshotValues], progress: bool, identities: _Identities
+) -> int:
     from inventory.ledger.store import open_ledger
 
     new = 0
     with open_ledger(ledger_path) as ledger:
+        identities.warn(ledger)
         for start in range(0, len(rows), IMPORT_BATCH):
             new += ledger.import_rows(rows[start : start + IMPORT_BATCH])
             done = min(start + IMPORT_BATCH, len(rows))

@@ -77,22 +77,20 @@ def squeezer_text(s: Data) -> str:
     name = escaped(str(s["name"]))
     grown = b(s["then_bytes"] - s["now_bytes"])
     return (
-        f"{name} (+{grown} then, present {hours_text(s['by_hour'])} on {s['days']} of "
-        f"{s['of_days']} days: {consequence(s['behaviour'], s['engine'])})"
+        f"{name} (+{grown}, {hours_text(s['by_hour'])} on {s['days']} of {s['of_days']} days: "
+        f"{consequence(s['behaviour'], s['engine'])})"
     )
 
 
 def _peak(r: Data) -> str:
     text = (
-        f"short {b(r['short_bytes'])} at {_short_at(r['at'])} (need {b(r['need_bytes'])}, "
-        f"room {b(r['room_bytes'])}) · {r['short_moments']:,} of {r['moments']:,} moments short, "
-        f"{r['allowed_short']:,} allowed at {_percentile(r['percentile'])}"
+        f"short {b(r['short_bytes'])} at {_short_at(r['at'])} (room {b(r['room_bytes'])}) · "
+        f"{r['short_moments']:,} of {r['moments']:,} moments short, {r['allowed_short']:,} allowed"
     )
-    hours = hours_text(r["short_by_hour"])
-    if hours:
-        text += f" · in {hours}"
     if r["squeezed_by"]:
         text += " · squeezed by " + "; ".join(squeezer_text(s) for s in r["squeezed_by"])
+    else:
+        text += f" · in {hours_text(r['short_by_hour'])}"
     if r.get("pass_percentile") is not None:
         text += f" · passes at {_percentile(r['pass_percentile'])}"
     return text
@@ -103,8 +101,8 @@ def _restart(r: Data) -> str:
     title = engine_named(r["engine"]).title if r.get("engine") else "its engine"
     return (
         f"{escaped(str(who))} could not restart: {title}'s gate would read "
-        f"{b(r['room_bytes'])} of its {b(r['need_bytes'])} request at {_short_at(r['at'])} "
-        f"(short {b(r['short_bytes'])}) · {r['short_moments']:,} moments, "
+        f"{b(r['room_bytes'])} of its {b(r['need_bytes'])} request, short {b(r['short_bytes'])} "
+        f"at {_short_at(r['at'])}; {r['short_moments']:,} moments, "
         f"{hours_text(r['by_hour'])} on {r['days']} of {r['of_days']} days"
     )
 
@@ -173,7 +171,7 @@ def _warning(w: WindowWarning, window: SeatWindow, risks: Mapping[Any, Any]) -> 
             "room_bytes": risk.requested_bytes - risk.short_bytes,
             "at": risk.to_json()["worst_at"],
         }
-        return [f"restart: card {risk.card}: {_restart(data)} (--restart-safe refuses)"]
+        return [f"restart: card {risk.card}: {_restart(data)}"]
     if w.kind == "trend":
         return [
             f"trend: card {f['card']} runs out in {f['days']} days with the seat "

@@ -308,6 +308,7 @@ def _refusal_reason(refusal: Refusal, state: CardState, host: str) -> Reason:
         short_bytes=refusal.short_bytes,
         text=refusal.text,  # the engine's own words (its module's)
         host=host,
+        said="engine" if refusal.whole else "",
     )
 
 

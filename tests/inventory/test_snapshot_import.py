@@ -208,3 +208,37 @@ def test_compact_exit_codes(
     assert main(["compact", "--ledger", str(missing), *argv]) == code
     assert says in capsys.readouterr().err
     assert not missing.exists()
+
+
+def test_card_uuids_that_change_within_the_file_or_from_the_ledger_are_warned_of(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "l.sqlite"
+    lines = week_lines(4)
+    assert (
+        main(
+            [
+                "snapshot",
+                "--from",
+                str(write_lines(tmp_path / "a.jsonl", lines[:2])),
+                "--ledger",
+                str(db),
+            ]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    swapped = [json.loads(line) for line in lines[2:]]
+    swapped[1]["cards"][1]["uuid"] = "GPU-other-0001"
+    source = write_lines(tmp_path / "b.jsonl", [json.dumps(d) for d in swapped])
+    assert main(["snapshot", "--from", str(source), "--ledger", str(db)]) == 0
+    warnings = [
+        line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")
+    ]
+    assert warnings == [
+        "warning: host bench-h1: card UUIDs differ from its previous snapshot in the ledger "
+        "(2026-09-14T03:02:00Z): new GPU-other-0001; gone GPU-bench-0001. a card replaced, or "
+        "another machine under the same host name? Stored anyway; give each machine its own --host"
+    ]
+    with open_ledger(db, readonly=True) as ledger:
+        assert ledger.count() == 4

@@ -80,6 +80,8 @@ class Refusal:
     need_bytes: int
     room_bytes: int
     text: str
+    # True where `text` says the need, the room and the bytes short itself: a line shows it alone.
+    whole: bool = False
 
     @property
     def short_bytes(self) -> int:
@@ -707,7 +709,8 @@ def fitted_need(seat: Seat, card: EngineCard, room: int) -> int:
 
 def spill(seat: Seat, card: EngineCard, room: int, text: str) -> Refusal | None:
     """Rule `spill` when the resident less its context is over `room`: the rest runs on the CPU.
-    `text` may name `{room}` and `{moved}` (the bytes that leave the card), formatted."""
+    `text` names `{need}` (what it loads), `{room}` and `{moved}` (the bytes that leave the
+    card), each once."""
     wanted = seat.resident_bytes - card.cuda_context_bytes
     if wanted <= room:
         return None
@@ -715,7 +718,10 @@ def spill(seat: Seat, card: EngineCard, room: int, text: str) -> Refusal | None:
         "spill",
         wanted,
         room,
-        text.format(room=format_bytes(room), moved=format_bytes(wanted - room)),
+        text.format(
+            need=format_bytes(wanted), room=format_bytes(room), moved=format_bytes(wanted - room)
+        ),
+        whole=True,
     )
 
 

@@ -174,8 +174,9 @@ class LlamaCpp(NoRequest):
             seat,
             card,
             self.room_bytes(seat, card),
-            f"llama.cpp starts, slowly: --fit leaves {format_bytes(self.margin_bytes)} free and moves "
-            "{moved} of the model off the card (onto the CPU)",
+            "llama.cpp starts, slowly: {need} to load, room {room} once --fit leaves "
+            f"{format_bytes(self.margin_bytes)} free, so it moves {{moved}} of the model off the "
+            "card (onto the CPU)",
         )
 
     def slot_tokens(self, seat: Seat) -> int | None:

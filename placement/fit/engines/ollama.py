@@ -170,8 +170,8 @@ class Ollama(NoRequest):
             seat,
             card,
             self.room_bytes(seat, card),
-            "Ollama starts, slowly: free − OLLAMA_GPU_OVERHEAD − 457 MiB leaves {room}, "
-            "so {moved} of the model runs on the CPU",
+            "Ollama starts, slowly: {need} to load, free − OLLAMA_GPU_OVERHEAD − 457 MiB leaves "
+            "{room}, so {moved} of the model runs on the CPU",
         )
 
     def kv_tokens(self, seat: Seat, card: EngineCard) -> int | None:

@@ -260,7 +260,9 @@ class SGLang(NoRequest):
             static,
             f"SGLang refuses at start: weights {format_bytes(weights)} ≥ mem_fraction_static "
             f"{seat.engine.mem_fraction_static} × {format_bytes(card.engine_free_bytes)} free = "
-            f'{format_bytes(static)} ("Not enough memory. Please try to increase --mem-fraction-static.")',
+            f"{format_bytes(static)}, short {format_bytes(weights - static)} "
+            '("Not enough memory. Please try to increase --mem-fraction-static.")',
+            whole=True,
         )
 
     def kv_capacity(self, seat: Seat, card: EngineCard) -> Refusal | None:

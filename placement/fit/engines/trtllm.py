@@ -60,7 +60,6 @@ from placement.fit.engines.base import (
 )
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
-from seats.units import format_bytes
 
 DEFAULT_FRACTION = Decimal("0.9")
 _WEIGHTS = re.compile(
@@ -193,8 +192,8 @@ class TensorRTLLM(NoRequest):
             "gate",
             card.engine_free_bytes - after + least,
             card.engine_free_bytes,
-            f"TensorRT-LLM's weights and warm-up leave no free memory for a KV cache "
-            f"on this card ({format_bytes(card.engine_free_bytes)} free at start)",
+            "TensorRT-LLM's weights and warm-up leave no free memory for a KV cache on this "
+            "card (its room is what is free at start)",
         )
 
     def kv_tokens(self, seat: Seat, card: EngineCard) -> int | None:

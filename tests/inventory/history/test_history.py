@@ -8,6 +8,7 @@ import urllib.parse
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +182,8 @@ class Stub:
         query = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
         promql = query["query"][0]
         self.asked.append(promql)
+        if "start" in query:
+            return answer("matrix", self.hourly(promql, query))
         if not promql.startswith("gpuplan_"):
             return answer("vector", self.instant(promql))
         # A range selector asked at the window's last millisecond: every sample in the window.
@@ -195,6 +198,32 @@ class Stub:
             for labels, points in self.series(metric)
         ]
         return answer("matrix", [r for r in result if r["values"]])
+
+    def hourly(self, promql: str, query: dict[str, list[str]]) -> list[dict[str, Any]]:
+        """`count_over_time`, `min_over_time`, `max_over_time` or `changes` of one selector over
+        a range, at each step: what the hourly rollups ask."""
+        fn, rest = promql.split("(", 1)
+        metric, rest = rest.split("{", 1)
+        width = int(rest.rsplit("[", 1)[1].removesuffix("ms])")) / 1000
+        start, end, step = (float(query[k][0]) for k in ("start", "end", "step"))
+        reduce = {
+            "count_over_time": len,
+            "min_over_time": min,
+            "max_over_time": max,
+            "changes": lambda vs: sum(a != b for a, b in pairwise(vs)),
+        }[fn]
+        result = []
+        for labels, points in self.series(metric):
+            values = []
+            at = start
+            while at <= end:
+                inside = [v for t, v in points if at - width <= t <= at]
+                if inside:
+                    values.append([at, repr(float(reduce(inside)))])
+                at += step
+            if values:
+                result.append({"metric": labels, "values": values})
+        return result
 
     def instant(self, promql: str) -> list[dict[str, Any]]:
         """The host's span: gpuplan's snapshot time is there, DCGM's figures are not."""
@@ -225,8 +254,14 @@ def test_prometheus_yields_the_same_moments_less_the_command_lines() -> None:
 
 
 def test_prometheus_rollups_group_a_seat_and_the_unclaimed_processes() -> None:
-    history = PrometheusHistory(PromClient("http://prom:9090", opener=Stub()), step_s=STEP)
+    stub = Stub()
+    history = PrometheusHistory(PromClient("http://prom:9090", opener=stub), step_s=STEP)
     rollups = history.rollups("h1", T0, at(4))
+    # Each snapshot scraped twice, and both hours cut by the window: the hourly aggregates
+    # decide neither, and both are read raw (once, as one run of hours).
+    bounds = history.hour_bounds("h1", T0, at(4))
+    assert bounds.raw_hours == (hour_of(T0), hour_of(at(2)))
+    assert (bounds.cards, bounds.commands) == ((), ())
     ledger = hourly(expected_moment(minute, cmdlines=True) for minute in range(4))
     assert rollups.cards == ledger.cards
     assert rollups.commands == tuple(replace(c, cmdline=None) for c in ledger.commands)

@@ -265,3 +265,29 @@ def test_compact_keeps_whole_hours_as_rollups_and_says_where_raw_begins(tmp_path
         # A window starting mid-hour in the compacted part gets that whole hour's bounds.
         assert history.rollups("h1", at(25), at(60)).cards == before.cards[:1]
         assert ledger.compact(at(119)) == []  # nothing older left
+
+
+def test_building_and_compacting_say_how_far_they_got(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from inventory.ledger import rollups
+
+    monkeypatch.setattr(rollups, "CHUNK_SNAPSHOTS", 5)
+    path = tmp_path / "old.sqlite"
+    old_ledger(path, [shot(m, (2,)) for m in range(12)])
+    said: list[str] = []
+    with open_ledger(path) as ledger:
+        prefix = f"ledger {path}: schema 8: "
+        assert capsys.readouterr().err.splitlines() == [
+            f"{prefix}building hourly rollups: 5 of 12 snapshots",
+            f"{prefix}building hourly rollups: 10 of 12 snapshots",
+            f"{prefix}built the hourly rollups of 12 stored snapshot(s): 1 card-hour(s), "
+            "1 command-hour(s)",
+        ]
+        done = ledger.compact(at(60), said.append)
+    assert [d.removed for d in done] == [12]
+    assert said == [
+        "h1: removed 5 of 12 raw moments",
+        "h1: removed 10 of 12 raw moments",
+        "giving the freed pages back to the file system (VACUUM)",
+    ]

@@ -161,3 +161,43 @@ def test_window_flags_are_checked(
     captured = capsys.readouterr()
     assert code == 2
     assert words in captured.err + captured.out
+
+
+COMPOSE = """
+services:
+  voices:
+    image: vllm/vllm-openai:v0.11.0
+    x-gpuplan-seat: voices-copy
+    command: ["--model", "voices-base", "--port", "8029", "--gpu-memory-utilization", "0.11",
+              "--kv-cache-memory-bytes", "1536M"]
+    deploy:
+      resources:
+        reservations:
+          devices: [{driver: nvidia, device_ids: ["0"], capabilities: [gpu]}]
+"""
+
+
+def test_a_compose_deploy_is_judged_over_the_window_too(
+    capsys: pytest.CaptureFixture[str], seed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(COMPOSE)
+    code, out = run(capsys, seed, "check", "--compose", str(compose), "--window", "7d", "--json")
+    data = json.loads(out)
+    assert (code, data["verdict"]) == (0, "pass")
+    (voices,) = data["verdicts"]
+    assert [r["seat"] for r in voices["window"]["restart_risks"]] == ["gen-small"]
+    code, out = run(
+        capsys,
+        seed,
+        "check",
+        "--compose",
+        str(compose),
+        "--window",
+        "7d",
+        "--restart-safe",
+        "--json",
+    )
+    data = json.loads(out)
+    assert (code, data["verdict"]) == (1, "refuse")
+    assert [r["rule"] for r in data["verdicts"][0]["reasons"]] == ["restart"]

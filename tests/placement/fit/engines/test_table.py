@@ -7,6 +7,7 @@ its module's docstring states it (file:line at a named release). The card is fv-
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 from placement.fit.engines.base import EngineCard, Refusal
 from placement.fit.engines.registry import KINDS, describe, engine
 from seats.model import Seat
-from seats.units import GiB, MiB
+from seats.units import GiB, MiB, format_bytes
 
 TOTAL = 101_972_967_424
 CONTEXT = 1183 * MiB  # 1,240,465,408
@@ -259,6 +260,31 @@ def test_engine_table(case: Case) -> None:
     assert isinstance(refusal, Refusal)
     assert (refusal.rule, refusal.short_bytes) == case.refusal
     assert case.text in refusal.text
+
+
+@pytest.mark.parametrize(
+    "case", [*REQUEST_GATED, *SHARE_OF_FREE, *SELF_FITTING, *FIXED], ids=lambda c: c.name
+)
+def test_words_that_say_their_figures_say_each_once(case: Case) -> None:
+    # A refusal whose words say its need, room and short is printed alone: each said once.
+    found = engine(case.seat.engine.kind)
+    refusal = found.gate(case.seat, case.card)
+    if refusal is None or not refusal.whole:
+        return
+    figures = {format_bytes(refusal.need_bytes), format_bytes(refusal.room_bytes)}
+    figures.add(format_bytes(refusal.short_bytes))
+    for figure in figures:
+        assert len(re.findall(r"(?<![\d.])" + re.escape(figure), refusal.text)) == 1, figure
+
+
+def test_the_spills_and_sglangs_gate_say_their_figures() -> None:
+    spills = [c for c in SELF_FITTING if c.refusal is not None and c.refusal[0] == "spill"]
+    gates = [c for c in SHARE_OF_FREE if c.refusal is not None and c.refusal[0] == "gate"]
+    for case in [*spills, *gates]:
+        refusal = engine(case.seat.engine.kind).gate(case.seat, case.card)
+        # TGI's and TensorRT-LLM's words name none of the three: their figures come before them.
+        says = case.seat.engine.kind not in {"tgi", "trtllm"}
+        assert refusal is not None and refusal.whole == says, case.name
 
 
 def by_kind(case: tuple[Any, ...]) -> str:
