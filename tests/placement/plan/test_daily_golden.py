@@ -4,13 +4,14 @@ byte what they were before the card models were built in one pass over the snaps
 The goldens under tests/placement/golden/ were written by the code before that change (a
 `GPUPLAN_WRITE_GOLDEN=1` run). The fleet is `bench.bench_plan.synthetic_fleet` with what the
 fast paths must not skip: reserves (idle, in use, for a new seat), a running seat that is down,
-a process no seat explains, a redeploy's own processes, a card in error, and ledger holds.
+processes no catalogue seat explains (one an added seat's), a card in error, and ledger holds.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,12 @@ import pytest
 import yaml
 
 from bench.bench_plan import synthetic_fleet
+from inventory.attribution import attribute
 from inventory.holds import Hold
 from inventory.snapshot import Snapshot, save_snapshot, with_holds
 from placement.cli.main import main
+from placement.fit.card import CardModel, FleetCards, card_model
+from placement.fit.verify import card_catalogues, card_views, host_catalogues, host_views
 from placement.plan.planner import plan
 from seats.model import Catalogue, Seat
 
@@ -71,7 +75,7 @@ def daily_fleet() -> tuple[Catalogue, list[Snapshot], list[tuple[str, Seat]]]:
                 )
                 card["used_bytes"] += 3 * GIB
                 card["free_bytes"] -= 3 * GIB
-            if key == ("h15", 6):  # a new seat's own processes already run here (a redeploy)
+            if key == ("h15", 6):  # an added seat's process: only catalogue seats attribute
                 card["processes"].append(
                     {"pid": 99_002, "used_bytes": 4 * GIB, "cmdline": "srv --port 7005$"}
                 )
@@ -156,3 +160,39 @@ def test_plan_with_holds_of_the_daily_fleet_is_unchanged() -> None:
     _compare("plan_daily_64x8_holds.json", got)
     held = [c for c in result.cards if (c.host, c.index) in {("h21", 2), ("h23", 0)}]
     assert [c.held for c in held] == [("held-a",), ("held-b",)]
+
+
+def test_fleet_cards_model_every_card_as_card_model_does() -> None:
+    catalogue, snapshots, _ = daily_fleet()
+    snaps = [attribute(s, catalogue) for s in _holds(snapshots)]
+    fleet = FleetCards(catalogue)
+    views = card_catalogues(catalogue)
+    for snap in snaps:
+        for card, fast in zip(snap.cards, fleet.host(snap), strict=True):
+            slow = card_model(views[(snap.host, card.index)], snap.host, card)
+            assert fast == slow
+            # The fields equality leaves out, and the figures worked out in advance.
+            assert (fast.own_bytes, fast.seen_bytes) == (slow.own_bytes, slow.seen_bytes)
+            assert fast.anonymous_bytes == slow.anonymous_bytes
+            plain = CardModel(**{f.name: getattr(slow, f.name) for f in fields(CardModel)})
+            assert (fast.open_bytes, fast.widest_bytes) == (plain.open_bytes, plain.widest_bytes)
+            assert fast.occupants == plain.occupants
+    held = fleet.model("h23", snaps[23].cards[0])
+    assert (held.hold_bytes, held.open_bytes) == (30 * GIB, 72_080_162_816 - 30 * GIB - 256 * 2**20)
+    down = fleet.model("h11", snaps[11].cards[3])
+    assert down.absent_bytes == 40_802_189_312
+    assert fleet.model("h15", snaps[15].cards[6]).anonymous_bytes == 4 * GIB
+
+
+def test_lazy_views_are_the_eager_ones() -> None:
+    catalogue, _, _ = daily_fleet()
+    for lazy, eager in (
+        (card_views(catalogue), card_catalogues(catalogue)),
+        (host_views(catalogue), host_catalogues(catalogue)),
+        (host_views(catalogue, hostless=True), host_catalogues(catalogue, hostless=True)),
+    ):
+        assert list(lazy) == list(eager)
+        assert all(lazy[key] == view for key, view in eager.items())
+    assert card_views(catalogue)[("h05", 2)].reserves[0].name == "used-r"
+    with pytest.raises(KeyError):
+        card_views(catalogue)[("h05", 8)]
