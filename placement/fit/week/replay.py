@@ -25,6 +25,7 @@ A running request-gated neighbour n restarting at t reads
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -778,7 +779,15 @@ def _card_window(
         short_by_hour=_by_hour(short, times),
         squeezed_by=squeezed,
         forecast=forecast(points, seat.need_bytes),
+        percentile_room_bytes=_percentile_room(seen, allowed),
     )
+
+
+def _percentile_room(seen: Sequence[tuple[int, int]], allowed: int) -> int | None:
+    """The (allowed + 1)-th least room of the seen moments: need ≤ it passes at the percentile."""
+    if not seen:
+        return None
+    return heapq.nsmallest(allowed + 1, (r for r, _ in seen))[-1]
 
 
 def _empty(seat: NewSeat, host: HostWindow, rules: WindowRules) -> SeatWindow:
@@ -798,15 +807,22 @@ def open_rooms(
     moments: Iterable[Moment],
     rules: WindowRules,
     cards: Sequence[int] | None = None,
+    needs: Mapping[int, int] | None = None,
 ) -> tuple[CardWindow, ...]:
-    """Each card's window for a seat nothing names, with need 0: room now, the least room over
-    the window and when, and the forecast (days_to_full); nothing is placed."""
+    """Each card's window for a seat nothing names: room now, the least room over the window
+    and when, at the percentile too, and the forecast (days_to_full); nothing is placed.
+
+    `needs`: a need per card for the probe (default 0), so that short moments, their hours and
+    who squeezed the card at its worst mean "a seat of that size would have been short". One
+    replay judges every card: each card's probe is alone there.
+    """
     indices = (
         tuple(sorted(c.index for c in snapshot.cards if c.ok)) if cards is None else tuple(cards)
     )
-    out: list[CardWindow] = []
-    for index in indices:
-        probe = NewSeat("", (index,), 0)
-        (window,) = replay(catalogue, snapshot, moments, [probe], rules)
-        out.extend(window.cards)
-    return tuple(out)
+    probes = [
+        NewSeat(f"\x00card {index}", (index,), (needs or {}).get(index, 0)) for index in indices
+    ]
+    if not probes:
+        return ()
+    windows = replay(catalogue, snapshot, moments, probes, rules)
+    return tuple(card for window in windows for card in window.cards)
