@@ -7,8 +7,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from placement.cli.check_window import options_of
 from seats.errors import BadInputError
@@ -30,8 +29,7 @@ def validate_plan_window(args: argparse.Namespace) -> None:
 
 def window_plan(args: argparse.Namespace, snapshots: Sequence[Snapshot]) -> WindowPlan:
     """Each host's moments in its window (ending at its snapshot), read once from the ledger."""
-    from inventory.history.ledger import LedgerHistory
-    from inventory.ledger.store import open_ledger
+    from placement.cli.window_history import host_moments
     from placement.plan.window import WindowPlan, WindowSettings
 
     options = options_of(args)
@@ -44,17 +42,7 @@ def window_plan(args: argparse.Namespace, snapshots: Sequence[Snapshot]) -> Wind
         restart_safe=options.restart_safe,
         rebase=options.rebase,
     )
-    moments: dict[str, list[Any]] = {}
-    with open_ledger(args.ledger, readonly=True) as ledger:
-        history = LedgerHistory(ledger.connection)
-        for snapshot in snapshots:
-            host_rules = settings.for_host(snapshot.taken_at)
-            # History.moments is [start, end): one second past the end takes the end's own moment.
-            moments[snapshot.host] = list(
-                history.moments(
-                    snapshot.host, host_rules.start, host_rules.end + timedelta(seconds=1)
-                )
-            )
+    moments = host_moments(args.ledger, snapshots, options.length)
     return WindowPlan(settings, moments)
 
 

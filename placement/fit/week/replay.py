@@ -801,20 +801,21 @@ def _empty(seat: NewSeat, host: HostWindow, rules: WindowRules) -> SeatWindow:
     )  # fmt: skip
 
 
-def open_rooms(
+def open_windows(
     catalogue: Catalogue,
     snapshot: Snapshot,
     moments: Iterable[Moment],
     rules: WindowRules,
     cards: Sequence[int] | None = None,
     needs: Mapping[int, int] | None = None,
-) -> tuple[CardWindow, ...]:
-    """Each card's window for a seat nothing names: room now, the least room over the window
-    and when, at the percentile too, and the forecast (days_to_full); nothing is placed.
+) -> tuple[SeatWindow, ...]:
+    """One window per card for a seat nothing names, alone on it: room now, the least room
+    over the window and when, at the percentile too, and the forecast (days_to_full); nothing
+    is placed. The host's moments, gaps and coverage come with each.
 
     `needs`: a need per card for the probe (default 0), so that short moments, their hours and
     who squeezed the card at its worst mean "a seat of that size would have been short". One
-    replay judges every card: each card's probe is alone there.
+    replay judges every card.
     """
     indices = (
         tuple(sorted(c.index for c in snapshot.cards if c.ok)) if cards is None else tuple(cards)
@@ -824,5 +825,17 @@ def open_rooms(
     ]
     if not probes:
         return ()
-    windows = replay(catalogue, snapshot, moments, probes, rules)
+    return replay(catalogue, snapshot, moments, probes, rules)
+
+
+def open_rooms(
+    catalogue: Catalogue,
+    snapshot: Snapshot,
+    moments: Iterable[Moment],
+    rules: WindowRules,
+    cards: Sequence[int] | None = None,
+    needs: Mapping[int, int] | None = None,
+) -> tuple[CardWindow, ...]:
+    """`open_windows`' per-card windows alone."""
+    windows = open_windows(catalogue, snapshot, moments, rules, cards, needs)
     return tuple(card for window in windows for card in window.cards)
