@@ -123,6 +123,9 @@ class _Card:
     rebased: list[Rebased]
 
 
+AdjustedCard = _Card
+
+
 def _present(held: Sequence[int]) -> list[int]:
     return [i for i, b in enumerate(held) if b > 0]
 
