@@ -365,6 +365,12 @@ def _keys(conn: Connection) -> dict[int, tuple[str, int, str]]:
     }
 
 
+def nearest_rank(p: int, n: int) -> int:
+    """The rank (1-based) of the p-th percentile of n ascending samples, nearest-rank:
+    ceil(p·n/100), in integer arithmetic. Both history sources select the sample at this rank."""
+    return (p * n + 99) // 100
+
+
 def percentiles(
     conn: Connection,
     table: str,
@@ -397,7 +403,7 @@ def percentiles(
     for row in counts:
         key = tuple(row[:width])
         n, top = int(row[width]), int(row[width + 1])
-        ranks = [(p * n + 99) // 100 for p in (50, 95)]
+        ranks = [nearest_rank(p, n) for p in (50, 95)]
         values = [
             int(conn.execute(pick, (*key, *params, rank - 1)).fetchone()[0]) for rank in ranks
         ]

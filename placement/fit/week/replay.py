@@ -25,6 +25,7 @@ A running request-gated neighbour n restarting at t reads
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -846,7 +847,15 @@ def _card_window(
         short_by_hour=_by_hour(short, times),
         squeezed_by=squeezed,
         forecast=forecast(points, seat.need_bytes),
+        percentile_room_bytes=_percentile_room(seen, allowed),
     )
+
+
+def _percentile_room(seen: Sequence[tuple[int, int]], allowed: int) -> int | None:
+    """The (allowed + 1)-th least room of the seen moments: need ≤ it passes at the percentile."""
+    if not seen:
+        return None
+    return heapq.nsmallest(allowed + 1, (r for r, _ in seen))[-1]
 
 
 def _empty(seat: NewSeat, host: HostWindow, rules: WindowRules) -> SeatWindow:
@@ -860,21 +869,41 @@ def _empty(seat: NewSeat, host: HostWindow, rules: WindowRules) -> SeatWindow:
     )  # fmt: skip
 
 
+def open_windows(
+    catalogue: Catalogue,
+    snapshot: Snapshot,
+    moments: Iterable[Moment],
+    rules: WindowRules,
+    cards: Sequence[int] | None = None,
+    needs: Mapping[int, int] | None = None,
+) -> tuple[SeatWindow, ...]:
+    """One window per card for a seat nothing names, alone on it: room now, the least room
+    over the window and when, at the percentile too, and the forecast (days_to_full); nothing
+    is placed. The host's moments, gaps and coverage come with each.
+
+    `needs`: a need per card for the probe (default 0), so that short moments, their hours and
+    who squeezed the card at its worst mean "a seat of that size would have been short". One
+    replay judges every card.
+    """
+    indices = (
+        tuple(sorted(c.index for c in snapshot.cards if c.ok)) if cards is None else tuple(cards)
+    )
+    probes = [
+        NewSeat(f"\x00card {index}", (index,), (needs or {}).get(index, 0)) for index in indices
+    ]
+    if not probes:
+        return ()
+    return replay(catalogue, snapshot, moments, probes, rules)
+
+
 def open_rooms(
     catalogue: Catalogue,
     snapshot: Snapshot,
     moments: Iterable[Moment],
     rules: WindowRules,
     cards: Sequence[int] | None = None,
+    needs: Mapping[int, int] | None = None,
 ) -> tuple[CardWindow, ...]:
-    """Each card's window for a seat nothing names, with need 0: room now, the least room over
-    the window and when, and the forecast (days_to_full); nothing is placed."""
-    indices = (
-        tuple(sorted(c.index for c in snapshot.cards if c.ok)) if cards is None else tuple(cards)
-    )
-    out: list[CardWindow] = []
-    for index in indices:
-        probe = NewSeat("", (index,), 0)
-        (window,) = replay(catalogue, snapshot, moments, [probe], rules)
-        out.extend(window.cards)
-    return tuple(out)
+    """`open_windows`' per-card windows alone."""
+    windows = open_windows(catalogue, snapshot, moments, rules, cards, needs)
+    return tuple(card for window in windows for card in window.cards)
