@@ -404,7 +404,11 @@ class CardModel:
 
     def gate_free_bytes(self, seat: str | None = None) -> int:
         """free − cuda_context − what this copy places − Σ holds not `seat`'s: what a gate reads."""
-        holds = sum(self.hold_part_bytes(h) for h in self.counted_holds(seat, self.placed))
+        holds = (
+            sum(self.hold_part_bytes(h) for h in self.counted_holds(seat, self.placed))
+            if self.holds
+            else 0
+        )
         return engine_free_bytes(
             free_bytes=self.free_bytes,
             cuda_context_bytes=self.cuda_context_bytes,
