@@ -662,8 +662,16 @@ def _modelled(
     )
     # The figures every placer and bound reads of every card, worked out now by their own
     # definitions (cached_property takes a lock per first read); `occupants` stays lazy.
-    for name, figure in _PREFILLED:
-        fixed[name] = figure(model)
+    if absent or card.holds:
+        for name, figure in _PREFILLED:
+            fixed[name] = figure(model)
+    else:
+        # Nothing down and nothing held (most cards): their sums are empty.
+        fixed["absent_bytes"] = fixed["hold_bytes"] = 0
+        fixed["open_bytes"] = room_bytes(
+            free_bytes=fixed["free_bytes"], held_bytes=0, margin_bytes=fixed["margin_bytes"]
+        )
+        fixed["widest_bytes"] = _WIDEST(model)
     return model
 
 
@@ -715,6 +723,7 @@ _PREFILLED = tuple(
     (name, getattr(CardModel, name).func)
     for name in ("absent_bytes", "hold_bytes", "open_bytes", "widest_bytes")
 )
+_WIDEST = dict(_PREFILLED)["widest_bytes"]
 _NONE_EXCLUSIVE: frozenset[str] = frozenset()
 
 
