@@ -587,15 +587,11 @@ def test_the_formula_scan_finds_what_it_forbids(tmp_path: Path) -> None:
 
 # --- reasons are data: the words are written in placement/cli/ alone --------------------------
 
-# The calls that build a Reason, and where each takes its words: (keyword, position).
-REASON_BUILDERS = {"Reason": 5, "bare_reason": 2, "host_reason": 0}
-# Where words may be written: the edge, and the engines' own refusals (each engine's module says
-# how its engine refuses, in its own words: DESIGN.md, Engines).
-WORDS_AT = ("placement.cli", "placement.report", "placement.fit.engines", "placement.fit.verdict")
-# module → why it hands a Reason words written elsewhere.
-WORDS_EXCEPTIONS: dict[str, str] = {
-    "placement.fit.rules": "an engine's refusal keeps the words its engine module wrote",
-}
+# The call that builds a Reason, and where it takes its words: (keyword, position).
+REASON_BUILDERS = {"Reason": 5}
+# Where words may be written: the edge. Each engine's module hands its refusal up as data
+# (`Refusal.said` and facts) too; placement/cli/engine_text.py writes its sentence.
+WORDS_AT = ("placement.cli", "placement.report")
 
 
 def _has_words(node: ast.expr) -> bool:
@@ -612,7 +608,7 @@ def reason_words_outside_cli(root: Path) -> list[str]:
             module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(
                 ".__init__"
             )
-            if module.startswith(WORDS_AT) or module in WORDS_EXCEPTIONS:
+            if module.startswith(WORDS_AT):
                 continue
             tree = ast.parse(path.read_text(encoding="utf-8"))
             for node in ast.walk(tree):
@@ -643,8 +639,8 @@ def test_the_reason_words_scan_finds_what_it_forbids(tmp_path: Path) -> None:
         '    a = Reason("room", card, need, room, need - room, f"short {need - room}")\n'
         '    b = Reason(rule="room", card=card, need_bytes=need, room_bytes=room,\n'
         '               short_bytes=0, text="no room")\n'
-        '    c = bare_reason("host", None, "no snapshot")\n'
-        '    d = host_reason(f"{card} is gone", "h")\n'
+        '    c = Reason("host", None, None, None, None, "no snapshot")\n'
+        '    d = Reason("host", None, None, None, None, text=f"{card} is gone")\n'
         '    e = replace(reason, text=reason.text + "; and more")\n'
         '    ok = Reason("room", card, need, room, 0, host="h", said="room")\n'
         '    ok2 = host_reason(host="h", said="no_snapshot")\n'
@@ -658,16 +654,10 @@ def test_the_reason_words_scan_finds_what_it_forbids(tmp_path: Path) -> None:
     assert reason_words_outside_cli(tmp_path) == [
         "placement.fit.bad:2: gives Reason words",
         "placement.fit.bad:3: gives Reason words",
-        "placement.fit.bad:5: gives bare_reason words",
-        "placement.fit.bad:6: gives host_reason words",
+        "placement.fit.bad:5: gives Reason words",
+        "placement.fit.bad:6: gives Reason words",
         "placement.fit.bad:7: replaces a text",
     ]
-
-
-def test_every_reason_words_exception_is_still_needed() -> None:
-    for module in WORDS_EXCEPTIONS:
-        text = (ROOT / Path(*module.split(".")).with_suffix(".py")).read_text(encoding="utf-8")
-        assert re.search(r"\btext=", text), module
 
 
 # --- the card model is the simulator: nobody outside fit edits a snapshot to simulate ----------

@@ -72,16 +72,21 @@ class EngineCard:
         return max(0, self.free_bytes - self.cuda_context_bytes)
 
 
+# One figure a refusal's sentence says besides its bytes: a count or bytes, a name, names.
+RefusalFact = int | str | tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class Refusal:
-    """One way an engine will not start, or start short, on a card, with its bytes."""
+    """One way an engine will not start, or start short, on a card, with its bytes, as data:
+    `said` names its sentence (written at the edge, placement/cli/reasons_text.py) and `facts`
+    the other figures and names the sentence says."""
 
     rule: Rule
     need_bytes: int
     room_bytes: int
-    text: str
-    # True where `text` says the need, the room and the bytes short itself: a line shows it alone.
-    whole: bool = False
+    said: str
+    facts: tuple[tuple[str, RefusalFact], ...] = ()
 
     @property
     def short_bytes(self) -> int:
@@ -689,16 +694,17 @@ def profile_need(seat: Seat, card: EngineCard, kv_bytes: int) -> int:
     return max(seat.resident_bytes, parts)
 
 
-def short_context(seat: Seat, tokens: int | None, wanted: int | None, text: str) -> Refusal | None:
+def short_context(
+    seat: Seat, tokens: int | None, wanted: int | None, said: str, **named: RefusalFact
+) -> Refusal | None:
     """Rule `kv_capacity` when `tokens` (what its KV cache holds for one request) is below
     `wanted` (the request it must hold); the bytes are tokens × the profile's per-token bytes."""
     profile = seat.engine.profile
     if tokens is None or wanted is None or profile is None or tokens >= wanted:
         return None
     per = profile.kv_bytes_per_token
-    return Refusal(
-        "kv_capacity", wanted * per, tokens * per, text.format(tokens=tokens, wanted=wanted)
-    )
+    found = (("tokens", tokens), ("wanted", wanted), *named.items())
+    return Refusal("kv_capacity", wanted * per, tokens * per, said, found)
 
 
 def fitted_need(seat: Seat, card: EngineCard, room: int) -> int:
@@ -707,22 +713,15 @@ def fitted_need(seat: Seat, card: EngineCard, room: int) -> int:
     return min(seat.resident_bytes, room + card.cuda_context_bytes)
 
 
-def spill(seat: Seat, card: EngineCard, room: int, text: str) -> Refusal | None:
-    """Rule `spill` when the resident less its context is over `room`: the rest runs on the CPU.
-    `text` names `{need}` (what it loads), `{room}` and `{moved}` (the bytes that leave the
-    card), each once."""
+def spill(
+    seat: Seat, card: EngineCard, room: int, said: str, **named: RefusalFact
+) -> Refusal | None:
+    """Rule `spill` when the resident less its context is over `room`: the rest runs on the CPU
+    (need: what it loads; short: the bytes that leave the card)."""
     wanted = seat.resident_bytes - card.cuda_context_bytes
     if wanted <= room:
         return None
-    return Refusal(
-        "spill",
-        wanted,
-        room,
-        text.format(
-            need=format_bytes(wanted), room=format_bytes(room), moved=format_bytes(wanted - room)
-        ),
-        whole=True,
-    )
+    return Refusal("spill", wanted, room, said, tuple(named.items()))
 
 
 # --- reading command lines ---------------------------------------------------------
