@@ -660,6 +660,68 @@ def test_the_reason_words_scan_finds_what_it_forbids(tmp_path: Path) -> None:
     ]
 
 
+# --- no sentences in placement/fit/: it returns data, the edge writes the words --------------
+
+# module → the text it still builds (an f-string of three words or more outside a `raise`).
+# Each entry is work left, not a licence: when the module's text becomes data, its entry goes
+# (the test below fails on an entry no longer needed).
+FIT_TEXT_EXCEPTIONS: dict[str, str] = {
+    "placement.fit.verify": "verdict warnings (NVML v1, a util below the resident, vLLM ≥ 0.34 "
+    "without a check) and the nearest changes",
+    "placement.fit.kv": "the profile's floor warnings and kv_capacity's nearest changes",
+    "placement.fit.consistency": "snapshot-against-catalogue warnings printed once per run",
+    "placement.fit.engines.base": "an unbounded engine's why, learn's notes on a log",
+    "placement.fit.engines.vllm": "its version and flag warnings, its unbounded why",
+    "placement.fit.engines.vllm_log": "learn's notes on a vLLM log",
+    "placement.fit.engines.vllm_flags": "a byte-size hint in a flag's note",
+    "placement.fit.engines.argparse_flags": "which release's flags read a command line",
+    "placement.fit.engines.llamacpp": "learn's notes on a llama.cpp log",
+    "placement.fit.engines.ollama": "learn's note on a model blob, the overhead pin",
+    "placement.fit.engines.sglang": "learn's note on the per-token bytes",
+    "placement.fit.engines.trtllm": "the KV cache pin as written in its config",
+}
+
+
+def sentences_in_fit(root: Path) -> dict[str, list[int]]:
+    """module → lines of every f-string with three words or more outside a `raise`."""
+    found: dict[str, list[int]] = {}
+    for path in sorted((root / "placement" / "fit").rglob("*.py")):
+        module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        raised = {
+            id(n) for node in ast.walk(tree) if isinstance(node, ast.Raise) for n in ast.walk(node)
+        }
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.JoinedStr) or id(node) in raised:
+                continue
+            text = " ".join(v.value for v in node.values if isinstance(v, ast.Constant))
+            if len(re.findall(r"[A-Za-z]{2,}", str(text))) >= 3:
+                found.setdefault(module, []).append(node.lineno)
+    return found
+
+
+def test_fit_builds_no_sentence_outside_the_modules_still_listed() -> None:
+    found = sentences_in_fit(ROOT)
+    assert {m: lines for m, lines in found.items() if m not in FIT_TEXT_EXCEPTIONS} == {}
+    # An entry whose module builds no sentence any more is dropped.
+    assert set(FIT_TEXT_EXCEPTIONS) - set(found) == set()
+
+
+def test_the_sentence_scan_finds_what_it_forbids(tmp_path: Path) -> None:
+    package = tmp_path / "placement" / "fit"
+    package.mkdir(parents=True)
+    (package / "bad.py").write_text(
+        "def f(card, need):\n"
+        '    warning = f"card {card}: NVML v1 only, stricter for the gate"\n'
+        '    label = f"pid {card}"\n'
+        "    if need < 0:\n"
+        '        raise ValueError(f"need {need} is below zero on card {card}")\n'
+        "    return warning, label\n",
+        encoding="utf-8",
+    )
+    assert sentences_in_fit(tmp_path) == {"placement.fit.bad": [2]}
+
+
 # --- the card model is the simulator: nobody outside fit edits a snapshot to simulate ----------
 
 # A snapshot's readings: a module that sets one on a copy (a pydantic `model_copy(update=...)`,
