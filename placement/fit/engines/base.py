@@ -884,11 +884,6 @@ def flag_value(argv: Sequence[str], *names: str) -> str | None:
     return found
 
 
-def has_flag(argv: Sequence[str], *names: str) -> bool:
-    """True when any of `names` stands in argv, bare or with `=value`."""
-    return any(word == n or word.startswith(n + "=") for word in argv for n in names)
-
-
 def as_int(text: str | None) -> int | None:
     """A whole number from flag text; None for absent or unreadable text."""
     if text is None:
@@ -897,57 +892,6 @@ def as_int(text: str | None) -> int | None:
         return int(text.strip())
     except ValueError:
         return None
-
-
-def as_fraction(text: str | None) -> float | None:
-    """A fraction in (0, 1] from flag text; None for absent, unreadable or out of range."""
-    if text is None:
-        return None
-    try:
-        value = float(text.strip())
-    except ValueError:
-        return None
-    return value if 0 < value <= 1 else None
-
-
-# (catalogue field, flag, environment variable or None): what `read_fields` reads.
-FieldSource = tuple[str, str, str | None]
-
-
-def read_fields(
-    argv: Sequence[str],
-    env: Mapping[str, str] | None,
-    *,
-    fractions: Sequence[FieldSource] = (),
-    counts: Sequence[FieldSource] = (),
-) -> dict[str, object]:
-    """Catalogue fields from their flags, else their environment variables: a fraction in
-    (0, 1], a count of at least 1; anything absent or unreadable is left out."""
-    env = env or {}
-    found: dict[str, object] = {}
-    for key, flag, name in fractions:
-        share = as_fraction(flag_value(argv, flag))
-        if share is None and name is not None:
-            share = as_fraction(env.get(name))
-        if share is not None:
-            found[key] = share
-    for key, flag, name in counts:
-        count = as_int(flag_value(argv, flag))
-        if count is None and name is not None:
-            count = as_int(env.get(name))
-        if count is not None and count >= 1:
-            found[key] = count
-    return found
-
-
-def parallel_cards(argv: Sequence[str], sizes: Sequence[Sequence[str]]) -> int:
-    """The product of the parallel sizes `sizes` names (one tuple of spellings each) in argv;
-    a size not given, or not a whole number of at least 1, counts 1."""
-    cards = 1
-    for spellings in sizes:
-        size = as_int(flag_value(argv, *spellings))
-        cards *= size if size is not None and size >= 1 else 1
-    return cards
 
 
 def image_matches(image: str | None, names: Sequence[str]) -> bool:
