@@ -2,7 +2,7 @@
 a window from range and `*_over_time` queries (`inventory.history.prometheus` reads both).
 
 Rows are `inventory.ledger.report_queries`' types, so the report is built and rendered by the same
-code from either source. Percentiles are Prometheus's `quantile_over_time`.
+code from either source. Percentiles are nearest-rank, as the ledger's (`at_ranks`).
 """
 
 from __future__ import annotations
@@ -13,15 +13,16 @@ import re
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from inventory.ledger.report_queries import (
     CardBuckets,
     CardUsage,
     ForeignUsage,
+    nearest_rank,
 )
 from inventory.prometheus import metrics as m
 from inventory.prometheus.reader import (
@@ -51,9 +52,9 @@ __all__ = [
 ]
 
 PERCENTILE_DEFINITION = (
-    "Prometheus's quantile_over_time over the raw samples (per seat, over the per-step sum of its "
-    "processes): linear interpolation between the two nearest samples, so a percentile may lie "
-    "between two values really recorded (the SQLite ledger's report uses nearest-rank instead)"
+    "nearest-rank: the p-th percentile of N samples sorted ascending is the sample at rank "
+    "ceil(p/100 × N), counting from 1 — always a value Prometheus really stored (for a seat "
+    "with several processes on a card, their sum at a query step)"
 )
 # Threads waiting on answers at once (the client bounds the queries in flight).
 _JOBS = 32
@@ -698,13 +699,12 @@ def _card_usage(client: PromClient, q: _Queries) -> list[CardUsage]:
     used, free = q.sel(m.CARD_USED), q.sel(m.CARD_FREE)
     exprs = {
         "n": f"count_over_time({used}{q.rng})",
-        "p50": f"quantile_over_time(0.5, {used}{q.rng})",
-        "p95": f"quantile_over_time(0.95, {used}{q.rng})",
         "max": f"max_over_time({used}{q.rng})",
         "errors": f"sum by ({q.by('gpu')}) (sum_over_time({q.sel(m.CARD_ERROR)}{q.rng}))",
         "v1": f"min_over_time({q.sel(m.CARD_MEMORY_VERSION)}{q.rng})",
     }
     got, low_at = _card_answers(client, q, exprs, free)
+    got |= _card_ranks(client, q, used, got["n"])
     rows: list[CardUsage] = []
     for key in sorted(set(got["n"]) | {k for k, v in got["errors"].items() if v > 0}):
         n = _int(got["n"].get(key, 0))
@@ -897,6 +897,76 @@ def _narrowed(q: _Queries, selector: str, keys: Sequence[SeriesKey]) -> str:
     return f"{name}{{{cut},{matchers}" if matchers else f"{name}{{{cut}}}"
 
 
+def _cut(q: _Queries, selector: str, hosts: Iterable[str], gpus: Iterable[object]) -> str:
+    """`selector` cut to these hosts and cards (their cross product)."""
+    name, _, matchers = selector.partition("{")
+    cut = f"{q.named(sorted(set(hosts)))},gpu=~{_regex(sorted({str(g) for g in gpus}))}"
+    return f"{name}{{{cut},{matchers}" if matchers else f"{name}{{{cut}}}"
+
+
+K = TypeVar("K", bound=Hashable)
+
+
+def _known(found: Mapping[K | None, float]) -> dict[K, float]:
+    return {key: value for key, value in found.items() if key is not None}
+
+
+def at_ranks(
+    client: PromClient,
+    at_s: float,
+    counts: Mapping[K, float],
+    ranged: Callable[[Collection[K] | None], str],
+    key_of: Callable[[Labels], K | None],
+    percentiles: Sequence[int] = (50, 95),
+) -> dict[int, dict[K, float]]:
+    """Per percentile p, each series' sample at the nearest rank ceil(p·n/100) of its n samples
+    in `ranged(None)` (`counts`: its `count_over_time`, by `key_of` its labels), as the ledger's
+    report counts them: never interpolated.
+
+    Prometheus selects it: `quantile_over_time(φ, …)` reads the sample at rank φ·(n − 1) + 1,
+    interpolating only between two ranks, so φ = (rank − 1)/(n − 1) lands on the sample itself
+    (to a float's rounding, which `round` to whole bytes removes). φ depends on n: series are
+    asked in groups of one n, the most common one over `ranged(None)`, the others over
+    `ranged(keys)`, cut to theirs.
+    """
+    groups: dict[int, list[K]] = defaultdict(list)
+    for key, n in counts.items():
+        if round(n) > 0:
+            groups[round(n)].append(key)
+    out: dict[int, dict[K, float]] = {p: {} for p in percentiles}
+    if not groups:
+        return out
+    common = max(groups, key=lambda n: (len(groups[n]), n))
+    asked: list[tuple[int, int]] = []
+    exprs: list[str] = []
+    for p in percentiles:
+        for n, keys in sorted(groups.items()):
+            rank = nearest_rank(p, n)
+            phi = (rank - 1) / (n - 1) if n > 1 else 0.0
+            exprs.append(f"quantile_over_time({phi!r}, {ranged(None if n == common else keys)})")
+            asked.append((p, n))
+    for (p, n), answer in zip(asked, client.instants(exprs, at_s), strict=True):
+        for labels, value in answer:
+            named = key_of(labels)
+            if named is not None and round(counts.get(named, 0)) == n:
+                out[p][named] = value
+    return out
+
+
+def _card_ranks(
+    client: PromClient, q: _Queries, used: str, counts: Mapping[tuple[str, int], float]
+) -> dict[str, dict[tuple[str, int], float]]:
+    """Each card's used bytes at the nearest ranks of p50 and p95 over the window."""
+
+    def ranged(keys: Collection[tuple[str, int]] | None) -> str:
+        if keys is None:
+            return f"{used}{q.rng}"
+        return f"{_cut(q, used, [k[0] for k in keys], [k[1] for k in keys])}{q.rng}"
+
+    ranks = at_ranks(client, q.at, counts, ranged, _card)
+    return {"p50": ranks[50], "p95": ranks[95]}
+
+
 def _steps(q: _Queries, first_s: float, last_s: float) -> tuple[float, float, float]:
     """(start, end, step) of a range query at --step over [first_s, last_s], inside the window."""
     step = q.step_s
@@ -909,11 +979,10 @@ def _dcgm_usage(client: PromClient, q: _Queries) -> list[CardUsage]:
     """Cards of hosts that only DCGM's exporter describes: used and free in MiB, no processes."""
     exprs = {
         "n": q.dcgm(f"count_over_time(SEL{q.rng})", DCGM_USED),
-        "p50": q.dcgm(f"quantile_over_time(0.5, SEL{q.rng})", DCGM_USED),
-        "p95": q.dcgm(f"quantile_over_time(0.95, SEL{q.rng})", DCGM_USED),
         "max": q.dcgm(f"max_over_time(SEL{q.rng})", DCGM_USED),
     }
     got, low_at = _card_answers(client, q, exprs, q.dcgm("SEL", DCGM_FREE))
+    got |= _card_ranks(client, q, q.dcgm("SEL", DCGM_USED), got["n"])
     return [
         CardUsage(
             host=key[0],
@@ -953,7 +1022,7 @@ def _seat_stats(client: PromClient, q: _Queries) -> dict[SeatKey, tuple[int, int
     one with several (restarted, or several processes on a card) from the per-step sum of them.
     """
     raw = q.sel(m.PROCESS_USED, _SEATED)
-    answers = _four(client, q, f"{raw}{q.rng}")
+    answers = _four(client, q, _proc_cut(q, raw))
     series: dict[SeatKey, int] = defaultdict(int)
     for key in answers[0]:
         if key is not None:
@@ -965,8 +1034,7 @@ def _seat_stats(client: PromClient, q: _Queries) -> dict[SeatKey, tuple[int, int
         if key is not None and series[key[:3]] == 1 and all(key in a for a in answers[1:])
     }
     if several:
-        extra = f"seat=~{_regex(sorted({k[2] for k in several}))}"
-        summed = _four(client, q, f"{q.seat_sum(extra)}{q.sub}")
+        summed = _four(client, q, _summed(q, q.sub, {k[2] for k in several}))
         for key, n in summed[0].items():
             if key is not None and key[:3] in several and all(key in a for a in summed[1:]):
                 out[key[:3]] = (_int(n), *(_int(a[key]) for a in summed[1:]))  # type: ignore[assignment]
@@ -974,19 +1042,42 @@ def _seat_stats(client: PromClient, q: _Queries) -> dict[SeatKey, tuple[int, int
 
 
 def _four(
-    client: PromClient, q: _Queries, ranged: str
-) -> list[dict[tuple[str, int, str, str] | None, float]]:
-    """count, p50, p95 and max over `ranged`, keyed by (host, card, seat, pid)."""
-    exprs = [
-        f"count_over_time({ranged})",
-        f"quantile_over_time(0.5, {ranged})",
-        f"quantile_over_time(0.95, {ranged})",
-        f"max_over_time({ranged})",
-    ]
-    return [
-        {_proc_key(labels): value for labels, value in answer}
-        for answer in client.instants(exprs, q.at)
-    ]
+    client: PromClient, q: _Queries, ranged: Callable[[Collection[ProcKey] | None], str]
+) -> list[dict[ProcKey | None, float]]:
+    """count, p50, p95 (nearest rank) and max over `ranged(None)`, keyed by (host, card, seat,
+    pid); `ranged(keys)` is the same cut to those series."""
+    whole = ranged(None)
+    counted, top = client.instants([f"count_over_time({whole})", f"max_over_time({whole})"], q.at)
+    counts = {_proc_key(labels): value for labels, value in counted}
+    ranks = at_ranks(client, q.at, _known(counts), ranged, _proc_key)
+    return [counts, ranks[50], ranks[95], {_proc_key(labels): value for labels, value in top}]  # type: ignore[list-item]
+
+
+ProcKey = tuple[str, int, str, str]
+
+
+def _proc_cut(q: _Queries, selector: str) -> Callable[[Collection[ProcKey] | None], str]:
+    """`selector` (of process series) over the window, cut to the hosts and cards of some keys."""
+
+    def ranged(keys: Collection[ProcKey] | None) -> str:
+        if keys is None:
+            return f"{selector}{q.rng}"
+        return f"{_cut(q, selector, [k[0] for k in keys], [k[1] for k in keys])}{q.rng}"
+
+    return ranged
+
+
+def _summed(
+    q: _Queries, width: str, seats: Collection[str]
+) -> Callable[[Collection[ProcKey] | None], str]:
+    """The per-step sum of each of `seats`' processes over `width` (a subquery range), cut to
+    the seats of some keys."""
+
+    def ranged(keys: Collection[ProcKey] | None) -> str:
+        names = sorted(seats if keys is None else {k[2] for k in keys})
+        return f"{q.seat_sum(f'seat=~{_regex(names)}')}{width}"
+
+    return ranged
 
 
 def _proc_key(labels: Labels) -> tuple[str, int, str, str] | None:
@@ -1005,21 +1096,33 @@ def _seat_medians(
     """
     at = at_s - 0.001
     width = f"[{segment_s * 1000 - 1}ms]"
-    raw = client.instant(f"quantile_over_time(0.5, {q.sel(m.PROCESS_USED, _SEATED)}{width})", at)
-    by_seat: dict[SeatKey, list[float]] = defaultdict(list)
-    for labels, value in raw:
-        key = _seat_key(labels)
-        if key is not None:
-            by_seat[key].append(value)
-    out = {key: _int(values[0]) for key, values in by_seat.items() if len(values) == 1}
-    several = sorted({key[2] for key, values in by_seat.items() if len(values) > 1})
+    selector = q.sel(m.PROCESS_USED, _SEATED)
+
+    def raw(keys: Collection[ProcKey] | None) -> str:
+        if keys is None:
+            return f"{selector}{width}"
+        return f"{_cut(q, selector, [k[0] for k in keys], [k[1] for k in keys])}{width}"
+
+    counts = _known(
+        {_proc_key(labels): n for labels, n in client.instant(f"count_over_time({raw(None)})", at)}
+    )
+    by_seat: dict[SeatKey, list[ProcKey]] = defaultdict(list)
+    for key in counts:
+        by_seat[key[:3]].append(key)
+    single = {key: n for key, n in counts.items() if len(by_seat[key[:3]]) == 1}
+    medians = at_ranks(client, at, single, raw, _proc_key, (50,))[50]
+    out = {key[:3]: _int(value) for key, value in medians.items()}
+    several = sorted({key[2] for key, found in by_seat.items() if len(found) > 1})
     if several:
-        summed = q.seat_sum(f"seat=~{_regex(several)}")
-        expr = f"quantile_over_time(0.5, {summed}[{segment_s * 1000 - 1}ms:{q.step_s}s])"
-        for labels, value in client.instant(expr, at):
-            key = _seat_key(labels)
-            if key is not None and len(by_seat.get(key, ())) > 1:
-                out[key] = _int(value)
+        summed = _summed(q, f"[{segment_s * 1000 - 1}ms:{q.step_s}s]", several)
+        found = client.instant(f"count_over_time({summed(None)})", at)
+        wanted = {
+            k: n
+            for k, n in _known({_proc_key(labels): n for labels, n in found}).items()
+            if len(by_seat.get(k[:3], ())) > 1
+        }
+        for key, value in at_ranks(client, at, wanted, summed, _proc_key, (50,))[50].items():
+            out[key[:3]] = _int(value)
     return out
 
 

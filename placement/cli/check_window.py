@@ -125,7 +125,7 @@ def validate_window(args: argparse.Namespace) -> None:
         )
     if args.prometheus:
         raise CannotDecideError(
-            "--window with --prometheus: check reads the week from a ledger only so far; "
+            "--window with --prometheus: the week is read from a ledger only so far; "
             "record the host with `gpuplan snapshot --ledger DB` and pass --ledger DB"
         )
     if not args.ledger:

@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 
+from placement.cli.check_window import add_window_arguments, validate_window
 from placement.cli.sources import (
     add_catalogue_argument,
     add_source_arguments,
@@ -41,6 +42,12 @@ examples:
                  --snapshot seats/catalogue/fv-ml1.snapshot.json
   GPUPLAN_CATALOGUE=fleet.yaml gpuplan ledger --live --json
   gpuplan ledger --catalogue fleet.yaml --ledger gpuplan-ledger.sqlite
+  gpuplan ledger --catalogue fleet.yaml --ledger gpuplan-ledger.sqlite --window 7d
+
+With --window D, per card also: its room now (free - held - margin), its least
+room over the window and when, the UTC hours it had less room than now (and who
+held more at its least), and the days until the trend of its daily least room
+reaches zero.
 
 With a catalogue only its hosts are shown; any other host is ignored, and a
 catalogue host that could not be read (absent, stale, incomplete, MIG or
@@ -59,6 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
     add_catalogue_argument(parser)
     add_source_arguments(parser, multiple=True)
+    add_window_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print JSON (schema 1, raw byte ints)")
 
 
@@ -67,19 +75,34 @@ def run(args: argparse.Namespace) -> int:
     from placement.cli.ledger_text import render_ledger
     from placement.report.ledger_view import build_ledger, ledger_json
 
+    validate_window(args)
     catalogue = load_catalogue_argument(args)
     cards = resolve_snapshots(source_options(args), catalogue, utc_now())
     origins = [cards.origin(s.host) for s in cards.snapshots]
     view = build_ledger(catalogue, cards.snapshots, origins)
     for warning in view.warnings:
         print(f"warning: {warning}", file=sys.stderr)
+    rooms = None
+    if args.window is not None:
+        from placement.cli.ledger_window import host_rooms
+
+        rooms = host_rooms(args, catalogue, cards.snapshots)
     if args.json:
-        print(json.dumps({**ledger_json(view), **cards.hosts_json()}, indent=2))
+        data = {**ledger_json(view), **cards.hosts_json()}
+        if rooms is not None:
+            from placement.cli.ledger_window import with_windows
+
+            data = with_windows(data, rooms)
+        print(json.dumps(data, indent=2))
     else:
         hosts = cards.hosts_lines()
         sys.stdout.write(
             "".join(f"{line}\n" for line in hosts) + ("\n" if hosts and view.hosts else "")
         )
         sys.stdout.write(render_ledger(view))
+        if rooms is not None:
+            from placement.cli.ledger_window import render_rooms
+
+            sys.stdout.write("\n" + render_rooms(rooms))
     # Nothing to show is nothing decided: every catalogue host unusable.
     return Exit.OK if view.hosts else Exit.CANNOT_DECIDE

@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from placement.cli import notice
+from placement.cli.check_window import add_window_arguments, validate_window
 from placement.cli.reasons_text import worded_json, worded_verdict
 from placement.cli.sources import (
     add_catalogue_argument,
@@ -105,6 +106,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a refused seat: its tightest three cards and a count per rule (default), "
         "or every card with every rule (all)",
     )
+    add_window_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print JSON (schema 1, raw byte ints)")
 
 
@@ -113,12 +115,22 @@ def run(args: argparse.Namespace) -> int:
     from placement.plan.planner import plan
 
     started = time.perf_counter()
+    validate_window(args)
+    window = None
+    if args.window is not None:
+        from placement.cli.plan_window import validate_plan_window
+
+        validate_plan_window(args)
     catalogue = load_catalogue_argument(args)
     now = utc_now()
     cards = resolve_snapshots(source_options(args), catalogue, now)
     snapshots = cards.snapshots
     adds = load_add_files(args.add)
     notice.plan_notice(catalogue, snapshots, adds, args.time_limit)
+    if args.window is not None:
+        from placement.cli.plan_window import window_plan
+
+        window = window_plan(args, snapshots)
     result = plan(
         catalogue,
         snapshots,
@@ -128,7 +140,12 @@ def run(args: argparse.Namespace) -> int:
         allow_moves=args.allow_moves,
         max_moves=args.max_moves,
         unusable={host: u.reason for host, u in cards.unusable.items()},
+        window=window,
     )
+    if window is not None:
+        from placement.cli.plan_window import worded
+
+        result = worded(result)
     if args.ledger:
         _record(args.ledger, catalogue, result, adds, now)
     if args.json:

@@ -97,6 +97,8 @@ def headline(verdict: Verdict) -> str:
         return "no card has room — no room without a placement decision"
     if rules <= {"gate", "room", "reserve"} and "gate" in rules:
         return "vLLM's start-up gate or room refuses it on every card"
+    if rules <= {"peak", "restart", "trend"}:
+        return "room now, but no placement it may use holds over the window"
     return "refused on every card it may use"
 
 
@@ -191,6 +193,10 @@ def render_plan(
     origins = origins or {}
     multi_host = len(result.snapshots) > 1
     out: list[str] = []
+    if result.windows:
+        from placement.cli.plan_window import window_lines
+
+        out.extend(window_lines(result))
     out.extend(_header(result, origins, seconds))
     for snapshot in result.snapshots:
         rows = [row for row in result.cards if row.host == snapshot.host]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from inventory.snapshot import Snapshot, format_utc
 from placement.fit.consistency import check_snapshots
@@ -24,10 +24,20 @@ from placement.plan.cards import PlanCardRow, card_rows
 from placement.plan.explain import SUMMARY_PLACES, ExplainClasses, explain_refusal, summarise
 from placement.plan.greedy import greedy_assignment, has_eligible_host
 from placement.plan.most import most_seats
-from placement.plan.problem import Problem, build_problem, new_seats, split_by_host
+from placement.plan.problem import (
+    Problem,
+    build_problem,
+    few_collections,
+    new_seats,
+    split_by_host,
+)
 from placement.plan.score import priority_weights, score
 from placement.plan.verified import Assignment, verified_verdicts
 from seats.model import Catalogue, Seat
+
+if TYPE_CHECKING:
+    from placement.fit.week import SeatWindow
+    from placement.plan.window import WindowPlan
 
 __all__ = ["PlanCardRow", "PlanResult", "card_rows", "explain_refusal", "greedy_assignment", "plan"]
 
@@ -48,6 +58,8 @@ class PlanResult:
     moves_note: str | None = None
     # Per priority level, highest first: the most seats any placement could place there.
     bounds: tuple[LevelBound, ...] = ()
+    # `plan --window`: each judged seat's window (its VERDICT's `window` block).
+    windows: Mapping[str, SeatWindow] = field(default_factory=dict)
 
     @property
     def optimal(self) -> bool:
@@ -78,7 +90,7 @@ class PlanResult:
             "snapshots": [
                 {"host": s.host, "taken_at": format_utc(s.taken_at)} for s in self.snapshots
             ],
-            "seats": [_verdict_json(v, explain) for v in self.verdicts],
+            "seats": [self._seat_json(v, explain) for v in self.verdicts],
             "cards": [row.to_json() for row in self.cards],
             "moves": list(self.moves),
             "moves_note": self.moves_note,
@@ -94,6 +106,13 @@ class PlanResult:
                 for level in self.bounds
             ],
         }
+
+    def _seat_json(self, verdict: Verdict, explain: str) -> dict[str, Any]:
+        data = _verdict_json(verdict, explain)
+        window = self.windows.get(verdict.seat)
+        if window is not None:
+            data["window"] = window.to_json()
+        return data
 
 
 def _verdict_json(verdict: Verdict, explain: str) -> dict[str, Any]:
@@ -121,6 +140,7 @@ SKIP_SOLVER_PAIRS = 2_000
 SOLVER_MAX_PAIRS = 50_000
 
 
+@few_collections()  # a fleet's plan allocates much and frees little: see problem.py
 def plan(
     catalogue: Catalogue,
     snapshots: Sequence[Snapshot],
@@ -132,12 +152,15 @@ def plan(
     max_moves: int = 3,
     sources: Sequence[str] | None = None,
     unusable: Mapping[str, str] | None = None,
+    window: WindowPlan | None = None,
 ) -> PlanResult:
     """Place every planned seat and every added one on the snapshots' cards; explain the rest.
 
     `adds` pairs each added seat with where it came from (a file name, for errors).
     `unusable`: catalogue hosts with no usable snapshot (host → why); a seat that depends on
     them is `unknown` (placement.plan.unusable).
+    `window`: `plan --window` (placement.plan.window): the solver places on each card's
+    window room, and a placement the replay refuses is not kept (the seat's next is tried).
     `timings` in the result: build, solve, verify, explain (seconds).
     """
     timings: dict[str, float] = {}
@@ -161,10 +184,16 @@ def plan(
     problem = build_problem(catalogue, snapshots, seats)
     timings["problem"] = time.perf_counter() - started
     found = _Found()
+    card_windows = window.card_windows(problem) if window is not None and seats else {}
+    proposing = window.proposing(problem, card_windows) if window is not None and seats else problem
     if seats:
-        found = _assign(problem, solver, time_limit, started, timings, warnings)
+        found = _assign(proposing, solver, time_limit, started, timings, warnings)
     verify_started = time.perf_counter()
     placements, failed, last = verified_verdicts(problem, found.assignment)
+    settled = None
+    if window is not None and seats:
+        settled = window.settle(problem, placements, last, card_windows)
+        placements, last = settled.placements, settled.ends
     timings["verify"] = time.perf_counter() - verify_started
     gap = found.gap
     if seats and gap is None and found.bound:
@@ -173,11 +202,13 @@ def plan(
         gap = (found.bound - got) / found.bound
     explain_started = time.perf_counter()
     verdicts = _verdicts(problem, placements, failed, last)
+    if settled is not None:
+        verdicts = [settled.shown.get(v.seat, v) for v in verdicts]
     timings["explain"] = time.perf_counter() - explain_started
     moves: tuple[dict[str, Any], ...] = ()
     moves_note: str | None = None
     moved_rows: list[PlanCardRow] | None = None
-    if allow_moves and any(not v.passed for v in verdicts):
+    if allow_moves and window is None and any(not v.passed for v in verdicts):
         from placement.plan.moves import plan_moves
 
         outcome = plan_moves(
@@ -206,7 +237,11 @@ def plan(
         cards=tuple(
             moved_rows
             or card_rows(
-                catalogue, problem.snapshots, placements, card_views=problem.card_catalogues
+                catalogue,
+                problem.snapshots,
+                placements,
+                card_views=problem.card_catalogues,
+                models=problem.models,
             )
         ),
         solver=solver,
@@ -218,6 +253,7 @@ def plan(
         moves=moves,
         moves_note=moves_note,
         bounds=bounds,
+        windows=settled.windows if settled is not None else {},
     )
 
 

@@ -11,6 +11,7 @@ fl-02's series carry `exported_host` (a scrape job set `host`); fl-04 is not in 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -22,7 +23,7 @@ import yaml
 
 from inventory.ledger.store import open_ledger
 from placement.cli.main import main
-from tests.e2e.fleetweek import DAY, GIB, FleetWeek, backfill
+from tests.e2e.fleetweek import DAY, GIB, MIB, FleetWeek, backfill
 from tests.e2e.harness import Processes, install_prometheus, start_prometheus_on
 
 pytestmark = pytest.mark.slow
@@ -82,8 +83,8 @@ def test_prometheus_report_matches_the_ledger_report(
     url, catalogue, ledger = fleet
     prom = report(capsys, "--prometheus", url, "--catalogue", str(catalogue))
     sql = report(capsys, "--ledger", str(ledger), "--catalogue", str(catalogue))
-    assert prom["source"] == "prometheus" and "quantile_over_time" in prom["percentile"]
-    assert "nearest-rank" in sql["percentile"]
+    assert prom["source"] == "prometheus"
+    assert "nearest-rank" in prom["percentile"] and "nearest-rank" in sql["percentile"]
 
     # Only the catalogue's hosts, named alike on both paths (fl-02 through exported_host).
     for data in (prom, sql):
@@ -92,18 +93,16 @@ def test_prometheus_report_matches_the_ledger_report(
         assert {c["host"] for c in data["cards"]} == {"fl-00", "fl-01", "fl-02", "fl-03", "fl-05"}
     assert any(s["host"] == "fl-02" for s in prom["seats"])
 
-    # Seats: the same rows, the same flags, drifts within the two percentiles' difference.
+    # Seats: the same rows, the same percentiles (nearest rank on both paths), drifts and flags.
     prom_seats = {(s["seat"], s["card"]): s for s in prom["seats"]}
     sql_seats = {(s["seat"], s["card"]): s for s in sql["seats"]}
     assert set(prom_seats) == set(sql_seats)
     for key, row in sql_seats.items():
         other = prom_seats[key]
-        assert other["samples"] == row["samples"], key
-        assert other["max_bytes"] == row["max_bytes"], key
-        # Samples step by 8 MiB: interpolation moves a percentile by less than one step.
-        assert abs(other["drift_bytes"] - row["drift_bytes"]) <= 8 * 2**20, key
-        assert other["flagged"] == row["flagged"], key
-        assert other["grew"] == row["grew"], key
+        for name in ("samples", "p50_bytes", "p95_bytes", "max_bytes", "drift_bytes"):
+            assert other[name] == row[name], (key, name)
+        for name in ("first_p50_bytes", "last_p50_bytes", "growth_bytes", "flagged", "grew"):
+            assert other[name] == row[name], (key, name)
     leak = prom_seats[("fl-00-g1-a", 1)]
     assert leak["grew"] and leak["growth_bytes"] > 2 * GIB
 
@@ -115,11 +114,12 @@ def test_prometheus_report_matches_the_ledger_report(
         assert prom_reserve[key] == sql_reserve[key], key
     assert prom_reserve["holders"][0].startswith("`fl-00-g6-b`")
 
-    # Cards: the same used maximum and lowest free, when first reached too.
+    # Cards: the same used percentiles and maximum, and lowest free, when first reached too.
     sql_cards = {(c["host"], c["card"]): c for c in sql["cards"]}
     for card in prom["cards"]:
         twin = sql_cards[(card["host"], card["card"])]
-        for key in ("samples", "used_max_bytes", "min_free_bytes", "min_free_at"):
+        same = ("samples", "used_p50_bytes", "used_p95_bytes", "used_max_bytes", "min_free_bytes")
+        for key in (*same, "min_free_at"):
             assert card[key] == twin[key], (card["host"], card["card"], key)
 
     # The foreign notebook, and the host whose series stop mid-week.
@@ -128,6 +128,27 @@ def test_prometheus_report_matches_the_ledger_report(
         "fl-05: its gpuplan_snapshot_timestamp_seconds series stop at 2026-09-09T11:59:00Z" in n
         for n in prom["notes"]
     )
+
+
+def test_prometheus_percentiles_are_nearest_rank(
+    fleet: tuple[str, Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One golden figure the change to nearest rank moved, stated by hand: fl-00-g0-a's median
+    over the window's first part."""
+    url, catalogue, _ = fleet
+    prom = report(capsys, "--prometheus", url, "--catalogue", str(catalogue))
+    row = next(s for s in prom["seats"] if s["seat"] == "fl-00-g0-a")
+    # The first part is a quarter of the window from its first sample, (3 days − 1 min) // 4 =
+    # 64,785 s: minutes 0 … 1,079, 1,080 samples. Its median is the sample at rank
+    # ceil(0.5 × 1,080) = 540.
+    (seat,) = [p for p in WEEK.processes(0) if p.seat == "fl-00-g0-a"]
+    samples = sorted(WEEK.value(0, seat, t) or 0 for t in range(1080))
+    assert row["first_p50_bytes"] == samples[540 - 1] == 30 * GIB - 512 * MIB + 31 * 8 * MIB
+    # quantile_over_time(0.5) took the mean of ranks 540 and 541, 4 MiB more: a value the seat
+    # never held, and what the golden said before.
+    interpolated = (samples[540 - 1] + samples[540]) // 2
+    assert interpolated == 31_939_624_960 == row["first_p50_bytes"] + 4 * MIB
+    assert interpolated not in samples
 
 
 def test_both_paths_chart_the_same_headroom(fleet: tuple[str, Path, Path]) -> None:
@@ -182,9 +203,11 @@ def test_both_paths_chart_the_same_headroom(fleet: tuple[str, Path, Path]) -> No
     assert [h for h, _ in worst_first(prom.charts)] == [h for h, _ in worst_first(sql.charts)]
 
 
-# The goldens of both paths over this fleet, written by the report before it read its figures
-# through `inventory.history`. The Prometheus URL (a free port) reads as PROMETHEUS in them; the
-# HTML (its 40 charts inline) is kept as its SHA-256.
+# The goldens of both paths over this fleet. The Prometheus ones changed once since they were
+# first written, where a percentile moved from quantile_over_time's interpolation to nearest rank
+# (test_prometheus_percentiles_are_nearest_rank states one by hand). The Prometheus URL (a free
+# port) reads as PROMETHEUS in them; the HTML (its 40 charts inline) is kept as its SHA-256.
+# GPUPLAN_UPDATE_GOLDEN=1 rewrites them.
 GOLDEN = Path(__file__).parent / "golden" / "fleet"
 URL_MARK = "PROMETHEUS"
 
@@ -220,6 +243,9 @@ def test_both_reports_of_the_fleet_are_byte_identical(
 ) -> None:
     url, catalogue, ledger = fleet
     made = render_fleet(url, catalogue, ledger, tmp_path)
+    if os.environ.get("GPUPLAN_UPDATE_GOLDEN"):
+        for name, text in made.items():
+            (GOLDEN / name).write_bytes(text)
     assert sorted(made) == sorted(p.name for p in GOLDEN.iterdir())
     for name, text in made.items():
         assert text == (GOLDEN / name).read_bytes(), name

@@ -18,11 +18,14 @@ trend forecast), restart risks, cold and rebased seats, and the reasons of rules
 `text` is empty, its sentence is written in `placement.cli`. `SeatWindow.to_json()` is the
 VERDICT's `window` block; `status` is refuse, unknown (history, coverage) or pass, in
 DESIGN.md's order. `open_rooms` gives the same per-card windows for a seat nothing names
-(need 0): `ledger --window` and `plan --window`'s capacities.
+(need 0, or one per card; `open_windows`: with the host's figures), `ledger --window`'s;
+`window_model` lowers a card's model to its window room at the percentile, `plan --window`'s
+capacity.
 """
 
 from __future__ import annotations
 
+from placement.fit.week.capacity import lowered_bytes, window_model
 from placement.fit.week.model import (
     CardWindow,
     Cold,
@@ -38,7 +41,7 @@ from placement.fit.week.model import (
     WindowRules,
     WindowWarning,
 )
-from placement.fit.week.replay import open_rooms, replay
+from placement.fit.week.replay import open_rooms, open_windows, replay
 from placement.fit.week.stats import allowed_short, pass_percentile
 
 __all__ = [
@@ -56,7 +59,10 @@ __all__ = [
     "WindowRules",
     "WindowWarning",
     "allowed_short",
+    "lowered_bytes",
     "open_rooms",
+    "open_windows",
     "pass_percentile",
     "replay",
+    "window_model",
 ]

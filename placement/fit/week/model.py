@@ -176,12 +176,16 @@ class CardWindow:
     short_by_hour: tuple[int, ...]
     squeezed_by: tuple[Squeezer, ...]
     forecast: Forecast
+    # The least room once the `allowed_short` least are left out: the most a seat may need here
+    # and pass at the percentile (= window_room_bytes at p100; None: none seen).
+    percentile_room_bytes: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "card": self.card,
             "room_now_bytes": self.room_now_bytes,
             "window_room_bytes": self.window_room_bytes,
+            "percentile_room_bytes": self.percentile_room_bytes,
             "min_room_at": _utc(self.min_room_at),
             "seen_moments": self.seen_moments,
             "unseen_moments": self.unseen_moments,

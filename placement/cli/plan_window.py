@@ -1,0 +1,72 @@
+"""`plan --window D`: the moments of each planned host read from the ledger's history, handed to
+the planner (placement.plan.window), and the window's words beside the plan's verdicts.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from placement.cli.check_window import options_of
+from seats.errors import BadInputError
+
+if TYPE_CHECKING:
+    from inventory.snapshot import Snapshot
+    from placement.plan.planner import PlanResult
+    from placement.plan.window import WindowPlan
+
+
+def validate_plan_window(args: argparse.Namespace) -> None:
+    """What `plan --window` cannot take on top of check's window rules."""
+    if args.window is not None and args.allow_moves:
+        raise BadInputError(
+            "--allow-moves with --window: moves are judged at one snapshot only; "
+            "plan the window without --allow-moves"
+        )
+
+
+def window_plan(args: argparse.Namespace, snapshots: Sequence[Snapshot]) -> WindowPlan:
+    """Each host's moments in its window (ending at its snapshot), read once from the ledger."""
+    from placement.cli.window_history import host_moments
+    from placement.plan.window import WindowPlan, WindowSettings
+
+    options = options_of(args)
+    settings = WindowSettings(
+        length=options.length,
+        percentile=options.percentile,
+        min_history_s=int(options.min_history.total_seconds()),
+        min_coverage=options.min_coverage,
+        horizon_days=options.horizon_days,
+        restart_safe=options.restart_safe,
+        rebase=options.rebase,
+    )
+    moments = host_moments(args.ledger, snapshots, options.length)
+    return WindowPlan(settings, moments)
+
+
+def worded(result: PlanResult) -> PlanResult:
+    """The result with each judged seat's window warnings in its verdict's, in words."""
+    from placement.cli.window_text import warning_texts
+
+    verdicts = []
+    for verdict in result.verdicts:
+        window = result.windows.get(verdict.seat)
+        if window is not None:
+            gate = any(r.rule == "gate" for r in verdict.reasons)
+            words = warning_texts(window, end_refused_by_gate=gate)
+            verdict = replace(verdict, warnings=tuple(dict.fromkeys([*verdict.warnings, *words])))
+        verdicts.append(verdict)
+    return replace(result, verdicts=tuple(verdicts))
+
+
+def window_lines(result: PlanResult) -> list[str]:
+    """The window's first line, once per host that had a seat judged over it."""
+    from placement.cli.window_text import window_line
+
+    shown: dict[str, str] = {}
+    for window in result.windows.values():
+        shown.setdefault(window.host.host, window_line(window))
+    multi = len(shown) > 1
+    return [f"{host}: {line}" if multi else line for host, line in shown.items()]
