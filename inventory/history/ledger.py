@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
+from functools import lru_cache
 from itertools import groupby
 from typing import TYPE_CHECKING
 
@@ -40,7 +41,10 @@ if TYPE_CHECKING:
 __all__ = ["Connection", "LedgerHistory", "LedgerWindow"]
 
 
+@lru_cache(maxsize=1 << 16)
 def _utc(seconds: int) -> datetime:
+    """A stored second as a UTC datetime; the same few thousand (a week's hours and minutes)
+    come back for every card and host of a fleet, each made once."""
     return datetime.fromtimestamp(seconds, UTC)
 
 

@@ -201,7 +201,7 @@ def card_hours(
 ) -> list[CardHourRow]:
     """`host`'s stored card rollups of the hours starting in [first_hour_s, end_s), by hour, card."""
     return [
-        CardHourRow(*row)
+        CardHourRow._make(row)
         for row in connection.execute(
             "SELECT host, card_idx, hour_s, samples, error_samples, min_free_bytes, min_free_at_s,"
             " max_used_bytes FROM card_hours WHERE host = ? AND hour_s >= ? AND hour_s < ?"
@@ -216,7 +216,7 @@ def command_hours(
 ) -> list[CommandHourRow]:
     """The same of its command rollups, by hour, card, seat and command line."""
     return [
-        CommandHourRow(*row)
+        CommandHourRow._make(row)
         for row in connection.execute(
             "SELECT host, card_idx, hour_s, seat, cmdline, samples, min_bytes, min_at_s, max_bytes,"
             " max_at_s FROM command_hours WHERE host = ? AND hour_s >= ? AND hour_s < ?"
