@@ -145,6 +145,12 @@ class LedgerHistory:
             ),
         )  # fmt: skip
 
+    def daily_least(self, start: datetime, end: datetime) -> list[stored.DailyLeast]:
+        """Every card's least free per 24 h bucket ending at `end`, from the stored hourly
+        rollups of [start, end) (whole hours), for every host at once: a fleet's window room and
+        the trend's daily minima where its seats count as observed."""
+        return stored.daily_least(self.connection, _s(start), _s(end))
+
     def raw_since(self, host: str) -> datetime | None:
         """From when `host`'s raw moments are kept: a window starting before it was judged on
         hourly rollups there (`gpuplan compact`); None when none was ever removed."""
