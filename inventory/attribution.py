@@ -58,16 +58,21 @@ def attribute(snapshot: Snapshot, catalogue: Catalogue) -> Snapshot:
     """
     seats = host_seats(catalogue, snapshot.host)
     cards: list[Card] = []
+    changed = False
     for card in snapshot.cards:
         processes: list[Process] = []
+        named = False
         for process in card.processes:
             if process.seat is None:
                 name = process_seat(process, seats)
                 if name is not None:
                     process = process.model_copy(update={"seat": name})
+                    named = True
             processes.append(process)
-        cards.append(card.model_copy(update={"processes": tuple(processes)}))
-    return snapshot.model_copy(update={"cards": tuple(cards)})
+        # A card none of whose processes gains a seat is the same card: kept, not copied.
+        cards.append(card.model_copy(update={"processes": tuple(processes)}) if named else card)
+        changed = changed or named
+    return snapshot.model_copy(update={"cards": tuple(cards)}) if changed else snapshot
 
 
 def is_title(cmdline: str) -> bool:

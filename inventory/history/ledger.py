@@ -53,14 +53,17 @@ class LedgerHistory:
         """The hosts with a moment in [start, end), sorted."""
         return [host for host, _ in self.newest_per_host(_s(start), _s(end))]
 
-    def moments(self, host: str, start: datetime, end: datetime) -> Iterator[Moment]:
-        """`host`'s snapshots taken in [start, end), oldest first."""
-        cards, processes = q.moment_rows(self.connection, host, _s(start), _s(end))
+    def moments(
+        self, host: str, start: datetime, end: datetime, cards: Sequence[int] | None = None
+    ) -> Iterator[Moment]:
+        """`host`'s snapshots taken in [start, end), oldest first; with `cards`, each moment
+        holds only those cards (a moment where none of them was stored is left out)."""
+        rows, processes = q.moment_rows(self.connection, host, _s(start), _s(end), cards)
         arrived = stored.arrivals(self.connection, host, _s(start), _s(end))
         by_card: dict[tuple[int, int], list[ProcessReading]] = {}
         for taken_s, idx, pid, used, cmdline, seat in processes:
             by_card.setdefault((taken_s, idx), []).append(ProcessReading(pid, used, cmdline, seat))
-        for taken_s, rows in groupby(cards, key=lambda row: row[0]):
+        for taken_s, same in groupby(rows, key=lambda row: row[0]):
             yield Moment(
                 host,
                 _utc(taken_s),
@@ -74,10 +77,20 @@ class LedgerHistory:
                         error,
                         tuple(by_card.get((taken_s, idx), ())),
                     )
-                    for _, idx, total, reserved, used, free, error in rows
+                    for _, idx, total, reserved, used, free, error in same
                 ),
                 None if (came := arrived.get(taken_s)) is None else _utc(came),
             )
+
+    def moment_times(
+        self, host: str, start: datetime, end: datetime
+    ) -> list[tuple[int, int | None]] | None:
+        """(taken_at, arrived_at or None) in epoch seconds of `host`'s snapshots taken in
+        [start, end), in time order: what a replay from rollups needs of every moment. None
+        where the ledger keeps no rollups (a read-only one from before them): read the moments."""
+        if not stored.has_rollups(self.connection):
+            return None
+        return q.moment_times(self.connection, host, _s(start), _s(end))
 
     def rollups(self, host: str, start: datetime, end: datetime) -> Rollups:
         """`host`'s hourly rollups of [start, end): the stored ones of the whole hours inside it,

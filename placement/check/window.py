@@ -15,7 +15,8 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from placement.check.seat import CheckResult
-from placement.fit.week import NewSeat, SeatWindow, WindowRules, replay
+from placement.fit.week import NewSeat, SeatWindow, WindowRules
+from placement.fit.week.prune import replay_history
 from seats.model import Catalogue
 
 # The most a window may reach back (DESIGN.md "The week").
@@ -90,15 +91,15 @@ def judge_window(
     for result in results:
         by_host.setdefault(result.snapshot.host, []).append(result)
     windows: dict[int, SeatWindow] = {}
-    for host, mine in by_host.items():
+    for mine in by_host.values():
         judged = [r for r in mine if r.verdict.cards and r.verdict.need_bytes is not None]
         if not judged:
             continue
         rules = window_rules(options, judged[0])
-        # History.moments is [start, end): one second past the end takes the end's own moment.
-        found = history.moments(host, rules.start, rules.end + timedelta(seconds=1))
         seats = [new_seat(r) for r in judged]
-        replayed = replay(catalogue, judged[0].snapshot, found, seats, rules)
+        # The rollups first, raw moments only for the hours they cannot decide (a history
+        # without rollups: every moment of [start, end]).
+        replayed = replay_history(catalogue, judged[0].snapshot, history, seats, rules)
         for result, seat_window in zip(judged, replayed, strict=True):
             windows[id(result)] = seat_window
     return [

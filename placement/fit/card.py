@@ -26,12 +26,12 @@ running seat with a hold on the card keeps its place at max(resident, need), not
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import MISSING, dataclass, field, fields, replace
 from functools import cached_property
 
 from inventory.holds import Hold
-from inventory.snapshot import Card
+from inventory.snapshot import Card, Snapshot
 from placement.fit.engines import passes_gate
 from placement.fit.room import (
     engine_free_bytes,
@@ -40,7 +40,7 @@ from placement.fit.room import (
     reserve_left_bytes,
     room_bytes,
 )
-from seats.model import Catalogue, Reserve
+from seats.model import Catalogue, Host, Reserve, Seat
 
 CardKey = tuple[str, int]
 
@@ -318,11 +318,15 @@ class CardModel:
     @cached_property
     def absent_bytes(self) -> int:
         """Σ residents of the running seats that are down here (they keep their place)."""
+        if not self.absent:
+            return 0
         return sum(self.absent_part_bytes(name, resident) for name, resident in self.absent)
 
     @cached_property
     def hold_bytes(self) -> int:
         """Σ of what the active holds here count, as any seat that holds none of them meets them."""
+        if not self.holds:
+            return 0
         return sum(self.hold_part_bytes(hold) for hold in self.holds)
 
     def hold_gates(self, seat: str | None = None) -> list[tuple[Hold, int]]:
@@ -386,6 +390,9 @@ class CardModel:
     def widest_bytes(self) -> int:
         """The most room any one seat may meet here with nothing new placed: its own freed."""
         # A seat meets its own processes, its own hold and its own absent place freed at once.
+        if not self.holds:
+            # No hold: a seat's own bytes are its processes' (one absent here runs nowhere here).
+            return self.open_bytes + max(self.own_bytes.values(), default=0)
         absent = dict(self.absent)
         own = (
             self.own_bytes.get(name, 0)
@@ -563,15 +570,30 @@ def card_model(catalogue: Catalogue, host: str, card: Card) -> CardModel:
     """`card` of `host` (attributed, holds attached) under `catalogue`: the one model of it."""
     if not card.ok:
         return CardModel(host, card.index, False, 0, 0, 0, 0)
-    described = catalogue.hosts.get(host)
-    declared = catalogue.pinned_on(host, card.index)
+    return _modelled(
+        host,
+        card,
+        catalogue.hosts.get(host),
+        catalogue.pinned_on(host, card.index),
+        [r for r in catalogue.reserves if r.host == host and r.gpu == card.index],
+        lambda name: resident_of(catalogue, name),
+    )
+
+
+def _modelled(
+    host: str,
+    card: Card,
+    described: Host | None,
+    declared: Sequence[Seat],
+    card_reserves: Sequence[Reserve],
+    resident: Callable[[str], int | None],
+) -> CardModel:
+    """The model of a readable card from what the catalogue says of it: its host's figures,
+    the running seats pinned to it, its reserves (catalogue order each), and seats' residents."""
     declared_names = {seat.name for seat in declared}
-    present = {p.seat for p in card.processes if p.seat is not None}
     reserves: list[ReserveShare] = []
-    for r in catalogue.reserves:
-        if r.host != host or r.gpu != card.index:
-            continue
-        found = {n: resident_of(catalogue, n) for n in r.for_}
+    for r in card_reserves:
+        found = {n: resident(n) for n in r.for_}
         residents = {n: size for n, size in found.items() if size is not None}
         reserves.append(
             ReserveShare(
@@ -584,14 +606,20 @@ def card_model(catalogue: Catalogue, host: str, card: Card) -> CardModel:
         )
     own: dict[str, int] = {}
     seen: dict[str, int] = {}
+    anonymous = 0
+    processes: list[tuple[str | None, int]] = []
     for process in card.processes:
-        if process.seat is None:
+        seat = process.seat
+        processes.append((seat, process.pid))
+        if seat is None:
+            anonymous += process.used_bytes or 0
             continue
-        seen[process.seat] = seen.get(process.seat, 0) + (process.used_bytes or 0)
+        seen[seat] = seen.get(seat, 0) + (process.used_bytes or 0)
         # Seats declared here are running, never placed anew: only a new seat's own count.
-        if process.seat not in declared_names:
-            own[process.seat] = seen[process.seat]
-    return CardModel(
+        if seat not in declared_names:
+            own[seat] = seen[seat]
+    figures = dict(_DEFAULTS)
+    figures.update(
         host=host,
         index=card.index,
         ok=True,
@@ -599,20 +627,83 @@ def card_model(catalogue: Catalogue, host: str, card: Card) -> CardModel:
         cuda_total=cuda_total(card),
         margin_bytes=described.margin_bytes if described is not None else 0,
         cuda_context_bytes=described.cuda_context_bytes if described is not None else 0,
-        reserves=tuple(reserves),
-        absent=tuple(
-            (seat.name, seat.resident_bytes)
-            for seat in declared
-            if seat.match is not None and seat.name not in present
-        ),
         holds=card.holds,
-        declared=tuple(seat.name for seat in declared),
-        declared_exclusive=tuple(seat.name for seat in declared if seat.exclusive),
-        processes=tuple((p.seat, p.pid) for p in card.processes),
+        processes=tuple(processes),
         own_bytes=own,
         seen_bytes=seen,
-        anonymous_bytes=sum(p.used_bytes or 0 for p in card.processes if p.seat is None),
+        anonymous_bytes=anonymous,
     )
+    if reserves:
+        figures["reserves"] = tuple(reserves)
+    if declared:
+        figures["declared"] = tuple(seat.name for seat in declared)
+        figures["declared_exclusive"] = tuple(seat.name for seat in declared if seat.exclusive)
+        figures["absent"] = tuple(
+            (seat.name, seat.resident_bytes)
+            for seat in declared
+            if seat.match is not None and seat.name not in seen
+        )
+    # A frozen dataclass built without its __init__ (one field at a time through
+    # object.__setattr__, a fleet's largest cost here), and the figures no placed seat changes
+    # worked out now by their own definitions: cached_property takes a lock per first read.
+    model = object.__new__(CardModel)
+    fixed = model.__dict__
+    fixed.update(figures)
+    for name, figure in _UNPLACED_FIGURES:
+        fixed[name] = figure(model)
+    return model
+
+
+class FleetCards:
+    """The models of a fleet's cards, built in one pass: the catalogue indexed once by card
+    (running seats pinned there, reserves there, residents by name) instead of scanned per card.
+
+    Each card's model is `card_model(catalogue, host, card)` to the field: both build it with
+    `_modelled` from the same facts, which `card_model` looks up in the catalogue each time.
+    """
+
+    def __init__(self, catalogue: Catalogue) -> None:
+        self.catalogue = catalogue
+        # Catalogue.pinned_on's index: running seats by (host, card), catalogue order.
+        pinned: dict[CardKey, list[Seat]] = {}
+        residents: dict[str, int] = {}
+        for seat in catalogue.seats:
+            residents.setdefault(seat.name, seat.resident_bytes)
+            if seat.state == "running" and seat.host is not None:
+                for index in dict.fromkeys(seat.pinned_cards or ()):
+                    pinned.setdefault((seat.host, index), []).append(seat)
+        reserves: dict[CardKey, list[Reserve]] = {}
+        for r in catalogue.reserves:
+            reserves.setdefault((r.host, r.gpu), []).append(r)
+        self._pinned = pinned
+        self._reserves = reserves
+        self._residents = residents
+
+    def model(self, host: str, card: Card) -> CardModel:
+        """`card_model(self.catalogue, host, card)`."""
+        if not card.ok:
+            return CardModel(host, card.index, False, 0, 0, 0, 0)
+        key = (host, card.index)
+        return _modelled(
+            host,
+            card,
+            self.catalogue.hosts.get(host),
+            self._pinned.get(key, ()),
+            self._reserves.get(key, ()),
+            self._residents.get,
+        )
+
+    def host(self, snapshot: Snapshot) -> tuple[CardModel, ...]:
+        """The models of every card of `snapshot` (attributed, holds attached), in its order."""
+        return tuple(self.model(snapshot.host, card) for card in snapshot.cards)
+
+
+_UNPLACED_FIGURES = tuple((name, getattr(CardModel, name).func) for name in _UNPLACED)
+_DEFAULTS: dict[str, object] = {
+    f.name: f.default_factory() if f.default_factory is not MISSING else f.default
+    for f in fields(CardModel)
+    if f.default is not MISSING or f.default_factory is not MISSING
+}
 
 
 def resident_of(catalogue: Catalogue, name: str) -> int | None:

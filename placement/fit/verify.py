@@ -6,10 +6,10 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Literal
+from typing import Literal, TypeVar
 
 from inventory.snapshot import Card, Snapshot
 from placement.fit.beside import unbounded_beside
@@ -52,6 +52,7 @@ from seats.model import Catalogue, Reserve, Seat
 from seats.units import format_bytes as b
 
 Mode = Literal["plan", "check"]
+K = TypeVar("K")
 
 
 def host_catalogues(catalogue: Catalogue, *, hostless: bool = False) -> dict[str, Catalogue]:
@@ -64,25 +65,7 @@ def host_catalogues(catalogue: Catalogue, *, hostless: bool = False) -> dict[str
     card gives the same figures as through the whole catalogue. `hostless` adds the seats
     that name no host (attribution and the snapshot checks read those too).
     """
-    reserves: dict[str, list[Reserve]] = defaultdict(list)
-    named_by: dict[str, list[str]] = defaultdict(list)
-    for reserve in catalogue.reserves:
-        reserves[reserve.host].append(reserve)
-        for name in reserve.for_:
-            named_by[name].append(reserve.host)
-    seats: dict[str, list[Seat]] = defaultdict(list)
-    everywhere = list(catalogue.hosts) if hostless else []
-    for seat in catalogue.seats:
-        own = [seat.host] if seat.host is not None else everywhere
-        hosts = dict.fromkeys(own + named_by[seat.name])
-        for host in hosts:
-            seats[host].append(seat)
-    return {
-        host: catalogue.model_copy(
-            update={"reserves": tuple(reserves[host]), "seats": tuple(seats[host])}
-        )
-        for host in dict.fromkeys([*catalogue.hosts, *reserves, *seats])
-    }
+    return dict(host_views(catalogue, hostless=hostless))
 
 
 def card_catalogues(catalogue: Catalogue) -> dict[tuple[str, int], Catalogue]:
@@ -93,6 +76,78 @@ def card_catalogues(catalogue: Catalogue) -> dict[tuple[str, int], Catalogue]:
     held on shares one view with no seats and no reserves. Good only for judging that one
     card; a seat judged on several cards needs its host's view.
     """
+    return dict(card_views(catalogue))
+
+
+class CatalogueViews(Mapping[K, Catalogue]):
+    """`host_catalogues` or `card_catalogues` as a mapping that cuts each view when first read.
+
+    The grouping of reserves and seats by key is one pass over the catalogue; the views
+    themselves (a model copy each) are made only for the keys asked: a plan of a fleet reads
+    the views of the few hosts and cards its new seats go to, not of every card.
+    """
+
+    def __init__(
+        self,
+        catalogue: Catalogue,
+        reserves: Mapping[K, list[Reserve]],
+        seats: Mapping[K, list[Seat]],
+        keys: Iterable[K],
+        bare: Catalogue | None = None,
+    ) -> None:
+        self._catalogue = catalogue
+        self._reserves = reserves
+        self._seats = seats
+        self._keys = dict.fromkeys(keys)
+        self._bare = bare  # the view of a key with neither reserves nor seats, shared
+        self._made: dict[K, Catalogue] = {}
+
+    def __getitem__(self, key: K) -> Catalogue:
+        found = self._made.get(key)
+        if found is not None:
+            return found
+        if key not in self._keys:
+            raise KeyError(key)
+        reserves, seats = self._reserves.get(key, []), self._seats.get(key, [])
+        if self._bare is not None and not reserves and not seats:
+            found = self._bare
+        else:
+            found = self._catalogue.model_copy(
+                update={"reserves": tuple(reserves), "seats": tuple(seats)}
+            )
+        self._made[key] = found
+        return found
+
+    def __iter__(self) -> Iterator[K]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+
+def host_views(catalogue: Catalogue, *, hostless: bool = False) -> CatalogueViews[str]:
+    """`host_catalogues(catalogue, hostless=hostless)`, each view cut when first read."""
+    reserves: dict[str, list[Reserve]] = defaultdict(list)
+    named_by: dict[str, list[str]] = defaultdict(list)
+    for reserve in catalogue.reserves:
+        reserves[reserve.host].append(reserve)
+        for name in reserve.for_:
+            named_by[name].append(reserve.host)
+    seats: dict[str, list[Seat]] = defaultdict(list)
+    everywhere = list(catalogue.hosts) if hostless else []
+    for seat in catalogue.seats:
+        own = [seat.host] if seat.host is not None else everywhere
+        for host in dict.fromkeys(own + named_by.get(seat.name, [])):
+            seats[host].append(seat)
+    keys = [*catalogue.hosts, *reserves, *seats]
+    return CatalogueViews(catalogue, dict(reserves), dict(seats), keys)
+
+
+def card_views(catalogue: Catalogue) -> CatalogueViews[tuple[str, int]]:
+    """`card_catalogues(catalogue)`, each view cut when first read."""
     reserves: dict[tuple[str, int], list[Reserve]] = defaultdict(list)
     named_by: dict[str, list[tuple[str, int]]] = defaultdict(list)
     for reserve in catalogue.reserves:
@@ -103,17 +158,15 @@ def card_catalogues(catalogue: Catalogue) -> dict[tuple[str, int], Catalogue]:
     seats: dict[tuple[str, int], list[Seat]] = defaultdict(list)
     for seat in catalogue.seats:
         own = [(seat.host, c) for c in seat.pinned_cards or ()] if seat.host is not None else []
-        for key in dict.fromkeys(own + named_by[seat.name]):
+        for key in dict.fromkeys(own + named_by.get(seat.name, [])):
             seats[key].append(seat)
     bare = catalogue.model_copy(update={"reserves": (), "seats": ()})
-    views = {
-        (host, index): bare for host, spec in catalogue.hosts.items() for index in range(spec.cards)
-    }
-    for key in dict.fromkeys([*reserves, *seats]):
-        views[key] = catalogue.model_copy(
-            update={"reserves": tuple(reserves[key]), "seats": tuple(seats[key])}
-        )
-    return views
+    keys = [
+        *((host, index) for host, spec in catalogue.hosts.items() for index in range(spec.cards)),
+        *reserves,
+        *seats,
+    ]
+    return CatalogueViews(catalogue, dict(reserves), dict(seats), keys, bare)
 
 
 @dataclass(frozen=True)

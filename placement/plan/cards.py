@@ -9,8 +9,9 @@ from typing import Any
 
 from inventory.snapshot import Snapshot
 from placement.fit.capacity import seats_declared_on
-from placement.fit.card import CardKey, CardModel, card_model, resident_of
-from placement.fit.verify import Placement, card_catalogues, other_need
+from placement.fit.card import CardKey, CardModel, FleetCards, resident_of
+from placement.fit.verify import Placement, other_need
+from placement.fit.verify import card_views as lazy_card_views
 from seats.model import Catalogue
 
 
@@ -64,8 +65,9 @@ def card_rows(
     """Each card before and after the placements (`card_views`: card_catalogues, when at hand;
     `models`: the cards' models before them, where the caller has them or simulates on them)."""
     rows: list[PlanCardRow] = []
-    if card_views is None:
-        card_views = card_catalogues(catalogue)
+    # Views are cut only for the cards that need one: those in error and those a seat goes to.
+    views = card_views if card_views is not None else lazy_card_views(catalogue)
+    fleet: FleetCards | None = None
     # Placements by card, in placement order: one pass instead of one per card.
     by_card: dict[tuple[str, int], list[Placement]] = defaultdict(list)
     for placement in placements:
@@ -74,9 +76,10 @@ def card_rows(
     for snapshot in snapshots:
         host = snapshot.host
         for card in snapshot.cards:
-            view = card_views.get((host, card.index), catalogue)
-            here = by_card.get((host, card.index), [])
+            key = (host, card.index)
+            here = by_card.get(key, [])
             if not card.ok or card.free_bytes is None:
+                view = views.get(key, catalogue)
                 declared = [s.name for s in seats_declared_on(view, host, card.index)]
                 rows.append(
                     PlanCardRow(
@@ -96,14 +99,20 @@ def card_rows(
                     )
                 )
                 continue
-            before = (models or {}).get((host, card.index)) or card_model(view, host, card)
+            before = models.get(key) if models else None
+            if before is None:
+                fleet = fleet or FleetCards(catalogue)
+                before = fleet.model(host, card)
             foreign = [f"pid {pid}" for seat, pid in before.processes if seat is None]
             after = before
-            for p in here:
-                need = other_need(view, snapshot, p, card, "plan", before.free_bytes)
-                resident = resident_of(view, p.seat.name) or 0
-                after = after.with_seat(p.seat.name, need, resident_bytes=resident)
+            if here:
+                view = views.get(key, catalogue)
+                for p in here:
+                    need = other_need(view, snapshot, p, card, "plan", before.free_bytes)
+                    resident = resident_of(view, p.seat.name) or 0
+                    after = after.with_seat(p.seat.name, need, resident_bytes=resident)
             before_parts = before.held_parts()
+            plannable_before = max(0, before.plannable_bytes)
             rows.append(
                 PlanCardRow(
                     host=host,
@@ -116,8 +125,10 @@ def card_rows(
                     free_after_bytes=before.free_bytes - after.placed_bytes,
                     held_bytes=sum(p.bytes for p in before_parts),
                     held=tuple(p.name for p in before_parts),
-                    plannable_before_bytes=max(0, before.plannable_bytes),
-                    plannable_after_bytes=max(0, after.plannable_bytes),
+                    plannable_before_bytes=plannable_before,
+                    plannable_after_bytes=max(0, after.plannable_bytes)
+                    if here
+                    else plannable_before,
                     seats=tuple(sorted(before.declared) + foreign),
                     new_seats=tuple(p.seat.name for p in here),
                 )

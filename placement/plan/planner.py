@@ -230,7 +230,11 @@ def plan(
         cards=tuple(
             moved_rows
             or card_rows(
-                catalogue, problem.snapshots, placements, card_views=problem.card_catalogues
+                catalogue,
+                problem.snapshots,
+                placements,
+                card_views=problem.card_catalogues,
+                models=problem.models,
             )
         ),
         solver=solver,

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from inventory.attribution import attribute
 from inventory.snapshot import Snapshot
-from placement.fit.card import CardModel, LoosestRoom, card_model
+from placement.fit.card import CardModel, FleetCards, LoosestRoom
 from placement.fit.engines import (
     UTIL_STEP,
     GateRule,
@@ -26,7 +26,7 @@ from placement.fit.engines import (
     requested_bytes,
     requests_util,
 )
-from placement.fit.verify import card_catalogues, host_catalogues, kv_bytes, start_util
+from placement.fit.verify import card_views, host_views, kv_bytes, start_util
 from seats.errors import CatalogueError
 from seats.loader import format_loc, read_text_file, read_yaml
 from seats.model import Catalogue, Seat
@@ -61,10 +61,11 @@ class Problem:
     gate_bound: Mapping[PairKey, int]  # load on the card must stay ≤ this when the seat is there
     warnings: tuple[str, ...] = ()
     notes: dict[str, list[str]] = field(default_factory=dict)
-    # verify.host_catalogues(catalogue), when the builder made it already.
-    host_views: dict[str, Catalogue] = field(default_factory=dict, repr=False, compare=False)
-    # verify.card_catalogues(catalogue), likewise.
-    card_views: dict[CardKey, Catalogue] = field(default_factory=dict, repr=False, compare=False)
+    # verify.host_catalogues(catalogue), when the builder made it already (verify.host_views:
+    # each view cut when first read).
+    host_views: Mapping[str, Catalogue] = field(default_factory=dict, repr=False, compare=False)
+    # verify.card_catalogues(catalogue), likewise (verify.card_views).
+    card_views: Mapping[CardKey, Catalogue] = field(default_factory=dict, repr=False, compare=False)
 
     @cached_property
     def _seat_index(self) -> dict[str, NewSeat]:
@@ -82,9 +83,9 @@ class Problem:
         return index
 
     @cached_property
-    def host_catalogues(self) -> dict[str, Catalogue]:
+    def host_catalogues(self) -> Mapping[str, Catalogue]:
         """verify.host_catalogues of the catalogue (build_problem hands over the one it made)."""
-        return self.host_views or host_catalogues(self.catalogue)
+        return self.host_views or host_views(self.catalogue)
 
     @cached_property
     def models(self) -> dict[CardKey, CardModel]:
@@ -104,9 +105,9 @@ class Problem:
         return self.host_catalogues.get(host, self.catalogue)
 
     @cached_property
-    def card_catalogues(self) -> dict[CardKey, Catalogue]:
+    def card_catalogues(self) -> Mapping[CardKey, Catalogue]:
         """verify.card_catalogues of the catalogue (build_problem hands over the one it made)."""
-        return self.card_views or card_catalogues(self.catalogue)
+        return self.card_views or card_views(self.catalogue)
 
     def card_catalogue(self, host: str, index: int) -> Catalogue:
         """The catalogue as card `index` of `host` sees it, for judging that card alone."""
@@ -329,19 +330,20 @@ def build_problem(
         snaps = tuple(snapshots)
     else:
         # Attribution reads the seats that may run on the host: those naming it or none.
-        scoped = host_catalogues(catalogue, hostless=True)
+        scoped = host_views(catalogue, hostless=True)
         snaps = tuple(attribute(s, scoped.get(s.host, catalogue)) for s in snapshots)
     cards: list[CardModel] = []
     hosts: dict[str, tuple[CardModel, ...]] = {}
-    views = host_catalogues(catalogue)
-    card_views = card_catalogues(catalogue)
+    # Every card's model in one pass over the snapshots, the catalogue indexed once.
+    fleet = FleetCards(catalogue)
     for snapshot in snaps:
-        view = views.get(snapshot.host, catalogue)
-        slots = tuple(
-            (models or {}).get((snapshot.host, card.index))
-            or card_model(card_views.get((snapshot.host, card.index), view), snapshot.host, card)
-            for card in snapshot.cards
-        )
+        if models:
+            slots = tuple(
+                models.get((snapshot.host, card.index)) or fleet.model(snapshot.host, card)
+                for card in snapshot.cards
+            )
+        else:
+            slots = fleet.host(snapshot)
         hosts[snapshot.host] = slots
         cards.extend(slots)
     table = PairTable(seats, hosts)
@@ -353,8 +355,9 @@ def build_problem(
         hosts=hosts,
         need=table,
         gate_bound=table.gate_bounds,
-        host_views=views,  # the verifier and the explanations read the same views
-        card_views=card_views,
+        # The verifier and the explanations read the same views, each cut when first read.
+        host_views=host_views(catalogue),
+        card_views=card_views(catalogue),
     )
 
 

@@ -124,6 +124,9 @@ class _Card:
     rebased: list[Rebased]
 
 
+AdjustedCard = _Card
+
+
 def _present(held: Sequence[int]) -> list[int]:
     return [i for i, b in enumerate(held) if b > 0]
 
@@ -239,15 +242,25 @@ class _Judged:
     gate_now: int
 
 
+def offsets(model: CardModel, name: str | None) -> tuple[int, int, int, int]:
+    """(room offset, gate offset, room now, gate now) of seat `name` on the card model: room(s,t)
+    = room offset + free(t) + adj(t) − absent(t); gate(s,t) = gate offset + free(t) + adj(t)."""
+    room_now = model.room_for(name)
+    gate_now = model.gate_free_bytes(name)
+    absent_model = sum(p.bytes for p in model.held_parts(name) if p.kind == "absent")
+    return (
+        room_now - (model.free_bytes - absent_model),
+        gate_now - model.free_bytes,
+        room_now,
+        gate_now,
+    )
+
+
 def _series_for(
     card: _Card, model: CardModel, name: str | None, times: Sequence[int]
 ) -> tuple[list[int | None], list[int | None], int, int]:
     """room(s,t) and gate(s,t) on the card (module docstring), and both at the end."""
-    room_now = model.room_for(name)
-    gate_now = model.gate_free_bytes(name)
-    absent_model = sum(p.bytes for p in model.held_parts(name) if p.kind == "absent")
-    room_offset = room_now - (model.free_bytes - absent_model)
-    gate_offset = gate_now - model.free_bytes
+    room_offset, gate_offset, room_now, gate_now = offsets(model, name)
     room: list[int | None] = []
     gate: list[int | None] = []
     for free, adj, absent in zip(card.column.free, card.adj, card.absent, strict=True):
@@ -432,26 +445,57 @@ def replay(
     the needs and gate requests the verifier found. Every reason's `text` is left empty: the
     sentences are written in `placement.cli`.
     """
-    series = series_of(catalogue, snapshot.host, moments)
+    return replay_series(
+        catalogue, snapshot, series_of(catalogue, snapshot.host, moments), new, rules
+    )
+
+
+def on_cards(new: Sequence[NewSeat]) -> dict[int, list[NewSeat]]:
+    """Card index → the new seats placed on it."""
+    out: dict[int, list[NewSeat]] = {}
+    for seat in new:
+        for c in seat.cards:
+            out.setdefault(c, []).append(seat)
+    return out
+
+
+def adjusted_cards(
+    catalogue: Catalogue,
+    series: Series,
+    bare: Mapping[int, CardModel],
+    new: Sequence[NewSeat],
+    rules: WindowRules,
+) -> dict[int, _Card]:
+    """Each card of the new seats, adjusted (`_adjusted_card`)."""
+    names = frozenset(s.name for s in new)
+    cards: dict[int, _Card] = {}
+    for index in sorted(on_cards(new)):
+        if index in series.columns and index in bare:
+            cards[index] = _adjusted_card(catalogue, series, index, bare[index], names, rules)
+    return cards
+
+
+def replay_series(
+    catalogue: Catalogue,
+    snapshot: Snapshot,
+    series: Series,
+    new: Sequence[NewSeat],
+    rules: WindowRules,
+) -> tuple[SeatWindow, ...]:
+    """`replay` of the moments already as columns (`series_of`, or `prune.replay_history`)."""
     host = host_window(series, rules)
     if not series.times:
         return tuple(_empty(s, host, rules) for s in new)
     bare = end_models(catalogue, snapshot, new)
-    names = frozenset(s.name for s in new)
-    on_card: dict[int, list[NewSeat]] = {}
-    for seat in new:
-        for c in seat.cards:
-            on_card.setdefault(c, []).append(seat)
-    cards: dict[int, _Card] = {}
-    for index in sorted(on_card):
-        if index in series.columns and index in bare:
-            cards[index] = _adjusted_card(catalogue, series, index, bare[index], names, rules)
+    on_card = on_cards(new)
+    cards = adjusted_cards(catalogue, series, bare, new, rules)
     return tuple(
         _judge_seat(catalogue, series, host, cards, bare, on_card, seat, rules) for seat in new
     )
 
 
-def _placed(model: CardModel, seats: Iterable[NewSeat], but: str | None) -> CardModel:
+def placed(model: CardModel, seats: Iterable[NewSeat], but: str | None) -> CardModel:
+    """The model with `seats` placed, but the one called `but`."""
     for other in seats:
         if other.name != but:
             model = model.with_seat(
@@ -570,7 +614,7 @@ def _judge_cards(
         card = cards.get(index)
         if card is None:
             continue
-        model = _placed(bare[index], on_card[index], seat.name)
+        model = placed(bare[index], on_card[index], seat.name)
         room, gate, room_now, gate_now = _series_for(card, model, seat.name, times)
         judged.append(_Judged(index, room, gate, room_now, gate_now))
         requested = seat.requested_bytes.get(index)
@@ -697,6 +741,36 @@ def _new_engine(catalogue: Catalogue, name: str) -> str | None:
         return None
 
 
+def restarting(
+    catalogue: Catalogue,
+    host: str,
+    index: int,
+    bare: CardModel,
+    seats_here: Sequence[NewSeat],
+    new: frozenset[str],
+) -> list[tuple[Seat, int, int, int]]:
+    """The card's running request-gated seats other than `new`: (seat, its gate request, the
+    offset of its gate read with the new seats placed, and without them). A restart at t reads
+    offset + free(t) + adj(t) + its own counted bytes(t)."""
+    with_seats = placed(bare, seats_here, None)
+    out = []
+    for seat in catalogue.pinned_on(host, index):
+        if seat.name in new:
+            continue
+        requested = _restart_request(seat, bare.cuda_total)
+        if requested is None:
+            continue
+        out.append(
+            (
+                seat,
+                requested,
+                with_seats.gate_free_bytes(seat.name) - with_seats.free_bytes,
+                bare.gate_free_bytes(seat.name) - bare.free_bytes,
+            )
+        )
+    return out
+
+
 def _neighbour_risks(
     catalogue: Catalogue,
     series: Series,
@@ -708,18 +782,12 @@ def _neighbour_risks(
 ) -> list[RestartRisk]:
     """Every request-gated running seat of the card that the new seats would leave unable to
     restart at some moment where it could restart without them."""
-    placed = _placed(bare, seats_here, None)
     out: list[RestartRisk] = []
-    for seat in catalogue.pinned_on(series.host, card.index):
-        if seat.name in new:
-            continue
-        requested = _restart_request(seat, bare.cuda_total)
-        if requested is None:
-            continue
+    for seat, requested, with_offset, alone_offset in restarting(
+        catalogue, series.host, card.index, bare, seats_here, new
+    ):
         counts = card.counted.get(seat.name) or card.column.held.get(("seat", seat.name))
         own = counts if counts is not None else [0] * len(times)
-        with_offset = placed.gate_free_bytes(seat.name) - placed.free_bytes
-        alone_offset = bare.gate_free_bytes(seat.name) - bare.free_bytes
         reads: list[int | None] = []
         without: list[int | None] = []
         for free, adj, mine in zip(card.column.free, card.adj, own, strict=True):

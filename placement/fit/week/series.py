@@ -24,7 +24,8 @@ class Column:
 
     `free[i]` is None where the card was in error or missing at moment i (unseen, never zero);
     `held[key][i]` the bytes the group's processes held then (0 where it had none);
-    `signatures[seat]` the (i, command lines) at each moment a seat's command lines changed.
+    `signatures[seat]` the (i, distinct command lines) at each moment a seat's lines changed (a
+    second process with the same line is no change: the rollups keep lines, not processes).
     """
 
     free: list[int | None]
@@ -58,35 +59,59 @@ def series_of(catalogue: Catalogue, host: str, moments: Iterable[Moment]) -> Ser
     recorded at capture, else the seat whose `match` finds its command line (asked once per
     distinct line), else its masked command line."""
     ordered: Sequence[Moment] = sorted(moments, key=lambda m: m.taken_at)
-    n = len(ordered)
-    live, retired = attribution_of(catalogue, host)
-    keys: dict[tuple[str | None, str | None], Key] = {}
-
-    def key_of(seat: str | None, cmdline: str | None) -> Key:
-        found = keys.get((seat, cmdline))
-        if found is None:
-            name = seat or match_seat(cmdline, live) or match_seat(cmdline, retired)
-            found = ("seat", name) if name else ("cmd", cmdline or "")
-            keys[(seat, cmdline)] = found
-        return found
-
-    times: list[int] = []
+    times = [int(moment.taken_at.timestamp()) for moment in ordered]
     arrivals: list[int | None] = []
-    columns: dict[int, Column] = {}
-    last_signature: dict[tuple[int, str], str] = {}
-    for i, moment in enumerate(ordered):
-        times.append(int(moment.taken_at.timestamp()))
+    for moment in ordered:
         arrived = getattr(moment, "arrived_at", None)  # recorded live only; absent on old ledgers
         arrivals.append(None if arrived is None else int(arrived.timestamp()))
+    builder = SeriesBuilder(catalogue, host, times, arrivals)
+    for i, moment in enumerate(ordered):
+        builder.moment(i, moment)
+    return builder.series()
+
+
+class SeriesBuilder:
+    """A host's columns filled moment by moment in time order (`moment`), or a whole hour of one
+    card at a time from what its rollups prove (`placement.fit.week.prune`); `series_of` reads
+    every moment."""
+
+    def __init__(
+        self, catalogue: Catalogue, host: str, times: list[int], arrivals: list[int | None]
+    ) -> None:
+        self.host = host
+        self.times = times
+        self.arrivals = arrivals
+        self.columns: dict[int, Column] = {}
+        self.last_signature: dict[tuple[int, str], str] = {}
+        self._live, self._retired = attribution_of(catalogue, host)
+        self._keys: dict[tuple[str | None, str | None], Key] = {}
+
+    def key_of(self, seat: str | None, cmdline: str | None) -> Key:
+        """A process's group: its recorded seat, else the seat its line matches, else its line."""
+        found = self._keys.get((seat, cmdline))
+        if found is None:
+            name = seat or match_seat(cmdline, self._live) or match_seat(cmdline, self._retired)
+            found = ("seat", name) if name else ("cmd", cmdline or "")
+            self._keys[(seat, cmdline)] = found
+        return found
+
+    def column(self, card: int) -> Column:
+        found = self.columns.get(card)
+        if found is None:
+            found = self.columns[card] = Column([None] * len(self.times))
+        return found
+
+    def moment(self, i: int, moment: Moment) -> None:
+        """Moment i as read: each readable card's free and its processes' groups."""
         for reading in moment.cards:
-            column = columns.get(reading.card)
-            if column is None:
-                column = columns[reading.card] = Column([None] * n)
+            column = self.column(reading.card)
             if reading.ok and reading.free_bytes is not None:
                 column.free[i] = reading.free_bytes
                 if reading.processes:
-                    _read_processes(column, reading, i, key_of, last_signature)
-    return Series(host, times, arrivals, columns)
+                    _read_processes(column, reading, i, self.key_of, self.last_signature)
+
+    def series(self) -> Series:
+        return Series(self.host, self.times, self.arrivals, self.columns)
 
 
 def _read_processes(
@@ -109,7 +134,7 @@ def _read_processes(
         if key[0] == "seat":
             lines.setdefault(key[1], []).append(process.cmdline or "")
     for seat, seen in lines.items():
-        signature = seen[0] if len(seen) == 1 else "\n".join(sorted(seen))
+        signature = seen[0] if len(seen) == 1 else "\n".join(sorted(set(seen)))
         if last_signature.get((reading.card, seat)) != signature:
             last_signature[(reading.card, seat)] = signature
             column.signatures.setdefault(seat, []).append((i, signature))
