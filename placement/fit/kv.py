@@ -328,8 +328,8 @@ def seat_cuda_context(catalogue: Catalogue, seat: Seat) -> int:
     """The cuda_context of the seat's host; a seat that may go anywhere meets the costliest."""
     if seat.host is not None and seat.host in catalogue.hosts:
         return cuda_context_bytes(catalogue, seat.host)
-    contexts = [cuda_context_bytes(catalogue, host) for host in catalogue.hosts]
-    return max(contexts, default=0)
+    # Every host is described here: cuda_context_bytes would read the same figure, once a host.
+    return max((host.cuda_context_bytes for host in catalogue.hosts.values()), default=0)
 
 
 def need_floored(seat: Seat, cuda_context: int) -> tuple[Seat, str | None]:

@@ -12,6 +12,7 @@ from placement.fit.capacity import seats_declared_on
 from placement.fit.card import CardKey, CardModel, FleetCards, resident_of
 from placement.fit.verify import Placement, other_need
 from placement.fit.verify import card_views as lazy_card_views
+from placement.plan.problem import few_collections
 from seats.model import Catalogue
 
 
@@ -64,6 +65,17 @@ def card_rows(
 ) -> list[PlanCardRow]:
     """Each card before and after the placements (`card_views`: card_catalogues, when at hand;
     `models`: the cards' models before them, where the caller has them or simulates on them)."""
+    with few_collections():
+        return _rows(catalogue, snapshots, placements, card_views, models)
+
+
+def _rows(
+    catalogue: Catalogue,
+    snapshots: Sequence[Snapshot],
+    placements: Sequence[Placement],
+    card_views: Mapping[tuple[str, int], Catalogue] | None,
+    models: Mapping[CardKey, CardModel] | None,
+) -> list[PlanCardRow]:
     rows: list[PlanCardRow] = []
     # Views are cut only for the cards that need one: those in error and those a seat goes to.
     views = card_views if card_views is not None else lazy_card_views(catalogue)
@@ -111,7 +123,8 @@ def card_rows(
                     need = other_need(view, snapshot, p, card, "plan", before.free_bytes)
                     resident = resident_of(view, p.seat.name) or 0
                     after = after.with_seat(p.seat.name, need, resident_bytes=resident)
-            before_parts = before.held_parts()
+            # Nothing held (most cards): no part to list, and nothing to add up.
+            held = before.held_parts() if before.reserves or before.absent or before.holds else ()
             plannable_before = max(0, before.plannable_bytes)
             rows.append(
                 PlanCardRow(
@@ -123,14 +136,14 @@ def card_rows(
                     used_bytes=card.used_bytes,
                     free_before_bytes=before.free_bytes,
                     free_after_bytes=before.free_bytes - after.placed_bytes,
-                    held_bytes=sum(p.bytes for p in before_parts),
-                    held=tuple(p.name for p in before_parts),
+                    held_bytes=sum(p.bytes for p in held) if held else 0,
+                    held=tuple(p.name for p in held) if held else (),
                     plannable_before_bytes=plannable_before,
                     plannable_after_bytes=max(0, after.plannable_bytes)
                     if here
                     else plannable_before,
                     seats=tuple(sorted(before.declared) + foreign),
-                    new_seats=tuple(p.seat.name for p in here),
+                    new_seats=tuple(p.seat.name for p in here) if here else (),
                 )
             )
     return rows

@@ -24,7 +24,13 @@ from placement.plan.cards import PlanCardRow, card_rows
 from placement.plan.explain import SUMMARY_PLACES, ExplainClasses, explain_refusal, summarise
 from placement.plan.greedy import greedy_assignment
 from placement.plan.most import most_seats
-from placement.plan.problem import Problem, build_problem, new_seats, split_by_host
+from placement.plan.problem import (
+    Problem,
+    build_problem,
+    few_collections,
+    new_seats,
+    split_by_host,
+)
 from placement.plan.score import priority_weights, score
 from placement.plan.verified import Assignment, verified_verdicts
 from seats.model import Catalogue, Seat
@@ -134,6 +140,7 @@ SKIP_SOLVER_PAIRS = 2_000
 SOLVER_MAX_PAIRS = 50_000
 
 
+@few_collections()  # a fleet's plan allocates much and frees little: see problem.py
 def plan(
     catalogue: Catalogue,
     snapshots: Sequence[Snapshot],

@@ -6,7 +6,9 @@ seats free to go to any host). The same engine and capacity functions as the ver
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cached_property
@@ -313,6 +315,28 @@ def new_seats(catalogue: Catalogue, adds: Sequence[tuple[str, Seat]] = ()) -> li
     return out
 
 
+@contextmanager
+def few_collections() -> Iterator[None]:
+    """The cyclic garbage collector run less often while a fleet's models are built.
+
+    Building a model per card allocates hundreds of thousands of small objects, none in a
+    cycle; at the default threshold each few hundred allocations start a collection, and every
+    full one walks the whole fleet (the catalogue, the snapshots, the models so far): a third
+    of the build's time on 4,096 × 8 cards. As mypy does for its build, the first generation's
+    threshold is raised for the while, then put back as it was.
+    """
+    before = gc.get_threshold()
+    gc.set_threshold(max(before[0], FEW_COLLECTIONS), *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
+# Allocations between two young-generation collections while a fleet's models are built.
+FEW_COLLECTIONS = 100_000
+
+
 def build_problem(
     catalogue: Catalogue,
     snapshots: Sequence[Snapshot],
@@ -326,6 +350,17 @@ def build_problem(
     `models`: the cards' models where the caller simulates on them (seats moved: placed on one
     card, taken off another); a card missing there is modelled from its snapshot.
     """
+    with few_collections():
+        return _built(catalogue, snapshots, seats, attributed, models)
+
+
+def _built(
+    catalogue: Catalogue,
+    snapshots: Sequence[Snapshot],
+    seats: Sequence[NewSeat],
+    attributed: bool,
+    models: Mapping[CardKey, CardModel] | None,
+) -> Problem:
     if attributed:
         snaps = tuple(snapshots)
     else:
