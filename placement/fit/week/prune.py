@@ -32,7 +32,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -153,7 +153,15 @@ def _done(
         stats.hours = len(hours)
         stats.raw_hours = sum(1 for h in hours if h.start_s in raw)
         stats.raw_moments = sum(h.hi - h.lo for h in hours if h.start_s in raw)
-    return replay_series(catalogue, snapshot, series, new, rules)
+    windows = replay_series(catalogue, snapshot, series, new, rules)
+    if rules.percentile == 100 or all(h.start_s in raw for h in hours):
+        return windows
+    # Below p100 a card's room at the percentile is a rank among every moment's room, which an
+    # hour set from its rollup does not keep (only its least): not known here, said as None.
+    return tuple(
+        replace(w, cards=tuple(replace(c, percentile_room_bytes=None) for c in w.cards))
+        for w in windows
+    )
 
 
 def _hours(times: Sequence[int]) -> list[Hour]:
