@@ -885,15 +885,22 @@ def open_windows(
     who squeezed the card at its worst mean "a seat of that size would have been short". One
     replay judges every card.
     """
-    indices = (
-        tuple(sorted(c.index for c in snapshot.cards if c.ok)) if cards is None else tuple(cards)
-    )
-    probes = [
-        NewSeat(f"\x00card {index}", (index,), (needs or {}).get(index, 0)) for index in indices
-    ]
+    probes = probes_of(snapshot, cards, needs)
     if not probes:
         return ()
     return replay(catalogue, snapshot, moments, probes, rules)
+
+
+def probes_of(
+    snapshot: Snapshot, cards: Sequence[int] | None, needs: Mapping[int, int] | None
+) -> list[NewSeat]:
+    """`open_windows`' seat nothing names on each card (every readable one by default)."""
+    indices = (
+        tuple(sorted(c.index for c in snapshot.cards if c.ok)) if cards is None else tuple(cards)
+    )
+    return [
+        NewSeat(f"\x00card {index}", (index,), (needs or {}).get(index, 0)) for index in indices
+    ]
 
 
 def open_rooms(
