@@ -79,6 +79,7 @@ def test_the_tour_runs_one_example_of_every_command() -> None:
     assert set(TOUR_COMMANDS) <= shown, set(TOUR_COMMANDS) - shown
 
 
+@pytest.mark.slow
 def test_sh_blocks_parse_with_the_real_parser_and_name_real_make_targets() -> None:
     assert docs.parse_problems() == []
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from inventory.snapshot import format_utc
+from placement.cli.reasons_text import hold_note
 from placement.cli.render import Align, b, table
 from placement.fit.card import HeldPart
 from placement.fit.engines.registry import engine
-from placement.fit.state import hold_note
+from placement.fit.state import hold_facts
 from placement.report.ledger_view import HostView, LedgerCardRow, LedgerView
 from seats.names import escaped
 from seats.units import format_mib
@@ -112,7 +113,7 @@ def _card_table(cards: Sequence[LedgerCardRow]) -> str:
 def _held_part(part: HeldPart) -> str:
     """`flash-next-hold (reserve, 94.97 GiB)`, or a hold: `tts-a (hold: 3.00 GiB approved …)`."""
     if part.kind == "hold":
-        return f"{part.name} (hold: {hold_note(part)})"
+        return f"{part.name} (hold: {hold_note(hold_facts(part))})"
     return (
         f"{part.name} ({'reserve' if part.kind == 'reserve' else 'absent seat'}, {b(part.bytes)})"
     )

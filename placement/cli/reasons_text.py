@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from placement.cli.engine_text import ENGINE_SAYS_FIGURES, ENGINE_WRITERS
 from placement.cli.render import b, figure_text
 from placement.cli.window_text import WINDOW_WRITERS
 from placement.fit.verdict import Reason, Verdict
@@ -28,7 +29,7 @@ SAYS_FIGURES = frozenset(
         "gate",
         "kv_capacity",
         "kv_no_room",
-        "engine",
+        *ENGINE_SAYS_FIGURES,
         *WINDOW_WRITERS,
     }
 )
@@ -102,6 +103,14 @@ def _kv_no_room(r: Data) -> str:
     )
 
 
+def hold_note(facts: Any) -> str:
+    """`4.00 GiB approved for tts at …`; a redeploy's hold says what it replaces."""
+    note, held, need, seen = facts
+    if not seen:
+        return f"{b(held)} {note}"
+    return f"{b(held)} {note} (a redeploy: {b(need)} in place of the {b(seen)} it holds here now)"
+
+
 def _reserve(r: Data) -> str:
     return f"{b(r['held_bytes'])} held for {_names(r['held_for'])} ({_names(r['reserves'])})"
 
@@ -170,7 +179,7 @@ _WRITERS: dict[str, Callable[[Data], str]] = {
     "kv_no_room": _kv_no_room,
     "reserve": _reserve,
     "kept_reserve": _kept_reserve,
-    "hold": lambda r: "; ".join(r["notes"]),
+    "hold": lambda r: "; ".join(map(hold_note, r["notes"])),
     "hold_gate": _hold_gate,
     "unbounded": _unbounded,
     "unbounded_share": _unbounded_share,
@@ -193,8 +202,7 @@ _WRITERS: dict[str, Callable[[Data], str]] = {
     ),
     "blocked": _blocked,
     "unusable": _unusable,
-    # An engine's own words, written by its module, that say its figures (`Refusal.whole`).
-    "engine": lambda r: str(r["text"]),
+    **ENGINE_WRITERS,  # each engine's own refusal or spill (placement/cli/engine_text.py)
     **WINDOW_WRITERS,  # peak, restart, trend (placement/cli/window_text.py)
 }
 

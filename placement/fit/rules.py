@@ -306,9 +306,9 @@ def _refusal_reason(refusal: Refusal, state: CardState, host: str) -> Reason:
         need_bytes=refusal.need_bytes,
         room_bytes=refusal.room_bytes,
         short_bytes=refusal.short_bytes,
-        text=refusal.text,  # the engine's own words (its module's)
         host=host,
-        said="engine" if refusal.whole else "",
+        said=refusal.said,
+        facts=refusal.facts,
     )
 
 

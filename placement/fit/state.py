@@ -11,7 +11,10 @@ from dataclasses import dataclass
 from inventory.snapshot import Card
 from placement.fit.card import CardModel, HeldPart
 from seats.model import Seat
-from seats.units import format_bytes as b
+
+# One hold as a refusal names it: (its note, bytes it holds, its need, what its seat holds here
+# now: 0 unless it is a redeploy). The words: placement/cli/reasons_text.py `hold_note`.
+HoldFacts = tuple[str, int, int, int]
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,7 @@ class CardState:
     reserve_names: tuple[str, ...]
     reserve_for: tuple[str, ...]
     hold_held_bytes: int  # active holds of other approved deploys (a ledger's)
-    hold_notes: tuple[str, ...]
+    hold_notes: tuple[HoldFacts, ...]
     others_bytes: int  # what the other new seats on the card take
     margin_bytes: int
     cuda_context_bytes: int
@@ -56,14 +59,9 @@ class CardState:
     freeable_bytes: int = 0  # what the card's processes hold, the seat's own aside
 
 
-def hold_note(part: HeldPart) -> str:
-    """`4.00 GiB approved for tts at …`; a redeploy's hold says what it replaces."""
-    if not part.seen_bytes:
-        return f"{b(part.bytes)} {part.note}"
-    return (
-        f"{b(part.bytes)} {part.note} (a redeploy: {b(part.need_bytes)} in place of the "
-        f"{b(part.seen_bytes)} it holds here now)"
-    )
+def hold_facts(part: HeldPart) -> HoldFacts:
+    """What a refusal or the ledger says of one hold (a redeploy's says what it replaces)."""
+    return (part.note, part.bytes, part.need_bytes, part.seen_bytes)
 
 
 def card_state(seat: Seat, card: Card, model: CardModel) -> CardState:
@@ -96,7 +94,7 @@ def card_state(seat: Seat, card: Card, model: CardModel) -> CardState:
         reserve_names=tuple(part.name for part in idle),
         reserve_for=tuple(n for part in idle for n in shares[part.name].for_),
         hold_held_bytes=sum(part.bytes for part in holds),
-        hold_notes=tuple(hold_note(part) for part in holds if part.bytes),
+        hold_notes=tuple(hold_facts(part) for part in holds if part.bytes),
         others_bytes=model.placed_bytes,
         margin_bytes=model.margin_bytes,
         cuda_context_bytes=model.cuda_context_bytes,

@@ -56,7 +56,8 @@ class Reason:
     within: Reason | None = None
 
     def renamed(self, old: str, new: str) -> Reason:
-        """The same reason with seat name `old` read as `new` in its names and words."""
+        """The same reason with seat name `old` read as `new` in its names (its words are
+        written later, from them)."""
 
         def put(value: Any) -> Any:
             # A name anywhere in a fact's text or names (a note may name the seat too).
@@ -68,7 +69,6 @@ class Reason:
 
         return replace(
             self,
-            text=self.text.replace(old, new),
             facts=tuple((key, put(value)) for key, value in self.facts),
             within=self.within.renamed(old, new) if self.within is not None else None,
         )
@@ -99,18 +99,16 @@ def facts(**named: Fact) -> tuple[tuple[str, Fact], ...]:
     return tuple(named.items())
 
 
-def bare_reason(
-    rule: Rule, card: int | None, text: str = "", host: str | None = None, **named: Fact
-) -> Reason:
-    """A rule that binds without bytes to show (host, error, exclusive, unbounded): `text` for
-    words already written, else `said` and its facts (`said` defaults to the rule)."""
-    said = str(named.pop("said", None) or (rule if not text else ""))
-    return Reason(rule, card, None, None, None, text, host, said, facts(**named))
+def bare_reason(rule: Rule, card: int | None, host: str | None = None, **named: Fact) -> Reason:
+    """A rule that binds without bytes to show (host, error, exclusive, unbounded): `said` and
+    its facts (`said` defaults to the rule)."""
+    said = str(named.pop("said", None) or rule)
+    return Reason(rule, card, None, None, None, "", host, said, facts(**named))
 
 
-def host_reason(text: str = "", host: str | None = None, **named: Fact) -> Reason:
+def host_reason(host: str | None = None, **named: Fact) -> Reason:
     """A `host` rule: the seat cannot be on this host at all, so no card has bytes to show."""
-    return bare_reason("host", None, text, host, **named)
+    return bare_reason("host", None, host, **named)
 
 
 @dataclass(frozen=True)

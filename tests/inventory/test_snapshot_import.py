@@ -71,6 +71,7 @@ def test_json_lines_are_stored_in_order_with_their_rollups(
     ],
     ids=["broken-json", "missing-key"],
 )
+@pytest.mark.slow
 def test_a_bad_line_is_exit_2_naming_it_and_nothing_of_the_file_is_stored(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: str, says: str
 ) -> None:

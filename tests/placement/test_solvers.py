@@ -129,6 +129,7 @@ def test_highs_then_the_column_generation_lp_in_one_process() -> None:
     assert pack_cg.dual_bound([6, 5, 4], [2, 2, 2], 10, root.duals).bins == 3
 
 
+@pytest.mark.slow
 def test_a_highs_that_refuses_to_solve_is_an_error_not_a_bound() -> None:
     # HiGHS answers kError unsolved when its scheduler was started with another thread count;
     # in a fresh process, a PuLP HiGHS on 2 threads first, then the master LP on 1.

@@ -694,6 +694,7 @@ _TREES = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(_TREES)
 def test_any_data_is_a_catalogue_or_a_catalogue_error(data: object) -> None:

@@ -72,16 +72,21 @@ class EngineCard:
         return max(0, self.free_bytes - self.cuda_context_bytes)
 
 
+# One figure a refusal's sentence says besides its bytes: a count or bytes, a name, names.
+RefusalFact = int | str | tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class Refusal:
-    """One way an engine will not start, or start short, on a card, with its bytes."""
+    """One way an engine will not start, or start short, on a card, with its bytes, as data:
+    `said` names its sentence (written at the edge, placement/cli/reasons_text.py) and `facts`
+    the other figures and names the sentence says."""
 
     rule: Rule
     need_bytes: int
     room_bytes: int
-    text: str
-    # True where `text` says the need, the room and the bytes short itself: a line shows it alone.
-    whole: bool = False
+    said: str
+    facts: tuple[tuple[str, RefusalFact], ...] = ()
 
     @property
     def short_bytes(self) -> int:
@@ -689,16 +694,17 @@ def profile_need(seat: Seat, card: EngineCard, kv_bytes: int) -> int:
     return max(seat.resident_bytes, parts)
 
 
-def short_context(seat: Seat, tokens: int | None, wanted: int | None, text: str) -> Refusal | None:
+def short_context(
+    seat: Seat, tokens: int | None, wanted: int | None, said: str, **named: RefusalFact
+) -> Refusal | None:
     """Rule `kv_capacity` when `tokens` (what its KV cache holds for one request) is below
     `wanted` (the request it must hold); the bytes are tokens × the profile's per-token bytes."""
     profile = seat.engine.profile
     if tokens is None or wanted is None or profile is None or tokens >= wanted:
         return None
     per = profile.kv_bytes_per_token
-    return Refusal(
-        "kv_capacity", wanted * per, tokens * per, text.format(tokens=tokens, wanted=wanted)
-    )
+    found = (("tokens", tokens), ("wanted", wanted), *named.items())
+    return Refusal("kv_capacity", wanted * per, tokens * per, said, found)
 
 
 def fitted_need(seat: Seat, card: EngineCard, room: int) -> int:
@@ -707,22 +713,15 @@ def fitted_need(seat: Seat, card: EngineCard, room: int) -> int:
     return min(seat.resident_bytes, room + card.cuda_context_bytes)
 
 
-def spill(seat: Seat, card: EngineCard, room: int, text: str) -> Refusal | None:
-    """Rule `spill` when the resident less its context is over `room`: the rest runs on the CPU.
-    `text` names `{need}` (what it loads), `{room}` and `{moved}` (the bytes that leave the
-    card), each once."""
+def spill(
+    seat: Seat, card: EngineCard, room: int, said: str, **named: RefusalFact
+) -> Refusal | None:
+    """Rule `spill` when the resident less its context is over `room`: the rest runs on the CPU
+    (need: what it loads; short: the bytes that leave the card)."""
     wanted = seat.resident_bytes - card.cuda_context_bytes
     if wanted <= room:
         return None
-    return Refusal(
-        "spill",
-        wanted,
-        room,
-        text.format(
-            need=format_bytes(wanted), room=format_bytes(room), moved=format_bytes(wanted - room)
-        ),
-        whole=True,
-    )
+    return Refusal("spill", wanted, room, said, tuple(named.items()))
 
 
 # --- reading command lines ---------------------------------------------------------
@@ -885,11 +884,6 @@ def flag_value(argv: Sequence[str], *names: str) -> str | None:
     return found
 
 
-def has_flag(argv: Sequence[str], *names: str) -> bool:
-    """True when any of `names` stands in argv, bare or with `=value`."""
-    return any(word == n or word.startswith(n + "=") for word in argv for n in names)
-
-
 def as_int(text: str | None) -> int | None:
     """A whole number from flag text; None for absent or unreadable text."""
     if text is None:
@@ -898,57 +892,6 @@ def as_int(text: str | None) -> int | None:
         return int(text.strip())
     except ValueError:
         return None
-
-
-def as_fraction(text: str | None) -> float | None:
-    """A fraction in (0, 1] from flag text; None for absent, unreadable or out of range."""
-    if text is None:
-        return None
-    try:
-        value = float(text.strip())
-    except ValueError:
-        return None
-    return value if 0 < value <= 1 else None
-
-
-# (catalogue field, flag, environment variable or None): what `read_fields` reads.
-FieldSource = tuple[str, str, str | None]
-
-
-def read_fields(
-    argv: Sequence[str],
-    env: Mapping[str, str] | None,
-    *,
-    fractions: Sequence[FieldSource] = (),
-    counts: Sequence[FieldSource] = (),
-) -> dict[str, object]:
-    """Catalogue fields from their flags, else their environment variables: a fraction in
-    (0, 1], a count of at least 1; anything absent or unreadable is left out."""
-    env = env or {}
-    found: dict[str, object] = {}
-    for key, flag, name in fractions:
-        share = as_fraction(flag_value(argv, flag))
-        if share is None and name is not None:
-            share = as_fraction(env.get(name))
-        if share is not None:
-            found[key] = share
-    for key, flag, name in counts:
-        count = as_int(flag_value(argv, flag))
-        if count is None and name is not None:
-            count = as_int(env.get(name))
-        if count is not None and count >= 1:
-            found[key] = count
-    return found
-
-
-def parallel_cards(argv: Sequence[str], sizes: Sequence[Sequence[str]]) -> int:
-    """The product of the parallel sizes `sizes` names (one tuple of spellings each) in argv;
-    a size not given, or not a whole number of at least 1, counts 1."""
-    cards = 1
-    for spellings in sizes:
-        size = as_int(flag_value(argv, *spellings))
-        cards *= size if size is not None and size >= 1 else 1
-    return cards
 
 
 def image_matches(image: str | None, names: Sequence[str]) -> bool:

@@ -48,7 +48,7 @@ from placement.fit.engines.base import (
 )
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
-from seats.units import MiB, format_bytes
+from seats.units import MiB
 
 FIT_MARGIN_BYTES = 1024 * MiB
 MIN_CTX = 4096
@@ -174,9 +174,8 @@ class LlamaCpp(NoRequest):
             seat,
             card,
             self.room_bytes(seat, card),
-            "llama.cpp starts, slowly: {need} to load, room {room} once --fit leaves "
-            f"{format_bytes(self.margin_bytes)} free, so it moves {{moved}} of the model off the "
-            "card (onto the CPU)",
+            "llamacpp_spill",
+            margin_bytes=self.margin_bytes,
         )
 
     def slot_tokens(self, seat: Seat) -> int | None:
@@ -198,8 +197,7 @@ class LlamaCpp(NoRequest):
             seat,
             self.slot_tokens(seat),
             profile.max_model_len if profile else None,
-            "llama.cpp gives each slot {tokens:,} tokens (-c ÷ -np), under the {wanted:,} a "
-            "request may need: longer ones are cut",
+            "llamacpp_kv",
         )
 
     def pinned(self, spec: EngineSpec) -> bool:

@@ -170,8 +170,9 @@ class Ollama(NoRequest):
             seat,
             card,
             self.room_bytes(seat, card),
-            "Ollama starts, slowly: {need} to load, free − OLLAMA_GPU_OVERHEAD − 457 MiB leaves "
-            "{room}, so {moved} of the model runs on the CPU",
+            "ollama_spill",
+            overhead="OLLAMA_GPU_OVERHEAD",
+            minimum_bytes=MINIMUM_BYTES,
         )
 
     def kv_tokens(self, seat: Seat, card: EngineCard) -> int | None:
@@ -185,8 +186,7 @@ class Ollama(NoRequest):
             seat,
             seat.engine.num_ctx,
             profile.max_model_len if profile else None,
-            "Ollama holds {tokens:,} tokens per request (num_ctx), under the {wanted:,} a "
-            "request may need: longer prompts are truncated",
+            "ollama_kv",
         )
 
     def pinned(self, spec: EngineSpec) -> bool:

@@ -64,7 +64,6 @@ from placement.fit.engines.base import (
 from placement.fit.engines.sglang_options import RELEASES
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
-from seats.units import format_bytes
 
 # SGLang's own flags by release (sglang_options.py), read as its plain argparse parser reads them.
 READER = ArgparseReader("SGLang", RELEASES)
@@ -258,11 +257,12 @@ class SGLang(NoRequest):
             "gate",
             weights,
             static,
-            f"SGLang refuses at start: weights {format_bytes(weights)} ≥ mem_fraction_static "
-            f"{seat.engine.mem_fraction_static} × {format_bytes(card.engine_free_bytes)} free = "
-            f"{format_bytes(static)}, short {format_bytes(weights - static)} "
-            '("Not enough memory. Please try to increase --mem-fraction-static.")',
-            whole=True,
+            "sglang_gate",
+            (
+                ("share", str(seat.engine.mem_fraction_static)),
+                ("free_bytes", card.engine_free_bytes),
+                ("error", "Not enough memory. Please try to increase --mem-fraction-static."),
+            ),
         )
 
     def kv_capacity(self, seat: Seat, card: EngineCard) -> Refusal | None:
@@ -271,9 +271,9 @@ class SGLang(NoRequest):
             seat,
             self.pool_tokens(seat, card),
             self.context_tokens(seat),
-            "SGLang's KV pool holds {tokens:,} tokens here, under its context of {wanted:,}: it "
-            "starts and caps every request at the pool (raise --mem-fraction-static or "
-            "--max-total-tokens, or lower --context-length)",
+            "sglang_kv",
+            raise_flags=("--mem-fraction-static", "--max-total-tokens"),
+            lower_flag="--context-length",
         )
 
     def pinned(self, spec: EngineSpec) -> bool:

@@ -69,7 +69,6 @@ from placement.fit.engines.base import (
 )
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
-from seats.units import format_bytes
 
 WIGGLE_ROOM = Decimal("0.90")
 DEFAULT_FRACTION = Decimal("1.0")
@@ -224,9 +223,13 @@ class TGI(NoRequest):
             "gate",
             card.engine_free_bytes - after + level + 1,
             card.engine_free_bytes,
-            f"TGI leaves (1 − 0.9 × {self.share(seat)}) × {format_bytes(card.cuda_total_bytes)} = "
-            f"{format_bytes(level)} free and its weights leave nothing above that: its warm-up "
-            'fails ("Not enough memory to handle … prefill tokens")',
+            "tgi_gate",
+            (
+                ("share", str(self.share(seat))),
+                ("cuda_total_bytes", card.cuda_total_bytes),
+                ("level_bytes", level),
+                ("error", "Not enough memory to handle … prefill tokens"),
+            ),
         )
 
     def kv_capacity(self, seat: Seat, card: EngineCard) -> Refusal | None:
@@ -235,8 +238,8 @@ class TGI(NoRequest):
             seat,
             self.kv_tokens(seat, card),
             seat.engine.max_total_tokens,
-            "TGI refuses at start: max_total_tokens {wanted:,} > {tokens:,} tokens its KV cache "
-            'holds here ("Not enough memory to handle `max_total_tokens={wanted}`")',
+            "tgi_kv",
+            error="Not enough memory to handle `max_total_tokens`",
         )
 
     def pinned(self, spec: EngineSpec) -> bool:

@@ -192,8 +192,7 @@ class TensorRTLLM(NoRequest):
             "gate",
             card.engine_free_bytes - after + least,
             card.engine_free_bytes,
-            "TensorRT-LLM's weights and warm-up leave no free memory for a KV cache on this "
-            "card (its room is what is free at start)",
+            "trtllm_gate",
         )
 
     def kv_tokens(self, seat: Seat, card: EngineCard) -> int | None:
@@ -208,8 +207,7 @@ class TensorRTLLM(NoRequest):
             seat,
             self.kv_tokens(seat, card),
             wanted,
-            "TensorRT-LLM's KV cache holds {tokens:,} tokens here, under max_seq_len {wanted:,}: "
-            "it starts with max_seq_len cut to fit",
+            "trtllm_kv",
         )
 
     def pinned(self, spec: EngineSpec) -> bool:

@@ -41,7 +41,6 @@ from placement.fit.engines.vllm_command import IMAGES, VERSION_TAG, image_versio
 from placement.fit.engines.vllm_flags import KV_FLAG, UTIL_FLAG
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
-from seats.units import format_bytes
 
 # docs/facts.md §2: the default --gpu-memory-utilization by version; 0.34 skips the gate by default.
 DEFAULT_UTIL_OLD = Decimal("0.9")  # up to 0.32
@@ -289,8 +288,8 @@ class VLLM(ByCommand):
             "gate",
             requested,
             card.engine_free_bytes,
-            f"vLLM refuses at start: {format_bytes(card.engine_free_bytes)} free < util {rule.util} × "
-            f"{format_bytes(card.cuda_total_bytes)} = {format_bytes(requested)}",
+            "vllm_gate",
+            (("util", str(rule.util)), ("cuda_total_bytes", card.cuda_total_bytes)),
         )
 
     def kv_capacity(self, seat: Seat, card: EngineCard) -> Refusal | None:

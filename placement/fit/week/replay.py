@@ -886,17 +886,24 @@ def open_windows(
     replay judges every card. `moments` may be already as columns (`series_of`), for a caller
     that replays them more than once.
     """
-    indices = (
-        tuple(sorted(c.index for c in snapshot.cards if c.ok)) if cards is None else tuple(cards)
-    )
-    probes = [
-        NewSeat(f"\x00card {index}", (index,), (needs or {}).get(index, 0)) for index in indices
-    ]
+    probes = probes_of(snapshot, cards, needs)
     if not probes:
         return ()
     if isinstance(moments, Series):
         return replay_series(catalogue, snapshot, moments, probes, rules)
     return replay(catalogue, snapshot, moments, probes, rules)
+
+
+def probes_of(
+    snapshot: Snapshot, cards: Sequence[int] | None, needs: Mapping[int, int] | None
+) -> list[NewSeat]:
+    """`open_windows`' seat nothing names on each card (every readable one by default)."""
+    indices = (
+        tuple(sorted(c.index for c in snapshot.cards if c.ok)) if cards is None else tuple(cards)
+    )
+    return [
+        NewSeat(f"\x00card {index}", (index,), (needs or {}).get(index, 0)) for index in indices
+    ]
 
 
 def open_rooms(

@@ -58,6 +58,7 @@ def test_no_sql_outside_the_ledger_package() -> None:
     assert [o for path in modules() for o in offences(path)] == []
 
 
+@pytest.mark.slow
 def test_the_scan_finds_sql_where_there_is_some() -> None:
     # The same scan over the ledger package itself: it must see what it is looking for.
     found = [o for path in sorted(LEDGER.glob("*.py")) for o in offences(path)]

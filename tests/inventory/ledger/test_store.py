@@ -298,6 +298,7 @@ def test_failure_mid_insert_leaves_no_part_of_the_snapshot(
     assert rows(path, "processes") == 32
 
 
+@pytest.mark.slow
 def test_writer_killed_mid_transaction_leaves_whole_snapshots(tmp_path: Path) -> None:
     path = tmp_path / "l.sqlite"
     with open_ledger(path) as ledger:

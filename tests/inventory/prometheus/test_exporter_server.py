@@ -204,6 +204,7 @@ def test_a_render_serves_the_scrapes_of_its_window_and_no_later() -> None:
     assert renders == [100.0, 100.5]
 
 
+@pytest.mark.slow
 def test_past_the_waiting_limit_it_neither_spins_nor_loses_connections(
     exporter: Exporter, monkeypatch: pytest.MonkeyPatch
 ) -> None:

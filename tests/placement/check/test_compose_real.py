@@ -225,6 +225,7 @@ def test_busibox_profiled_vllm_with_unset_required_model_refuses_the_whole_file(
     assert "no service asks for a GPU" in refused_input(capsys, "--compose", str(BUSIBOX))
 
 
+@pytest.mark.slow
 def test_busibox_vllm_profile_starts_vllm_on_the_cards_nvidia_visible_devices_names(
     capsys: pytest.CaptureFixture[str], busibox_env: pytest.MonkeyPatch
 ) -> None:

@@ -322,6 +322,7 @@ def test_fv_ml1_parakeet_moves_so_two_seats_fit(
     running=st.lists(st.tuples(st.integers(0, 2), st.integers(1, 6)), min_size=1, max_size=4),
     wanted=st.lists(st.tuples(st.integers(1, 12), st.integers(0, 1)), min_size=1, max_size=2),
 )
+@pytest.mark.slow
 def test_every_plan_with_moves_replays_and_never_loses_by_priority(
     free: list[int], running: list[tuple[int, int]], wanted: list[tuple[int, int]]
 ) -> None:

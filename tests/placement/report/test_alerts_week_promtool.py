@@ -103,6 +103,7 @@ def _filling_summary(room_text: str) -> str:
     )
 
 
+@pytest.mark.slow
 def test_a_card_falling_4_gib_a_day_into_its_last_15_percent_fires(tmp_path: Path) -> None:
     series = [
         # card 0: 40 GiB free, 4 GiB less every day: 12 GiB at 7d, below zero 3 days later.
@@ -137,6 +138,7 @@ def test_a_card_falling_4_gib_a_day_into_its_last_15_percent_fires(tmp_path: Pat
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_a_card_freed_after_its_fall_stops_filling_up(tmp_path: Path) -> None:
     # Card 0 falls 4 GiB a day for 7 days (40 → 12 GiB), then a seat moves off it: 40 GiB again.
     series = _card_series(0, f"{40 * GiB}-{PER_HOUR_4GIB_A_DAY}x168 {40 * GiB}x24", 193)
@@ -184,6 +186,7 @@ def _restart_alert(seat: str, short_text: str) -> Json:
     }
 
 
+@pytest.mark.slow
 def test_a_neighbour_growing_for_an_hour_leaves_vllm_voices_unable_to_restart(
     tmp_path: Path,
 ) -> None:

@@ -156,6 +156,7 @@ def _looks_drawn(pixels: list[list[int]]) -> None:
         assert colour > 1000, (pixels, width, height, colour)
 
 
+@pytest.mark.slow
 def test_html_charts_draw_and_nothing_overflows(
     two_host_reports: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -172,6 +173,7 @@ def test_html_charts_draw_and_nothing_overflows(
     assert not found["wide"]
 
 
+@pytest.mark.slow
 def test_markdown_charts_are_the_svg_files_it_links_and_draw_alike(
     two_host_reports: tuple[Path, Path], tmp_path: Path
 ) -> None:

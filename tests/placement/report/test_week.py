@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from inventory.attribution import attribute
 from inventory.history import CardReading, Moment, ProcessReading, Rollups
 from inventory.history.rollup import hourly
@@ -120,6 +122,7 @@ def test_room_by_hour_shows_the_afternoon_ollama_on_card_1() -> None:
     assert strips[3].short_hours == tuple(range(24))
 
 
+@pytest.mark.slow
 def test_restart_safety_counts_every_moment_and_reads_only_undecided_hours() -> None:
     week, history = _week()
     rows = {r.seat: r for r in week.restarts}
