@@ -48,6 +48,7 @@ from placement.fit.week.replay import (
     offsets,
     on_cards,
     placed,
+    probes_of,
     replay,
     replay_series,
     restarting,
@@ -577,3 +578,20 @@ def _adjustment(name: str, low: int, high: int, hour: Hour, counting: _Counting)
             values.append(0)
         return min(values), max(values)
     return 0, 0
+
+
+def open_windows_history(
+    catalogue: Catalogue,
+    snapshot: Snapshot,
+    history: object,
+    rules: WindowRules,
+    cards: Sequence[int] | None = None,
+    needs: Mapping[int, int] | None = None,
+) -> tuple[SeatWindow, ...]:
+    """`replay.open_windows` (each card's window for a seat nothing names) read from `history`'s
+    rollups first, as `replay_history` reads them: what `ledger --window` and `plan --window`
+    show, without reading every moment."""
+    probes = probes_of(snapshot, cards, needs)
+    if not probes:
+        return ()
+    return replay_history(catalogue, snapshot, history, probes, rules)
