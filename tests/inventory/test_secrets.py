@@ -224,7 +224,7 @@ def test_a_rule_change_masks_the_stored_ancestors_lines_too(
         (None, None),
     ]
     assert capsys.readouterr().err == (
-        f"ledger {path}: masking rule 3: masked secrets in 1 stored command line(s) of 4"
+        f"ledger {path}: masking rule 4: masked secrets in 1 stored command line(s) of 4"
         " and in the ancestors' lines of 3 process(es) of 4\n"
     )
     with open_ledger(path):  # masked once: the next writer has nothing to do
