@@ -872,7 +872,7 @@ def _empty(seat: NewSeat, host: HostWindow, rules: WindowRules) -> SeatWindow:
 def open_windows(
     catalogue: Catalogue,
     snapshot: Snapshot,
-    moments: Iterable[Moment],
+    moments: Iterable[Moment] | Series,
     rules: WindowRules,
     cards: Sequence[int] | None = None,
     needs: Mapping[int, int] | None = None,
@@ -883,11 +883,14 @@ def open_windows(
 
     `needs`: a need per card for the probe (default 0), so that short moments, their hours and
     who squeezed the card at its worst mean "a seat of that size would have been short". One
-    replay judges every card.
+    replay judges every card. `moments` may be already as columns (`series_of`), for a caller
+    that replays them more than once.
     """
     probes = probes_of(snapshot, cards, needs)
     if not probes:
         return ()
+    if isinstance(moments, Series):
+        return replay_series(catalogue, snapshot, moments, probes, rules)
     return replay(catalogue, snapshot, moments, probes, rules)
 
 
@@ -906,7 +909,7 @@ def probes_of(
 def open_rooms(
     catalogue: Catalogue,
     snapshot: Snapshot,
-    moments: Iterable[Moment],
+    moments: Iterable[Moment] | Series,
     rules: WindowRules,
     cards: Sequence[int] | None = None,
     needs: Mapping[int, int] | None = None,
