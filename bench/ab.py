@@ -5,11 +5,16 @@ alternating run by run in one process (the machine's load hits both alike), and 
 medians and the ratio this/other. Figures: the crowded 64 × 8 plan's CPU (`plan()` in a fresh
 interpreter), `check SEAT --gpu N` start-up CPU beside the fair floor (`import yaml` + one pydantic
 model validated), and one `check --ledger` beside 1,000 active holds.
+
+`--daily`: instead, issue 35's daily fleets (`synthetic_fleet`: 1,024 × 8 cards with 4,800 seats
+running and 200 new, 4,096 × 8 with 19,200 and 20), `plan()` in a fresh interpreter per run:
+wall and CPU seconds and the process's peak memory (max RSS, the fleet's own data included).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -45,6 +50,20 @@ CHECK = [
     "--catalogue", "seats/catalogue/fv-ml1.yaml",
     "--snapshot", "seats/catalogue/fv-ml1-before-voices.snapshot.json",
 ]  # fmt: skip
+
+# One plan() of a daily fleet in a fresh interpreter: wall s, CPU s, peak bytes, seats placed.
+DAILY = """
+import json, resource, sys, time
+from bench.bench_plan import synthetic_fleet
+from placement.plan.planner import plan
+catalogue, snapshots, adds = synthetic_fleet(*(int(a) for a in sys.argv[1:5]))
+cpu, start = time.process_time(), time.perf_counter()
+result = plan(catalogue, snapshots, adds, time_limit=10.0)
+wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps([wall, cpu, peak, sum(v.passed for v in result.verdicts)]))
+"""
+DAILY_FLEETS = [((1_024, 8, 4_800, 200), 1.0), ((4_096, 8, 19_200, 20), 2.0)]
 
 HOLDS = """
 import tempfile
@@ -87,12 +106,57 @@ def _printed(code: str, tree: Path) -> tuple[float, int]:
     return float(figure), int(count)
 
 
+def _daily(size: tuple[int, int, int, int], tree: Path) -> list[float]:
+    """[wall s, CPU s, peak bytes, seats placed] of one plan() of a daily fleet, run in `tree`."""
+    done = subprocess.run(
+        [sys.executable, "-c", DAILY, *map(str, size)],
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    return [float(x) for x in json.loads(done.stdout.strip().splitlines()[-1])]
+
+
+def daily(trees: dict[str, Path], runs: int) -> list[str]:
+    """The daily fleets in both trees, alternating run by run: a Markdown table of medians."""
+    got: dict[tuple[int, str], list[list[float]]] = {}
+    for _ in range(runs):
+        for i, (size, _target) in enumerate(DAILY_FLEETS):
+            for name, tree in trees.items():
+                got.setdefault((i, name), []).append(_daily(size, tree))
+    lines = [
+        f"| fleet (medians of {runs}, alternated) | this wall | other wall | this / other "
+        "| target | met | this CPU | other CPU | this peak | other peak | placed (this, other) |",
+        "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|",
+    ]
+    for i, ((hosts, cards, running, new), target) in enumerate(DAILY_FLEETS):
+        this, other = (
+            [statistics.median(run[k] for run in got[(i, name)]) for k in range(4)]
+            for name in ("this", "other")
+        )
+        met = "yes" if this[0] <= target else f"**no** (×{this[0] / target:.2f})"
+        lines.append(
+            f"| {hosts:,} × {cards}, {running:,} running + {new:,} new | {this[0]:.2f} s "
+            f"| {other[0]:.2f} s | {this[0] / other[0]:.2f} | {target:g} s | {met} "
+            f"| {this[1]:.2f} s | {other[1]:.2f} s | {this[2] / 2**20:,.0f} MiB "
+            f"| {other[2] / 2**20:,.0f} MiB | {this[3]:.0f}, {other[3]:.0f} |"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("other", type=Path, help="the other checkout (e.g. main before the change)")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--daily", action="store_true", help="the daily fleets' plan() instead")
     args = parser.parse_args(argv)
     trees = {"this": ROOT, "other": args.other.resolve()}
+    if args.daily:
+        print("\n".join(daily(trees, args.runs)))
+        return 0
     got: dict[tuple[str, str], list[float]] = {}
     placed: dict[str, int] = {}
     for _ in range(args.runs):

@@ -8,6 +8,7 @@ already named its seat or an ancestor's line matches.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from inventory.snapshot import Card, Process, Snapshot
@@ -23,11 +24,20 @@ def host_seats(catalogue: Catalogue, host: str) -> list[Seat]:
 
 def match_seat(cmdline: str | None, seats: Iterable[Seat]) -> str | None:
     """Name of the first seat whose `match` regex finds `cmdline` (re.search), else None."""
+    return _first_match(cmdline, _patterns(seats))
+
+
+def _patterns(seats: Iterable[Seat]) -> list[tuple[str, re.Pattern[str]]]:
+    """(name, compiled match) of each seat with a `match`, in order: read once per host."""
+    return [(seat.name, match_pattern(seat.match)) for seat in seats if seat.match is not None]
+
+
+def _first_match(cmdline: str | None, patterns: list[tuple[str, re.Pattern[str]]]) -> str | None:
     if cmdline is None:
         return None
-    for seat in seats:
-        if seat.match is not None and match_pattern(seat.match).search(cmdline):
-            return seat.name
+    for name, pattern in patterns:
+        if pattern.search(cmdline):
+            return name
     return None
 
 
@@ -38,8 +48,14 @@ def match_lines(lines: Iterable[str | None], seats: Sequence[Seat]) -> tuple[str
     `VLLM::EngineCore` is found by its API server's `--port 8027`): the nearest line that any
     seat matches decides, and among the seats that match it the first, as `match_seat` does.
     """
+    return _match_lines(lines, _patterns(seats))
+
+
+def _match_lines(
+    lines: Iterable[str | None], patterns: list[tuple[str, re.Pattern[str]]]
+) -> tuple[str, int] | None:
     for position, line in enumerate(lines):
-        name = match_seat(line, seats)
+        name = _first_match(line, patterns)
         if name is not None:
             return name, position
     return None
@@ -56,7 +72,7 @@ def attribute(snapshot: Snapshot, catalogue: Catalogue) -> Snapshot:
 
     A seat recorded at capture is kept as it is; only null seats are attributed.
     """
-    seats = host_seats(catalogue, snapshot.host)
+    patterns = _patterns(host_seats(catalogue, snapshot.host))
     cards: list[Card] = []
     changed = False
     for card in snapshot.cards:
@@ -64,9 +80,9 @@ def attribute(snapshot: Snapshot, catalogue: Catalogue) -> Snapshot:
         named = False
         for process in card.processes:
             if process.seat is None:
-                name = process_seat(process, seats)
-                if name is not None:
-                    process = process.model_copy(update={"seat": name})
+                found = _match_lines((process.cmdline, *process.parents), patterns)
+                if found is not None:
+                    process = process.model_copy(update={"seat": found[0]})
                     named = True
             processes.append(process)
         # A card none of whose processes gains a seat is the same card: kept, not copied.

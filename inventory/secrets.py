@@ -207,10 +207,10 @@ class _Reader:
         if masked is not None:
             return masked
         flag = _FLAG.match(word)
+        if self.user_seen and _PASSWORD_FLAG.match(word):
+            return self._password(word, flag.group(1) if flag is not None else "")
         if flag is not None and is_secret_name(flag.group(1)):
             self.secret_next = True
-        elif self.user_seen and _PASSWORD_FLAG.match(word):
-            return self._password(word)
         elif flag is not None:
             self._user(word, flag.group(1))
         elif _USER_RUN_IN.match(word):
@@ -253,12 +253,16 @@ class _Reader:
             self.secret_next = True
         return word
 
-    def _password(self, word: str) -> str:
-        """`-p X` or `-pX` once `-u USER` came."""
+    def _password(self, word: str, name: str) -> str:
+        """`-p X` or `-pX` once `-u USER` came: mysql reads what runs in after `-p` as the
+        password (`-pSECRET`, `-pwd0000`), so it is masked even where it spells a secret word;
+        a flag that is one secret word (`-password X`, `-pwd X`) masks the next word too."""
         start = word.index("-p") + 2
         if start == len(word.rstrip(_QUOTES)):
             self.secret_next = True
             return word
+        words = _NAME_WORD.findall(name)
+        self.secret_next = len(words) == 1 and is_secret_name(name)
         return word[:start] + _masked_value(word[start:])  # `-pPASSWORD`, mysql's spelling
 
 

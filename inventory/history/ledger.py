@@ -1,26 +1,18 @@
 """The ledger as a history: its stored snapshots as moments, and the report's figures of a window.
 
-Every read is one of `inventory.ledger.report_queries`' functions (the SQL lives there).
+Every read is one of `inventory.ledger.report_queries`' functions, or `inventory.ledger.moments`'
+(the SQL lives there); the report's are imported where they are read, so that a window's replay
+imports only the moments' and the rollups'.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
+from functools import lru_cache
 from itertools import groupby
+from typing import TYPE_CHECKING
 
-from inventory.history.figures import (
-    CardBuckets,
-    CardUsage,
-    DecisionRow,
-    ForeignUsage,
-    ReserveBreaches,
-    SeatOf,
-    SeatUsage,
-    Span,
-    breaches_of,
-    seat_rows,
-)
 from inventory.history.model import (
     CardHour,
     CardReading,
@@ -30,14 +22,29 @@ from inventory.history.model import (
     Rollups,
 )
 from inventory.history.rollup import HOUR_S, hourly
-from inventory.ledger import report_queries as q
+from inventory.ledger import moments as raw
 from inventory.ledger import rollups as stored
-from inventory.ledger.report_queries import Connection
+from inventory.ledger.moments import Connection
+
+if TYPE_CHECKING:
+    from inventory.history.figures import (
+        CardBuckets,
+        CardUsage,
+        DecisionRow,
+        ForeignUsage,
+        ReserveBreaches,
+        SeatOf,
+        SeatUsage,
+        Span,
+    )
 
 __all__ = ["Connection", "LedgerHistory", "LedgerWindow"]
 
 
+@lru_cache(maxsize=1 << 16)
 def _utc(seconds: int) -> datetime:
+    """A stored second as a UTC datetime; the same few thousand (a week's hours and minutes)
+    come back for every card and host of a fleet, each made once."""
     return datetime.fromtimestamp(seconds, UTC)
 
 
@@ -58,7 +65,7 @@ class LedgerHistory:
     ) -> Iterator[Moment]:
         """`host`'s snapshots taken in [start, end), oldest first; with `cards`, each moment
         holds only those cards (a moment where none of them was stored is left out)."""
-        rows, processes = q.moment_rows(self.connection, host, _s(start), _s(end), cards)
+        rows, processes = raw.moment_rows(self.connection, host, _s(start), _s(end), cards)
         arrived = stored.arrivals(self.connection, host, _s(start), _s(end))
         by_card: dict[tuple[int, int], list[ProcessReading]] = {}
         for taken_s, idx, pid, used, cmdline, seat in processes:
@@ -90,7 +97,7 @@ class LedgerHistory:
         where the ledger keeps no rollups (a read-only one from before them): read the moments."""
         if not stored.has_rollups(self.connection):
             return None
-        return q.moment_times(self.connection, host, _s(start), _s(end))
+        return raw.moment_times(self.connection, host, _s(start), _s(end))
 
     def rollups(self, host: str, start: datetime, end: datetime) -> Rollups:
         """`host`'s hourly rollups of [start, end): the stored ones of the whole hours inside it,
@@ -138,6 +145,12 @@ class LedgerHistory:
             ),
         )  # fmt: skip
 
+    def daily_least(self, start: datetime, end: datetime) -> list[stored.DailyLeast]:
+        """Every card's least free per 24 h bucket ending at `end`, from the stored hourly
+        rollups of [start, end) (whole hours), for every host at once: a fleet's window room and
+        the trend's daily minima where its seats count as observed."""
+        return stored.daily_least(self.connection, _s(start), _s(end))
+
     def raw_since(self, host: str) -> datetime | None:
         """From when `host`'s raw moments are kept: a window starting before it was judged on
         hourly rollups there (`gpuplan compact`); None when none was ever removed."""
@@ -148,17 +161,25 @@ class LedgerHistory:
 
     def span(self) -> Span | None:
         """First and last snapshot time and count of the whole ledger, None when it holds none."""
+        from inventory.ledger import report_queries as q
+
         return q.ledger_span(self.connection)
 
     def newest_per_host(self, start_s: int, end_s: int) -> list[tuple[str, int]]:
         """(host, time of its newest snapshot in [start_s, end_s)), by host."""
+        from inventory.ledger import report_queries as q
+
         return q.newest_per_host(self.connection, start_s, end_s)
 
     def newest_decision_s(self) -> int | None:
+        from inventory.ledger import report_queries as q
+
         return q.newest_decision_s(self.connection)
 
     def decisions(self, start_s: int, end_s: int) -> list[DecisionRow]:
         """Decisions taken in [start_s, end_s), oldest first."""
+        from inventory.ledger import report_queries as q
+
         return q.decisions_in(self.connection, start_s, end_s)
 
     def window(self, start_s: int, end_s: int, seat_of: SeatOf) -> LedgerWindow | None:
@@ -166,6 +187,8 @@ class LedgerHistory:
 
         A process whose seat was not recorded at capture is attributed by `seat_of`.
         """
+        from inventory.ledger import report_queries as q
+
         span = q.window_span(self.connection, start_s, end_s)
         if span is None:
             return None
@@ -185,30 +208,46 @@ class LedgerWindow:
         return self._span
 
     def card_usage(self) -> list[CardUsage]:
+        from inventory.ledger import report_queries as q
+
         return q.card_usage(self.connection)
 
     def seat_usage(self, first_s: int, last_s: int, segment_s: int) -> list[SeatUsage]:
+        from inventory.history.figures import seat_rows
+        from inventory.ledger import report_queries as q
+
         return seat_rows(*q.seat_stats(self.connection, first_s, last_s, segment_s))
 
     def foreign_usage(self) -> list[ForeignUsage]:
+        from inventory.ledger import report_queries as q
+
         return q.foreign_usage(self.connection)
 
     def reserve_breaches(
         self, host: str, card: int, own: Sequence[str], fixed_bytes: int | None
     ) -> ReserveBreaches:
+        from inventory.history.figures import breaches_of
+        from inventory.ledger import report_queries as q
+
         points = q.breach_points(self.connection, host, card, own, fixed_bytes)
         return breaches_of(points, lambda: q.holders_on(self.connection, host, card), own)
 
     def chart_buckets(self, step_s: int) -> list[CardBuckets]:
+        from inventory.ledger import report_queries as q
+
         return q.chart_buckets(self.connection, step_s)
 
     def window_hosts(self) -> set[str]:
         # Asked several times by one report: queried once and remembered.
         if self._hosts is None:
+            from inventory.ledger import report_queries as q
+
             self._hosts = frozenset(q.window_hosts(self.connection))
         return set(self._hosts)
 
     def last_sighting(self, host: str, seat: str, before_s: int, after_s: int) -> int | None:
+        from inventory.ledger import report_queries as q
+
         return q.last_sighting(self.connection, host, seat, before_s, after_s)
 
 

@@ -201,7 +201,7 @@ def card_hours(
 ) -> list[CardHourRow]:
     """`host`'s stored card rollups of the hours starting in [first_hour_s, end_s), by hour, card."""
     return [
-        CardHourRow(*row)
+        CardHourRow._make(row)
         for row in connection.execute(
             "SELECT host, card_idx, hour_s, samples, error_samples, min_free_bytes, min_free_at_s,"
             " max_used_bytes FROM card_hours WHERE host = ? AND hour_s >= ? AND hour_s < ?"
@@ -216,12 +216,40 @@ def command_hours(
 ) -> list[CommandHourRow]:
     """The same of its command rollups, by hour, card, seat and command line."""
     return [
-        CommandHourRow(*row)
+        CommandHourRow._make(row)
         for row in connection.execute(
             "SELECT host, card_idx, hour_s, seat, cmdline, samples, min_bytes, min_at_s, max_bytes,"
             " max_at_s FROM command_hours WHERE host = ? AND hour_s >= ? AND hour_s < ?"
             " ORDER BY hour_s, card_idx, seat, cmdline",
             (host, first_hour_s, end_s),
+        )
+    ]
+
+
+class DailyLeast(NamedTuple):
+    """One card's least free over one 24 h bucket of whole hours (k days before the end)."""
+
+    host: str
+    card: int
+    day: int  # k: the bucket [end − (k + 1) days, end − k days), by each hour's first second
+    min_free_bytes: int
+    min_free_at_s: int
+
+
+def daily_least(connection: sqlite3.Connection, start_s: int, end_s: int) -> list[DailyLeast]:
+    """Every host's cards' least free per 24 h bucket ending at `end_s`, over the stored hours
+    starting in [start_s, end_s) (the earliest moment of equals), by host, card and bucket: a
+    fleet's window room and daily minima from its rollups, in one query."""
+    return [
+        DailyLeast._make(row)
+        for row in connection.execute(
+            "SELECT host, card_idx, k, min_free_bytes, min_free_at_s FROM ("
+            " SELECT host, card_idx, (? - 1 - hour_s) / 86400 AS k, min_free_bytes,"
+            " min_free_at_s, ROW_NUMBER() OVER (PARTITION BY host, card_idx,"
+            " (? - 1 - hour_s) / 86400 ORDER BY min_free_bytes, min_free_at_s) AS r"
+            " FROM card_hours WHERE hour_s >= ? AND hour_s < ? AND min_free_bytes IS NOT NULL)"
+            " WHERE r = 1 ORDER BY host, card_idx, k",
+            (end_s, end_s, start_s, end_s),
         )
     ]
 

@@ -416,8 +416,9 @@ def migrate(
 # kept in `meta`, not in the schema version, as the rule grows with each spelling found.
 # 2: the spellings of issue 24 (NAME=value in a word, camelCase, …); 3: those of issue 32 (a
 # secret word anywhere in a name, `Authorization:Bearer X`, `-u user:PW`, `https://TOKEN@host`,
-# quoted JSON keys …), and from 3 on the ancestors' lines (`parents`) are masked again too.
-MASKING_REVISION = "3"
+# quoted JSON keys …), and from 3 on the ancestors' lines (`parents`) are masked again too;
+# 4: mysql's run-in password after `-u USER` that spells a secret word (`-pwd0000`, `-pSECRET`).
+MASKING_REVISION = "4"
 
 
 def remask(connection: sqlite3.Connection, path: Path, busy_ms: int = BUSY_TIMEOUT_MS) -> None:

@@ -60,6 +60,7 @@ def host_rooms(
     """Each host's cards over the window that ends at its snapshot."""
     from inventory.attribution import attribute
     from placement.fit.week import WindowRules, open_windows
+    from placement.fit.week.series import series_of
 
     options = options_of(args)
     moments = host_moments(args.ledger, snapshots, options.length)
@@ -74,7 +75,8 @@ def host_rooms(
             rebase=options.rebase,
         )
         attributed = attribute(snapshot, catalogue)
-        found = moments.get(snapshot.host, [])
+        # As columns once: both replays read them.
+        found = series_of(catalogue, snapshot.host, moments.get(snapshot.host, []))
         now = open_windows(catalogue, attributed, found, rules)
         needs = {c.card: max(0, c.room_now_bytes) for w in now for c in w.cards}
         windows = open_windows(catalogue, attributed, found, rules, needs=needs)

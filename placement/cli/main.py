@@ -41,6 +41,7 @@ COMMANDS: tuple[str, ...] = (
     "demo-ledger",
     "exporter",
     "alerts",
+    "rules",
     "learn",
     "schema",
     "completion",

@@ -44,7 +44,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="take the card size from this snapshot (the smallest CUDA total of its cards)",
     )
-    parser.add_argument("--solver", choices=("cbc", "highs"), default="cbc", help="default: cbc")
+    parser.add_argument(
+        "--solver",
+        choices=("cbc", "highs"),
+        default="highs",
+        help="default: highs (in process, stops at its own time limit); cbc runs as a subprocess",
+    )
     parser.add_argument(
         "--time-limit",
         type=float,

@@ -27,7 +27,7 @@ running seat with a hold on the card keeps its place at max(resident, need), not
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import MISSING, dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from inventory.holds import Hold
@@ -404,7 +404,11 @@ class CardModel:
 
     def gate_free_bytes(self, seat: str | None = None) -> int:
         """free − cuda_context − what this copy places − Σ holds not `seat`'s: what a gate reads."""
-        holds = sum(self.hold_part_bytes(h) for h in self.counted_holds(seat, self.placed))
+        holds = (
+            sum(self.hold_part_bytes(h) for h in self.counted_holds(seat, self.placed))
+            if self.holds
+            else 0
+        )
         return engine_free_bytes(
             free_bytes=self.free_bytes,
             cuda_context_bytes=self.cuda_context_bytes,
@@ -618,39 +622,56 @@ def _modelled(
         # Seats declared here are running, never placed anew: only a new seat's own count.
         if seat not in declared_names:
             own[seat] = seen[seat]
-    figures = dict(_DEFAULTS)
-    figures.update(
-        host=host,
-        index=card.index,
-        ok=True,
-        free_bytes=card.free_bytes or 0,
-        cuda_total=cuda_total(card),
-        margin_bytes=described.margin_bytes if described is not None else 0,
-        cuda_context_bytes=described.cuda_context_bytes if described is not None else 0,
-        holds=card.holds,
-        processes=tuple(processes),
-        own_bytes=own,
-        seen_bytes=seen,
-        anonymous_bytes=anonymous,
-    )
-    if reserves:
-        figures["reserves"] = tuple(reserves)
-    if declared:
-        figures["declared"] = tuple(seat.name for seat in declared)
-        figures["declared_exclusive"] = tuple(seat.name for seat in declared if seat.exclusive)
-        figures["absent"] = tuple(
-            (seat.name, seat.resident_bytes)
-            for seat in declared
-            if seat.match is not None and seat.name not in seen
-        )
+    names: tuple[str, ...] = ()
+    exclusive: tuple[str, ...] = ()
+    absent: tuple[tuple[str, int], ...] = ()
+    for running in declared:
+        names += (running.name,)
+        if running.exclusive:
+            exclusive += (running.name,)
+        if running.match is not None and running.name not in seen:
+            absent += ((running.name, running.resident_bytes),)
     # A frozen dataclass built without its __init__ (one field at a time through
-    # object.__setattr__, a fleet's largest cost here), and the figures no placed seat changes
-    # worked out now by their own definitions: cached_property takes a lock per first read.
+    # object.__setattr__, a fleet's largest cost here): every field, in its declared order.
     model = object.__new__(CardModel)
     fixed = model.__dict__
-    fixed.update(figures)
-    for name, figure in _UNPLACED_FIGURES:
-        fixed[name] = figure(model)
+    fixed.update(
+        {
+            "host": host,
+            "index": card.index,
+            "ok": True,
+            "free_bytes": card.free_bytes or 0,
+            "cuda_total": cuda_total(card),
+            "margin_bytes": described.margin_bytes if described is not None else 0,
+            "cuda_context_bytes": described.cuda_context_bytes if described is not None else 0,
+            "reserves": tuple(reserves) if reserves else (),
+            "absent": absent,
+            "holds": card.holds,
+            "declared": names,
+            "declared_exclusive": exclusive,
+            "processes": tuple(processes),
+            "own_bytes": own,
+            "seen_bytes": seen,
+            "anonymous_bytes": anonymous,
+            "placed": {},
+            "placed_bytes": 0,
+            "placed_residents": {},
+            "placed_exclusive": _NONE_EXCLUSIVE,
+            "gate_floor_bytes": None,
+        }
+    )
+    # The figures every placer and bound reads of every card, worked out now by their own
+    # definitions (cached_property takes a lock per first read); `occupants` stays lazy.
+    if absent or card.holds:
+        for name, figure in _PREFILLED:
+            fixed[name] = figure(model)
+    else:
+        # Nothing down and nothing held (most cards): their sums are empty.
+        fixed["absent_bytes"] = fixed["hold_bytes"] = 0
+        fixed["open_bytes"] = room_bytes(
+            free_bytes=fixed["free_bytes"], held_bytes=0, margin_bytes=fixed["margin_bytes"]
+        )
+        fixed["widest_bytes"] = _WIDEST(model)
     return model
 
 
@@ -695,15 +716,15 @@ class FleetCards:
 
     def host(self, snapshot: Snapshot) -> tuple[CardModel, ...]:
         """The models of every card of `snapshot` (attributed, holds attached), in its order."""
-        return tuple(self.model(snapshot.host, card) for card in snapshot.cards)
+        return tuple([self.model(snapshot.host, card) for card in snapshot.cards])
 
 
-_UNPLACED_FIGURES = tuple((name, getattr(CardModel, name).func) for name in _UNPLACED)
-_DEFAULTS: dict[str, object] = {
-    f.name: f.default_factory() if f.default_factory is not MISSING else f.default
-    for f in fields(CardModel)
-    if f.default is not MISSING or f.default_factory is not MISSING
-}
+_PREFILLED = tuple(
+    (name, getattr(CardModel, name).func)
+    for name in ("absent_bytes", "hold_bytes", "open_bytes", "widest_bytes")
+)
+_WIDEST = dict(_PREFILLED)["widest_bytes"]
+_NONE_EXCLUSIVE: frozenset[str] = frozenset()
 
 
 def resident_of(catalogue: Catalogue, name: str) -> int | None:

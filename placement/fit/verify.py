@@ -140,7 +140,8 @@ def host_views(catalogue: Catalogue, *, hostless: bool = False) -> CatalogueView
     everywhere = list(catalogue.hosts) if hostless else []
     for seat in catalogue.seats:
         own = [seat.host] if seat.host is not None else everywhere
-        for host in dict.fromkeys(own + named_by.get(seat.name, [])):
+        named = named_by.get(seat.name, [])
+        for host in dict.fromkeys(own + named) if named else own:  # `own` has no repeats
             seats[host].append(seat)
     keys = [*catalogue.hosts, *reserves, *seats]
     return CatalogueViews(catalogue, dict(reserves), dict(seats), keys)
@@ -158,7 +159,8 @@ def card_views(catalogue: Catalogue) -> CatalogueViews[tuple[str, int]]:
     seats: dict[tuple[str, int], list[Seat]] = defaultdict(list)
     for seat in catalogue.seats:
         own = [(seat.host, c) for c in seat.pinned_cards or ()] if seat.host is not None else []
-        for key in dict.fromkeys(own + named_by.get(seat.name, [])):
+        named = named_by.get(seat.name, [])
+        for key in dict.fromkeys(own + named) if named or len(own) > 1 else own:
             seats[key].append(seat)
     bare = catalogue.model_copy(update={"reserves": (), "seats": ()})
     keys = [

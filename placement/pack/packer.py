@@ -143,7 +143,7 @@ def pack_seats(
     catalogue: Catalogue,
     card_bytes: int,
     *,
-    solver: str = "cbc",
+    solver: str = "highs",
     time_limit: float = DEFAULT_TIME_LIMIT,
 ) -> PackResult:
     """Pack every non-retired seat of `catalogue` onto the fewest cards of `card_bytes`."""
@@ -164,7 +164,7 @@ def pack_items(
     card_bytes: int,
     margin_bytes: int,
     *,
-    solver: str = "cbc",
+    solver: str = "highs",
     time_limit: float = DEFAULT_TIME_LIMIT,
     seats: int | None = None,
 ) -> PackResult:

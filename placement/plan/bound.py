@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from placement.fit.card import CardModel
+from placement.plan.greedy import has_eligible_host
 from placement.plan.problem import NewSeat, PairTable, Problem
 from seats.units import MiB
 
@@ -69,7 +70,7 @@ def level_bounds(problem: Problem, placed: Iterable[str]) -> list[LevelBound]:
             [
                 (_size(new, own), new.seat.card_count, slack.get(new.name, 1) <= 0)
                 for new in members
-                if problem.has_eligible_host(new.name)
+                if has_eligible_host(problem, new)
             ]
         )
         count = sum(1 for new in members if new.name in done)

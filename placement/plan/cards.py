@@ -126,24 +126,27 @@ def _rows(
             # Nothing held (most cards): no part to list, and nothing to add up.
             held = before.held_parts() if before.reserves or before.absent or before.holds else ()
             plannable_before = max(0, before.plannable_bytes)
-            rows.append(
-                PlanCardRow(
-                    host=host,
-                    index=card.index,
-                    error=None,
-                    total_bytes=card.total_bytes,
-                    cuda_total_bytes=card.cuda_total_bytes,
-                    used_bytes=card.used_bytes,
-                    free_before_bytes=before.free_bytes,
-                    free_after_bytes=before.free_bytes - after.placed_bytes,
-                    held_bytes=sum(p.bytes for p in held) if held else 0,
-                    held=tuple(p.name for p in held) if held else (),
-                    plannable_before_bytes=plannable_before,
-                    plannable_after_bytes=max(0, after.plannable_bytes)
+            # Built without the frozen dataclass's __init__ (a field at a time): every field.
+            row = object.__new__(PlanCardRow)
+            row.__dict__.update(
+                {
+                    "host": host,
+                    "index": card.index,
+                    "error": None,
+                    "total_bytes": card.total_bytes,
+                    "used_bytes": card.used_bytes,
+                    "free_before_bytes": before.free_bytes,
+                    "free_after_bytes": before.free_bytes - after.placed_bytes,
+                    "held_bytes": sum(p.bytes for p in held) if held else 0,
+                    "held": tuple(p.name for p in held) if held else (),
+                    "plannable_before_bytes": plannable_before,
+                    "plannable_after_bytes": max(0, after.plannable_bytes)
                     if here
                     else plannable_before,
-                    seats=tuple(sorted(before.declared) + foreign),
-                    new_seats=tuple(p.seat.name for p in here) if here else (),
-                )
+                    "seats": tuple(sorted(before.declared) + foreign),
+                    "new_seats": tuple(p.seat.name for p in here) if here else (),
+                    "cuda_total_bytes": card.cuda_total_bytes,
+                }
             )
+            rows.append(row)
     return rows

@@ -1,68 +1,27 @@
 """The greedy placers: first-fit-decreasing and best-fit-decreasing on the model's numbers.
 
 Seats go in priority, then size, descending. Both place seats on copies of the cards' one model
-(`CardModel.with_seat`) and ask the copy whether a seat may go there now (room, gate bounds,
-exclusive); the verifier re-checks the result like any proposal.
+(`CardModel.with_seat`) and ask it whether a seat may go there now (room, gate bounds,
+exclusive): every card at once through the models' rows (`placement.fit.card_arrays`), or card
+by card for a seat some card names; the verifier re-checks the result like any proposal.
 """
 
 from __future__ import annotations
 
-import copy
-from bisect import bisect_left, insort
-from collections.abc import Iterable, Sequence
-from typing import Literal
+import weakref
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Self
+
+import numpy as np
 
 from placement.fit.card import CardKey, CardModel
-from placement.plan.problem import NewSeat, Problem
+from placement.fit.card_arrays import UNBOUNDED, Bools, CardArrays, Ints
+from placement.plan.problem import NewSeat, PairTable, Problem
 from placement.plan.verified import Assignment
 
-_NONE = -(1 << 80)
-
-
-class _WidestFirst:
-    """Per host, the most bytes any of its cards could still take; finds the next host with enough.
-
-    A max segment tree over hosts in their order: `next_at_least(i, n)` is the first host at
-    or after position i whose widest card has at least n bytes, in O(log hosts).
-    """
-
-    def __init__(self, values: Sequence[int]) -> None:
-        size = 1
-        while size < max(1, len(values)):
-            size *= 2
-        self._size = size
-        self._tree = [_NONE] * (2 * size)
-        for i, value in enumerate(values):
-            self._tree[size + i] = value
-        for node in range(size - 1, 0, -1):
-            self._tree[node] = max(self._tree[2 * node], self._tree[2 * node + 1])
-
-    def copy(self) -> _WidestFirst:
-        twin = copy.copy(self)
-        twin._tree = list(self._tree)
-        return twin
-
-    def set(self, i: int, value: int) -> None:
-        node = self._size + i
-        self._tree[node] = value
-        node //= 2
-        while node:
-            self._tree[node] = max(self._tree[2 * node], self._tree[2 * node + 1])
-            node //= 2
-
-    def next_at_least(self, start: int, need: int) -> int | None:
-        return self._descend(1, 0, self._size, start, need)
-
-    def _descend(self, node: int, low: int, high: int, start: int, need: int) -> int | None:
-        if high <= start or self._tree[node] < need:
-            return None
-        if high - low == 1:
-            return low
-        middle = (low + high) // 2
-        found = self._descend(2 * node, low, middle, start, need)
-        if found is not None:
-            return found
-        return self._descend(2 * node + 1, middle, high, start, need)
+# A host with fewer usable cards than k: its k-th widest width.
+_NONE = -UNBOUNDED
 
 
 def placing_key(new: NewSeat) -> tuple[int, int, str]:
@@ -75,86 +34,268 @@ def placing_order(problem: Problem) -> list[NewSeat]:
     return sorted(problem.seats, key=placing_key)
 
 
-class _Cards:
-    """The cards as the placer fills them: per card its model with the seats placed so far, and
-    per host its widths.
+@dataclass(frozen=True)
+class _Rows:
+    """A seat's pairs over every card: where it could go alone (`PairTable`'s answer), its need
+    (one figure where the fleet has one card size) and its gate bound (UNBOUNDED: none)."""
 
-    `trees[k - 1]`: per host, the k-th widest card's width (room before held reserves,
-    own processes freed), so hosts with fewer cards wide enough for a seat's resident are
-    skipped without looking at their cards.
+    mask: Bools
+    need: Ints | np.int64
+    bound: Ints
+
+    def pair(self, i: int) -> tuple[int, int | None]:
+        """(need, gate bound or None) on card `i`: `Problem.pair`'s answer there."""
+        need = self.need[i] if isinstance(self.need, np.ndarray) else self.need
+        bound = int(self.bound[i])
+        return int(need), None if bound == UNBOUNDED else bound
+
+
+class _Fleet:
+    """What placing never changes: the cards in host order, and each seat's pairs as rows.
+
+    Shared by every packing of one problem (`fleet_of`).
     """
 
     def __init__(self, problem: Problem) -> None:
         self.problem = problem
-        self.exclusive = {new.name for new in problem.seats if new.seat.exclusive}
-        self.residents = {new.name: new.seat.resident_bytes for new in problem.seats}
-        # Per card, its model with the seats placed on it so far.
-        self.slots: dict[CardKey, CardModel] = {slot.key: slot for slot in problem.cards}
         self.host_names = list(problem.hosts)
         self.position = {host: i for i, host in enumerate(self.host_names)}
+        self.keys: list[CardKey] = [slot.key for h in self.host_names for slot in problem.hosts[h]]
+        self.flat = {key: i for i, key in enumerate(self.keys)}
+        self.host_of = np.array([self.position[host] for host, _ in self.keys], np.int64)
+        self.index_of = np.array([index for _, index in self.keys], np.int64)
+        # Each host's cards are one run of the rows: [start, stop).
+        self.start = np.searchsorted(self.host_of, np.arange(len(self.host_names)))
+        self.stop = np.searchsorted(self.host_of, np.arange(len(self.host_names)), side="right")
+        # Best fit's tie-break among cards of one width: host order, then card index.
+        order = sorted(range(len(self.keys)), key=lambda i: (self.host_of[i], self.index_of[i]))
+        self.rank = np.empty(len(self.keys), np.int64)
+        self.rank[order] = np.arange(len(self.keys))
+        self.ranked = bool((self.rank == np.arange(len(self.keys))).all())
+        self.exclusive = {new.name for new in problem.seats if new.seat.exclusive}
+        self.residents = {new.name: new.seat.resident_bytes for new in problem.seats}
         self.depth = max((new.seat.card_count for new in problem.seats), default=1)
-        self.host_widths = [self.widths(host) for host in self.host_names]
-        self.trees = [_WidestFirst([row[k] for row in self.host_widths]) for k in range(self.depth)]
-
-    def width(self, key: CardKey) -> int:
-        """The most room any seat may meet on card `key` now (a necessary bound, never stricter)."""
-        return self.slots[key].width_bytes
-
-    def widths(self, host: str) -> list[int]:
-        room = sorted(
-            (self.width(slot.key) for slot in self.problem.hosts[host] if slot.ok), reverse=True
+        models = [problem.models[key] for key in self.keys]
+        self.arrays = CardArrays(models, self.residents)
+        # Per card, its size class (CUDA total, context): a seat's need depends on it alone.
+        classes: dict[tuple[int, int], int] = {}
+        self.class_of = np.array(
+            [
+                classes.setdefault((m.cuda_total, m.cuda_context_bytes), len(classes))
+                for m in models
+            ],
+            np.int64,
         )
-        return (room + [_NONE] * self.depth)[: self.depth]
+        # Per size class, one card of it (the first).
+        self.class_models: list[CardModel] = []
+        for c, model in zip(self.class_of.tolist(), models, strict=True):
+            if c == len(self.class_models):
+                self.class_models.append(model)
+        ok_count = np.bincount(self.host_of[self.arrays.ok], minlength=len(self.host_names))
+        self.ok_count = ok_count[self.host_of] if len(self.keys) else ok_count
+        self.table = problem.need if isinstance(problem.need, PairTable) else None
+        # Rows by seat, and by shape: seats of one shape share their rows.
+        self._rows: dict[str, _Rows | None] = {}
+        self._shapes: dict[Hashable, _Rows] = {}
+        self._eligible: dict[str, bool] = {}
+
+    def rows(self, new: NewSeat) -> _Rows | None:
+        """The seat's rows; None when some card names the seat (it is asked card by card)."""
+        name = new.name
+        try:
+            return self._rows[name]
+        except KeyError:
+            pass
+        found = None
+        if self.table is not None and name not in self.arrays.named:
+            found = self._seat_rows(new, self.table)
+        self._rows[name] = found
+        return found
+
+    def _seat_rows(self, new: NewSeat, table: PairTable) -> _Rows:
+        seat = new.seat
+        sized = [table.sized(new.name, model) for model in self.class_models]
+        shape = (
+            tuple(sized),
+            seat.exclusive,
+            seat.card_count,
+            seat.host,
+            seat.pinned_cards,
+        )
+        found = self._shapes.get(shape)
+        if found is not None:
+            return found
+        need = np.array([s[0] if s else 0 for s in sized], np.int64)
+        requested = np.array([s[1] if s and s[1] is not None else 0 for s in sized], np.int64)
+        requests = np.array([s is not None and s[1] is not None for s in sized], bool)
+        need_row = need[self.class_of]
+        mask, bound = self.arrays.pair_mask(
+            need_row, requested[self.class_of], requests[self.class_of], exclusive=seat.exclusive
+        )
+        # PairTable's own cuts: the seat's host, its pinned cards, hosts with too few cards.
+        mask &= self.ok_count >= seat.card_count
+        if seat.host is not None:
+            at = self.position.get(seat.host, -1)
+            mask &= self.host_of == at
+        if seat.pinned_cards is not None:
+            mask &= np.isin(self.index_of, np.array(seat.pinned_cards, np.int64))
+        one = len(need) == 1
+        found = self._shapes[shape] = _Rows(mask, need[0] if one else need_row, bound)
+        return found
+
+    def has_eligible_host(self, new: NewSeat) -> bool:
+        """`Problem.has_eligible_host`: a host with as many cards the seat could go on alone
+        (and whose open room reaches its resident) as it takes."""
+        name = new.name
+        found = self._eligible.get(name)
+        if found is None:
+            rows = self.rows(new)
+            if rows is None:
+                found = self.problem.has_eligible_host(name)
+            else:
+                cards = rows.mask & (self.arrays.open >= new.seat.resident_bytes)
+                have = np.bincount(self.host_of[cards], minlength=len(self.host_names))
+                found = bool((have >= new.seat.card_count).any())
+            self._eligible[name] = found
+        return found
+
+
+_FLEETS: dict[int, tuple[weakref.ref[Problem], _Fleet]] = {}
+
+
+def fleet_of(problem: Problem) -> _Fleet:
+    """The problem's fleet rows, built once per problem and kept while it lives."""
+    key = id(problem)
+    found = _FLEETS.get(key)
+    if found is not None and found[0]() is problem:
+        return found[1]
+    fleet = _Fleet(problem)
+    gone = _FLEETS.pop
+    _FLEETS[key] = (weakref.ref(problem, lambda _: gone(key, None)), fleet)
+    return fleet
+
+
+def has_eligible_host(problem: Problem, new: NewSeat) -> bool:
+    """`problem.has_eligible_host(new.name)`, answered from the fleet's rows."""
+    return fleet_of(problem).has_eligible_host(new)
+
+
+class _Cards:
+    """The cards as the placer fills them: per card its model with the seats placed so far, its
+    rows (`CardArrays`), and per host its k-th widest card's width (room before held reserves,
+    own processes freed), so hosts with fewer cards wide enough for a seat are skipped."""
+
+    def __init__(self, problem: Problem, fleet: _Fleet | None = None) -> None:
+        self.problem = problem
+        self.fleet = fleet or fleet_of(problem)
+        self.slots: dict[CardKey, CardModel] = {slot.key: slot for slot in problem.cards}
+        self.arrays = self.fleet.arrays.copy()
+        hosts = len(self.fleet.host_names)
+        self.kth = np.full((self.fleet.depth, hosts), _NONE, np.int64)
+        for at in range(hosts):
+            self._widths(at)
+
+    @property
+    def host_names(self) -> list[str]:
+        return self.fleet.host_names
+
+    def copy(self) -> Self:
+        """An independent copy of the cards' state (the problem and the fleet are shared)."""
+        twin = object.__new__(type(self))
+        twin.problem, twin.fleet = self.problem, self.fleet
+        twin.slots = dict(self.slots)
+        twin.arrays = self.arrays.copy()
+        twin.kth = self.kth.copy()
+        return twin
+
+    def _widths(self, at: int) -> None:
+        fleet = self.fleet
+        start, stop = fleet.start[at], fleet.stop[at]
+        width = self.arrays.width[start:stop][fleet.arrays.ok[start:stop]]
+        depth = fleet.depth
+        row = np.full(depth, _NONE, np.int64)
+        top = -np.sort(-width)[:depth]
+        row[: len(top)] = top
+        self.kth[:, at] = row
 
     def home(self, new: NewSeat) -> int | None:
         """Where the host `new` names stands (-1: no snapshot of it); None when it names none."""
-        return self.position.get(new.seat.host, -1) if new.seat.host is not None else None
+        return self.fleet.position.get(new.seat.host, -1) if new.seat.host is not None else None
 
     def room_left(self, name: str, host: str, index: int) -> int | None:
         """Bytes of room left on card `index` of `host` if `name` goes there now; None if it cannot."""
         slot = self.slots[(host, index)]
         # The seat adds at least its resident less its own bytes there (a cheap first test).
-        if slot.gate_floor_excludes(self.residents[name]):
+        if slot.gate_floor_excludes(self.fleet.residents[name]):
             return None
         found = self.problem.pair(name, host, index)
         if found is None:
             return None
         need, own_gate = found
-        if self.exclusive and slot.exclusive_refuses(name, name in self.exclusive):
+        if self.fleet.exclusive and slot.exclusive_refuses(name, name in self.fleet.exclusive):
             return None
         return slot.left_after(name, need, own_gate)
 
-    def fitting(self, name: str, host: str, count: int | None) -> list[tuple[int, int]]:
-        """(room left after, card) for the cards of `host` that can take `name` now (the first `count`)."""
-        found: list[tuple[int, int]] = []
-        for slot in self.problem.hosts[host]:
-            left = self.room_left(name, host, slot.index)
-            if left is None:
-                continue
-            found.append((left, slot.index))
-            if len(found) == count:
-                break
-        return found
+    def fitting(self, new: NewSeat) -> Bools:
+        """The cards that take `new` now, over every card in host order."""
+        rows = self.fleet.rows(new)
+        if rows is not None:
+            return self.arrays.fits(rows.mask, rows.need, rows.bound, exclusive=new.seat.exclusive)
+        return self._asked(new)[0]
 
-    def place(self, name: str, at: int, cards: tuple[int, ...]) -> None:
-        host = self.host_names[at]
+    def left_after(self, new: NewSeat) -> Ints:
+        """Per card, the room left once `new` goes there (read where `fitting` says it may)."""
+        rows = self.fleet.rows(new)
+        if rows is not None:
+            return self.arrays.room - rows.need
+        return self._asked(new)[1]
+
+    def _asked(self, new: NewSeat) -> tuple[Bools, Ints]:
+        """`fitting` and `left_after` of a seat some card names: asked card by card."""
+        keys = self.fleet.keys
+        fit = np.zeros(len(keys), bool)
+        left = np.zeros(len(keys), np.int64)
+        for i, (host, index) in enumerate(keys):
+            got = self.room_left(new.name, host, index)
+            if got is not None:
+                fit[i], left[i] = True, got
+        return fit, left
+
+    def hosts_with(self, new: NewSeat, fit: Bools) -> Bools:
+        """Hosts with enough fitting cards whose k-th widest card is wide enough for `new`."""
+        count = new.seat.card_count
+        fleet = self.fleet
+        have = np.bincount(fleet.host_of[fit], minlength=len(fleet.host_names))
+        hosts: Bools = (have >= count) & (self.kth[count - 1] >= self.problem.least_width(new.name))
+        return hosts
+
+    def host_cards(self, at: int, fit: Bools) -> Ints:
+        """The fitting cards of host `at`, in its card order (positions in the rows)."""
+        start = self.fleet.start[at]
+        where: Ints = np.flatnonzero(fit[start : self.fleet.stop[at]]) + start
+        return where
+
+    def place(self, new: NewSeat, at: int, cards: tuple[int, ...]) -> None:
+        """`new` placed on `cards` of host `at`: each card's model copied with it, rows read again."""
+        name, fleet = new.name, self.fleet
+        host = fleet.host_names[at]
+        rows = fleet.rows(new)
         for index in cards:
-            found = self.problem.pair(name, host, index)
+            key = (host, index)
+            i = fleet.flat[key]
+            found = self.problem.pair(name, host, index) if rows is None else rows.pair(i)
             if found is None:
                 raise KeyError((name, host, index))
             need, gate = found
-            key = (host, index)
-            self.slots[key] = self.slots[key].with_seat(
+            self.slots[key] = model = self.slots[key].with_seat(
                 name,
                 need,
-                resident_bytes=self.residents[name],
-                exclusive=name in self.exclusive,
+                resident_bytes=fleet.residents[name],
+                exclusive=name in fleet.exclusive,
                 gate_bound_bytes=gate,
             )
-        now = self.widths(host)
-        for k, w in enumerate(now):
-            self.trees[k].set(at, w)
-        self.host_widths[at] = now
+            self.arrays.read(i, model)
+        self._widths(at)
 
 
 def first_fit(problem: Problem, order: Sequence[NewSeat] | None = None) -> Assignment:
@@ -165,100 +306,59 @@ def first_fit(problem: Problem, order: Sequence[NewSeat] | None = None) -> Assig
     cards = _Cards(problem)
     out: Assignment = {}
     for new in placing_order(problem) if order is None else order:
-        count, resident = new.seat.card_count, problem.least_width(new.name)
-        tree = cards.trees[count - 1]
-        # A seat that names its host has no eligible card anywhere else: try that host alone.
+        fit = cards.fitting(new)
+        hosts = cards.hosts_with(new, fit)
         home = cards.home(new)
-        at = tree.next_at_least(0 if home is None else max(home, 0), resident)
-        while at is not None and (home is None or at == home):
-            found = cards.fitting(new.name, cards.host_names[at], count)
-            if len(found) >= count:
-                chosen = tuple(sorted(index for _, index in found))
-                cards.place(new.name, at, chosen)
-                out[new.name] = (cards.host_names[at], chosen)
-                break
-            at = tree.next_at_least(at + 1, resident)
+        if home is not None:
+            # A seat that names its host has no eligible card anywhere else: that host alone.
+            at = home if home >= 0 and hosts[home] else None
+        else:
+            at = int(np.argmax(hosts)) if hosts.any() else None
+        if at is None:
+            continue
+        found = cards.host_cards(at, fit)[: new.seat.card_count]
+        chosen = tuple(sorted(int(cards.fleet.index_of[i]) for i in found))
+        cards.place(new, at, chosen)
+        out[new.name] = (cards.host_names[at], chosen)
     return out
 
 
 class _BestFit(_Cards):
-    """Best fit's extra indexes: every usable card by width, and hosts by their k-th widest card."""
+    """Best fit's choices over the rows: the narrowest card, or host, that takes the seat."""
 
-    def __init__(self, problem: Problem) -> None:
-        super().__init__(problem)
-        self.by_width = sorted(
-            (self.width(slot.key), self.position[host], slot.index)
-            for host in self.host_names
-            for slot in problem.hosts[host]
-            if slot.ok
-        )
-        self.by_host = [
-            sorted((row[k], at) for at, row in enumerate(self.host_widths))
-            for k in range(self.depth)
-        ]
-
-    def copy(self) -> _BestFit:
-        """An independent copy of the cards' state (the problem is shared, never changed)."""
-        twin = copy.copy(self)
-        twin.slots = dict(self.slots)
-        twin.host_widths = list(self.host_widths)
-        twin.trees = [tree.copy() for tree in self.trees]
-        twin.by_width = list(self.by_width)
-        twin.by_host = [list(column) for column in self.by_host]
-        return twin
-
-    def one_card(self, new: NewSeat) -> tuple[int, int, tuple[int, ...]] | None:
-        """The narrowest card wide enough that takes the seat (a bisection, then a short walk)."""
-        for j in range(
-            bisect_left(self.by_width, (self.problem.least_width(new.name), -1, -1)),
-            len(self.by_width),
-        ):
-            _, spot, index = self.by_width[j]
-            host = self.host_names[spot]
-            left = self.room_left(new.name, host, index)
-            if left is not None:
-                return (left, spot, (index,))
-        return None
-
-    def many_cards(self, new: NewSeat) -> tuple[int, int, tuple[int, ...]] | None:
-        """The host whose k-th widest card is narrowest among those that take the seat."""
-        count = new.seat.card_count
-        column = self.by_host[count - 1]
-        least = self.problem.least_width(new.name)
-        for j in range(bisect_left(column, (least, -1)), len(column)):
-            spot = column[j][1]
-            found = self.fitting(new.name, self.host_names[spot], None)
-            if len(found) >= count:
-                return _tightest(found, count, spot)
-        return None
-
-    def at_home(self, new: NewSeat, home: int) -> tuple[int, int, tuple[int, ...]] | None:
-        """A seat naming its host: that host alone, where the fewest bytes of room are left."""
-        count = new.seat.card_count
-        at = self.trees[count - 1].next_at_least(max(home, 0), self.problem.least_width(new.name))
-        if at is None or at != home:
+    def one_card(self, new: NewSeat, fit: Bools) -> tuple[int, tuple[int, ...]] | None:
+        """The narrowest card wide enough that takes the seat (then host order, card index)."""
+        width = self.arrays.width
+        width = np.where(fit & (width >= self.problem.least_width(new.name)), width, UNBOUNDED)
+        i = int(np.argmin(width))
+        if width[i] == UNBOUNDED:
             return None
-        found = self.fitting(new.name, self.host_names[at], None)
-        return _tightest(found, count, at) if len(found) >= count else None
+        if not self.fleet.ranked:
+            ties = np.flatnonzero(width == width[i])
+            i = int(ties[np.argmin(self.fleet.rank[ties])])
+        return int(self.fleet.host_of[i]), (int(self.fleet.index_of[i]),)
 
-    def place(self, name: str, at: int, cards: tuple[int, ...]) -> None:
-        host = self.host_names[at]
-        for index in cards:
-            del self.by_width[bisect_left(self.by_width, (self.width((host, index)), at, index))]
-        before = self.host_widths[at]
-        super().place(name, at, cards)
-        for index in cards:
-            insort(self.by_width, (self.width((host, index)), at, index))
-        for k, w in enumerate(self.host_widths[at]):
-            del self.by_host[k][bisect_left(self.by_host[k], (before[k], at))]
-            insort(self.by_host[k], (w, at))
+    def many_cards(self, new: NewSeat, fit: Bools) -> tuple[int, tuple[int, ...]] | None:
+        """The host whose k-th widest card is narrowest among those that take the seat."""
+        hosts = self.hosts_with(new, fit)
+        if not hosts.any():
+            return None
+        at = int(np.argmin(np.where(hosts, self.kth[new.seat.card_count - 1], UNBOUNDED)))
+        return at, self._tightest(new, fit, at)
 
+    def at_home(self, new: NewSeat, fit: Bools, home: int) -> tuple[int, tuple[int, ...]] | None:
+        """A seat naming its host: that host alone, where the fewest bytes of room are left."""
+        if home < 0 or not self.hosts_with(new, fit)[home]:
+            return None
+        return home, self._tightest(new, fit, home)
 
-def _tightest(
-    found: list[tuple[int, int]], count: int, at: int
-) -> tuple[int, int, tuple[int, ...]]:
-    chosen = sorted(found)[:count]
-    return (sum(room for room, _ in chosen), at, tuple(sorted(index for _, index in chosen)))
+    def _tightest(self, new: NewSeat, fit: Bools, at: int) -> tuple[int, ...]:
+        """The seat's cards on host `at`: the fewest bytes left after it, then card index."""
+        left = self.left_after(new)
+        where = self.host_cards(at, fit)
+        index = self.fleet.index_of[where]
+        chosen = sorted(zip(left[where].tolist(), index.tolist(), strict=True))
+        return tuple(sorted(i for _, i in chosen[: new.seat.card_count]))
 
 
 class BestFitPacking:
@@ -282,18 +382,19 @@ class BestFitPacking:
         """Place each seat, in order, where best fit puts it; how many found no card."""
         cards, missed = self.cards, 0
         for new in seats:
+            fit = cards.fitting(new)
             home = cards.home(new)
             if home is not None:
-                best = cards.at_home(new, home)
+                best = cards.at_home(new, fit, home)
             elif new.seat.card_count == 1:
-                best = cards.one_card(new)
+                best = cards.one_card(new, fit)
             else:
-                best = cards.many_cards(new)
+                best = cards.many_cards(new, fit)
             if best is None:
                 missed += 1
                 continue
-            _, at, chosen = best
-            cards.place(new.name, at, chosen)
+            at, chosen = best
+            cards.place(new, at, chosen)
             self.placed[new.name] = (cards.host_names[at], chosen)
         return missed
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from placement.plan.bound import level_bounds
-from placement.plan.greedy import BestFitPacking, placing_key
+from placement.plan.greedy import BestFitPacking, has_eligible_host, placing_key
 from placement.plan.problem import NewSeat, Problem
 from placement.plan.verified import Assignment
 
@@ -39,7 +39,7 @@ def most_seats(problem: Problem) -> Assignment:
             (
                 new
                 for new in problem.seats
-                if new.seat.priority == priority and problem.has_eligible_host(new.name)
+                if new.seat.priority == priority and has_eligible_host(problem, new)
             ),
             key=_bytes_key,
         )

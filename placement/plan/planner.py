@@ -22,7 +22,7 @@ from placement.plan.approved import approved_holds, approved_verdicts
 from placement.plan.bound import LevelBound, level_bounds
 from placement.plan.cards import PlanCardRow, card_rows
 from placement.plan.explain import SUMMARY_PLACES, ExplainClasses, explain_refusal, summarise
-from placement.plan.greedy import greedy_assignment
+from placement.plan.greedy import greedy_assignment, has_eligible_host
 from placement.plan.most import most_seats
 from placement.plan.problem import (
     Problem,
@@ -278,7 +278,7 @@ def _assign(
     """Greedy first; the integer program unless greedy provably places every placeable seat."""
     weights = priority_weights(problem.seats)
     # No placement places a seat that has no eligible card: the primary objective's bound.
-    bound = score((n.name for n in problem.seats if problem.has_eligible_host(n.name)), weights)
+    bound = score((n.name for n in problem.seats if has_eligible_host(problem, n)), weights)
     # The model may stop at its time limit: start it from the greedy placement (cheap
     # arithmetic), and keep whichever places more.
     greedy_started = time.perf_counter()

@@ -522,6 +522,15 @@ class PairTable(Mapping[PairKey, int]):
             sized = self._sized[sized_key] = sized_need(facts.seat, facts.rule, util, slot)
         return sized
 
+    def sized(self, name: str, slot: CardModel) -> tuple[int, int | None] | None:
+        """(need, gate request or None) of `name` on cards like `slot`, as every pair of it on
+        such a card starts from (`pair_bound` then nets its own bytes); None: no such seat."""
+        facts = self._facts.get(name) or self._seat_facts(name)
+        if facts is None:
+            return None
+        sized = self._sized_need(facts, slot)
+        return sized.need_bytes, sized.requested_bytes
+
     def least_width(self, name: str) -> int:
         """A width (free − absent − margin + own − load) every card must keep to take `name`.
 

@@ -26,9 +26,10 @@ from placement.fit.week import (
     SeatWindow,
     WindowRules,
     open_rooms,
-    replay,
     window_model,
 )
+from placement.fit.week.replay import replay_series
+from placement.fit.week.series import Series, series_of
 from placement.plan.problem import NewSeat as PlanSeat
 from placement.plan.problem import Problem, build_problem
 
@@ -84,6 +85,15 @@ class WindowPlan:
 
     settings: WindowSettings
     moments: Mapping[str, Sequence[Any]]  # host → its Moments (inventory.history)
+    # host → its moments as columns, built once (every replay of the plan reads them).
+    _series: dict[str, Series] = field(default_factory=dict, compare=False, repr=False)
+
+    def series(self, problem: Problem, host: str) -> Series:
+        found = self._series.get(host)
+        if found is None:
+            found = series_of(problem.catalogue, host, self.moments.get(host, ()))
+            self._series[host] = found
+        return found
 
     def rules(self, problem: Problem, host: str) -> WindowRules:
         return self.settings.for_host(problem.snapshot(host).taken_at)
@@ -92,7 +102,7 @@ class WindowPlan:
         """Each usable card's window for a seat nothing names (room now, at the percentile)."""
         out: dict[tuple[str, int], CardWindow] = {}
         for snapshot in problem.snapshots:
-            found = self.moments.get(snapshot.host, ())
+            found = self.series(problem, snapshot.host)
             rules = self.rules(problem, snapshot.host)
             for window in open_rooms(problem.catalogue, snapshot, found, rules):
                 out[(snapshot.host, window.card)] = window
@@ -190,10 +200,10 @@ class WindowPlan:
         out: dict[str, SeatWindow] = {}
         for host, pairs in by_host.items():
             seats = [_new_seat(p, v) for p, v in pairs]
-            found = replay(
+            found = replay_series(
                 problem.catalogue,
                 problem.snapshot(host),
-                self.moments.get(host, ()),
+                self.series(problem, host),
                 seats,
                 self.rules(problem, host),
             )

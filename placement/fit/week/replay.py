@@ -872,7 +872,7 @@ def _empty(seat: NewSeat, host: HostWindow, rules: WindowRules) -> SeatWindow:
 def open_windows(
     catalogue: Catalogue,
     snapshot: Snapshot,
-    moments: Iterable[Moment],
+    moments: Iterable[Moment] | Series,
     rules: WindowRules,
     cards: Sequence[int] | None = None,
     needs: Mapping[int, int] | None = None,
@@ -883,23 +883,33 @@ def open_windows(
 
     `needs`: a need per card for the probe (default 0), so that short moments, their hours and
     who squeezed the card at its worst mean "a seat of that size would have been short". One
-    replay judges every card.
+    replay judges every card. `moments` may be already as columns (`series_of`), for a caller
+    that replays them more than once.
     """
+    probes = probes_of(snapshot, cards, needs)
+    if not probes:
+        return ()
+    if isinstance(moments, Series):
+        return replay_series(catalogue, snapshot, moments, probes, rules)
+    return replay(catalogue, snapshot, moments, probes, rules)
+
+
+def probes_of(
+    snapshot: Snapshot, cards: Sequence[int] | None, needs: Mapping[int, int] | None
+) -> list[NewSeat]:
+    """`open_windows`' seat nothing names on each card (every readable one by default)."""
     indices = (
         tuple(sorted(c.index for c in snapshot.cards if c.ok)) if cards is None else tuple(cards)
     )
-    probes = [
+    return [
         NewSeat(f"\x00card {index}", (index,), (needs or {}).get(index, 0)) for index in indices
     ]
-    if not probes:
-        return ()
-    return replay(catalogue, snapshot, moments, probes, rules)
 
 
 def open_rooms(
     catalogue: Catalogue,
     snapshot: Snapshot,
-    moments: Iterable[Moment],
+    moments: Iterable[Moment] | Series,
     rules: WindowRules,
     cards: Sequence[int] | None = None,
     needs: Mapping[int, int] | None = None,

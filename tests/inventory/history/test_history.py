@@ -265,3 +265,40 @@ def test_prometheus_rollups_group_a_seat_and_the_unclaimed_processes() -> None:
     ledger = hourly(expected_moment(minute, cmdlines=True) for minute in range(4))
     assert rollups.cards == ledger.cards
     assert rollups.commands == tuple(replace(c, cmdline=None) for c in ledger.commands)
+
+
+def test_daily_least_gives_each_cards_least_free_per_day_for_every_host(tmp_path: Path) -> None:
+    """Two hosts, two days of hourly moments, card 0 using 1 MiB more each hour: a day's least
+    is its last hour, but h2's at 06:30 of the second day (5 GiB more then); card 1 holds still,
+    its least at each day's first moment (the earliest of equals). Day 0 is the last."""
+    start = datetime(2026, 9, 14, tzinfo=UTC)
+    end = start + timedelta(days=2)
+
+    def one(host: str, hours: int) -> Snapshot:
+        load = 5 * GIB if host == "h2" and hours == 30 else 0
+        used = GIB + hours * MIB + load
+        cards = (
+            Card(index=0, total_bytes=TOTAL, reserved_bytes=RESERVED, used_bytes=used,
+                 free_bytes=TOTAL - RESERVED - used),
+            Card(index=1, total_bytes=TOTAL, reserved_bytes=RESERVED, used_bytes=GIB,
+                 free_bytes=TOTAL - RESERVED - GIB),
+        )  # fmt: skip
+        at = start + timedelta(hours=hours, minutes=30)
+        return Snapshot(host=host, taken_at=at, cards=cards)
+
+    with open_ledger(tmp_path / "ledger.sqlite") as ledger:
+        ledger.append_many(one(h, n) for h in ("h1", "h2") for n in range(48))
+        found = LedgerHistory(ledger.connection).daily_least(start, end)
+    free = TOTAL - RESERVED - GIB
+    first = int(start.timestamp()) + 1800
+    second = first + 86_400
+    assert [tuple(r) for r in found] == [
+        ("h1", 0, 0, free - 47 * MIB, first + 47 * 3600),
+        ("h1", 0, 1, free - 23 * MIB, first + 23 * 3600),
+        ("h1", 1, 0, free, second),
+        ("h1", 1, 1, free, first),
+        ("h2", 0, 0, free - 30 * MIB - 5 * GIB, first + 30 * 3600),
+        ("h2", 0, 1, free - 23 * MIB, first + 23 * 3600),
+        ("h2", 1, 0, free, second),
+        ("h2", 1, 1, free, first),
+    ]

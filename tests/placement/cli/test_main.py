@@ -28,6 +28,7 @@ PRESENT = [
     "demo-ledger",
     "exporter",
     "alerts",
+    "rules",
     "learn",
     "schema",
     "completion",

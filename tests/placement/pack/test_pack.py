@@ -220,3 +220,31 @@ def test_solver_proves_first_fit_optimal_when_the_bound_is_one_short() -> None:
         assert result.lower_bound == 4
         assert result.solver == solver
         assert result.status == "optimal"
+
+
+def test_the_default_solver_is_highs_in_process_with_the_time_limit_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # No subprocess can overrun the limit: the default solver gets the limit and spawns none.
+    import subprocess
+
+    import placement.solvers as solvers
+
+    def no_subprocess(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the default pack solver started a subprocess")
+
+    asked: list[solvers.Settings] = []
+    command = solvers.command
+
+    def recording(settings: solvers.Settings, **kwargs: object) -> object:
+        asked.append(settings)
+        return command(settings, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(subprocess, "Popen", no_subprocess)
+    monkeypatch.setattr(solvers, "command", recording)
+    sizes = [450, 300, 250, 400, 350, 250, 420, 290, 290]  # FFD 4 cards, three exact triplets
+    items = [PackItem(f"s{i}", w * MIB, False) for i, w in enumerate(sizes)]
+    result = pack_items(items, 1000 * MIB, 0, time_limit=7.5)
+    assert result.solver == "highs"
+    assert result.cards_needed == 3
+    assert asked and {(s.solver, s.time_limit <= 7.5) for s in asked} == {("highs", True)}

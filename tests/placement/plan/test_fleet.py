@@ -25,7 +25,6 @@ from placement.fit.verify import (
     start_util,
     verify_placement,
 )
-from placement.plan.greedy import _WidestFirst
 from placement.plan.planner import (
     PlanResult,
     card_rows,
@@ -513,20 +512,6 @@ def test_a_snapshot_check_still_numbers_seats_as_the_file_does() -> None:
     skipped = skipped.model_copy(update={"cards": cards})
     with pytest.raises(BadInputError, match=r"seats\[2\] 'z' is pinned to card b:1"):
         check_snapshots(catalogue, [snapshot("a", SMALL, [0, 0]), skipped], ["a.json", "b.json"])
-
-
-def test_widest_first_finds_the_first_host_with_enough() -> None:
-    rng = random.Random(7)
-    values = [rng.randint(0, 100) for _ in range(37)]
-    tree = _WidestFirst(values)
-    for _ in range(400):
-        if rng.random() < 0.3:
-            i = rng.randrange(len(values))
-            values[i] = rng.randint(0, 100)
-            tree.set(i, values[i])
-        start, need = rng.randrange(len(values) + 1), rng.randint(0, 110)
-        expected = next((i for i in range(start, len(values)) if values[i] >= need), None)
-        assert tree.next_at_least(start, need) == expected
 
 
 def test_a_roomy_fleet_is_placed_asking_few_pairs_per_seat() -> None:

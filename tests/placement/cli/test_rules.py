@@ -1,0 +1,96 @@
+"""`gpuplan rules`: the recording rules that keep the hourly rollups, as Prometheus runs them
+(`promtool check rules`, and `promtool test rules` on one recorded value)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from inventory.prometheus.hours import recording_rules
+from placement.cli.main import main
+
+PROMTOOL = shutil.which("promtool")
+needs_promtool = pytest.mark.skipif(
+    PROMTOOL is None, reason="promtool is not installed (Debian: apt-get install prometheus)"
+)
+GIB = 2**30
+
+
+def promtool(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    assert PROMTOOL is not None
+    return subprocess.run(
+        [PROMTOOL, *map(str, args)], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_rules_prints_one_group_of_every_rollup(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rules"]) == 0
+    data = yaml.safe_load(capsys.readouterr().out)
+    (group,) = data["groups"]
+    assert (group["name"], group["interval"]) == ("gpuplan-rollups", "1m")
+    records = {r["record"]: r["expr"] for r in group["rules"]}
+    assert len(records) == len(recording_rules()) == 13
+    assert records["gpuplan:card_free_bytes:min_1h"] == "min_over_time(gpuplan_card_free_bytes[1h])"
+    assert records["gpuplan:process_used_bytes:max_1h"] == (
+        "max_over_time(gpuplan_process_used_bytes[1h])"
+    )
+    assert records["gpuplan:snapshot_timestamp_seconds:changes_1h"] == (
+        "changes(gpuplan_snapshot_timestamp_seconds[1h])"
+    )
+
+
+def test_rules_out_writes_the_file_and_refuses_a_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "gpuplan-rollups.yml"
+    assert main(["rules", "--out", str(target)]) == 0
+    assert "wrote 13 rules to" in capsys.readouterr().err
+    assert yaml.safe_load(target.read_text())["groups"][0]["name"] == "gpuplan-rollups"
+    assert main(["rules", "--out", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
+
+
+@needs_promtool
+@pytest.mark.slow
+def test_promtool_checks_the_rules_and_records_an_afternoon_dip(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rules = tmp_path / "gpuplan-rollups.yml"
+    assert main(["rules", "--out", str(rules)]) == 0
+    capsys.readouterr()
+    checked = promtool("check", "rules", rules)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "SUCCESS: 13 rules found" in checked.stdout
+    # One card, 100 GiB free every minute but for minutes 70 … 74, when a 20 GiB model loads.
+    free = f"{100 * GIB}x69 {80 * GIB}x4 {100 * GIB}x59"
+    card = 'host="fv-ml1",gpu="1"'
+    test = {
+        "rule_files": [str(rules)],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [{"series": f"gpuplan_card_free_bytes{{{card}}}", "values": free}],
+                "promql_expr_test": [
+                    # The hour before 80 min holds the dip; the hour before 140 min does not.
+                    {
+                        "expr": "gpuplan:card_free_bytes:min_1h",
+                        "eval_time": at,
+                        "exp_samples": [
+                            {"labels": f"gpuplan:card_free_bytes:min_1h{{{card}}}", "value": v}
+                        ],
+                    }
+                    for at, v in (("80m", 80 * GIB), ("140m", 100 * GIB))
+                ],
+            }
+        ],
+    }
+    test_file = tmp_path / "test.yml"
+    test_file.write_text(yaml.safe_dump(test))
+    result = promtool("test", "rules", test_file)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout

@@ -1,0 +1,91 @@
+"""The greedy placers over the card models' rows place exactly as the card-by-card placers did
+(tests/placement/plan/greedy_reference.py: placement/plan/greedy.py before the rows), and the
+rows answer what the card model answers, card by card."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.bench_plan import synthetic_fleet
+from placement.plan import greedy
+from placement.plan.most import most_seats
+from placement.plan.problem import build_problem, new_seats
+from tests.placement.plan import greedy_reference as reference
+from tests.placement.plan.test_fleet import random_fleet
+
+
+def _problems(seed: int):  # type: ignore[no-untyped-def]
+    catalogue, snaps, _ = random_fleet(seed)
+    return lambda: build_problem(catalogue, snaps, new_seats(catalogue))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_rows_place_as_the_card_by_card_placers_on_random_fleets(seed: int) -> None:
+    fresh = _problems(seed)
+    assert greedy.first_fit(fresh()) == reference.first_fit(fresh())
+    assert greedy.best_fit(fresh()) == reference.best_fit(fresh())
+
+
+@pytest.mark.parametrize("size", [(8, 8, 40, 300), (16, 8, 75, 500)])
+def test_rows_place_as_the_card_by_card_placers_on_crowded_fleets(
+    size: tuple[int, int, int, int],
+) -> None:
+    catalogue, snapshots, adds = synthetic_fleet(*size)
+
+    def fresh():  # type: ignore[no-untyped-def]
+        return build_problem(catalogue, snapshots, new_seats(catalogue, adds))
+
+    assert greedy.first_fit(fresh()) == reference.first_fit(fresh())
+    assert greedy.best_fit(fresh()) == reference.best_fit(fresh())
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_rows_answer_what_the_card_model_answers_card_by_card(seed: int) -> None:
+    problem = _problems(seed)()
+    cards = greedy._Cards(problem)
+    order = greedy.placing_order(problem)
+    asked = 0
+    for step, new in enumerate(order):
+        # Every seat asked on every card, beside the seats placed so far.
+        for other in order:
+            fit, left = cards.fitting(other), cards.left_after(other)
+            for i, (host, index) in enumerate(cards.fleet.keys):
+                expected = cards.room_left(other.name, host, index)
+                assert (bool(fit[i]), int(left[i]) if fit[i] else None) == (
+                    expected is not None,
+                    expected,
+                ), (other.name, host, index)
+                asked += 1
+        if step > 12:
+            break
+        fit = cards.fitting(new)
+        hosts = cards.hosts_with(new, fit)
+        if hosts.any():
+            at = int(hosts.argmax())
+            chosen = cards.host_cards(at, fit)[: new.seat.card_count]
+            cards.place(new, at, tuple(sorted(int(cards.fleet.index_of[i]) for i in chosen)))
+    assert asked > 0
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_rows_say_which_seats_have_an_eligible_host_as_the_problem_does(seed: int) -> None:
+    problem = _problems(seed)()
+    got = [greedy.has_eligible_host(problem, new) for new in problem.seats]
+    assert got == [problem.has_eligible_host(new.name) for new in problem.seats]
+
+
+@pytest.mark.parametrize("size", [(8, 8, 40, 300)])
+def test_the_smallest_seats_search_places_as_before_on_a_crowded_fleet(
+    size: tuple[int, int, int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # most_seats over the rows against most_seats over the card-by-card packing.
+    import placement.plan.most as most
+
+    catalogue, snapshots, adds = synthetic_fleet(*size)
+    problem = build_problem(catalogue, snapshots, new_seats(catalogue, adds))
+    got = most_seats(problem)
+    monkeypatch.setattr(most, "BestFitPacking", reference.BestFitPacking)
+    monkeypatch.setattr(most, "has_eligible_host", lambda p, new: p.has_eligible_host(new.name))
+    before = most_seats(build_problem(catalogue, snapshots, new_seats(catalogue, adds)))
+    assert got == before
+    assert len(got) > len(greedy.first_fit(problem))
