@@ -32,7 +32,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -54,6 +54,7 @@ from placement.fit.week.replay import (
     restarting,
 )
 from placement.fit.week.series import Column, Key, Series, SeriesBuilder
+from placement.fit.week.stats import allowed_short
 from seats.model import Catalogue, Seat
 
 INFINITY = float("inf")
@@ -130,6 +131,7 @@ def replay_history(
     rollups = source.rollups(host, _utc(hours[1].start_s), _utc(hours[-1].start_s))
     by_hour = _index(rollups, frozenset(cards))
     plan = _Plan(catalogue, host, times, hours, cards, by_hour, int(rules.end.timestamp()))
+    plan.ranked = allowed_short(rules.percentile, len(times)) + 1 if rules.percentile < 100 else 0
     raw = plan.structure()
     first = reader.series(catalogue, times, arrivals, raw, by_hour)
     adjusted = adjusted_cards(catalogue, first, bare, new, rules)
@@ -153,15 +155,7 @@ def _done(
         stats.hours = len(hours)
         stats.raw_hours = sum(1 for h in hours if h.start_s in raw)
         stats.raw_moments = sum(h.hi - h.lo for h in hours if h.start_s in raw)
-    windows = replay_series(catalogue, snapshot, series, new, rules)
-    if rules.percentile == 100 or all(h.start_s in raw for h in hours):
-        return windows
-    # Below p100 a card's room at the percentile is a rank among every moment's room, which an
-    # hour set from its rollup does not keep (only its least): not known here, said as None.
-    return tuple(
-        replace(w, cards=tuple(replace(c, percentile_room_bytes=None) for c in w.cards))
-        for w in windows
-    )
+    return replay_series(catalogue, snapshot, series, new, rules)
 
 
 def _hours(times: Sequence[int]) -> list[Hour]:
@@ -319,6 +313,8 @@ class _Plan:
     ) -> None:
         self.catalogue, self.host, self.times, self.hours = catalogue, host, times, hours
         self.cards, self.by_hour, self.end_s = cards, by_hour, end_s
+        # Below p100: at most this many least rooms of a card rank its room at the percentile.
+        self.ranked = 0
         self.keys = SeriesBuilder(catalogue, host, [], [])
         self.whole = [h for h in hours[1:-1]]
 
@@ -460,22 +456,31 @@ class _Plan:
         per_seat: Sequence[tuple[NewSeat, tuple[int, int, int, int]]],
     ) -> set[int]:
         """Step 3: hours with varying bounds whose least room may be the window's or its
-        bucket's least (known from the exact hours)."""
+        bucket's least (known from the exact hours). Below p100 also every hour that may hold
+        one of the `ranked` least rooms (the room at the percentile is the last of them): each
+        exact hour's least is a moment's room, so the `ranked`-th smallest of those bounds them."""
         raw: set[int] = set()
         for _, (room_off, _, _, _) in per_seat:
             least: float = INFINITY
             bucket_least: dict[int, float] = {}
+            exact: list[int] = []
             for hour, bounds, rollup in candidates:
                 if bounds.exact:
                     value = room_off + (rollup.min_free_bytes or 0) + bounds.adj_lo
                     value -= bounds.absent_lo
+                    exact.append(value)
                     least = min(least, value)
                     k = self.bucket(self.times[hour.lo])
                     bucket_least[k] = min(bucket_least.get(k, INFINITY), value)
+            ranked: float = -INFINITY
+            if self.ranked:
+                ranked = INFINITY if len(exact) < self.ranked else sorted(exact)[self.ranked - 1]
             for hour, bounds, rollup in candidates:
+                low = room_off + (rollup.min_free_bytes or 0) + bounds.adj_lo - bounds.absent_hi
+                if low <= ranked:
+                    raw.add(hour.start_s)
                 if bounds.exact:
                     continue
-                low = room_off + (rollup.min_free_bytes or 0) + bounds.adj_lo - bounds.absent_hi
                 k = self.bucket(self.times[hour.lo])
                 if low <= least or low <= bucket_least.get(k, INFINITY):
                     raw.add(hour.start_s)
