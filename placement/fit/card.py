@@ -484,6 +484,23 @@ class CardModel:
     def loosest(self, new_residents: Mapping[str, int]) -> LoosestRoom:
         """This card's room and gate free for a seat nothing here names (most seats), with every
         reserve's own new seats (`new_residents`) placed here too: the least held it could meet."""
+        if not self.reserves and not self.holds:
+            # Nothing here is for any seat (most cards): held is the absent seats' alone, so the
+            # room is `open_bytes`, no hold caps the load, and no seat meets less held.
+            loose = object.__new__(LoosestRoom)
+            loose.__dict__.update(
+                {
+                    "room_bytes": self.open_bytes,
+                    "gate_free_bytes": engine_free_bytes(
+                        free_bytes=self.free_bytes,
+                        cuda_context_bytes=self.cuda_context_bytes,
+                        load_bytes=self.placed_bytes,
+                    ),
+                    "named": _NONE_EXCLUSIVE,
+                    "hold_cap_bytes": None,
+                }
+            )
+            return loose
         return LoosestRoom(
             room_bytes=room_bytes(
                 free_bytes=self.free_bytes,
@@ -715,8 +732,100 @@ class FleetCards:
         )
 
     def host(self, snapshot: Snapshot) -> tuple[CardModel, ...]:
-        """The models of every card of `snapshot` (attributed, holds attached), in its order."""
-        return tuple([self.model(snapshot.host, card) for card in snapshot.cards])
+        """The models of every card of `snapshot` (attributed, holds attached), in its order.
+
+        A card with no reserve and no hold (most of a fleet) is built by `_plain`, the host's
+        figures read once: the same fields and figures as `model` gives it.
+        """
+        host = snapshot.host
+        described = self.catalogue.hosts.get(host)
+        margin = described.margin_bytes if described is not None else 0
+        context = described.cuda_context_bytes if described is not None else 0
+        pinned, reserves = self._pinned, self._reserves
+        out: list[CardModel] = []
+        for card in snapshot.cards:
+            key = (host, card.index)
+            if card.error is not None or card.holds or key in reserves:
+                out.append(self.model(host, card))
+            else:
+                out.append(_plain(host, card, margin, context, pinned.get(key, ())))
+        return tuple(out)
+
+
+def _plain(
+    host: str, card: Card, margin_bytes: int, context_bytes: int, declared: Sequence[Seat]
+) -> CardModel:
+    """`_modelled` of a readable card with no reserve and no hold, in fewer steps: no reserve
+    shares, and the worked-out figures by their definitions with those sums empty:
+
+        absent_bytes = Σ residents of the absent seats     hold_bytes = 0
+        open_bytes   = free − absent_bytes − margin        widest_bytes = open + max own
+    """
+    own: dict[str, int] = {}
+    seen: dict[str, int] = {}
+    anonymous = 0
+    processes: list[tuple[str | None, int]] = []
+    occupants: set[str] = set()
+    if card.processes:
+        declared_names = {seat.name for seat in declared}
+        for process in card.processes:
+            seat, used = process.seat, process.used_bytes or 0
+            processes.append((seat, process.pid))
+            if seat is None:
+                anonymous += used
+                occupants.add(f"pid {process.pid}")
+                continue
+            occupants.add(seat)
+            seen[seat] = seen.get(seat, 0) + used
+            # Seats declared here are running, never placed anew: only a new seat's own count.
+            if seat not in declared_names:
+                own[seat] = seen[seat]
+    names: tuple[str, ...] = ()
+    exclusive: tuple[str, ...] = ()
+    absent: tuple[tuple[str, int], ...] = ()
+    absent_bytes = 0
+    for running in declared:
+        names += (running.name,)
+        if running.exclusive:
+            exclusive += (running.name,)
+        if running.match is not None and running.name not in seen:
+            absent += ((running.name, running.resident_bytes),)
+            absent_bytes += max(0, running.resident_bytes)
+    free = card.free_bytes or 0
+    open_bytes = room_bytes(free_bytes=free, held_bytes=absent_bytes, margin_bytes=margin_bytes)
+    total = card.total_bytes
+    model = object.__new__(CardModel)
+    model.__dict__.update(
+        {
+            "host": host,
+            "index": card.index,
+            "ok": True,
+            "free_bytes": free,
+            "cuda_total": 0 if total is None else total - (card.reserved_bytes or 0),
+            "margin_bytes": margin_bytes,
+            "cuda_context_bytes": context_bytes,
+            "reserves": (),
+            "absent": absent,
+            "holds": (),
+            "declared": names,
+            "declared_exclusive": exclusive,
+            "processes": tuple(processes),
+            "own_bytes": own,
+            "seen_bytes": seen,
+            "anonymous_bytes": anonymous,
+            "placed": {},
+            "placed_bytes": 0,
+            "placed_residents": {},
+            "placed_exclusive": _NONE_EXCLUSIVE,
+            "gate_floor_bytes": None,
+            "absent_bytes": absent_bytes,
+            "hold_bytes": 0,
+            "open_bytes": open_bytes,
+            "widest_bytes": open_bytes + max(own.values(), default=0),
+            "occupants": frozenset(names).union(occupants) if names else frozenset(occupants),
+        }
+    )
+    return model
 
 
 _PREFILLED = tuple(
@@ -724,7 +833,7 @@ _PREFILLED = tuple(
     for name in ("absent_bytes", "hold_bytes", "open_bytes", "widest_bytes")
 )
 _WIDEST = dict(_PREFILLED)["widest_bytes"]
-_NONE_EXCLUSIVE: frozenset[str] = frozenset()
+_NONE_EXCLUSIVE: frozenset[str] = frozenset()  # no seat: shared by every model that names none
 
 
 def resident_of(catalogue: Catalogue, name: str) -> int | None:

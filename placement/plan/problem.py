@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from inventory.attribution import attribute
+from inventory.attribution import attribute_fleet
 from inventory.snapshot import Snapshot
 from placement.fit.card import CardModel, FleetCards, LoosestRoom
 from placement.fit.engines import (
@@ -361,12 +361,8 @@ def _built(
     attributed: bool,
     models: Mapping[CardKey, CardModel] | None,
 ) -> Problem:
-    if attributed:
-        snaps = tuple(snapshots)
-    else:
-        # Attribution reads the seats that may run on the host: those naming it or none.
-        scoped = host_views(catalogue, hostless=True)
-        snaps = tuple(attribute(s, scoped.get(s.host, catalogue)) for s in snapshots)
+    # Attribution reads the seats that may run on the host: those naming it or none.
+    snaps = tuple(snapshots) if attributed else attribute_fleet(snapshots, catalogue)
     cards: list[CardModel] = []
     hosts: dict[str, tuple[CardModel, ...]] = {}
     # Every card's model in one pass over the snapshots, the catalogue indexed once.
@@ -570,6 +566,11 @@ class PairTable(Mapping[PairKey, int]):
             if key not in out or offset < out[key][1]:
                 out[key] = (slot, offset)
         return out
+
+    def size_slots(self) -> list[CardModel]:
+        """One readable card of each (CUDA total, context) the fleet has, in the order first met:
+        what depends on a card's size alone is asked of these."""
+        return [slot for slot, _ in self._size_classes.values()]
 
     def gate_slack(self, name: str, slot: CardModel) -> int | None:
         """need − requested of `name` on cards like `slot`; None when its gate requests nothing.
