@@ -137,9 +137,7 @@ def _replaced(model: M, **update: object) -> M:
     """`model.model_copy(update=update)` to the attribute (fields, fields set, extra, private),
     without pydantic's generic copy: a fleet attributes tens of thousands of processes."""
     copy = object.__new__(type(model))
-    fields = copy.__dict__
-    fields.update(model.__dict__)
-    fields.update(update)
+    object.__setattr__(copy, "__dict__", {**model.__dict__, **update})
     _SET_FIELDS_SET(copy, model.__pydantic_fields_set__ | update.keys())
     extra, private = model.__pydantic_extra__, getattr(model, "__pydantic_private__", None)
     _SET_EXTRA(copy, None if extra is None else dict(extra))

@@ -27,7 +27,7 @@ running seat with a hold on the card keeps its place at max(resident, need), not
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from functools import cached_property
 
 from inventory.holds import Hold
@@ -761,13 +761,15 @@ def _plain(
         absent_bytes = Σ residents of the absent seats     hold_bytes = 0
         open_bytes   = free − absent_bytes − margin        widest_bytes = open + max own
     """
+    fields = _PLAIN.copy()  # every field and figure, in CardModel's order, then set
     own: dict[str, int] = {}
     seen: dict[str, int] = {}
-    anonymous = 0
-    processes: list[tuple[str | None, int]] = []
-    occupants: set[str] = set()
-    if card.processes:
-        declared_names = {seat.name for seat in declared}
+    absent_bytes = 0
+    if card.processes or declared:
+        anonymous = 0
+        processes: list[tuple[str | None, int]] = []
+        occupants: set[str] = set()
+        declared_names = {seat.name for seat in declared} if declared else ()
         for process in card.processes:
             seat, used = process.seat, process.used_bytes or 0
             processes.append((seat, process.pid))
@@ -780,51 +782,39 @@ def _plain(
             # Seats declared here are running, never placed anew: only a new seat's own count.
             if seat not in declared_names:
                 own[seat] = seen[seat]
-    names: tuple[str, ...] = ()
-    exclusive: tuple[str, ...] = ()
-    absent: tuple[tuple[str, int], ...] = ()
-    absent_bytes = 0
-    for running in declared:
-        names += (running.name,)
-        if running.exclusive:
-            exclusive += (running.name,)
-        if running.match is not None and running.name not in seen:
-            absent += ((running.name, running.resident_bytes),)
-            absent_bytes += max(0, running.resident_bytes)
+        if declared:
+            names = tuple(running.name for running in declared)
+            fields["declared"] = names
+            fields["declared_exclusive"] = tuple(r.name for r in declared if r.exclusive)
+            absent = tuple(
+                (r.name, r.resident_bytes)
+                for r in declared
+                if r.match is not None and r.name not in seen
+            )
+            if absent:
+                fields["absent"] = absent
+                absent_bytes = fields["absent_bytes"] = sum(max(0, size) for _, size in absent)
+            occupants.update(names)
+        fields["processes"] = tuple(processes)
+        fields["anonymous_bytes"] = anonymous
+        fields["occupants"] = frozenset(occupants)
     free = card.free_bytes or 0
     open_bytes = room_bytes(free_bytes=free, held_bytes=absent_bytes, margin_bytes=margin_bytes)
     total = card.total_bytes
+    fields["host"] = host
+    fields["index"] = card.index
+    fields["free_bytes"] = free
+    fields["cuda_total"] = 0 if total is None else total - (card.reserved_bytes or 0)
+    fields["margin_bytes"] = margin_bytes
+    fields["cuda_context_bytes"] = context_bytes
+    fields["own_bytes"] = own
+    fields["seen_bytes"] = seen
+    fields["placed"] = {}
+    fields["placed_residents"] = {}
+    fields["open_bytes"] = open_bytes
+    fields["widest_bytes"] = open_bytes + max(own.values()) if own else open_bytes
     model = object.__new__(CardModel)
-    model.__dict__.update(
-        {
-            "host": host,
-            "index": card.index,
-            "ok": True,
-            "free_bytes": free,
-            "cuda_total": 0 if total is None else total - (card.reserved_bytes or 0),
-            "margin_bytes": margin_bytes,
-            "cuda_context_bytes": context_bytes,
-            "reserves": (),
-            "absent": absent,
-            "holds": (),
-            "declared": names,
-            "declared_exclusive": exclusive,
-            "processes": tuple(processes),
-            "own_bytes": own,
-            "seen_bytes": seen,
-            "anonymous_bytes": anonymous,
-            "placed": {},
-            "placed_bytes": 0,
-            "placed_residents": {},
-            "placed_exclusive": _NONE_EXCLUSIVE,
-            "gate_floor_bytes": None,
-            "absent_bytes": absent_bytes,
-            "hold_bytes": 0,
-            "open_bytes": open_bytes,
-            "widest_bytes": open_bytes + max(own.values(), default=0),
-            "occupants": frozenset(names).union(occupants) if names else frozenset(occupants),
-        }
-    )
+    object.__setattr__(model, "__dict__", fields)
     return model
 
 
@@ -834,6 +824,18 @@ _PREFILLED = tuple(
 )
 _WIDEST = dict(_PREFILLED)["widest_bytes"]
 _NONE_EXCLUSIVE: frozenset[str] = frozenset()  # no seat: shared by every model that names none
+# A plain card's fields (`_plain`) before its own are set, in CardModel's order: nothing on it,
+# nothing held; then its worked-out figures.
+_PLAIN: dict[str, object] = {
+    **{f.name: None if f.default is MISSING else f.default for f in fields(CardModel)},
+    "ok": True,
+    "placed_exclusive": _NONE_EXCLUSIVE,
+    "absent_bytes": 0,
+    "hold_bytes": 0,
+    "open_bytes": 0,
+    "widest_bytes": 0,
+    "occupants": _NONE_EXCLUSIVE,
+}
 
 
 def resident_of(catalogue: Catalogue, name: str) -> int | None:
