@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,10 @@ from bench.bench_plan import synthetic_fleet
 from inventory.holds import Hold
 from inventory.snapshot import Snapshot, with_holds
 from placement.cli.plan_text import render_plan
+from placement.fit.verify import Placement, judge, verify_placement
+from placement.plan.greedy import greedy_assignment
 from placement.plan.planner import PlanResult, plan
+from placement.plan.problem import build_problem, new_seats
 from seats.model import Catalogue, Seat
 
 GIB = 2**30
@@ -125,3 +129,34 @@ def test_crowded_plan_text_is_unchanged(crowded: PlanResult, explain: str) -> No
 
 
 PLACED, REFUSED = 478, 24
+
+
+def test_verifying_a_card_at_a_time_judges_each_seat_as_alone() -> None:
+    """`verify_placement` prepares each card's states once; each verdict is `judge`'s own, asked
+    for the seat alone beside every other placement of its host (as before that pass)."""
+    catalogue, snapshots, adds = synthetic_fleet(4, 8, 20, 120, seed=35)
+    problem = build_problem(catalogue, snapshots, new_seats(catalogue, adds))
+    placements = [
+        Placement(problem.seat(name).seat, host, cards)
+        for name, (host, cards) in greedy_assignment(problem).items()
+    ]
+    got = verify_placement(problem.catalogue, problem.snapshots, placements, models=problem.models)
+    by_host = {s.host: s for s in problem.snapshots}
+    alone = [
+        judge(
+            problem.catalogue,
+            by_host[p.host],
+            p.seat,
+            p.cards,
+            others=[o for o in placements if o.host == p.host and o is not p],
+        )
+        for p in placements
+    ]
+    assert got == alone
+    # Crowded: every seat placed and passed, up to SHARED new seats on one card.
+    assert (len(placements), sum(1 for v in got if v.passed)) == (120, 120)
+    on_card = Counter((p.host, card) for p in placements for card in p.cards)
+    assert max(on_card.values()) == SHARED
+
+
+SHARED = 9
