@@ -128,8 +128,9 @@ class CardSource(Protocol):
         """The cards some reading of which had no driver reserve (NVML v1 only)."""
         ...
 
-    def unexplained_max(self) -> Mapping[tuple[str, int], tuple[int, int]]:
-        """Per card where the source knows it: the most memory no seat explained, first when."""
+    def unexplained_max(self) -> Mapping[tuple[str, int], tuple[int | None, int | None]]:
+        """Per card where the source knows it: the most memory no seat explained, first when
+        (None, None: the source cannot tell, as DCGM's figures)."""
         ...
 
 

@@ -277,8 +277,8 @@ class _LedgerCards:
     def nvml_v1_cards(self) -> set[tuple[str, int]]:
         return self.q.nvml_v1_cards(self.connection)
 
-    def unexplained_max(self) -> dict[tuple[str, int], tuple[int, int]]:
-        return self.q.unexplained_max(self.connection)
+    def unexplained_max(self) -> dict[tuple[str, int], tuple[int | None, int | None]]:
+        return dict(self.q.unexplained_max(self.connection))
 
 
 def _s(moment: datetime) -> int:
