@@ -152,18 +152,16 @@ def windowed(
     judge: Callable[[Sequence[Snapshot]], Outcome],
 ) -> Callable[[Sequence[Snapshot]], Outcome]:
     """`judge` followed by the window's replay of each verdict's host; prints both."""
-    from inventory.history.ledger import LedgerHistory
-    from inventory.ledger.store import open_ledger
     from placement.check.window import judge_window
+    from placement.cli.history_source import open_history
+    from placement.cli.sources import source_options
 
     options = options_of(args)
 
     def judge_over(snapshots: Sequence[Snapshot]) -> Outcome:
         outcome = judge(snapshots)
-        with open_ledger(args.ledger, readonly=True) as ledger:
-            found = judge_window(
-                catalogue, LedgerHistory(ledger.connection), outcome.results, options
-            )
+        with open_history(source_options(args)) as history:
+            found = judge_window(catalogue, history, outcome.results, options)
         results = [w.result for w in found]
         exit_code = max([outcome.exit_code, *(int(r.exit_code) for r in results)])
 
