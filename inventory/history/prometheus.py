@@ -20,6 +20,7 @@ from inventory.history.figures import (
     SeatUsage,
     Span,
     breaches_of,
+    card_usage,
     seat_rows,
 )
 from inventory.history.model import (
@@ -233,7 +234,8 @@ class PrometheusHistory:
         answers = load_window(
             self.client, hosts, start_s, end_s, step_s=self.step_s, chart_step_s=chart_step_s,
             segment_s=segment_s, reserves=reserves, running_seats=running_seats,
-            lookback_s=lookback_s, host_label=self.host_label, on_spans=on_spans,
+            lookback_s=lookback_s, card_figures=card_usage, host_label=self.host_label,
+            on_spans=on_spans,
         )  # fmt: skip
         return PrometheusWindow(answers)
 

@@ -70,6 +70,20 @@ class CardUsage:
     nvml_v1: bool  # some reading had no driver reserve (NVML v1 only)
 
 
+class CardPart(NamedTuple):
+    """One card over one part [start_s, end_s) of the window: its readable samples, those in
+    error, the most used and the least free (None where nothing was read)."""
+
+    host: str
+    card: int
+    start_s: int
+    end_s: int
+    samples: int
+    error_samples: int
+    max_used_bytes: int | None
+    min_free_bytes: int | None
+
+
 @dataclass(frozen=True)
 class SeatUsage:
     """One seat on one card over the window, and the medians of the window's first and last part."""
@@ -366,80 +380,90 @@ def percentiles(
     return out
 
 
-# --- cards -------------------------------------------------------------------------------
+# --- cards: the bounds and the narrow questions `inventory.history.figures.card_usage` asks ---
 
 
-def card_usage(conn: Connection) -> list[CardUsage]:
-    """Every card the window saw (read or in error), by host and index."""
-    # One pass over each card's rows for its count and extremes (gp_card holds only rows with a
-    # used reading); then the percentiles' offset walks, and per card the earliest time each
-    # extreme was reached.
-    cards = conn.execute(
-        "SELECT host, idx, COUNT(*), MAX(used_bytes), MIN(free_bytes), MAX(unexplained), "
-        "SUM(reserved_bytes IS NULL) FROM gp_card GROUP BY host, idx"
-    ).fetchall()
-    used = percentiles(
-        conn, "gp_card", ("host", "idx"), "used_bytes", counts=[card[:4] for card in cards]
-    )
-    summary = {(host, idx): (low, high, int(v1 or 0)) for host, idx, _, _, low, high, v1 in cards}
-    min_free, worst = _first_times(conn, summary)
-    errors = {
-        (host, idx): int(n)
-        for host, idx, n in conn.execute(
-            "SELECT w.host, c.idx, COUNT(*) FROM cards c JOIN gp_win w ON w.id = c.snapshot_id "
-            "WHERE c.error IS NOT NULL GROUP BY w.host, c.idx"
+def card_parts(conn: Connection) -> list[CardPart]:
+    """Each card's bounds over the window as one part: the ledger answers a whole window in one
+    grouped pass, and finds its first lowest in one join (`first_lowest_free`)."""
+    found: dict[tuple[str, int], list[Any]] = {
+        (host, int(idx)): [int(n), 0, top, low]
+        for host, idx, n, top, low in conn.execute(
+            "SELECT host, idx, COUNT(*), MAX(used_bytes), MIN(free_bytes) FROM gp_card "
+            "GROUP BY host, idx"
         )
     }
-    rows: list[CardUsage] = []
-    for key in sorted(set(used) | set(errors)):
-        samples, p50, p95, top = used.get(key, (0, None, None, None))  # type: ignore[assignment]
-        low = min_free.get(key)
-        high = worst.get(key)
-        rows.append(
-            CardUsage(
-                host=key[0],
-                card=key[1],
-                samples=samples,
-                error_samples=errors.get(key, 0),
-                used_p50_bytes=p50,
-                used_p95_bytes=p95,
-                used_max_bytes=top,
-                min_free_bytes=low[0] if low else None,
-                min_free_at_s=low[1] if low else None,
-                unexplained_max_bytes=high[0] if high else None,
-                unexplained_max_at_s=high[1] if high else None,
-                nvml_v1=bool(summary.get(key, (0, 0, 0))[2]),
-            )
-        )
-    return rows
+    for host, idx, n in conn.execute(
+        "SELECT w.host, c.idx, COUNT(*) FROM cards c JOIN gp_win w ON w.id = c.snapshot_id "
+        "WHERE c.error IS NOT NULL GROUP BY w.host, c.idx"
+    ):
+        found.setdefault((host, int(idx)), [0, 0, None, None])[1] = int(n)
+    first, last = conn.execute("SELECT MIN(taken_at_s), MAX(taken_at_s) FROM gp_win").fetchone()
+    return [
+        CardPart(host, idx, int(first), int(last) + 1, *bounds)
+        for (host, idx), bounds in found.items()
+    ]
 
 
-_Extremes = dict[tuple[Any, ...], tuple[int, int]]
-
-
-def _first_times(
-    conn: Connection, summary: dict[tuple[Any, Any], tuple[Any, Any, int]]
-) -> tuple[_Extremes, _Extremes]:
-    """Per card, (lowest free, first time) and (highest unexplained, first time)."""
-    # One join per extreme finds every card's earliest time at once (not one scan per card).
+def first_lowest_free(
+    conn: Connection, wanted: Mapping[tuple[str, int], tuple[int, int, int]]
+) -> dict[tuple[str, int], int]:
+    """Per card of `wanted` (start, end, lowest free bytes of [start, end)), the first moment in
+    [start, end) with that free: one join of every card at once (not one scan per card)."""
     conn.execute("DROP TABLE IF EXISTS temp.gp_ext")
-    conn.execute("CREATE TEMP TABLE gp_ext(host TEXT, idx INTEGER, low INTEGER, high INTEGER)")
-    conn.executemany(
-        "INSERT INTO gp_ext VALUES (?, ?, ?, ?)",
-        [(host, idx, low, high) for (host, idx), (low, high, _) in summary.items()],
+    conn.execute(
+        "CREATE TEMP TABLE gp_ext(host TEXT, idx INTEGER, start_s INTEGER, end_s INTEGER, low INTEGER)"
     )
+    conn.executemany(
+        "INSERT INTO gp_ext VALUES (?, ?, ?, ?, ?)",
+        [(host, idx, *part) for (host, idx), part in wanted.items()],
+    )
+    return {
+        (host, int(idx)): int(at)
+        for host, idx, at in conn.execute(
+            "SELECT e.host, e.idx, MIN(g.taken_at_s) FROM gp_ext e JOIN gp_card g "
+            "ON g.host = e.host AND g.idx = e.idx AND g.free_bytes = e.low "
+            "AND g.taken_at_s >= e.start_s AND g.taken_at_s < e.end_s GROUP BY e.host, e.idx"
+        )
+    }
 
-    def first_times(column: str, extreme: str) -> _Extremes:
-        return {
-            (host, idx): (int(value), int(at))
-            for host, idx, value, at in conn.execute(
-                f"SELECT e.host, e.idx, e.{extreme}, MIN(g.taken_at_s) FROM gp_ext e "
-                f"JOIN gp_card g ON g.host = e.host AND g.idx = e.idx AND g.{column} = e.{extreme} "
-                "GROUP BY e.host, e.idx"
-            )
-        }
 
-    return first_times("free_bytes", "low"), first_times("unexplained", "high")
+def used_at_ranks(
+    conn: Connection, wanted: Mapping[tuple[str, int], tuple[int, Sequence[int]]]
+) -> dict[tuple[str, int], tuple[int, ...]]:
+    """Per card of `wanted` (its samples, the ranks asked), its used bytes at each rank, counted
+    from 1 in ascending order: an offset walk along gp_card's key, no row read into Python."""
+    pick = (
+        "SELECT used_bytes FROM gp_card WHERE host = ? AND idx = ? "
+        "ORDER BY used_bytes LIMIT 1 OFFSET ?"
+    )
+    return {
+        key: tuple(int(conn.execute(pick, (*key, rank - 1)).fetchone()[0]) for rank in ranks)
+        for key, (_, ranks) in wanted.items()
+    }
+
+
+def nvml_v1_cards(conn: Connection) -> set[tuple[str, int]]:
+    """The cards some reading of which had no driver reserve (NVML v1 only)."""
+    return {
+        (host, int(idx))
+        for host, idx in conn.execute(
+            "SELECT DISTINCT host, idx FROM gp_card WHERE reserved_bytes IS NULL"
+        )
+    }
+
+
+def unexplained_max(conn: Connection) -> dict[tuple[str, int], tuple[int, int]]:
+    """Per card, the most memory no seat explained (used − its seats' bytes) and when first."""
+    return {
+        (host, int(idx)): (int(top), int(at))
+        for host, idx, top, at in conn.execute(
+            "SELECT g.host, g.idx, m.top, MIN(g.taken_at_s) FROM "
+            "(SELECT host, idx, MAX(unexplained) AS top FROM gp_card GROUP BY host, idx) m "
+            "JOIN gp_card g ON g.host = m.host AND g.idx = m.idx AND g.unexplained = m.top "
+            "GROUP BY g.host, g.idx"
+        )
+    }
 
 
 # --- seats -------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from typing import Any, NoReturn, TypeVar
 
 from inventory.ledger.report_queries import (
     CardBuckets,
+    CardPart,
     CardUsage,
     ForeignUsage,
     nearest_rank,
@@ -472,6 +473,7 @@ def load_window(
     reserves: Sequence[ReserveSpec],
     running_seats: Sequence[tuple[str, str]],
     lookback_s: int,
+    card_figures: Callable[[PromCards], list[CardUsage]],
     host_label: str | None = None,
     on_spans: Callable[[dict[str, HostSpan]], None] | None = None,
 ) -> WindowAnswers:
@@ -479,7 +481,8 @@ def load_window(
 
     First which hosts have series, when, and which label names each (one round; hosts outside
     `hosts` are listed in `ignored`), then everything else at once, in parallel (the client's
-    `in_flight` queries at a time), once per label that names hosts. `chart_step_s(span)` and
+    `in_flight` queries at a time), once per label that names hosts. `card_figures` reduces
+    each group's card answers (`PromCards`) to rows. `chart_step_s(span)` and
     `segment_s(first, last)` are the report's own choices, so both sources bucket and split the
     window alike. `on_spans` gets the hosts' spans as soon as they are known, before the rest
     is asked: the caller may work beside the queries.
@@ -503,7 +506,7 @@ def load_window(
             groups[(spans[host].metric == DCGM_FREE, found[host][1])].append(host)
         jobs = [
             _submit_group(pool, client, _group_queries(base, hosts_of, label, host_label), dcgm,
-                          window, reserves)
+                          window, reserves, card_figures)
             for (dcgm, label), hosts_of in sorted(groups.items())
         ]  # fmt: skip
         parts = [_collect_group(client, job, window) for job in jobs]
@@ -580,18 +583,19 @@ def _submit_group(
     dcgm: bool,
     window: _Plan,
     reserves: Sequence[ReserveSpec],
+    card_figures: Callable[[PromCards], list[CardUsage]],
 ) -> tuple[_Queries, bool, dict[str, Any]]:
     """Every query of one group, submitted to `pool`; `_collect_group` waits for them."""
     c = _client_for(client, q.label)
     first, last = window.first_s, window.last_s
     if dcgm:
         return q, True, {
-            "cards": pool.submit(_dcgm_usage, c, q),
+            "cards": pool.submit(card_figures, PromCards(c, q, dcgm=True)),
             "charts": pool.submit(_dcgm_buckets, c, q, window.chart_s, first, last),
         }  # fmt: skip
     mine = [r for r in reserves if r.host in q.hosts]
     return q, False, {
-        "cards": pool.submit(_card_usage, c, q),
+        "cards": pool.submit(card_figures, PromCards(c, q)),
         "seats": pool.submit(_seat_stats, c, q),
         "firsts": pool.submit(_seat_medians, c, q, first + window.segment_s, window.segment_s),
         "lasts": pool.submit(_seat_medians, c, q, last + 0.001, window.segment_s),
@@ -695,57 +699,6 @@ def _by_identity(
     return out
 
 
-def _card_usage(client: PromClient, q: _Queries) -> list[CardUsage]:
-    used, free = q.sel(m.CARD_USED), q.sel(m.CARD_FREE)
-    exprs = {
-        "n": f"count_over_time({used}{q.rng})",
-        "max": f"max_over_time({used}{q.rng})",
-        "errors": f"sum by ({q.by('gpu')}) (sum_over_time({q.sel(m.CARD_ERROR)}{q.rng}))",
-        "v1": f"min_over_time({q.sel(m.CARD_MEMORY_VERSION)}{q.rng})",
-    }
-    got, low_at = _card_answers(client, q, exprs, free)
-    got |= _card_ranks(client, q, used, got["n"])
-    rows: list[CardUsage] = []
-    for key in sorted(set(got["n"]) | {k for k, v in got["errors"].items() if v > 0}):
-        n = _int(got["n"].get(key, 0))
-        rows.append(
-            CardUsage(
-                host=key[0],
-                card=key[1],
-                samples=n,
-                error_samples=_int(got["errors"].get(key, 0)),
-                used_p50_bytes=_opt(got["p50"].get(key)) if n else None,
-                used_p95_bytes=_opt(got["p95"].get(key)) if n else None,
-                used_max_bytes=_opt(got["max"].get(key)) if n else None,
-                min_free_bytes=_opt(got["low"].get(key)),
-                min_free_at_s=low_at.get(key),
-                # Filled by `_unexplained` for the cards the charts show unexplained memory on.
-                unexplained_max_bytes=0 if n else None,
-                unexplained_max_at_s=None,
-                nvml_v1=got["v1"].get(key) == 1,
-            )
-        )
-    return rows
-
-
-def _card_answers(
-    client: PromClient, q: _Queries, exprs: Mapping[str, str], free: str
-) -> tuple[dict[str, dict[tuple[str, int], float]], dict[tuple[str, int], int]]:
-    """Each of `exprs` by card, with "low": the lowest of `free` over the window, and the first
-    step holding it by card. The search for that step (several rounds) starts first."""
-
-    def lowest() -> tuple[Vector, dict[tuple[str, int], int]]:
-        low = client.instant(f"min_over_time({free}{q.rng})", q.at)
-        return low, _first_lowest(client, q, free, low)
-
-    with ThreadPoolExecutor(max_workers=1) as side:
-        search = side.submit(lowest)
-        answers = client.instants(list(exprs.values()), q.at)
-        low, low_at = search.result()
-    got = {key: _by_card(answer) for key, answer in zip(exprs, answers, strict=True)}
-    return got | {"low": _by_card(low)}, low_at
-
-
 def _unexplained(
     client: PromClient, q: _Queries, buckets: Sequence[CardBuckets], first_s: int, last_s: int
 ) -> dict[tuple[str, int], tuple[int, int]]:
@@ -779,124 +732,6 @@ def _with_unexplained(
     return replace(row, unexplained_max_bytes=hit[0], unexplained_max_at_s=hit[1])
 
 
-def _opt(value: float | None) -> int | None:
-    return None if value is None else _int(value)
-
-
-def _by_card(vector: Vector) -> dict[tuple[str, int], float]:
-    out: dict[tuple[str, int], float] = {}
-    for labels, value in vector:
-        key = _card(labels)
-        if key is not None:
-            out[key] = value
-    return out
-
-
-SeriesKey = tuple[tuple[str, str], ...]
-# The first-lowest search reads the window in hours: the hourly minima, then each hour's steps.
-_HOUR_S = 3600
-
-
-def _series_key(labels: Labels) -> SeriesKey:
-    return tuple(sorted((k, v) for k, v in labels.items() if k != "__name__"))
-
-
-def _first_lowest(
-    client: PromClient, q: _Queries, selector: str, lowest: Vector
-) -> dict[tuple[str, int], int]:
-    """Per card, the first step of the window where a series of `selector` shows its lowest
-    value of the window (`lowest`: its `min_over_time` over the window, per series).
-
-    The same steps `selector == min_over_time(selector[window] @ end)` finds at every --step,
-    without comparing 10,000 steps of every card in Prometheus: the steps of the first two
-    hours (those also see samples from before the window, within the lookback), then for the
-    series not found there the first hour whose minimum is the lowest, and only that hour's
-    steps (and the next hour's, where the lookback carries its samples). A step before that
-    hour sees no sample holding the lowest value, so the first match found is the first.
-    """
-    low = {_series_key(labels): value for labels, value in lowest}
-    found: dict[SeriesKey, float] = {}
-    steps = _steps(q, q.start_s, q.start_s + 2 * _HOUR_S - 1)
-    _match(client.range(selector, *steps), low, low, found)
-    rest = set(low) - set(found)
-    if rest:
-        for hour, keys in sorted(_lowest_hours(client, q, selector, low, rest).items()):
-            first = q.start_s + hour * _HOUR_S
-            steps = _steps(q, first, first + 2 * _HOUR_S - 1)
-            _match(client.range(_narrowed(q, selector, keys), *steps), low, keys, found)
-        # A lowest no step of its hours saw (a step longer than the samples' spacing skips
-        # samples): every step of the window, as the comparison read them.
-        unseen = [k for k in rest if k not in found]
-        if unseen:
-            steps = _steps(q, q.start_s, q.end_s)
-            _match(client.range(_narrowed(q, selector, unseen), *steps), low, unseen, found)
-    out: dict[tuple[str, int], int] = {}
-    for key, at_s in found.items():
-        card = _card(dict(key))
-        if card is not None:
-            out[card] = min(_int(at_s), out.get(card, _int(at_s)))
-    return out
-
-
-def _match(
-    answer: Matrix,
-    low: Mapping[SeriesKey, float],
-    wanted: Collection[SeriesKey],
-    found: dict[SeriesKey, float],
-) -> None:
-    """Record in `found` the first step of `answer` where each series of `wanted` holds its
-    `low` value (other series the answer holds are left: their first step may lie outside)."""
-    chosen = set(wanted)
-    for labels, points in answer:
-        key = _series_key(labels)
-        if key in found or key not in chosen:
-            continue
-        at_s = next((t for t, v in points if v == low[key]), None)
-        if at_s is not None:
-            found[key] = at_s
-
-
-def _lowest_hours(
-    client: PromClient,
-    q: _Queries,
-    selector: str,
-    low: Mapping[SeriesKey, float],
-    wanted: set[SeriesKey],
-) -> dict[int, list[SeriesKey]]:
-    """The series of `wanted`, by the first hour of the window whose minimum is their lowest.
-
-    Hour k is the hour before start + (k + 1) h - 1 ms, both ends in (one millisecond more than
-    an hour, so no sample falls between two hours however Prometheus bounds a range); the last
-    may reach past the window's end, which cannot move the first hour: the lowest is a sample
-    of the window, in that hour or before.
-    """
-    hours = math.ceil((q.end_s - q.start_s) / _HOUR_S)
-    first = q.start_s + _HOUR_S - 0.001
-    expr = f"min_over_time({selector}[{_HOUR_S}s])"
-    by_hour: dict[int, list[SeriesKey]] = defaultdict(list)
-    for labels, points in client.range(expr, first, first + (hours - 1) * _HOUR_S, _HOUR_S):
-        key = _series_key(labels)
-        if key not in wanted:
-            continue
-        at_s = next((t for t, v in points if v == low[key]), None)
-        if at_s is not None:
-            by_hour[round(at_s + 0.001 - q.start_s) // _HOUR_S - 1].append(key)
-    return by_hour
-
-
-def _narrowed(q: _Queries, selector: str, keys: Sequence[SeriesKey]) -> str:
-    """`selector` cut to the hosts and cards of `keys` (their cross product: a few extra series
-    are read and left unmatched)."""
-    labels = [dict(key) for key in keys]
-    hosts = sorted({_host(k) for k in labels} - {""})
-    gpus = sorted({k.get("gpu", "") for k in labels} - {""})
-    if not hosts or not gpus:
-        return selector
-    name, _, matchers = selector.partition("{")
-    cut = f"{q.named(hosts)},gpu=~{_regex(gpus)}"
-    return f"{name}{{{cut},{matchers}" if matchers else f"{name}{{{cut}}}"
-
-
 def _cut(q: _Queries, selector: str, hosts: Iterable[str], gpus: Iterable[object]) -> str:
     """`selector` cut to these hosts and cards (their cross product)."""
     name, _, matchers = selector.partition("{")
@@ -920,51 +755,225 @@ def at_ranks(
     percentiles: Sequence[int] = (50, 95),
 ) -> dict[int, dict[K, float]]:
     """Per percentile p, each series' sample at the nearest rank ceil(p·n/100) of its n samples
-    in `ranged(None)` (`counts`: its `count_over_time`, by `key_of` its labels), as the ledger's
-    report counts them: never interpolated.
+    in `ranged(None)` (`counts`: its `count_over_time`, by `key_of` its labels): `kth_samples`
+    at those ranks."""
+    wanted = {
+        key: (round(n), tuple(nearest_rank(p, round(n)) for p in percentiles))
+        for key, n in counts.items()
+        if round(n) > 0
+    }
+    found = kth_samples(client, at_s, wanted, ranged, key_of)
+    return {p: {key: values[i] for key, values in found.items()} for i, p in enumerate(percentiles)}
 
-    Prometheus selects it: `quantile_over_time(φ, …)` reads the sample at rank φ·(n − 1) + 1,
+
+def kth_samples(
+    client: PromClient,
+    at_s: float,
+    wanted: Mapping[K, tuple[int, Sequence[int]]],
+    ranged: Callable[[Collection[K] | None], str],
+    key_of: Callable[[Labels], K | None],
+) -> dict[K, tuple[float, ...]]:
+    """Per series of `wanted` (its n samples in `ranged(None)`, by `key_of` its labels; the ranks
+    asked), its samples at those ranks, counted from 1 in ascending order: never interpolated.
+
+    Prometheus selects them: `quantile_over_time(φ, …)` reads the sample at rank φ·(n − 1) + 1,
     interpolating only between two ranks, so φ = (rank − 1)/(n − 1) lands on the sample itself
-    (to a float's rounding, which `round` to whole bytes removes). φ depends on n: series are
-    asked in groups of one n, the most common one over `ranged(None)`, the others over
+    (to a float's rounding, which rounding to whole bytes removes). φ depends on n: series are
+    asked in groups of one n and ranks, the most common over `ranged(None)`, the others over
     `ranged(keys)`, cut to theirs.
     """
-    groups: dict[int, list[K]] = defaultdict(list)
-    for key, n in counts.items():
-        if round(n) > 0:
-            groups[round(n)].append(key)
-    out: dict[int, dict[K, float]] = {p: {} for p in percentiles}
+    groups: dict[tuple[int, tuple[int, ...]], list[K]] = defaultdict(list)
+    for key, (n, ranks) in wanted.items():
+        if n > 0:
+            groups[(n, tuple(ranks))].append(key)
     if not groups:
-        return out
-    common = max(groups, key=lambda n: (len(groups[n]), n))
-    asked: list[tuple[int, int]] = []
+        return {}
+    common = max(groups, key=lambda g: (len(groups[g]), g))
+    asked: list[tuple[tuple[int, tuple[int, ...]], int]] = []
     exprs: list[str] = []
-    for p in percentiles:
-        for n, keys in sorted(groups.items()):
-            rank = nearest_rank(p, n)
+    for group, keys in sorted(groups.items()):
+        n, ranks = group
+        for i, rank in enumerate(ranks):
             phi = (rank - 1) / (n - 1) if n > 1 else 0.0
-            exprs.append(f"quantile_over_time({phi!r}, {ranged(None if n == common else keys)})")
-            asked.append((p, n))
-    for (p, n), answer in zip(asked, client.instants(exprs, at_s), strict=True):
+            exprs.append(
+                f"quantile_over_time({phi!r}, {ranged(None if group == common else keys)})"
+            )
+            asked.append((group, i))
+    found: dict[K, list[float | None]] = {}
+    for (group, i), answer in zip(asked, client.instants(exprs, at_s), strict=True):
         for labels, value in answer:
             named = key_of(labels)
-            if named is not None and round(counts.get(named, 0)) == n:
-                out[p][named] = value
-    return out
+            if (
+                named is not None
+                and named in wanted
+                and (wanted[named][0], tuple(wanted[named][1])) == group
+            ):
+                found.setdefault(named, [None] * len(group[1]))[i] = value
+    return {
+        key: tuple(v for v in values if v is not None)
+        for key, values in found.items()
+        if all(v is not None for v in values)
+    }
 
 
-def _card_ranks(
-    client: PromClient, q: _Queries, used: str, counts: Mapping[tuple[str, int], float]
-) -> dict[str, dict[tuple[str, int], float]]:
-    """Each card's used bytes at the nearest ranks of p50 and p95 over the window."""
+# --- the cards' answers to `inventory.history.figures.card_usage` --------------------------------
 
-    def ranged(keys: Collection[tuple[str, int]] | None) -> str:
-        if keys is None:
-            return f"{used}{q.rng}"
-        return f"{_cut(q, used, [k[0] for k in keys], [k[1] for k in keys])}{q.rng}"
+_HOUR_S = 3600
 
-    ranks = at_ranks(client, q.at, counts, ranged, _card)
-    return {"p50": ranks[50], "p95": ranks[95]}
+
+@dataclass
+class PromCards:
+    """Prometheus's answers to the card figures' questions (`figures.CardSource`) for one group
+    of hosts: hourly bounds, the first step at a lowest free, and used at ranks, in PromQL.
+
+    The parts are the window's hours counted back from its end (a shorter first part where the
+    window is not whole hours): each a `*_over_time` range query at step=1h, plus one instant
+    query for the first part.
+    """
+
+    client: PromClient
+    q: _Queries
+    dcgm: bool = False
+    seen: set[tuple[str, int]] = field(default_factory=set)
+
+    @property
+    def scale(self) -> float:
+        """Bytes per unit of the series read (DCGM's are MiB)."""
+        return MIB if self.dcgm else 1.0
+
+    def _metric(self, gpuplan: str, dcgm: str) -> str:
+        return self.q.sel(dcgm if self.dcgm else gpuplan)
+
+    def card_parts(self) -> list[CardPart]:
+        used = self._metric(m.CARD_USED, DCGM_USED)
+        free = self._metric(m.CARD_FREE, DCGM_FREE)
+        templates = {
+            "n": f"count_over_time({used}RANGE)",
+            "top": f"max_over_time({used}RANGE)",
+            "low": f"min_over_time({free}RANGE)",
+        }
+        if not self.dcgm:
+            error = self.q.sel(m.CARD_ERROR)
+            templates["errors"] = f"sum by ({self.q.by('gpu')}) (sum_over_time({error}RANGE))"
+        with ThreadPoolExecutor(max_workers=len(templates)) as pool:
+            asked = {k: pool.submit(self._by_part, t) for k, t in templates.items()}
+            got = {k: future.result() for k, future in asked.items()}
+        scale = self.scale
+        parts: list[CardPart] = []
+        for key, end_s in sorted(set(got["n"]) | set(got.get("errors", {}))):
+            n = round(got["n"].get((key, end_s), 0))  # of several series of a card, the most
+            errors = round(got.get("errors", {}).get((key, end_s), 0))
+            if not n and not errors:
+                continue
+            top, low = got["top"].get((key, end_s)), got["low"].get((key, end_s))
+            start_s = max(self.q.start_s, end_s - _HOUR_S)
+            parts.append(
+                CardPart(*key, start_s, end_s, n, errors,
+                         None if top is None else round(top * scale),
+                         None if low is None else round(low * scale))
+            )  # fmt: skip
+            self.seen.add(key)
+        return parts
+
+    def _by_part(self, template: str) -> dict[tuple[tuple[str, int], int], float]:
+        """`template` (RANGE standing for each part's range) by (card, end of its part); of
+        several series of one card, the lowest where RANGE is under `min_`, else the highest."""
+        q = self.q
+        pick = min if template.startswith("min_") else max
+        full, first = divmod(q.end_s - q.start_s, _HOUR_S)
+        out: dict[tuple[tuple[str, int], int], float] = {}
+
+        def put(labels: Labels, end_s: int, value: float) -> None:
+            key = _card(labels)
+            if key is not None:
+                held = out.get((key, end_s))
+                out[(key, end_s)] = value if held is None else pick(held, value)
+
+        if full:
+            expr = template.replace("RANGE", f"[{_HOUR_S * 1000 - 1}ms]")
+            begin = q.start_s + first + _HOUR_S - 0.001
+            for labels, points in self.client.range(expr, begin, q.end_s - 0.001, _HOUR_S):
+                for t, v in points:
+                    put(labels, round(t + 0.001), v)
+        if first:
+            expr = template.replace("RANGE", f"[{first * 1000 - 1}ms]")
+            for labels, value in self.client.instant(expr, q.start_s + first - 0.001):
+                put(labels, q.start_s + first, value)
+        return out
+
+    def first_lowest_free(
+        self, wanted: Mapping[tuple[str, int], tuple[int, int, int]]
+    ) -> dict[tuple[str, int], int]:
+        """The first --step from each card's part whose free reads that lowest: one range query
+        per part over it and the hour after (where the lookback carries its last samples), cut
+        to its cards; then, for a lowest no step of those saw (a step longer than the samples'
+        spacing skips samples), one over the rest of the window. A step before the part sees no
+        sample holding it: every earlier part's lowest is higher."""
+        free = self._metric(m.CARD_FREE, DCGM_FREE)
+
+        def search(
+            keys: list[tuple[str, int]], first_s: int, last_s: int
+        ) -> dict[tuple[str, int], int]:
+            selector = _cut(self.q, free, [k[0] for k in keys], [k[1] for k in keys])
+            chosen = set(keys)
+            found: dict[tuple[str, int], int] = {}
+            for labels, points in self.client.range(selector, *_steps(self.q, first_s, last_s)):
+                key = _card(labels)
+                if key is None or key not in chosen:
+                    continue
+                low = wanted[key][2]
+                at = next((t for t, v in points if round(v * self.scale) == low), None)
+                if at is not None:
+                    found[key] = min(round(at), found.get(key, round(at)))
+            return found
+
+        by_part: dict[int, list[tuple[str, int]]] = defaultdict(list)
+        for key, (start_s, *_) in wanted.items():
+            by_part[start_s].append(key)
+        # The window's first steps may see, through the lookback, a sample from before it that
+        # holds the lowest already.
+        found = search(sorted(wanted), self.q.start_s, self.q.start_s + LOOKBACK_S)
+        with ThreadPoolExecutor(max_workers=min(_JOBS, len(by_part) or 1)) as pool:
+            asked = [
+                pool.submit(search, keys, start_s, wanted[keys[0]][1] + _HOUR_S - 1)
+                for start_s, keys in sorted(by_part.items())
+                if any(k not in found for k in keys)
+            ]
+            for answer in asked:
+                found = answer.result() | found
+            unseen = sorted({wanted[k][0] for k in wanted if k not in found})
+            rest = [
+                pool.submit(search, [k for k in by_part[s] if k not in found], s, self.q.end_s)
+                for s in unseen
+            ]
+            for answer in rest:
+                found |= answer.result()
+        return found
+
+    def used_at_ranks(
+        self, wanted: Mapping[tuple[str, int], tuple[int, Sequence[int]]]
+    ) -> dict[tuple[str, int], tuple[int, ...]]:
+        used = self._metric(m.CARD_USED, DCGM_USED)
+
+        def ranged(keys: Collection[tuple[str, int]] | None) -> str:
+            if keys is None:
+                return f"{used}{self.q.rng}"
+            return f"{_cut(self.q, used, [k[0] for k in keys], [k[1] for k in keys])}{self.q.rng}"
+
+        found = kth_samples(self.client, self.q.at, wanted, ranged, _card)
+        return {k: tuple(round(v * self.scale) for v in vs) for k, vs in found.items()}
+
+    def nvml_v1_cards(self) -> set[tuple[str, int]]:
+        if self.dcgm:
+            return set()
+        version = self.q.sel(m.CARD_MEMORY_VERSION)
+        found = self.client.instant(f"min_over_time({version}{self.q.rng})", self.q.at)
+        return {key for labels, v in found if v == 1 and (key := _card(labels)) is not None}
+
+    def unexplained_max(self) -> dict[tuple[str, int], tuple[int | None, int | None]]:
+        """None for DCGM's cards (no processes); gpuplan's are filled from the charts
+        (`_unexplained`), 0 until then."""
+        return dict.fromkeys(self.seen, (None, None)) if self.dcgm else {}
 
 
 def _steps(q: _Queries, first_s: float, last_s: float) -> tuple[float, float, float]:
@@ -973,37 +982,6 @@ def _steps(q: _Queries, first_s: float, last_s: float) -> tuple[float, float, fl
     start = max(q.start_s, math.ceil(first_s / step) * step)
     end = min(q.at, math.floor(last_s / step) * step)
     return float(start), float(max(start, end)), float(step)
-
-
-def _dcgm_usage(client: PromClient, q: _Queries) -> list[CardUsage]:
-    """Cards of hosts that only DCGM's exporter describes: used and free in MiB, no processes."""
-    exprs = {
-        "n": q.dcgm(f"count_over_time(SEL{q.rng})", DCGM_USED),
-        "max": q.dcgm(f"max_over_time(SEL{q.rng})", DCGM_USED),
-    }
-    got, low_at = _card_answers(client, q, exprs, q.dcgm("SEL", DCGM_FREE))
-    got |= _card_ranks(client, q, q.dcgm("SEL", DCGM_USED), got["n"])
-    return [
-        CardUsage(
-            host=key[0],
-            card=key[1],
-            samples=_int(n),
-            error_samples=0,
-            used_p50_bytes=_mib(got["p50"].get(key)),
-            used_p95_bytes=_mib(got["p95"].get(key)),
-            used_max_bytes=_mib(got["max"].get(key)),
-            min_free_bytes=_mib(got["low"].get(key)),
-            min_free_at_s=low_at.get(key),
-            unexplained_max_bytes=None,
-            unexplained_max_at_s=None,
-            nvml_v1=False,
-        )
-        for key, n in sorted(got["n"].items())
-    ]
-
-
-def _mib(value: float | None) -> int | None:
-    return None if value is None else _int(value * MIB)
 
 
 SeatKey = tuple[str, int, str]

@@ -7,6 +7,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from inventory.history.figures import ReserveBreaches, breaches_of, seat_rows
+from inventory.history.ledger import LedgerWindow
 from inventory.ledger import report_queries as q
 from inventory.ledger.store import open_ledger
 from inventory.snapshot import Card, Process, Snapshot
@@ -128,7 +129,7 @@ def test_seats_are_attributed_once_per_command_line_and_breaches_found(tmp_path:
         # A 95 GiB reserve leaves others cuda_total − 95 GiB = 4 GiB: only the foreign minutes break it.
         fixed = reserve_breaches(conn, "h", 0, ["own"], 95 * GIB)
         assert (fixed.snapshots, fixed.first_s, fixed.last_s) == (2, start + 240, start + 300)
-        (usage,) = q.card_usage(conn)
+        (usage,) = LedgerWindow(conn, q.Span(start, start + 540, 10)).card_usage()
         assert usage.samples == 10
         # The foreign process is the unexplained part; both extremes are dated by first reach.
         assert (usage.unexplained_max_bytes, usage.unexplained_max_at_s) == (3 * GIB, start + 240)
