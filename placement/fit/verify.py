@@ -377,11 +377,16 @@ def _states(
 
 
 def _chosen_util(
-    seat: Seat, rule: GateRule, states: Sequence[CardState], ctx: int, out: _Judgement
+    seat: Seat,
+    rule: GateRule,
+    states: Sequence[CardState],
+    ctx: int,
+    out: _Judgement,
+    wide: _SeatWide,
 ) -> Decimal | None:
     """The util the seat is judged with: declared, default, or proposed (DESIGN.md "which util")."""
     totals = [state.cuda_total_bytes for state in states]
-    start = start_util(seat, rule, totals, ctx) if states else rule.util
+    start = wide.start_util(totals, ctx) if states else rule.util
     kv = kv_bytes(seat)
     # kv_cache_memory pinned: util only feeds vLLM's gate. Prefer the util whose request
     # covers the seat; where the gate cannot honour that, the largest util that passes.
@@ -488,16 +493,90 @@ def judge(
     the caller (`verify_placement`, a card at a time); the other cards' are worked out here.
     """
     seat = override_seat(seat, util, kv_cache_bytes, resident_bytes)
+    wide = _SeatWide(seat, gate_rule(seat.engine, propose=mode == "plan"))
+    return _judged(
+        catalogue, snapshot, wide, cards, others, mode, need_floor, state_cache, models, prepared
+    )
+
+
+def judge_each(
+    views: Sequence[Catalogue],
+    snapshot: Snapshot,
+    seat: Seat,
+    cards: Sequence[int],
+    *,
+    others: Sequence[Placement] = (),
+    state_cache: CardStates | None = None,
+    models: Mapping[CardKey, CardModel] | None = None,
+) -> list[Verdict]:
+    """`seat` judged on each of `cards` alone, each through its own catalogue view (`views`):
+
+        judge_each(views, snapshot, seat, cards, ...) == [
+            judge(view, snapshot, seat, [index], ...) for view, index in zip(views, cards)
+        ]
+
+    (mode "plan"), with what no card changes worked out once: the seat's gate rule, its start
+    util per CUDA total and its engine flags per util. Explaining a refused seat asks this of
+    every card of a host.
+    """
+    wide = _SeatWide(seat, gate_rule(seat.engine, propose=True))
+    return [
+        _judged(view, snapshot, wide, [index], others, "plan", False, state_cache, models, None)
+        for view, index in zip(views, cards, strict=True)
+    ]
+
+
+@dataclass
+class _SeatWide:
+    """What judging one seat works out that no card changes (shared by `judge_each`'s cards)."""
+
+    seat: Seat
+    rule: GateRule
+    # start_util by (CUDA totals, cuda_context); engine flags by the util chosen.
+    starts: dict[tuple[tuple[int, ...], int], Decimal | None] = field(default_factory=dict)
+    flags: dict[Decimal | None, tuple[str, ...]] = field(default_factory=dict)
+
+    def start_util(self, totals: Sequence[int], ctx: int) -> Decimal | None:
+        key = (tuple(totals), ctx)
+        if key not in self.starts:
+            self.starts[key] = start_util(self.seat, self.rule, totals, ctx)
+        return self.starts[key]
+
+    def engine_flags(self, chosen: Decimal | None) -> tuple[str, ...]:
+        found = self.flags.get(chosen)
+        if found is None:
+            seat, rule = self.seat, self.rule
+            found = self.flags[chosen] = tuple(
+                engine_flags(
+                    seat.engine, chosen, kv_bytes(seat), proposed=rule.source != "declared"
+                )
+            )
+        return found
+
+
+def _judged(
+    catalogue: Catalogue,
+    snapshot: Snapshot,
+    wide: _SeatWide,
+    cards: Sequence[int],
+    others: Sequence[Placement],
+    mode: Mode,
+    need_floor: bool,
+    state_cache: CardStates | None,
+    models: Mapping[CardKey, CardModel] | None,
+    prepared: Mapping[int, CardState] | None,
+) -> Verdict:
+    """`judge`'s body, the seat's overrides put in and its card-independent figures in `wide`."""
+    seat, rule = wide.seat, wide.rule
     host = snapshot.host
     ctx = cuda_context_bytes(catalogue, host)
-    rule = gate_rule(seat.engine, propose=mode == "plan")
     out = _Judgement(
         reasons=host_reasons(seat, host, cards), warnings=list(rule.warnings), need_floor=need_floor
     )
     usable = _usable_cards(snapshot, cards, mode, out)
     # A host without cuda_context is said once per run, by fit.consistency.check_snapshot.
     states = _states(catalogue, snapshot, seat, usable, others, mode, state_cache, models, prepared)
-    chosen = _chosen_util(seat, rule, states, ctx, out)
+    chosen = _chosen_util(seat, rule, states, ctx, out, wide)
     # A proposed util makes the request the resident already: only a declared figure can fall short.
     if rule.source != "proposed" or kv_bytes(seat) is not None:
         warning = profile_resident_warning(seat, chosen, states, ctx)
@@ -511,9 +590,7 @@ def judge(
         out.reasons.extend(unbounded_beside(seat, host, cards, placed))
     gated = requests_util(seat.engine) and rule.gating == "gated"
     if gated:
-        flags = engine_flags(
-            seat.engine, chosen, kv_bytes(seat), proposed=rule.source != "declared"
-        )
+        flags = wide.engine_flags(chosen)
     elif states and not requests_util(seat.engine):
         # DESIGN.md, Engines: the flags that make it take its declared bytes (its pin).
         flags = engine_of(seat.engine).pin_flags(seat, engine_card(states[0]))
