@@ -13,6 +13,7 @@ from seats.errors import BadInputError
 if TYPE_CHECKING:
     from inventory.history import History
     from placement.cli.sources import SourceOptions
+    from placement.fit.week import SeatWindow
 
 
 def history_origin(source: SourceOptions) -> str:
@@ -46,3 +47,17 @@ def open_history(source: SourceOptions) -> Iterator[History]:
 
     with open_ledger(source.ledger, readonly=True) as ledger:
         yield LedgerHistory(ledger.connection)
+
+
+def with_unknowns(history: object, window: SeatWindow) -> SeatWindow:
+    """The window with what its history cannot know said as a warning, never guessed: a history
+    without command lines (Prometheus) cannot see a redeploy with other flags, so no seat is
+    rebased (`--no-rebase` asks for none)."""
+    from dataclasses import replace
+
+    from placement.fit.week.model import WindowWarning
+
+    if getattr(history, "keeps_command_lines", True) or not window.rules.rebase:
+        return window
+    unknown = WindowWarning("command_lines", {"host": window.host.host})
+    return replace(window, warnings=(*window.warnings, unknown))
