@@ -339,12 +339,19 @@ def _states(
     mode: Mode,
     state_cache: CardStates | None,
     models: Mapping[CardKey, CardModel] | None,
+    prepared: Mapping[int, CardState] | None = None,
 ) -> list[CardState]:
     """The state of each usable card as `seat` meets it: the card's model (from `models`, else
-    built) with the other new seats there placed on it; shared through `state_cache` where it may."""
+    built) with the other new seats there placed on it; shared through `state_cache` where it may.
+    `prepared`: states already worked out for this seat beside these others, by card index."""
     host = snapshot.host
     states: list[CardState] = []
     for card in usable:
+        if prepared is not None:
+            ready = prepared.get(card.index)
+            if ready is not None:
+                states.append(ready)
+                continue
         key = (host, card.index, mode)
         shared = state_cache is not None and _anonymous_on(catalogue, seat, card)
         state = state_cache.get(key) if shared and state_cache is not None else None
@@ -464,6 +471,7 @@ def judge(
     state_cache: CardStates | None = None,
     need_floor: bool = False,
     models: Mapping[CardKey, CardModel] | None = None,
+    prepared: Mapping[int, CardState] | None = None,
 ) -> Verdict:
     """Judge `seat` started last on `cards` of `snapshot` (attributed), beside the new `others`.
 
@@ -476,6 +484,8 @@ def judge(
     `need_floor`: the seat's resident is unknown, so its need is a lower bound (said in `room`).
     `models`: the cards' models by (host, index), where the caller has them or simulates on them
     (seats placed or taken off: a move, a deploy); a card missing there is modelled from `snapshot`.
+    `prepared`: the states of some of `cards` as `seat` meets them beside `others`, worked out by
+    the caller (`verify_placement`, a card at a time); the other cards' are worked out here.
     """
     seat = override_seat(seat, util, kv_cache_bytes, resident_bytes)
     host = snapshot.host
@@ -486,7 +496,7 @@ def judge(
     )
     usable = _usable_cards(snapshot, cards, mode, out)
     # A host without cuda_context is said once per run, by fit.consistency.check_snapshot.
-    states = _states(catalogue, snapshot, seat, usable, others, mode, state_cache, models)
+    states = _states(catalogue, snapshot, seat, usable, others, mode, state_cache, models, prepared)
     chosen = _chosen_util(seat, rule, states, ctx, out)
     # A proposed util makes the request the resident already: only a declared figure can fall short.
     if rule.source != "proposed" or kv_bytes(seat) is not None:
@@ -621,6 +631,8 @@ def verify_placement(
     on_host: dict[str, list[Placement]] = defaultdict(list)
     for placement in placements:
         on_host[placement.host].append(placement)
+    # Each card's other new seats are placed on its model once per card, not per judged seat.
+    prepared = _placed_states(catalogue, by_host, on_host, views, mode, models)
     verdicts: list[Verdict] = []
     for placement in placements:
         snapshot = by_host.get(placement.host)
@@ -636,7 +648,11 @@ def verify_placement(
                 )
             )
             continue
-        others = [p for p in on_host[placement.host] if p.seat.name != placement.seat.name]
+        ready = prepared.get(id(placement))
+        if mode == "plan" and ready is not None and len(ready) == len(placement.cards):
+            others: list[Placement] = []  # judge reads them only for the states prepared here
+        else:
+            others = [p for p in on_host[placement.host] if p.seat.name != placement.seat.name]
         verdicts.append(
             judge(
                 _view_for(catalogue, views, card_views, placement),
@@ -647,9 +663,70 @@ def verify_placement(
                 mode=mode,
                 util=placement.util,
                 models=models,
+                prepared=ready,
             )
         )
     return verdicts
+
+
+def _placed_states(
+    catalogue: Catalogue,
+    by_host: Mapping[str, Snapshot],
+    on_host: Mapping[str, Sequence[Placement]],
+    views: Mapping[str, Catalogue],
+    mode: Mode,
+    models: Mapping[CardKey, CardModel] | None,
+) -> dict[int, dict[int, CardState]]:
+    """Per placement (by id), the state of each of its cards beside every other placement there.
+
+    A card at a time: the bytes each new seat on the card takes there (`other_need`, which does
+    not depend on the seat judged) are worked out once, and each judged seat's state is the
+    card's model with the others placed in the order `judge` places them. Only cards with a
+    model in `models` are prepared; `judge` works out the rest itself.
+    """
+    out: dict[int, dict[int, CardState]] = defaultdict(dict)
+    if models is None:
+        return out
+    for host, here in on_host.items():
+        snapshot = by_host.get(host)
+        if snapshot is None or len(here) < 2:
+            continue
+        view = views.get(host, catalogue)
+        cards = {card.index: card for card in snapshot.cards if card.ok}
+        on_card: dict[int, list[Placement]] = defaultdict(list)
+        for placement in here:
+            for index in placement.cards:
+                if index in cards:
+                    on_card[index].append(placement)
+        for index, seated in on_card.items():
+            base = models.get((host, index))
+            if base is not None:
+                for judged, state in _card_states(view, snapshot, cards[index], base, seated, mode):
+                    out[id(judged)][index] = state
+    return out
+
+
+def _card_states(
+    catalogue: Catalogue,
+    snapshot: Snapshot,
+    card: Card,
+    base: CardModel,
+    seated: Sequence[Placement],
+    mode: Mode,
+) -> Iterator[tuple[Placement, CardState]]:
+    """Each of `seated` with its state on `card`: the model with every other of them placed."""
+    needs = [other_need(catalogue, snapshot, p, card, mode, base.free_bytes) for p in seated]
+    for judged in seated:
+        model = base
+        for p, need in zip(seated, needs, strict=True):
+            if p.seat.name != judged.seat.name:
+                model = model.with_seat(
+                    p.seat.name,
+                    need,
+                    resident_bytes=p.seat.resident_bytes,
+                    exclusive=p.seat.exclusive,
+                )
+        yield judged, card_state(judged.seat, card, model)
 
 
 def _view_for(
