@@ -33,7 +33,9 @@ if TYPE_CHECKING:
         CardUsage,
         DecisionRow,
         ForeignUsage,
+        Part,
         ReserveBreaches,
+        SeatKey,
         SeatOf,
         SeatUsage,
         Span,
@@ -214,10 +216,9 @@ class LedgerWindow:
         return card_usage(_LedgerCards(self.connection))
 
     def seat_usage(self, first_s: int, last_s: int, segment_s: int) -> list[SeatUsage]:
-        from inventory.history.figures import seat_rows
-        from inventory.ledger import report_queries as q
+        from inventory.history.figures import seat_usage
 
-        return seat_rows(*q.seat_stats(self.connection, first_s, last_s, segment_s))
+        return seat_usage(_LedgerSeats(self.connection), first_s, last_s, segment_s)
 
     def foreign_usage(self) -> list[ForeignUsage]:
         from inventory.ledger import report_queries as q
@@ -279,6 +280,24 @@ class _LedgerCards:
 
     def unexplained_max(self) -> dict[tuple[str, int], tuple[int | None, int | None]]:
         return dict(self.q.unexplained_max(self.connection))
+
+
+class _LedgerSeats:
+    """The ledger's answers to `figures.seat_usage`'s questions (`figures.SeatSource`), in SQL."""
+
+    def __init__(self, connection: Connection) -> None:
+        from inventory.ledger import report_queries
+
+        self.q = report_queries
+        self.connection = connection
+
+    def seat_counts(self, parts: Sequence[Part]) -> list[dict[SeatKey, tuple[int, int]]]:
+        return self.q.seat_counts(self.connection, parts)
+
+    def seat_at_ranks(
+        self, asks: Sequence[tuple[Part, Mapping[SeatKey, tuple[int, Sequence[int]]]]]
+    ) -> list[dict[SeatKey, tuple[int, ...]]]:
+        return self.q.seat_at_ranks(self.connection, asks)
 
 
 def _s(moment: datetime) -> int:
