@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from inventory.attribution import attribute
 from inventory.history.ledger import LedgerHistory
 from inventory.ledger.rollups import HourRollups
 from inventory.ledger.store import open_ledger
+from inventory.snapshot import Card, Process, Snapshot
 from placement.fit.week import NewSeat, WindowRules, replay
 from placement.fit.week.prune import Pruned, replay_history
 from seats.loader import load_catalogue
@@ -134,24 +135,25 @@ def _compacted_size(ledger: Path, folder: Path) -> int:
 
 def write_fleet(path: Path, hosts: int, cards: int = 8, hours: int = 7 * 24) -> None:
     """A ledger of `hosts` hosts' hourly rollups over `hours` (each card a vLLM server wandering
-    by the hour, card 1 an Ollama load 14:00–15:59 UTC), as `compact` leaves a fleet's week."""
+    by the hour, card 1 an Ollama load 14:00–15:59 UTC), as `compact` leaves a fleet's week: the
+    last hour's raw moment of each host kept (its newest snapshot), the hours before as rollups."""
     start_s = int(weekfile.START.timestamp())
     total = weekfile.TOTAL - weekfile.RESERVED
+    last_s = start_s + (hours - 1) * 3600
     with open_ledger(path) as ledger:
         for first in range(0, hosts, 64):
             rollups = HourRollups.empty()
             for h in range(first, min(hosts, first + 64)):
                 host = f"fleet-{h:04d}"
-                for hour in range(hours):
+                for hour in range(hours - 1):
                     hour_s = start_s + hour * 3600
-                    load = 20 * GIB if hour % 24 in (14, 15) else 0
+                    load = 20 * GIB if hour_s // 3600 % 24 in (14, 15) else 0
                     for card in range(cards):
-                        serve = 40 * GIB + ((hour * 7 + card * 13 + h) % 97) * MIB
+                        serve = _serve(hour, card, h)
                         used = serve + 500 * MIB + (load if card == 1 else 0)
                         at = hour_s + (hour + card) % 60 * 60
                         rollups.cards[(host, hour_s, card)] = [60, 0, total - used, at, used]
-                        line = f"python3 -m vllm.entrypoints.openai.api_server --port {8000 + card}"
-                        rollups.commands[(host, hour_s, card, f"seat-{card}", line)] = [
+                        rollups.commands[(host, hour_s, card, _seat(h, card), _line(card))] = [
                             60, serve - 3 * MIB, hour_s, serve, at,
                         ]  # fmt: skip
                         if card == 1 and load:
@@ -161,7 +163,69 @@ def write_fleet(path: Path, hosts: int, cards: int = 8, hours: int = 7 * 24) -> 
             cursor = ledger.connection.cursor()
             cursor.execute("BEGIN")
             rollups.write(cursor)
+            cursor.execute(
+                "INSERT INTO raw_kept(host, since_s) VALUES " + ", ".join(
+                    f"('fleet-{h:04d}', {last_s})" for h in range(first, min(hosts, first + 64))
+                )
+            )  # fmt: skip
             cursor.execute("COMMIT")
+        at = weekfile.START + timedelta(hours=hours - 1, minutes=59)
+        ledger.append_many(_newest(f"fleet-{h:04d}", h, at, cards, hours - 1) for h in range(hosts))
+
+
+def _serve(hour: int, card: int, h: int) -> int:
+    return 40 * GIB + ((hour * 7 + card * 13 + h) % 97) * MIB
+
+
+def _seat(h: int, card: int) -> str:
+    return f"s{h:04d}-{card}"
+
+
+def _line(card: int) -> str:
+    return f"python3 -m vllm.entrypoints.openai.api_server --port {8000 + card}"
+
+
+def _newest(host: str, h: int, at: datetime, cards: int, hour: int) -> Snapshot:
+    """The host's newest snapshot, at the last minute of the week."""
+    built = []
+    for card in range(cards):
+        serve = _serve(hour, card, h)
+        used = serve + 500 * MIB
+        built.append(
+            Card(
+                index=card,
+                uuid=f"GPU-{host}-{card}",
+                name="NVIDIA H200",
+                total_bytes=weekfile.TOTAL,
+                reserved_bytes=weekfile.RESERVED,
+                used_bytes=used,
+                free_bytes=weekfile.TOTAL - weekfile.RESERVED - used,
+                processes=(
+                    Process(
+                        pid=4000 + card, used_bytes=serve, cmdline=_line(card), seat=_seat(h, card)
+                    ),
+                ),
+            )
+        )
+    return Snapshot(host=host, taken_at=at, driver="580.95.05", cards=tuple(built))
+
+
+def fleet_catalogue(hosts: int, cards: int = 8) -> str:
+    """The fleet's catalogue: each card's vLLM server a running seat."""
+    lines = ["hosts:"]
+    lines += [
+        f"  fleet-{h:04d}: {{cards: {cards}, card_total: {weekfile.TOTAL}, cuda_context: 1276 MiB, "
+        "margin: 256 MiB}"
+        for h in range(hosts)
+    ]
+    lines.append("seats:")
+    lines += [
+        f"  - {{name: {_seat(h, c)}, host: fleet-{h:04d}, gpus: [{c}], resident: 41 GiB, "
+        f"state: running, match: 'vllm.*--port[ =]{8000 + c}'}}"
+        for h in range(hosts)
+        for c in range(cards)
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def fleet_rooms(path: Path, hosts: int) -> dict[tuple[str, int], tuple[int, int]]:
