@@ -30,10 +30,13 @@ from inventory.ledger.moments import Connection
 if TYPE_CHECKING:
     from inventory.history.figures import (
         CardBuckets,
+        CardPart,
         CardUsage,
         DecisionRow,
         ForeignUsage,
+        Part,
         ReserveBreaches,
+        SeatKey,
         SeatOf,
         SeatUsage,
         Span,
@@ -223,15 +226,14 @@ class LedgerWindow:
         return self._span
 
     def card_usage(self) -> list[CardUsage]:
-        from inventory.ledger import report_queries as q
+        from inventory.history.figures import card_usage
 
-        return q.card_usage(self.connection)
+        return card_usage(_LedgerCards(self.connection))
 
     def seat_usage(self, first_s: int, last_s: int, segment_s: int) -> list[SeatUsage]:
-        from inventory.history.figures import seat_rows
-        from inventory.ledger import report_queries as q
+        from inventory.history.figures import seat_usage
 
-        return seat_rows(*q.seat_stats(self.connection, first_s, last_s, segment_s))
+        return seat_usage(_LedgerSeats(self.connection), first_s, last_s, segment_s)
 
     def foreign_usage(self) -> list[ForeignUsage]:
         from inventory.ledger import report_queries as q
@@ -264,6 +266,53 @@ class LedgerWindow:
         from inventory.ledger import report_queries as q
 
         return q.last_sighting(self.connection, host, seat, before_s, after_s)
+
+
+class _LedgerCards:
+    """The ledger's answers to `figures.card_usage`'s questions (`figures.CardSource`), in SQL."""
+
+    def __init__(self, connection: Connection) -> None:
+        from inventory.ledger import report_queries
+
+        self.q = report_queries
+        self.connection = connection
+
+    def card_parts(self) -> list[CardPart]:
+        return self.q.card_parts(self.connection)
+
+    def first_lowest_free(
+        self, wanted: Mapping[tuple[str, int], tuple[int, int, int]]
+    ) -> dict[tuple[str, int], int]:
+        return self.q.first_lowest_free(self.connection, wanted)
+
+    def used_at_ranks(
+        self, wanted: Mapping[tuple[str, int], tuple[int, Sequence[int]]]
+    ) -> dict[tuple[str, int], tuple[int, ...]]:
+        return self.q.used_at_ranks(self.connection, wanted)
+
+    def nvml_v1_cards(self) -> set[tuple[str, int]]:
+        return self.q.nvml_v1_cards(self.connection)
+
+    def unexplained_max(self) -> dict[tuple[str, int], tuple[int | None, int | None]]:
+        return dict(self.q.unexplained_max(self.connection))
+
+
+class _LedgerSeats:
+    """The ledger's answers to `figures.seat_usage`'s questions (`figures.SeatSource`), in SQL."""
+
+    def __init__(self, connection: Connection) -> None:
+        from inventory.ledger import report_queries
+
+        self.q = report_queries
+        self.connection = connection
+
+    def seat_counts(self, parts: Sequence[Part]) -> list[dict[SeatKey, tuple[int, int]]]:
+        return self.q.seat_counts(self.connection, parts)
+
+    def seat_at_ranks(
+        self, asks: Sequence[tuple[Part, Mapping[SeatKey, tuple[int, Sequence[int]]]]]
+    ) -> list[dict[SeatKey, tuple[int, ...]]]:
+        return self.q.seat_at_ranks(self.connection, asks)
 
 
 def _s(moment: datetime) -> int:
