@@ -61,9 +61,9 @@ def host_rooms(
 ) -> list[HostRooms | HourlyWindow]:
     """Each host's cards over the window that ends at its snapshot, read from the ledger's
     rollups first (raw moments only for the hours they cannot decide)."""
-    from placement.cli.window_history import ledger_history
+    from placement.cli.window_history import window_history
 
-    with ledger_history(args.ledger) as history:
+    with window_history(args) as history:
         return rooms_of(catalogue, history, snapshots, options_of(args))
 
 

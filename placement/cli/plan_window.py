@@ -30,7 +30,7 @@ def validate_plan_window(args: argparse.Namespace) -> None:
 @contextmanager
 def window_plan(args: argparse.Namespace) -> Iterator[WindowPlan]:
     """The window's settings and the ledger's history (rollups first), open while planning."""
-    from placement.cli.window_history import ledger_history
+    from placement.cli.window_history import window_history
     from placement.plan.window import WindowPlan, WindowSettings
 
     options = options_of(args)
@@ -43,7 +43,7 @@ def window_plan(args: argparse.Namespace) -> Iterator[WindowPlan]:
         restart_safe=options.restart_safe,
         rebase=options.rebase,
     )
-    with ledger_history(args.ledger) as history:
+    with window_history(args) as history:
         yield WindowPlan(settings, history)
 
 

@@ -1,9 +1,11 @@
-"""The history `plan --window` and `ledger --window` replay: the ledger's, opened read-only for
-the command, each hour of raw moments read once however many replays ask for it.
+"""The history `plan --window` and `ledger --window` replay: the one `--window` commands open
+(`history_source.open_history`: the ledger's, or Prometheus's), each hour of raw moments read once
+however many replays ask for it.
 """
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -11,10 +13,11 @@ from inventory.history.remembered import RememberedHistory
 
 
 @contextmanager
-def ledger_history(ledger_path: str) -> Iterator[RememberedHistory]:
-    """The ledger at `ledger_path` as a history (rollups first), open while the block runs."""
-    from inventory.history.ledger import LedgerHistory
-    from inventory.ledger.store import open_ledger
+def window_history(args: argparse.Namespace) -> Iterator[RememberedHistory]:
+    """The history the command's sources name (rollups first where it keeps them), open while
+    the block runs."""
+    from placement.cli.history_source import open_history
+    from placement.cli.sources import source_options
 
-    with open_ledger(ledger_path, readonly=True) as ledger:
-        yield RememberedHistory(LedgerHistory(ledger.connection))
+    with open_history(source_options(args)) as history:
+        yield RememberedHistory(history)
