@@ -20,9 +20,8 @@ from seats.model import Catalogue, Seat, match_pattern
 
 def host_seats(catalogue: Catalogue, host: str) -> list[Seat]:
     """Seats of `catalogue` that may run on `host`: those naming it and those naming no host."""
-    return [
-        seat for seat in catalogue.seats if seat.host in (host, None) and seat.state != "retired"
-    ]
+    both = sorted((*catalogue.on_host(host), *catalogue.on_host(None)), key=lambda p: p[0])
+    return [seat for _, seat in both if seat.state != "retired"]
 
 
 def match_seat(cmdline: str | None, seats: Iterable[Seat]) -> str | None:

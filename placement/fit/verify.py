@@ -695,11 +695,15 @@ def verify_placement(
     views: Mapping[str, Catalogue] | None = None,
     card_views: Mapping[tuple[str, int], Catalogue] | None = None,
     models: Mapping[CardKey, CardModel] | None = None,
+    placed_models: dict[CardKey, CardModel] | None = None,
 ) -> list[Verdict]:
     """Re-judge every placement as if it started last beside all the others; one verdict each.
 
     `views`, `card_views`: `host_catalogues(catalogue)` and `card_catalogues(catalogue)`
     when the caller already has them; `models`: the cards' models (see `judge`).
+    `placed_models`: filled (where `models` has the card) with each card that takes a placement,
+    modelled with every placement there placed as `judge` places them for a seat that is none
+    of them (explaining a refused seat beside these placements reads them).
     """
     by_host = {snapshot.host: snapshot for snapshot in snapshots}
     if views is None:
@@ -709,7 +713,7 @@ def verify_placement(
     for placement in placements:
         on_host[placement.host].append(placement)
     # Each card's other new seats are placed on its model once per card, not per judged seat.
-    prepared = _placed_states(catalogue, by_host, on_host, views, mode, models)
+    prepared = _placed_states(catalogue, by_host, on_host, views, mode, models, placed_models)
     verdicts: list[Verdict] = []
     for placement in placements:
         snapshot = by_host.get(placement.host)
@@ -753,6 +757,7 @@ def _placed_states(
     views: Mapping[str, Catalogue],
     mode: Mode,
     models: Mapping[CardKey, CardModel] | None,
+    placed_models: dict[CardKey, CardModel] | None = None,
 ) -> dict[int, dict[int, CardState]]:
     """Per placement (by id), the state of each of its cards beside every other placement there.
 
@@ -766,21 +771,30 @@ def _placed_states(
         return out
     for host, here in on_host.items():
         snapshot = by_host.get(host)
-        if snapshot is None or len(here) < 2:
+        if snapshot is None:
             continue
         view = views.get(host, catalogue)
         cards = {card.index: card for card in snapshot.cards if card.ok}
-        on_card: dict[int, list[Placement]] = defaultdict(list)
-        for placement in here:
-            for index in placement.cards:
-                if index in cards:
-                    on_card[index].append(placement)
-        for index, seated in on_card.items():
+        for index, seated in _by_card(here, cards).items():
             base = models.get((host, index))
-            if base is not None:
-                for judged, state in _card_states(view, snapshot, cards[index], base, seated, mode):
-                    out[id(judged)][index] = state
+            if base is None:
+                continue
+            states, whole = _card_states(view, snapshot, cards[index], base, seated, mode)
+            for judged, state in states:
+                out[id(judged)][index] = state
+            if placed_models is not None:
+                placed_models[(host, index)] = whole
     return out
+
+
+def _by_card(placements: Sequence[Placement], cards: Collection[int]) -> dict[int, list[Placement]]:
+    """The placements on each of `cards`, in their order."""
+    on_card: dict[int, list[Placement]] = defaultdict(list)
+    for placement in placements:
+        for index in placement.cards:
+            if index in cards:
+                on_card[index].append(placement)
+    return on_card
 
 
 def _card_states(
@@ -790,20 +804,27 @@ def _card_states(
     base: CardModel,
     seated: Sequence[Placement],
     mode: Mode,
-) -> Iterator[tuple[Placement, CardState]]:
-    """Each of `seated` with its state on `card`: the model with every other of them placed."""
+) -> tuple[list[tuple[Placement, CardState]], CardModel]:
+    """Each of `seated` with its state on `card` (the model with every other of them placed),
+    and the model with all of them placed."""
     needs = [other_need(catalogue, snapshot, p, card, mode, base.free_bytes) for p in seated]
-    for judged in seated:
+
+    def placed(judged: str | None) -> CardModel:
         model = base
         for p, need in zip(seated, needs, strict=True):
-            if p.seat.name != judged.seat.name:
+            if p.seat.name != judged:
                 model = model.with_seat(
                     p.seat.name,
                     need,
                     resident_bytes=p.seat.resident_bytes,
                     exclusive=p.seat.exclusive,
                 )
-        yield judged, card_state(judged.seat, card, model)
+        return model
+
+    states = [
+        (judged, card_state(judged.seat, card, placed(judged.seat.name))) for judged in seated
+    ]
+    return states, placed(None)
 
 
 def _view_for(

@@ -8,13 +8,13 @@ one index whose states match judge the seat alike, so each such group is judged 
 
 from __future__ import annotations
 
-import copy
 import re
 from collections import defaultdict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 
+from placement.fit.card import CardKey, CardModel
 from placement.fit.state import CardState
 from placement.fit.verdict import Reason, Verdict, facts, host_reason
 from placement.fit.verify import CardStates, Placement, judge, judge_each
@@ -67,14 +67,25 @@ class ExplainClasses:
 
     named: frozenset[str]
     verdicts: dict[str, Verdict] = field(default_factory=dict)
-    # Per class, the positions of its reasons that name the stand-in (the rest are shared).
+    # Per class, the positions of its reasons that name the stand-in (the rest are shared),
+    # and of its nearest changes.
     naming: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    naming_texts: dict[str, tuple[int, ...]] = field(default_factory=dict)
     # Each card state's key (`_CardGroups`), worked out once for every class.
     state_keys: dict[int, Hashable] = field(default_factory=dict)
+    # Every card's model with all the placements there placed, where the verifier has them
+    # (`verified_verdicts`): a stand-in meets each card as that model says.
+    placed_models: Mapping[CardKey, CardModel] | None = None
 
     @classmethod
-    def of(cls, problem: Problem) -> ExplainClasses:
-        """The names the fleet refers to (those seats are never pooled)."""
+    def of(
+        cls, problem: Problem, placed_models: Mapping[CardKey, CardModel] | None = None
+    ) -> ExplainClasses:
+        """The names the fleet refers to (those seats are never pooled).
+
+        `placed_models`: the verifier's models of the cards that take the placements explained
+        beside (`verified_verdicts`), so that each card's placements are not placed again.
+        """
         named = {seat.name for seat in problem.catalogue.seats}
         named.update(name for reserve in problem.catalogue.reserves for name in reserve.for_)
         named.update(
@@ -84,7 +95,8 @@ class ExplainClasses:
             for process in card.processes
             if process.seat is not None
         )
-        return cls(frozenset(named))
+        models = {**problem.models, **placed_models} if placed_models is not None else None
+        return cls(frozenset(named), placed_models=models)
 
     def key(self, seat: Seat) -> str | None:
         """The seat's class: everything the verifier reads of it but its name; None when named."""
@@ -117,12 +129,21 @@ def explain_refusal(
         if shared is None:
             stand_in = seat.model_copy(update={"name": _STAND_IN})
             shared = classes.verdicts[key] = _explain(
-                problem, stand_in, placements, state_cache, keys=classes.state_keys
+                problem,
+                stand_in,
+                placements,
+                state_cache,
+                keys=classes.state_keys,
+                placed_models=classes.placed_models,
             )
+            said = _SaidCache()
             classes.naming[key] = tuple(
-                i for i, r in enumerate(shared.reasons) if _STAND_IN in _said(r)
+                i for i, r in enumerate(shared.reasons) if _STAND_IN in said(r)
             )
-        alone = _renamed(shared, seat.name, classes.naming[key])
+            classes.naming_texts[key] = tuple(
+                i for i, text in enumerate(shared.nearest) if _STAND_IN in text
+            )
+        alone = _renamed(shared, seat.name, classes.naming[key], classes.naming_texts[key])
     if failed is None:
         return alone
     return replace(
@@ -134,9 +155,12 @@ def explain_refusal(
     )
 
 
-def _renamed(verdict: Verdict, name: str, naming: Sequence[int]) -> Verdict:
+def _renamed(
+    verdict: Verdict, name: str, naming: Sequence[int], naming_texts: Sequence[int]
+) -> Verdict:
     """A class's explanation with the stand-in name replaced by the seat's own (`naming`: the
-    positions of the reasons that hold it; the others are the class's own objects)."""
+    positions of the reasons that hold it; the others are the class's own objects;
+    `naming_texts`: the same of its nearest changes)."""
 
     def put(text: str) -> str:
         return text.replace(_STAND_IN, name)
@@ -144,12 +168,15 @@ def _renamed(verdict: Verdict, name: str, naming: Sequence[int]) -> Verdict:
     reasons = list(verdict.reasons)
     for i in naming:
         reasons[i] = reasons[i].renamed(_STAND_IN, name)
+    nearest = list(verdict.nearest)
+    for i in naming_texts:
+        nearest[i] = put(nearest[i])
     return replace(
         verdict,
         seat=name,
         reasons=tuple(reasons),
         warnings=tuple(map(put, verdict.warnings)),
-        nearest=tuple(map(put, verdict.nearest)),
+        nearest=tuple(nearest),
     )
 
 
@@ -160,14 +187,18 @@ def _explain(
     state_cache: CardStates | None,
     *,
     keys: dict[int, Hashable] | None = None,
+    placed_models: Mapping[CardKey, CardModel] | None = None,
 ) -> Verdict:
     """The explanation of one seat on every card of every host it may use.
 
     `keys` (a class's stand-in, which nothing on the fleet names): its cards' states are those
-    of `state_cache`, and cards of one state are judged once (`_CardGroups`).
+    of `state_cache`, and cards of one state are judged once (`_CardGroups`); `placed_models`:
+    every card with the placements placed (ExplainClasses), where the stand-in's states are read.
     """
     out = _Explanation(reasons=[], nearest=[], warnings=[], need=seat.resident_bytes)
-    groups = _CardGroups(keys) if keys is not None and state_cache is not None else None
+    groups = (
+        _CardGroups(keys, placed_models) if keys is not None and state_cache is not None else None
+    )
     hosts = [s.host for s in problem.snapshots if seat.host in (None, s.host)]
     if seat.host is not None and seat.host not in hosts:
         out.reasons.append(host_reason(host=seat.host, said="unseen_host", seat=seat.name))
@@ -263,14 +294,16 @@ def _judged_cards(
             if shared is not None:
                 found[index] = shared
     judging = [index for index in cards if index not in found]
+    placed = groups.placed_models if groups is not None else None
     judged = judge_each(
         [problem.card_catalogue(host, index) for index in judging],
         problem.snapshot(host),
         seat,
         judging,
-        others=here,
+        # The verifier's models have the placements placed already.
+        others=here if placed is None else (),
         state_cache=state_cache,
-        models=problem.models,
+        models=problem.models if placed is None else placed,
     )
     for index, verdict in zip(judging, judged, strict=True):
         found[index] = _Card.of(verdict)
@@ -315,7 +348,10 @@ class _CardGroups:
     `keys`: each state's key, by state, shared by every class explained beside one placement.
     """
 
-    def __init__(self, keys: dict[int, Hashable]) -> None:
+    def __init__(
+        self, keys: dict[int, Hashable], placed_models: Mapping[CardKey, CardModel] | None = None
+    ) -> None:
+        self.placed_models = placed_models
         self._judged: dict[tuple[Hashable, int], Verdict | None] = {}  # by (key, index)
         self._moved: dict[Hashable, Verdict] = {}  # by key: one that may move to another index
         self._keys = keys
@@ -368,6 +404,7 @@ class _CardGroups:
 _CARD_WORDS = re.compile(r"\bcard(\(s\))? (\d+)\b")
 
 
+@lru_cache(maxsize=65536)
 def _renumbered(text: str, index: int) -> str:
     """A text of one card's judgement said of card `index`."""
     return _CARD_WORDS.sub(lambda m: f"card{m.group(1) or ''} {index}", text)
@@ -392,10 +429,12 @@ def _moved(reason: Reason, host: str, index: int) -> Reason:
     new_host = host if reason.host is not None else None
     if (card is None or card == index) and new_host == reason.host:
         return reason
-    twin = copy.copy(reason)
+    twin = object.__new__(Reason)
+    fields = twin.__dict__
+    fields.update(reason.__dict__)
     if card is not None:
-        object.__setattr__(twin, "card", index)
-    object.__setattr__(twin, "host", new_host)
+        fields["card"] = index
+    fields["host"] = new_host
     return twin
 
 
@@ -413,6 +452,22 @@ def _state_key(state: CardState) -> Hashable:
 @lru_cache(maxsize=1)
 def _state_fields() -> tuple[str, ...]:
     return tuple(f.name for f in fields(CardState) if f.name not in ("card", "occupants"))
+
+
+class _SaidCache:
+    """`_said` of many reasons, each words-and-facts worked out once: a reason moved to another
+    card or host (`_moved`) shares its text, facts and `within` with the one it copies."""
+
+    def __init__(self) -> None:
+        self._said: dict[tuple[int, int, int], tuple[Reason, str]] = {}
+
+    def __call__(self, reason: Reason) -> str:
+        key = (id(reason.text), id(reason.facts), id(reason.within))
+        found = self._said.get(key)
+        if found is None:
+            # The reason is kept beside its words, so the ids in the key stay its own.
+            found = self._said[key] = (reason, _said(reason))
+        return found[1]
 
 
 def _said(reason: Reason) -> str:
