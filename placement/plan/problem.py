@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cached_property
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -402,6 +403,8 @@ def _built(
 
 
 PairEntry = tuple[int, int | None]  # (need, gate bound or None)
+# What a card's size class and its least offset read of it, in one call per card.
+_SIZE_FIGURES = attrgetter("ok", "cuda_total", "cuda_context_bytes", "margin_bytes", "absent_bytes")
 
 
 @dataclass(frozen=True)
@@ -572,12 +575,16 @@ class PairTable(Mapping[PairKey, int]):
     def _size_classes(self) -> dict[tuple[int, int], tuple[CardModel, int]]:
         """Per (CUDA total, context): one card of that size, and the least context − margin − absent."""
         out: dict[tuple[int, int], tuple[CardModel, int]] = {}
-        for slot in self._slots.values():
-            if not slot.ok:
+        slots = list(self._slots.values())
+        for slot, (ok, total, context, margin, absent) in zip(
+            slots, map(_SIZE_FIGURES, slots), strict=True
+        ):
+            if not ok:
                 continue
-            key = (slot.cuda_total, slot.cuda_context_bytes)
-            offset = slot.cuda_context_bytes - slot.margin_bytes - slot.absent_bytes
-            if key not in out or offset < out[key][1]:
+            key = (total, context)
+            offset = context - margin - absent
+            found = out.get(key)
+            if found is None or offset < found[1]:
                 out[key] = (slot, offset)
         return out
 
