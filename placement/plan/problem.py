@@ -93,6 +93,8 @@ class Problem:
     @cached_property
     def models(self) -> dict[CardKey, CardModel]:
         """Every card's model by (host, index): what the verifier judges on."""
+        if isinstance(self.need, PairTable) and self.need.hosts is self.hosts:
+            return self.need.slots  # the same cards, indexed once already
         return {slot.key: slot for slot in self.cards}
 
     def seat(self, name: str) -> NewSeat:
@@ -482,6 +484,16 @@ class PairTable(Mapping[PairKey, int]):
         """gate_bound[(seat, host, card)] read off this table (the table keeps no reference
         back: no cycle, so a plan's models are freed as soon as it is done with them)."""
         return _GateBounds(self)
+
+    @property
+    def hosts(self) -> dict[str, tuple[CardModel, ...]]:
+        """The cards the table was built over, by host."""
+        return self._hosts
+
+    @property
+    def slots(self) -> dict[CardKey, CardModel]:
+        """Those cards by (host, index)."""
+        return self._slots
 
     def entry(self, name: str, host: str, index: int) -> PairEntry | None:
         """(need, gate bound) when `name` could go on card `index` of `host` alone, else None."""
