@@ -69,7 +69,7 @@ def add_window_arguments(parser: argparse.ArgumentParser) -> None:
         type=_window,
         metavar="D",
         help="judge against every stored moment of the last D (36h, 7d; at most 31d) of the "
-        "ledger, not only its newest snapshot",
+        "history (--ledger, or for check --prometheus), not only its newest snapshot",
     )
     parser.add_argument(
         "--percentile",
