@@ -21,7 +21,6 @@ from inventory.ledger.report_queries import (
     SeatOf,
     SeatUsage,
     Span,
-    nearest_rank,
 )
 
 __all__ = [
@@ -43,6 +42,7 @@ __all__ = [
     "nearest_rank",
     "ranked_holders",
     "seat_rows",
+    "seat_usage",
 ]
 
 
@@ -199,6 +199,54 @@ def card_usage(source: CardSource) -> list[CardUsage]:
             )
         )
     return rows
+
+
+def nearest_rank(p: int, n: int) -> int:
+    """The rank (1-based) of the p-th percentile of n ascending samples, nearest-rank:
+    ceil(p·n/100), in integer arithmetic. Both sources select the sample at this rank."""
+    return (p * n + 99) // 100
+
+
+SeatKey = tuple[str, int, str]
+# A part of the window, [start, end) in unix seconds; None: the whole window.
+Part = tuple[int, int] | None
+
+
+class SeatSource(Protocol):
+    """What `seat_usage` asks a source of the seats' bytes on each card (a seat's processes on a
+    card summed at each moment); each answers natively. None of these is an aggregate."""
+
+    def seat_counts(self, parts: Sequence[Part]) -> list[dict[SeatKey, tuple[int, int]]]:
+        """Per part: each (host, card, seat) seen there → (its samples, its most bytes)."""
+        ...
+
+    def seat_at_ranks(
+        self, asks: Sequence[tuple[Part, Mapping[SeatKey, tuple[int, Sequence[int]]]]]
+    ) -> list[dict[SeatKey, tuple[int, ...]]]:
+        """Per (part, wanted: key → its samples there, ranks): its bytes at each rank,
+        ascending from 1: a sample it stored, never an interpolation."""
+        ...
+
+
+def seat_usage(source: SeatSource, first_s: int, last_s: int, segment_s: int) -> list[SeatUsage]:
+    """Every (host, card, seat)'s row of the window: samples, p50, p95 (the samples at the nearest
+    ranks ceil(p·N/100)) and most bytes, and the medians of its first part [first_s, first_s +
+    segment_s) and last part (last_s − segment_s, last_s]: the one reduction of the report's seat
+    figures, whichever source answers."""
+    parts: list[Part] = [None, (first_s, first_s + segment_s), (last_s - segment_s + 1, last_s + 1)]
+    counts = source.seat_counts(parts)
+    asks = [
+        (part, {k: (n, tuple(nearest_rank(p, n) for p in wanted)) for k, (n, _) in found.items()})
+        for part, found, wanted in zip(parts, counts, ((50, 95), (50,), (50,)), strict=True)
+    ]
+    whole, firsts, lasts = source.seat_at_ranks(asks)
+    stats: dict[SeatKey, tuple[int, int, int, int]] = {}
+    for key, (n, top) in counts[0].items():
+        if len(found := whole.get(key, ())) == 2:
+            stats[key] = (n, found[0], found[1], top)
+    return seat_rows(
+        stats, {k: v[0] for k, v in firsts.items()}, {k: v[0] for k, v in lasts.items()}
+    )
 
 
 # --- what both sources reduce alike ------------------------------------------------------------

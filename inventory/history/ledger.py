@@ -22,6 +22,7 @@ from inventory.history.model import (
     Rollups,
 )
 from inventory.history.rollup import HOUR_S, hourly
+from inventory.ledger import fleet_rooms as fleet
 from inventory.ledger import moments as raw
 from inventory.ledger import rollups as stored
 from inventory.ledger.moments import Connection
@@ -33,7 +34,9 @@ if TYPE_CHECKING:
         CardUsage,
         DecisionRow,
         ForeignUsage,
+        Part,
         ReserveBreaches,
+        SeatKey,
         SeatOf,
         SeatUsage,
         Span,
@@ -152,6 +155,20 @@ class LedgerHistory:
         the trend's daily minima where its seats count as observed."""
         return stored.daily_least(self.connection, _s(start), _s(end))
 
+    def daily_rooms(
+        self, windows: Mapping[str, tuple[datetime, datetime]]
+    ) -> list[fleet.DailyRoom]:
+        """For every host of `windows` (host → (start, end)) at once: its cards' stored hours
+        starting in [start, end), by 24 h bucket ending at its end (least free and when, hours
+        and samples seen): a fleet's window judged on its hourly rollups, in one query."""
+        return fleet.daily_rooms(
+            self.connection, [(host, _s(a), _s(b)) for host, (a, b) in sorted(windows.items())]
+        )
+
+    def raw_kept(self) -> dict[str, datetime]:
+        """host → from when its raw moments are kept, for every host `compact` thinned."""
+        return {host: _utc(s) for host, s in fleet.raw_kept(self.connection).items()}
+
     def raw_since(self, host: str) -> datetime | None:
         """From when `host`'s raw moments are kept: a window starting before it was judged on
         hourly rollups there (`gpuplan compact`); None when none was ever removed."""
@@ -214,10 +231,9 @@ class LedgerWindow:
         return card_usage(_LedgerCards(self.connection))
 
     def seat_usage(self, first_s: int, last_s: int, segment_s: int) -> list[SeatUsage]:
-        from inventory.history.figures import seat_rows
-        from inventory.ledger import report_queries as q
+        from inventory.history.figures import seat_usage
 
-        return seat_rows(*q.seat_stats(self.connection, first_s, last_s, segment_s))
+        return seat_usage(_LedgerSeats(self.connection), first_s, last_s, segment_s)
 
     def foreign_usage(self) -> list[ForeignUsage]:
         from inventory.ledger import report_queries as q
@@ -279,6 +295,24 @@ class _LedgerCards:
 
     def unexplained_max(self) -> dict[tuple[str, int], tuple[int | None, int | None]]:
         return dict(self.q.unexplained_max(self.connection))
+
+
+class _LedgerSeats:
+    """The ledger's answers to `figures.seat_usage`'s questions (`figures.SeatSource`), in SQL."""
+
+    def __init__(self, connection: Connection) -> None:
+        from inventory.ledger import report_queries
+
+        self.q = report_queries
+        self.connection = connection
+
+    def seat_counts(self, parts: Sequence[Part]) -> list[dict[SeatKey, tuple[int, int]]]:
+        return self.q.seat_counts(self.connection, parts)
+
+    def seat_at_ranks(
+        self, asks: Sequence[tuple[Part, Mapping[SeatKey, tuple[int, Sequence[int]]]]]
+    ) -> list[dict[SeatKey, tuple[int, ...]]]:
+        return self.q.seat_at_ranks(self.connection, asks)
 
 
 def _s(moment: datetime) -> int:

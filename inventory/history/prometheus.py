@@ -21,7 +21,7 @@ from inventory.history.figures import (
     Span,
     breaches_of,
     card_usage,
-    seat_rows,
+    seat_usage,
 )
 from inventory.history.model import (
     CardHour,
@@ -234,8 +234,8 @@ class PrometheusHistory:
         answers = load_window(
             self.client, hosts, start_s, end_s, step_s=self.step_s, chart_step_s=chart_step_s,
             segment_s=segment_s, reserves=reserves, running_seats=running_seats,
-            lookback_s=lookback_s, card_figures=card_usage, host_label=self.host_label,
-            on_spans=on_spans,
+            lookback_s=lookback_s, card_figures=card_usage, seat_figures=seat_usage,
+            host_label=self.host_label, on_spans=on_spans,
         )  # fmt: skip
         return PrometheusWindow(answers)
 
@@ -269,8 +269,7 @@ class PrometheusWindow:
         return self.answers.cards
 
     def seat_usage(self, first_s: int, last_s: int, segment_s: int) -> list[SeatUsage]:
-        found = self.answers
-        return seat_rows(found.seats_all, found.seats_first, found.seats_last)
+        return self.answers.seats
 
     def foreign_usage(self) -> list[ForeignUsage]:
         return self.answers.foreign

@@ -334,52 +334,6 @@ def _keys(conn: Connection) -> dict[int, tuple[str, int, str]]:
     }
 
 
-def nearest_rank(p: int, n: int) -> int:
-    """The rank (1-based) of the p-th percentile of n ascending samples, nearest-rank:
-    ceil(p·n/100), in integer arithmetic. Both history sources select the sample at this rank."""
-    return (p * n + 99) // 100
-
-
-def percentiles(
-    conn: Connection,
-    table: str,
-    keys: Sequence[str],
-    value: str,
-    where: str = "",
-    params: Sequence[Any] = (),
-    counts: Sequence[tuple[Any, ...]] | None = None,
-) -> dict[tuple[Any, ...], tuple[int, int, int, int]]:
-    """key → (samples, p50, p95, max) of `value` in `table`, nearest-rank, in SQL.
-
-    The p-th percentile of N ascending samples is the sample at rank ceil(p·N/100), in integer
-    arithmetic (p·N + 99) // 100. One grouped count, then per key and percentile one
-    `ORDER BY value LIMIT 1 OFFSET rank − 1` walked along an index on (keys…, value): no row
-    ever reaches Python. `counts`, rows of (keys…, N, max), saves the grouped count to a
-    caller whose own pass over the table counted them.
-    """
-    k = ", ".join(keys)
-    extra = f" AND ({where})" if where else ""
-    if counts is None:
-        counts = conn.execute(
-            f"SELECT {k}, COUNT(*), MAX({value}) FROM {table} WHERE {value} IS NOT NULL{extra} "
-            f"GROUP BY {k}",
-            tuple(params),
-        ).fetchall()
-    match = " AND ".join(f"{key} = ?" for key in keys)
-    pick = f"SELECT {value} FROM {table} WHERE {match} AND {value} IS NOT NULL{extra} ORDER BY {value} LIMIT 1 OFFSET ?"
-    width = len(keys)
-    out: dict[tuple[Any, ...], tuple[int, int, int, int]] = {}
-    for row in counts:
-        key = tuple(row[:width])
-        n, top = int(row[width]), int(row[width + 1])
-        ranks = [nearest_rank(p, n) for p in (50, 95)]
-        values = [
-            int(conn.execute(pick, (*key, *params, rank - 1)).fetchone()[0]) for rank in ranks
-        ]
-        out[key] = (n, values[0], values[1], top)
-    return out
-
-
 # --- cards: the bounds and the narrow questions `inventory.history.figures.card_usage` asks ---
 
 
@@ -472,28 +426,62 @@ def unexplained_max(conn: Connection) -> dict[tuple[str, int], tuple[int, int]]:
 SeatKey = tuple[str, int, str]
 
 
-def seat_stats(
-    conn: Connection, first_s: int, last_s: int, segment_s: int
-) -> tuple[dict[SeatKey, tuple[int, int, int, int]], dict[SeatKey, int], dict[SeatKey, int]]:
-    """Per (host, card, seat) of the window: (samples, p50, p95, max) of its bytes, and its
-    medians over the first part (−∞, first_s + segment_s) and the last (last_s − segment_s, ∞)."""
+# Where the seats' parts are read: a part's number in gp_part, or gp_sorted for the whole window.
+SeatPart = tuple[int, int] | None
+
+
+def seat_counts(
+    conn: Connection, parts: Sequence[SeatPart]
+) -> list[dict[SeatKey, tuple[int, int]]]:
+    """Per part ([start, end), None for the window): each (host, card, seat) → (samples, most
+    bytes). The parts are copied into gp_part first, each its own run of its index, so the
+    ranks' offset walks read a part as they read the whole window."""
     names = _keys(conn)
-    stats = {
-        names[kid]: value
-        for (kid,), value in percentiles(conn, "gp_sorted", ("kid",), "bytes").items()
-    }
-    # The first and last parts get their own small indexed table, so their medians are
-    # offset walks too rather than filtered scans of the whole window.
-    conn.execute(
-        "CREATE TEMP TABLE gp_part AS SELECT kid, taken_at_s > ? AS part, bytes "
-        "FROM gp_seat WHERE taken_at_s < ? OR taken_at_s > ?",
-        (last_s - segment_s, first_s + segment_s, last_s - segment_s),
-    )
-    conn.execute("CREATE INDEX temp.gp_part_bytes ON gp_part(kid, part, bytes)")
-    parts: tuple[dict[SeatKey, int], dict[SeatKey, int]] = ({}, {})
-    for (kid, part), value in percentiles(conn, "gp_part", ("kid", "part"), "bytes").items():
-        parts[int(part)][names[kid]] = value[1]
-    return stats, parts[0], parts[1]
+    conn.execute("DROP TABLE IF EXISTS temp.gp_part")
+    conn.execute("CREATE TEMP TABLE gp_part(a INTEGER, b INTEGER, kid INTEGER, bytes INTEGER)")
+    for bounds in {p for p in parts if p is not None}:
+        conn.execute(
+            "INSERT INTO gp_part SELECT ?, ?, kid, bytes FROM gp_seat "
+            "WHERE taken_at_s >= ? AND taken_at_s < ?",
+            (*bounds, *bounds),
+        )
+    conn.execute("CREATE INDEX temp.gp_part_bytes ON gp_part(a, b, kid, bytes)")
+    out: list[dict[SeatKey, tuple[int, int]]] = []
+    for part in parts:
+        table, where, params = _seat_table(part)
+        rows = conn.execute(
+            f"SELECT kid, COUNT(*), MAX(bytes) FROM {table} {where} GROUP BY kid", params
+        )
+        out.append({names[kid]: (int(n), int(top)) for kid, n, top in rows})
+    return out
+
+
+def seat_at_ranks(
+    conn: Connection, asks: Sequence[tuple[SeatPart, Mapping[SeatKey, tuple[int, Sequence[int]]]]]
+) -> list[dict[SeatKey, tuple[int, ...]]]:
+    """Per (part, wanted), each seat's bytes at the ranks asked, counted from 1: offset walks
+    along the index (after `seat_counts` of those parts), no row read into Python."""
+    kids = {key: kid for kid, key in _keys(conn).items()}
+    out: list[dict[SeatKey, tuple[int, ...]]] = []
+    for part, wanted in asks:
+        table, where, params = _seat_table(part)
+        joined = f"{where} AND" if where else "WHERE"
+        pick = f"SELECT bytes FROM {table} {joined} kid = ? ORDER BY bytes LIMIT 1 OFFSET ?"
+        out.append(
+            {
+                key: tuple(
+                    int(conn.execute(pick, (*params, kids[key], rank - 1)).fetchone()[0])
+                    for rank in ranks
+                )
+                for key, (_, ranks) in wanted.items()
+            }
+        )
+    return out
+
+
+def _seat_table(part: SeatPart) -> tuple[str, str, tuple[int, ...]]:
+    """The table, condition and parameters of a part's rows."""
+    return ("gp_sorted", "", ()) if part is None else ("gp_part", "WHERE a = ? AND b = ?", part)
 
 
 def window_hosts(conn: Connection) -> set[str]:

@@ -2,7 +2,7 @@
 a window from range and `*_over_time` queries (`inventory.history.prometheus` reads both).
 
 Rows are `inventory.ledger.report_queries`' types, so the report is built and rendered by the same
-code from either source. Percentiles are nearest-rank, as the ledger's (`at_ranks`).
+code from either source. Percentiles are nearest-rank, as the ledger's (`kth_samples`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from inventory.ledger.report_queries import (
     CardPart,
     CardUsage,
     ForeignUsage,
-    nearest_rank,
+    SeatUsage,
 )
 from inventory.prometheus import metrics as m
 from inventory.prometheus.reader import (
@@ -68,6 +68,9 @@ _TOO_MANY = "too many samples"
 Labels = Mapping[str, str]
 Vector = list[tuple[Labels, float]]
 Matrix = list[tuple[Labels, list[tuple[float, float]]]]
+# A part of the window, [start, end) in unix seconds; None: the whole window.
+Part = tuple[int, int] | None
+# (host, card, seat), and a process series of one: (host, card, seat, pid).
 # One series of a range answer as read: its labels and its [time, "value"] points.
 RawSeries = tuple[Labels, Sequence[Sequence[Any]]]
 
@@ -439,9 +442,7 @@ class WindowAnswers:
     base: str
     hosts: dict[str, HostSpan]
     cards: list[CardUsage]
-    seats_all: dict[tuple[str, int, str], tuple[int, int, int, int]]
-    seats_first: dict[tuple[str, int, str], int]
-    seats_last: dict[tuple[str, int, str], int]
+    seats: list[SeatUsage]
     foreign: list[ForeignUsage]
     # (time, others' bytes) of each step that broke a reserve, by (host, card, its own seats).
     breaches: dict[tuple[str, int, tuple[str, ...]], list[tuple[int, int]]]
@@ -474,6 +475,7 @@ def load_window(
     running_seats: Sequence[tuple[str, str]],
     lookback_s: int,
     card_figures: Callable[[PromCards], list[CardUsage]],
+    seat_figures: SeatFigures,
     host_label: str | None = None,
     on_spans: Callable[[dict[str, HostSpan]], None] | None = None,
 ) -> WindowAnswers:
@@ -481,8 +483,8 @@ def load_window(
 
     First which hosts have series, when, and which label names each (one round; hosts outside
     `hosts` are listed in `ignored`), then everything else at once, in parallel (the client's
-    `in_flight` queries at a time), once per label that names hosts. `card_figures` reduces
-    each group's card answers (`PromCards`) to rows. `chart_step_s(span)` and
+    `in_flight` queries at a time), once per label that names hosts. `card_figures` and
+    `seat_figures` reduce each group's answers (`PromCards`, `PromSeats`) to rows. `chart_step_s(span)` and
     `segment_s(first, last)` are the report's own choices, so both sources bucket and split the
     window alike. `on_spans` gets the hosts' spans as soon as they are known, before the rest
     is asked: the caller may work beside the queries.
@@ -506,12 +508,14 @@ def load_window(
             groups[(spans[host].metric == DCGM_FREE, found[host][1])].append(host)
         jobs = [
             _submit_group(pool, client, _group_queries(base, hosts_of, label, host_label), dcgm,
-                          window, reserves, card_figures)
+                          window, reserves, card_figures, seat_figures)
             for (dcgm, label), hosts_of in sorted(groups.items())
         ]  # fmt: skip
         parts = [_collect_group(client, job, window) for job in jobs]
-        seats_all = {k: v for part in parts for k, v in part.seats_all.items()}
-        seen = {(h, seat) for (h, _, seat) in seats_all}
+        seats = sorted(
+            [row for part in parts for row in part.seats], key=lambda r: (r.host, r.seat, r.card)
+        )
+        seen = {(row.host, row.seat) for row in seats}
         sightings: dict[tuple[str, str], int] = {}
         for (dcgm, label), hosts_of in groups.items():
             if not dcgm:
@@ -523,9 +527,7 @@ def load_window(
             base=client.base,
             hosts=spans,
             cards=sorted([c for part in parts for c in part.cards], key=lambda c: (c.host, c.card)),
-            seats_all=seats_all,
-            seats_first={k: v for part in parts for k, v in part.seats_first.items()},
-            seats_last={k: v for part in parts for k, v in part.seats_last.items()},
+            seats=seats,
             foreign=sorted(
                 [f for part in parts for f in part.foreign],
                 key=lambda f: (f.host, f.card, f.first_s),
@@ -559,9 +561,7 @@ class _Part:
     """The aggregates of one group of hosts (those one label names, from one exporter)."""
 
     cards: list[CardUsage]
-    seats_all: dict[tuple[str, int, str], tuple[int, int, int, int]]
-    seats_first: dict[tuple[str, int, str], int]
-    seats_last: dict[tuple[str, int, str], int]
+    seats: list[SeatUsage]
     foreign: list[ForeignUsage]
     breaches: dict[tuple[str, int, tuple[str, ...]], list[tuple[int, int]]]
     holders: list[tuple[tuple[str, int], str, int]]
@@ -584,6 +584,7 @@ def _submit_group(
     window: _Plan,
     reserves: Sequence[ReserveSpec],
     card_figures: Callable[[PromCards], list[CardUsage]],
+    seat_figures: SeatFigures,
 ) -> tuple[_Queries, bool, dict[str, Any]]:
     """Every query of one group, submitted to `pool`; `_collect_group` waits for them."""
     c = _client_for(client, q.label)
@@ -596,9 +597,7 @@ def _submit_group(
     mine = [r for r in reserves if r.host in q.hosts]
     return q, False, {
         "cards": pool.submit(card_figures, PromCards(c, q)),
-        "seats": pool.submit(_seat_stats, c, q),
-        "firsts": pool.submit(_seat_medians, c, q, first + window.segment_s, window.segment_s),
-        "lasts": pool.submit(_seat_medians, c, q, last + 0.001, window.segment_s),
+        "seats": pool.submit(seat_figures, PromSeats(c, q), first, last, window.segment_s),
         "foreign": pool.submit(_foreign, c, q),
         "charts": pool.submit(_buckets, c, q, window.chart_s, first, last),
         "holders": pool.submit(_holders, c, q, mine),
@@ -613,15 +612,13 @@ def _collect_group(
 ) -> _Part:
     q, dcgm, futures = job
     if dcgm:
-        return _Part(futures["cards"].result(), {}, {}, {}, [], {}, [], futures["charts"].result())
+        return _Part(futures["cards"].result(), [], [], {}, [], futures["charts"].result())
     charts = futures["charts"].result()
     c = _client_for(client, q.label)
     unexplained = _unexplained(c, q, charts, window.first_s, window.last_s)
     return _Part(
         cards=[_with_unexplained(row, unexplained) for row in futures["cards"].result()],
-        seats_all=futures["seats"].result(),
-        seats_first=futures["firsts"].result(),
-        seats_last=futures["lasts"].result(),
+        seats=futures["seats"].result(),
         foreign=futures["foreign"].result(),
         breaches={key: job.result() for key, job in futures["breaches"].items()},
         holders=futures["holders"].result(),
@@ -631,7 +628,7 @@ def _collect_group(
 
 def _empty(client: PromClient, started: float, ignored: tuple[str, ...] = ()) -> WindowAnswers:
     return WindowAnswers(
-        client.base, {}, [], {}, {}, {}, [], {}, [], [], 60, {}, (), client.stats,
+        client.base, {}, [], [], [], {}, [], [], 60, {}, (), client.stats,
         time.perf_counter() - started, ignored,
     )  # fmt: skip
 
@@ -744,26 +741,6 @@ K = TypeVar("K", bound=Hashable)
 
 def _known(found: Mapping[K | None, float]) -> dict[K, float]:
     return {key: value for key, value in found.items() if key is not None}
-
-
-def at_ranks(
-    client: PromClient,
-    at_s: float,
-    counts: Mapping[K, float],
-    ranged: Callable[[Collection[K] | None], str],
-    key_of: Callable[[Labels], K | None],
-    percentiles: Sequence[int] = (50, 95),
-) -> dict[int, dict[K, float]]:
-    """Per percentile p, each series' sample at the nearest rank ceil(p·n/100) of its n samples
-    in `ranged(None)` (`counts`: its `count_over_time`, by `key_of` its labels): `kth_samples`
-    at those ranks."""
-    wanted = {
-        key: (round(n), tuple(nearest_rank(p, round(n)) for p in percentiles))
-        for key, n in counts.items()
-        if round(n) > 0
-    }
-    found = kth_samples(client, at_s, wanted, ranged, key_of)
-    return {p: {key: values[i] for key, values in found.items()} for i, p in enumerate(percentiles)}
 
 
 def kth_samples(
@@ -993,54 +970,18 @@ def _seat_key(labels: Labels) -> SeatKey | None:
     return (*card, seat) if card is not None and seat else None
 
 
-def _seat_stats(client: PromClient, q: _Queries) -> dict[SeatKey, tuple[int, int, int, int]]:
-    """(samples, p50, p95, max) of each seat's bytes per card.
-
-    A seat with one process series in the window (the usual case) is read from its raw samples;
-    one with several (restarted, or several processes on a card) from the per-step sum of them.
-    """
-    raw = q.sel(m.PROCESS_USED, _SEATED)
-    answers = _four(client, q, _proc_cut(q, raw))
-    series: dict[SeatKey, int] = defaultdict(int)
-    for key in answers[0]:
-        if key is not None:
-            series[key[:3]] += 1
-    several = sorted({k for k, n in series.items() if n > 1})
-    out = {
-        key[:3]: (_int(n), _int(answers[1][key]), _int(answers[2][key]), _int(answers[3][key]))
-        for key, n in answers[0].items()
-        if key is not None and series[key[:3]] == 1 and all(key in a for a in answers[1:])
-    }
-    if several:
-        summed = _four(client, q, _summed(q, q.sub, {k[2] for k in several}))
-        for key, n in summed[0].items():
-            if key is not None and key[:3] in several and all(key in a for a in summed[1:]):
-                out[key[:3]] = (_int(n), *(_int(a[key]) for a in summed[1:]))  # type: ignore[assignment]
-    return out
-
-
-def _four(
-    client: PromClient, q: _Queries, ranged: Callable[[Collection[ProcKey] | None], str]
-) -> list[dict[ProcKey | None, float]]:
-    """count, p50, p95 (nearest rank) and max over `ranged(None)`, keyed by (host, card, seat,
-    pid); `ranged(keys)` is the same cut to those series."""
-    whole = ranged(None)
-    counted, top = client.instants([f"count_over_time({whole})", f"max_over_time({whole})"], q.at)
-    counts = {_proc_key(labels): value for labels, value in counted}
-    ranks = at_ranks(client, q.at, _known(counts), ranged, _proc_key)
-    return [counts, ranks[50], ranks[95], {_proc_key(labels): value for labels, value in top}]  # type: ignore[list-item]
-
-
 ProcKey = tuple[str, int, str, str]
 
 
-def _proc_cut(q: _Queries, selector: str) -> Callable[[Collection[ProcKey] | None], str]:
-    """`selector` (of process series) over the window, cut to the hosts and cards of some keys."""
+def _proc_cut(
+    q: _Queries, selector: str, width: str
+) -> Callable[[Collection[ProcKey] | None], str]:
+    """`selector` (of process series) over `width`, cut to the hosts and cards of some keys."""
 
     def ranged(keys: Collection[ProcKey] | None) -> str:
         if keys is None:
-            return f"{selector}{q.rng}"
-        return f"{_cut(q, selector, [k[0] for k in keys], [k[1] for k in keys])}{q.rng}"
+            return f"{selector}{width}"
+        return f"{_cut(q, selector, [k[0] for k in keys], [k[1] for k in keys])}{width}"
 
     return ranged
 
@@ -1063,45 +1004,91 @@ def _proc_key(labels: Labels) -> tuple[str, int, str, str] | None:
     return (*key, labels.get("pid", "")) if key is not None else None
 
 
-def _seat_medians(
-    client: PromClient, q: _Queries, at_s: float, segment_s: int
-) -> dict[SeatKey, int]:
-    """Each seat's median over the `segment_s` seconds before `at_s` (the first or last part).
+@dataclass
+class PromSeats:
+    """Prometheus's answers to the seat figures' questions (`figures.SeatSource`) for one group
+    of hosts, in PromQL.
 
-    Read from the raw samples of a seat with one process series there (the usual case); from
-    the sum of its processes at every --step for one with several. The sum over every seat
-    (a subquery) cost Prometheus ten times the raw read on a 128-host fleet.
+    A seat with one process series on a card in a part (the usual case) is read from its raw
+    samples; one with several there (restarted, or several processes) from the per-step sum of
+    them at --step: the sum over every seat (a subquery) cost Prometheus ten times the raw read
+    on a 128-host fleet. `seat_counts` remembers which is which, for `seat_at_ranks`.
     """
-    at = at_s - 0.001
-    width = f"[{segment_s * 1000 - 1}ms]"
-    selector = q.sel(m.PROCESS_USED, _SEATED)
 
-    def raw(keys: Collection[ProcKey] | None) -> str:
-        if keys is None:
-            return f"{selector}{width}"
-        return f"{_cut(q, selector, [k[0] for k in keys], [k[1] for k in keys])}{width}"
+    client: PromClient
+    q: _Queries
+    single: dict[Part, dict[SeatKey, ProcKey]] = field(default_factory=dict)
+    several: dict[Part, set[SeatKey]] = field(default_factory=dict)
 
-    counts = _known(
-        {_proc_key(labels): n for labels, n in client.instant(f"count_over_time({raw(None)})", at)}
-    )
-    by_seat: dict[SeatKey, list[ProcKey]] = defaultdict(list)
-    for key in counts:
-        by_seat[key[:3]].append(key)
-    single = {key: n for key, n in counts.items() if len(by_seat[key[:3]]) == 1}
-    medians = at_ranks(client, at, single, raw, _proc_key, (50,))[50]
-    out = {key[:3]: _int(value) for key, value in medians.items()}
-    several = sorted({key[2] for key, found in by_seat.items() if len(found) > 1})
-    if several:
-        summed = _summed(q, f"[{segment_s * 1000 - 1}ms:{q.step_s}s]", several)
-        found = client.instant(f"count_over_time({summed(None)})", at)
-        wanted = {
-            k: n
-            for k, n in _known({_proc_key(labels): n for labels, n in found}).items()
-            if len(by_seat.get(k[:3], ())) > 1
+    def _range(self, part: Part) -> tuple[float, str, str]:
+        """Evaluation time, raw range and subquery range of a part ([start, end) or the window)."""
+        if part is None:
+            return self.q.at, self.q.rng, self.q.sub
+        width = (part[1] - part[0]) * 1000 - 1
+        return part[1] - 0.001, f"[{width}ms]", f"[{width}ms:{self.q.step_s}s]"
+
+    def seat_counts(self, parts: Sequence[Part]) -> list[dict[SeatKey, tuple[int, int]]]:
+        with ThreadPoolExecutor(max_workers=len(parts) or 1) as pool:
+            return list(pool.map(self._counts, parts))
+
+    def _counts(self, part: Part) -> dict[SeatKey, tuple[int, int]]:
+        at, width, sub = self._range(part)
+        raw = self.q.sel(m.PROCESS_USED, _SEATED)
+        counts, tops = self._two(f"{raw}{width}", at)
+        by_seat: dict[SeatKey, list[ProcKey]] = defaultdict(list)
+        for key in counts:
+            by_seat[key[:3]].append(key)
+        single = {seat: keys[0] for seat, keys in by_seat.items() if len(keys) == 1}
+        out = {
+            seat: (round(counts[key]), round(tops[key]))
+            for seat, key in single.items()
+            if key in tops
         }
-        for key, value in at_ranks(client, at, wanted, summed, _proc_key, (50,))[50].items():
-            out[key[:3]] = _int(value)
-    return out
+        several = {seat for seat, keys in by_seat.items() if len(keys) > 1}
+        if several:
+            summed = _summed(self.q, sub, {seat[2] for seat in several})(None)
+            counts, tops = self._two(summed, at)
+            for key, n in counts.items():
+                if key[:3] in several and key in tops:
+                    out[key[:3]] = (round(n), round(tops[key]))
+        self.single[part] = single
+        self.several[part] = several
+        return out
+
+    def _two(self, ranged: str, at: float) -> tuple[dict[ProcKey, float], dict[ProcKey, float]]:
+        """`count_over_time` and `max_over_time` of `ranged`, by process key."""
+        counted, top = self.client.instants(
+            [f"count_over_time({ranged})", f"max_over_time({ranged})"], at
+        )
+        return (
+            _known({_proc_key(labels): v for labels, v in counted}),
+            _known({_proc_key(labels): v for labels, v in top}),
+        )
+
+    def seat_at_ranks(
+        self, asks: Sequence[tuple[Part, Mapping[SeatKey, tuple[int, Sequence[int]]]]]
+    ) -> list[dict[SeatKey, tuple[int, ...]]]:
+        with ThreadPoolExecutor(max_workers=len(asks) or 1) as pool:
+            return list(pool.map(lambda ask: self._ranks(*ask), asks))
+
+    def _ranks(
+        self, part: Part, wanted: Mapping[SeatKey, tuple[int, Sequence[int]]]
+    ) -> dict[SeatKey, tuple[int, ...]]:
+        at, width, sub = self._range(part)
+        single, several = self.single[part], self.several[part]
+        raw = _proc_cut(self.q, self.q.sel(m.PROCESS_USED, _SEATED), width)
+        one = {single[k]: v for k, v in wanted.items() if k in single}
+        found = kth_samples(self.client, at, one, raw, _proc_key)
+        many = {(*k, ""): v for k, v in wanted.items() if k in several}
+        if many:
+            summed = _summed(self.q, sub, {k[2] for k in several})
+            found |= kth_samples(self.client, at, many, summed, _proc_key)
+        return {key[:3]: tuple(round(v) for v in values) for key, values in found.items()}
+
+
+# `inventory.history.figures.seat_usage`: the seats' rows from their answers and the window's
+# first sample, last sample and part length.
+SeatFigures = Callable[[PromSeats, int, int, int], list[SeatUsage]]
 
 
 def _foreign(client: PromClient, q: _Queries) -> list[ForeignUsage]:
