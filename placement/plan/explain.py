@@ -15,6 +15,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 
+from placement.fit.engines.note import Note, Said
 from placement.fit.state import CardState
 from placement.fit.verdict import Reason, Verdict, facts, host_reason
 from placement.fit.verify import CardStates, Placement, judge
@@ -28,23 +29,23 @@ class _Explanation:
     """What explaining one refused seat gathers, host by host."""
 
     reasons: list[Reason]
-    nearest: list[tuple[int, str]]
-    warnings: list[str]
+    nearest: list[tuple[int, Said]]
+    warnings: list[Said]
     need: int
     # Per host, the room of the cards refused for room alone (fragmentation).
     fragment_room: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     # Warnings of the refusing cards: only those every one of them gives are about the seat
     # (a util chosen for one full card says nothing of a seat that goes nowhere).
-    refusing: list[str] | None = None
+    refusing: list[Said] | None = None
 
-    def refused_with(self, warnings: Sequence[str]) -> None:
+    def refused_with(self, warnings: Sequence[Said]) -> None:
         """Keep, of a refusing card's warnings, those every refusing card gave."""
         if self.refusing is None:
             self.refusing = list(warnings)
         else:
             self.refusing = [w for w in self.refusing if w in warnings]
 
-    def all_warnings(self) -> tuple[str, ...]:
+    def all_warnings(self) -> tuple[Said, ...]:
         """The passing cards' warnings, then those every refusing card gave, once each."""
         return tuple(dict.fromkeys((*self.warnings, *(self.refusing or ()))))
 
@@ -138,8 +139,10 @@ def _renamed(verdict: Verdict, name: str, naming: Sequence[int]) -> Verdict:
     """A class's explanation with the stand-in name replaced by the seat's own (`naming`: the
     positions of the reasons that hold it; the others are the class's own objects)."""
 
-    def put(text: str) -> str:
-        return text.replace(_STAND_IN, name)
+    def put(said: Said) -> Said:
+        if isinstance(said, Note):
+            return said.renamed(_STAND_IN, name)
+        return said.replace(_STAND_IN, name)
 
     reasons = list(verdict.reasons)
     for i in naming:
@@ -257,9 +260,13 @@ def _explain_host(
 
 
 @lru_cache(maxsize=65536)
-def _on_host(text: str, host: str) -> str:
-    """A change's text with each card named as host:card (a fleet has many hosts)."""
-    return re.sub(r"card (\d+)", rf"card {host}:\1", text)
+def _on_host(said: Said, host: str) -> Said:
+    """A change with each card named as host:card (a fleet has many hosts)."""
+    if isinstance(said, Note):
+        if any(key == "card" for key, _ in said.facts):
+            return Note(said.said, (*said.facts, ("on_host", host)))
+        return said
+    return re.sub(r"card (\d+)", rf"card {host}:\1", said)
 
 
 class _CardGroups:
@@ -338,13 +345,19 @@ def _said(reason: Reason) -> str:
 def _fact_text(value: object) -> str:
     if isinstance(value, tuple):
         return "\x00".join(map(_fact_text, value))
+    if isinstance(value, Note):
+        return "\x00".join(_fact_text(fact) for _, fact in value.facts)
     return str(value)
 
 
 def _poolable(verdict: Verdict, state: CardState) -> bool:
     """True when the judgement names neither its host (outside `host` fields) nor an occupant."""
     said = "\x00".join(
-        [*map(_said, verdict.reasons), *verdict.nearest, *verdict.warnings, *verdict.flags]
+        [
+            *map(_said, verdict.reasons),
+            *map(_fact_text, (*verdict.nearest, *verdict.warnings)),
+            *verdict.flags,
+        ]
     )
     names = [*state.occupants, *([verdict.host] if verdict.host else [])]
     return not any(name in said for name in names)
