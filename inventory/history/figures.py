@@ -7,10 +7,12 @@ same types); `CatalogueBound` cuts any source to the catalogue's hosts (DESIGN.m
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from inventory.ledger.report_queries import (
     CardBuckets,
+    CardPart,
     CardUsage,
     DecisionRow,
     ForeignUsage,
@@ -23,6 +25,8 @@ from inventory.ledger.report_queries import (
 
 __all__ = [
     "CardBuckets",
+    "CardPart",
+    "CardSource",
     "CardUsage",
     "CatalogueBound",
     "DecisionRow",
@@ -34,8 +38,11 @@ __all__ = [
     "Span",
     "WindowFigures",
     "breaches_of",
+    "card_usage",
+    "nearest_rank",
     "ranked_holders",
     "seat_rows",
+    "seat_usage",
 ]
 
 
@@ -94,6 +101,152 @@ class CatalogueBound:
 
     def last_sighting(self, host: str, seat: str, before_s: int, after_s: int) -> int | None:
         return self.source.last_sighting(host, seat, before_s, after_s)
+
+
+class CardSource(Protocol):
+    """What `card_usage` asks a source of its cards over a window; each answers natively (SQL on
+    the ledger, PromQL on Prometheus). None of these is an aggregate of the report."""
+
+    def card_parts(self) -> Iterable[CardPart]:
+        """Each card's bounds over consecutive parts of the window (the source picks the parts)."""
+        ...
+
+    def first_lowest_free(
+        self, wanted: Mapping[tuple[str, int], tuple[int, int, int]]
+    ) -> dict[tuple[str, int], int]:
+        """Per card: (start, end, free bytes) → the first moment in [start, end) with that free."""
+        ...
+
+    def used_at_ranks(
+        self, wanted: Mapping[tuple[str, int], tuple[int, Sequence[int]]]
+    ) -> dict[tuple[str, int], tuple[int, ...]]:
+        """Per card: (its samples, ranks) → its used bytes at each rank, ascending from 1: a
+        sample it stored, never an interpolation."""
+        ...
+
+    def nvml_v1_cards(self) -> set[tuple[str, int]]:
+        """The cards some reading of which had no driver reserve (NVML v1 only)."""
+        ...
+
+    def unexplained_max(self) -> Mapping[tuple[str, int], tuple[int | None, int | None]]:
+        """Per card where the source knows it: the most memory no seat explained, first when
+        (None, None: the source cannot tell, as DCGM's figures)."""
+        ...
+
+
+@dataclass
+class _CardTotal:
+    samples: int = 0
+    errors: int = 0
+    top: int | None = None
+    low: int | None = None
+    low_part: tuple[int, int] = (0, 0)
+
+    def add(self, part: CardPart) -> None:
+        self.samples += part.samples
+        self.errors += part.error_samples
+        if part.max_used_bytes is not None and (self.top is None or part.max_used_bytes > self.top):
+            self.top = part.max_used_bytes
+        low = part.min_free_bytes
+        span = (part.start_s, part.end_s)
+        if low is not None and (self.low is None or (low, span) < (self.low, self.low_part)):
+            self.low, self.low_part = low, span
+
+
+def card_usage(source: CardSource) -> list[CardUsage]:
+    """Every card the window saw (read or in error), by host and index: the one reduction of the
+    report's card figures, whichever source answers.
+
+    Samples, errors, the most used and the least free are summed, maxed and minimised over the
+    source's parts; the least free is dated by the first moment holding it in the earliest part
+    holding it; p50 and p95 of used are the samples at the nearest ranks ceil(p·N/100). A card
+    whose unexplained memory the source does not report reads 0 where it was read.
+    """
+    totals: dict[tuple[str, int], _CardTotal] = {}
+    for part in source.card_parts():
+        totals.setdefault((part.host, part.card), _CardTotal()).add(part)
+    lowest = {k: (*t.low_part, t.low) for k, t in totals.items() if t.low is not None}
+    low_at = source.first_lowest_free(lowest) if lowest else {}
+    ranked = {
+        key: (t.samples, (nearest_rank(50, t.samples), nearest_rank(95, t.samples)))
+        for key, t in totals.items()
+        if t.samples
+    }
+    used = source.used_at_ranks(ranked) if ranked else {}
+    v1 = source.nvml_v1_cards()
+    unexplained = source.unexplained_max()
+    rows: list[CardUsage] = []
+    for key in sorted(totals):
+        t = totals[key]
+        if not t.samples and not t.errors:
+            continue
+        p50, p95 = used.get(key, (None, None))
+        most, most_at = unexplained.get(key, (0, None)) if t.samples else (None, None)
+        rows.append(
+            CardUsage(
+                host=key[0],
+                card=key[1],
+                samples=t.samples,
+                error_samples=t.errors,
+                used_p50_bytes=p50,
+                used_p95_bytes=p95,
+                used_max_bytes=t.top if t.samples else None,
+                min_free_bytes=t.low,
+                min_free_at_s=low_at.get(key),
+                unexplained_max_bytes=most,
+                unexplained_max_at_s=most_at,
+                nvml_v1=key in v1,
+            )
+        )
+    return rows
+
+
+def nearest_rank(p: int, n: int) -> int:
+    """The rank (1-based) of the p-th percentile of n ascending samples, nearest-rank:
+    ceil(p·n/100), in integer arithmetic. Both sources select the sample at this rank."""
+    return (p * n + 99) // 100
+
+
+SeatKey = tuple[str, int, str]
+# A part of the window, [start, end) in unix seconds; None: the whole window.
+Part = tuple[int, int] | None
+
+
+class SeatSource(Protocol):
+    """What `seat_usage` asks a source of the seats' bytes on each card (a seat's processes on a
+    card summed at each moment); each answers natively. None of these is an aggregate."""
+
+    def seat_counts(self, parts: Sequence[Part]) -> list[dict[SeatKey, tuple[int, int]]]:
+        """Per part: each (host, card, seat) seen there → (its samples, its most bytes)."""
+        ...
+
+    def seat_at_ranks(
+        self, asks: Sequence[tuple[Part, Mapping[SeatKey, tuple[int, Sequence[int]]]]]
+    ) -> list[dict[SeatKey, tuple[int, ...]]]:
+        """Per (part, wanted: key → its samples there, ranks): its bytes at each rank,
+        ascending from 1: a sample it stored, never an interpolation."""
+        ...
+
+
+def seat_usage(source: SeatSource, first_s: int, last_s: int, segment_s: int) -> list[SeatUsage]:
+    """Every (host, card, seat)'s row of the window: samples, p50, p95 (the samples at the nearest
+    ranks ceil(p·N/100)) and most bytes, and the medians of its first part [first_s, first_s +
+    segment_s) and last part (last_s − segment_s, last_s]: the one reduction of the report's seat
+    figures, whichever source answers."""
+    parts: list[Part] = [None, (first_s, first_s + segment_s), (last_s - segment_s + 1, last_s + 1)]
+    counts = source.seat_counts(parts)
+    asks = [
+        (part, {k: (n, tuple(nearest_rank(p, n) for p in wanted)) for k, (n, _) in found.items()})
+        for part, found, wanted in zip(parts, counts, ((50, 95), (50,), (50,)), strict=True)
+    ]
+    whole, firsts, lasts = source.seat_at_ranks(asks)
+    stats: dict[SeatKey, tuple[int, int, int, int]] = {}
+    for key, (n, top) in counts[0].items():
+        if len(found := whole.get(key, ())) == 2:
+            stats[key] = (n, found[0], found[1], top)
+    return seat_rows(
+        stats, {k: v[0] for k, v in firsts.items()}, {k: v[0] for k, v in lasts.items()}
+    )
 
 
 # --- what both sources reduce alike ------------------------------------------------------------

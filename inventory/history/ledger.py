@@ -7,7 +7,7 @@ imports only the moments' and the rollups'.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
 from itertools import groupby
@@ -22,6 +22,7 @@ from inventory.history.model import (
     Rollups,
 )
 from inventory.history.rollup import HOUR_S, hourly
+from inventory.ledger import fleet_rooms as fleet
 from inventory.ledger import moments as raw
 from inventory.ledger import rollups as stored
 from inventory.ledger.moments import Connection
@@ -29,10 +30,13 @@ from inventory.ledger.moments import Connection
 if TYPE_CHECKING:
     from inventory.history.figures import (
         CardBuckets,
+        CardPart,
         CardUsage,
         DecisionRow,
         ForeignUsage,
+        Part,
         ReserveBreaches,
+        SeatKey,
         SeatOf,
         SeatUsage,
         Span,
@@ -151,6 +155,20 @@ class LedgerHistory:
         the trend's daily minima where its seats count as observed."""
         return stored.daily_least(self.connection, _s(start), _s(end))
 
+    def daily_rooms(
+        self, windows: Mapping[str, tuple[datetime, datetime]]
+    ) -> list[fleet.DailyRoom]:
+        """For every host of `windows` (host → (start, end)) at once: its cards' stored hours
+        starting in [start, end), by 24 h bucket ending at its end (least free and when, hours
+        and samples seen): a fleet's window judged on its hourly rollups, in one query."""
+        return fleet.daily_rooms(
+            self.connection, [(host, _s(a), _s(b)) for host, (a, b) in sorted(windows.items())]
+        )
+
+    def raw_kept(self) -> dict[str, datetime]:
+        """host → from when its raw moments are kept, for every host `compact` thinned."""
+        return {host: _utc(s) for host, s in fleet.raw_kept(self.connection).items()}
+
     def raw_since(self, host: str) -> datetime | None:
         """From when `host`'s raw moments are kept: a window starting before it was judged on
         hourly rollups there (`gpuplan compact`); None when none was ever removed."""
@@ -208,15 +226,14 @@ class LedgerWindow:
         return self._span
 
     def card_usage(self) -> list[CardUsage]:
-        from inventory.ledger import report_queries as q
+        from inventory.history.figures import card_usage
 
-        return q.card_usage(self.connection)
+        return card_usage(_LedgerCards(self.connection))
 
     def seat_usage(self, first_s: int, last_s: int, segment_s: int) -> list[SeatUsage]:
-        from inventory.history.figures import seat_rows
-        from inventory.ledger import report_queries as q
+        from inventory.history.figures import seat_usage
 
-        return seat_rows(*q.seat_stats(self.connection, first_s, last_s, segment_s))
+        return seat_usage(_LedgerSeats(self.connection), first_s, last_s, segment_s)
 
     def foreign_usage(self) -> list[ForeignUsage]:
         from inventory.ledger import report_queries as q
@@ -249,6 +266,53 @@ class LedgerWindow:
         from inventory.ledger import report_queries as q
 
         return q.last_sighting(self.connection, host, seat, before_s, after_s)
+
+
+class _LedgerCards:
+    """The ledger's answers to `figures.card_usage`'s questions (`figures.CardSource`), in SQL."""
+
+    def __init__(self, connection: Connection) -> None:
+        from inventory.ledger import report_queries
+
+        self.q = report_queries
+        self.connection = connection
+
+    def card_parts(self) -> list[CardPart]:
+        return self.q.card_parts(self.connection)
+
+    def first_lowest_free(
+        self, wanted: Mapping[tuple[str, int], tuple[int, int, int]]
+    ) -> dict[tuple[str, int], int]:
+        return self.q.first_lowest_free(self.connection, wanted)
+
+    def used_at_ranks(
+        self, wanted: Mapping[tuple[str, int], tuple[int, Sequence[int]]]
+    ) -> dict[tuple[str, int], tuple[int, ...]]:
+        return self.q.used_at_ranks(self.connection, wanted)
+
+    def nvml_v1_cards(self) -> set[tuple[str, int]]:
+        return self.q.nvml_v1_cards(self.connection)
+
+    def unexplained_max(self) -> dict[tuple[str, int], tuple[int | None, int | None]]:
+        return dict(self.q.unexplained_max(self.connection))
+
+
+class _LedgerSeats:
+    """The ledger's answers to `figures.seat_usage`'s questions (`figures.SeatSource`), in SQL."""
+
+    def __init__(self, connection: Connection) -> None:
+        from inventory.ledger import report_queries
+
+        self.q = report_queries
+        self.connection = connection
+
+    def seat_counts(self, parts: Sequence[Part]) -> list[dict[SeatKey, tuple[int, int]]]:
+        return self.q.seat_counts(self.connection, parts)
+
+    def seat_at_ranks(
+        self, asks: Sequence[tuple[Part, Mapping[SeatKey, tuple[int, Sequence[int]]]]]
+    ) -> list[dict[SeatKey, tuple[int, ...]]]:
+        return self.q.seat_at_ranks(self.connection, asks)
 
 
 def _s(moment: datetime) -> int:

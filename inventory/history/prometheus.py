@@ -7,8 +7,10 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from inventory.history.figures import (
     CardBuckets,
@@ -18,7 +20,8 @@ from inventory.history.figures import (
     SeatUsage,
     Span,
     breaches_of,
-    seat_rows,
+    card_usage,
+    seat_usage,
 )
 from inventory.history.model import (
     CardHour,
@@ -33,16 +36,20 @@ from inventory.prometheus import metrics as m
 from inventory.prometheus.hours import HOUR_S, HostHours, SeriesHours, host_hours
 from inventory.prometheus.range import (
     LOOKBACK_S,
+    MOMENT_METRICS,
     PERCENTILE_DEFINITION,
     HostSpan,
     Matrix,
     PromClient,
     ReserveSpec,
     WindowAnswers,
+    host_queries,
     load_window,
-    moment_series,
 )
 from inventory.prometheus.reader import DCGM_FREE, Fleet, read_fleet
+
+if TYPE_CHECKING:
+    from inventory.prometheus.range import _Queries
 
 __all__ = [
     "DCGM_FREE",
@@ -58,6 +65,10 @@ __all__ = [
 ]
 
 SNAPSHOT_TIMESTAMP = m.SNAPSHOT_TIMESTAMP
+# The series read at each scrape exactly; the rest as an instant query reads them.
+_EXACT = (m.SNAPSHOT_TIMESTAMP, m.PROCESS_USED)
+# How far a scrape may lie from its snapshot's time and still be found at a window's edge.
+MAX_SKEW_S = 3600
 
 
 class PrometheusHistory:
@@ -67,29 +78,107 @@ class PrometheusHistory:
     scrape that saw the same snapshot as the one before (its snapshot time unchanged) adds none.
     """
 
+    # What the exporter's series never carry: the window says so rather than guess it.
+    keeps_command_lines = False
+
     def __init__(self, client: PromClient, *, step_s: int = 60, host_label: str | None = None):
         self.client = client
         self.step_s = step_s
         self.host_label = host_label
+        # Per host: its series' queries (the label naming it), found once; and the least and
+        # most (scrape time − snapshot time) seen, so a read by scrape time finds every
+        # snapshot taken in a window however late or early its scrapes came.
+        self._queries: dict[str, _Queries] = {}
+        self._skew: dict[str, tuple[int, int]] = {}
 
     @property
     def shown(self) -> str:
         """The server as messages name it: no credentials, no query string."""
         return self.client.shown
 
-    def moments(self, host: str, start: datetime, end: datetime) -> Iterator[Moment]:
-        """`host`'s snapshots seen in [start, end), oldest first."""
-        series = moment_series(self.client, host, _s(start), _s(end), self.host_label)
+    def moments(
+        self, host: str, start: datetime, end: datetime, cards: Sequence[int] | None = None
+    ) -> Iterator[Moment]:
+        """`host`'s snapshots taken in [start, end), oldest first, each arrived when Prometheus
+        first scraped it; with `cards`, each moment holds only those cards (a moment where none
+        of them was read is left out)."""
+        start_s, end_s = _s(start), _s(end)
+        if end_s <= start_s:
+            return
+        early, late = self._skew.get(host, (0, 0))
+        # A second wider each side: a range selector's left end is closed in Prometheus 2,
+        # open in 3; the snapshot times, not the scrape times, choose the moments.
+        series = self._moment_series(host, start_s + min(0, early) - 1, end_s + max(0, late) + 1)
         if not series:
             return
         read = {metric: _Samples(answer) for metric, answer in series.items()}
-        seen: set[int] = set()
-        for _, scraped_ms, taken in read[m.SNAPSHOT_TIMESTAMP].each():
-            taken_s = round(taken)
-            if taken_s in seen:
+        only = None if cards is None else frozenset(cards)
+        found: list[Moment] = []
+        for taken_s, scraped_ms in _first_scrapes(read[m.SNAPSHOT_TIMESTAMP]):
+            if not start_s <= taken_s < end_s:
                 continue
-            seen.add(taken_s)
-            yield Moment(host, datetime.fromtimestamp(taken_s, UTC), _cards(read, scraped_ms))
+            readings = _cards(read, scraped_ms)
+            if only is not None:
+                readings = tuple(c for c in readings if c.card in only)
+                if not readings:
+                    continue
+            arrived = datetime.fromtimestamp(scraped_ms // 1000, UTC)
+            found.append(Moment(host, datetime.fromtimestamp(taken_s, UTC), readings, arrived))
+        found.sort(key=lambda moment: moment.taken_at)
+        yield from found
+
+    def moment_times(
+        self, host: str, start: datetime, end: datetime
+    ) -> list[tuple[int, int | None]] | None:
+        """(taken_at, arrived_at) in epoch seconds of `host`'s snapshots taken in [start, end), in
+        time order: the snapshot time's own series (its value is when the exporter read the
+        cards, its sample's time when Prometheus scraped them), read once, no card's. A snapshot
+        scraped more than MAX_SKEW_S away from its time at the window's edges is not found."""
+        start_s, end_s = _s(start), _s(end)
+        if end_s <= start_s:
+            return []
+        low, high = start_s - MAX_SKEW_S, end_s + MAX_SKEW_S
+        q = self._host_queries(host, low, high)
+        if q is None:
+            return []
+        q = replace(q, start_s=low, end_s=high)
+        stamps = _Samples(self.client.raw(f"{q.sel(m.SNAPSHOT_TIMESTAMP)}{q.rng}", q.at))
+        times: list[tuple[int, int | None]] = []
+        early, late = 0, 0
+        for taken_s, scraped_ms in _first_scrapes(stamps):
+            skew = scraped_ms // 1000 - taken_s
+            early, late = min(early, skew), max(late, skew)
+            if start_s <= taken_s < end_s:
+                times.append((taken_s, scraped_ms // 1000))
+        self._skew[host] = (early, late)
+        times.sort()
+        return times
+
+    def _host_queries(self, host: str, start_s: int, end_s: int) -> _Queries | None:
+        """`host`'s series' queries (the label naming it there), found once per history."""
+        found = self._queries.get(host)
+        if found is None:
+            found = host_queries(self.client, host, start_s, end_s, self.host_label)
+            if found is not None:  # a host with no series in one window may have some in another
+                self._queries[host] = found
+        return found
+
+    def _moment_series(self, host: str, start_s: int, end_s: int) -> dict[str, Matrix]:
+        """The samples of each of MOMENT_METRICS of `host` scraped in [start_s, end_s), by metric
+        (as `range.moment_series`, its host's queries found once)."""
+        q = self._host_queries(host, start_s, end_s)
+        if q is None:
+            return {}
+        q = replace(q, start_s=start_s, end_s=end_s)
+        # A card's figures from up to Prometheus's lookback before the window too: an instant
+        # query at its first moment would find them there.
+        wider = f"[{(end_s - start_s + LOOKBACK_S) * 1000 - 1}ms]"
+        exprs = [
+            f"{q.sel(metric)}{q.rng if metric in _EXACT else wider}" for metric in MOMENT_METRICS
+        ]
+        with ThreadPoolExecutor(max_workers=len(exprs)) as pool:
+            answers = list(pool.map(lambda expr: self.client.raw(expr, q.at), exprs))
+        return dict(zip(MOMENT_METRICS, answers, strict=True))
 
     def rollups(self, host: str, start: datetime, end: datetime) -> Rollups:
         """`host`'s hourly rollups of [start, end): `hourly` of its moments, answered from
@@ -145,7 +234,8 @@ class PrometheusHistory:
         answers = load_window(
             self.client, hosts, start_s, end_s, step_s=self.step_s, chart_step_s=chart_step_s,
             segment_s=segment_s, reserves=reserves, running_seats=running_seats,
-            lookback_s=lookback_s, host_label=self.host_label, on_spans=on_spans,
+            lookback_s=lookback_s, card_figures=card_usage, seat_figures=seat_usage,
+            host_label=self.host_label, on_spans=on_spans,
         )  # fmt: skip
         return PrometheusWindow(answers)
 
@@ -179,8 +269,7 @@ class PrometheusWindow:
         return self.answers.cards
 
     def seat_usage(self, first_s: int, last_s: int, segment_s: int) -> list[SeatUsage]:
-        found = self.answers
-        return seat_rows(found.seats_all, found.seats_first, found.seats_last)
+        return self.answers.seats
 
     def foreign_usage(self) -> list[ForeignUsage]:
         return self.answers.foreign
@@ -215,10 +304,13 @@ class _Samples:
             for labels, points in answer
         ]
 
-    def each(self) -> Iterator[tuple[dict[str, str] | None, int, float]]:
-        """Every sample of the (one) series, oldest first."""
-        for labels, times, values in self.series[:1]:
-            yield from zip([labels] * len(times), times, values, strict=True)
+    def each(self) -> Iterator[tuple[int, float]]:
+        """(scraped ms, value) of every sample of every series, oldest first (a host's snapshot
+        time is one series, or one per exporter it was scraped from)."""
+        merged = [
+            (t, v) for _, times, values in self.series for t, v in zip(times, values, strict=True)
+        ]
+        yield from sorted(merged)
 
     def at(self, scraped_ms: int) -> list[tuple[dict[str, str], float]]:
         """Each series' sample of that very scrape (a process that ended has none)."""
@@ -238,6 +330,17 @@ class _Samples:
             if i >= 0 and scraped_ms - times[i] < _LOOKBACK_MS:
                 out.append((labels, values[i], times[i]))
         return out
+
+
+def _first_scrapes(stamps: _Samples) -> Iterator[tuple[int, int]]:
+    """(snapshot time s, scraped ms) of each snapshot at its first scrape, in scrape order: a
+    scrape that saw the same snapshot again adds none."""
+    seen: set[int] = set()
+    for scraped_ms, taken in stamps.each():
+        taken_s = round(taken)
+        if taken_s not in seen:
+            seen.add(taken_s)
+            yield taken_s, scraped_ms
 
 
 def _cards(read: dict[str, _Samples], scraped_ms: int) -> tuple[CardReading, ...]:
@@ -313,7 +416,7 @@ def decide_hours(found: HostHours, start_s: int, end_s: int) -> HourBounds:
     host = found.host
     for hour in range(found.first_hour_s + HOUR_S, found.end_hour_s, HOUR_S):
         n = stamps.count.get(hour, 0) if stamps else 0
-        if n == 0 and not _spills_back(stamps, hour + HOUR_S):
+        if n == 0 and not _spills_back(stamps, hour + HOUR_S) and not _spills_on(stamps, hour):
             continue  # no moment in this hour
         decided = _decide(host, hour, n, stamps, found.changes, per_hour, start_s, end_s)
         if decided is None:
@@ -351,6 +454,11 @@ def _spills_back(stamps: SeriesHours | None, hour: int) -> bool:
     return stamps is not None and hour in stamps.low and stamps.low[hour] < hour
 
 
+def _spills_on(stamps: SeriesHours | None, hour: int) -> bool:
+    """Whether a scrape in the hour before `hour` carries a snapshot taken in it or later."""
+    return stamps is not None and stamps.high.get(hour - HOUR_S, -1) >= hour
+
+
 def _decide(
     host: str,
     hour: int,
@@ -367,6 +475,8 @@ def _decide(
     low, high, nxt = stamps.low.get(hour), stamps.high.get(hour), stamps.low.get(hour + HOUR_S)
     if low is None or high is None or low < hour or high >= hour + HOUR_S:
         return None  # a snapshot taken in another hour than the scrape that read it
+    if _spills_back(stamps, hour + HOUR_S) or _spills_on(stamps, hour):
+        return None  # a snapshot of this hour scraped in the next hour or the one before
     if changes.get(hour, 0) + 1 != n or (nxt is not None and nxt <= high):
         return None  # a snapshot scraped twice
     now, before = per_hour.get(hour, {}), per_hour.get(hour - HOUR_S, {})

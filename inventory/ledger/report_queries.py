@@ -70,6 +70,20 @@ class CardUsage:
     nvml_v1: bool  # some reading had no driver reserve (NVML v1 only)
 
 
+class CardPart(NamedTuple):
+    """One card over one part [start_s, end_s) of the window: its readable samples, those in
+    error, the most used and the least free (None where nothing was read)."""
+
+    host: str
+    card: int
+    start_s: int
+    end_s: int
+    samples: int
+    error_samples: int
+    max_used_bytes: int | None
+    min_free_bytes: int | None
+
+
 @dataclass(frozen=True)
 class SeatUsage:
     """One seat on one card over the window, and the medians of the window's first and last part."""
@@ -320,126 +334,90 @@ def _keys(conn: Connection) -> dict[int, tuple[str, int, str]]:
     }
 
 
-def nearest_rank(p: int, n: int) -> int:
-    """The rank (1-based) of the p-th percentile of n ascending samples, nearest-rank:
-    ceil(p·n/100), in integer arithmetic. Both history sources select the sample at this rank."""
-    return (p * n + 99) // 100
+# --- cards: the bounds and the narrow questions `inventory.history.figures.card_usage` asks ---
 
 
-def percentiles(
-    conn: Connection,
-    table: str,
-    keys: Sequence[str],
-    value: str,
-    where: str = "",
-    params: Sequence[Any] = (),
-    counts: Sequence[tuple[Any, ...]] | None = None,
-) -> dict[tuple[Any, ...], tuple[int, int, int, int]]:
-    """key → (samples, p50, p95, max) of `value` in `table`, nearest-rank, in SQL.
-
-    The p-th percentile of N ascending samples is the sample at rank ceil(p·N/100), in integer
-    arithmetic (p·N + 99) // 100. One grouped count, then per key and percentile one
-    `ORDER BY value LIMIT 1 OFFSET rank − 1` walked along an index on (keys…, value): no row
-    ever reaches Python. `counts`, rows of (keys…, N, max), saves the grouped count to a
-    caller whose own pass over the table counted them.
-    """
-    k = ", ".join(keys)
-    extra = f" AND ({where})" if where else ""
-    if counts is None:
-        counts = conn.execute(
-            f"SELECT {k}, COUNT(*), MAX({value}) FROM {table} WHERE {value} IS NOT NULL{extra} "
-            f"GROUP BY {k}",
-            tuple(params),
-        ).fetchall()
-    match = " AND ".join(f"{key} = ?" for key in keys)
-    pick = f"SELECT {value} FROM {table} WHERE {match} AND {value} IS NOT NULL{extra} ORDER BY {value} LIMIT 1 OFFSET ?"
-    width = len(keys)
-    out: dict[tuple[Any, ...], tuple[int, int, int, int]] = {}
-    for row in counts:
-        key = tuple(row[:width])
-        n, top = int(row[width]), int(row[width + 1])
-        ranks = [nearest_rank(p, n) for p in (50, 95)]
-        values = [
-            int(conn.execute(pick, (*key, *params, rank - 1)).fetchone()[0]) for rank in ranks
-        ]
-        out[key] = (n, values[0], values[1], top)
-    return out
-
-
-# --- cards -------------------------------------------------------------------------------
-
-
-def card_usage(conn: Connection) -> list[CardUsage]:
-    """Every card the window saw (read or in error), by host and index."""
-    # One pass over each card's rows for its count and extremes (gp_card holds only rows with a
-    # used reading); then the percentiles' offset walks, and per card the earliest time each
-    # extreme was reached.
-    cards = conn.execute(
-        "SELECT host, idx, COUNT(*), MAX(used_bytes), MIN(free_bytes), MAX(unexplained), "
-        "SUM(reserved_bytes IS NULL) FROM gp_card GROUP BY host, idx"
-    ).fetchall()
-    used = percentiles(
-        conn, "gp_card", ("host", "idx"), "used_bytes", counts=[card[:4] for card in cards]
-    )
-    summary = {(host, idx): (low, high, int(v1 or 0)) for host, idx, _, _, low, high, v1 in cards}
-    min_free, worst = _first_times(conn, summary)
-    errors = {
-        (host, idx): int(n)
-        for host, idx, n in conn.execute(
-            "SELECT w.host, c.idx, COUNT(*) FROM cards c JOIN gp_win w ON w.id = c.snapshot_id "
-            "WHERE c.error IS NOT NULL GROUP BY w.host, c.idx"
+def card_parts(conn: Connection) -> list[CardPart]:
+    """Each card's bounds over the window as one part: the ledger answers a whole window in one
+    grouped pass, and finds its first lowest in one join (`first_lowest_free`)."""
+    found: dict[tuple[str, int], list[Any]] = {
+        (host, int(idx)): [int(n), 0, top, low]
+        for host, idx, n, top, low in conn.execute(
+            "SELECT host, idx, COUNT(*), MAX(used_bytes), MIN(free_bytes) FROM gp_card "
+            "GROUP BY host, idx"
         )
     }
-    rows: list[CardUsage] = []
-    for key in sorted(set(used) | set(errors)):
-        samples, p50, p95, top = used.get(key, (0, None, None, None))  # type: ignore[assignment]
-        low = min_free.get(key)
-        high = worst.get(key)
-        rows.append(
-            CardUsage(
-                host=key[0],
-                card=key[1],
-                samples=samples,
-                error_samples=errors.get(key, 0),
-                used_p50_bytes=p50,
-                used_p95_bytes=p95,
-                used_max_bytes=top,
-                min_free_bytes=low[0] if low else None,
-                min_free_at_s=low[1] if low else None,
-                unexplained_max_bytes=high[0] if high else None,
-                unexplained_max_at_s=high[1] if high else None,
-                nvml_v1=bool(summary.get(key, (0, 0, 0))[2]),
-            )
-        )
-    return rows
+    for host, idx, n in conn.execute(
+        "SELECT w.host, c.idx, COUNT(*) FROM cards c JOIN gp_win w ON w.id = c.snapshot_id "
+        "WHERE c.error IS NOT NULL GROUP BY w.host, c.idx"
+    ):
+        found.setdefault((host, int(idx)), [0, 0, None, None])[1] = int(n)
+    first, last = conn.execute("SELECT MIN(taken_at_s), MAX(taken_at_s) FROM gp_win").fetchone()
+    return [
+        CardPart(host, idx, int(first), int(last) + 1, *bounds)
+        for (host, idx), bounds in found.items()
+    ]
 
 
-_Extremes = dict[tuple[Any, ...], tuple[int, int]]
-
-
-def _first_times(
-    conn: Connection, summary: dict[tuple[Any, Any], tuple[Any, Any, int]]
-) -> tuple[_Extremes, _Extremes]:
-    """Per card, (lowest free, first time) and (highest unexplained, first time)."""
-    # One join per extreme finds every card's earliest time at once (not one scan per card).
+def first_lowest_free(
+    conn: Connection, wanted: Mapping[tuple[str, int], tuple[int, int, int]]
+) -> dict[tuple[str, int], int]:
+    """Per card of `wanted` (start, end, lowest free bytes of [start, end)), the first moment in
+    [start, end) with that free: one join of every card at once (not one scan per card)."""
     conn.execute("DROP TABLE IF EXISTS temp.gp_ext")
-    conn.execute("CREATE TEMP TABLE gp_ext(host TEXT, idx INTEGER, low INTEGER, high INTEGER)")
-    conn.executemany(
-        "INSERT INTO gp_ext VALUES (?, ?, ?, ?)",
-        [(host, idx, low, high) for (host, idx), (low, high, _) in summary.items()],
+    conn.execute(
+        "CREATE TEMP TABLE gp_ext(host TEXT, idx INTEGER, start_s INTEGER, end_s INTEGER, low INTEGER)"
     )
+    conn.executemany(
+        "INSERT INTO gp_ext VALUES (?, ?, ?, ?, ?)",
+        [(host, idx, *part) for (host, idx), part in wanted.items()],
+    )
+    return {
+        (host, int(idx)): int(at)
+        for host, idx, at in conn.execute(
+            "SELECT e.host, e.idx, MIN(g.taken_at_s) FROM gp_ext e JOIN gp_card g "
+            "ON g.host = e.host AND g.idx = e.idx AND g.free_bytes = e.low "
+            "AND g.taken_at_s >= e.start_s AND g.taken_at_s < e.end_s GROUP BY e.host, e.idx"
+        )
+    }
 
-    def first_times(column: str, extreme: str) -> _Extremes:
-        return {
-            (host, idx): (int(value), int(at))
-            for host, idx, value, at in conn.execute(
-                f"SELECT e.host, e.idx, e.{extreme}, MIN(g.taken_at_s) FROM gp_ext e "
-                f"JOIN gp_card g ON g.host = e.host AND g.idx = e.idx AND g.{column} = e.{extreme} "
-                "GROUP BY e.host, e.idx"
-            )
-        }
 
-    return first_times("free_bytes", "low"), first_times("unexplained", "high")
+def used_at_ranks(
+    conn: Connection, wanted: Mapping[tuple[str, int], tuple[int, Sequence[int]]]
+) -> dict[tuple[str, int], tuple[int, ...]]:
+    """Per card of `wanted` (its samples, the ranks asked), its used bytes at each rank, counted
+    from 1 in ascending order: an offset walk along gp_card's key, no row read into Python."""
+    pick = (
+        "SELECT used_bytes FROM gp_card WHERE host = ? AND idx = ? "
+        "ORDER BY used_bytes LIMIT 1 OFFSET ?"
+    )
+    return {
+        key: tuple(int(conn.execute(pick, (*key, rank - 1)).fetchone()[0]) for rank in ranks)
+        for key, (_, ranks) in wanted.items()
+    }
+
+
+def nvml_v1_cards(conn: Connection) -> set[tuple[str, int]]:
+    """The cards some reading of which had no driver reserve (NVML v1 only)."""
+    return {
+        (host, int(idx))
+        for host, idx in conn.execute(
+            "SELECT DISTINCT host, idx FROM gp_card WHERE reserved_bytes IS NULL"
+        )
+    }
+
+
+def unexplained_max(conn: Connection) -> dict[tuple[str, int], tuple[int, int]]:
+    """Per card, the most memory no seat explained (used − its seats' bytes) and when first."""
+    return {
+        (host, int(idx)): (int(top), int(at))
+        for host, idx, top, at in conn.execute(
+            "SELECT g.host, g.idx, m.top, MIN(g.taken_at_s) FROM "
+            "(SELECT host, idx, MAX(unexplained) AS top FROM gp_card GROUP BY host, idx) m "
+            "JOIN gp_card g ON g.host = m.host AND g.idx = m.idx AND g.unexplained = m.top "
+            "GROUP BY g.host, g.idx"
+        )
+    }
 
 
 # --- seats -------------------------------------------------------------------------------
@@ -448,28 +426,62 @@ def _first_times(
 SeatKey = tuple[str, int, str]
 
 
-def seat_stats(
-    conn: Connection, first_s: int, last_s: int, segment_s: int
-) -> tuple[dict[SeatKey, tuple[int, int, int, int]], dict[SeatKey, int], dict[SeatKey, int]]:
-    """Per (host, card, seat) of the window: (samples, p50, p95, max) of its bytes, and its
-    medians over the first part (−∞, first_s + segment_s) and the last (last_s − segment_s, ∞)."""
+# Where the seats' parts are read: a part's number in gp_part, or gp_sorted for the whole window.
+SeatPart = tuple[int, int] | None
+
+
+def seat_counts(
+    conn: Connection, parts: Sequence[SeatPart]
+) -> list[dict[SeatKey, tuple[int, int]]]:
+    """Per part ([start, end), None for the window): each (host, card, seat) → (samples, most
+    bytes). The parts are copied into gp_part first, each its own run of its index, so the
+    ranks' offset walks read a part as they read the whole window."""
     names = _keys(conn)
-    stats = {
-        names[kid]: value
-        for (kid,), value in percentiles(conn, "gp_sorted", ("kid",), "bytes").items()
-    }
-    # The first and last parts get their own small indexed table, so their medians are
-    # offset walks too rather than filtered scans of the whole window.
-    conn.execute(
-        "CREATE TEMP TABLE gp_part AS SELECT kid, taken_at_s > ? AS part, bytes "
-        "FROM gp_seat WHERE taken_at_s < ? OR taken_at_s > ?",
-        (last_s - segment_s, first_s + segment_s, last_s - segment_s),
-    )
-    conn.execute("CREATE INDEX temp.gp_part_bytes ON gp_part(kid, part, bytes)")
-    parts: tuple[dict[SeatKey, int], dict[SeatKey, int]] = ({}, {})
-    for (kid, part), value in percentiles(conn, "gp_part", ("kid", "part"), "bytes").items():
-        parts[int(part)][names[kid]] = value[1]
-    return stats, parts[0], parts[1]
+    conn.execute("DROP TABLE IF EXISTS temp.gp_part")
+    conn.execute("CREATE TEMP TABLE gp_part(a INTEGER, b INTEGER, kid INTEGER, bytes INTEGER)")
+    for bounds in {p for p in parts if p is not None}:
+        conn.execute(
+            "INSERT INTO gp_part SELECT ?, ?, kid, bytes FROM gp_seat "
+            "WHERE taken_at_s >= ? AND taken_at_s < ?",
+            (*bounds, *bounds),
+        )
+    conn.execute("CREATE INDEX temp.gp_part_bytes ON gp_part(a, b, kid, bytes)")
+    out: list[dict[SeatKey, tuple[int, int]]] = []
+    for part in parts:
+        table, where, params = _seat_table(part)
+        rows = conn.execute(
+            f"SELECT kid, COUNT(*), MAX(bytes) FROM {table} {where} GROUP BY kid", params
+        )
+        out.append({names[kid]: (int(n), int(top)) for kid, n, top in rows})
+    return out
+
+
+def seat_at_ranks(
+    conn: Connection, asks: Sequence[tuple[SeatPart, Mapping[SeatKey, tuple[int, Sequence[int]]]]]
+) -> list[dict[SeatKey, tuple[int, ...]]]:
+    """Per (part, wanted), each seat's bytes at the ranks asked, counted from 1: offset walks
+    along the index (after `seat_counts` of those parts), no row read into Python."""
+    kids = {key: kid for kid, key in _keys(conn).items()}
+    out: list[dict[SeatKey, tuple[int, ...]]] = []
+    for part, wanted in asks:
+        table, where, params = _seat_table(part)
+        joined = f"{where} AND" if where else "WHERE"
+        pick = f"SELECT bytes FROM {table} {joined} kid = ? ORDER BY bytes LIMIT 1 OFFSET ?"
+        out.append(
+            {
+                key: tuple(
+                    int(conn.execute(pick, (*params, kids[key], rank - 1)).fetchone()[0])
+                    for rank in ranks
+                )
+                for key, (_, ranks) in wanted.items()
+            }
+        )
+    return out
+
+
+def _seat_table(part: SeatPart) -> tuple[str, str, tuple[int, ...]]:
+    """The table, condition and parameters of a part's rows."""
+    return ("gp_sorted", "", ()) if part is None else ("gp_part", "WHERE a = ? AND b = ?", part)
 
 
 def window_hosts(conn: Connection) -> set[str]:

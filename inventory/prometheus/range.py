@@ -2,7 +2,7 @@
 a window from range and `*_over_time` queries (`inventory.history.prometheus` reads both).
 
 Rows are `inventory.ledger.report_queries`' types, so the report is built and rendered by the same
-code from either source. Percentiles are nearest-rank, as the ledger's (`at_ranks`).
+code from either source. Percentiles are nearest-rank, as the ledger's (`kth_samples`).
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from typing import Any, NoReturn, TypeVar
 
 from inventory.ledger.report_queries import (
     CardBuckets,
+    CardPart,
     CardUsage,
     ForeignUsage,
-    nearest_rank,
+    SeatUsage,
 )
 from inventory.prometheus import metrics as m
 from inventory.prometheus.reader import (
@@ -67,6 +68,9 @@ _TOO_MANY = "too many samples"
 Labels = Mapping[str, str]
 Vector = list[tuple[Labels, float]]
 Matrix = list[tuple[Labels, list[tuple[float, float]]]]
+# A part of the window, [start, end) in unix seconds; None: the whole window.
+Part = tuple[int, int] | None
+# (host, card, seat), and a process series of one: (host, card, seat, pid).
 # One series of a range answer as read: its labels and its [time, "value"] points.
 RawSeries = tuple[Labels, Sequence[Sequence[Any]]]
 
@@ -438,9 +442,7 @@ class WindowAnswers:
     base: str
     hosts: dict[str, HostSpan]
     cards: list[CardUsage]
-    seats_all: dict[tuple[str, int, str], tuple[int, int, int, int]]
-    seats_first: dict[tuple[str, int, str], int]
-    seats_last: dict[tuple[str, int, str], int]
+    seats: list[SeatUsage]
     foreign: list[ForeignUsage]
     # (time, others' bytes) of each step that broke a reserve, by (host, card, its own seats).
     breaches: dict[tuple[str, int, tuple[str, ...]], list[tuple[int, int]]]
@@ -472,6 +474,8 @@ def load_window(
     reserves: Sequence[ReserveSpec],
     running_seats: Sequence[tuple[str, str]],
     lookback_s: int,
+    card_figures: Callable[[PromCards], list[CardUsage]],
+    seat_figures: SeatFigures,
     host_label: str | None = None,
     on_spans: Callable[[dict[str, HostSpan]], None] | None = None,
 ) -> WindowAnswers:
@@ -479,7 +483,8 @@ def load_window(
 
     First which hosts have series, when, and which label names each (one round; hosts outside
     `hosts` are listed in `ignored`), then everything else at once, in parallel (the client's
-    `in_flight` queries at a time), once per label that names hosts. `chart_step_s(span)` and
+    `in_flight` queries at a time), once per label that names hosts. `card_figures` and
+    `seat_figures` reduce each group's answers (`PromCards`, `PromSeats`) to rows. `chart_step_s(span)` and
     `segment_s(first, last)` are the report's own choices, so both sources bucket and split the
     window alike. `on_spans` gets the hosts' spans as soon as they are known, before the rest
     is asked: the caller may work beside the queries.
@@ -503,12 +508,14 @@ def load_window(
             groups[(spans[host].metric == DCGM_FREE, found[host][1])].append(host)
         jobs = [
             _submit_group(pool, client, _group_queries(base, hosts_of, label, host_label), dcgm,
-                          window, reserves)
+                          window, reserves, card_figures, seat_figures)
             for (dcgm, label), hosts_of in sorted(groups.items())
         ]  # fmt: skip
         parts = [_collect_group(client, job, window) for job in jobs]
-        seats_all = {k: v for part in parts for k, v in part.seats_all.items()}
-        seen = {(h, seat) for (h, _, seat) in seats_all}
+        seats = sorted(
+            [row for part in parts for row in part.seats], key=lambda r: (r.host, r.seat, r.card)
+        )
+        seen = {(row.host, row.seat) for row in seats}
         sightings: dict[tuple[str, str], int] = {}
         for (dcgm, label), hosts_of in groups.items():
             if not dcgm:
@@ -520,9 +527,7 @@ def load_window(
             base=client.base,
             hosts=spans,
             cards=sorted([c for part in parts for c in part.cards], key=lambda c: (c.host, c.card)),
-            seats_all=seats_all,
-            seats_first={k: v for part in parts for k, v in part.seats_first.items()},
-            seats_last={k: v for part in parts for k, v in part.seats_last.items()},
+            seats=seats,
             foreign=sorted(
                 [f for part in parts for f in part.foreign],
                 key=lambda f: (f.host, f.card, f.first_s),
@@ -556,9 +561,7 @@ class _Part:
     """The aggregates of one group of hosts (those one label names, from one exporter)."""
 
     cards: list[CardUsage]
-    seats_all: dict[tuple[str, int, str], tuple[int, int, int, int]]
-    seats_first: dict[tuple[str, int, str], int]
-    seats_last: dict[tuple[str, int, str], int]
+    seats: list[SeatUsage]
     foreign: list[ForeignUsage]
     breaches: dict[tuple[str, int, tuple[str, ...]], list[tuple[int, int]]]
     holders: list[tuple[tuple[str, int], str, int]]
@@ -580,21 +583,21 @@ def _submit_group(
     dcgm: bool,
     window: _Plan,
     reserves: Sequence[ReserveSpec],
+    card_figures: Callable[[PromCards], list[CardUsage]],
+    seat_figures: SeatFigures,
 ) -> tuple[_Queries, bool, dict[str, Any]]:
     """Every query of one group, submitted to `pool`; `_collect_group` waits for them."""
     c = _client_for(client, q.label)
     first, last = window.first_s, window.last_s
     if dcgm:
         return q, True, {
-            "cards": pool.submit(_dcgm_usage, c, q),
+            "cards": pool.submit(card_figures, PromCards(c, q, dcgm=True)),
             "charts": pool.submit(_dcgm_buckets, c, q, window.chart_s, first, last),
         }  # fmt: skip
     mine = [r for r in reserves if r.host in q.hosts]
     return q, False, {
-        "cards": pool.submit(_card_usage, c, q),
-        "seats": pool.submit(_seat_stats, c, q),
-        "firsts": pool.submit(_seat_medians, c, q, first + window.segment_s, window.segment_s),
-        "lasts": pool.submit(_seat_medians, c, q, last + 0.001, window.segment_s),
+        "cards": pool.submit(card_figures, PromCards(c, q)),
+        "seats": pool.submit(seat_figures, PromSeats(c, q), first, last, window.segment_s),
         "foreign": pool.submit(_foreign, c, q),
         "charts": pool.submit(_buckets, c, q, window.chart_s, first, last),
         "holders": pool.submit(_holders, c, q, mine),
@@ -609,15 +612,13 @@ def _collect_group(
 ) -> _Part:
     q, dcgm, futures = job
     if dcgm:
-        return _Part(futures["cards"].result(), {}, {}, {}, [], {}, [], futures["charts"].result())
+        return _Part(futures["cards"].result(), [], [], {}, [], futures["charts"].result())
     charts = futures["charts"].result()
     c = _client_for(client, q.label)
     unexplained = _unexplained(c, q, charts, window.first_s, window.last_s)
     return _Part(
         cards=[_with_unexplained(row, unexplained) for row in futures["cards"].result()],
-        seats_all=futures["seats"].result(),
-        seats_first=futures["firsts"].result(),
-        seats_last=futures["lasts"].result(),
+        seats=futures["seats"].result(),
         foreign=futures["foreign"].result(),
         breaches={key: job.result() for key, job in futures["breaches"].items()},
         holders=futures["holders"].result(),
@@ -627,7 +628,7 @@ def _collect_group(
 
 def _empty(client: PromClient, started: float, ignored: tuple[str, ...] = ()) -> WindowAnswers:
     return WindowAnswers(
-        client.base, {}, [], {}, {}, {}, [], {}, [], [], 60, {}, (), client.stats,
+        client.base, {}, [], [], [], {}, [], [], 60, {}, (), client.stats,
         time.perf_counter() - started, ignored,
     )  # fmt: skip
 
@@ -695,57 +696,6 @@ def _by_identity(
     return out
 
 
-def _card_usage(client: PromClient, q: _Queries) -> list[CardUsage]:
-    used, free = q.sel(m.CARD_USED), q.sel(m.CARD_FREE)
-    exprs = {
-        "n": f"count_over_time({used}{q.rng})",
-        "max": f"max_over_time({used}{q.rng})",
-        "errors": f"sum by ({q.by('gpu')}) (sum_over_time({q.sel(m.CARD_ERROR)}{q.rng}))",
-        "v1": f"min_over_time({q.sel(m.CARD_MEMORY_VERSION)}{q.rng})",
-    }
-    got, low_at = _card_answers(client, q, exprs, free)
-    got |= _card_ranks(client, q, used, got["n"])
-    rows: list[CardUsage] = []
-    for key in sorted(set(got["n"]) | {k for k, v in got["errors"].items() if v > 0}):
-        n = _int(got["n"].get(key, 0))
-        rows.append(
-            CardUsage(
-                host=key[0],
-                card=key[1],
-                samples=n,
-                error_samples=_int(got["errors"].get(key, 0)),
-                used_p50_bytes=_opt(got["p50"].get(key)) if n else None,
-                used_p95_bytes=_opt(got["p95"].get(key)) if n else None,
-                used_max_bytes=_opt(got["max"].get(key)) if n else None,
-                min_free_bytes=_opt(got["low"].get(key)),
-                min_free_at_s=low_at.get(key),
-                # Filled by `_unexplained` for the cards the charts show unexplained memory on.
-                unexplained_max_bytes=0 if n else None,
-                unexplained_max_at_s=None,
-                nvml_v1=got["v1"].get(key) == 1,
-            )
-        )
-    return rows
-
-
-def _card_answers(
-    client: PromClient, q: _Queries, exprs: Mapping[str, str], free: str
-) -> tuple[dict[str, dict[tuple[str, int], float]], dict[tuple[str, int], int]]:
-    """Each of `exprs` by card, with "low": the lowest of `free` over the window, and the first
-    step holding it by card. The search for that step (several rounds) starts first."""
-
-    def lowest() -> tuple[Vector, dict[tuple[str, int], int]]:
-        low = client.instant(f"min_over_time({free}{q.rng})", q.at)
-        return low, _first_lowest(client, q, free, low)
-
-    with ThreadPoolExecutor(max_workers=1) as side:
-        search = side.submit(lowest)
-        answers = client.instants(list(exprs.values()), q.at)
-        low, low_at = search.result()
-    got = {key: _by_card(answer) for key, answer in zip(exprs, answers, strict=True)}
-    return got | {"low": _by_card(low)}, low_at
-
-
 def _unexplained(
     client: PromClient, q: _Queries, buckets: Sequence[CardBuckets], first_s: int, last_s: int
 ) -> dict[tuple[str, int], tuple[int, int]]:
@@ -779,124 +729,6 @@ def _with_unexplained(
     return replace(row, unexplained_max_bytes=hit[0], unexplained_max_at_s=hit[1])
 
 
-def _opt(value: float | None) -> int | None:
-    return None if value is None else _int(value)
-
-
-def _by_card(vector: Vector) -> dict[tuple[str, int], float]:
-    out: dict[tuple[str, int], float] = {}
-    for labels, value in vector:
-        key = _card(labels)
-        if key is not None:
-            out[key] = value
-    return out
-
-
-SeriesKey = tuple[tuple[str, str], ...]
-# The first-lowest search reads the window in hours: the hourly minima, then each hour's steps.
-_HOUR_S = 3600
-
-
-def _series_key(labels: Labels) -> SeriesKey:
-    return tuple(sorted((k, v) for k, v in labels.items() if k != "__name__"))
-
-
-def _first_lowest(
-    client: PromClient, q: _Queries, selector: str, lowest: Vector
-) -> dict[tuple[str, int], int]:
-    """Per card, the first step of the window where a series of `selector` shows its lowest
-    value of the window (`lowest`: its `min_over_time` over the window, per series).
-
-    The same steps `selector == min_over_time(selector[window] @ end)` finds at every --step,
-    without comparing 10,000 steps of every card in Prometheus: the steps of the first two
-    hours (those also see samples from before the window, within the lookback), then for the
-    series not found there the first hour whose minimum is the lowest, and only that hour's
-    steps (and the next hour's, where the lookback carries its samples). A step before that
-    hour sees no sample holding the lowest value, so the first match found is the first.
-    """
-    low = {_series_key(labels): value for labels, value in lowest}
-    found: dict[SeriesKey, float] = {}
-    steps = _steps(q, q.start_s, q.start_s + 2 * _HOUR_S - 1)
-    _match(client.range(selector, *steps), low, low, found)
-    rest = set(low) - set(found)
-    if rest:
-        for hour, keys in sorted(_lowest_hours(client, q, selector, low, rest).items()):
-            first = q.start_s + hour * _HOUR_S
-            steps = _steps(q, first, first + 2 * _HOUR_S - 1)
-            _match(client.range(_narrowed(q, selector, keys), *steps), low, keys, found)
-        # A lowest no step of its hours saw (a step longer than the samples' spacing skips
-        # samples): every step of the window, as the comparison read them.
-        unseen = [k for k in rest if k not in found]
-        if unseen:
-            steps = _steps(q, q.start_s, q.end_s)
-            _match(client.range(_narrowed(q, selector, unseen), *steps), low, unseen, found)
-    out: dict[tuple[str, int], int] = {}
-    for key, at_s in found.items():
-        card = _card(dict(key))
-        if card is not None:
-            out[card] = min(_int(at_s), out.get(card, _int(at_s)))
-    return out
-
-
-def _match(
-    answer: Matrix,
-    low: Mapping[SeriesKey, float],
-    wanted: Collection[SeriesKey],
-    found: dict[SeriesKey, float],
-) -> None:
-    """Record in `found` the first step of `answer` where each series of `wanted` holds its
-    `low` value (other series the answer holds are left: their first step may lie outside)."""
-    chosen = set(wanted)
-    for labels, points in answer:
-        key = _series_key(labels)
-        if key in found or key not in chosen:
-            continue
-        at_s = next((t for t, v in points if v == low[key]), None)
-        if at_s is not None:
-            found[key] = at_s
-
-
-def _lowest_hours(
-    client: PromClient,
-    q: _Queries,
-    selector: str,
-    low: Mapping[SeriesKey, float],
-    wanted: set[SeriesKey],
-) -> dict[int, list[SeriesKey]]:
-    """The series of `wanted`, by the first hour of the window whose minimum is their lowest.
-
-    Hour k is the hour before start + (k + 1) h - 1 ms, both ends in (one millisecond more than
-    an hour, so no sample falls between two hours however Prometheus bounds a range); the last
-    may reach past the window's end, which cannot move the first hour: the lowest is a sample
-    of the window, in that hour or before.
-    """
-    hours = math.ceil((q.end_s - q.start_s) / _HOUR_S)
-    first = q.start_s + _HOUR_S - 0.001
-    expr = f"min_over_time({selector}[{_HOUR_S}s])"
-    by_hour: dict[int, list[SeriesKey]] = defaultdict(list)
-    for labels, points in client.range(expr, first, first + (hours - 1) * _HOUR_S, _HOUR_S):
-        key = _series_key(labels)
-        if key not in wanted:
-            continue
-        at_s = next((t for t, v in points if v == low[key]), None)
-        if at_s is not None:
-            by_hour[round(at_s + 0.001 - q.start_s) // _HOUR_S - 1].append(key)
-    return by_hour
-
-
-def _narrowed(q: _Queries, selector: str, keys: Sequence[SeriesKey]) -> str:
-    """`selector` cut to the hosts and cards of `keys` (their cross product: a few extra series
-    are read and left unmatched)."""
-    labels = [dict(key) for key in keys]
-    hosts = sorted({_host(k) for k in labels} - {""})
-    gpus = sorted({k.get("gpu", "") for k in labels} - {""})
-    if not hosts or not gpus:
-        return selector
-    name, _, matchers = selector.partition("{")
-    cut = f"{q.named(hosts)},gpu=~{_regex(gpus)}"
-    return f"{name}{{{cut},{matchers}" if matchers else f"{name}{{{cut}}}"
-
-
 def _cut(q: _Queries, selector: str, hosts: Iterable[str], gpus: Iterable[object]) -> str:
     """`selector` cut to these hosts and cards (their cross product)."""
     name, _, matchers = selector.partition("{")
@@ -911,60 +743,214 @@ def _known(found: Mapping[K | None, float]) -> dict[K, float]:
     return {key: value for key, value in found.items() if key is not None}
 
 
-def at_ranks(
+def kth_samples(
     client: PromClient,
     at_s: float,
-    counts: Mapping[K, float],
+    wanted: Mapping[K, tuple[int, Sequence[int]]],
     ranged: Callable[[Collection[K] | None], str],
     key_of: Callable[[Labels], K | None],
-    percentiles: Sequence[int] = (50, 95),
-) -> dict[int, dict[K, float]]:
-    """Per percentile p, each series' sample at the nearest rank ceil(p·n/100) of its n samples
-    in `ranged(None)` (`counts`: its `count_over_time`, by `key_of` its labels), as the ledger's
-    report counts them: never interpolated.
+) -> dict[K, tuple[float, ...]]:
+    """Per series of `wanted` (its n samples in `ranged(None)`, by `key_of` its labels; the ranks
+    asked), its samples at those ranks, counted from 1 in ascending order: never interpolated.
 
-    Prometheus selects it: `quantile_over_time(φ, …)` reads the sample at rank φ·(n − 1) + 1,
+    Prometheus selects them: `quantile_over_time(φ, …)` reads the sample at rank φ·(n − 1) + 1,
     interpolating only between two ranks, so φ = (rank − 1)/(n − 1) lands on the sample itself
-    (to a float's rounding, which `round` to whole bytes removes). φ depends on n: series are
-    asked in groups of one n, the most common one over `ranged(None)`, the others over
+    (to a float's rounding, which rounding to whole bytes removes). φ depends on n: series are
+    asked in groups of one n and ranks, the most common over `ranged(None)`, the others over
     `ranged(keys)`, cut to theirs.
     """
-    groups: dict[int, list[K]] = defaultdict(list)
-    for key, n in counts.items():
-        if round(n) > 0:
-            groups[round(n)].append(key)
-    out: dict[int, dict[K, float]] = {p: {} for p in percentiles}
+    groups: dict[tuple[int, tuple[int, ...]], list[K]] = defaultdict(list)
+    for key, (n, ranks) in wanted.items():
+        if n > 0:
+            groups[(n, tuple(ranks))].append(key)
     if not groups:
-        return out
-    common = max(groups, key=lambda n: (len(groups[n]), n))
-    asked: list[tuple[int, int]] = []
+        return {}
+    common = max(groups, key=lambda g: (len(groups[g]), g))
+    asked: list[tuple[tuple[int, tuple[int, ...]], int]] = []
     exprs: list[str] = []
-    for p in percentiles:
-        for n, keys in sorted(groups.items()):
-            rank = nearest_rank(p, n)
+    for group, keys in sorted(groups.items()):
+        n, ranks = group
+        for i, rank in enumerate(ranks):
             phi = (rank - 1) / (n - 1) if n > 1 else 0.0
-            exprs.append(f"quantile_over_time({phi!r}, {ranged(None if n == common else keys)})")
-            asked.append((p, n))
-    for (p, n), answer in zip(asked, client.instants(exprs, at_s), strict=True):
+            exprs.append(
+                f"quantile_over_time({phi!r}, {ranged(None if group == common else keys)})"
+            )
+            asked.append((group, i))
+    found: dict[K, list[float | None]] = {}
+    for (group, i), answer in zip(asked, client.instants(exprs, at_s), strict=True):
         for labels, value in answer:
             named = key_of(labels)
-            if named is not None and round(counts.get(named, 0)) == n:
-                out[p][named] = value
-    return out
+            if (
+                named is not None
+                and named in wanted
+                and (wanted[named][0], tuple(wanted[named][1])) == group
+            ):
+                found.setdefault(named, [None] * len(group[1]))[i] = value
+    return {
+        key: tuple(v for v in values if v is not None)
+        for key, values in found.items()
+        if all(v is not None for v in values)
+    }
 
 
-def _card_ranks(
-    client: PromClient, q: _Queries, used: str, counts: Mapping[tuple[str, int], float]
-) -> dict[str, dict[tuple[str, int], float]]:
-    """Each card's used bytes at the nearest ranks of p50 and p95 over the window."""
+# --- the cards' answers to `inventory.history.figures.card_usage` --------------------------------
 
-    def ranged(keys: Collection[tuple[str, int]] | None) -> str:
-        if keys is None:
-            return f"{used}{q.rng}"
-        return f"{_cut(q, used, [k[0] for k in keys], [k[1] for k in keys])}{q.rng}"
+_HOUR_S = 3600
 
-    ranks = at_ranks(client, q.at, counts, ranged, _card)
-    return {"p50": ranks[50], "p95": ranks[95]}
+
+@dataclass
+class PromCards:
+    """Prometheus's answers to the card figures' questions (`figures.CardSource`) for one group
+    of hosts: hourly bounds, the first step at a lowest free, and used at ranks, in PromQL.
+
+    The parts are the window's hours counted back from its end (a shorter first part where the
+    window is not whole hours): each a `*_over_time` range query at step=1h, plus one instant
+    query for the first part.
+    """
+
+    client: PromClient
+    q: _Queries
+    dcgm: bool = False
+    seen: set[tuple[str, int]] = field(default_factory=set)
+
+    @property
+    def scale(self) -> float:
+        """Bytes per unit of the series read (DCGM's are MiB)."""
+        return MIB if self.dcgm else 1.0
+
+    def _metric(self, gpuplan: str, dcgm: str) -> str:
+        return self.q.sel(dcgm if self.dcgm else gpuplan)
+
+    def card_parts(self) -> list[CardPart]:
+        used = self._metric(m.CARD_USED, DCGM_USED)
+        free = self._metric(m.CARD_FREE, DCGM_FREE)
+        templates = {
+            "n": f"count_over_time({used}RANGE)",
+            "top": f"max_over_time({used}RANGE)",
+            "low": f"min_over_time({free}RANGE)",
+        }
+        if not self.dcgm:
+            error = self.q.sel(m.CARD_ERROR)
+            templates["errors"] = f"sum by ({self.q.by('gpu')}) (sum_over_time({error}RANGE))"
+        with ThreadPoolExecutor(max_workers=len(templates)) as pool:
+            asked = {k: pool.submit(self._by_part, t) for k, t in templates.items()}
+            got = {k: future.result() for k, future in asked.items()}
+        scale = self.scale
+        parts: list[CardPart] = []
+        for key, end_s in sorted(set(got["n"]) | set(got.get("errors", {}))):
+            n = round(got["n"].get((key, end_s), 0))  # of several series of a card, the most
+            errors = round(got.get("errors", {}).get((key, end_s), 0))
+            if not n and not errors:
+                continue
+            top, low = got["top"].get((key, end_s)), got["low"].get((key, end_s))
+            start_s = max(self.q.start_s, end_s - _HOUR_S)
+            parts.append(
+                CardPart(*key, start_s, end_s, n, errors,
+                         None if top is None else round(top * scale),
+                         None if low is None else round(low * scale))
+            )  # fmt: skip
+            self.seen.add(key)
+        return parts
+
+    def _by_part(self, template: str) -> dict[tuple[tuple[str, int], int], float]:
+        """`template` (RANGE standing for each part's range) by (card, end of its part); of
+        several series of one card, the lowest where RANGE is under `min_`, else the highest."""
+        q = self.q
+        pick = min if template.startswith("min_") else max
+        full, first = divmod(q.end_s - q.start_s, _HOUR_S)
+        out: dict[tuple[tuple[str, int], int], float] = {}
+
+        def put(labels: Labels, end_s: int, value: float) -> None:
+            key = _card(labels)
+            if key is not None:
+                held = out.get((key, end_s))
+                out[(key, end_s)] = value if held is None else pick(held, value)
+
+        if full:
+            expr = template.replace("RANGE", f"[{_HOUR_S * 1000 - 1}ms]")
+            begin = q.start_s + first + _HOUR_S - 0.001
+            for labels, points in self.client.range(expr, begin, q.end_s - 0.001, _HOUR_S):
+                for t, v in points:
+                    put(labels, round(t + 0.001), v)
+        if first:
+            expr = template.replace("RANGE", f"[{first * 1000 - 1}ms]")
+            for labels, value in self.client.instant(expr, q.start_s + first - 0.001):
+                put(labels, q.start_s + first, value)
+        return out
+
+    def first_lowest_free(
+        self, wanted: Mapping[tuple[str, int], tuple[int, int, int]]
+    ) -> dict[tuple[str, int], int]:
+        """The first --step from each card's part whose free reads that lowest: one range query
+        per part over it and the hour after (where the lookback carries its last samples), cut
+        to its cards; then, for a lowest no step of those saw (a step longer than the samples'
+        spacing skips samples), one over the rest of the window. A step before the part sees no
+        sample holding it: every earlier part's lowest is higher."""
+        free = self._metric(m.CARD_FREE, DCGM_FREE)
+
+        def search(
+            keys: list[tuple[str, int]], first_s: int, last_s: int
+        ) -> dict[tuple[str, int], int]:
+            selector = _cut(self.q, free, [k[0] for k in keys], [k[1] for k in keys])
+            chosen = set(keys)
+            found: dict[tuple[str, int], int] = {}
+            for labels, points in self.client.range(selector, *_steps(self.q, first_s, last_s)):
+                key = _card(labels)
+                if key is None or key not in chosen:
+                    continue
+                low = wanted[key][2]
+                at = next((t for t, v in points if round(v * self.scale) == low), None)
+                if at is not None:
+                    found[key] = min(round(at), found.get(key, round(at)))
+            return found
+
+        by_part: dict[int, list[tuple[str, int]]] = defaultdict(list)
+        for key, (start_s, *_) in wanted.items():
+            by_part[start_s].append(key)
+        # The window's first steps may see, through the lookback, a sample from before it that
+        # holds the lowest already.
+        found = search(sorted(wanted), self.q.start_s, self.q.start_s + LOOKBACK_S)
+        with ThreadPoolExecutor(max_workers=min(_JOBS, len(by_part) or 1)) as pool:
+            asked = [
+                pool.submit(search, keys, start_s, wanted[keys[0]][1] + _HOUR_S - 1)
+                for start_s, keys in sorted(by_part.items())
+                if any(k not in found for k in keys)
+            ]
+            for answer in asked:
+                found = answer.result() | found
+            unseen = sorted({wanted[k][0] for k in wanted if k not in found})
+            rest = [
+                pool.submit(search, [k for k in by_part[s] if k not in found], s, self.q.end_s)
+                for s in unseen
+            ]
+            for answer in rest:
+                found |= answer.result()
+        return found
+
+    def used_at_ranks(
+        self, wanted: Mapping[tuple[str, int], tuple[int, Sequence[int]]]
+    ) -> dict[tuple[str, int], tuple[int, ...]]:
+        used = self._metric(m.CARD_USED, DCGM_USED)
+
+        def ranged(keys: Collection[tuple[str, int]] | None) -> str:
+            if keys is None:
+                return f"{used}{self.q.rng}"
+            return f"{_cut(self.q, used, [k[0] for k in keys], [k[1] for k in keys])}{self.q.rng}"
+
+        found = kth_samples(self.client, self.q.at, wanted, ranged, _card)
+        return {k: tuple(round(v * self.scale) for v in vs) for k, vs in found.items()}
+
+    def nvml_v1_cards(self) -> set[tuple[str, int]]:
+        if self.dcgm:
+            return set()
+        version = self.q.sel(m.CARD_MEMORY_VERSION)
+        found = self.client.instant(f"min_over_time({version}{self.q.rng})", self.q.at)
+        return {key for labels, v in found if v == 1 and (key := _card(labels)) is not None}
+
+    def unexplained_max(self) -> dict[tuple[str, int], tuple[int | None, int | None]]:
+        """None for DCGM's cards (no processes); gpuplan's are filled from the charts
+        (`_unexplained`), 0 until then."""
+        return dict.fromkeys(self.seen, (None, None)) if self.dcgm else {}
 
 
 def _steps(q: _Queries, first_s: float, last_s: float) -> tuple[float, float, float]:
@@ -973,37 +959,6 @@ def _steps(q: _Queries, first_s: float, last_s: float) -> tuple[float, float, fl
     start = max(q.start_s, math.ceil(first_s / step) * step)
     end = min(q.at, math.floor(last_s / step) * step)
     return float(start), float(max(start, end)), float(step)
-
-
-def _dcgm_usage(client: PromClient, q: _Queries) -> list[CardUsage]:
-    """Cards of hosts that only DCGM's exporter describes: used and free in MiB, no processes."""
-    exprs = {
-        "n": q.dcgm(f"count_over_time(SEL{q.rng})", DCGM_USED),
-        "max": q.dcgm(f"max_over_time(SEL{q.rng})", DCGM_USED),
-    }
-    got, low_at = _card_answers(client, q, exprs, q.dcgm("SEL", DCGM_FREE))
-    got |= _card_ranks(client, q, q.dcgm("SEL", DCGM_USED), got["n"])
-    return [
-        CardUsage(
-            host=key[0],
-            card=key[1],
-            samples=_int(n),
-            error_samples=0,
-            used_p50_bytes=_mib(got["p50"].get(key)),
-            used_p95_bytes=_mib(got["p95"].get(key)),
-            used_max_bytes=_mib(got["max"].get(key)),
-            min_free_bytes=_mib(got["low"].get(key)),
-            min_free_at_s=low_at.get(key),
-            unexplained_max_bytes=None,
-            unexplained_max_at_s=None,
-            nvml_v1=False,
-        )
-        for key, n in sorted(got["n"].items())
-    ]
-
-
-def _mib(value: float | None) -> int | None:
-    return None if value is None else _int(value * MIB)
 
 
 SeatKey = tuple[str, int, str]
@@ -1015,54 +970,18 @@ def _seat_key(labels: Labels) -> SeatKey | None:
     return (*card, seat) if card is not None and seat else None
 
 
-def _seat_stats(client: PromClient, q: _Queries) -> dict[SeatKey, tuple[int, int, int, int]]:
-    """(samples, p50, p95, max) of each seat's bytes per card.
-
-    A seat with one process series in the window (the usual case) is read from its raw samples;
-    one with several (restarted, or several processes on a card) from the per-step sum of them.
-    """
-    raw = q.sel(m.PROCESS_USED, _SEATED)
-    answers = _four(client, q, _proc_cut(q, raw))
-    series: dict[SeatKey, int] = defaultdict(int)
-    for key in answers[0]:
-        if key is not None:
-            series[key[:3]] += 1
-    several = sorted({k for k, n in series.items() if n > 1})
-    out = {
-        key[:3]: (_int(n), _int(answers[1][key]), _int(answers[2][key]), _int(answers[3][key]))
-        for key, n in answers[0].items()
-        if key is not None and series[key[:3]] == 1 and all(key in a for a in answers[1:])
-    }
-    if several:
-        summed = _four(client, q, _summed(q, q.sub, {k[2] for k in several}))
-        for key, n in summed[0].items():
-            if key is not None and key[:3] in several and all(key in a for a in summed[1:]):
-                out[key[:3]] = (_int(n), *(_int(a[key]) for a in summed[1:]))  # type: ignore[assignment]
-    return out
-
-
-def _four(
-    client: PromClient, q: _Queries, ranged: Callable[[Collection[ProcKey] | None], str]
-) -> list[dict[ProcKey | None, float]]:
-    """count, p50, p95 (nearest rank) and max over `ranged(None)`, keyed by (host, card, seat,
-    pid); `ranged(keys)` is the same cut to those series."""
-    whole = ranged(None)
-    counted, top = client.instants([f"count_over_time({whole})", f"max_over_time({whole})"], q.at)
-    counts = {_proc_key(labels): value for labels, value in counted}
-    ranks = at_ranks(client, q.at, _known(counts), ranged, _proc_key)
-    return [counts, ranks[50], ranks[95], {_proc_key(labels): value for labels, value in top}]  # type: ignore[list-item]
-
-
 ProcKey = tuple[str, int, str, str]
 
 
-def _proc_cut(q: _Queries, selector: str) -> Callable[[Collection[ProcKey] | None], str]:
-    """`selector` (of process series) over the window, cut to the hosts and cards of some keys."""
+def _proc_cut(
+    q: _Queries, selector: str, width: str
+) -> Callable[[Collection[ProcKey] | None], str]:
+    """`selector` (of process series) over `width`, cut to the hosts and cards of some keys."""
 
     def ranged(keys: Collection[ProcKey] | None) -> str:
         if keys is None:
-            return f"{selector}{q.rng}"
-        return f"{_cut(q, selector, [k[0] for k in keys], [k[1] for k in keys])}{q.rng}"
+            return f"{selector}{width}"
+        return f"{_cut(q, selector, [k[0] for k in keys], [k[1] for k in keys])}{width}"
 
     return ranged
 
@@ -1085,45 +1004,91 @@ def _proc_key(labels: Labels) -> tuple[str, int, str, str] | None:
     return (*key, labels.get("pid", "")) if key is not None else None
 
 
-def _seat_medians(
-    client: PromClient, q: _Queries, at_s: float, segment_s: int
-) -> dict[SeatKey, int]:
-    """Each seat's median over the `segment_s` seconds before `at_s` (the first or last part).
+@dataclass
+class PromSeats:
+    """Prometheus's answers to the seat figures' questions (`figures.SeatSource`) for one group
+    of hosts, in PromQL.
 
-    Read from the raw samples of a seat with one process series there (the usual case); from
-    the sum of its processes at every --step for one with several. The sum over every seat
-    (a subquery) cost Prometheus ten times the raw read on a 128-host fleet.
+    A seat with one process series on a card in a part (the usual case) is read from its raw
+    samples; one with several there (restarted, or several processes) from the per-step sum of
+    them at --step: the sum over every seat (a subquery) cost Prometheus ten times the raw read
+    on a 128-host fleet. `seat_counts` remembers which is which, for `seat_at_ranks`.
     """
-    at = at_s - 0.001
-    width = f"[{segment_s * 1000 - 1}ms]"
-    selector = q.sel(m.PROCESS_USED, _SEATED)
 
-    def raw(keys: Collection[ProcKey] | None) -> str:
-        if keys is None:
-            return f"{selector}{width}"
-        return f"{_cut(q, selector, [k[0] for k in keys], [k[1] for k in keys])}{width}"
+    client: PromClient
+    q: _Queries
+    single: dict[Part, dict[SeatKey, ProcKey]] = field(default_factory=dict)
+    several: dict[Part, set[SeatKey]] = field(default_factory=dict)
 
-    counts = _known(
-        {_proc_key(labels): n for labels, n in client.instant(f"count_over_time({raw(None)})", at)}
-    )
-    by_seat: dict[SeatKey, list[ProcKey]] = defaultdict(list)
-    for key in counts:
-        by_seat[key[:3]].append(key)
-    single = {key: n for key, n in counts.items() if len(by_seat[key[:3]]) == 1}
-    medians = at_ranks(client, at, single, raw, _proc_key, (50,))[50]
-    out = {key[:3]: _int(value) for key, value in medians.items()}
-    several = sorted({key[2] for key, found in by_seat.items() if len(found) > 1})
-    if several:
-        summed = _summed(q, f"[{segment_s * 1000 - 1}ms:{q.step_s}s]", several)
-        found = client.instant(f"count_over_time({summed(None)})", at)
-        wanted = {
-            k: n
-            for k, n in _known({_proc_key(labels): n for labels, n in found}).items()
-            if len(by_seat.get(k[:3], ())) > 1
+    def _range(self, part: Part) -> tuple[float, str, str]:
+        """Evaluation time, raw range and subquery range of a part ([start, end) or the window)."""
+        if part is None:
+            return self.q.at, self.q.rng, self.q.sub
+        width = (part[1] - part[0]) * 1000 - 1
+        return part[1] - 0.001, f"[{width}ms]", f"[{width}ms:{self.q.step_s}s]"
+
+    def seat_counts(self, parts: Sequence[Part]) -> list[dict[SeatKey, tuple[int, int]]]:
+        with ThreadPoolExecutor(max_workers=len(parts) or 1) as pool:
+            return list(pool.map(self._counts, parts))
+
+    def _counts(self, part: Part) -> dict[SeatKey, tuple[int, int]]:
+        at, width, sub = self._range(part)
+        raw = self.q.sel(m.PROCESS_USED, _SEATED)
+        counts, tops = self._two(f"{raw}{width}", at)
+        by_seat: dict[SeatKey, list[ProcKey]] = defaultdict(list)
+        for key in counts:
+            by_seat[key[:3]].append(key)
+        single = {seat: keys[0] for seat, keys in by_seat.items() if len(keys) == 1}
+        out = {
+            seat: (round(counts[key]), round(tops[key]))
+            for seat, key in single.items()
+            if key in tops
         }
-        for key, value in at_ranks(client, at, wanted, summed, _proc_key, (50,))[50].items():
-            out[key[:3]] = _int(value)
-    return out
+        several = {seat for seat, keys in by_seat.items() if len(keys) > 1}
+        if several:
+            summed = _summed(self.q, sub, {seat[2] for seat in several})(None)
+            counts, tops = self._two(summed, at)
+            for key, n in counts.items():
+                if key[:3] in several and key in tops:
+                    out[key[:3]] = (round(n), round(tops[key]))
+        self.single[part] = single
+        self.several[part] = several
+        return out
+
+    def _two(self, ranged: str, at: float) -> tuple[dict[ProcKey, float], dict[ProcKey, float]]:
+        """`count_over_time` and `max_over_time` of `ranged`, by process key."""
+        counted, top = self.client.instants(
+            [f"count_over_time({ranged})", f"max_over_time({ranged})"], at
+        )
+        return (
+            _known({_proc_key(labels): v for labels, v in counted}),
+            _known({_proc_key(labels): v for labels, v in top}),
+        )
+
+    def seat_at_ranks(
+        self, asks: Sequence[tuple[Part, Mapping[SeatKey, tuple[int, Sequence[int]]]]]
+    ) -> list[dict[SeatKey, tuple[int, ...]]]:
+        with ThreadPoolExecutor(max_workers=len(asks) or 1) as pool:
+            return list(pool.map(lambda ask: self._ranks(*ask), asks))
+
+    def _ranks(
+        self, part: Part, wanted: Mapping[SeatKey, tuple[int, Sequence[int]]]
+    ) -> dict[SeatKey, tuple[int, ...]]:
+        at, width, sub = self._range(part)
+        single, several = self.single[part], self.several[part]
+        raw = _proc_cut(self.q, self.q.sel(m.PROCESS_USED, _SEATED), width)
+        one = {single[k]: v for k, v in wanted.items() if k in single}
+        found = kth_samples(self.client, at, one, raw, _proc_key)
+        many = {(*k, ""): v for k, v in wanted.items() if k in several}
+        if many:
+            summed = _summed(self.q, sub, {k[2] for k in several})
+            found |= kth_samples(self.client, at, many, summed, _proc_key)
+        return {key[:3]: tuple(round(v) for v in values) for key, values in found.items()}
+
+
+# `inventory.history.figures.seat_usage`: the seats' rows from their answers and the window's
+# first sample, last sample and part length.
+SeatFigures = Callable[[PromSeats, int, int, int], list[SeatUsage]]
 
 
 def _foreign(client: PromClient, q: _Queries) -> list[ForeignUsage]:

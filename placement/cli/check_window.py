@@ -112,7 +112,7 @@ def add_window_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def validate_window(args: argparse.Namespace) -> None:
-    """The window's flags need --window; --window needs the ledger's history."""
+    """The window's flags need --window; --window needs a history (--ledger or --prometheus)."""
     given = [f"--{name.replace('_', '-')}" for name in _FAMILY if getattr(args, name) is not None]
     if args.window is None:
         if given:
@@ -123,13 +123,15 @@ def validate_window(args: argparse.Namespace) -> None:
             f"--window needs --ledger or --prometheus (a history); {'--snapshot' if args.snapshot else '--live'} "
             "gives one moment"
         )
-    if args.prometheus:
+    if args.prometheus and getattr(args, "command", "check") != "check":
         raise CannotDecideError(
-            "--window with --prometheus: the week is read from a ledger only so far; "
-            "record the host with `gpuplan snapshot --ledger DB` and pass --ledger DB"
+            f"{args.command} --window with --prometheus: this command reads the week from a "
+            "ledger only so far; pass --ledger DB"
         )
-    if not args.ledger:
-        raise BadInputError("--window needs --ledger DB (the history it judges against)")
+    if not args.ledger and not args.prometheus:
+        raise BadInputError(
+            "--window needs --ledger DB or --prometheus URL (the history it judges against)"
+        )
 
 
 def options_of(args: argparse.Namespace) -> WindowOptions:
@@ -152,18 +154,19 @@ def windowed(
     judge: Callable[[Sequence[Snapshot]], Outcome],
 ) -> Callable[[Sequence[Snapshot]], Outcome]:
     """`judge` followed by the window's replay of each verdict's host; prints both."""
-    from inventory.history.ledger import LedgerHistory
-    from inventory.ledger.store import open_ledger
     from placement.check.window import judge_window
+    from placement.cli.history_source import open_history, with_unknowns
+    from placement.cli.sources import source_options
 
     options = options_of(args)
 
     def judge_over(snapshots: Sequence[Snapshot]) -> Outcome:
         outcome = judge(snapshots)
-        with open_ledger(args.ledger, readonly=True) as ledger:
-            found = judge_window(
-                catalogue, LedgerHistory(ledger.connection), outcome.results, options
-            )
+        with open_history(source_options(args)) as history:
+            found = [
+                replace(item, window=with_unknowns(history, item.window))
+                for item in judge_window(catalogue, history, outcome.results, options)
+            ]
         results = [w.result for w in found]
         exit_code = max([outcome.exit_code, *(int(r.exit_code) for r in results)])
 

@@ -176,3 +176,16 @@ def note_text(said: Said | Data) -> str:
 def note_texts(notes: Any) -> list[str]:
     """Each note's words, in order."""
     return [note_text(said) for said in notes]
+
+
+def worded_notes(data: Any) -> Any:
+    """JSON with each note (a mapping with a `said` and no `rule`) replaced by its words, at any
+    depth (in place where it can be, and returned); reasons are left as they are."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            data[key] = worded_notes(value)
+        if data.get("said") and "rule" not in data:
+            return note_text(data)
+    elif isinstance(data, list):
+        data[:] = [worded_notes(item) for item in data]
+    return data

@@ -74,7 +74,8 @@ def consequence(behaviour: str | None, kind: str | None) -> str:
 
 def squeezer_text(s: Data) -> str:
     """`ollama serve (+20.00 GiB then, present 14:00–15:59 UTC on 7 of 7 days: Ollama would …)`."""
-    name = escaped(str(s["name"]))
+    # A process of no seat whose command line the history does not keep (Prometheus) has none.
+    name = escaped(str(s["name"])) if s["name"] else "processes of no seat"
     grown = b(s["then_bytes"] - s["now_bytes"])
     return (
         f"{name} (+{grown}, {hours_text(s['by_hour'])} on {s['days']} of {s['of_days']} days: "
@@ -183,6 +184,11 @@ def _warning(w: WindowWarning, window: SeatWindow, risks: Mapping[Any, Any]) -> 
         if f["unseen_hours"]:
             text += f"; never seen in {hours_text([1 if h in f['unseen_hours'] else 0 for h in range(24)])}"
         return [text]
+    if w.kind == "command_lines":
+        return [
+            f"rebase: the history of {escaped(f['host'])} keeps no command lines (Prometheus): a "
+            "seat redeployed with other flags in the window is counted as observed, not rebased"
+        ]
     if w.kind == "clock":
         return [
             f"clock: {f['moments']:,} moments of {escaped(f['host'])} arrived more than 5 min from "

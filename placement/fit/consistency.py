@@ -81,8 +81,8 @@ def check_snapshot(
 def _pinned_cards_exist(catalogue: Catalogue, snapshot: Snapshot, source: str) -> None:
     # The card count agrees, so this only fails on a snapshot whose indices skip a number.
     indices = {card.index for card in snapshot.cards}
-    for i, seat in enumerate(catalogue.seats):
-        if seat.host != snapshot.host or seat.state == "retired":
+    for i, seat in catalogue.on_host(snapshot.host):
+        if seat.state == "retired":
             continue
         for card in seat.pinned_cards or ():
             if card not in indices:

@@ -336,12 +336,19 @@ def _states(
     mode: Mode,
     state_cache: CardStates | None,
     models: Mapping[CardKey, CardModel] | None,
+    prepared: Mapping[int, CardState] | None = None,
 ) -> list[CardState]:
     """The state of each usable card as `seat` meets it: the card's model (from `models`, else
-    built) with the other new seats there placed on it; shared through `state_cache` where it may."""
+    built) with the other new seats there placed on it; shared through `state_cache` where it may.
+    `prepared`: states already worked out for this seat beside these others, by card index."""
     host = snapshot.host
     states: list[CardState] = []
     for card in usable:
+        if prepared is not None:
+            ready = prepared.get(card.index)
+            if ready is not None:
+                states.append(ready)
+                continue
         key = (host, card.index, mode)
         shared = state_cache is not None and _anonymous_on(catalogue, seat, card)
         state = state_cache.get(key) if shared and state_cache is not None else None
@@ -367,11 +374,16 @@ def _states(
 
 
 def _chosen_util(
-    seat: Seat, rule: GateRule, states: Sequence[CardState], ctx: int, out: _Judgement
+    seat: Seat,
+    rule: GateRule,
+    states: Sequence[CardState],
+    ctx: int,
+    out: _Judgement,
+    wide: _SeatWide,
 ) -> Decimal | None:
     """The util the seat is judged with: declared, default, or proposed (DESIGN.md "which util")."""
     totals = [state.cuda_total_bytes for state in states]
-    start = start_util(seat, rule, totals, ctx) if states else rule.util
+    start = wide.start_util(totals, ctx) if states else rule.util
     kv = kv_bytes(seat)
     # kv_cache_memory pinned: util only feeds vLLM's gate. Prefer the util whose request
     # covers the seat; where the gate cannot honour that, the largest util that passes.
@@ -462,6 +474,7 @@ def judge(
     state_cache: CardStates | None = None,
     need_floor: bool = False,
     models: Mapping[CardKey, CardModel] | None = None,
+    prepared: Mapping[int, CardState] | None = None,
 ) -> Verdict:
     """Judge `seat` started last on `cards` of `snapshot` (attributed), beside the new `others`.
 
@@ -474,18 +487,94 @@ def judge(
     `need_floor`: the seat's resident is unknown, so its need is a lower bound (said in `room`).
     `models`: the cards' models by (host, index), where the caller has them or simulates on them
     (seats placed or taken off: a move, a deploy); a card missing there is modelled from `snapshot`.
+    `prepared`: the states of some of `cards` as `seat` meets them beside `others`, worked out by
+    the caller (`verify_placement`, a card at a time); the other cards' are worked out here.
     """
     seat = override_seat(seat, util, kv_cache_bytes, resident_bytes)
+    wide = _SeatWide(seat, gate_rule(seat.engine, propose=mode == "plan"))
+    return _judged(
+        catalogue, snapshot, wide, cards, others, mode, need_floor, state_cache, models, prepared
+    )
+
+
+def judge_each(
+    views: Sequence[Catalogue],
+    snapshot: Snapshot,
+    seat: Seat,
+    cards: Sequence[int],
+    *,
+    others: Sequence[Placement] = (),
+    state_cache: CardStates | None = None,
+    models: Mapping[CardKey, CardModel] | None = None,
+) -> list[Verdict]:
+    """`seat` judged on each of `cards` alone, each through its own catalogue view (`views`):
+
+        judge_each(views, snapshot, seat, cards, ...) == [
+            judge(view, snapshot, seat, [index], ...) for view, index in zip(views, cards)
+        ]
+
+    (mode "plan"), with what no card changes worked out once: the seat's gate rule, its start
+    util per CUDA total and its engine flags per util. Explaining a refused seat asks this of
+    every card of a host.
+    """
+    wide = _SeatWide(seat, gate_rule(seat.engine, propose=True))
+    return [
+        _judged(view, snapshot, wide, [index], others, "plan", False, state_cache, models, None)
+        for view, index in zip(views, cards, strict=True)
+    ]
+
+
+@dataclass
+class _SeatWide:
+    """What judging one seat works out that no card changes (shared by `judge_each`'s cards)."""
+
+    seat: Seat
+    rule: GateRule
+    # start_util by (CUDA totals, cuda_context); engine flags by the util chosen.
+    starts: dict[tuple[tuple[int, ...], int], Decimal | None] = field(default_factory=dict)
+    flags: dict[Decimal | None, tuple[str, ...]] = field(default_factory=dict)
+
+    def start_util(self, totals: Sequence[int], ctx: int) -> Decimal | None:
+        key = (tuple(totals), ctx)
+        if key not in self.starts:
+            self.starts[key] = start_util(self.seat, self.rule, totals, ctx)
+        return self.starts[key]
+
+    def engine_flags(self, chosen: Decimal | None) -> tuple[str, ...]:
+        found = self.flags.get(chosen)
+        if found is None:
+            seat, rule = self.seat, self.rule
+            found = self.flags[chosen] = tuple(
+                engine_flags(
+                    seat.engine, chosen, kv_bytes(seat), proposed=rule.source != "declared"
+                )
+            )
+        return found
+
+
+def _judged(
+    catalogue: Catalogue,
+    snapshot: Snapshot,
+    wide: _SeatWide,
+    cards: Sequence[int],
+    others: Sequence[Placement],
+    mode: Mode,
+    need_floor: bool,
+    state_cache: CardStates | None,
+    models: Mapping[CardKey, CardModel] | None,
+    prepared: Mapping[int, CardState] | None,
+) -> Verdict:
+    """`judge`'s body, the seat's overrides put in and its card-independent figures in `wide`."""
+    seat, rule = wide.seat, wide.rule
     host = snapshot.host
     ctx = cuda_context_bytes(catalogue, host)
-    rule = gate_rule(seat.engine, propose=mode == "plan")
     out = _Judgement(
         reasons=host_reasons(seat, host, cards), warnings=list(rule.warnings), need_floor=need_floor
     )
     usable = _usable_cards(snapshot, cards, mode, out)
     # A host without cuda_context is said once per run, by fit.consistency.check_snapshot.
-    states = _states(catalogue, snapshot, seat, usable, others, mode, state_cache, models)
-    chosen = _chosen_util(seat, rule, states, ctx, out)
+    states = _states(catalogue, snapshot, seat, usable, others, mode, state_cache, models, prepared)
+    chosen = _chosen_util(seat, rule, states, ctx, out, wide)
     # A proposed util makes the request the resident already: only a declared figure can fall short.
     if rule.source != "proposed" or kv_bytes(seat) is not None:
         warning = profile_resident_warning(seat, chosen, states, ctx)
@@ -499,9 +588,7 @@ def judge(
         out.reasons.extend(unbounded_beside(seat, host, cards, placed))
     gated = requests_util(seat.engine) and rule.gating == "gated"
     if gated:
-        flags = engine_flags(
-            seat.engine, chosen, kv_bytes(seat), proposed=rule.source != "declared"
-        )
+        flags = wide.engine_flags(chosen)
     elif states and not requests_util(seat.engine):
         # DESIGN.md, Engines: the flags that make it take its declared bytes (its pin).
         flags = engine_of(seat.engine).pin_flags(seat, engine_card(states[0]))
@@ -601,11 +688,15 @@ def verify_placement(
     views: Mapping[str, Catalogue] | None = None,
     card_views: Mapping[tuple[str, int], Catalogue] | None = None,
     models: Mapping[CardKey, CardModel] | None = None,
+    placed_models: dict[CardKey, CardModel] | None = None,
 ) -> list[Verdict]:
     """Re-judge every placement as if it started last beside all the others; one verdict each.
 
     `views`, `card_views`: `host_catalogues(catalogue)` and `card_catalogues(catalogue)`
     when the caller already has them; `models`: the cards' models (see `judge`).
+    `placed_models`: filled (where `models` has the card) with each card that takes a placement,
+    modelled with every placement there placed as `judge` places them for a seat that is none
+    of them (explaining a refused seat beside these placements reads them).
     """
     by_host = {snapshot.host: snapshot for snapshot in snapshots}
     if views is None:
@@ -614,6 +705,8 @@ def verify_placement(
     on_host: dict[str, list[Placement]] = defaultdict(list)
     for placement in placements:
         on_host[placement.host].append(placement)
+    # Each card's other new seats are placed on its model once per card, not per judged seat.
+    prepared = _placed_states(catalogue, by_host, on_host, views, mode, models, placed_models)
     verdicts: list[Verdict] = []
     for placement in placements:
         snapshot = by_host.get(placement.host)
@@ -629,7 +722,11 @@ def verify_placement(
                 )
             )
             continue
-        others = [p for p in on_host[placement.host] if p.seat.name != placement.seat.name]
+        ready = prepared.get(id(placement))
+        if mode == "plan" and ready is not None and len(ready) == len(placement.cards):
+            others: list[Placement] = []  # judge reads them only for the states prepared here
+        else:
+            others = [p for p in on_host[placement.host] if p.seat.name != placement.seat.name]
         verdicts.append(
             judge(
                 _view_for(catalogue, views, card_views, placement),
@@ -640,9 +737,87 @@ def verify_placement(
                 mode=mode,
                 util=placement.util,
                 models=models,
+                prepared=ready,
             )
         )
     return verdicts
+
+
+def _placed_states(
+    catalogue: Catalogue,
+    by_host: Mapping[str, Snapshot],
+    on_host: Mapping[str, Sequence[Placement]],
+    views: Mapping[str, Catalogue],
+    mode: Mode,
+    models: Mapping[CardKey, CardModel] | None,
+    placed_models: dict[CardKey, CardModel] | None = None,
+) -> dict[int, dict[int, CardState]]:
+    """Per placement (by id), the state of each of its cards beside every other placement there.
+
+    A card at a time: the bytes each new seat on the card takes there (`other_need`, which does
+    not depend on the seat judged) are worked out once, and each judged seat's state is the
+    card's model with the others placed in the order `judge` places them. Only cards with a
+    model in `models` are prepared; `judge` works out the rest itself.
+    """
+    out: dict[int, dict[int, CardState]] = defaultdict(dict)
+    if models is None:
+        return out
+    for host, here in on_host.items():
+        snapshot = by_host.get(host)
+        if snapshot is None:
+            continue
+        view = views.get(host, catalogue)
+        cards = {card.index: card for card in snapshot.cards if card.ok}
+        for index, seated in _by_card(here, cards).items():
+            base = models.get((host, index))
+            if base is None:
+                continue
+            states, whole = _card_states(view, snapshot, cards[index], base, seated, mode)
+            for judged, state in states:
+                out[id(judged)][index] = state
+            if placed_models is not None:
+                placed_models[(host, index)] = whole
+    return out
+
+
+def _by_card(placements: Sequence[Placement], cards: Collection[int]) -> dict[int, list[Placement]]:
+    """The placements on each of `cards`, in their order."""
+    on_card: dict[int, list[Placement]] = defaultdict(list)
+    for placement in placements:
+        for index in placement.cards:
+            if index in cards:
+                on_card[index].append(placement)
+    return on_card
+
+
+def _card_states(
+    catalogue: Catalogue,
+    snapshot: Snapshot,
+    card: Card,
+    base: CardModel,
+    seated: Sequence[Placement],
+    mode: Mode,
+) -> tuple[list[tuple[Placement, CardState]], CardModel]:
+    """Each of `seated` with its state on `card` (the model with every other of them placed),
+    and the model with all of them placed."""
+    needs = [other_need(catalogue, snapshot, p, card, mode, base.free_bytes) for p in seated]
+
+    def placed(judged: str | None) -> CardModel:
+        model = base
+        for p, need in zip(seated, needs, strict=True):
+            if p.seat.name != judged:
+                model = model.with_seat(
+                    p.seat.name,
+                    need,
+                    resident_bytes=p.seat.resident_bytes,
+                    exclusive=p.seat.exclusive,
+                )
+        return model
+
+    states = [
+        (judged, card_state(judged.seat, card, placed(judged.seat.name))) for judged in seated
+    ]
+    return states, placed(None)
 
 
 def _view_for(

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from inventory.snapshot import Snapshot, format_utc
+from placement.fit.card import CardKey, CardModel
 from placement.fit.consistency import check_snapshots
 from placement.fit.engines.note import Said, fact_json
 from placement.fit.kv import need_floored, seat_cuda_context, with_need_floors
@@ -124,7 +125,7 @@ def _verdict_json(verdict: Verdict, explain: str) -> dict[str, Any]:
         data["reasons"] = [reason.to_json() for reason in summary.reasons]
         data["reason_counts"] = summary.counts
         if len(verdict.nearest) > SUMMARY_PLACES:
-            data["nearest"] = list(verdict.nearest[:SUMMARY_PLACES])
+            data["nearest"] = [fact_json(n) for n in verdict.nearest[:SUMMARY_PLACES]]
             data["nearest_count"] = len(verdict.nearest)
     return data
 
@@ -192,7 +193,8 @@ def plan(
     if seats:
         found = _assign(proposing, solver, time_limit, started, timings, warnings)
     verify_started = time.perf_counter()
-    placements, failed, last = verified_verdicts(problem, found.assignment)
+    placed_models: dict[CardKey, CardModel] = {}
+    placements, failed, last = verified_verdicts(problem, found.assignment, placed_models)
     settled = None
     if window is not None and seats:
         settled = window.settle(problem, placements, last, card_windows)
@@ -204,7 +206,10 @@ def plan(
         got = score((p.seat.name for p in placements), priority_weights(problem.seats))
         gap = (found.bound - got) / found.bound
     explain_started = time.perf_counter()
-    verdicts = _verdicts(problem, placements, failed, last)
+    # The verifier's card models hold exactly these placements unless the window moved them.
+    verdicts = _verdicts(
+        problem, placements, failed, last, placed_models if settled is None else None
+    )
     if settled is not None:
         verdicts = [settled.shown.get(v.seat, v) for v in verdicts]
     timings["explain"] = time.perf_counter() - explain_started
@@ -386,12 +391,16 @@ def _verdicts(
     placements: Sequence[Placement],
     failed: Mapping[str, Verdict],
     last: Sequence[Verdict],
+    placed_models: Mapping[CardKey, CardModel] | None = None,
 ) -> list[Verdict]:
-    """A verdict per new seat: the verifier's last round for the placed, an explanation for the rest."""
+    """A verdict per new seat: the verifier's last round for the placed, an explanation for the rest.
+
+    `placed_models`: the verifier's models of the cards with these placements placed.
+    """
     # The verifier's last round judged exactly these placements: its verdicts are the answer.
     accepted = {v.seat: v for v in last}
     states: CardStates = {}
-    classes = ExplainClasses.of(problem)
+    classes = ExplainClasses.of(problem, placed_models)
     return [
         accepted[new.name]
         if new.name in accepted

@@ -214,10 +214,11 @@ def _seat_rows(catalogue: Catalogue, snapshot: Snapshot) -> list[LedgerSeatRow]:
                 per_card[card.index] = per_card.get(card.index, 0) + (process.used_bytes or 0)
                 cmdlines.setdefault(process.seat, []).append(process.cmdline)
     rows = []
-    for seat in catalogue.seats:
+    here = (*catalogue.on_host(snapshot.host), *catalogue.on_host(None))
+    for _, seat in sorted(here, key=lambda p: p[0]):
         if seat.state == "retired":
             continue
-        if seat.host != snapshot.host and not (seat.host is None and seat.name in observed):
+        if seat.host is None and seat.name not in observed:
             continue
         row = _seat_row(seat, observed.get(seat.name))
         row = dataclasses.replace(row, engine=_seat_engine(seat, cmdlines.get(seat.name, [])))

@@ -32,7 +32,7 @@ from inventory.attribution import (
     shown_parent,
 )
 from inventory.fake import FakeNvml, h200_idle_card
-from inventory.history.figures import seat_rows
+from inventory.history.ledger import LedgerWindow
 from inventory.ledger import report_queries
 from inventory.ledger.store import MIGRATIONS, open_ledger
 from inventory.nvml import RawProcess
@@ -317,9 +317,8 @@ def test_the_report_attributes_an_engine_core_stored_without_a_seat(
         ledger.append(snapshot)
         conn = ledger.connection
         report_queries.prepare_window(conn, start, start + 60, _seat_matcher(fv_ml1))
-        usage = {
-            u.seat: u for u in seat_rows(*report_queries.seat_stats(conn, start, start + 60, 60))
-        }
+        window = LedgerWindow(conn, report_queries.Span(start, start, 1))
+        usage = {u.seat: u for u in window.seat_usage(start, start, 1)}
         foreign = [f.cmdline for f in report_queries.foreign_usage(conn)]
     assert usage["vllm-voices"].max_bytes == 11_261_706_240
     assert ENGINE_CORE not in foreign

@@ -278,8 +278,8 @@ class Rebased:
 
 @dataclass(frozen=True)
 class WindowWarning:
-    """A warning as data (`kind` one of gap, clock, trend, restart, gate_hours); its words are
-    written in `placement.cli`."""
+    """A warning as data (`kind` one of gap, clock, trend, restart, gate_hours, command_lines);
+    its words are written in `placement.cli`."""
 
     kind: str
     figures: Mapping[str, Any] = field(default_factory=dict)

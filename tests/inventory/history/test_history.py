@@ -246,7 +246,11 @@ def test_prometheus_yields_the_same_moments_less_the_command_lines() -> None:
     stub = Stub()
     history: History = PrometheusHistory(PromClient("http://prom:9090", opener=stub), step_s=STEP)
     moments = list(history.moments("h1", T0, at(4)))
-    assert moments == [expected_moment(minute, cmdlines=False) for minute in range(4)]
+    # Each arrived when Prometheus first scraped it (the stub scrapes at the snapshot's time).
+    assert moments == [
+        replace(expected_moment(minute, cmdlines=False), arrived_at=at(minute))
+        for minute in range(4)
+    ]
     # The host's span (6 instant queries), then one read of each series' samples.
     assert len(stub.asked) == 6 + 7
     assert all("query_range" not in q for q in stub.asked)

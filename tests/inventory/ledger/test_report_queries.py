@@ -6,7 +6,8 @@ import random
 from datetime import timedelta
 from pathlib import Path
 
-from inventory.history.figures import ReserveBreaches, breaches_of, seat_rows
+from inventory.history.figures import ReserveBreaches, breaches_of
+from inventory.history.ledger import LedgerHistory, LedgerWindow
 from inventory.ledger import report_queries as q
 from inventory.ledger.store import open_ledger
 from inventory.snapshot import Card, Process, Snapshot
@@ -28,21 +29,26 @@ def nearest_rank(values: list[int], p: int) -> int:
     return ordered[rank - 1]
 
 
-def test_percentiles_helper_matches_an_independent_nearest_rank(tmp_path: Path) -> None:
+def test_seat_percentiles_are_the_independent_nearest_ranks(tmp_path: Path) -> None:
+    # 101 moments of one seat holding scrambled bytes: the window's p50/p95/max, and the medians
+    # of its first and last 25 minutes, are the samples at ceil(p·N/100) of each part.
+    rng = random.Random(3)
+    held = [rng.randrange(GIB, 90 * GIB) for _ in range(101)]
     with open_ledger(tmp_path / "l.sqlite") as ledger:
-        conn = ledger.connection
-        conn.execute("CREATE TEMP TABLE v(k TEXT, x INTEGER)")
-        rng = random.Random(3)
-        data = {
-            k: [rng.randrange(0, 10**12) for _ in range(n)]
-            for k, n in (("a", 1), ("b", 7), ("c", 101))
-        }
-        conn.executemany(
-            "INSERT INTO v VALUES (?, ?)", [(k, x) for k, xs in data.items() for x in xs]
-        )
-        got = q.percentiles(conn, "v", ("k",), "x")
-    for k, xs in data.items():
-        assert got[(k,)] == (len(xs), nearest_rank(xs, 50), nearest_rank(xs, 95), max(xs))
+        for minute, used in enumerate(held):
+            card = _card({"own": used}, 0)
+            ledger.append(
+                Snapshot(host="h", taken_at=T0 + timedelta(minutes=minute), cards=(card,))
+            )
+        start = int(T0.timestamp())
+        window = LedgerHistory(ledger.connection).window(start, start + 101 * 60, lambda *_: "own")
+        assert window is not None
+        (row,) = window.seat_usage(start, start + 100 * 60, 25 * 60)
+    assert (row.samples, row.max_bytes) == (101, max(held))
+    assert (row.p50_bytes, row.p95_bytes) == (nearest_rank(held, 50), nearest_rank(held, 95))
+    # First part [start, start + 25 min): minutes 0 … 24; last (end − 25 min, end]: 76 … 100.
+    assert row.first_p50_bytes == nearest_rank(held[:25], 50)
+    assert row.last_p50_bytes == nearest_rank(held[76:], 50)
 
 
 def test_spans_and_newest_per_host(tmp_path: Path) -> None:
@@ -107,7 +113,8 @@ def test_seats_are_attributed_once_per_command_line_and_breaches_found(tmp_path:
             ("h", "serve other"),
             ("h", "serve own"),
         ]
-        seats = {u.seat: u for u in seat_rows(*q.seat_stats(conn, start, start + 540, 60))}
+        window = LedgerWindow(conn, q.Span(start, start + 540, 10))
+        seats = {u.seat: u for u in window.seat_usage(start, start + 540, 60)}
         assert (seats["own"].samples, seats["own"].p95_bytes) == (10, 10 * GIB)
         assert seats["other"].max_bytes == 2 * GIB + 9
         (foreign,) = q.foreign_usage(conn)
@@ -128,7 +135,7 @@ def test_seats_are_attributed_once_per_command_line_and_breaches_found(tmp_path:
         # A 95 GiB reserve leaves others cuda_total − 95 GiB = 4 GiB: only the foreign minutes break it.
         fixed = reserve_breaches(conn, "h", 0, ["own"], 95 * GIB)
         assert (fixed.snapshots, fixed.first_s, fixed.last_s) == (2, start + 240, start + 300)
-        (usage,) = q.card_usage(conn)
+        (usage,) = LedgerWindow(conn, q.Span(start, start + 540, 10)).card_usage()
         assert usage.samples == 10
         # The foreign process is the unexplained part; both extremes are dated by first reach.
         assert (usage.unexplained_max_bytes, usage.unexplained_max_at_s) == (3 * GIB, start + 240)

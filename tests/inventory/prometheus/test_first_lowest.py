@@ -1,5 +1,6 @@
-"""The step at which each card's lowest free memory was first reached, found in light passes
-(first hours, hourly minima, then one hour's steps), against the comparison at every step."""
+"""The step at which each card's lowest free memory was first reached, found from the hour holding
+it (that hour's steps and the next's, then the rest of the window for a lowest no step saw),
+against the comparison at every step."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import bisect
 import math
 import re
 from collections.abc import Sequence
+from typing import cast
 
 import pytest
 
-from inventory.prometheus.range import Labels, Matrix, _first_lowest, _Queries, _steps
+from inventory.prometheus.range import Labels, Matrix, PromCards, PromClient, _Queries, _steps
 
 LOOKBACK_S = 300  # Prometheus's default lookback
 HOUR_S = 3600
@@ -61,14 +63,24 @@ class FakePrometheus:
         return out
 
 
-def every_step(q: _Queries, one: Series) -> int | None:
-    """`free == min_over_time(free[window] @ end)` at every --step: the first step that holds."""
+def every_step(q: _Queries, card: Sequence[Series]) -> int | None:
+    """`free == min_over_time(free[window] @ end)` at every --step over a card's series: the
+    first step where one of them shows the card's lowest."""
     start, end, step = _steps(q, q.start_s, q.end_s)
-    low = one.lowest(q.start_s, q.end_s)
+    low = min(one.lowest(q.start_s, q.end_s) for one in card)
     for k in range(int((end - start) // step) + 1):
-        if one.visible(start + k * step) == low:
+        if any(one.visible(start + k * step) == low for one in card):
             return round(start + k * step)
     return None
+
+
+def first_hour(card: Sequence[Series], start_s: int, end_s: int) -> tuple[int, int, int]:
+    """(start, end, lowest) of the card's first hour holding its lowest of the window, as
+    `figures.card_usage` asks it."""
+    low = min(one.lowest(start_s, end_s) for one in card)
+    hour = min(s for one in card for s, v in one.samples if start_s <= s < end_s and v == low)
+    begin = start_s + (int(hour) - start_s) // HOUR_S * HOUR_S
+    return begin, begin + HOUR_S, round(low)
 
 
 def minutes(
@@ -101,16 +113,10 @@ def test_the_first_lowest_step_is_the_one_every_step_finds(step_s: int) -> None:
     series.append(Series(6, minutes({3000: 3.0}), job="b"))
     q = _Queries(("h",), START_S, START_S + WEEK_S, step_s)
     prometheus = FakePrometheus(series)
-    lowest = [
-        ({k: v for k, v in one.labels.items() if k != "__name__"}, one.lowest(START_S, q.end_s))
-        for one in series
-    ]
-    found = _first_lowest(prometheus, q, "free", lowest)  # type: ignore[arg-type]
-    expected: dict[tuple[str, int], int] = {}
-    for one in series:
-        at_s = every_step(q, one)
-        if at_s is not None:
-            expected[("h", one.card)] = min(at_s, expected.get(("h", one.card), at_s))
+    cards = {card: [one for one in series if one.card == card] for card in range(7)}
+    wanted = {("h", c): first_hour(found, q.start_s, q.end_s) for c, found in cards.items()}
+    found = PromCards(cast(PromClient, prometheus), q).first_lowest_free(wanted)
+    expected = {("h", c): every_step(q, one) for c, one in cards.items()}
     assert found == expected
     assert found[("h", 4)] == START_S + (4001 if step_s == 60 else 4300) * 60
     assert found[("h", 5)] == START_S  # the sample before the window, through the lookback

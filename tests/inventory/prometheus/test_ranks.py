@@ -1,4 +1,4 @@
-"""Percentiles from Prometheus are nearest rank, as the ledger's: `at_ranks` asks
+"""Percentiles from Prometheus are nearest rank, as the ledger's: `kth_samples` asks
 `quantile_over_time` at the φ that lands on the sample of rank ceil(p·n/100), per group of series
 of one sample count n, and cuts the query to the series of the smaller groups."""
 
@@ -11,8 +11,8 @@ from typing import cast
 
 import pytest
 
-from inventory.ledger.report_queries import nearest_rank
-from inventory.prometheus.range import PromClient, at_ranks
+from inventory.history.figures import nearest_rank
+from inventory.prometheus.range import PromClient, kth_samples
 
 
 def prometheus_quantile(phi: float, samples: Sequence[float]) -> float:
@@ -53,6 +53,10 @@ class FakePrometheus:
         return out
 
 
+def name(labels: Mapping[str, str]) -> str:
+    return labels["name"]
+
+
 def ranged(everyone: Sequence[str]) -> Callable[[Collection[str] | None], str]:
     def cut(keys: Collection[str] | None) -> str:
         return "{" + "|".join(sorted(everyone if keys is None else keys)) + "}"
@@ -69,8 +73,8 @@ def test_a_worked_example_p95_of_twenty_samples_is_the_nineteenth() -> None:
     assert prometheus_quantile(0.95, samples) == 19.05 * gib
     assert prometheus_quantile(0.5, samples) == 10.5 * gib
     prom = FakePrometheus({"a": samples})
-    found = at_ranks(prom.client, 0.0, {"a": 20.0}, ranged(["a"]), lambda labels: labels["name"])
-    assert found == {50: {"a": 10 * gib}, 95: {"a": 19 * gib}}
+    found = kth_samples(prom.client, 0.0, {"a": (20, (10, 19))}, ranged(["a"]), name)
+    assert found == {"a": (10 * gib, 19 * gib)}
     # φ = (rank − 1)/(n − 1): 9/19 and 18/19.
     assert prom.asked == [
         f"quantile_over_time({9 / 19!r}, {{a}})",
@@ -83,12 +87,12 @@ def test_every_count_lands_on_its_nearest_rank(n: int) -> None:
     # Distinct values of a card's size, scrambled: the one at the rank must come back exactly.
     samples = [float(150_754_820_096 - ((i * 7919) % n) * 8 * 2**20) for i in range(n)]
     ordered = sorted(samples)
-    found = at_ranks(
-        FakePrometheus({"s": samples}).client, 0.0, {"s": float(n)}, ranged(["s"]),
-        lambda labels: labels["name"],
-    )  # fmt: skip
-    for p in (50, 95):
-        assert round(found[p]["s"]) == ordered[nearest_rank(p, n) - 1], p
+    ranks = (nearest_rank(50, n), nearest_rank(95, n))
+    found = kth_samples(
+        FakePrometheus({"s": samples}).client, 0.0, {"s": (n, ranks)}, ranged(["s"]), name
+    )
+    for i, rank in enumerate(ranks):
+        assert round(found["s"][i]) == ordered[rank - 1], rank
 
 
 def test_series_of_other_counts_are_asked_cut_to_themselves() -> None:
@@ -98,11 +102,11 @@ def test_series_of_other_counts_are_asked_cut_to_themselves() -> None:
         "c": [float(v) for v in range(1000, 1004)],  # stopped early: 4 samples
     }
     prom = FakePrometheus(series)
-    counts = {name: float(len(values)) for name, values in series.items()}
-    found = at_ranks(
-        prom.client, 0.0, counts, ranged(sorted(series)), lambda labels: labels["name"], (50,)
-    )
-    assert {k: round(v) for k, v in found[50].items()} == {"a": 4, "b": 104, "c": 1001}
+    wanted = {
+        key: (len(values), (nearest_rank(50, len(values)),)) for key, values in series.items()
+    }
+    found = kth_samples(prom.client, 0.0, wanted, ranged(sorted(series)), name)
+    assert {k: round(v[0]) for k, v in found.items()} == {"a": 4, "b": 104, "c": 1001}
     # The common count (10) over every series, the odd one out over its own series only;
     # answers for series of another count are not taken from a query whose φ is not theirs.
     assert prom.asked == [
