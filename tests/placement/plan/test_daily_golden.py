@@ -25,6 +25,7 @@ from inventory.attribution import attribute
 from inventory.holds import Hold
 from inventory.snapshot import Snapshot, save_snapshot, with_holds
 from placement.cli.main import main
+from placement.cli.notes_text import worded_notes
 from placement.fit.card import CardModel, FleetCards, card_model
 from placement.fit.verify import card_catalogues, card_views, host_catalogues, host_views
 from placement.plan.planner import plan
@@ -158,7 +159,7 @@ def test_plan_json_of_the_daily_fleet_is_unchanged(
 def test_plan_with_holds_of_the_daily_fleet_is_unchanged() -> None:
     catalogue, snapshots, adds = daily_fleet()
     result = plan(catalogue, _holds(snapshots), adds)
-    got = json.dumps(result.to_json("all"), indent=1, sort_keys=True) + "\n"
+    got = json.dumps(worded_notes(result.to_json("all")), indent=1, sort_keys=True) + "\n"
     _compare("plan_daily_64x8_holds.json", got)
     held = [c for c in result.cards if (c.host, c.index) in {("h21", 2), ("h23", 0)}]
     assert [c.held for c in held] == [("held-a",), ("held-b",)]
