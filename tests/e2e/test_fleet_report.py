@@ -253,7 +253,8 @@ def test_both_reports_of_the_fleet_are_byte_identical(
 
 def test_one_history_from_the_ledger_and_from_prometheus(fleet: tuple[str, Path, Path]) -> None:
     """fl-00's afternoon of the spill, as moments and rollups: the same from both sources, but
-    for the command lines, which Prometheus does not keep."""
+    for the command lines, which Prometheus does not keep, and the arrival, which it does (its
+    first scrape of each snapshot; the imported ledger keeps none)."""
     from dataclasses import replace
     from datetime import timedelta
 
@@ -272,6 +273,7 @@ def test_one_history_from_the_ledger_and_from_prometheus(fleet: tuple[str, Path,
     without_lines = [
         replace(
             moment,
+            arrived_at=moment.taken_at,  # backfilled: each scraped at its taken_at
             cards=tuple(
                 replace(c, processes=tuple(replace(p, cmdline=None) for p in c.processes))
                 for c in moment.cards
