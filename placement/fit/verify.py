@@ -31,6 +31,7 @@ from placement.fit.engines import (
     smallest_util_covering,
 )
 from placement.fit.engines.base import EngineCard
+from placement.fit.engines.note import Note, note
 from placement.fit.kv import (
     graphs_outside_request_bytes,
     kv_fixes,
@@ -49,7 +50,6 @@ from placement.fit.rules import (
 from placement.fit.state import CardState, card_state
 from placement.fit.verdict import CardFigures, Reason, Verdict, host_reason
 from seats.model import Catalogue, Reserve, Seat
-from seats.units import format_bytes as b
 
 Mode = Literal["plan", "check"]
 K = TypeVar("K")
@@ -295,9 +295,9 @@ class _Judgement:
     """What `judge` gathers on its way: reasons, nearest changes, figures, warnings."""
 
     reasons: list[Reason] = field(default_factory=list)
-    nearest: list[tuple[int, str]] = field(default_factory=list)
+    nearest: list[tuple[int, Note]] = field(default_factory=list)
     figures: list[CardFigures] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[Note] = field(default_factory=list)
     unknown: bool = False
     # The seat's resident is unknown (a compose service no catalogue seat describes): its need
     # is a lower bound, and a room refusal says so.
@@ -323,10 +323,7 @@ def _usable_cards(
             continue
         usable.append(card)
         if card.reserved_bytes is None:
-            out.warnings.append(
-                f"card {index}: NVML v1 only (no driver reserve reading); CUDA total taken as the "
-                "NVML total, stricter for the gate"
-            )
+            out.warnings.append(note("nvml_v1_card", card=index))
     return usable
 
 
@@ -377,11 +374,16 @@ def _states(
 
 
 def _chosen_util(
-    seat: Seat, rule: GateRule, states: Sequence[CardState], ctx: int, out: _Judgement
+    seat: Seat,
+    rule: GateRule,
+    states: Sequence[CardState],
+    ctx: int,
+    out: _Judgement,
+    wide: _SeatWide,
 ) -> Decimal | None:
     """The util the seat is judged with: declared, default, or proposed (DESIGN.md "which util")."""
     totals = [state.cuda_total_bytes for state in states]
-    start = start_util(seat, rule, totals, ctx) if states else rule.util
+    start = wide.start_util(totals, ctx) if states else rule.util
     kv = kv_bytes(seat)
     # kv_cache_memory pinned: util only feeds vLLM's gate. Prefer the util whose request
     # covers the seat; where the gate cannot honour that, the largest util that passes.
@@ -397,9 +399,13 @@ def _chosen_util(
     chosen = min(limit for limit in limits if limit is not None)
     asked = max(requested_bytes(chosen, s.cuda_total_bytes) for s in states)
     out.warnings.append(
-        f"util {format_util(chosen)} is the largest that passes vLLM's gate on card(s) "
-        f"{', '.join(str(s.card.index) for s in states)}: it requests {b(asked)}, less than the "
-        f"seat's {b(seat.resident_bytes)} resident, so vLLM's own gate no longer covers the whole seat"
+        note(
+            "largest_util",
+            util=format_util(chosen),
+            cards=tuple(s.card.index for s in states),
+            requested_bytes=asked,
+            resident_bytes=seat.resident_bytes,
+        )
     )
     return chosen
 
@@ -448,10 +454,7 @@ def _judge_card(
         and any(r.rule in ROOMY_RULES for r in reasons)
     ):
         out.warnings.append(
-            f"vLLM {seat.engine.version} would not refuse {seat.name}: with "
-            f"gpu_memory_utilization {format_util(util)} and no kv_cache_memory it skips its "
-            "start-up check and grows to about min(util × CUDA total, free − 1 GiB); gpuplan "
-            "refuses it by room so that it does not squeeze the seats beside it"
+            note("no_gate", version=seat.engine.version, seat=seat.name, util=format_util(util))
         )
     if reasons:
         out.nearest.extend(_nearest(seat, rule, util, state, need, requested, ctx, reasons))
@@ -488,16 +491,90 @@ def judge(
     the caller (`verify_placement`, a card at a time); the other cards' are worked out here.
     """
     seat = override_seat(seat, util, kv_cache_bytes, resident_bytes)
+    wide = _SeatWide(seat, gate_rule(seat.engine, propose=mode == "plan"))
+    return _judged(
+        catalogue, snapshot, wide, cards, others, mode, need_floor, state_cache, models, prepared
+    )
+
+
+def judge_each(
+    views: Sequence[Catalogue],
+    snapshot: Snapshot,
+    seat: Seat,
+    cards: Sequence[int],
+    *,
+    others: Sequence[Placement] = (),
+    state_cache: CardStates | None = None,
+    models: Mapping[CardKey, CardModel] | None = None,
+) -> list[Verdict]:
+    """`seat` judged on each of `cards` alone, each through its own catalogue view (`views`):
+
+        judge_each(views, snapshot, seat, cards, ...) == [
+            judge(view, snapshot, seat, [index], ...) for view, index in zip(views, cards)
+        ]
+
+    (mode "plan"), with what no card changes worked out once: the seat's gate rule, its start
+    util per CUDA total and its engine flags per util. Explaining a refused seat asks this of
+    every card of a host.
+    """
+    wide = _SeatWide(seat, gate_rule(seat.engine, propose=True))
+    return [
+        _judged(view, snapshot, wide, [index], others, "plan", False, state_cache, models, None)
+        for view, index in zip(views, cards, strict=True)
+    ]
+
+
+@dataclass
+class _SeatWide:
+    """What judging one seat works out that no card changes (shared by `judge_each`'s cards)."""
+
+    seat: Seat
+    rule: GateRule
+    # start_util by (CUDA totals, cuda_context); engine flags by the util chosen.
+    starts: dict[tuple[tuple[int, ...], int], Decimal | None] = field(default_factory=dict)
+    flags: dict[Decimal | None, tuple[str, ...]] = field(default_factory=dict)
+
+    def start_util(self, totals: Sequence[int], ctx: int) -> Decimal | None:
+        key = (tuple(totals), ctx)
+        if key not in self.starts:
+            self.starts[key] = start_util(self.seat, self.rule, totals, ctx)
+        return self.starts[key]
+
+    def engine_flags(self, chosen: Decimal | None) -> tuple[str, ...]:
+        found = self.flags.get(chosen)
+        if found is None:
+            seat, rule = self.seat, self.rule
+            found = self.flags[chosen] = tuple(
+                engine_flags(
+                    seat.engine, chosen, kv_bytes(seat), proposed=rule.source != "declared"
+                )
+            )
+        return found
+
+
+def _judged(
+    catalogue: Catalogue,
+    snapshot: Snapshot,
+    wide: _SeatWide,
+    cards: Sequence[int],
+    others: Sequence[Placement],
+    mode: Mode,
+    need_floor: bool,
+    state_cache: CardStates | None,
+    models: Mapping[CardKey, CardModel] | None,
+    prepared: Mapping[int, CardState] | None,
+) -> Verdict:
+    """`judge`'s body, the seat's overrides put in and its card-independent figures in `wide`."""
+    seat, rule = wide.seat, wide.rule
     host = snapshot.host
     ctx = cuda_context_bytes(catalogue, host)
-    rule = gate_rule(seat.engine, propose=mode == "plan")
     out = _Judgement(
         reasons=host_reasons(seat, host, cards), warnings=list(rule.warnings), need_floor=need_floor
     )
     usable = _usable_cards(snapshot, cards, mode, out)
     # A host without cuda_context is said once per run, by fit.consistency.check_snapshot.
     states = _states(catalogue, snapshot, seat, usable, others, mode, state_cache, models, prepared)
-    chosen = _chosen_util(seat, rule, states, ctx, out)
+    chosen = _chosen_util(seat, rule, states, ctx, out, wide)
     # A proposed util makes the request the resident already: only a declared figure can fall short.
     if rule.source != "proposed" or kv_bytes(seat) is not None:
         warning = profile_resident_warning(seat, chosen, states, ctx)
@@ -511,9 +588,7 @@ def judge(
         out.reasons.extend(unbounded_beside(seat, host, cards, placed))
     gated = requests_util(seat.engine) and rule.gating == "gated"
     if gated:
-        flags = engine_flags(
-            seat.engine, chosen, kv_bytes(seat), proposed=rule.source != "declared"
-        )
+        flags = wide.engine_flags(chosen)
     elif states and not requests_util(seat.engine):
         # DESIGN.md, Engines: the flags that make it take its declared bytes (its pin).
         flags = engine_of(seat.engine).pin_flags(seat, engine_card(states[0]))
@@ -544,39 +619,34 @@ def _nearest(
     requested: int | None,
     ctx: int,
     reasons: Sequence[Reason],
-) -> list[tuple[int, str]]:
+) -> list[tuple[int, Note]]:
     """Smallest changes that would let the seat onto this card, keyed by bytes to find."""
     index = state.card.index
     rules = {reason.rule for reason in reasons}
     if rules & {"error", "host", "exclusive", "unbounded"}:
         return []
-    out: list[tuple[int, str]] = [(0, text) for text in kv_fixes(seat, util, state)]
+    out: list[tuple[int, Note]] = [(0, fix) for fix in kv_fixes(seat, util, state)]
     kv = kv_bytes(seat)
     room_short = max(0, need - state.room_bytes)
     gate_short = max(0, (requested or 0) - state.gate_free_bytes)
     if util is not None:
         out.extend(_util_hints(seat, rule, util, state, need, rules, room_short, gate_short))
     if "room" in rules and kv is not None and room_short < kv and not gate_short:
-        out.append((room_short, f"lower kv_cache_memory by {b(room_short)} (card {index})"))
+        out.append((room_short, note("lower_kv", short_bytes=room_short, card=index)))
     if "reserve" in rules and "room" not in rules and not gate_short:
-        out.append((room_short, f"release {', '.join(state.reserve_names)}"))
+        out.append((room_short, note("release", reserves=tuple(state.reserve_names))))
     kept = sum(amount for _, amount, _ in state.kept_reserves)
     if "room" in rules and kept >= room_short and not gate_short:
-        names = ", ".join(name for name, _, _ in state.kept_reserves)
-        out.append((room_short, f"release {names}"))
+        names = tuple(name for name, _, _ in state.kept_reserves)
+        out.append((room_short, note("release", reserves=names)))
     short = max(room_short, gate_short)
     if need > state.cuda_total_bytes - state.margin_bytes:
         # No amount of freeing makes a card hold more than its own total.
-        return [
-            (
-                short,
-                f"{b(need)} is more than a card of {b(state.cuda_total_bytes)} CUDA total holds",
-            )
-        ]
+        return [(short, note("too_big", need_bytes=need, cuda_total_bytes=state.cuda_total_bytes))]
     # Only what the card's processes hold can be freed: never the bytes a reserve keeps.
     idle_reserve_alone = "reserve" in rules and "room" not in rules
     if short and not idle_reserve_alone and short <= state.freeable_bytes:
-        out.append((short, f"free {b(short)} on card {index}"))
+        out.append((short, note("free", short_bytes=short, card=index)))
     return out
 
 
@@ -589,14 +659,14 @@ def _util_hints(
     rules: Collection[str],
     room_short: int,
     gate_short: int,
-) -> list[tuple[int, str]]:
+) -> list[tuple[int, Note]]:
     """A smaller util that would let the seat onto the card (its gate, or its room)."""
     index, ctx, total = state.card.index, state.cuda_context_bytes, state.cuda_total_bytes
-    out: list[tuple[int, str]] = []
+    out: list[tuple[int, Note]] = []
     if rules == {"gate"} and rule.source != "proposed":
         limit = largest_util_within(state.gate_free_bytes, total)
         if limit is not None and seat_need(seat, limit, total, ctx, rule) <= state.room_bytes:
-            out.append((gate_short, f"fits on card {index} with util ≤ {format_util(limit)}"))
+            out.append((gate_short, note("smaller_util", card=index, util=format_util(limit))))
     if "room" in rules and kv_bytes(seat) is None and need > seat.resident_bytes:
         # The request sizes this seat: a smaller util shrinks it. Without a start-up check
         # (vLLM ≥ 0.34, util a cap) only the room bounds the util.
@@ -605,7 +675,7 @@ def _util_hints(
             within = min(within, state.gate_free_bytes)
         limit = largest_util_within(within, total)
         if limit is not None and seat.resident_bytes <= state.room_bytes:
-            out.append((room_short, f"fits on card {index} with util ≤ {format_util(limit)}"))
+            out.append((room_short, note("smaller_util", card=index, util=format_util(limit))))
     return out
 
 
@@ -618,11 +688,15 @@ def verify_placement(
     views: Mapping[str, Catalogue] | None = None,
     card_views: Mapping[tuple[str, int], Catalogue] | None = None,
     models: Mapping[CardKey, CardModel] | None = None,
+    placed_models: dict[CardKey, CardModel] | None = None,
 ) -> list[Verdict]:
     """Re-judge every placement as if it started last beside all the others; one verdict each.
 
     `views`, `card_views`: `host_catalogues(catalogue)` and `card_catalogues(catalogue)`
     when the caller already has them; `models`: the cards' models (see `judge`).
+    `placed_models`: filled (where `models` has the card) with each card that takes a placement,
+    modelled with every placement there placed as `judge` places them for a seat that is none
+    of them (explaining a refused seat beside these placements reads them).
     """
     by_host = {snapshot.host: snapshot for snapshot in snapshots}
     if views is None:
@@ -632,7 +706,7 @@ def verify_placement(
     for placement in placements:
         on_host[placement.host].append(placement)
     # Each card's other new seats are placed on its model once per card, not per judged seat.
-    prepared = _placed_states(catalogue, by_host, on_host, views, mode, models)
+    prepared = _placed_states(catalogue, by_host, on_host, views, mode, models, placed_models)
     verdicts: list[Verdict] = []
     for placement in placements:
         snapshot = by_host.get(placement.host)
@@ -676,6 +750,7 @@ def _placed_states(
     views: Mapping[str, Catalogue],
     mode: Mode,
     models: Mapping[CardKey, CardModel] | None,
+    placed_models: dict[CardKey, CardModel] | None = None,
 ) -> dict[int, dict[int, CardState]]:
     """Per placement (by id), the state of each of its cards beside every other placement there.
 
@@ -689,21 +764,30 @@ def _placed_states(
         return out
     for host, here in on_host.items():
         snapshot = by_host.get(host)
-        if snapshot is None or len(here) < 2:
+        if snapshot is None:
             continue
         view = views.get(host, catalogue)
         cards = {card.index: card for card in snapshot.cards if card.ok}
-        on_card: dict[int, list[Placement]] = defaultdict(list)
-        for placement in here:
-            for index in placement.cards:
-                if index in cards:
-                    on_card[index].append(placement)
-        for index, seated in on_card.items():
+        for index, seated in _by_card(here, cards).items():
             base = models.get((host, index))
-            if base is not None:
-                for judged, state in _card_states(view, snapshot, cards[index], base, seated, mode):
-                    out[id(judged)][index] = state
+            if base is None:
+                continue
+            states, whole = _card_states(view, snapshot, cards[index], base, seated, mode)
+            for judged, state in states:
+                out[id(judged)][index] = state
+            if placed_models is not None:
+                placed_models[(host, index)] = whole
     return out
+
+
+def _by_card(placements: Sequence[Placement], cards: Collection[int]) -> dict[int, list[Placement]]:
+    """The placements on each of `cards`, in their order."""
+    on_card: dict[int, list[Placement]] = defaultdict(list)
+    for placement in placements:
+        for index in placement.cards:
+            if index in cards:
+                on_card[index].append(placement)
+    return on_card
 
 
 def _card_states(
@@ -713,20 +797,27 @@ def _card_states(
     base: CardModel,
     seated: Sequence[Placement],
     mode: Mode,
-) -> Iterator[tuple[Placement, CardState]]:
-    """Each of `seated` with its state on `card`: the model with every other of them placed."""
+) -> tuple[list[tuple[Placement, CardState]], CardModel]:
+    """Each of `seated` with its state on `card` (the model with every other of them placed),
+    and the model with all of them placed."""
     needs = [other_need(catalogue, snapshot, p, card, mode, base.free_bytes) for p in seated]
-    for judged in seated:
+
+    def placed(judged: str | None) -> CardModel:
         model = base
         for p, need in zip(seated, needs, strict=True):
-            if p.seat.name != judged.seat.name:
+            if p.seat.name != judged:
                 model = model.with_seat(
                     p.seat.name,
                     need,
                     resident_bytes=p.seat.resident_bytes,
                     exclusive=p.seat.exclusive,
                 )
-        yield judged, card_state(judged.seat, card, model)
+        return model
+
+    states = [
+        (judged, card_state(judged.seat, card, placed(judged.seat.name))) for judged in seated
+    ]
+    return states, placed(None)
 
 
 def _view_for(

@@ -8,16 +8,17 @@ one index whose states match judge the seat alike, so each such group is judged 
 
 from __future__ import annotations
 
-import copy
 import re
 from collections import defaultdict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 
+from placement.fit.card import CardKey, CardModel
+from placement.fit.engines.note import Note, Said
 from placement.fit.state import CardState
 from placement.fit.verdict import Reason, Verdict, facts, host_reason
-from placement.fit.verify import CardStates, Placement, judge
+from placement.fit.verify import CardStates, Placement, judge, judge_each
 from placement.plan.problem import NewSeat, Problem
 from seats.model import Seat
 from seats.units import format_bytes
@@ -28,23 +29,23 @@ class _Explanation:
     """What explaining one refused seat gathers, host by host."""
 
     reasons: list[Reason]
-    nearest: list[tuple[int, str]]
-    warnings: list[str]
+    nearest: list[tuple[int, Said]]
+    warnings: list[Said]
     need: int
     # Per host, the room of the cards refused for room alone (fragmentation).
     fragment_room: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     # Warnings of the refusing cards: only those every one of them gives are about the seat
     # (a util chosen for one full card says nothing of a seat that goes nowhere).
-    refusing: list[str] | None = None
+    refusing: list[Said] | None = None
 
-    def refused_with(self, warnings: Sequence[str]) -> None:
+    def refused_with(self, warnings: Sequence[Said]) -> None:
         """Keep, of a refusing card's warnings, those every refusing card gave."""
         if self.refusing is None:
             self.refusing = list(warnings)
         else:
             self.refusing = [w for w in self.refusing if w in warnings]
 
-    def all_warnings(self) -> tuple[str, ...]:
+    def all_warnings(self) -> tuple[Said, ...]:
         """The passing cards' warnings, then those every refusing card gave, once each."""
         return tuple(dict.fromkeys((*self.warnings, *(self.refusing or ()))))
 
@@ -67,14 +68,25 @@ class ExplainClasses:
 
     named: frozenset[str]
     verdicts: dict[str, Verdict] = field(default_factory=dict)
-    # Per class, the positions of its reasons that name the stand-in (the rest are shared).
+    # Per class, the positions of its reasons that name the stand-in (the rest are shared),
+    # and of its nearest changes.
     naming: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    naming_texts: dict[str, tuple[int, ...]] = field(default_factory=dict)
     # Each card state's key (`_CardGroups`), worked out once for every class.
     state_keys: dict[int, Hashable] = field(default_factory=dict)
+    # Every card's model with all the placements there placed, where the verifier has them
+    # (`verified_verdicts`): a stand-in meets each card as that model says.
+    placed_models: Mapping[CardKey, CardModel] | None = None
 
     @classmethod
-    def of(cls, problem: Problem) -> ExplainClasses:
-        """The names the fleet refers to (those seats are never pooled)."""
+    def of(
+        cls, problem: Problem, placed_models: Mapping[CardKey, CardModel] | None = None
+    ) -> ExplainClasses:
+        """The names the fleet refers to (those seats are never pooled).
+
+        `placed_models`: the verifier's models of the cards that take the placements explained
+        beside (`verified_verdicts`), so that each card's placements are not placed again.
+        """
         named = {seat.name for seat in problem.catalogue.seats}
         named.update(name for reserve in problem.catalogue.reserves for name in reserve.for_)
         named.update(
@@ -84,7 +96,8 @@ class ExplainClasses:
             for process in card.processes
             if process.seat is not None
         )
-        return cls(frozenset(named))
+        models = {**problem.models, **placed_models} if placed_models is not None else None
+        return cls(frozenset(named), placed_models=models)
 
     def key(self, seat: Seat) -> str | None:
         """The seat's class: everything the verifier reads of it but its name; None when named."""
@@ -117,12 +130,21 @@ def explain_refusal(
         if shared is None:
             stand_in = seat.model_copy(update={"name": _STAND_IN})
             shared = classes.verdicts[key] = _explain(
-                problem, stand_in, placements, state_cache, keys=classes.state_keys
+                problem,
+                stand_in,
+                placements,
+                state_cache,
+                keys=classes.state_keys,
+                placed_models=classes.placed_models,
             )
+            said = _SaidCache()
             classes.naming[key] = tuple(
-                i for i, r in enumerate(shared.reasons) if _STAND_IN in _said(r)
+                i for i, r in enumerate(shared.reasons) if _STAND_IN in said(r)
             )
-        alone = _renamed(shared, seat.name, classes.naming[key])
+            classes.naming_texts[key] = tuple(
+                i for i, text in enumerate(shared.nearest) if _STAND_IN in _fact_text(text)
+            )
+        alone = _renamed(shared, seat.name, classes.naming[key], classes.naming_texts[key])
     if failed is None:
         return alone
     return replace(
@@ -134,22 +156,30 @@ def explain_refusal(
     )
 
 
-def _renamed(verdict: Verdict, name: str, naming: Sequence[int]) -> Verdict:
+def _renamed(
+    verdict: Verdict, name: str, naming: Sequence[int], naming_texts: Sequence[int]
+) -> Verdict:
     """A class's explanation with the stand-in name replaced by the seat's own (`naming`: the
-    positions of the reasons that hold it; the others are the class's own objects)."""
+    positions of the reasons that hold it; the others are the class's own objects;
+    `naming_texts`: the same of its nearest changes)."""
 
-    def put(text: str) -> str:
-        return text.replace(_STAND_IN, name)
+    def put(said: Said) -> Said:
+        if isinstance(said, Note):
+            return said.renamed(_STAND_IN, name)
+        return said.replace(_STAND_IN, name)
 
     reasons = list(verdict.reasons)
     for i in naming:
         reasons[i] = reasons[i].renamed(_STAND_IN, name)
+    nearest = list(verdict.nearest)
+    for i in naming_texts:
+        nearest[i] = put(nearest[i])
     return replace(
         verdict,
         seat=name,
         reasons=tuple(reasons),
         warnings=tuple(map(put, verdict.warnings)),
-        nearest=tuple(map(put, verdict.nearest)),
+        nearest=tuple(nearest),
     )
 
 
@@ -160,14 +190,18 @@ def _explain(
     state_cache: CardStates | None,
     *,
     keys: dict[int, Hashable] | None = None,
+    placed_models: Mapping[CardKey, CardModel] | None = None,
 ) -> Verdict:
     """The explanation of one seat on every card of every host it may use.
 
     `keys` (a class's stand-in, which nothing on the fleet names): its cards' states are those
-    of `state_cache`, and cards of one state are judged once (`_CardGroups`).
+    of `state_cache`, and cards of one state are judged once (`_CardGroups`); `placed_models`:
+    every card with the placements placed (ExplainClasses), where the stand-in's states are read.
     """
     out = _Explanation(reasons=[], nearest=[], warnings=[], need=seat.resident_bytes)
-    groups = _CardGroups(keys) if keys is not None and state_cache is not None else None
+    groups = (
+        _CardGroups(keys, placed_models) if keys is not None and state_cache is not None else None
+    )
     hosts = [s.host for s in problem.snapshots if seat.host in (None, s.host)]
     if seat.host is not None and seat.host not in hosts:
         out.reasons.append(host_reason(host=seat.host, said="unseen_host", seat=seat.name))
@@ -175,9 +209,10 @@ def _explain(
     on_host: dict[str, list[Placement]] = defaultdict(list)
     for placement in placements:
         on_host[placement.host].append(placement)
+    one_card = seat.model_copy(update={"gpus": 1}) if seat.card_count > 1 else seat
     for host in hosts:
         passing = _explain_host(
-            problem, seat, host, on_host[host], len(hosts) > 1, state_cache, out, groups
+            problem, seat, host, on_host[host], len(hosts) > 1, state_cache, out, groups, one_card
         )
         _passing_reason(seat, host, passing, out)
     _fragmentation(problem, seat, out)
@@ -206,40 +241,25 @@ def _explain_host(
     state_cache: CardStates | None,
     out: _Explanation,
     groups: _CardGroups | None = None,
+    one_card: Seat | None = None,
 ) -> list[int]:
-    """Judge the seat alone on each card of `host` it may use; the cards where it passes."""
+    """Judge the seat alone on each card of `host` it may use; the cards where it passes.
+
+    `one_card`: the seat taking one card (what each card judges), where it takes several."""
     snapshot = problem.snapshot(host)
-    one_card = seat.model_copy(update={"gpus": 1}) if seat.card_count > 1 else seat
+    one_card = one_card or seat
     pinned = seat.pinned_cards
     passing: list[int] = []
-    for card in snapshot.cards:
-        if pinned is not None and card.index not in pinned:
-            continue
-        found = (
-            groups.get(state_cache, host, card.index)
-            if groups is not None and state_cache is not None
-            else None
-        )
-        if found is not None:
-            verdict = found
-        else:
-            verdict = judge(
-                problem.card_catalogue(host, card.index),
-                snapshot,
-                one_card,
-                [card.index],
-                others=here,
-                state_cache=state_cache,
-                models=problem.models,
-            )
-            if groups is not None and state_cache is not None:
-                groups.put(state_cache, host, card.index, verdict)
+    cards = [c.index for c in snapshot.cards if pinned is None or c.index in pinned]
+    found = _judged_cards(problem, one_card, host, cards, here, state_cache, groups)
+    for index in cards:
+        verdict = found[index]
         out.need = max(out.need, verdict.need_bytes or 0)
         if verdict.passed:
             out.warnings.extend(verdict.warnings)
-            blocked = _blocked_by(problem, Placement(seat, host, (card.index,)), here)
+            blocked = _blocked_by(problem, Placement(seat, host, (index,)), here)
             if blocked is None:
-                passing.append(card.index)
+                passing.append(index)
             else:
                 out.reasons.append(blocked)
             continue
@@ -256,40 +276,126 @@ def _explain_host(
     return passing
 
 
+def _judged_cards(
+    problem: Problem,
+    seat: Seat,
+    host: str,
+    cards: Sequence[int],
+    here: Sequence[Placement],
+    state_cache: CardStates | None,
+    groups: _CardGroups | None,
+) -> dict[int, _Card]:
+    """The one-card `seat` judged on each of `cards` of `host`, beside the placements `here`.
+
+    Cards of a state judged already for this class take that judgement (each key names its
+    card's index, so no card of this host is another's group); the rest are judged together.
+    """
+    found: dict[int, _Card] = {}
+    if groups is not None and state_cache is not None:
+        for index in cards:
+            shared = groups.get(state_cache, host, index)
+            if shared is not None:
+                found[index] = shared
+    judging = [index for index in cards if index not in found]
+    placed = groups.placed_models if groups is not None else None
+    judged = judge_each(
+        [problem.card_catalogue(host, index) for index in judging],
+        problem.snapshot(host),
+        seat,
+        judging,
+        # The verifier's models have the placements placed already.
+        others=here if placed is None else (),
+        state_cache=state_cache,
+        models=problem.models if placed is None else placed,
+    )
+    for index, verdict in zip(judging, judged, strict=True):
+        found[index] = _Card.of(verdict)
+        if groups is not None and state_cache is not None:
+            groups.put(state_cache, host, index, verdict)
+    return found
+
+
 @lru_cache(maxsize=65536)
-def _on_host(text: str, host: str) -> str:
-    """A change's text with each card named as host:card (a fleet has many hosts)."""
-    return re.sub(r"card (\d+)", rf"card {host}:\1", text)
+def _on_host(said: Said, host: str) -> Said:
+    """A change with each card named as host:card (a fleet has many hosts)."""
+    if isinstance(said, Note):
+        if any(key == "card" for key, _ in said.facts):
+            return Note(said.said, (*said.facts, ("on_host", host)))
+        return said
+    return re.sub(r"card (\d+)", rf"card {host}:\1", said)
+
+
+@dataclass(frozen=True)
+class _Card:
+    """What explaining reads of one card's judgement (`_explain_host`)."""
+
+    passed: bool
+    need_bytes: int | None
+    reasons: tuple[Reason, ...]
+    nearest: tuple[Said, ...]
+    warnings: tuple[Said, ...]
+
+    @classmethod
+    def of(cls, verdict: Verdict) -> _Card:
+        return cls(
+            verdict.passed, verdict.need_bytes, verdict.reasons, verdict.nearest, verdict.warnings
+        )
 
 
 class _CardGroups:
     """One stand-in seat's judgements, shared by the cards whose states match.
 
     A card's state (`CardState`) is everything the verifier reads of the card for a seat that
-    nothing there names; two cards of one index whose states agree in every figure and name
-    judge it alike but for the host. A group's judgement is reused only where it names neither
-    its host nor any occupant of its card: then the occupants count only by whether there are
-    any (part of the key), and the host only in the reasons' `host` fields, which are set anew.
+    nothing there names; two cards whose states agree in every figure and name judge it alike
+    but for the host and the card's index. A group's judgement is reused only where it names
+    neither its host nor any occupant of its card: then the occupants count only by whether
+    there are any (part of the key), and the host only in the reasons' `host` fields, which are
+    set anew. On a card of another index it is reused only where the index appears nowhere but
+    in the reasons' and figures' `card` fields and as "card N" in its texts, all set anew.
     `keys`: each state's key, by state, shared by every class explained beside one placement.
     """
 
-    def __init__(self, keys: dict[int, Hashable]) -> None:
-        self._judged: dict[Hashable, Verdict | None] = {}
+    def __init__(
+        self, keys: dict[int, Hashable], placed_models: Mapping[CardKey, CardModel] | None = None
+    ) -> None:
+        self.placed_models = placed_models
+        self._judged: dict[tuple[Hashable, int], Verdict | None] = {}  # by (key, index)
+        self._moved: dict[Hashable, Verdict] = {}  # by key: one that may move to another index
         self._keys = keys
 
-    def get(self, states: CardStates, host: str, index: int) -> Verdict | None:
+    def get(self, states: CardStates, host: str, index: int) -> _Card | None:
         key = self._key(states, host, index)
-        found = self._judged.get(key) if key is not None else None
-        if found is None or found.host == host:
-            return found
-        return replace(found, host=host, reasons=tuple(_rehosted(r, host) for r in found.reasons))
+        if key is None:
+            return None
+        found = self._judged.get((key, index))
+        if found is None:
+            found = self._moved.get(key)
+        if found is None:
+            return None
+        if found.host == host and found.cards == (index,):
+            return _Card.of(found)
+        moving = found.cards != (index,)
+        return _Card(
+            passed=found.passed,
+            need_bytes=found.need_bytes,
+            reasons=tuple(_moved(r, host, index) for r in found.reasons),
+            nearest=tuple(_renumbered(t, index) for t in found.nearest)
+            if moving
+            else found.nearest,
+            warnings=tuple(_renumbered(t, index) for t in found.warnings)
+            if moving
+            else found.warnings,
+        )
 
     def put(self, states: CardStates, host: str, index: int, verdict: Verdict) -> None:
         key = self._key(states, host, index)
-        if key is None or key in self._judged:
+        if key is None or (key, index) in self._judged:
             return
         state = states[(host, index, "plan")]
-        self._judged[key] = verdict if _poolable(verdict, state) else None
+        poolable = _poolable(verdict, state)
+        self._judged[(key, index)] = verdict if poolable else None
+        if poolable and key not in self._moved and _movable(verdict, index):
+            self._moved[key] = verdict
 
     def _key(self, states: CardStates, host: str, index: int) -> Hashable | None:
         state = states.get((host, index, "plan"))
@@ -301,20 +407,70 @@ class _CardGroups:
         return key
 
 
-def _rehosted(reason: Reason, host: str) -> Reason:
-    """The same reason on another host (a shallow copy: `replace` costs ten times more)."""
-    if reason.host is None or reason.host == host:
+# A card named in a judgement's texts: "card 3", "card(s) 3".
+_CARD_WORDS = re.compile(r"\bcard(\(s\))? (\d+)\b")
+
+
+# The facts of a note that name its card.
+_CARD_FACTS = ("card", "cards")
+
+
+@lru_cache(maxsize=65536)
+def _renumbered(said: Said, index: int) -> Said:
+    """A text or note of one card's judgement said of card `index`."""
+    if isinstance(said, Note):
+        return Note(
+            said.said,
+            tuple(
+                (key, index if key == "card" else (index,) if key == "cards" else value)
+                for key, value in said.facts
+            ),
+        )
+    return _CARD_WORDS.sub(lambda m: f"card{m.group(1) or ''} {index}", said)
+
+
+def _uncarded(said: Said) -> str:
+    """A text without its "card N" words, or a note's facts but those naming its card."""
+    if isinstance(said, Note):
+        return "\x00".join(_fact_text(v) for k, v in said.facts if k not in _CARD_FACTS)
+    return _CARD_WORDS.sub("", said)
+
+
+def _movable(verdict: Verdict, index: int) -> bool:
+    """True when a one-card judgement names its card's index only where `get` renumbers it."""
+    if verdict.cards != (index,):
+        return False
+    if any(r.card not in (None, index) or r.within is not None for r in verdict.reasons):
+        return False
+    said = "\x00".join(
+        [
+            _CARD_WORDS.sub("", "\x00".join([*map(_said, verdict.reasons), *verdict.flags])),
+            *map(_uncarded, (*verdict.nearest, *verdict.warnings)),
+        ]
+    )
+    number = re.compile(rf"(?<![\d.]){index}(?![\d.])")
+    return number.search(said) is None
+
+
+def _moved(reason: Reason, host: str, index: int) -> Reason:
+    """The same reason on another host and card (a shallow copy: `replace` costs ten times more)."""
+    card = reason.card
+    new_host = host if reason.host is not None else None
+    if (card is None or card == index) and new_host == reason.host:
         return reason
-    twin = copy.copy(reason)
-    object.__setattr__(twin, "host", host)
+    twin = object.__new__(Reason)
+    fields = twin.__dict__
+    fields.update(reason.__dict__)
+    if card is not None:
+        fields["card"] = index
+    fields["host"] = new_host
     return twin
 
 
 def _state_key(state: CardState) -> Hashable:
-    """Every figure and name of a card's state but its host, and its occupants only as any or none."""
+    """Every figure and name of a card's state but its host and index, its occupants only as any or none."""
     card = state.card
     return (
-        card.index,
         card.ok,
         card.reserved_bytes is None,
         bool(state.occupants),
@@ -325,6 +481,22 @@ def _state_key(state: CardState) -> Hashable:
 @lru_cache(maxsize=1)
 def _state_fields() -> tuple[str, ...]:
     return tuple(f.name for f in fields(CardState) if f.name not in ("card", "occupants"))
+
+
+class _SaidCache:
+    """`_said` of many reasons, each words-and-facts worked out once: a reason moved to another
+    card or host (`_moved`) shares its text, facts and `within` with the one it copies."""
+
+    def __init__(self) -> None:
+        self._said: dict[tuple[int, int, int], tuple[Reason, str]] = {}
+
+    def __call__(self, reason: Reason) -> str:
+        key = (id(reason.text), id(reason.facts), id(reason.within))
+        found = self._said.get(key)
+        if found is None:
+            # The reason is kept beside its words, so the ids in the key stay its own.
+            found = self._said[key] = (reason, _said(reason))
+        return found[1]
 
 
 def _said(reason: Reason) -> str:
@@ -338,13 +510,19 @@ def _said(reason: Reason) -> str:
 def _fact_text(value: object) -> str:
     if isinstance(value, tuple):
         return "\x00".join(map(_fact_text, value))
+    if isinstance(value, Note):
+        return "\x00".join(_fact_text(fact) for _, fact in value.facts)
     return str(value)
 
 
 def _poolable(verdict: Verdict, state: CardState) -> bool:
     """True when the judgement names neither its host (outside `host` fields) nor an occupant."""
     said = "\x00".join(
-        [*map(_said, verdict.reasons), *verdict.nearest, *verdict.warnings, *verdict.flags]
+        [
+            *map(_said, verdict.reasons),
+            *map(_fact_text, (*verdict.nearest, *verdict.warnings)),
+            *verdict.flags,
+        ]
     )
     names = [*state.occupants, *([verdict.host] if verdict.host else [])]
     return not any(name in said for name in names)

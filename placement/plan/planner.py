@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from inventory.snapshot import Snapshot, format_utc
+from placement.fit.card import CardKey, CardModel
 from placement.fit.consistency import check_snapshots
+from placement.fit.engines.note import Said, fact_json
 from placement.fit.kv import need_floored, seat_cuda_context, with_need_floors
 from placement.fit.verdict import Verdict
 from placement.fit.verify import (
@@ -51,7 +53,7 @@ class PlanResult:
     solver: str
     status: str  # optimal | time_limit | greedy | empty
     gap: float | None
-    warnings: tuple[str, ...]
+    warnings: tuple[Said, ...]
     snapshots: tuple[Snapshot, ...]
     timings: dict[str, float] = field(default_factory=dict)
     moves: tuple[dict[str, Any], ...] = ()
@@ -94,7 +96,7 @@ class PlanResult:
             "cards": [row.to_json() for row in self.cards],
             "moves": list(self.moves),
             "moves_note": self.moves_note,
-            "warnings": list(self.warnings),
+            "warnings": [fact_json(w) for w in self.warnings],
             "bounds": [
                 {
                     "priority": level.priority,
@@ -123,7 +125,7 @@ def _verdict_json(verdict: Verdict, explain: str) -> dict[str, Any]:
         data["reasons"] = [reason.to_json() for reason in summary.reasons]
         data["reason_counts"] = summary.counts
         if len(verdict.nearest) > SUMMARY_PLACES:
-            data["nearest"] = list(verdict.nearest[:SUMMARY_PLACES])
+            data["nearest"] = [fact_json(n) for n in verdict.nearest[:SUMMARY_PLACES]]
             data["nearest_count"] = len(verdict.nearest)
     return data
 
@@ -165,12 +167,14 @@ def plan(
     """
     timings: dict[str, float] = {}
     started = time.perf_counter()
-    warnings = check_snapshots(
-        catalogue,
-        snapshots,
-        list(sources) if sources else [s.host for s in snapshots],
-        [seat for _, seat in adds],
-    )
+    warnings: list[Said] = [
+        *check_snapshots(
+            catalogue,
+            snapshots,
+            list(sources) if sources else [s.host for s in snapshots],
+            [seat for _, seat in adds],
+        )
+    ]
     floored = with_need_floors(catalogue)
     catalogue = floored.catalogue
     warnings += floored.warnings
@@ -189,7 +193,8 @@ def plan(
     if seats:
         found = _assign(proposing, solver, time_limit, started, timings, warnings)
     verify_started = time.perf_counter()
-    placements, failed, last = verified_verdicts(problem, found.assignment)
+    placed_models: dict[CardKey, CardModel] = {}
+    placements, failed, last = verified_verdicts(problem, found.assignment, placed_models)
     settled = None
     if window is not None and seats:
         settled = window.settle(problem, placements, last, card_windows)
@@ -201,7 +206,10 @@ def plan(
         got = score((p.seat.name for p in placements), priority_weights(problem.seats))
         gap = (found.bound - got) / found.bound
     explain_started = time.perf_counter()
-    verdicts = _verdicts(problem, placements, failed, last)
+    # The verifier's card models hold exactly these placements unless the window moved them.
+    verdicts = _verdicts(
+        problem, placements, failed, last, placed_models if settled is None else None
+    )
     if settled is not None:
         verdicts = [settled.shown.get(v.seat, v) for v in verdicts]
     timings["explain"] = time.perf_counter() - explain_started
@@ -273,7 +281,7 @@ def _assign(
     time_limit: float,
     started: float,
     timings: dict[str, float],
-    warnings: list[str],
+    warnings: list[Said],
 ) -> _Found:
     """Greedy first; the integer program unless greedy provably places every placeable seat."""
     weights = priority_weights(problem.seats)
@@ -340,7 +348,7 @@ def _assign_parts(
     time_limit: float,
     started: float,
     timings: dict[str, float],
-    warnings: list[str],
+    warnings: list[Said],
     bound: float,
 ) -> _Found:
     """Each host's part placed on its own (`split_by_host`): greedy, then its own integer program.
@@ -383,12 +391,16 @@ def _verdicts(
     placements: Sequence[Placement],
     failed: Mapping[str, Verdict],
     last: Sequence[Verdict],
+    placed_models: Mapping[CardKey, CardModel] | None = None,
 ) -> list[Verdict]:
-    """A verdict per new seat: the verifier's last round for the placed, an explanation for the rest."""
+    """A verdict per new seat: the verifier's last round for the placed, an explanation for the rest.
+
+    `placed_models`: the verifier's models of the cards with these placements placed.
+    """
     # The verifier's last round judged exactly these placements: its verdicts are the answer.
     accepted = {v.seat: v for v in last}
     states: CardStates = {}
-    classes = ExplainClasses.of(problem)
+    classes = ExplainClasses.of(problem, placed_models)
     return [
         accepted[new.name]
         if new.name in accepted

@@ -5,6 +5,7 @@ Shared by the planner and the move search: the solver and the greedy placers pro
 
 from __future__ import annotations
 
+from placement.fit.card import CardKey, CardModel
 from placement.fit.verdict import Verdict
 from placement.fit.verify import Placement, verify_placement
 from placement.plan.problem import Problem
@@ -21,9 +22,15 @@ def verified(
 
 
 def verified_verdicts(
-    problem: Problem, assignment: Assignment
+    problem: Problem,
+    assignment: Assignment,
+    placed_models: dict[CardKey, CardModel] | None = None,
 ) -> tuple[list[Placement], dict[str, Verdict], list[Verdict]]:
-    """`verified`, plus the passing verdicts of the placements it keeps."""
+    """`verified`, plus the passing verdicts of the placements it keeps.
+
+    `placed_models`: filled with the cards that take a kept placement, modelled with every
+    kept placement there placed (`verify_placement`'s last round).
+    """
     placements = [
         Placement(problem.seat(name).seat, host, cards)
         for name, (host, cards) in assignment.items()
@@ -31,6 +38,8 @@ def verified_verdicts(
     failed: dict[str, Verdict] = {}
     verdicts: list[Verdict] = []
     while placements:
+        if placed_models is not None:
+            placed_models.clear()
         verdicts = verify_placement(
             problem.catalogue,
             problem.snapshots,
@@ -38,6 +47,7 @@ def verified_verdicts(
             views=problem.host_catalogues,
             card_views=problem.card_catalogues,
             models=problem.models,
+            placed_models=placed_models,
         )
         bad = [(p, v) for p, v in zip(placements, verdicts, strict=True) if not v.passed]
         if not bad:
@@ -48,4 +58,6 @@ def verified_verdicts(
         placements = [p for p in placements if p is not worst[0]]
     if not placements:
         verdicts = []
+        if placed_models is not None:
+            placed_models.clear()
     return placements, failed, verdicts

@@ -37,6 +37,7 @@ from placement.fit.engines.base import (
     StartUpMarks,
     share_text,
 )
+from placement.fit.engines.note import Note, note
 from placement.fit.engines.vllm_command import IMAGES, VERSION_TAG, image_version, vllm_args
 from placement.fit.engines.vllm_flags import KV_FLAG, UTIL_FLAG
 from seats.model import Engine as EngineSpec
@@ -74,22 +75,15 @@ def gate_rule(engine: EngineSpec, *, propose: bool) -> GateRule:
         util = util_decimal(engine.gpu_memory_utilization)
         capped = kv is None and version is not None and version[:2] >= UNBOUNDED_FROM
         return GateRule("gated", util, "declared", kv, checks_gate=not capped)
-    warnings: list[str] = []
+    warnings: list[Note] = []
     if engine.version is not None and version is None:
-        warnings.append(
-            f"vLLM version {engine.version!r} is not recognised; judged as gated with util "
-            f"{DEFAULT_UTIL_033}"
-        )
+        warnings.append(note("vllm_version", version=engine.version, util=str(DEFAULT_UTIL_033)))
     unbounded = kv is None and (
         engine.version is None or (version is not None and version[:2] >= UNBOUNDED_FROM)
     )
     if propose:
         if unbounded:
-            warnings.append(
-                "as declared it is unbounded (vLLM ≥ 0.34 with neither gpu_memory_utilization "
-                "nor kv_cache_memory sizes its KV cache to nearly all free memory); start it with "
-                "the flags shown"
-            )
+            warnings.append(note("unbounded_declared"))
         return GateRule("gated", None, "proposed", kv, tuple(warnings))
     if unbounded:
         return GateRule("unbounded", None, "default", kv, tuple(warnings))
@@ -240,9 +234,7 @@ class VLLM(ByCommand):
             max_model_len=sizes.max_model_len,
             kv_cache_dtype=sizes.kv_cache_dtype,
             engine_fields=sizes.engine_fields,
-            notes=tuple(
-                f"{flag} is given more than once; vLLM uses the last" for flag in flags.repeated
-            ),
+            notes=tuple(note("flag_twice", flag=flag) for flag in flags.repeated),
         )
 
     def one_byte_kv(self, dtype: str | None) -> bool:
@@ -357,14 +349,10 @@ class VLLM(ByCommand):
         """--gpu-memory-utilization and --kv-cache-memory-bytes."""
         return engine_flags(util, kv_cache_bytes, proposed=proposed)
 
-    def unbounded_why(self, spec: EngineSpec) -> str:
-        """≥ 0.34 (or no known version) with neither util nor kv_cache_memory."""
-        if spec.version:
-            return f"vLLM {spec.version} with neither gpu_memory_utilization nor kv_cache_memory"
-        return (
-            "vLLM of no known version (an image tag like `latest`) with neither "
-            "gpu_memory_utilization nor kv_cache_memory"
-        )
+    def unbounded_why(self, spec: EngineSpec) -> Note:
+        """≥ 0.34 (or no known version, as an image tag like `latest`) with neither util nor
+        kv_cache_memory."""
+        return note("vllm_unbounded", version=spec.version or None)
 
     def pin_hint(self) -> str:
         """Its two pins."""
