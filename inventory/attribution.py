@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from typing import TypeVar
+
+from pydantic import BaseModel
 
 from inventory.snapshot import Card, Process, Snapshot
 from seats.model import Catalogue, Seat, match_pattern
@@ -17,9 +20,8 @@ from seats.model import Catalogue, Seat, match_pattern
 
 def host_seats(catalogue: Catalogue, host: str) -> list[Seat]:
     """Seats of `catalogue` that may run on `host`: those naming it and those naming no host."""
-    return [
-        seat for seat in catalogue.seats if seat.host in (host, None) and seat.state != "retired"
-    ]
+    both = sorted((*catalogue.on_host(host), *catalogue.on_host(None)), key=lambda p: p[0])
+    return [seat for _, seat in both if seat.state != "retired"]
 
 
 def match_seat(cmdline: str | None, seats: Iterable[Seat]) -> str | None:
@@ -72,23 +74,74 @@ def attribute(snapshot: Snapshot, catalogue: Catalogue) -> Snapshot:
 
     A seat recorded at capture is kept as it is; only null seats are attributed.
     """
-    patterns = _patterns(host_seats(catalogue, snapshot.host))
+    return _attributed(snapshot, _patterns(host_seats(catalogue, snapshot.host)))
+
+
+def attribute_fleet(snapshots: Sequence[Snapshot], catalogue: Catalogue) -> tuple[Snapshot, ...]:
+    """`attribute(snapshot, catalogue)` of each snapshot, the catalogue's seats grouped by host
+    once (a fleet's hosts each read their own seats and those naming no host, in catalogue
+    order) instead of scanned per host."""
+    hosted: dict[str, list[tuple[int, Seat]]] = {}
+    hostless: list[tuple[int, Seat]] = []
+    for position, seat in enumerate(catalogue.seats):
+        if seat.state != "retired":
+            where = hostless if seat.host is None else hosted.setdefault(seat.host, [])
+            where.append((position, seat))
+
+    def patterns(host: str) -> list[tuple[str, re.Pattern[str]]]:
+        mine = hosted.get(host, [])
+        spots = sorted(mine + hostless, key=lambda spot: spot[0]) if mine and hostless else mine
+        return _patterns(seat for _, seat in spots or hostless)
+
+    return tuple(_attributed(s, patterns(s.host)) for s in snapshots)
+
+
+def _attributed(snapshot: Snapshot, patterns: list[tuple[str, re.Pattern[str]]]) -> Snapshot:
+    """The snapshot with each null-seat process named by `patterns` (the host's seats)."""
+    if not patterns:
+        return snapshot
     cards: list[Card] = []
     changed = False
     for card in snapshot.cards:
+        if not card.processes:
+            cards.append(card)
+            continue
         processes: list[Process] = []
         named = False
         for process in card.processes:
             if process.seat is None:
-                found = _match_lines((process.cmdline, *process.parents), patterns)
-                if found is not None:
-                    process = process.model_copy(update={"seat": found[0]})
+                # _match_lines over its own line, then its ancestors', without the tuple.
+                seat = _first_match(process.cmdline, patterns)
+                if seat is None and process.parents:
+                    found = _match_lines(process.parents, patterns)
+                    seat = None if found is None else found[0]
+                if seat is not None:
+                    process = _replaced(process, seat=seat)
                     named = True
             processes.append(process)
         # A card none of whose processes gains a seat is the same card: kept, not copied.
-        cards.append(card.model_copy(update={"processes": tuple(processes)}) if named else card)
+        cards.append(_replaced(card, processes=tuple(processes)) if named else card)
         changed = changed or named
-    return snapshot.model_copy(update={"cards": tuple(cards)}) if changed else snapshot
+    return _replaced(snapshot, cards=tuple(cards)) if changed else snapshot
+
+
+M = TypeVar("M", bound=BaseModel)
+# BaseModel's own slots, written as pydantic's copy writes them (past the frozen __setattr__).
+_SET_FIELDS_SET = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_SET_EXTRA = BaseModel.__dict__["__pydantic_extra__"].__set__
+_SET_PRIVATE = BaseModel.__dict__["__pydantic_private__"].__set__
+
+
+def _replaced(model: M, **update: object) -> M:
+    """`model.model_copy(update=update)` to the attribute (fields, fields set, extra, private),
+    without pydantic's generic copy: a fleet attributes tens of thousands of processes."""
+    copy = object.__new__(type(model))
+    object.__setattr__(copy, "__dict__", {**model.__dict__, **update})
+    _SET_FIELDS_SET(copy, model.__pydantic_fields_set__ | update.keys())
+    extra, private = model.__pydantic_extra__, getattr(model, "__pydantic_private__", None)
+    _SET_EXTRA(copy, None if extra is None else dict(extra))
+    _SET_PRIVATE(copy, None if private is None else dict(private))
+    return copy
 
 
 def is_title(cmdline: str) -> bool:

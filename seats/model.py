@@ -465,6 +465,10 @@ class Catalogue(BaseModel):
     _index: (
         tuple[tuple[Seat, ...], dict[str, Seat], dict[tuple[str, int], tuple[Seat, ...]]] | None
     ) = PrivateAttr(default=None)
+    # Seats by the host they name (`on_host`), with the seats tuple it was built from.
+    _hosts: tuple[tuple[Seat, ...], dict[str | None, tuple[tuple[int, Seat], ...]]] | None = (
+        PrivateAttr(default=None)
+    )
 
     def _seat_index(
         self,
@@ -479,6 +483,17 @@ class Catalogue(BaseModel):
                         pinned.setdefault((seat.host, card), []).append(seat)
             self._index = (self.seats, by_name, {k: tuple(v) for k, v in pinned.items()})
         return self._index
+
+    def on_host(self, host: str | None) -> tuple[tuple[int, Seat], ...]:
+        """(position, seat) of the seats naming `host` (None: those naming no host), in
+        catalogue order, retired ones included: indexed once, so that a fleet's hosts do not
+        each read every seat."""
+        if self._hosts is None or self._hosts[0] is not self.seats:
+            by_host: dict[str | None, list[tuple[int, Seat]]] = {}
+            for i, seat in enumerate(self.seats):
+                by_host.setdefault(seat.host, []).append((i, seat))
+            self._hosts = (self.seats, {k: tuple(v) for k, v in by_host.items()})
+        return self._hosts[1].get(host, ())
 
     def pinned_on(self, host: str, index: int) -> tuple[Seat, ...]:
         """Running seats pinned to card `index` of `host`, in catalogue order (indexed once)."""

@@ -22,6 +22,7 @@ from inventory.history.model import (
     Rollups,
 )
 from inventory.history.rollup import HOUR_S, hourly
+from inventory.ledger import fleet_rooms as fleet
 from inventory.ledger import moments as raw
 from inventory.ledger import rollups as stored
 from inventory.ledger.moments import Connection
@@ -153,6 +154,20 @@ class LedgerHistory:
         rollups of [start, end) (whole hours), for every host at once: a fleet's window room and
         the trend's daily minima where its seats count as observed."""
         return stored.daily_least(self.connection, _s(start), _s(end))
+
+    def daily_rooms(
+        self, windows: Mapping[str, tuple[datetime, datetime]]
+    ) -> list[fleet.DailyRoom]:
+        """For every host of `windows` (host → (start, end)) at once: its cards' stored hours
+        starting in [start, end), by 24 h bucket ending at its end (least free and when, hours
+        and samples seen): a fleet's window judged on its hourly rollups, in one query."""
+        return fleet.daily_rooms(
+            self.connection, [(host, _s(a), _s(b)) for host, (a, b) in sorted(windows.items())]
+        )
+
+    def raw_kept(self) -> dict[str, datetime]:
+        """host → from when its raw moments are kept, for every host `compact` thinned."""
+        return {host: _utc(s) for host, s in fleet.raw_kept(self.connection).items()}
 
     def raw_since(self, host: str) -> datetime | None:
         """From when `host`'s raw moments are kept: a window starting before it was judged on

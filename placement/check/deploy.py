@@ -26,6 +26,7 @@ from placement.check.seat import (
 )
 from placement.fit.beside import decided, is_unbounded, judged_unseated, unbounded_beside
 from placement.fit.card import CardKey, CardModel, card_model
+from placement.fit.engines.note import Said, fact_json
 from placement.fit.engines.registry import describe, engine, spec_of
 from placement.fit.rules import replicas_reason
 from placement.fit.verify import Placement, judge
@@ -58,7 +59,7 @@ class ServiceVerdict:
     rank: int | None = None
     # An unknown service's cards as it asks for them (host, indices), when they can be read.
     cards: tuple[str, tuple[int, ...]] | None = None
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[Said, ...] = ()
     # A service judged with no catalogue seat (fit.beside.unseated_seat): what it is where its
     # verdict, beside the rest of the deploy, is not decided (`unknown`, as without a judgement).
     undecided: ServiceVerdict | None = None
@@ -90,7 +91,7 @@ class ServiceVerdict:
             if self.cards is not None:
                 data["host"], data["cards"] = self.cards[0], list(self.cards[1])
             if self.warnings:
-                data["warnings"] = list(self.warnings)
+                data["warnings"] = [fact_json(w) for w in self.warnings]
             # Every VERDICT names its engine (`unknown` ones too, kind null where none was
             # recognised); a bad service only where its engine was read before it failed.
             if self.kind != "error" or self.engine is not None:
@@ -141,14 +142,15 @@ class DeployResult:
             "notes": list(self.notes),
             "verdict": self.kind,
             "verdicts": [v.to_json() for v in self.verdicts],
-            "warnings": list(
-                dict.fromkeys(
+            "warnings": [
+                fact_json(w)
+                for w in dict.fromkeys(
                     [
                         *(w for r in self.results for w in r.verdict.warnings),
                         *(w for v in self.verdicts for w in v.warnings),
                     ]
                 )
-            ),
+            ],
         }
 
 

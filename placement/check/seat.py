@@ -27,6 +27,7 @@ from placement.fit.engines import (
     requests_util,
     util_decimal,
 )
+from placement.fit.engines.note import Said, note
 from placement.fit.engines.registry import engine as registry_engine
 from placement.fit.engines.registry import spec_of
 from placement.fit.kv import flag_resident, profile_of
@@ -165,7 +166,7 @@ def check_seat(
         raise BadInputError(
             f"seat {name!r} takes {seat.card_count} card(s) (tensor parallel); --gpu gives {len(cards)}"
         )
-    warnings: list[str] = []
+    warnings: list[Said] = []
     if seat.state == "retired":
         warnings.append(f"{name} is retired in the catalogue")
     if (kv_cache_bytes is not None or util is not None) and not requests_util(seat.engine):
@@ -206,7 +207,7 @@ def check_service(
     every_card = resolve_cards(service, snapshot.host, snapshot.cards)
     size = len(every_card) if service.all_cards else service.world_size
     cards = every_card[rank * size : (rank + 1) * size]
-    warnings = list(service.notes)
+    warnings: list[Said] = list(service.notes)
     version = service.version
     if seat is not None and seat.engine.version is not None:
         if version is None:
@@ -351,14 +352,16 @@ def _refuse_flags(
 
 def _with_flag_resident(
     catalogue: Catalogue, host: str, declared: Seat, judged: Seat, *, resident_given: bool
-) -> tuple[Seat, list[str]]:
+) -> tuple[Seat, list[Said]]:
     """`judged` with the resident its flags imply (placement.fit.kv.flag_resident), and why."""
     ctx = cuda_context_bytes(catalogue, host)
     found = flag_resident(declared, judged, ctx, resident_given=resident_given)
     if found.resident_bytes == judged.resident_bytes or found.why is None:
         return judged, []
     return judged.model_copy(update={"resident_bytes": found.resident_bytes}), [
-        f"{judged.name} judged with a resident of {format_bytes(found.resident_bytes)}: {found.why}"
+        note(
+            "judged_resident", seat=judged.name, resident_bytes=found.resident_bytes, why=found.why
+        )
     ]
 
 
@@ -446,7 +449,7 @@ def _attribute_by_port(snapshot: Snapshot, service: ComposeService) -> Snapshot:
     return snapshot.model_copy(update={"cards": tuple(cards)})
 
 
-def with_warnings(verdict: Verdict, extra: Sequence[str]) -> Verdict:
+def with_warnings(verdict: Verdict, extra: Sequence[Said]) -> Verdict:
     """`verdict` with `extra` warnings after its own, each once."""
     return replace(verdict, warnings=tuple(dict.fromkeys([*verdict.warnings, *extra])))
 

@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from placement.cli.check_window import add_window_arguments, validate_window, windowed
+from placement.cli.notes_text import note_texts
 from placement.cli.reasons_text import reason_text, worded_json, worded_verdict
 from placement.cli.sources import (
     DEFAULT_MAX_AGE,
@@ -231,7 +232,7 @@ def run(args: argparse.Namespace) -> int:
     cards = _cards_to_judge(args, catalogue, now)
     # Card count vs the catalogue is bad input; a host the catalogue lacks only warns.
     origins = [cards.origin(s.host) for s in cards.snapshots]
-    for warning in check_snapshots(catalogue, cards.snapshots, origins):
+    for warning in note_texts(check_snapshots(catalogue, cards.snapshots, origins)):
         print(f"warning: {warning}", file=sys.stderr)
     unknown = _unknown_seat(args, catalogue, cards)
     if unknown is not None:
@@ -443,7 +444,8 @@ def _inside(
         consistent(newest, f"{origin}: host {newest.host}", now)
         out.append(newest)
     if out != list(cards.snapshots):
-        for warning in check_snapshots(catalogue, out, [cards.origin(s.host) for s in out]):
+        origins = [cards.origin(s.host) for s in out]
+        for warning in note_texts(check_snapshots(catalogue, out, origins)):
             print(f"warning: {warning}", file=sys.stderr)
     return out
 

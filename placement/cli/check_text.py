@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, get_args
 
 from inventory.snapshot import format_utc
 from placement.check.seat import CheckResult
+from placement.cli.notes_text import note_texts
 from placement.cli.reasons_text import reason_text, says_figures
 from placement.cli.render import b, reason_figures, table
 from placement.fit.beside import is_unbounded
@@ -112,11 +113,11 @@ def render(result: CheckResult, source: str) -> str:
         *(reason_line(reason, not result.resident_known) for reason in verdict.reasons),
     ]
     if verdict.nearest:
-        lines.append("  nearest: " + " · or ".join(verdict.nearest))
+        lines.append("  nearest: " + " · or ".join(note_texts(verdict.nearest)))
     lines.extend(f"  nearest: {elsewhere.text()}" for elsewhere in result.elsewhere)
     if verdict.flags:
         lines.append("  flags: " + " ".join(verdict.flags))
-    lines.extend(f"  warning: {warning}" for warning in verdict.warnings)
+    lines.extend(f"  warning: {warning}" for warning in note_texts(verdict.warnings))
     return "\n".join(lines)
 
 
@@ -160,7 +161,7 @@ def _label(verdict: ServiceVerdict) -> str:
 def _service_block(verdict: ServiceVerdict, origin: Callable[[str], str]) -> str:
     if verdict.result is None:
         lines = [f"{verdict.kind.upper()}  compose service {verdict.service}: {verdict.message}"]
-        return "\n".join([*lines, *(f"  warning: {w}" for w in verdict.warnings)])
+        return "\n".join([*lines, *(f"  warning: {w}" for w in note_texts(verdict.warnings))])
     return render(verdict.result, origin(verdict.result.snapshot.host))
 
 

@@ -13,7 +13,7 @@ from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
 from placement.cli.sources import parse_age
-from seats.errors import BadInputError, CannotDecideError
+from seats.errors import BadInputError
 
 if TYPE_CHECKING:
     from inventory.snapshot import Snapshot
@@ -69,7 +69,7 @@ def add_window_arguments(parser: argparse.ArgumentParser) -> None:
         type=_window,
         metavar="D",
         help="judge against every stored moment of the last D (36h, 7d; at most 31d) of the "
-        "ledger, not only its newest snapshot",
+        "history (--ledger or --prometheus), not only its newest snapshot",
     )
     parser.add_argument(
         "--percentile",
@@ -122,11 +122,6 @@ def validate_window(args: argparse.Namespace) -> None:
         raise BadInputError(
             f"--window needs --ledger or --prometheus (a history); {'--snapshot' if args.snapshot else '--live'} "
             "gives one moment"
-        )
-    if args.prometheus and getattr(args, "command", "check") != "check":
-        raise CannotDecideError(
-            f"{args.command} --window with --prometheus: this command reads the week from a "
-            "ledger only so far; pass --ledger DB"
         )
     if not args.ledger and not args.prometheus:
         raise BadInputError(

@@ -73,6 +73,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the ledger view; warnings to stderr; exit 0."""
     from placement.cli.ledger_text import render_ledger
+    from placement.cli.notes_text import note_texts
+    from placement.cli.reasons_text import worded_json
     from placement.report.ledger_view import build_ledger, ledger_json
 
     validate_window(args)
@@ -80,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     cards = resolve_snapshots(source_options(args), catalogue, utc_now())
     origins = [cards.origin(s.host) for s in cards.snapshots]
     view = build_ledger(catalogue, cards.snapshots, origins)
-    for warning in view.warnings:
+    for warning in note_texts(view.warnings):
         print(f"warning: {warning}", file=sys.stderr)
     rooms = None
     if args.window is not None:
@@ -93,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
             from placement.cli.ledger_window import with_windows
 
             data = with_windows(data, rooms)
-        print(json.dumps(data, indent=2))
+        print(json.dumps(worded_json(data), indent=2))
     else:
         hosts = cards.hosts_lines()
         sys.stdout.write(

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from inventory.snapshot import format_utc
+from placement.cli.notes_text import parts_text
 from placement.cli.reasons_text import hold_note
 from placement.cli.render import Align, b, table
 from placement.fit.card import HeldPart
@@ -179,7 +180,7 @@ def _profile_lines(host: HostView) -> list[str]:
             else ""
         )
         lines.append(
-            f"profile {seat.seat}: {seat.profile.parts()} = "
+            f"profile {seat.seat}: {parts_text(seat.profile.parts())} = "
             f"{format_mib(seat.profile.total_bytes)} per card (declared "
             f"{format_mib(seat.declared_bytes // cards)}{observed})"
         )

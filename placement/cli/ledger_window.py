@@ -1,9 +1,9 @@
 """`ledger --window D`: per card its room now, its least room over the window and when, the UTC
 hours it had less room than now (and who held more then), and days to full by the trend.
 
-Each card is replayed (placement.fit.week) for a seat nothing names, once to learn its room now
-and once with that room as the need: a moment is then "short" when the card had less room than
-now, so its hours and its worst moment's squeezers say who takes the room, and when.
+Each card is replayed (placement.fit.week, the rollups first) for a seat nothing names whose need
+is the card's room now: a moment is then "short" when the card had less room than now, so its
+hours and its worst moment's squeezers say who takes the room, and when.
 """
 
 from __future__ import annotations
@@ -11,16 +11,18 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from placement.cli.check_window import options_of
 from placement.cli.render import Align, b, table
-from placement.cli.window_history import host_moments
 from placement.cli.window_text import hours_text, squeezer_text, window_line
 
 if TYPE_CHECKING:
     from inventory.snapshot import Snapshot
+    from placement.check.window import WindowOptions
     from placement.fit.week import CardWindow, SeatWindow
+    from placement.fit.week.hourly import HourlyCard, HourlyWindow
     from seats.model import Catalogue
 
 
@@ -56,16 +58,57 @@ class HostRooms:
 
 def host_rooms(
     args: argparse.Namespace, catalogue: Catalogue, snapshots: Sequence[Snapshot]
-) -> list[HostRooms]:
-    """Each host's cards over the window that ends at its snapshot."""
-    from inventory.attribution import attribute
-    from placement.fit.week import WindowRules, open_windows
-    from placement.fit.week.series import series_of
+) -> list[HostRooms | HourlyWindow]:
+    """Each host's cards over the window that ends at its snapshot, read from the ledger's
+    rollups first (raw moments only for the hours they cannot decide)."""
+    from placement.cli.window_history import window_history
 
-    options = options_of(args)
-    moments = host_moments(args.ledger, snapshots, options.length)
-    out: list[HostRooms] = []
+    with window_history(args) as history:
+        return rooms_of(catalogue, history, snapshots, options_of(args))
+
+
+def rooms_of(
+    catalogue: Catalogue,
+    history: object,
+    snapshots: Sequence[Snapshot],
+    options: WindowOptions,
+) -> list[HostRooms | HourlyWindow]:
+    """`host_rooms` over any history: each host replayed (`prune.open_windows_history`: a history
+    without rollups is replayed moment by moment), but hosts whose raw moments start after the
+    window's start, judged on their hourly rollups, all of them in one read."""
+    from inventory.attribution import attribute
+    from placement.fit.week import WindowRules
+    from placement.fit.week.hourly import hourly_window
+    from placement.fit.week.prune import open_windows_history, rooms_now
+
+    kept_since = getattr(history, "raw_kept", None)
+    thinned = kept_since() if kept_since is not None else {}
+    hourly = {
+        s.host: s
+        for s in snapshots
+        if s.host in thinned and thinned[s.host] > s.taken_at - options.length
+    }
+    found: dict[str, HostRooms | HourlyWindow] = {}
+    if hourly:
+        # Whole hours from the window's start on; hours before it held moments outside it.
+        windows = {
+            host: (_hour_up(s.taken_at - options.length), s.taken_at + timedelta(seconds=1))
+            for host, s in hourly.items()
+        }
+        rows: dict[str, list[Any]] = {}
+        for row in history.daily_rooms(windows):  # type: ignore[attr-defined]
+            rows.setdefault(row.host, []).append(row)
+        for host, snapshot in hourly.items():
+            found[host] = hourly_window(
+                catalogue,
+                attribute(snapshot, catalogue),
+                rows.get(host, []),
+                snapshot.taken_at - options.length,
+                thinned[host],
+            )
     for snapshot in snapshots:
+        if snapshot.host in hourly:
+            continue
         rules = WindowRules(
             start=snapshot.taken_at - options.length,
             end=snapshot.taken_at,
@@ -75,18 +118,24 @@ def host_rooms(
             rebase=options.rebase,
         )
         attributed = attribute(snapshot, catalogue)
-        # As columns once: both replays read them.
-        found = series_of(catalogue, snapshot.host, moments.get(snapshot.host, []))
-        now = open_windows(catalogue, attributed, found, rules)
-        needs = {c.card: max(0, c.room_now_bytes) for w in now for c in w.cards}
-        windows = open_windows(catalogue, attributed, found, rules, needs=needs)
-        cards = tuple(c for w in windows for c in w.cards)
-        if windows:
-            out.append(HostRooms(snapshot.host, windows[0], cards))
-    return out
+        # A moment is short when the card had less room than now: the need is the room now.
+        needs = {card: max(0, room) for card, room in rooms_now(catalogue, attributed).items()}
+        windows_of = open_windows_history(catalogue, attributed, history, rules, needs=needs)
+        cards = tuple(c for w in windows_of for c in w.cards)
+        if windows_of:
+            found[snapshot.host] = HostRooms(snapshot.host, windows_of[0], cards)
+    return [found[s.host] for s in snapshots if s.host in found]
 
 
-def with_windows(data: Mapping[str, Any], rooms: Sequence[HostRooms]) -> dict[str, Any]:
+def _hour_up(moment: datetime) -> datetime:
+    """The first whole hour's start at or after `moment`."""
+    seconds = int(moment.timestamp())
+    return datetime.fromtimestamp(-(-seconds // 3600) * 3600, UTC)
+
+
+def with_windows(
+    data: Mapping[str, Any], rooms: Sequence[HostRooms | HourlyWindow]
+) -> dict[str, Any]:
     """`ledger --json` with a `window` block in each host that was replayed."""
     by_host = {r.host: r.to_json() for r in rooms}
     hosts = [
@@ -96,18 +145,24 @@ def with_windows(data: Mapping[str, Any], rooms: Sequence[HostRooms]) -> dict[st
     return {**data, "hosts": hosts}
 
 
-def _days(card: CardWindow) -> str:
+def _days(card: CardWindow | HourlyCard) -> str:
     cast = card.forecast
     if cast.days_to_full is None:
         return "-" if cast.buckets >= 3 else f"- ({cast.buckets} days seen)"
     return f"{cast.days_to_full:.1f} ({cast.confidence})"
 
 
-def render_rooms(rooms: Sequence[HostRooms]) -> str:
+def render_rooms(rooms: Sequence[HostRooms | HourlyWindow]) -> str:
     """Per host: the window's line, then per card room now, window room and when, the hours
-    with less room than now, and days to full; then who held more at each card's least."""
+    with less room than now, and days to full; then who held more at each card's least. A host
+    judged on its hourly rollups: room now, window room and when, and days to full."""
+    from placement.fit.week.hourly import HourlyWindow
+
     blocks: list[str] = []
     for host in rooms:
+        if isinstance(host, HourlyWindow):
+            blocks.append(_hourly_block(host))
+            continue
         percentile = host.window.rules.percentile
         headers = [
             "card",
@@ -146,7 +201,33 @@ def render_rooms(rooms: Sequence[HostRooms]) -> str:
     return "\n\n".join(blocks) + ("\n" if blocks else "")
 
 
-def _at(card: CardWindow) -> str:
+def _hourly_block(host: HourlyWindow) -> str:
+    """`fleet-0001 · window … (7d) · judged on hourly rollups (raw moments from …)` and its
+    cards."""
+    rows: list[list[object]] = [
+        [
+            card.card,
+            b(card.room_now_bytes),
+            b(card.window_room_bytes) if card.window_room_bytes is not None else "-",
+            _at(card),
+            _days(card),
+        ]
+        for card in host.cards
+    ]
+    headers = ["card", "room now", "window room", "least at", "days to full"]
+    text = table(rows, headers, ["left", "right", "right", "left", "left"])
+    line = (
+        f"{host.host} · window {_minute(host.start)} → {_minute(host.end)} · judged on hourly "
+        f"rollups (raw moments from {_minute(host.raw_since)}; seats as observed)"
+    )
+    return f"{line}\n{text}"
+
+
+def _minute(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%MZ")
+
+
+def _at(card: CardWindow | HourlyCard) -> str:
     if card.min_room_at is None:
         return "-"
     return card.min_room_at.strftime("%Y-%m-%dT%H:%MZ")

@@ -11,6 +11,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from placement.cli import notice
+from placement.cli.notes_text import note_texts
+from placement.cli.reasons_text import worded_json
 from placement.cli.sources import add_catalogue_argument, load_catalogue_argument
 from seats.errors import BadInputError
 from seats.units import ByteSizeError, parse_bytes
@@ -114,10 +116,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         # card_bytes is a CUDA total: cuda_total_bytes names it as every other JSON does.
         data = {**result.to_json(), "cuda_total_bytes": result.card_bytes, "card_source": origin}
-        print(json.dumps(data, indent=2))
+        print(json.dumps(worded_json(data), indent=2))
     else:
         print(render(result, origin))
-    for note in result.notes:
+    for note in note_texts(result.notes):
         print(f"warning: {note}", file=sys.stderr)
     return 0
 

@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 import time
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 from placement.cli import notice
@@ -127,21 +128,23 @@ def run(args: argparse.Namespace) -> int:
     snapshots = cards.snapshots
     adds = load_add_files(args.add)
     notice.plan_notice(catalogue, snapshots, adds, args.time_limit)
-    if args.window is not None:
-        from placement.cli.plan_window import window_plan
+    with ExitStack() as opened:
+        if args.window is not None:
+            from placement.cli.plan_window import window_plan
 
-        window = window_plan(args, snapshots)
-    result = plan(
-        catalogue,
-        snapshots,
-        adds,
-        solver=args.solver,
-        time_limit=args.time_limit,
-        allow_moves=args.allow_moves,
-        max_moves=args.max_moves,
-        unusable={host: u.reason for host, u in cards.unusable.items()},
-        window=window,
-    )
+            # The ledger's history stays open while the planner reads windows from it.
+            window = opened.enter_context(window_plan(args))
+        result = plan(
+            catalogue,
+            snapshots,
+            adds,
+            solver=args.solver,
+            time_limit=args.time_limit,
+            allow_moves=args.allow_moves,
+            max_moves=args.max_moves,
+            unusable={host: u.reason for host, u in cards.unusable.items()},
+            window=window,
+        )
     if window is not None:
         from placement.cli.plan_window import worded
 

@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from inventory.snapshot import format_utc
+from placement.cli.notes_text import note_texts
 from placement.cli.reasons_text import reason_text
 from placement.cli.render import b, gib, reason_figures, table
 from placement.fit.verdict import Reason, Verdict
@@ -149,8 +150,9 @@ def _verdict_lines(verdict: Verdict, multi_host: bool, explain: str = "all") -> 
         if summary is not None:
             out.append(_counts_line(summary))
         if verdict.nearest:
-            out.append("  nearest: " + " · or ".join(_first(verdict.nearest, summary, "more")))
-    warnings = _first(verdict.warnings, summary, "more warnings")
+            nearest = _first(note_texts(verdict.nearest), summary, "more")
+            out.append("  nearest: " + " · or ".join(nearest))
+    warnings = _first(note_texts(verdict.warnings), summary, "more warnings")
     out.extend(f"  warning: {warning}" for warning in warnings)
     return out
 
@@ -217,6 +219,6 @@ def render_plan(
             )
     if result.moves_note:
         out.append(f"moves: {result.moves_note}")
-    for warning in result.warnings:
+    for warning in note_texts(result.warnings):
         out.append(f"warning: {warning}")
     return "\n".join(out).rstrip() + "\n"

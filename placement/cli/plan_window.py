@@ -1,11 +1,12 @@
-"""`plan --window D`: the moments of each planned host read from the ledger's history, handed to
-the planner (placement.plan.window), and the window's words beside the plan's verdicts.
+"""`plan --window D`: the ledger's history opened for the planner (placement.plan.window), which
+reads each planned host's window from it, and the window's words beside the plan's verdicts.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -13,7 +14,6 @@ from placement.cli.check_window import options_of
 from seats.errors import BadInputError
 
 if TYPE_CHECKING:
-    from inventory.snapshot import Snapshot
     from placement.plan.planner import PlanResult
     from placement.plan.window import WindowPlan
 
@@ -27,9 +27,10 @@ def validate_plan_window(args: argparse.Namespace) -> None:
         )
 
 
-def window_plan(args: argparse.Namespace, snapshots: Sequence[Snapshot]) -> WindowPlan:
-    """Each host's moments in its window (ending at its snapshot), read once from the ledger."""
-    from placement.cli.window_history import host_moments
+@contextmanager
+def window_plan(args: argparse.Namespace) -> Iterator[WindowPlan]:
+    """The window's settings and the ledger's history (rollups first), open while planning."""
+    from placement.cli.window_history import window_history
     from placement.plan.window import WindowPlan, WindowSettings
 
     options = options_of(args)
@@ -42,8 +43,8 @@ def window_plan(args: argparse.Namespace, snapshots: Sequence[Snapshot]) -> Wind
         restart_safe=options.restart_safe,
         rebase=options.rebase,
     )
-    moments = host_moments(args.ledger, snapshots, options.length)
-    return WindowPlan(settings, moments)
+    with window_history(args) as history:
+        yield WindowPlan(settings, history)
 
 
 def worded(result: PlanResult) -> PlanResult:

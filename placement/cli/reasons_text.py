@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from placement.cli.engine_text import ENGINE_SAYS_FIGURES, ENGINE_WRITERS
+from placement.cli.notes_text import note_text
 from placement.cli.render import b, figure_text
 from placement.cli.window_text import WINDOW_WRITERS
 from placement.fit.verdict import Reason, Verdict
@@ -252,14 +253,16 @@ def worded_verdict(verdict: Verdict) -> Verdict:
 
 
 def worded_json(data: Any) -> Any:
-    """JSON output with each reason's `text` written (in place, and returned): every mapping
-    with a `said` and no words yet, at any depth."""
+    """JSON output with each reason's `text` written and each note turned into its words (in
+    place, and returned): every mapping with a `said` and no words yet, at any depth. A note
+    (a `said` without a `rule`) is replaced by its sentence, as DESIGN.md's JSON shows it."""
     if isinstance(data, dict):
-        for value in data.values():
-            worded_json(value)
-        if data.get("said") and "rule" in data and not data.get("text"):
+        for key, value in data.items():
+            data[key] = worded_json(value)
+        if data.get("said") and "rule" not in data:
+            return note_text(data)
+        if data.get("said") and not data.get("text"):
             data["text"] = sentence(data)
     elif isinstance(data, list):
-        for item in data:
-            worded_json(item)
+        data[:] = [worded_json(item) for item in data]
     return data

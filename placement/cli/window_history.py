@@ -1,30 +1,23 @@
-"""The moments `plan --window` and `ledger --window` replay: each host's, read once from the
-ledger's history, over the window that ends at its newest snapshot.
+"""The history `plan --window` and `ledger --window` replay: the one `--window` commands open
+(`history_source.open_history`: the ledger's, or Prometheus's), each hour of raw moments read once
+however many replays ask for it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+import argparse
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-if TYPE_CHECKING:
-    from inventory.snapshot import Snapshot
+from inventory.history.remembered import RememberedHistory
 
 
-def host_moments(
-    ledger_path: str, snapshots: Sequence[Snapshot], length: timedelta
-) -> dict[str, list[Any]]:
-    """host → its moments in [snapshot − length, snapshot], oldest first."""
-    from inventory.history.ledger import LedgerHistory
-    from inventory.ledger.store import open_ledger
+@contextmanager
+def window_history(args: argparse.Namespace) -> Iterator[RememberedHistory]:
+    """The history the command's sources name (rollups first where it keeps them), open while
+    the block runs."""
+    from placement.cli.history_source import open_history
+    from placement.cli.sources import source_options
 
-    moments: dict[str, list[Any]] = {}
-    with open_ledger(ledger_path, readonly=True) as ledger:
-        history = LedgerHistory(ledger.connection)
-        for snapshot in snapshots:
-            end = snapshot.taken_at
-            # History.moments is [start, end): one second past the end takes the end's own moment.
-            found = history.moments(snapshot.host, end - length, end + timedelta(seconds=1))
-            moments[snapshot.host] = list(found)
-    return moments
+    with open_history(source_options(args)) as history:
+        yield RememberedHistory(history)

@@ -27,7 +27,7 @@ running seat with a hold on the card keeps its place at max(resident, need), not
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from functools import cached_property
 
 from inventory.holds import Hold
@@ -484,6 +484,23 @@ class CardModel:
     def loosest(self, new_residents: Mapping[str, int]) -> LoosestRoom:
         """This card's room and gate free for a seat nothing here names (most seats), with every
         reserve's own new seats (`new_residents`) placed here too: the least held it could meet."""
+        if not self.reserves and not self.holds:
+            # Nothing here is for any seat (most cards): held is the absent seats' alone, so the
+            # room is `open_bytes`, no hold caps the load, and no seat meets less held.
+            loose = object.__new__(LoosestRoom)
+            loose.__dict__.update(
+                {
+                    "room_bytes": self.open_bytes,
+                    "gate_free_bytes": engine_free_bytes(
+                        free_bytes=self.free_bytes,
+                        cuda_context_bytes=self.cuda_context_bytes,
+                        load_bytes=self.placed_bytes,
+                    ),
+                    "named": _NONE_EXCLUSIVE,
+                    "hold_cap_bytes": None,
+                }
+            )
+            return loose
         return LoosestRoom(
             room_bytes=room_bytes(
                 free_bytes=self.free_bytes,
@@ -715,8 +732,90 @@ class FleetCards:
         )
 
     def host(self, snapshot: Snapshot) -> tuple[CardModel, ...]:
-        """The models of every card of `snapshot` (attributed, holds attached), in its order."""
-        return tuple([self.model(snapshot.host, card) for card in snapshot.cards])
+        """The models of every card of `snapshot` (attributed, holds attached), in its order.
+
+        A card with no reserve and no hold (most of a fleet) is built by `_plain`, the host's
+        figures read once: the same fields and figures as `model` gives it.
+        """
+        host = snapshot.host
+        described = self.catalogue.hosts.get(host)
+        margin = described.margin_bytes if described is not None else 0
+        context = described.cuda_context_bytes if described is not None else 0
+        pinned, reserves = self._pinned, self._reserves
+        out: list[CardModel] = []
+        for card in snapshot.cards:
+            key = (host, card.index)
+            if card.error is not None or card.holds or key in reserves:
+                out.append(self.model(host, card))
+            else:
+                out.append(_plain(host, card, margin, context, pinned.get(key, ())))
+        return tuple(out)
+
+
+def _plain(
+    host: str, card: Card, margin_bytes: int, context_bytes: int, declared: Sequence[Seat]
+) -> CardModel:
+    """`_modelled` of a readable card with no reserve and no hold, in fewer steps: no reserve
+    shares, and the worked-out figures by their definitions with those sums empty:
+
+        absent_bytes = Σ residents of the absent seats     hold_bytes = 0
+        open_bytes   = free − absent_bytes − margin        widest_bytes = open + max own
+    """
+    fields = _PLAIN.copy()  # every field and figure, in CardModel's order, then set
+    own: dict[str, int] = {}
+    seen: dict[str, int] = {}
+    absent_bytes = 0
+    if card.processes or declared:
+        anonymous = 0
+        processes: list[tuple[str | None, int]] = []
+        occupants: set[str] = set()
+        declared_names = {seat.name for seat in declared} if declared else ()
+        for process in card.processes:
+            seat, used = process.seat, process.used_bytes or 0
+            processes.append((seat, process.pid))
+            if seat is None:
+                anonymous += used
+                occupants.add(f"pid {process.pid}")
+                continue
+            occupants.add(seat)
+            seen[seat] = seen.get(seat, 0) + used
+            # Seats declared here are running, never placed anew: only a new seat's own count.
+            if seat not in declared_names:
+                own[seat] = seen[seat]
+        if declared:
+            names = tuple(running.name for running in declared)
+            fields["declared"] = names
+            fields["declared_exclusive"] = tuple(r.name for r in declared if r.exclusive)
+            absent = tuple(
+                (r.name, r.resident_bytes)
+                for r in declared
+                if r.match is not None and r.name not in seen
+            )
+            if absent:
+                fields["absent"] = absent
+                absent_bytes = fields["absent_bytes"] = sum(max(0, size) for _, size in absent)
+            occupants.update(names)
+        fields["processes"] = tuple(processes)
+        fields["anonymous_bytes"] = anonymous
+        fields["occupants"] = frozenset(occupants)
+    free = card.free_bytes or 0
+    open_bytes = room_bytes(free_bytes=free, held_bytes=absent_bytes, margin_bytes=margin_bytes)
+    total = card.total_bytes
+    fields["host"] = host
+    fields["index"] = card.index
+    fields["free_bytes"] = free
+    fields["cuda_total"] = 0 if total is None else total - (card.reserved_bytes or 0)
+    fields["margin_bytes"] = margin_bytes
+    fields["cuda_context_bytes"] = context_bytes
+    fields["own_bytes"] = own
+    fields["seen_bytes"] = seen
+    fields["placed"] = {}
+    fields["placed_residents"] = {}
+    fields["open_bytes"] = open_bytes
+    fields["widest_bytes"] = open_bytes + max(own.values()) if own else open_bytes
+    model = object.__new__(CardModel)
+    object.__setattr__(model, "__dict__", fields)
+    return model
 
 
 _PREFILLED = tuple(
@@ -724,7 +823,19 @@ _PREFILLED = tuple(
     for name in ("absent_bytes", "hold_bytes", "open_bytes", "widest_bytes")
 )
 _WIDEST = dict(_PREFILLED)["widest_bytes"]
-_NONE_EXCLUSIVE: frozenset[str] = frozenset()
+_NONE_EXCLUSIVE: frozenset[str] = frozenset()  # no seat: shared by every model that names none
+# A plain card's fields (`_plain`) before its own are set, in CardModel's order: nothing on it,
+# nothing held; then its worked-out figures.
+_PLAIN: dict[str, object] = {
+    **{f.name: None if f.default is MISSING else f.default for f in fields(CardModel)},
+    "ok": True,
+    "placed_exclusive": _NONE_EXCLUSIVE,
+    "absent_bytes": 0,
+    "hold_bytes": 0,
+    "open_bytes": 0,
+    "widest_bytes": 0,
+    "occupants": _NONE_EXCLUSIVE,
+}
 
 
 def resident_of(catalogue: Catalogue, name: str) -> int | None:

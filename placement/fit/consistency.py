@@ -12,27 +12,16 @@ from collections.abc import Sequence
 from inventory.snapshot import Snapshot
 from placement.fit.card import cuda_total, reserve_bytes
 from placement.fit.engines import requests_util
+from placement.fit.engines.note import Note, note
 from placement.fit.verify import host_catalogues
 from seats.errors import BadInputError
 from seats.model import Catalogue, Reserve, Seat
-from seats.names import escaped
 from seats.units import format_bytes
-
-
-def missing_cuda_context_warning(host: str, seats: Sequence[str]) -> str:
-    """The one warning for vLLM seats on a host whose catalogue entry gives no `cuda_context`."""
-    return (
-        f"host {host} declares no cuda_context, so vLLM seats ({', '.join(dict.fromkeys(seats))}) "
-        "are judged as if vLLM's own CUDA context took nothing before its start-up check reads "
-        "free memory; it takes about 1.25 GiB (measured on an NVIDIA H200). Give the figure in "
-        f"the catalogue (hosts: {host}: cuda_context: 1.25 GiB), or measure it on the host with "
-        "`gpuplan calibrate`"
-    )
 
 
 def check_snapshot(
     catalogue: Catalogue, snapshot: Snapshot, source: str, seats: Sequence[Seat] = ()
-) -> list[str]:
+) -> list[Note]:
     """Warnings about `snapshot` (read from `source`) against `catalogue`; BadInputError on a contradiction.
 
     `seats`: seats the run judges beside the catalogue's (added ones), for the cuda_context warning.
@@ -43,14 +32,11 @@ def check_snapshot(
     not describe, cards in error, NVML v1 readings (cuda_total taken as NVML total), and vLLM
     seats on a host without `cuda_context`.
     """
-    warnings: list[str] = []
+    warnings: list[Note] = []
     name = snapshot.host
     host = catalogue.hosts.get(name)
     if host is None:
-        warnings.append(
-            f"{source}: host {name} is not in the catalogue: no seats, reserves or margin apply to it, "
-            "cuda_context taken as 0"
-        )
+        warnings.append(note("unknown_host", source=source, host=name))
     else:
         if len(snapshot.cards) != host.cards:
             raise BadInputError(
@@ -74,15 +60,11 @@ def check_snapshot(
     broken = [card for card in snapshot.cards if not card.ok]
     for card in broken:
         warnings.append(
-            f"{source}: card {name}:{card.index} could not be read ({escaped(card.error or '')}); it takes no seat"
+            note("unread_card", source=source, host=name, card=card.index, error=card.error or "")
         )
     v1 = [card.index for card in snapshot.cards if card.ok and card.reserved_bytes is None]
     if v1:
-        listed = ", ".join(str(index) for index in v1)
-        warnings.append(
-            f"{source}: NVML v1 only on card{'s' if len(v1) > 1 else ''} {listed} (no driver reserve "
-            "reading): cuda_total taken as NVML total, and used includes the driver reserve"
-        )
+        warnings.append(note("nvml_v1", source=source, cards=tuple(v1)))
     context = host.cuda_context_bytes if host is not None else 0
     if context == 0:
         vllm = [
@@ -91,15 +73,16 @@ def check_snapshot(
             if requests_util(seat.engine) and seat.state != "retired" and seat.host in (name, None)
         ]
         if vllm:
-            warnings.append(missing_cuda_context_warning(name, vllm))
+            # vLLM's own CUDA context is then taken as nothing before its gate reads free.
+            warnings.append(note("no_cuda_context", host=name, seats=tuple(dict.fromkeys(vllm))))
     return warnings
 
 
 def _pinned_cards_exist(catalogue: Catalogue, snapshot: Snapshot, source: str) -> None:
     # The card count agrees, so this only fails on a snapshot whose indices skip a number.
     indices = {card.index for card in snapshot.cards}
-    for i, seat in enumerate(catalogue.seats):
-        if seat.host != snapshot.host or seat.state == "retired":
+    for i, seat in catalogue.on_host(snapshot.host):
+        if seat.state == "retired":
             continue
         for card in seat.pinned_cards or ():
             if card not in indices:
@@ -143,12 +126,12 @@ def check_snapshots(
     snapshots: Sequence[Snapshot],
     sources: Sequence[str],
     seats: Sequence[Seat] = (),
-) -> list[str]:
+) -> list[Note]:
     """`check_snapshot` for each snapshot beside its source: contradictions are bad input, the rest warns.
 
     `seats`: seats judged beside the catalogue's (added ones); each warning comes once per host.
     """
-    warnings: list[str] = []
+    warnings: list[Note] = []
     # Each host is checked against its own part of the catalogue (a fleet's cost stays linear).
     views = host_catalogues(catalogue, hostless=True)
     for snapshot, source in zip(snapshots, sources, strict=True):

@@ -21,11 +21,11 @@ from placement.fit.engines import (
     requests_util,
     smallest_util_covering,
 )
+from placement.fit.engines.note import Note, note
 from placement.fit.resident_sum import leftover_kv_bytes, resident_bytes
 from placement.fit.state import CardState
 from placement.fit.verdict import Reason, facts
 from seats.model import Catalogue, Profile, Seat
-from seats.units import format_bytes
 
 
 def profile_of(seat: Seat) -> Profile | None:
@@ -104,6 +104,10 @@ def profile_resident_bytes(
     return None if found is None else found.total_bytes
 
 
+# A resident part by part: (name, bytes), bytes None where not known.
+Parts = tuple[tuple[str, int | None], ...]
+
+
 @dataclass(frozen=True)
 class ProfileResident:
     """What a profile says a seat holds on one card, part by part."""
@@ -125,18 +129,16 @@ class ProfileResident:
             cuda_graphs=self.cuda_graphs_bytes,
         )
 
-    def parts(self) -> str:
-        """`weights 7.42 GiB + non_kv 1.32 GiB + KV 2.00 GiB + cuda_context 1.16 GiB`, with
-        `+ cuda_graphs …` before the context where the profile has them."""
-        graphs = (
-            f" + cuda_graphs {format_bytes(self.cuda_graphs_bytes)}"
-            if self.cuda_graphs_bytes
-            else ""
-        )
+    def parts(self) -> Parts:
+        """(weights, non_kv, KV, cuda_context) by name, with cuda_graphs before the context
+        where the profile has them (the edge writes `weights 7.42 GiB + non_kv …`)."""
+        graphs = (("cuda_graphs", self.cuda_graphs_bytes),) if self.cuda_graphs_bytes else ()
         return (
-            f"weights {format_bytes(self.weights_bytes)} + non_kv {format_bytes(self.non_kv_bytes)}"
-            f" + KV {format_bytes(self.kv_bytes)}{graphs} + cuda_context "
-            f"{format_bytes(self.cuda_context_bytes)}"
+            ("weights", self.weights_bytes),
+            ("non_kv", self.non_kv_bytes),
+            ("KV", self.kv_bytes),
+            *graphs,
+            ("cuda_context", self.cuda_context_bytes),
         )
 
 
@@ -160,7 +162,7 @@ def profile_resident(
 
 def profile_resident_warning(
     seat: Seat, util: Decimal | None, states: Sequence[CardState], cuda_context: int
-) -> str | None:
+) -> Note | None:
     """A declared resident below what the profile says the seat holds: both figures, and the parts."""
     worst: tuple[ProfileResident, int] | None = None
     for state in states:
@@ -170,11 +172,13 @@ def profile_resident_warning(
     if worst is None or worst[0].total_bytes <= seat.resident_bytes:
         return None
     found, card = worst
-    return (
-        f"{seat.name}: declared resident {format_bytes(seat.resident_bytes)} is below the "
-        f"{format_bytes(found.total_bytes)} its profile implies on card {card} ({found.parts()}): "
-        "the seat will hold more than the catalogue counts for it; raise resident to "
-        f"{found.total_bytes:,} B"
+    return note(
+        "profile_resident",
+        seat=seat.name,
+        resident_bytes=seat.resident_bytes,
+        total_bytes=found.total_bytes,
+        card=card,
+        parts=found.parts(),
     )
 
 
@@ -263,7 +267,7 @@ def _no_kv_reason(
     )
 
 
-def kv_fixes(seat: Seat, util: Decimal | None, state: CardState) -> list[str]:
+def kv_fixes(seat: Seat, util: Decimal | None, state: CardState) -> list[Note]:
     """The nearest changes that pass `kv_capacity` on this card: the util, the KV bytes, the length.
 
     A util is named only where the KV cache is the request's leftover; a util that vLLM's
@@ -272,25 +276,28 @@ def kv_fixes(seat: Seat, util: Decimal | None, state: CardState) -> list[str]:
     found = kv_capacity(seat, util, state.cuda_total_bytes)
     if found is None or found.tokens >= found.max_model_len:
         return []
-    need = found.max_model_len * found.kv_bytes_per_token
-    fixes: list[str] = []
+    # util: the smallest util that holds them ("" where none does, None where the KV cache is
+    # not the request's leftover); gate_refuses: this card's gate refuses that util.
+    util_text: str | None = None
+    gate_refuses = False
     target = util_target_bytes(seat)
     if target:
         better = smallest_util_covering(target, state.cuda_total_bytes)
-        if better is None:
-            fixes.append(f"no util holds {found.max_model_len:,} tokens on card {state.card.index}")
-        else:
-            gate_ok = passes_gate(
-                state.gate_free_bytes, requested_bytes(better, state.cuda_total_bytes)
-            )
-            fixes.append(
-                f"util ≥ {format_util(better)}"
-                + ("" if gate_ok else f" (card {state.card.index}'s gate refuses it)")
-            )
-    fixes.append(f"kv_cache_memory ≥ {format_bytes(need)} ({need:,} B)")
-    if found.tokens:
-        fixes.append(f"--max-model-len ≤ {found.tokens:,}")
-    return [f"card {state.card.index}: " + ", or ".join(fixes)]
+        util_text = "" if better is None else format_util(better)
+        gate_refuses = better is not None and not passes_gate(
+            state.gate_free_bytes, requested_bytes(better, state.cuda_total_bytes)
+        )
+    return [
+        note(
+            "kv_fixes",
+            card=state.card.index,
+            util=util_text,
+            gate_refuses=int(gate_refuses),
+            max_model_len=found.max_model_len,
+            kv_need_bytes=found.max_model_len * found.kv_bytes_per_token,
+            tokens=found.tokens,
+        )
+    ]
 
 
 def kv_need_floor(seat: Seat, cuda_context: int) -> int | None:
@@ -310,18 +317,14 @@ def kv_need_floor(seat: Seat, cuda_context: int) -> int | None:
     return (seat.weights_bytes or 0) + kv + cuda_context
 
 
-def _floor_parts(seat: Seat, cuda_context: int) -> str:
-    """`weights 7.49 GiB + KV 1.50 GiB + cuda_context 1.16 GiB`: the floor, part by part."""
+def _floor_parts(seat: Seat, cuda_context: int) -> Parts:
+    """weights, KV and cuda_context (the profile's parts where it has one): the floor, part by
+    part; weights None where none is known."""
     found = profile_resident(seat, None, 0, cuda_context)
     if found is not None:
         return found.parts()
-    weights = (
-        f"weights {format_bytes(seat.weights_bytes)}"
-        if seat.weights_bytes is not None
-        else "no weights known"
-    )
     kv = seat.engine.kv_cache_bytes or 0
-    return f"{weights} + KV {format_bytes(kv)} + cuda_context {format_bytes(cuda_context)}"
+    return (("weights", seat.weights_bytes), ("KV", kv), ("cuda_context", cuda_context))
 
 
 def seat_cuda_context(catalogue: Catalogue, seat: Seat) -> int:
@@ -332,7 +335,7 @@ def seat_cuda_context(catalogue: Catalogue, seat: Seat) -> int:
     return max((host.cuda_context_bytes for host in catalogue.hosts.values()), default=0)
 
 
-def need_floored(seat: Seat, cuda_context: int) -> tuple[Seat, str | None]:
+def need_floored(seat: Seat, cuda_context: int) -> tuple[Seat, Note | None]:
     """`seat` with its resident raised to `kv_need_floor` where the declared one is below it.
 
     DESIGN.md "What fits": the need of a seat with a KV size set is at least weights + KV +
@@ -343,16 +346,19 @@ def need_floored(seat: Seat, cuda_context: int) -> tuple[Seat, str | None]:
     floor = kv_need_floor(seat, cuda_context)
     if floor is None or floor <= seat.resident_bytes:
         return seat, None
-    why = _below_floor(seat, floor, cuda_context)
-    return seat.model_copy(update={"resident_bytes": floor}), f"{seat.name}: {why}"
+    why = _below_floor(seat, floor, cuda_context, named=True)
+    return seat.model_copy(update={"resident_bytes": floor}), why
 
 
-def _below_floor(seat: Seat, floor: int, cuda_context: int) -> str:
-    """Why a declared resident is raised to its floor, with both figures and the parts."""
-    return (
-        f"declared resident {format_bytes(seat.resident_bytes)} is below the "
-        f"{format_bytes(floor)} it holds with its KV cache pinned "
-        f"({_floor_parts(seat, cuda_context)}): judged at that; raise resident to {floor:,} B"
+def _below_floor(seat: Seat, floor: int, cuda_context: int, *, named: bool = False) -> Note:
+    """Why a declared resident is raised to its floor, with both figures and the parts (after
+    the seat's name where `named`)."""
+    return note(
+        "below_floor",
+        seat=seat.name if named else None,
+        resident_bytes=seat.resident_bytes,
+        floor_bytes=floor,
+        parts=_floor_parts(seat, cuda_context),
     )
 
 
@@ -361,13 +367,13 @@ class FlooredCatalogue:
     """The catalogue with every resident at least its need floor, and a warning per seat raised."""
 
     catalogue: Catalogue
-    warnings: tuple[str, ...]
+    warnings: tuple[Note, ...]
 
 
 def with_need_floors(catalogue: Catalogue) -> FlooredCatalogue:
     """The catalogue with every seat `need_floored` on its host, and a warning per seat raised."""
     seats: list[Seat] = []
-    warnings: list[str] = []
+    warnings: list[Note] = []
     for seat in catalogue.seats:
         floored, warning = need_floored(seat, seat_cuda_context(catalogue, seat))
         seats.append(floored)
@@ -382,7 +388,7 @@ class FlagResident:
     """The resident a seat holds once flags (or a compose command) change it, and why."""
 
     resident_bytes: int
-    why: str | None
+    why: Note | None
 
 
 def flag_resident(
@@ -398,21 +404,25 @@ def flag_resident(
     resident = judged.resident_bytes
     old, new = declared.engine.kv_cache_bytes, judged.engine.kv_cache_bytes
     changed = new is not None and new != old
-    why: str | None = None
+    why: Note | None = None
     if changed and not resident_given and old is not None and new is not None:
         resident = resident - old + new
-        why = (
-            f"KV cache {format_bytes(new)} where the catalogue declares {format_bytes(old)}: "
-            f"resident {format_bytes(declared.resident_bytes)} − {format_bytes(old)} + "
-            f"{format_bytes(new)} = {format_bytes(resident)}"
+        why = note(
+            "kv_changed",
+            kv_bytes=new,
+            declared_kv_bytes=old,
+            declared_bytes=declared.resident_bytes,
+            resident_bytes=resident,
         )
     floor = kv_need_floor(judged, cuda_context)
     if floor is not None and floor > resident and not (changed or resident_given):
         return FlagResident(floor, _below_floor(judged, floor, cuda_context))
     if floor is not None and floor > resident:
-        why = (
-            f"at least {format_bytes(floor)} ({_floor_parts(judged, cuda_context)}), "
-            f"more than {format_bytes(resident)}"
+        why = note(
+            "floor_raised",
+            floor_bytes=floor,
+            parts=_floor_parts(judged, cuda_context),
+            resident_bytes=resident,
         )
         resident = floor
     return FlagResident(resident, why)

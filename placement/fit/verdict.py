@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from placement.fit.engines.note import Note, Said, fact_json, renamed_fact
 from placement.fit.engines.registry import describe
 from seats.model import Engine as EngineSpec
 
@@ -31,8 +32,9 @@ Rule = Literal[
 VerdictKind = Literal["pass", "refuse", "unknown"]
 
 
-# One figure of a reason: bytes and counts as ints, a util or a name as text, names as a tuple.
-Fact = int | str | tuple[Any, ...] | None
+# One figure of a reason: bytes and counts as ints, a util or a name as text, names as a tuple,
+# and a note it rests on (an engine's why) as that note.
+Fact = int | str | tuple[Any, ...] | Note | None
 
 
 @dataclass(frozen=True)
@@ -59,17 +61,10 @@ class Reason:
         """The same reason with seat name `old` read as `new` in its names (its words are
         written later, from them)."""
 
-        def put(value: Any) -> Any:
-            # A name anywhere in a fact's text or names (a note may name the seat too).
-            if isinstance(value, str):
-                return value.replace(old, new)
-            if isinstance(value, tuple):
-                return tuple(put(item) for item in value)
-            return value
-
         return replace(
             self,
-            facts=tuple((key, put(value)) for key, value in self.facts),
+            # A name anywhere in a fact's text or names (a note may name the seat too).
+            facts=tuple((key, renamed_fact(value, old, new)) for key, value in self.facts),
             within=self.within.renamed(old, new) if self.within is not None else None,
         )
 
@@ -88,7 +83,7 @@ class Reason:
         if self.said:
             data["said"] = self.said
         for key, value in self.facts:
-            data.setdefault(key, list(value) if isinstance(value, tuple) else value)
+            data.setdefault(key, fact_json(value))
         if self.within is not None:
             data["within"] = self.within.to_json()
         return data
@@ -136,8 +131,8 @@ class Verdict:
     cards: tuple[int, ...]
     reasons: tuple[Reason, ...] = ()
     flags: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = ()
-    nearest: tuple[str, ...] = ()
+    warnings: tuple[Said, ...] = ()
+    nearest: tuple[Said, ...] = ()
     need_bytes: int | None = None
     util: str | None = None
     figures: tuple[CardFigures, ...] = field(default=(), compare=False)
@@ -161,7 +156,8 @@ class Verdict:
             "util": self.util,
             "reasons": [reason.to_json() for reason in self.reasons],
             "flags": list(self.flags),
-            "warnings": list(self.warnings),
-            "nearest": list(self.nearest),
+            # Notes as data ({"note": …}): the edge writes their words (worded_json).
+            "warnings": [fact_json(w) for w in self.warnings],
+            "nearest": [fact_json(n) for n in self.nearest],
             "engine": describe(self.engine),
         }

@@ -31,6 +31,7 @@ from placement.fit.engines import (
     smallest_util_covering,
 )
 from placement.fit.engines.base import EngineCard
+from placement.fit.engines.note import Note, note
 from placement.fit.kv import (
     graphs_outside_request_bytes,
     kv_fixes,
@@ -49,7 +50,6 @@ from placement.fit.rules import (
 from placement.fit.state import CardState, card_state
 from placement.fit.verdict import CardFigures, Reason, Verdict, host_reason
 from seats.model import Catalogue, Reserve, Seat
-from seats.units import format_bytes as b
 
 Mode = Literal["plan", "check"]
 K = TypeVar("K")
@@ -295,9 +295,9 @@ class _Judgement:
     """What `judge` gathers on its way: reasons, nearest changes, figures, warnings."""
 
     reasons: list[Reason] = field(default_factory=list)
-    nearest: list[tuple[int, str]] = field(default_factory=list)
+    nearest: list[tuple[int, Note]] = field(default_factory=list)
     figures: list[CardFigures] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[Note] = field(default_factory=list)
     unknown: bool = False
     # The seat's resident is unknown (a compose service no catalogue seat describes): its need
     # is a lower bound, and a room refusal says so.
@@ -323,10 +323,7 @@ def _usable_cards(
             continue
         usable.append(card)
         if card.reserved_bytes is None:
-            out.warnings.append(
-                f"card {index}: NVML v1 only (no driver reserve reading); CUDA total taken as the "
-                "NVML total, stricter for the gate"
-            )
+            out.warnings.append(note("nvml_v1_card", card=index))
     return usable
 
 
@@ -402,9 +399,13 @@ def _chosen_util(
     chosen = min(limit for limit in limits if limit is not None)
     asked = max(requested_bytes(chosen, s.cuda_total_bytes) for s in states)
     out.warnings.append(
-        f"util {format_util(chosen)} is the largest that passes vLLM's gate on card(s) "
-        f"{', '.join(str(s.card.index) for s in states)}: it requests {b(asked)}, less than the "
-        f"seat's {b(seat.resident_bytes)} resident, so vLLM's own gate no longer covers the whole seat"
+        note(
+            "largest_util",
+            util=format_util(chosen),
+            cards=tuple(s.card.index for s in states),
+            requested_bytes=asked,
+            resident_bytes=seat.resident_bytes,
+        )
     )
     return chosen
 
@@ -453,10 +454,7 @@ def _judge_card(
         and any(r.rule in ROOMY_RULES for r in reasons)
     ):
         out.warnings.append(
-            f"vLLM {seat.engine.version} would not refuse {seat.name}: with "
-            f"gpu_memory_utilization {format_util(util)} and no kv_cache_memory it skips its "
-            "start-up check and grows to about min(util × CUDA total, free − 1 GiB); gpuplan "
-            "refuses it by room so that it does not squeeze the seats beside it"
+            note("no_gate", version=seat.engine.version, seat=seat.name, util=format_util(util))
         )
     if reasons:
         out.nearest.extend(_nearest(seat, rule, util, state, need, requested, ctx, reasons))
@@ -621,39 +619,34 @@ def _nearest(
     requested: int | None,
     ctx: int,
     reasons: Sequence[Reason],
-) -> list[tuple[int, str]]:
+) -> list[tuple[int, Note]]:
     """Smallest changes that would let the seat onto this card, keyed by bytes to find."""
     index = state.card.index
     rules = {reason.rule for reason in reasons}
     if rules & {"error", "host", "exclusive", "unbounded"}:
         return []
-    out: list[tuple[int, str]] = [(0, text) for text in kv_fixes(seat, util, state)]
+    out: list[tuple[int, Note]] = [(0, fix) for fix in kv_fixes(seat, util, state)]
     kv = kv_bytes(seat)
     room_short = max(0, need - state.room_bytes)
     gate_short = max(0, (requested or 0) - state.gate_free_bytes)
     if util is not None:
         out.extend(_util_hints(seat, rule, util, state, need, rules, room_short, gate_short))
     if "room" in rules and kv is not None and room_short < kv and not gate_short:
-        out.append((room_short, f"lower kv_cache_memory by {b(room_short)} (card {index})"))
+        out.append((room_short, note("lower_kv", short_bytes=room_short, card=index)))
     if "reserve" in rules and "room" not in rules and not gate_short:
-        out.append((room_short, f"release {', '.join(state.reserve_names)}"))
+        out.append((room_short, note("release", reserves=tuple(state.reserve_names))))
     kept = sum(amount for _, amount, _ in state.kept_reserves)
     if "room" in rules and kept >= room_short and not gate_short:
-        names = ", ".join(name for name, _, _ in state.kept_reserves)
-        out.append((room_short, f"release {names}"))
+        names = tuple(name for name, _, _ in state.kept_reserves)
+        out.append((room_short, note("release", reserves=names)))
     short = max(room_short, gate_short)
     if need > state.cuda_total_bytes - state.margin_bytes:
         # No amount of freeing makes a card hold more than its own total.
-        return [
-            (
-                short,
-                f"{b(need)} is more than a card of {b(state.cuda_total_bytes)} CUDA total holds",
-            )
-        ]
+        return [(short, note("too_big", need_bytes=need, cuda_total_bytes=state.cuda_total_bytes))]
     # Only what the card's processes hold can be freed: never the bytes a reserve keeps.
     idle_reserve_alone = "reserve" in rules and "room" not in rules
     if short and not idle_reserve_alone and short <= state.freeable_bytes:
-        out.append((short, f"free {b(short)} on card {index}"))
+        out.append((short, note("free", short_bytes=short, card=index)))
     return out
 
 
@@ -666,14 +659,14 @@ def _util_hints(
     rules: Collection[str],
     room_short: int,
     gate_short: int,
-) -> list[tuple[int, str]]:
+) -> list[tuple[int, Note]]:
     """A smaller util that would let the seat onto the card (its gate, or its room)."""
     index, ctx, total = state.card.index, state.cuda_context_bytes, state.cuda_total_bytes
-    out: list[tuple[int, str]] = []
+    out: list[tuple[int, Note]] = []
     if rules == {"gate"} and rule.source != "proposed":
         limit = largest_util_within(state.gate_free_bytes, total)
         if limit is not None and seat_need(seat, limit, total, ctx, rule) <= state.room_bytes:
-            out.append((gate_short, f"fits on card {index} with util ≤ {format_util(limit)}"))
+            out.append((gate_short, note("smaller_util", card=index, util=format_util(limit))))
     if "room" in rules and kv_bytes(seat) is None and need > seat.resident_bytes:
         # The request sizes this seat: a smaller util shrinks it. Without a start-up check
         # (vLLM ≥ 0.34, util a cap) only the room bounds the util.
@@ -682,7 +675,7 @@ def _util_hints(
             within = min(within, state.gate_free_bytes)
         limit = largest_util_within(within, total)
         if limit is not None and seat.resident_bytes <= state.room_bytes:
-            out.append((room_short, f"fits on card {index} with util ≤ {format_util(limit)}"))
+            out.append((room_short, note("smaller_util", card=index, util=format_util(limit))))
     return out
 
 

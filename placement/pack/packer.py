@@ -17,6 +17,7 @@ from placement.fit.engines import (
     unbounded_as_declared,
     util_decimal,
 )
+from placement.fit.engines.note import Said, fact_json
 from placement.fit.kv import need_floored, seat_cuda_context
 from placement.pack.bounds import l2_bound
 from placement.pack.greedy import first_fit_decreasing, is_valid_packing
@@ -69,7 +70,7 @@ class PackResult:
     greedy_cards: int
     seconds: float
     seats: int
-    notes: tuple[str, ...] = ()
+    notes: tuple[Said, ...] = ()
 
     @property
     def room_bytes(self) -> int:
@@ -97,7 +98,7 @@ class PackResult:
             "status": self.status,
             "greedy_cards": self.greedy_cards,
             "seconds": round(self.seconds, 4),
-            "notes": list(self.notes),
+            "notes": [fact_json(n) for n in self.notes],
             "cards": [
                 {
                     "card": c.card,

@@ -22,13 +22,17 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate
 
-from placement.fit.card import CardModel
+import numpy as np
+import numpy.typing as npt
+
 from placement.plan.greedy import has_eligible_host
 from placement.plan.problem import NewSeat, PairTable, Problem
 from seats.units import MiB
+
+Ints = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)
@@ -56,9 +60,16 @@ def level_bounds(problem: Problem, placed: Iterable[str]) -> list[LevelBound]:
     done = set(placed)
     own = _most_own(problem)
     ok = [slot for slot in problem.cards if slot.ok]
-    rooms = [max(0, slot.open_bytes) // UNIT_BYTES for slot in ok]
-    slack = _gate_slacks(problem, ok)
+    # Per card (the readable ones, in order): its room and what gates leave, in bytes.
+    open_bytes = np.fromiter((slot.open_bytes for slot in ok), np.int64, len(ok))
+    rooms = np.maximum(open_bytes, 0) // UNIT_BYTES
+    slack = _gate_slacks(problem)
     widest_gate = max((e for e in slack.values() if e <= 0), default=None)
+    gate_free = (
+        np.fromiter((slot.gate_free_bytes() for slot in ok), np.int64, len(ok))
+        if widest_gate is not None
+        else None
+    )
     levels: dict[int, list[NewSeat]] = defaultdict(list)
     for new in problem.seats:
         levels[new.seat.priority].append(new)
@@ -76,10 +87,9 @@ def level_bounds(problem: Problem, placed: Iterable[str]) -> list[LevelBound]:
         count = sum(1 for new in members if new.name in done)
         sizes = {p[0] for level, _ in above for p in level.pieces} | {p[0] for p in pieces.pieces}
         lowered = _lowered(rooms, sizes)
-        gate = _GateLoss.of(ok, lowered, sizes, widest_gate)
-        usable = sorted(lowered, reverse=True)
+        gate = _GateLoss.of(gate_free, lowered, sizes, widest_gate)
         thresholds = sorted(sizes | {0})
-        room_at = {t: sum(r for r in usable if r >= t) for t in thresholds}
+        room_at = _room_at(lowered, thresholds)
         carried = {t: sum(level.least(t, n) for level, n in above) for t in thresholds}
         carried_gated = sum(level.least_gated(n) for level, n in above)
         if any(carried[t] > room_at[t] for t in thresholds):
@@ -90,6 +100,15 @@ def level_bounds(problem: Problem, placed: Iterable[str]) -> list[LevelBound]:
         out.append(LevelBound(priority, len(members), most, count))
         above.append((pieces, count))
     return out
+
+
+def _room_at(lowered: Ints, thresholds: Sequence[int]) -> dict[int, int]:
+    """Per threshold t, Σ of the rooms of t units or more."""
+    ordered = np.sort(lowered)
+    # after[i]: Σ ordered[i:]
+    after = np.concatenate((np.cumsum(ordered[::-1])[::-1], np.zeros(1, np.int64)))
+    starts = np.searchsorted(ordered, np.asarray(thresholds, np.int64), side="left")
+    return {t: int(after[i]) for t, i in zip(thresholds, starts.tolist(), strict=True)}
 
 
 _Piece = tuple[int, int, bool]  # (size in units, cards, gated)
@@ -164,50 +183,55 @@ def _most(
 
 @dataclass(frozen=True)
 class _GateLoss:
-    """Cards as the gate term sees them: (ℓ_c, g_c) in units, by ℓ_c / g_c ascending."""
+    """Cards as the gate term sees them, by ℓ_c / g_c ascending, as running sums: `held[k]` =
+    Σ g_c and `lost[k]` = Σ ℓ_c of the first k + 1 cards, and each card's own (ℓ_c, g_c) in
+    units. Cards with g_c = 0 sort last and hold nothing gated: only their count is kept."""
 
-    cards: tuple[tuple[int, int], ...] = ()
+    held: Ints = field(default_factory=lambda: np.zeros(0, np.int64))
+    lost: Ints = field(default_factory=lambda: np.zeros(0, np.int64))
+    loss_c: Ints = field(default_factory=lambda: np.zeros(0, np.int64))
+    room_c: Ints = field(default_factory=lambda: np.zeros(0, np.int64))
+    cards: int = 0  # how many cards there are, those that hold nothing gated included
 
     @classmethod
     def of(
         cls,
-        slots: Sequence[CardModel],
-        lowered: Sequence[int],
+        gate_free: Ints | None,
+        lowered: Ints,
         sizes: Iterable[int],
         widest: int | None,
     ) -> _GateLoss:
-        """ℓ_c and g_c of every card (`lowered[i]` is slot i's room R_c); none without a gated seat."""
-        if widest is None:
+        """ℓ_c and g_c of every card (`lowered[i]` is card i's room R_c, `gate_free[i]` its
+        free − cuda_context − holds in bytes); none without a gated seat."""
+        if widest is None or gate_free is None:
             return cls()
-        gated_rooms = _lowered([_gated_units(slot, widest) for slot in slots], sizes)
-        cards = [
-            (room - min(room, g), min(room, g))
-            for room, g in zip(lowered, gated_rooms, strict=True)
-        ]
-        cards.sort(key=lambda card: card[0] / card[1] if card[1] else float("inf"))
-        return cls(tuple(cards))
+        gated_rooms = _lowered(np.maximum(gate_free + widest, 0) // UNIT_BYTES, sizes)
+        room = np.minimum(lowered, gated_rooms)
+        loss = lowered - room
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(room > 0, loss / np.where(room > 0, room, 1), np.inf)
+        order = np.argsort(ratio, kind="stable")
+        room, loss = room[order], loss[order]
+        # Cards that hold nothing gated (g_c = 0, last) end the walk: they are left out.
+        keep = int(np.count_nonzero(room > 0))
+        room, loss = room[:keep], loss[:keep]
+        return cls(np.cumsum(room), np.cumsum(loss), loss, room, len(order))
 
     def loss(self, gated: int) -> int:
-        """A lower bound (whole units) on the least Σ ℓ_c over cards whose Σ g_c holds `gated`."""
+        """A lower bound (whole units) on the least Σ ℓ_c over cards whose Σ g_c holds `gated`:
+        the cards in order until their g_c hold it, the last one's ℓ_c split in proportion."""
         if gated <= 0 or not self.cards:
             return 0
-        lost = 0
-        for loss, room in self.cards:
-            if room <= 0:
-                break
-            if room >= gated:
-                return lost + loss * gated // room  # the split card's share, rounded down
-            lost += loss
-            gated -= room
-        return _NEVER  # the gated pieces fit on no set of cards
+        if not len(self.held) or gated > int(self.held[-1]):
+            return _NEVER  # the gated pieces fit on no set of cards
+        k = int(np.searchsorted(self.held, gated, side="left"))
+        before_held = int(self.held[k - 1]) if k else 0
+        before_lost = int(self.lost[k - 1]) if k else 0
+        # The split card's share, rounded down.
+        return before_lost + int(self.loss_c[k]) * (gated - before_held) // int(self.room_c[k])
 
 
 UNIT_BYTES = 64 * MiB
-
-
-def _gated_units(slot: CardModel, widest: int) -> int:
-    """g_c before lowering: free − cuda_context − holds + E in whole units (what gates leave)."""
-    return max(0, slot.gate_free_bytes() + widest) // UNIT_BYTES
 
 
 def _size(new: NewSeat, own: Mapping[str, int]) -> int:
@@ -219,17 +243,18 @@ def _most_own(problem: Problem) -> dict[str, int]:
     """Per seat, the most bytes its own processes hold on any one card."""
     own: dict[str, int] = {}
     for slot in problem.cards:
-        for name, held in slot.own_bytes.items():
-            own[name] = max(held, own.get(name, 0))
+        if slot.own_bytes:
+            for name, held in slot.own_bytes.items():
+                own[name] = max(held, own.get(name, 0))
     return own
 
 
-def _lowered(rooms: Sequence[int], sizes: Iterable[int]) -> list[int]:
+def _lowered(rooms: Ints, sizes: Iterable[int]) -> Ints:
     """Each room lowered to the largest sum of `sizes` (each any number of times) within it.
 
     Seats on a card add up to at most its room, and their sizes (rounded down) to such a sum.
     """
-    top = max(rooms, default=0)
+    top = int(rooms.max()) if len(rooms) else 0
     reach = 1  # bit n: n units are a sum of sizes
     mask = (1 << (top + 1)) - 1
     for size in sorted(s for s in set(sizes) if s > 0):
@@ -238,27 +263,25 @@ def _lowered(rooms: Sequence[int], sizes: Iterable[int]) -> list[int]:
             if grown == reach:
                 break
             reach = grown
-    best: list[int] = []
-    last = 0
-    for n in range(top + 1):
-        if reach >> n & 1:
-            last = n
-        best.append(last)
-    return [best[room] for room in rooms]
+    # best[n]: the largest sum within n units (0 is always one).
+    bits = bin(reach)[:1:-1].ljust(top + 1, "0")
+    reached = np.frombuffer(bits.encode(), np.uint8) == ord("1")
+    best = np.maximum.accumulate(np.where(reached, np.arange(top + 1), 0))
+    return best[rooms]
 
 
-def _gate_slacks(problem: Problem, slots: Sequence[CardModel]) -> dict[str, int]:
-    """Per gated seat, the largest need − requested over the card sizes present.
+def _gate_slacks(problem: Problem) -> dict[str, int]:
+    """Per gated seat, the largest need − requested over the card sizes of its readable cards.
 
     Only from a `PairTable` (the plan's); a seat without a request on some size is left out.
     """
     table = problem.need
     if not isinstance(table, PairTable):
         return {}
-    sizes = {(slot.cuda_total, slot.cuda_context_bytes): slot for slot in slots}
+    sizes = table.size_slots()
     out: dict[str, int] = {}
     for new in problem.seats:
-        slack = [table.gate_slack(new.name, slot) for slot in sizes.values()]
+        slack = [table.gate_slack(new.name, slot) for slot in sizes]
         if slack and all(e is not None for e in slack):
             out[new.name] = max(e for e in slack if e is not None)
     return out

@@ -89,8 +89,8 @@ def _rows(
         host = snapshot.host
         for card in snapshot.cards:
             key = (host, card.index)
-            here = by_card.get(key, [])
-            if not card.ok or card.free_bytes is None:
+            here = by_card.get(key, []) if by_card else []
+            if card.error is not None or card.free_bytes is None:
                 view = views.get(key, catalogue)
                 declared = [s.name for s in seats_declared_on(view, host, card.index)]
                 rows.append(
@@ -115,7 +115,6 @@ def _rows(
             if before is None:
                 fleet = fleet or FleetCards(catalogue)
                 before = fleet.model(host, card)
-            foreign = [f"pid {pid}" for seat, pid in before.processes if seat is None]
             after = before
             if here:
                 view = views.get(key, catalogue)
@@ -123,30 +122,48 @@ def _rows(
                     need = other_need(view, snapshot, p, card, "plan", before.free_bytes)
                     resident = resident_of(view, p.seat.name) or 0
                     after = after.with_seat(p.seat.name, need, resident_bytes=resident)
-            # Nothing held (most cards): no part to list, and nothing to add up.
-            held = before.held_parts() if before.reserves or before.absent or before.holds else ()
-            plannable_before = max(0, before.plannable_bytes)
+            if before.reserves or before.absent or before.holds:
+                held = before.held_parts()
+                held_bytes, held_names = sum(p.bytes for p in held), tuple(p.name for p in held)
+            else:
+                held_bytes, held_names = 0, ()  # nothing held (most cards): no part to list
+            # Nothing held and nothing placed: the plannable room is the open room.
+            plannable_before = max(
+                0, before.plannable_bytes if held_names or before.placed else before.open_bytes
+            )
+            processes = before.processes
+            total = card.total_bytes
             # Built without the frozen dataclass's __init__ (a field at a time): every field.
             row = object.__new__(PlanCardRow)
-            row.__dict__.update(
+            object.__setattr__(
+                row,
+                "__dict__",
                 {
                     "host": host,
                     "index": card.index,
                     "error": None,
-                    "total_bytes": card.total_bytes,
+                    "total_bytes": total,
                     "used_bytes": card.used_bytes,
                     "free_before_bytes": before.free_bytes,
                     "free_after_bytes": before.free_bytes - after.placed_bytes,
-                    "held_bytes": sum(p.bytes for p in held) if held else 0,
-                    "held": tuple(p.name for p in held) if held else (),
+                    "held_bytes": held_bytes,
+                    "held": held_names,
                     "plannable_before_bytes": plannable_before,
                     "plannable_after_bytes": max(0, after.plannable_bytes)
                     if here
                     else plannable_before,
-                    "seats": tuple(sorted(before.declared) + foreign),
+                    "seats": tuple(
+                        sorted(before.declared)
+                        + [f"pid {pid}" for seat, pid in processes if seat is None]
+                    )
+                    if processes or before.declared
+                    else (),
                     "new_seats": tuple(p.seat.name for p in here) if here else (),
-                    "cuda_total_bytes": card.cuda_total_bytes,
-                }
+                    # Card.cuda_total_bytes, read off the fields already at hand.
+                    "cuda_total_bytes": None
+                    if total is None
+                    else total - (card.reserved_bytes or 0),
+                },
             )
             rows.append(row)
     return rows

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 
 from placement.fit.card import CardKey, CardModel
+from placement.fit.engines.note import Note, Said
 from placement.fit.state import CardState
 from placement.fit.verdict import Reason, Verdict, facts, host_reason
 from placement.fit.verify import CardStates, Placement, judge, judge_each
@@ -28,23 +29,23 @@ class _Explanation:
     """What explaining one refused seat gathers, host by host."""
 
     reasons: list[Reason]
-    nearest: list[tuple[int, str]]
-    warnings: list[str]
+    nearest: list[tuple[int, Said]]
+    warnings: list[Said]
     need: int
     # Per host, the room of the cards refused for room alone (fragmentation).
     fragment_room: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     # Warnings of the refusing cards: only those every one of them gives are about the seat
     # (a util chosen for one full card says nothing of a seat that goes nowhere).
-    refusing: list[str] | None = None
+    refusing: list[Said] | None = None
 
-    def refused_with(self, warnings: Sequence[str]) -> None:
+    def refused_with(self, warnings: Sequence[Said]) -> None:
         """Keep, of a refusing card's warnings, those every refusing card gave."""
         if self.refusing is None:
             self.refusing = list(warnings)
         else:
             self.refusing = [w for w in self.refusing if w in warnings]
 
-    def all_warnings(self) -> tuple[str, ...]:
+    def all_warnings(self) -> tuple[Said, ...]:
         """The passing cards' warnings, then those every refusing card gave, once each."""
         return tuple(dict.fromkeys((*self.warnings, *(self.refusing or ()))))
 
@@ -141,7 +142,7 @@ def explain_refusal(
                 i for i, r in enumerate(shared.reasons) if _STAND_IN in said(r)
             )
             classes.naming_texts[key] = tuple(
-                i for i, text in enumerate(shared.nearest) if _STAND_IN in text
+                i for i, text in enumerate(shared.nearest) if _STAND_IN in _fact_text(text)
             )
         alone = _renamed(shared, seat.name, classes.naming[key], classes.naming_texts[key])
     if failed is None:
@@ -162,8 +163,10 @@ def _renamed(
     positions of the reasons that hold it; the others are the class's own objects;
     `naming_texts`: the same of its nearest changes)."""
 
-    def put(text: str) -> str:
-        return text.replace(_STAND_IN, name)
+    def put(said: Said) -> Said:
+        if isinstance(said, Note):
+            return said.renamed(_STAND_IN, name)
+        return said.replace(_STAND_IN, name)
 
     reasons = list(verdict.reasons)
     for i in naming:
@@ -313,9 +316,13 @@ def _judged_cards(
 
 
 @lru_cache(maxsize=65536)
-def _on_host(text: str, host: str) -> str:
-    """A change's text with each card named as host:card (a fleet has many hosts)."""
-    return re.sub(r"card (\d+)", rf"card {host}:\1", text)
+def _on_host(said: Said, host: str) -> Said:
+    """A change with each card named as host:card (a fleet has many hosts)."""
+    if isinstance(said, Note):
+        if any(key == "card" for key, _ in said.facts):
+            return Note(said.said, (*said.facts, ("on_host", host)))
+        return said
+    return re.sub(r"card (\d+)", rf"card {host}:\1", said)
 
 
 @dataclass(frozen=True)
@@ -325,8 +332,8 @@ class _Card:
     passed: bool
     need_bytes: int | None
     reasons: tuple[Reason, ...]
-    nearest: tuple[str, ...]
-    warnings: tuple[str, ...]
+    nearest: tuple[Said, ...]
+    warnings: tuple[Said, ...]
 
     @classmethod
     def of(cls, verdict: Verdict) -> _Card:
@@ -404,10 +411,29 @@ class _CardGroups:
 _CARD_WORDS = re.compile(r"\bcard(\(s\))? (\d+)\b")
 
 
+# The facts of a note that name its card.
+_CARD_FACTS = ("card", "cards")
+
+
 @lru_cache(maxsize=65536)
-def _renumbered(text: str, index: int) -> str:
-    """A text of one card's judgement said of card `index`."""
-    return _CARD_WORDS.sub(lambda m: f"card{m.group(1) or ''} {index}", text)
+def _renumbered(said: Said, index: int) -> Said:
+    """A text or note of one card's judgement said of card `index`."""
+    if isinstance(said, Note):
+        return Note(
+            said.said,
+            tuple(
+                (key, index if key == "card" else (index,) if key == "cards" else value)
+                for key, value in said.facts
+            ),
+        )
+    return _CARD_WORDS.sub(lambda m: f"card{m.group(1) or ''} {index}", said)
+
+
+def _uncarded(said: Said) -> str:
+    """A text without its "card N" words, or a note's facts but those naming its card."""
+    if isinstance(said, Note):
+        return "\x00".join(_fact_text(v) for k, v in said.facts if k not in _CARD_FACTS)
+    return _CARD_WORDS.sub("", said)
 
 
 def _movable(verdict: Verdict, index: int) -> bool:
@@ -417,10 +443,13 @@ def _movable(verdict: Verdict, index: int) -> bool:
     if any(r.card not in (None, index) or r.within is not None for r in verdict.reasons):
         return False
     said = "\x00".join(
-        [*map(_said, verdict.reasons), *verdict.nearest, *verdict.warnings, *verdict.flags]
+        [
+            _CARD_WORDS.sub("", "\x00".join([*map(_said, verdict.reasons), *verdict.flags])),
+            *map(_uncarded, (*verdict.nearest, *verdict.warnings)),
+        ]
     )
     number = re.compile(rf"(?<![\d.]){index}(?![\d.])")
-    return number.search(_CARD_WORDS.sub("", said)) is None
+    return number.search(said) is None
 
 
 def _moved(reason: Reason, host: str, index: int) -> Reason:
@@ -481,13 +510,19 @@ def _said(reason: Reason) -> str:
 def _fact_text(value: object) -> str:
     if isinstance(value, tuple):
         return "\x00".join(map(_fact_text, value))
+    if isinstance(value, Note):
+        return "\x00".join(_fact_text(fact) for _, fact in value.facts)
     return str(value)
 
 
 def _poolable(verdict: Verdict, state: CardState) -> bool:
     """True when the judgement names neither its host (outside `host` fields) nor an occupant."""
     said = "\x00".join(
-        [*map(_said, verdict.reasons), *verdict.nearest, *verdict.warnings, *verdict.flags]
+        [
+            *map(_said, verdict.reasons),
+            *map(_fact_text, (*verdict.nearest, *verdict.warnings)),
+            *verdict.flags,
+        ]
     )
     names = [*state.occupants, *([verdict.host] if verdict.host else [])]
     return not any(name in said for name in names)

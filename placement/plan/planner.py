@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from inventory.snapshot import Snapshot, format_utc
 from placement.fit.card import CardKey, CardModel
 from placement.fit.consistency import check_snapshots
+from placement.fit.engines.note import Said, fact_json
 from placement.fit.kv import need_floored, seat_cuda_context, with_need_floors
 from placement.fit.verdict import Verdict
 from placement.fit.verify import (
@@ -52,7 +53,7 @@ class PlanResult:
     solver: str
     status: str  # optimal | time_limit | greedy | empty
     gap: float | None
-    warnings: tuple[str, ...]
+    warnings: tuple[Said, ...]
     snapshots: tuple[Snapshot, ...]
     timings: dict[str, float] = field(default_factory=dict)
     moves: tuple[dict[str, Any], ...] = ()
@@ -95,7 +96,7 @@ class PlanResult:
             "cards": [row.to_json() for row in self.cards],
             "moves": list(self.moves),
             "moves_note": self.moves_note,
-            "warnings": list(self.warnings),
+            "warnings": [fact_json(w) for w in self.warnings],
             "bounds": [
                 {
                     "priority": level.priority,
@@ -124,7 +125,7 @@ def _verdict_json(verdict: Verdict, explain: str) -> dict[str, Any]:
         data["reasons"] = [reason.to_json() for reason in summary.reasons]
         data["reason_counts"] = summary.counts
         if len(verdict.nearest) > SUMMARY_PLACES:
-            data["nearest"] = list(verdict.nearest[:SUMMARY_PLACES])
+            data["nearest"] = [fact_json(n) for n in verdict.nearest[:SUMMARY_PLACES]]
             data["nearest_count"] = len(verdict.nearest)
     return data
 
@@ -166,12 +167,14 @@ def plan(
     """
     timings: dict[str, float] = {}
     started = time.perf_counter()
-    warnings = check_snapshots(
-        catalogue,
-        snapshots,
-        list(sources) if sources else [s.host for s in snapshots],
-        [seat for _, seat in adds],
-    )
+    warnings: list[Said] = [
+        *check_snapshots(
+            catalogue,
+            snapshots,
+            list(sources) if sources else [s.host for s in snapshots],
+            [seat for _, seat in adds],
+        )
+    ]
     floored = with_need_floors(catalogue)
     catalogue = floored.catalogue
     warnings += floored.warnings
@@ -278,7 +281,7 @@ def _assign(
     time_limit: float,
     started: float,
     timings: dict[str, float],
-    warnings: list[str],
+    warnings: list[Said],
 ) -> _Found:
     """Greedy first; the integer program unless greedy provably places every placeable seat."""
     weights = priority_weights(problem.seats)
@@ -345,7 +348,7 @@ def _assign_parts(
     time_limit: float,
     started: float,
     timings: dict[str, float],
-    warnings: list[str],
+    warnings: list[Said],
     bound: float,
 ) -> _Found:
     """Each host's part placed on its own (`split_by_host`): greedy, then its own integer program.

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from inventory.attribution import attribute
+from inventory.attribution import attribute_fleet
 from inventory.snapshot import Snapshot
 from placement.fit.card import CardModel, FleetCards, LoosestRoom
 from placement.fit.engines import (
@@ -321,20 +321,29 @@ def few_collections() -> Iterator[None]:
 
     Building a model per card allocates hundreds of thousands of small objects, none in a
     cycle; at the default threshold each few hundred allocations start a collection, and every
-    full one walks the whole fleet (the catalogue, the snapshots, the models so far): a third
-    of the build's time on 4,096 × 8 cards. As mypy does for its build, the first generation's
-    threshold is raised for the while, then put back as it was.
+    collection walks the young objects so far: a tenth of a daily fleet's plan (4,096 × 8
+    cards). As mypy does for its build, the first generation's threshold is raised for the
+    while, then put back as it was. What is still alive when the outermost of these ends (the
+    models and the answer) lives long: it goes to the oldest generation as it is
+    (`gc.freeze` then `gc.unfreeze`), not walked again as young on the way out.
     """
+    global _DEPTH
     before = gc.get_threshold()
     gc.set_threshold(max(before[0], FEW_COLLECTIONS), *before[1:])
+    _DEPTH += 1
     try:
         yield
     finally:
+        _DEPTH -= 1
+        if _DEPTH == 0 and gc.isenabled():
+            gc.freeze()
+            gc.unfreeze()
         gc.set_threshold(*before)
 
 
 # Allocations between two young-generation collections while a fleet's models are built.
-FEW_COLLECTIONS = 100_000
+FEW_COLLECTIONS = 1_000_000
+_DEPTH = 0  # few_collections blocks open now (they nest: a plan builds its problem)
 
 
 def build_problem(
@@ -361,12 +370,8 @@ def _built(
     attributed: bool,
     models: Mapping[CardKey, CardModel] | None,
 ) -> Problem:
-    if attributed:
-        snaps = tuple(snapshots)
-    else:
-        # Attribution reads the seats that may run on the host: those naming it or none.
-        scoped = host_views(catalogue, hostless=True)
-        snaps = tuple(attribute(s, scoped.get(s.host, catalogue)) for s in snapshots)
+    # Attribution reads the seats that may run on the host: those naming it or none.
+    snaps = tuple(snapshots) if attributed else attribute_fleet(snapshots, catalogue)
     cards: list[CardModel] = []
     hosts: dict[str, tuple[CardModel, ...]] = {}
     # Every card's model in one pass over the snapshots, the catalogue indexed once.
@@ -464,7 +469,12 @@ class PairTable(Mapping[PairKey, int]):
         self._rooms: dict[CardKey, LoosestRoom] = {}
         self._all: dict[PairKey, int] | None = None
         self._least_width: dict[str, int] = {}
-        self.gate_bounds = _GateBounds(self)
+
+    @property
+    def gate_bounds(self) -> _GateBounds:
+        """gate_bound[(seat, host, card)] read off this table (the table keeps no reference
+        back: no cycle, so a plan's models are freed as soon as it is done with them)."""
+        return _GateBounds(self)
 
     def entry(self, name: str, host: str, index: int) -> PairEntry | None:
         """(need, gate bound) when `name` could go on card `index` of `host` alone, else None."""
@@ -570,6 +580,11 @@ class PairTable(Mapping[PairKey, int]):
             if key not in out or offset < out[key][1]:
                 out[key] = (slot, offset)
         return out
+
+    def size_slots(self) -> list[CardModel]:
+        """One readable card of each (CUDA total, context) the fleet has, in the order first met:
+        what depends on a card's size alone is asked of these."""
+        return [slot for slot, _ in self._size_classes.values()]
 
     def gate_slack(self, name: str, slot: CardModel) -> int | None:
         """need − requested of `name` on cards like `slot`; None when its gate requests nothing.

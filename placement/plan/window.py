@@ -6,7 +6,7 @@ the replay (`placement.fit.week.replay`) judges it at every moment, the seats of
 together. A seat the replay refuses is taken off (the least important first) and, like every
 seat left out, tried on its next placements, widest window room first, until one holds at the
 end and over the window; a seat none holds for is shown refused by the window's rules on its
-widest placement. No I/O: the command reads the moments and hands them in.
+widest placement. No I/O of its own: the command opens the history and hands it in.
 """
 
 from __future__ import annotations
@@ -25,11 +25,9 @@ from placement.fit.week import (
     NewSeat,
     SeatWindow,
     WindowRules,
-    open_rooms,
     window_model,
 )
-from placement.fit.week.replay import replay_series
-from placement.fit.week.series import Series, series_of
+from placement.fit.week.prune import open_windows_history, replay_history
 from placement.plan.problem import NewSeat as PlanSeat
 from placement.plan.problem import Problem, build_problem
 
@@ -80,20 +78,11 @@ class Settled:
 
 @dataclass(frozen=True)
 class WindowPlan:
-    """What `plan --window` adds to `plan`: the moments of each host (read by the command, in
-    [start, end] of its window) and the settings."""
+    """What `plan --window` adds to `plan`: the history each host's window is read from (the
+    command opens it; `inventory.history`, rollups first where it keeps them) and the settings."""
 
     settings: WindowSettings
-    moments: Mapping[str, Sequence[Any]]  # host → its Moments (inventory.history)
-    # host → its moments as columns, built once (every replay of the plan reads them).
-    _series: dict[str, Series] = field(default_factory=dict, compare=False, repr=False)
-
-    def series(self, problem: Problem, host: str) -> Series:
-        found = self._series.get(host)
-        if found is None:
-            found = series_of(problem.catalogue, host, self.moments.get(host, ()))
-            self._series[host] = found
-        return found
+    history: Any  # inventory.history: moments, rollups (and moment_times where it keeps them)
 
     def rules(self, problem: Problem, host: str) -> WindowRules:
         return self.settings.for_host(problem.snapshot(host).taken_at)
@@ -102,9 +91,9 @@ class WindowPlan:
         """Each usable card's window for a seat nothing names (room now, at the percentile)."""
         out: dict[tuple[str, int], CardWindow] = {}
         for snapshot in problem.snapshots:
-            found = self.series(problem, snapshot.host)
             rules = self.rules(problem, snapshot.host)
-            for window in open_rooms(problem.catalogue, snapshot, found, rules):
+            found = open_windows_history(problem.catalogue, snapshot, self.history, rules)
+            for window in (card for seat in found for card in seat.cards):
                 out[(snapshot.host, window.card)] = window
         return out
 
@@ -200,10 +189,10 @@ class WindowPlan:
         out: dict[str, SeatWindow] = {}
         for host, pairs in by_host.items():
             seats = [_new_seat(p, v) for p, v in pairs]
-            found = replay_series(
+            found = replay_history(
                 problem.catalogue,
                 problem.snapshot(host),
-                self.series(problem, host),
+                self.history,
                 seats,
                 self.rules(problem, host),
             )

@@ -26,6 +26,7 @@ from placement.fit.capacity import (
 from placement.fit.card import HeldPart, cuda_total
 from placement.fit.consistency import check_snapshot
 from placement.fit.engines import util_decimal
+from placement.fit.engines.note import Said, fact_json
 from placement.fit.engines.registry import process_engine
 from placement.fit.kv import ProfileResident, profile_resident
 from seats.model import Catalogue, Seat
@@ -116,7 +117,7 @@ class HostView:
     cards: tuple[LedgerCardRow, ...]
     seats: tuple[LedgerSeatRow, ...]
     foreign: tuple[LedgerForeignProcess, ...]
-    warnings: tuple[str, ...]
+    warnings: tuple[Said, ...]
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ class LedgerView:
     hosts: tuple[HostView, ...]
 
     @property
-    def warnings(self) -> list[str]:
+    def warnings(self) -> list[Said]:
         """All hosts' warnings, in order."""
         return [w for host in self.hosts for w in host.warnings]
 
@@ -146,7 +147,7 @@ def build_ledger(
 
 
 def _host_view(
-    catalogue: Catalogue, snapshot: Snapshot, source: str, warnings: list[str]
+    catalogue: Catalogue, snapshot: Snapshot, source: str, warnings: Sequence[Said]
 ) -> HostView:
     host = snapshot.host
     cards = tuple(_card_row(catalogue, snapshot, card) for card in snapshot.cards)
@@ -213,10 +214,11 @@ def _seat_rows(catalogue: Catalogue, snapshot: Snapshot) -> list[LedgerSeatRow]:
                 per_card[card.index] = per_card.get(card.index, 0) + (process.used_bytes or 0)
                 cmdlines.setdefault(process.seat, []).append(process.cmdline)
     rows = []
-    for seat in catalogue.seats:
+    here = (*catalogue.on_host(snapshot.host), *catalogue.on_host(None))
+    for _, seat in sorted(here, key=lambda p: p[0]):
         if seat.state == "retired":
             continue
-        if seat.host != snapshot.host and not (seat.host is None and seat.name in observed):
+        if seat.host is None and seat.name not in observed:
             continue
         row = _seat_row(seat, observed.get(seat.name))
         row = dataclasses.replace(row, engine=_seat_engine(seat, cmdlines.get(seat.name, [])))
@@ -316,11 +318,11 @@ def ledger_json(view: LedgerView) -> dict[str, Any]:
                     }
                     for p in host.foreign
                 ],
-                "warnings": list(host.warnings),
+                "warnings": [fact_json(w) for w in host.warnings],
             }
             for host in view.hosts
         ],
-        "warnings": view.warnings,
+        "warnings": [fact_json(w) for w in view.warnings],
     }
 
 

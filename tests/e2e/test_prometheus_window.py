@@ -104,12 +104,15 @@ def run(
     where = (
         ["--ledger", str(week.ledger)] if source == "ledger" else ["--prometheus", week.prometheus]
     )
-    code = cli.main([*argv, "--catalogue", str(week.catalogue), *where, "--no-hold"])
+    holds = ["--no-hold"] if argv[0] == "check" else []
+    code = cli.main([*argv, "--catalogue", str(week.catalogue), *where, *holds])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
 
-def as_prometheus_keeps(block: dict[str, Any], host: str = HOST) -> dict[str, Any]:
+def as_prometheus_keeps(
+    block: dict[str, Any], host: str = HOST, unknowns: tuple[str, ...] = ("command_lines",)
+) -> dict[str, Any]:
     """The ledger's window block as Prometheus can know it: a process of no seat has no command
     line (so no name, no engine), and the window says that no seat could be rebased."""
     out = json.loads(json.dumps(block))
@@ -117,7 +120,8 @@ def as_prometheus_keeps(block: dict[str, Any], host: str = HOST) -> dict[str, An
         for squeezer in card["squeezed_by"]:
             if not squeezer["seat"]:
                 squeezer.update(name="", engine=None, behaviour=None)
-    out["warnings"].append({"kind": "command_lines", "host": host})
+    if "warnings" in out:
+        out["warnings"].extend({"kind": kind, "host": host} for kind in unknowns)
     return out
 
 
@@ -244,3 +248,38 @@ def test_a_host_with_no_series_cannot_be_decided(
         "DCGM_FI_DEV_FB_FREE series names it (hosts are read from labels exported_host, host, "
         "Hostname, hostname, else instance without its port); cannot check on that host"
     )
+
+
+def test_plan_window_places_the_same_from_either_source(
+    capsys: pytest.CaptureFixture[str], week: Week
+) -> None:
+    found = []
+    for source in ("ledger", "prometheus"):
+        code, out, err = run(capsys, week, source, "plan", "--window", "7d", "--json")
+        assert code == 1, err  # tts refused by peak
+        found.append({v["seat"]: v for v in json.loads(out)["seats"] if v["host"] == HOST})
+    from_ledger, from_prometheus = found
+    assert {s: v["verdict"] for s, v in from_ledger.items()} == {
+        "voices-copy": "pass",
+        "tts": "refuse",
+    }
+    assert [r["rule"] for r in from_ledger["tts"]["reasons"]] == ["peak"]
+    for seat, verdict in from_ledger.items():
+        expected = as_prometheus_keeps(verdict["window"], unknowns=())
+        assert from_prometheus[seat]["window"] == expected
+        assert from_prometheus[seat]["cards"] == verdict["cards"]
+
+
+def test_ledger_window_shows_the_same_rooms_from_either_source(
+    capsys: pytest.CaptureFixture[str], week: Week
+) -> None:
+    found = []
+    for source in ("ledger", "prometheus"):
+        code, out, err = run(capsys, week, source, "ledger", "--window", "7d", "--json")
+        assert code == 0, err
+        (host,) = [h for h in json.loads(out)["hosts"] if h["host"] == HOST]
+        found.append(host["window"])
+    from_ledger, from_prometheus = found
+    rooms = [(c["card"], c["window_room_bytes"], c["short_moments"]) for c in from_ledger["cards"]]
+    assert rooms == [(0, 13_624_147_968, 0), (1, 80_229_695_488, 84)]
+    assert from_prometheus == as_prometheus_keeps(from_ledger, unknowns=())

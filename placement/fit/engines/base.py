@@ -15,6 +15,7 @@ from decimal import ROUND_FLOOR, Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any, Literal, Protocol
 
+from placement.fit.engines.note import Note
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
 from seats.units import GiB, KiB, MiB, format_bytes
@@ -45,7 +46,7 @@ class GateRule:
     util: Decimal | None
     source: UtilSource
     kv_cache_bytes: int | None
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[Note, ...] = ()
     # False for vLLM ≥ 0.34 with a declared util and no kv_cache_memory: its extensible KV
     # cache skips the start-up check, and the util only caps what it grows to (judged by room).
     checks_gate: bool = True

@@ -37,6 +37,7 @@ from placement.fit.engines.base import (
     StartUpMarks,
     share_text,
 )
+from placement.fit.engines.note import Note, note
 from placement.fit.engines.vllm_command import IMAGES, VERSION_TAG, image_version, vllm_args
 from placement.fit.engines.vllm_flags import KV_FLAG, UTIL_FLAG
 from seats.model import Engine as EngineSpec
@@ -74,22 +75,15 @@ def gate_rule(engine: EngineSpec, *, propose: bool) -> GateRule:
         util = util_decimal(engine.gpu_memory_utilization)
         capped = kv is None and version is not None and version[:2] >= UNBOUNDED_FROM
         return GateRule("gated", util, "declared", kv, checks_gate=not capped)
-    warnings: list[str] = []
+    warnings: list[Note] = []
     if engine.version is not None and version is None:
-        warnings.append(
-            f"vLLM version {engine.version!r} is not recognised; judged as gated with util "
-            f"{DEFAULT_UTIL_033}"
-        )
+        warnings.append(note("vllm_version", version=engine.version, util=str(DEFAULT_UTIL_033)))
     unbounded = kv is None and (
         engine.version is None or (version is not None and version[:2] >= UNBOUNDED_FROM)
     )
     if propose:
         if unbounded:
-            warnings.append(
-                "as declared it is unbounded (vLLM ≥ 0.34 with neither gpu_memory_utilization "
-                "nor kv_cache_memory sizes its KV cache to nearly all free memory); start it with "
-                "the flags shown"
-            )
+            warnings.append(note("unbounded_declared"))
         return GateRule("gated", None, "proposed", kv, tuple(warnings))
     if unbounded:
         return GateRule("unbounded", None, "default", kv, tuple(warnings))

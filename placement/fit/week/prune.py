@@ -38,7 +38,7 @@ from typing import Protocol
 
 from inventory.history.model import CardHour, CommandHour, Moment, Rollups
 from inventory.snapshot import Snapshot
-from placement.fit.card import CardModel
+from placement.fit.card import CardModel, card_model
 from placement.fit.week.model import DAY_S, HOUR_S, NewSeat, SeatWindow, WindowRules
 from placement.fit.week.replay import (
     AdjustedCard,
@@ -600,3 +600,18 @@ def open_windows_history(
     if not probes:
         return ()
     return replay_history(catalogue, snapshot, history, probes, rules)
+
+
+def rooms_now(
+    catalogue: Catalogue, snapshot: Snapshot, cards: Sequence[int] | None = None
+) -> dict[int, int]:
+    """Each card's room now for a seat nothing names (`open_windows`' `room_now_bytes`): the
+    card model's at the window's end, no moment read."""
+    # end_models takes every probe off every card: a probe holds nothing, so each card's model
+    # is the snapshot's (built once a card, not once a probe).
+    by_index = {card.index: card for card in snapshot.cards}
+    return {
+        p.cards[0]: card_model(catalogue, snapshot.host, by_index[p.cards[0]]).room_for(p.name)
+        for p in probes_of(snapshot, cards, None)
+        if p.cards[0] in by_index
+    }

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from inventory.snapshot import Card, Process, Snapshot, load_snapshot
 from placement.check.compose import ComposeError, ComposeService, load_compose
 from placement.check.seat import check_seat, check_service, inputs_digest, pick_snapshot, worst_exit
+from placement.cli.notes_text import note_texts
 from placement.cli.reasons_text import reason_text
 from placement.fit.engines import UTIL_STEP, largest_util_within, requested_bytes
 from placement.fit.verdict import Verdict
@@ -57,7 +58,7 @@ def test_seed_refusal_util_012(fv_ml1: Catalogue, fv_ml1_before_voices: Snapshot
     assert format_bytes(gate.need_bytes) == "11.40 GiB"
     assert "11.16 GiB" in reason_text(gate) and "11.40 GiB" in reason_text(gate)
     assert {r.rule for r in verdict.reasons} == {"gate"}  # room is fine: only the gate binds
-    assert any("util ≤ 0.117" in n for n in verdict.nearest)
+    assert any("util ≤ 0.117" in n for n in note_texts(verdict.nearest))
 
 
 def test_cut_off_util_is_the_largest_passing(
@@ -82,9 +83,11 @@ def test_seed_fix_util_011_passes(fv_ml1: Catalogue, fv_ml1_before_voices: Snaps
     (figures,) = result.verdict.figures
     assert figures.requested_bytes == requested_bytes(Decimal("0.11"), CUDA_TOTAL)
     # The seed: 0.11 asks 10,697 MiB for a 10,740 MiB seat — a warning, not a refusal.
-    assert any("does not cover the whole seat" in w for w in result.verdict.warnings)
+    assert any("does not cover the whole seat" in w for w in note_texts(result.verdict.warnings))
     # lv-trial is persisted: false in the catalogue.
-    assert any("lv-trial" in w and "docker compose up -d" in w for w in result.verdict.warnings)
+    assert any(
+        "lv-trial" in w and "docker compose up -d" in w for w in note_texts(result.verdict.warnings)
+    )
 
 
 def test_catalogue_util_is_the_default(fv_ml1: Catalogue, fv_ml1_before_voices: Snapshot) -> None:
@@ -101,16 +104,18 @@ def test_seed_from_compose(fv_ml1: Catalogue, fv_ml1_before_voices: Snapshot) ->
     assert [r.rule for r in refused.verdict.reasons] == ["gate"]
     assert refused.resident_known and refused.verdict.seat == "vllm-voices"
     assert refused.service == "vllm-voices"
-    assert any("util ≤ 0.117" in n for n in refused.verdict.nearest)
-    assert any("disagrees with the catalogue's 0.11" in w for w in refused.verdict.warnings)
+    assert any("util ≤ 0.117" in n for n in note_texts(refused.verdict.nearest))
+    assert any(
+        "disagrees with the catalogue's 0.11" in w for w in note_texts(refused.verdict.warnings)
+    )
 
     (fixed,) = load_compose(VOICES, {"VOICES_UTIL": "0.11"}).services
     passed = check_service(fv_ml1, [fv_ml1_before_voices], fixed)
     assert passed.verdict.verdict == "pass"
-    assert not any("disagrees" in w for w in passed.verdict.warnings)
+    assert not any("disagrees" in w for w in note_texts(passed.verdict.warnings))
     # lv-trial is not in the file's --lora-modules: the next recreate drops it.
-    assert any("lv-trial" in w for w in passed.verdict.warnings)
-    assert not any("lv-hemingway" in w for w in passed.verdict.warnings)
+    assert any("lv-trial" in w for w in note_texts(passed.verdict.warnings))
+    assert not any("lv-hemingway" in w for w in note_texts(passed.verdict.warnings))
 
 
 # --- unbounded, reserves -----------------------------------------------------------------------
@@ -135,7 +140,7 @@ services:
     unbounded = [r for r in result.verdict.reasons if r.rule == "unbounded"]
     assert unbounded and unbounded[0].card == 0
     assert "cyberprev" in reason_text(unbounded[0])
-    assert any("resident unknown" in w for w in result.verdict.warnings)
+    assert any("resident unknown" in w for w in note_texts(result.verdict.warnings))
 
 
 def test_034_with_kv_cache_is_gated_not_unbounded(
@@ -170,7 +175,7 @@ def test_other_seat_on_reserved_card_is_refused(
     assert result.verdict.verdict == "refuse"
     (reserve,) = [r for r in result.verdict.reasons if r.rule == "reserve"]
     assert reserve.card == 3 and "flash-next-hold" in reason_text(reserve)
-    assert any("flash-next-hold" in n for n in result.verdict.nearest)
+    assert any("flash-next-hold" in n for n in note_texts(result.verdict.nearest))
 
 
 def test_unknown_service_on_reserved_card_is_refused(
@@ -204,7 +209,7 @@ def test_redeploy_frees_the_seats_own_bytes(fv_ml1: Catalogue, fv_ml1_snapshot: 
     own = fv_ml1_snapshot.card(0).processes[-1].used_bytes
     assert own is not None
     assert figures.free_bytes == (fv_ml1_snapshot.card(0).free_bytes or 0) + own
-    assert any("redeploy" in w and "pid 4121" in w for w in result.verdict.warnings)
+    assert any("redeploy" in w and "pid 4121" in w for w in note_texts(result.verdict.warnings))
 
 
 def test_another_seat_is_not_a_redeploy(fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot) -> None:
@@ -249,7 +254,7 @@ services:
     )
     result = check_service(fv_ml1, [snapshot], service)
     assert result.verdict.verdict == "pass", result.verdict.reasons
-    assert any("pid 777" in w for w in result.verdict.warnings)
+    assert any("pid 777" in w for w in note_texts(result.verdict.warnings))
     # The same service on another port is not the process on the card: nothing is freed.
     without = check_service(fv_ml1, [snapshot], replace(service, port=9999))
     assert without.verdict.verdict == "refuse"
@@ -338,7 +343,7 @@ services:
 """,
     )
     result = check_service(fv_ml1, [fv_ml1_before_voices], service)
-    warnings = " | ".join(result.verdict.warnings)
+    warnings = " | ".join(note_texts(result.verdict.warnings))
     assert result.verdict.seat == "vllm-voices"  # matched by its `match` regex on the port
     assert "vLLM 0.10.2; the catalogue says 0.11.0" in warnings
     assert "--kv-cache-memory-bytes 3.00 GiB (3221225472 B) disagrees" in warnings
@@ -351,7 +356,7 @@ services:
 def test_util_default_cover_warning(fv_ml1: Catalogue, fv_ml1_before_voices: Snapshot) -> None:
     result = check_seat(fv_ml1, [fv_ml1_before_voices], "flash-next", [3])
     assert result.verdict.util == "0.9"
-    assert any("the version's default" in w for w in result.verdict.warnings)
+    assert any("the version's default" in w for w in note_texts(result.verdict.warnings))
     tight = check_seat(fv_ml1, [fv_ml1_before_voices], "flash-next", [3], util=Decimal("0.98"))
     assert tight.verdict.verdict == "pass"
     assert tight.verdict.warnings == ()
@@ -415,4 +420,4 @@ def test_verdict_flips_at_the_predicted_cut_off(free: int) -> None:
     assert at.verdict == "pass", at.reasons
     assert above.verdict == "refuse"
     assert [r.rule for r in above.reasons] == ["gate"]
-    assert any(f"util ≤ {cut}" in n for n in above.nearest)
+    assert any(f"util ≤ {cut}" in n for n in note_texts(above.nearest))

@@ -17,6 +17,7 @@ import pytest
 
 from inventory.holds import Hold
 from inventory.snapshot import Snapshot, with_holds
+from placement.cli.notes_text import note_texts
 from placement.cli.reasons_text import reason_text
 from placement.fit.card import card_model
 from placement.fit.verify import judge
@@ -307,9 +308,9 @@ def test_the_verifier_gives_the_rules_of_the_table(case: Case) -> None:
     if case.text:
         assert any(case.text in reason_text(r) for r in verdict.reasons), verdict.reasons
     if "no_nearest" in case.extra:
-        assert verdict.nearest and not any(
-            case.extra["no_nearest"] in hint for hint in verdict.nearest
-        ), verdict.nearest
+        assert note_texts(verdict.nearest) and not any(
+            case.extra["no_nearest"] in hint for hint in note_texts(verdict.nearest)
+        ), note_texts(verdict.nearest)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)

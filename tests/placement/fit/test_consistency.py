@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from inventory.snapshot import Card, Snapshot
+from placement.cli.notes_text import note_texts
 from placement.fit.consistency import check_snapshot
 from seats.errors import BadInputError, Exit
 from seats.model import Catalogue, Reserve
@@ -96,7 +97,7 @@ def test_nvml_v1_only_warns_that_cuda_total_is_nvml_total(
         )
         for card in fv_ml1_snapshot.cards
     ]
-    warnings = check_snapshot(fv_ml1, _with_cards(fv_ml1_snapshot, cards), SOURCE)
+    warnings = note_texts(check_snapshot(fv_ml1, _with_cards(fv_ml1_snapshot, cards), SOURCE))
     assert len(warnings) == 1
     assert "NVML v1 only on cards 0, 1, 2, 3" in warnings[0]
     assert "cuda_total taken as NVML total" in warnings[0]
@@ -105,7 +106,9 @@ def test_nvml_v1_only_warns_that_cuda_total_is_nvml_total(
 def test_a_vllm_seat_on_a_host_without_cuda_context_warns(
     fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot
 ) -> None:
-    warnings = check_snapshot(_with_host(fv_ml1, cuda_context_bytes=0), fv_ml1_snapshot, SOURCE)
+    warnings = note_texts(
+        check_snapshot(_with_host(fv_ml1, cuda_context_bytes=0), fv_ml1_snapshot, SOURCE)
+    )
     assert len(warnings) == 1
     assert "host fv-ml1 declares no cuda_context" in warnings[0]
     assert "vllm-voices" in warnings[0] and "flash-next" in warnings[0]
@@ -115,7 +118,7 @@ def test_a_vllm_seat_on_a_host_without_cuda_context_warns(
 def test_a_card_in_error_warns(fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot) -> None:
     cards = list(fv_ml1_snapshot.cards)
     cards[2] = Card(index=2, error="GpuIsLost")
-    warnings = check_snapshot(fv_ml1, _with_cards(fv_ml1_snapshot, cards), SOURCE)
+    warnings = note_texts(check_snapshot(fv_ml1, _with_cards(fv_ml1_snapshot, cards), SOURCE))
     assert warnings == [f"{SOURCE}: card fv-ml1:2 could not be read (GpuIsLost); it takes no seat"]
 
 
@@ -123,7 +126,7 @@ def test_a_host_the_catalogue_does_not_describe_warns(
     fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot
 ) -> None:
     other = fv_ml1_snapshot.model_copy(update={"host": "fv-ml9"})
-    warnings = check_snapshot(fv_ml1, other, SOURCE)
+    warnings = note_texts(check_snapshot(fv_ml1, other, SOURCE))
     assert any("host fv-ml9 is not in the catalogue" in w for w in warnings)
 
 

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from placement.cli.notes_text import note_texts
 from placement.fit.engines import (
     cover_target,
     gate_rule,
@@ -105,7 +106,7 @@ def test_unknown_version_is_gated_with_a_warning() -> None:
     rule = gate_rule(Engine(kind="vllm", version="nightly"), propose=False)
     assert rule.gating == "gated"
     assert rule.util == Decimal("0.92")
-    assert any("not recognised" in warning for warning in rule.warnings)
+    assert any("not recognised" in warning for warning in note_texts(rule.warnings))
 
 
 def test_other_engines_have_no_gate() -> None:
@@ -116,7 +117,7 @@ def test_other_engines_have_no_gate() -> None:
 def test_plan_proposes_for_unbounded_and_warns() -> None:
     rule = gate_rule(Engine(kind="vllm", version="0.34.0"), propose=True)
     assert (rule.gating, rule.source, rule.util) == ("gated", "proposed", None)
-    assert any("unbounded" in warning for warning in rule.warnings)
+    assert any("unbounded" in warning for warning in note_texts(rule.warnings))
 
 
 def test_need_without_kv_grows_to_the_request() -> None:

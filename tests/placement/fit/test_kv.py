@@ -13,6 +13,7 @@ import pytest
 from inventory.attribution import attribute
 from inventory.snapshot import Snapshot
 from placement.check.hf_model import kv_bytes_per_token
+from placement.cli.notes_text import note_texts, parts_text
 from placement.cli.reasons_text import reason_text
 from placement.fit.kv import (
     kv_cache_bytes,
@@ -107,10 +108,10 @@ def test_declared_util_refused_with_the_util_and_the_length_that_would_pass(
     target = GiB + 512 * MiB + 6_039_797_760
     assert -(-75 * CUDA_TOTAL // 1000) < target <= -(-76 * CUDA_TOTAL // 1000)
     # 0.076 asks 7.23 GiB; card 1's gate reads 5,704 − 1,183 MiB: the fix says it will not pass.
-    assert verdict.nearest == (
+    assert note_texts(verdict.nearest) == [
         "card 1: util ≥ 0.076 (card 1's gate refuses it), or kv_cache_memory ≥ 5.62 GiB "
-        "(6,039,797,760 B), or --max-model-len ≤ 16,739",
-    )
+        "(6,039,797,760 B), or --max-model-len ≤ 16,739"
+    ]
 
 
 def test_declared_util_that_holds_the_sequence_passes(fv_ml1: Catalogue, snap: Snapshot) -> None:
@@ -141,9 +142,9 @@ def test_plan_with_a_pinned_kv_cache_cannot_be_saved_by_a_util(
     seat = vllm("4 GiB", kv_cache_memory="1 GiB", profile=profile(8_192))
     verdict = judge(fv_ml1, snap, seat, [1], mode="plan")
     assert rules(verdict) == [("kv_capacity", 1)]
-    assert verdict.nearest == (
-        "card 1: kv_cache_memory ≥ 1.12 GiB (1,207,959,552 B), or --max-model-len ≤ 7,281",
-    )
+    assert note_texts(verdict.nearest) == [
+        "card 1: kv_cache_memory ≥ 1.12 GiB (1,207,959,552 B), or --max-model-len ≤ 7,281"
+    ]
 
 
 def test_each_card_of_a_tensor_parallel_seat_is_judged(fv_ml1: Catalogue, snap: Snapshot) -> None:
@@ -199,9 +200,9 @@ def test_cuda_graphs_count_in_the_resident_but_not_in_the_kv_cache() -> None:
     parts = profile_resident(graphs, util, CUDA_TOTAL, CONTEXT)
     assert parts is not None
     assert (parts.kv_bytes, parts.cuda_graphs_bytes) == (2_468_305_961, 600 * MiB)
-    assert "+ KV 2.30 GiB + cuda_graphs 600.00 MiB + cuda_context" in parts.parts()
+    assert "+ KV 2.30 GiB + cuda_graphs 600.00 MiB + cuda_context" in parts_text(parts.parts())
     plain = profile_resident(without, util, CUDA_TOTAL, CONTEXT)
-    assert plain is not None and "cuda_graphs" not in plain.parts()
+    assert plain is not None and "cuda_graphs" not in parts_text(plain.parts())
 
 
 def test_plan_leaves_room_for_graphs_outside_the_request(fv_ml1: Catalogue, snap: Snapshot) -> None:
@@ -222,7 +223,9 @@ def test_plan_leaves_room_for_graphs_outside_the_request(fv_ml1: Catalogue, snap
             < target
             <= -(-thousandths * CUDA_TOTAL // 1000)
         )
-    assert verdict.passed and not [w for w in verdict.warnings if "profile implies" in w]
+    assert verdict.passed and not [
+        w for w in note_texts(verdict.warnings) if "profile implies" in w
+    ]
     # A pinned KV cache does not grow with the util: its request covers the resident as before.
     pin = {"kv_cache_memory": "256 MiB"}
     with_pin = vllm("3 GiB", **pin, profile=profile(**small, cuda_graphs="1 GiB"))

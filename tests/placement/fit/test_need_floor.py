@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from placement.cli import main as cli
+from placement.cli.notes_text import note_text, note_texts
 from placement.fit.kv import kv_need_floor, need_floored, with_need_floors
 from placement.pack.packer import pack_seats, seat_items
 from seats.loader import load_catalogue
@@ -44,7 +45,7 @@ def test_a_resident_below_weights_kv_and_context_is_raised_to_them(tmp_path: Pat
     # A 3 GiB pin: 8,044,936,192 + 3,072 MiB + 1,183 MiB = 12,506,627,072 B > 10,740 MiB.
     catalogue = load_catalogue(catalogue_with(tmp_path, "3 GiB"))
     floored = with_need_floors(catalogue)
-    (warning,) = floored.warnings
+    (warning,) = note_texts(floored.warnings)
     need = WEIGHTS + 3 * GiB + CONTEXT
     assert need == 12_506_627_072
     assert floored.catalogue.seat("vllm-voices").resident_bytes == need
@@ -70,7 +71,7 @@ def test_no_pin_no_floor_and_a_seat_without_weights_counts_kv_and_context(
     small = gen_small.model_copy(update={"resident_bytes": 20 * GiB})
     raised, warning = need_floored(small, CONTEXT)
     assert raised.resident_bytes == 24 * GiB + CONTEXT
-    assert warning is not None and "no weights known + KV 24.00 GiB" in warning
+    assert warning is not None and "no weights known + KV 24.00 GiB" in note_text(warning)
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, object], str]:
@@ -95,7 +96,8 @@ def test_check_judges_the_declared_seat_at_its_floor(
     assert code == 0 and verdict["need_bytes"] == WEIGHTS + 3 * GiB + CONTEXT
     warnings = verdict["warnings"]
     assert isinstance(warnings, list)
-    assert any("declared resident 10.49 GiB is below the 11.65 GiB" in w for w in warnings)
+    said = "judged with a resident of 11.65 GiB: declared resident 10.49 GiB is below what it holds"
+    assert any(said in w for w in warnings)
     code, verdict, _ = run(capsys, *base, "--catalogue", str(catalogue_with(tmp_path, "4 GiB")))
     assert code == 1 and verdict["need_bytes"] == WEIGHTS + 4 * GiB + CONTEXT
     reasons = verdict["reasons"]
@@ -134,6 +136,8 @@ def test_pack_counts_the_floor(tmp_path: Path) -> None:
     (item,) = seat_items(catalogue, catalogue.seat("vllm-voices"), card)
     assert item.need_bytes == WEIGHTS + 4 * GiB + CONTEXT
     result = pack_seats(catalogue, card)
-    assert any(n.startswith("vllm-voices: declared resident 10.49 GiB") for n in result.notes)
+    assert any(
+        n.startswith("vllm-voices: declared resident 10.49 GiB") for n in note_texts(result.notes)
+    )
     (used,) = [c.used_bytes for c in result.cards if "vllm-voices" in c.seats]
     assert used >= item.need_bytes

@@ -8,6 +8,7 @@ import pytest
 
 from inventory.attribution import attribute
 from inventory.snapshot import Snapshot
+from placement.cli.notes_text import note_texts
 from placement.cli.reasons_text import reason_text
 from placement.fit.verify import Placement, judge, verify_placement
 from seats.model import Catalogue, Seat
@@ -51,7 +52,7 @@ def test_flash_next_fits_card_3_only(fv_ml1: Catalogue, snap: Snapshot) -> None:
 def test_nothing_else_may_use_card_3(fv_ml1: Catalogue, snap: Snapshot) -> None:
     verdict = judge(fv_ml1, snap, seat("tiny", "1 GiB"), [3])
     assert rules(verdict) == [("reserve", 3)]
-    assert verdict.nearest == ("release flash-next-hold",)
+    assert note_texts(verdict.nearest) == ["release flash-next-hold"]
 
 
 def test_4gib_other_fits_card_1(fv_ml1: Catalogue, snap: Snapshot) -> None:
@@ -69,7 +70,7 @@ def test_6gib_refused_card_1_short_696_mib(fv_ml1: Catalogue, snap: Snapshot) ->
     assert reason.room_bytes == 5_448 * MiB
     assert reason.need_bytes == 6 * GiB
     assert reason.short_bytes == 696 * MiB
-    assert "free 696.00 MiB on card 1" in verdict.nearest
+    assert "free 696.00 MiB on card 1" in note_texts(verdict.nearest)
     shorts = {c: judge(fv_ml1, snap, six, [c]).reasons[0].short_bytes for c in (0, 2)}
     assert all(short is not None and short > 696 * MiB for short in shorts.values())
     assert rules(judge(fv_ml1, snap, six, [3])) == [("reserve", 3)]
@@ -88,7 +89,9 @@ def test_5gib_vllm_with_kv_gets_largest_passing_util_and_a_warning(
         "--kv-cache-memory-bytes",
         str(GiB),
     )
-    assert any("no longer covers the whole seat" in warning for warning in verdict.warnings)
+    assert any(
+        "no longer covers the whole seat" in warning for warning in note_texts(verdict.warnings)
+    )
 
 
 def test_vllm_with_kv_where_gate_covers_gets_covering_util(
@@ -99,7 +102,7 @@ def test_vllm_with_kv_where_gate_covers_gets_covering_util(
     assert verdict.passed
     # smallest 3-decimal util with ceil(util × 94.97 GiB) ≥ 3 GiB is 0.032.
     assert verdict.util == "0.032"
-    assert not verdict.warnings
+    assert not note_texts(verdict.warnings)
 
 
 def test_before_voices_gate_refuses_012_and_passes_011(fv_ml1: Catalogue, before: Snapshot) -> None:
@@ -111,7 +114,7 @@ def test_before_voices_gate_refuses_012_and_passes_011(fv_ml1: Catalogue, before
     assert gate.room_bytes == (12_611 - 1_183) * MiB
     assert gate.need_bytes == 12_236_756_091  # ceil(0.12 × 101,972,967,424)
     assert "11.16 GiB" in reason_text(gate) and "11.40 GiB" in reason_text(gate)
-    assert "fits on card 0 with util ≤ 0.117" in refused.nearest
+    assert "fits on card 0 with util ≤ 0.117" in note_texts(refused.nearest)
     passed = judge(fv_ml1, before, voices, [0], mode="check")
     assert passed.passed
     assert passed.flags[:2] == ("--gpu-memory-utilization", "0.11")
@@ -188,7 +191,7 @@ def test_unbounded_refused_on_a_shared_card(fv_ml1: Catalogue, snap: Snapshot) -
     planned = judge(fv_ml1, snap, wild, [1], mode="plan")
     assert planned.passed
     assert planned.flags[0] == "--gpu-memory-utilization"
-    assert any("unbounded" in warning for warning in planned.warnings)
+    assert any("unbounded" in warning for warning in note_texts(planned.warnings))
 
 
 def test_a_seat_beside_an_unbounded_new_seat_is_refused_in_check_only(
@@ -263,7 +266,7 @@ def test_nvml_v1_card_warns(fv_ml1: Catalogue, snap: Snapshot) -> None:
     cards[1] = cards[1].model_copy(update={"reserved_bytes": None})
     v1 = snap.model_copy(update={"cards": tuple(cards)})
     verdict = judge(fv_ml1, v1, seat("x", "1 GiB"), [1])
-    assert any("NVML v1" in warning for warning in verdict.warnings)
+    assert any("NVML v1" in warning for warning in note_texts(verdict.warnings))
 
 
 def test_need_without_kv_grows_with_declared_util(fv_ml1: Catalogue, snap: Snapshot) -> None:
@@ -271,13 +274,15 @@ def test_need_without_kv_grows_with_declared_util(fv_ml1: Catalogue, snap: Snaps
     verdict = judge(fv_ml1, snap, greedy, [1])
     # 0.1 × 94.97 GiB + 1,183 MiB context ≈ 10.65 GiB > 5,448 MiB room
     assert ("room", 1) in rules(verdict)
-    assert any(text.startswith("fits on card 1 with util ≤") for text in verdict.nearest)
+    assert any(
+        text.startswith("fits on card 1 with util ≤") for text in note_texts(verdict.nearest)
+    )
 
 
 def test_lower_kv_is_suggested_when_kv_is_pinned(fv_ml1: Catalogue, snap: Snapshot) -> None:
     big = vllm("big", "6 GiB", gpu_memory_utilization=0.04, kv_cache_memory="2 GiB")
     verdict = judge(fv_ml1, snap, big, [1])
-    assert "lower kv_cache_memory by 696.00 MiB (card 1)" in verdict.nearest
+    assert "lower kv_cache_memory by 696.00 MiB (card 1)" in note_texts(verdict.nearest)
 
 
 def test_verify_placement_judges_each_as_last(fv_ml1: Catalogue, snap: Snapshot) -> None:
@@ -297,7 +302,9 @@ def test_verify_placement_judges_each_as_last(fv_ml1: Catalogue, snap: Snapshot)
 
 def test_seat_larger_than_any_card_says_so(fv_ml1: Catalogue, snap: Snapshot) -> None:
     verdict = judge(fv_ml1, snap, seat("huge", "100 GiB"), [3])
-    assert verdict.nearest == ("100.00 GiB is more than a card of 94.97 GiB CUDA total holds",)
+    assert note_texts(verdict.nearest) == [
+        "100.00 GiB is more than a card of 94.97 GiB CUDA total holds"
+    ]
 
 
 def test_vllm_034_with_a_util_and_no_kv_pin_has_no_gate_and_is_refused_by_room(
@@ -315,9 +322,9 @@ def test_vllm_034_with_a_util_and_no_kv_pin_has_no_gate_and_is_refused_by_room(
     assert "vLLM 0.34.0 would not refuse it" in reason_text(room)
     assert "it would start and take about" in reason_text(room) and "squeezing" in reason_text(room)
     assert verdict.figures[0].requested_bytes is None
-    assert not any("gate" in text for text in verdict.nearest)
-    assert any("fits on card 0 with util ≤" in text for text in verdict.nearest)
-    assert any("would not refuse v34" in w and "by room" in w for w in verdict.warnings)
+    assert not any("gate" in text for text in note_texts(verdict.nearest))
+    assert any("fits on card 0 with util ≤" in text for text in note_texts(verdict.nearest))
+    assert any("would not refuse v34" in w and "by room" in w for w in note_texts(verdict.warnings))
     # The util hint is the room's alone, and it passes.
-    limit = next(t for t in verdict.nearest if "util ≤" in t).rsplit(" ", 1)[1]
+    limit = next(t for t in note_texts(verdict.nearest) if "util ≤" in t).rsplit(" ", 1)[1]
     assert judge(fv_ml1, before, new, [0], mode="check", util=float(limit)).passed

@@ -9,7 +9,8 @@ import pytest
 from placement.plan.bound import level_bounds
 from placement.plan.problem import build_problem, new_seats
 from seats.model import Seat
-from seats.units import GiB
+from seats.units import GiB, MiB
+from tests.placement.plan import bound_reference
 from tests.placement.plan.test_model import adds, make_fleet, placed, run_plan, seat
 
 
@@ -164,3 +165,33 @@ def test_the_bound_and_the_plan_against_an_exhaustive_oracle(seed: int) -> None:
         assert level.bound >= oracle[level.priority], (level, oracle)
     # Not vacuous: each case leaves some seat out, so the bound had something to bound.
     assert sum(oracle.values()) < len(seats), oracle
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_bound_on_arrays_is_the_reference_bound(seed: int) -> None:
+    # Gated and plain seats at three levels, cards from full to empty (g_c = 0 on some), small
+    # seats so that the fleet's whole room (less what gates lose) binds on the even seeds, and
+    # larger ones on the odd: every level's bound equals the list-based reference.
+    rng = random.Random(900 + seed)
+    rooms = {
+        f"h{h}": [rng.choice([0, 1, rng.randint(2, 16)]) * GiB for _ in range(4)] for h in range(3)
+    }
+    catalogue, snapshots = make_fleet(rooms, ctx=GiB, margin=GiB // 4)
+    seats: list[Seat] = []
+    for i in range(24):
+        resident = rng.randint(17, 50 if seed % 2 == 0 else 190) * 64 * MiB
+        priority = rng.choice([0, 1, 2])
+        if rng.random() < 0.7:
+            util = round(min(1.0, resident / (16 * GiB) + rng.choice([0.0, 0.02, 0.3])), 3)
+            seats.append(_gated(f"s{i}", resident, util, priority=priority))
+        else:
+            extra = {"gpus": 2} if rng.random() < 0.2 else {}
+            seats.append(seat(f"s{i}", resident, priority=priority, **extra))
+    problem = build_problem(catalogue, snapshots, new_seats(catalogue, adds(*seats)))
+    done = [s.name for s in seats if rng.random() < 0.4]
+    got = level_bounds(problem, done)
+    want = bound_reference.level_bounds(problem, done)
+    assert [(b.priority, b.seats, b.bound, b.placed) for b in got] == [
+        (b.priority, b.seats, b.bound, b.placed) for b in want
+    ]
+    assert all(type(b.bound) is int for b in got)

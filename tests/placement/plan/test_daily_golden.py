@@ -9,6 +9,7 @@ processes no catalogue seat explains (one an added seat's), a card in error, and
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from dataclasses import fields
@@ -24,9 +25,11 @@ from inventory.attribution import attribute
 from inventory.holds import Hold
 from inventory.snapshot import Snapshot, save_snapshot, with_holds
 from placement.cli.main import main
+from placement.cli.notes_text import worded_notes
 from placement.fit.card import CardModel, FleetCards, card_model
 from placement.fit.verify import card_catalogues, card_views, host_catalogues, host_views
 from placement.plan.planner import plan
+from placement.plan.problem import FEW_COLLECTIONS, few_collections
 from seats.model import Catalogue, Seat
 
 GIB = 2**30
@@ -156,7 +159,7 @@ def test_plan_json_of_the_daily_fleet_is_unchanged(
 def test_plan_with_holds_of_the_daily_fleet_is_unchanged() -> None:
     catalogue, snapshots, adds = daily_fleet()
     result = plan(catalogue, _holds(snapshots), adds)
-    got = json.dumps(result.to_json("all"), indent=1, sort_keys=True) + "\n"
+    got = json.dumps(worded_notes(result.to_json("all")), indent=1, sort_keys=True) + "\n"
     _compare("plan_daily_64x8_holds.json", got)
     held = [c for c in result.cards if (c.host, c.index) in {("h21", 2), ("h23", 0)}]
     assert [c.held for c in held] == [("held-a",), ("held-b",)]
@@ -196,3 +199,17 @@ def test_lazy_views_are_the_eager_ones() -> None:
     assert card_views(catalogue)[("h05", 2)].reserves[0].name == "used-r"
     with pytest.raises(KeyError):
         card_views(catalogue)[("h05", 8)]
+
+
+def test_few_collections_raises_the_threshold_and_keeps_what_survives_old() -> None:
+    before = gc.get_threshold()
+    with few_collections():
+        assert gc.get_threshold() == (max(before[0], FEW_COLLECTIONS), *before[1:])
+        with few_collections():
+            kept = [[i] for i in range(10)]
+        # The inner block ends inside the outer: nothing is moved yet, the threshold stays.
+        assert gc.get_threshold()[0] == max(before[0], FEW_COLLECTIONS)
+        assert any(o is kept for o in gc.get_objects(generation=0))
+    assert gc.get_threshold() == before
+    assert any(o is kept for o in gc.get_objects(generation=2))
+    assert gc.get_count()[0] < 100  # what the block left is not counted as young

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from inventory.snapshot import Card, Snapshot
+from placement.cli.notes_text import note_texts
 from placement.cli.reasons_text import reason_text
 from placement.fit.verify import Placement, verify_placement
 from placement.plan.planner import PlanResult, greedy_assignment, plan
@@ -214,7 +215,7 @@ def test_time_limit_answer_is_not_optimal_and_still_verified(solver: str) -> Non
     assert not result.optimal
     assert result.status in ("time_limit", "greedy")
     assert result.to_json()["optimal"] is False
-    assert any("not proven optimal" in w for w in result.warnings)
+    assert any("not proven optimal" in w for w in note_texts(result.warnings))
     assert_verified(catalogue, snapshots, result)
 
 
@@ -296,8 +297,10 @@ def test_fv_ml1_6gib_is_refused_everywhere(fv_ml1: Catalogue, fv_ml1_snapshot: S
     assert (3, "exclusive") in by_card
     assert (by_card[(3, "room")].room_bytes or 0) < 0  # the reserve's rest still counts as held
     assert "no room (344.03 MiB over)" in reason_text(by_card[(3, "room")])
-    assert six.nearest[0] == "free 696.00 MiB on card 1"
-    assert any("fragmentation" in text and "placement decision" in text for text in six.nearest)
+    assert note_texts(six.nearest)[0] == "free 696.00 MiB on card 1"
+    assert any(
+        "fragmentation" in text and "placement decision" in text for text in note_texts(six.nearest)
+    )
 
 
 def test_moves_free_a_card(solver: str = "cbc") -> None:
@@ -352,7 +355,7 @@ def test_before_voices_plan_judges_declared_util(
     assert "11.16 GiB" in reason_text(verdict.reasons[0]) and "11.40 GiB" in reason_text(
         verdict.reasons[0]
     )
-    assert "fits on card 0 with util ≤ 0.117" in verdict.nearest
+    assert "fits on card 0 with util ≤ 0.117" in note_texts(verdict.nearest)
     passed = plan(with_voices(0.11), [fv_ml1_before_voices])
     assert placed(passed)["vllm-voices"] == ("fv-ml1", (0,))
     voices = next(v for v in passed.verdicts if v.seat == "vllm-voices")
@@ -376,7 +379,7 @@ def test_large_fleet_keeps_a_greedy_that_places_every_seat(monkeypatch: pytest.M
     assert result.status == "greedy"
     assert result.gap == 0.0
     assert len(placed(result)) == 8
-    assert any("seat count proven optimal" in w for w in result.warnings)
+    assert any("seat count proven optimal" in w for w in note_texts(result.warnings))
     assert_verified(catalogue, snapshots, result)
 
 
@@ -494,7 +497,7 @@ def test_fallback_is_the_greedy_that_places_more(monkeypatch: pytest.MonkeyPatch
     seats = [seat("a", 6 * GiB), seat("b", 5 * GiB), seat("c", 5 * GiB)]
     result = run_plan(catalogue, snapshots, seats, solver="cbc")
     assert result.status == "greedy"
-    assert any("greedy (best-fit-decreasing) one" in w for w in result.warnings)
+    assert any("greedy (best-fit-decreasing) one" in w for w in note_texts(result.warnings))
     assert len(placed(result)) == 3
     assert_verified(catalogue, snapshots, result)
 

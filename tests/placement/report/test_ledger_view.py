@@ -18,6 +18,7 @@ from inventory.ledger.store import open_ledger
 from inventory.snapshot import Card, Process, Snapshot, save_snapshot
 from placement.cli.ledger_text import render_ledger
 from placement.cli.main import main
+from placement.cli.notes_text import note_texts
 from placement.report.ledger_view import build_ledger, ledger_json
 from seats.errors import BadInputError
 from seats.model import Catalogue
@@ -231,7 +232,7 @@ def test_nvml_v1_says_so(fv_ml1: Catalogue, fv_ml1_snapshot: Snapshot) -> None:
     row = ledger_json(view)["hosts"][0]["cards"][0]
     assert row["reserved_bytes"] is None and row["nvml_v1"] is True
     assert row["unexplained_bytes"] == 622 * MiB  # v1's used counts the reserve
-    assert any("cuda_total taken as NVML total" in w for w in view.warnings)
+    assert any("cuda_total taken as NVML total" in w for w in note_texts(view.warnings))
     assert "v1: NVML v1 only" in render_ledger(view)
 
 
@@ -367,7 +368,7 @@ def test_a_host_the_catalogue_does_not_know(fv_ml1: Catalogue, fv_ml1_snapshot: 
     assert len(stranger["foreign"]) == 8  # nothing claims its processes
     assert stranger["cards"][0]["unexplained_bytes"] == stranger["cards"][0]["used_bytes"]
     assert known["cards"][3]["plannable_bytes"] == 0
-    assert any("host fv-ml9 is not in the catalogue" in w for w in view.warnings)
+    assert any("host fv-ml9 is not in the catalogue" in w for w in note_texts(view.warnings))
     assert "seats: the catalogue places none on fv-ml9" in render_ledger(view)
 
 
