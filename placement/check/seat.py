@@ -249,7 +249,7 @@ def check_service(
 
 def _unseated(
     service: ComposeService, host: str, cards: tuple[int, ...], engine: Engine
-) -> tuple[Seat, str]:
+) -> tuple[Seat, Said]:
     """The seat a service that no catalogue seat matches is judged as, and how (a warning)."""
     head = (
         f"resident unknown: no catalogue seat matches service {service.name} "
@@ -264,9 +264,8 @@ def _unseated(
             raise ComposeError(
                 service.path, service.name, None, f"its {rule.title} needs its catalogue seat"
             )
-        return seat, head + (
-            f"{rule.unbounded_why(engine)} is refused `unbounded` on a card that holds or will "
-            "hold anything else, whatever its resident"
+        return seat, note(
+            "unseated_unbounded", service=service.name, why=rule.unbounded_why(engine)
         )
     # Unknown resident: a lower bound keeps room honest (a refusal on it is certain); the
     # gate, the engine's own rule, is judged exactly.

@@ -14,8 +14,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
-from placement.cli.learn_log import shown_line, start_up_json
+from placement.cli.learn_log import shown_line, start_up_json, start_up_note
 from placement.cli.names import did_you_mean, names
+from placement.cli.notes_text import note_texts
 from placement.cli.sources import add_catalogue_argument, load_catalogue_argument
 from placement.fit.engines.base import StartUp, StartUpMarks, last_start_up
 from seats.errors import BadInputError
@@ -129,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         declared_util=util_decimal(util) if util is not None else None,
         cuda_total=card_total,
     )
-    note = start.note(found.title)
+    note = start_up_note(start, found.title)
     if note is not None:
         profile = replace(profile, notes=(note, *profile.notes))
     if per_token is not None:
@@ -163,7 +164,7 @@ def _config_per_token(seat: Any, folder: str | None) -> tuple[int, str] | None:
 
 def _refuse_impossible(profile: Any, log_total: Any, source: str, card_total: int | None) -> None:
     """Exit 2 when a figure is negative or past the card (the host's, else the log's own)."""
-    from placement.fit.engines.base import Checked, impossible
+    from placement.cli.learn_log import Checked, impossible
 
     card, where = card_total, "the host's card_total"
     if card is None and log_total is not None:
@@ -219,7 +220,7 @@ def _as_json(seat: str, profile: Any, start: StartUp) -> dict[str, Any]:
             "kv_cache": _figure(profile.kv),
             "kv_tokens": _figure(profile.tokens),
         },
-        "notes": list(profile.notes),
+        "notes": note_texts(profile.notes),
     }
 
 
@@ -264,5 +265,5 @@ def _as_text(seat: str, source: str, profile: Any) -> str:
             out.append(f"  {name}: {_source(figure)} ({figure.precision})")
     per_token = profile.kv_bytes_per_token
     out.append(f"  kv_bytes_per_token: {shown_line(per_token.line, None)} ({per_token.precision})")
-    out.extend(f"note: {note}" for note in profile.notes)
+    out.extend(f"note: {note}" for note in note_texts(profile.notes))
     return "\n".join(out)

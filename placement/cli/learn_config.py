@@ -18,6 +18,7 @@ from placement.check.hf_model import (
     kv_bytes_per_token,
     safetensors_bytes,
 )
+from placement.cli.notes_text import note_texts
 from seats.errors import BadInputError
 from seats.model import Seat
 from seats.units import format_bytes
@@ -116,7 +117,7 @@ def _as_json(
             "weights": list(weights.files) if weights else [],
             "weights_total_bytes": weights.total_bytes if weights else None,
         },
-        "notes": list(per_token.notes),
+        "notes": note_texts(per_token.notes),
     }
 
 
@@ -154,5 +155,5 @@ def _as_text(
         "`gpuplan learn SEAT --vllm-log` reads it from vLLM's start-up log"
     )
     out.append("note: with --kv-cache-dtype fp8, kv_bytes_per_token is half this figure")
-    out.extend(f"note: {note}" for note in per_token.notes)
+    out.extend(f"note: {note}" for note in note_texts(per_token.notes))
     return "\n".join(out)

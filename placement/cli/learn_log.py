@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
-from placement.fit.engines.base import Checked, Learned, LogFigure, StartUp, impossible
+from placement.cli.notes_text import note_texts
+from placement.fit.engines.base import Learned, LogFigure, StartUp
 from placement.fit.engines.registry import engine, engines
 from seats.errors import BadInputError
 from seats.model import Seat
@@ -79,6 +80,55 @@ def start_up_json(start: StartUp) -> dict[str, Any]:
         "complete": start.complete,
         "lines_read": start.log_lines,
     }
+
+
+def start_up_note(start: StartUp, title: str) -> str | None:
+    """What was read, where the log holds more than one start-up; None where it holds one."""
+    if start.count <= 1:
+        return None
+    said = (
+        f"the log holds {start.count} start-ups of {title}: read the last complete one, "
+        f"from line {start.first_line}"
+        if start.complete
+        else f"the log holds {start.count} start-ups of {title} and none reached its ready "
+        f"line: read the last that printed a figure, from line {start.first_line}"
+    )
+    if start.later is not None:
+        said += f" (the one from line {start.later} did not reach its ready line)"
+    return said + "; no figure of another start-up is used"
+
+
+# No card holds a terabyte: the bound for a figure where neither the host nor the log gives the
+# card's size (the largest cards today hold 288 GB).
+MAX_CARD_BYTES = 2**40
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One figure `learn` would print, for `impossible`: its name, bytes and the line it came
+    from (0 where it was derived)."""
+
+    name: str
+    value: int
+    line_no: int
+
+
+def impossible(figures: Iterable[Checked], card_bytes: int | None, card: str) -> str | None:
+    """Why a figure could not have been printed by an engine that ran: negative, or past the
+    card's size (`card_bytes`, described by `card`; MAX_CARD_BYTES where none is known).
+    None when every figure is possible."""
+    limit = card_bytes if card_bytes is not None else MAX_CARD_BYTES
+    where = card if card_bytes is not None else f"any card ({format_bytes(MAX_CARD_BYTES)})"
+    for figure in figures:
+        at = f"line {figure.line_no}: " if figure.line_no else ""
+        if figure.value < 0:
+            return f"{at}{figure.name} is {figure.value:,} B, below zero"
+        if figure.value > limit:
+            return (
+                f"{at}{figure.name} is {figure.value:,} B ({format_bytes(figure.value)}), "
+                f"past {where}"
+            )
+    return None
 
 
 def refuse_impossible(learned: Learned, source: str, title: str, card_total: int | None) -> None:
@@ -159,7 +209,7 @@ def as_text(seat: str, source: str, learned: Learned) -> str:
             "  kv_bytes_per_token: KV bytes ÷ KV tokens, rounded down (at least the true figure)"
         )
     out.extend(f"missing: {text}" for text in learned.missing)
-    out.extend(f"note: {text}" for text in learned.notes)
+    out.extend(f"note: {text}" for text in note_texts(learned.notes))
     return "\n".join(out)
 
 
@@ -190,7 +240,7 @@ def as_json(seat: str, learned: Learned, start: StartUp | None = None) -> dict[s
             "max_model_len": figure(learned.max_model_len),
         },
         "missing": list(learned.missing),
-        "notes": list(learned.notes),
+        "notes": note_texts(learned.notes),
     }
 
 
@@ -206,7 +256,7 @@ def run_log(
     """Print the block (or its JSON) and exit 0; `per_token` (bytes, formula) from `--config`."""
     learned = learn_from_log(seat, start.lines, source, start.first_line)
     title = engine(learned.kind).title
-    note = start.note(title)
+    note = start_up_note(start, title)
     if note is not None:
         learned = replace(learned, notes=(note, *learned.notes))
     if per_token is not None:

@@ -157,7 +157,34 @@ NOTE_WRITERS: dict[str, Callable[[Data], str]] = {
         f"({escaped(r['error'])}); it takes no seat"
     ),
     "nvml_v1": _nvml_v1,
+    # an engine's own notes
+    "no_pin": lambda r: f"{r['engine']} with no pin of its bytes",
+    "vllm_unbounded": lambda r: (
+        f"vLLM {r['version']} with neither gpu_memory_utilization nor kv_cache_memory"
+        if r["version"]
+        else "vLLM of no known version (an image tag like `latest`) with neither "
+        "gpu_memory_utilization nor kv_cache_memory"
+    ),
+    "graphs_outside": lambda r: (
+        f"CUDA graphs took {b(r['graphs_bytes'])} beyond weights + non_kv + KV (line {r['line']}): "
+        "vLLM before 0.21 captures them after sizing the KV cache, outside its request; "
+        "cuda_graphs counts them in the seat's resident, not in its KV cache"
+    ),
+    "non_kv_below": lambda r: (
+        f"non_kv unknown: util {r['util']} × {r['total_bytes']:,} B is less than the log's "
+        "weights and KV cache together; is this the seat's own log?"
+    ),
+    "offloaded_none": lambda r: (
+        f"no {r['what']} on a CUDA card: 0 bytes there (offloaded 0 layers)"
+    ),
+    "flag_twice": lambda r: f"{r['flag']} is given more than once; vLLM uses the last",
     # check's words around a note of fit
+    "unseated_unbounded": lambda r: (
+        f"resident unknown: no catalogue seat matches service {r['service']} (add "
+        "`x-gpuplan-seat: NAME` or a seat whose `match` finds its command); "
+        f"{note_text(r['why'])} is refused `unbounded` on a card that holds or will hold anything "
+        "else, whatever its resident"
+    ),
     "judged_resident": lambda r: (
         f"{r['seat']} judged with a resident of {b(r['resident_bytes'])}: {note_text(r['why'])}"
     ),

@@ -138,14 +138,14 @@ def _unbounded(r: Data) -> str:
 
 def _unbounded_share(r: Data) -> str:
     return (
-        f"unbounded {r['why']}: it takes a share of what is free when it starts, so it would "
+        f"unbounded {note_text(r['why'])}: it takes a share of what is free when it starts, so it would "
         f"take what {_names(r['takes'])} need; pin it ({r['pin']})"
     )
 
 
 def _unbounded_beside(r: Data) -> str:
     return (
-        f"{r['beside']} beside it on card {r['card']} is unbounded ({r['why']}): it grows into "
+        f"{r['beside']} beside it on card {r['card']} is unbounded ({note_text(r['why'])}): it grows into "
         f"nearly all free memory, so {r['seat']} has no room it can count on; pin "
         f"{r['beside']} with {r['pin']}"
     )

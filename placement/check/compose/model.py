@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from inventory.secrets import mask_cmdline
+from placement.fit.engines.note import Said
 from seats.errors import BadInputError
 
 
@@ -69,7 +70,7 @@ class ComposeService:
     device_count: int | None = None
     visible: tuple[str, ...] | None = None
     seat: str | None = None
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[Said, ...] = field(default=())
     engine: str | None = None
     # The catalogue engine fields the command line and environment of a service of another
     # engine set (the engine's `read_flags`), e.g. (("mem_fraction_static", 0.3),).

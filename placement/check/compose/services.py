@@ -16,6 +16,7 @@ from placement.check.compose.dotenv import read_env_file
 from placement.check.compose.interpolation import MissingVariable, substitute
 from placement.check.compose.model import ComposeError, ComposeService
 from placement.fit.engines.base import EngineRule, FlagError, ServerArgs, split_command
+from placement.fit.engines.note import Said
 from placement.fit.engines.registry import KINDS, engines, recognise
 from placement.fit.engines.registry import engine as registry_engine
 
@@ -134,7 +135,7 @@ class ServiceReader:
         if flag is not None and (flag in args or any(a.startswith(flag + "=") for a in args)):
             args, unknown = self._with_config(rule, flag, args, where.positional)
         read = rule.read_service(args, where.positional, environment, version, self.fail)
-        notes = list(read.notes)
+        notes: list[Said] = list(read.notes)
         devices, devices_from, count = self._cards(environment)
         if count is not None and count > 0 and devices is None:
             notes.append(

@@ -15,10 +15,10 @@ from decimal import ROUND_FLOOR, Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any, Literal, Protocol
 
-from placement.fit.engines.note import Note
+from placement.fit.engines.note import Note, Said, note
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
-from seats.units import GiB, KiB, MiB, format_bytes
+from seats.units import GiB, KiB, MiB
 
 Behaviour = Literal["request-gated", "share-of-free", "self-fitting", "fixed"]
 Rule = Literal["gate", "kv_capacity", "spill", "unbounded"]
@@ -142,7 +142,7 @@ class Learned:
     per_token: LogFigure | None = None
     extra: tuple[LogFigure, ...] = ()
     missing: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
+    notes: tuple[Said, ...] = ()
 
     @property
     def kv_bytes_per_token(self) -> int | None:
@@ -217,7 +217,7 @@ class ServiceFlags:
     max_model_len: int | None = None
     kv_cache_dtype: str | None = None
     engine_fields: tuple[tuple[str, object], ...] = ()
-    notes: tuple[str, ...] = ()
+    notes: tuple[Said, ...] = ()
 
     def count(self, name: str) -> int | None:
         """A count by its catalogue name (`tensor_parallel_size`), None where not given."""
@@ -336,8 +336,8 @@ class EngineRule(Protocol):
         """Start flags for a util request and a pinned KV cache."""
         ...
 
-    def unbounded_why(self, spec: EngineSpec) -> str:
-        """Why, as declared, it is unbounded (for rule `unbounded`'s text)."""
+    def unbounded_why(self, spec: EngineSpec) -> Note:
+        """Why, as declared, it is unbounded (a note in rule `unbounded`'s facts)."""
         ...
 
     def pin_hint(self) -> str:
@@ -546,9 +546,9 @@ class NoRequest(ByCommand):
         """No util flags."""
         return ()
 
-    def unbounded_why(self, spec: EngineSpec) -> str:
+    def unbounded_why(self, spec: EngineSpec) -> Note:
         """Its fields fix none of its bytes."""
-        return f"{self.title} with no pin of its bytes"
+        return note("no_pin", engine=self.title)
 
     def pin_hint(self) -> str:
         """Its pin flags, by name (each engine says which)."""
@@ -1056,21 +1056,6 @@ class StartUp:
     later: int | None
     log_lines: int
 
-    def note(self, title: str) -> str | None:
-        """What was read, where the log holds more than one start-up; None where it holds one."""
-        if self.count <= 1:
-            return None
-        said = (
-            f"the log holds {self.count} start-ups of {title}: read the last complete one, "
-            f"from line {self.first_line}"
-            if self.complete
-            else f"the log holds {self.count} start-ups of {title} and none reached its ready "
-            f"line: read the last that printed a figure, from line {self.first_line}"
-        )
-        if self.later is not None:
-            said += f" (the one from line {self.later} did not reach its ready line)"
-        return said + "; no figure of another start-up is used"
-
 
 def _marks(patterns: Sequence[re.Pattern[str]], line: str) -> bool:
     return any(pattern.search(line) for pattern in patterns)
@@ -1112,38 +1097,3 @@ def last_start_up(lines: Iterable[str], marks: StartUpMarks) -> StartUp:
         return StartUp(tuple(current), first, count, False, None, number)
     # The last start-up printed nothing yet: the one before it is the last with figures.
     return StartUp(moved_last[0], moved_last[1], count, False, first, number)
-
-
-# --- figures no engine could print ------------------------------------------------------
-
-# No card holds a terabyte: the bound for a figure where neither the host nor the log gives the
-# card's size (the largest cards today hold 288 GB).
-MAX_CARD_BYTES = 2**40
-
-
-@dataclass(frozen=True)
-class Checked:
-    """One figure `learn` would print, for `impossible`: its name, bytes and the line it came
-    from (0 where it was derived)."""
-
-    name: str
-    value: int
-    line_no: int
-
-
-def impossible(figures: Iterable[Checked], card_bytes: int | None, card: str) -> str | None:
-    """Why a figure could not have been printed by an engine that ran: negative, or past the
-    card's size (`card_bytes`, described by `card`; MAX_CARD_BYTES where none is known).
-    None when every figure is possible."""
-    limit = card_bytes if card_bytes is not None else MAX_CARD_BYTES
-    where = card if card_bytes is not None else f"any card ({format_bytes(MAX_CARD_BYTES)})"
-    for figure in figures:
-        at = f"line {figure.line_no}: " if figure.line_no else ""
-        if figure.value < 0:
-            return f"{at}{figure.name} is {figure.value:,} B, below zero"
-        if figure.value > limit:
-            return (
-                f"{at}{figure.name} is {figure.value:,} B ({format_bytes(figure.value)}), "
-                f"past {where}"
-            )
-    return None

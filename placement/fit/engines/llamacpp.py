@@ -46,6 +46,7 @@ from placement.fit.engines.base import (
     size_bytes,
     spill,
 )
+from placement.fit.engines.note import Said, note
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
 from seats.units import MiB
@@ -246,7 +247,7 @@ def read_ggml_log(kind: str, lines: Sequence[str], first_line: int = 1) -> Learn
         first_line=first_line,
     )
     missing: list[str] = []
-    notes: list[str] = ["buffer sizes are printed in MiB to 0.01: each figure is within 10 KiB"]
+    notes: list[Said] = ["buffer sizes are printed in MiB to 0.01: each figure is within 10 KiB"]
     layers_done = scan.group("offloaded", 1)
 
     def on_card(name: str, what: str) -> LogFigure | None:
@@ -254,7 +255,7 @@ def read_ggml_log(kind: str, lines: Sequence[str], first_line: int = 1) -> Learn
         if found is not None:
             return found
         if layers_done == "0" and name in ("model", "kv"):
-            notes.append(f"no {what} on a CUDA card: 0 bytes there (offloaded 0 layers)")
+            notes.append(note("offloaded_none", what=what))
             return scan.figure("offloaded", 0)
         missing.append(f"CUDA0 {what} buffer size = … MiB")
         return None

@@ -234,9 +234,7 @@ class VLLM(ByCommand):
             max_model_len=sizes.max_model_len,
             kv_cache_dtype=sizes.kv_cache_dtype,
             engine_fields=sizes.engine_fields,
-            notes=tuple(
-                f"{flag} is given more than once; vLLM uses the last" for flag in flags.repeated
-            ),
+            notes=tuple(note("flag_twice", flag=flag) for flag in flags.repeated),
         )
 
     def one_byte_kv(self, dtype: str | None) -> bool:
@@ -351,14 +349,10 @@ class VLLM(ByCommand):
         """--gpu-memory-utilization and --kv-cache-memory-bytes."""
         return engine_flags(util, kv_cache_bytes, proposed=proposed)
 
-    def unbounded_why(self, spec: EngineSpec) -> str:
-        """≥ 0.34 (or no known version) with neither util nor kv_cache_memory."""
-        if spec.version:
-            return f"vLLM {spec.version} with neither gpu_memory_utilization nor kv_cache_memory"
-        return (
-            "vLLM of no known version (an image tag like `latest`) with neither "
-            "gpu_memory_utilization nor kv_cache_memory"
-        )
+    def unbounded_why(self, spec: EngineSpec) -> Note:
+        """≥ 0.34 (or no known version, as an image tag like `latest`) with neither util nor
+        kv_cache_memory."""
+        return note("vllm_unbounded", version=spec.version or None)
 
     def pin_hint(self) -> str:
         """Its two pins."""

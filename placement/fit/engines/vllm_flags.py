@@ -26,14 +26,16 @@ def vllm_bytes(text: str) -> int:
     value = text.strip()
     match = _HUMAN_INT.fullmatch(value)
     if match is None:
-        hint = ""
         spaced = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([A-Za-z]+)", value)
-        if spaced is not None:
-            hint = (
-                f"; vLLM reads only K/M/G/T (binary) or k/m/g/t (decimal) right after the number: "
+        raise ValueError(
+            f"{text!r} is not a byte count vLLM can read"
+            + (
+                "; vLLM reads only K/M/G/T (binary) or k/m/g/t (decimal) right after the number: "
                 f"write {spaced.group(1)}G for {spaced.group(1)} GiB, or the bytes as an int"
+                if spaced is not None
+                else ""
             )
-        raise ValueError(f"{text!r} is not a byte count vLLM can read{hint}")
+        )
     number, suffix = match.group(1), match.group(2)
     if suffix in _DECIMAL_SUFFIX:
         # vLLM computes int(float(number) * mult); do the same so the bytes agree with it.

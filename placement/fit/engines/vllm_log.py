@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from placement.fit.engines.base import StartUpMarks, size_bytes, strip_prefix
+from placement.fit.engines.note import Said, note
 from seats.errors import BadInputError
 from seats.names import escaped
-from seats.units import GiB, format_bytes
+from seats.units import GiB
 
 SUPPORTED = ((0, 10), (0, 34))
 _NUMBER = r"(-?[0-9]+(?:\.[0-9]+)?)"
@@ -129,7 +130,7 @@ class LogFigures:
     # "Graph capturing finished … took X GiB" across ranks.
     graphs_split: Figure | None = None
     graphs: Figure | None = None
-    notes: list[str] = field(default_factory=list)
+    notes: list[Said] = field(default_factory=list)
     # The first line saying the start-up failed (before the server said it was up), if any.
     failed: Figure | None = None
     started: bool = False
@@ -283,7 +284,7 @@ class LearntProfile:
     max_model_len: Figure
     kv: Figure
     tokens: Figure
-    notes: tuple[str, ...]
+    notes: tuple[Said, ...]
     # Before 0.21 the graphs lie outside the request: the profile's cuda_graphs (None: unknown).
     graphs_outside_request: bool = False
     cuda_graphs: Figure | None = None
@@ -353,21 +354,22 @@ def _refuse_failed(figures: LogFigures, source: str) -> None:
     if failed is None:
         return
     last = figures.last_figure_line
-    where = (
-        f"its figures stop at line {last}, before it"
-        if last is not None and last < failed.line_no
-        else f"its figures run on to line {last}"
-        if last is not None
-        else "no figure was printed before it"
-    )
     raise BadInputError(
         f"{source}: line {failed.line_no}: vLLM's start-up failed here "
-        f"({escaped(failed.line.strip()[:200])}); {where}, and they describe no seat that ran: "
-        "learn from the log of a start that reached 'Application startup complete.'"
+        f"({escaped(failed.line.strip()[:200])}); "
+        + (
+            f"its figures stop at line {last}, before it"
+            if last is not None and last < failed.line_no
+            else f"its figures run on to line {last}"
+            if last is not None
+            else "no figure was printed before it"
+        )
+        + ", and they describe no seat that ran: learn from the log of a start that reached "
+        "'Application startup complete.'"
     )
 
 
-def _graphs_notes(graphs: Figure | None) -> list[str]:
+def _graphs_notes(graphs: Figure | None) -> list[Said]:
     """What `cuda_graphs` means before vLLM 0.21, or why it is unknown."""
     if graphs is None:
         return [
@@ -376,11 +378,7 @@ def _graphs_notes(graphs: Figure | None) -> list[str]:
         ]
     if not graphs.value:
         return []
-    return [
-        f"CUDA graphs took {format_bytes(graphs.value)} beyond weights + non_kv + KV (line "
-        f"{graphs.line_no}): vLLM before 0.21 captures them after sizing the KV cache, outside its "
-        "request; cuda_graphs counts them in the seat's resident, not in its KV cache"
-    ]
+    return [note("graphs_outside", graphs_bytes=graphs.value, line=graphs.line_no)]
 
 
 def _per_token_precision(kv: Figure, tokens: int) -> str:
@@ -402,7 +400,7 @@ def _per_token_precision(kv: Figure, tokens: int) -> str:
 
 
 def _non_kv_from_request(
-    figures: LogFigures, declared: Decimal | None, cuda_total: int | None, notes: list[str]
+    figures: LogFigures, declared: Decimal | None, cuda_total: int | None, notes: list[Said]
 ) -> Figure | None:
     """non_kv = ceil(util × total) − weights − KV bytes, from the log's util and total or the seat's."""
     weights, kv = figures.weights, figures.kv
@@ -419,10 +417,7 @@ def _non_kv_from_request(
     requested = math.ceil(product)  # Decimal's // truncates toward zero: no -(-x // 1) here
     where = "the log's" if figures.total is not None else "the host's card_total (NVML total)"
     if requested - weights.value - kv.value < 0:
-        notes.append(
-            f"non_kv unknown: util {util} × {total:,} B is less than the log's weights and KV "
-            "cache together; is this the seat's own log?"
-        )
+        notes.append(note("non_kv_below", util=str(util), total_bytes=total))
         return None
     return Figure(
         requested - weights.value - kv.value,

@@ -18,6 +18,7 @@ from placement.check.compose import (
     parse_env_file,
     resolve_cards,
 )
+from placement.cli.notes_text import note_texts
 from placement.fit.engines.vllm_command import image_version
 from placement.fit.engines.vllm_flags import vllm_bytes
 
@@ -292,7 +293,9 @@ def test_repeated_flag_takes_the_last_and_notes_it(tmp_path: Path) -> None:
         "services: {s: {image: vllm/vllm-openai, command: [--gpu-memory-utilization, '0.5', --gpu-memory-utilization, '0.2']}}",
     )
     assert service.util_text == "0.2"
-    assert any("more than once" in note for note in service.notes)
+    assert note_texts(service.notes) == [
+        "--gpu-memory-utilization is given more than once; vLLM uses the last"
+    ]
 
 
 # --- interpolation ----------------------------------------------------------------------------

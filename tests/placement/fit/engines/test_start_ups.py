@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from placement.cli import main as cli
+from placement.cli.learn_log import start_up_note
 from placement.fit.engines.base import LogFigure, last_start_up
 from placement.fit.engines.registry import engine
 from seats.names import escaped
@@ -195,7 +196,7 @@ def test_a_later_start_up_that_never_came_up_is_left_aside(kind: str) -> None:
     assert figures(learned) == figures(alone)
     later = len(once) + begins_at(kind, once) + 1
     assert (start.count, start.first_line, start.later) == (2, 1, later)
-    note = start.note(engine(kind).title)
+    note = start_up_note(start, engine(kind).title)
     assert note is not None and f"the one from line {later} did not reach" in note
 
 
