@@ -133,8 +133,9 @@ _SET_PRIVATE = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 def _replaced(model: M, **update: object) -> M:
-    """A copy of `model` with `update` as pydantic's model_copy makes it (fields, fields set,
-    extra, private), without its generic path: a fleet attributes tens of thousands of processes."""
+    """A copy of `model` with some fields given anew, made as pydantic's model_copy makes it
+    (fields, fields set, extra, private) without its generic path: a fleet attributes tens of
+    thousands of processes."""
     copy = object.__new__(type(model))
     object.__setattr__(copy, "__dict__", {**model.__dict__, **update})
     _SET_FIELDS_SET(copy, model.__pydantic_fields_set__ | update.keys())
