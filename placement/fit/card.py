@@ -418,6 +418,14 @@ class CardModel:
     def room_for(self, seat: str | None = None) -> int:
         """free − held(seat, placed) − margin − placed: the room `seat` meets beside what this
         copy places (may be negative); its own processes count as they are."""
+        if not self.reserves and not self.absent and not self.holds:
+            # Nothing held here (most cards): held_bytes is 0 whoever asks.
+            return room_bytes(
+                free_bytes=self.free_bytes,
+                held_bytes=0,
+                margin_bytes=self.margin_bytes,
+                load_bytes=self.placed_bytes,
+            )
         return room_bytes(
             free_bytes=self.free_bytes,
             held_bytes=self.held_bytes(seat, self.placed_residents),

@@ -213,3 +213,17 @@ def test_few_collections_raises_the_threshold_and_keeps_what_survives_old() -> N
     assert gc.get_threshold() == before
     assert any(o is kept for o in gc.get_objects(generation=2))
     assert gc.get_count()[0] < 100  # what the block left is not counted as young
+
+
+def test_few_collections_leaves_what_a_process_froze_frozen() -> None:
+    own = [[1], [2]]
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with few_collections():
+            made = [[i] for i in range(10)]
+        assert gc.get_freeze_count() == frozen  # nothing unfrozen, nothing more frozen
+        assert any(o is made for o in gc.get_objects(generation=0))
+        assert not any(o is own for o in gc.get_objects())  # still frozen: no generation has it
+    finally:
+        gc.unfreeze()
