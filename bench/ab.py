@@ -6,6 +6,12 @@ medians and the ratio this/other. Figures: the crowded 64 × 8 plan's CPU (`plan
 interpreter), `check SEAT --gpu N` start-up CPU beside the fair floor (`import yaml` + one pydantic
 model validated), and one `check --ledger` beside 1,000 active holds.
 
+`--crowded`: instead, issue 35's crowded fleets (`synthetic_fleet`: 256 × 8 cards with 1,200 seats
+running and 8,000 new, `--runs` times each side; with `--big` also 1,024 × 8 with 4,800 and
+32,000, once each side: a run takes minutes), `plan()` in a fresh interpreter per run: wall and CPU
+seconds, peak memory (max RSS), the seats placed per priority against the level's bound, and the
+phase timings of the last run.
+
 `--daily`: instead, issue 35's daily fleets (`synthetic_fleet`: 1,024 × 8 cards with 4,800 seats
 running and 200 new, 4,096 × 8 with 19,200 and 20), `plan()` in a fresh interpreter per run:
 wall and CPU seconds and the process's peak memory (max RSS, the fleet's own data included).
@@ -20,6 +26,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,11 +70,20 @@ wall, cpu = time.perf_counter() - start, time.process_time() - cpu
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps([wall, cpu, peak, sum(v.passed for v in result.verdicts)]))
 """
+# The same of a crowded fleet, with the placed / bound per priority and the phase timings.
+CROWDED_FLEET = DAILY.replace(
+    "sum(v.passed for v in result.verdicts)]",
+    "sum(v.passed for v in result.verdicts), "
+    "[[b.priority, b.placed, b.bound] for b in result.bounds], result.timings]",
+)
+CROWDED_FLEETS = [((256, 8, 1_200, 8_000), 5.0)]
+BIG_FLEET = ((1_024, 8, 4_800, 32_000), 20.0)
 DAILY_FLEETS = [((1_024, 8, 4_800, 200), 1.0), ((4_096, 8, 19_200, 20), 2.0)]
 
 HOLDS = """
 import tempfile
 from pathlib import Path
+from typing import Any
 from bench import bench_holds
 with tempfile.TemporaryDirectory() as folder:
     db = bench_holds._ledger(Path(folder) / "l.sqlite", 1000)
@@ -120,6 +136,56 @@ def _daily(size: tuple[int, int, int, int], tree: Path) -> list[float]:
     return [float(x) for x in json.loads(done.stdout.strip().splitlines()[-1])]
 
 
+def _crowded_run(size: tuple[int, int, int, int], tree: Path) -> list[Any]:
+    """[wall s, CPU s, peak bytes, placed, [[priority, placed, bound]…], timings] of one plan()."""
+    done = subprocess.run(
+        [sys.executable, "-c", CROWDED_FLEET, *map(str, size)],
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=900,
+    )
+    found: list[Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
+
+
+def crowded(trees: dict[str, Path], runs: int, big: bool) -> list[str]:
+    """The crowded fleets in both trees, alternating run by run: a Markdown table of medians."""
+    fleets = [(size, target, runs) for size, target in CROWDED_FLEETS]
+    if big:
+        fleets.append((*BIG_FLEET, 1))
+    lines = [
+        "| fleet (runs, alternated) | this wall | other wall | this CPU | other CPU | target "
+        "| met (CPU) | this peak | other peak | this: placed / bound per priority | other: placed |",
+        "|---|---:|---:|---:|---:|---:|---|---:|---:|---|---|",
+    ]
+    notes: list[str] = []
+    for size, target, count in fleets:
+        got: dict[str, list[list[Any]]] = {"this": [], "other": []}
+        for _ in range(count):
+            for name, tree in trees.items():
+                got[name].append(_crowded_run(size, tree))
+        this, other = (
+            [statistics.median(run[k] for run in got[name]) for k in range(3)]
+            for name in ("this", "other")
+        )
+        levels = "; ".join(f"p{p} {placed:,}/{bound:,}" for p, placed, bound in got["this"][-1][4])
+        theirs = "; ".join(f"p{p} {placed:,}" for p, placed, _ in got["other"][-1][4])
+        met = "yes" if this[1] <= target else f"**no** (×{this[1] / target:.1f})"
+        hosts, cards, running, new = size
+        lines.append(
+            f"| {hosts:,} × {cards}, {running:,} + {new:,} ({count}) | {this[0]:.2f} s "
+            f"| {other[0]:.2f} s | {this[1]:.2f} s | {other[1]:.2f} s | {target:g} s | {met} "
+            f"| {this[2] / 2**20:,.0f} MiB | {other[2] / 2**20:,.0f} MiB | {levels} | {theirs} |"
+        )
+        for name in ("this", "other"):
+            phases = ", ".join(f"{k} {v:.2f}" for k, v in got[name][-1][5].items())
+            notes.append(f"- {name}, {hosts:,} × {cards} + {new:,} (last run, s): {phases}")
+    return [*lines, "", *notes]
+
+
 def daily(trees: dict[str, Path], runs: int) -> list[str]:
     """The daily fleets in both trees, alternating run by run: a Markdown table of medians."""
     got: dict[tuple[int, str], list[list[float]]] = {}
@@ -152,8 +218,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("other", type=Path, help="the other checkout (e.g. main before the change)")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--daily", action="store_true", help="the daily fleets' plan() instead")
+    parser.add_argument("--crowded", action="store_true", help="the crowded fleets' plan() instead")
+    parser.add_argument("--big", action="store_true", help="with --crowded: 1,024 × 8 too")
     args = parser.parse_args(argv)
     trees = {"this": ROOT, "other": args.other.resolve()}
+    if args.crowded:
+        print("\n".join(crowded(trees, args.runs, args.big)))
+        return 0
     if args.daily:
         print("\n".join(daily(trees, args.runs)))
         return 0

@@ -66,7 +66,8 @@ def _report_once(url: str, catalogue: Path, tree: Path = ROOT) -> tuple[float, f
     process, with the code of `tree`."""
     env = {**os.environ, "GPUPLAN_TIMINGS": "1", "PYTHONPATH": str(tree)}
     argv = [sys.executable, "-m", "placement", "report", "--prometheus", url]
-    argv += ["--catalogue", str(catalogue), "--week", "2026-W37", "--json"]
+    # A query may wait past the default 60 s for a core of a loaded shared machine.
+    argv += ["--catalogue", str(catalogue), "--week", "2026-W37", "--json", "--timeout", "600"]
     started = time.perf_counter()
     child = subprocess.Popen(
         argv, env=env, cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True

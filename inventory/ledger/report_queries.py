@@ -72,7 +72,10 @@ class CardUsage:
 
 class CardPart(NamedTuple):
     """One card over one part [start_s, end_s) of the window: its readable samples, those in
-    error, the most used and the least free (None where nothing was read)."""
+    error, the most used and the least free (None where nothing was read, or the part does not
+    bound it). A card's counts sum over its parts, so each sample counts in one part only; its
+    extremes are over parts covering the window (a source may count over the window and bound
+    the least free per hour, which dates it cheaply)."""
 
     host: str
     card: int

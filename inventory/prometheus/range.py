@@ -484,9 +484,9 @@ def load_window(
     First which hosts have series, when, and which label names each (one round; hosts outside
     `hosts` are listed in `ignored`), then everything else at once, in parallel (the client's
     `in_flight` queries at a time), once per label that names hosts. `card_figures` and
-    `seat_figures` reduce each group's answers (`PromCards`, `PromSeats`) to rows. `chart_step_s(span)` and
-    `segment_s(first, last)` are the report's own choices, so both sources bucket and split the
-    window alike. `on_spans` gets the hosts' spans as soon as they are known, before the rest
+    `seat_figures` reduce each group's answers (`PromCards`, `PromSeats`) to rows.
+    `chart_step_s(span)` and `segment_s(first, last)` are the report's own choices, so both
+    sources bucket and split the window alike. `on_spans` gets the hosts' spans as soon as they are known, before the rest
     is asked: the caller may work beside the queries.
     """
     check_url(client.base)
@@ -729,6 +729,16 @@ def _with_unexplained(
     return replace(row, unexplained_max_bytes=hit[0], unexplained_max_at_s=hit[1])
 
 
+def _by_card(vector: Vector) -> dict[tuple[str, int], float]:
+    """An instant answer by card (of several series of one card, the last)."""
+    out: dict[tuple[str, int], float] = {}
+    for labels, value in vector:
+        key = _card(labels)
+        if key is not None:
+            out[key] = value
+    return out
+
+
 def _cut(q: _Queries, selector: str, hosts: Iterable[str], gpus: Iterable[object]) -> str:
     """`selector` cut to these hosts and cards (their cross product)."""
     name, _, matchers = selector.partition("{")
@@ -803,9 +813,7 @@ class PromCards:
     """Prometheus's answers to the card figures' questions (`figures.CardSource`) for one group
     of hosts: hourly bounds, the first step at a lowest free, and used at ranks, in PromQL.
 
-    The parts are the window's hours counted back from its end (a shorter first part where the
-    window is not whole hours): each a `*_over_time` range query at step=1h, plus one instant
-    query for the first part.
+    Its parts: the window for the counts and the most used, its hours for the least free.
     """
 
     client: PromClient
@@ -822,58 +830,56 @@ class PromCards:
         return self.q.sel(dcgm if self.dcgm else gpuplan)
 
     def card_parts(self) -> list[CardPart]:
+        """Per card, its samples, errors and most used over the window (one part), and its least
+        free per hour (parts counting no sample): a week's counts as hourly points would cost
+        the CLI seconds of parsing, and only the least free needs its hour."""
+        q = self.q
         used = self._metric(m.CARD_USED, DCGM_USED)
-        free = self._metric(m.CARD_FREE, DCGM_FREE)
-        templates = {
-            "n": f"count_over_time({used}RANGE)",
-            "top": f"max_over_time({used}RANGE)",
-            "low": f"min_over_time({free}RANGE)",
-        }
+        exprs = [f"count_over_time({used}{q.rng})", f"max_over_time({used}{q.rng})"]
         if not self.dcgm:
-            error = self.q.sel(m.CARD_ERROR)
-            templates["errors"] = f"sum by ({self.q.by('gpu')}) (sum_over_time({error}RANGE))"
-        with ThreadPoolExecutor(max_workers=len(templates)) as pool:
-            asked = {k: pool.submit(self._by_part, t) for k, t in templates.items()}
-            got = {k: future.result() for k, future in asked.items()}
+            exprs.append(f"sum by ({q.by('gpu')}) (sum_over_time({q.sel(m.CARD_ERROR)}{q.rng}))")
+        with ThreadPoolExecutor(max_workers=1) as side:
+            hourly = side.submit(self._hourly_low)
+            answers = [_by_card(answer) for answer in self.client.instants(exprs, q.at)]
+            lows = hourly.result()
+        counts, tops, errors = (*answers[:2], answers[2] if len(answers) > 2 else {})
         scale = self.scale
         parts: list[CardPart] = []
-        for key, end_s in sorted(set(got["n"]) | set(got.get("errors", {}))):
-            n = round(got["n"].get((key, end_s), 0))  # of several series of a card, the most
-            errors = round(got.get("errors", {}).get((key, end_s), 0))
-            if not n and not errors:
+        for key in sorted(set(counts) | set(errors)):
+            n, failed, top = round(counts.get(key, 0)), round(errors.get(key, 0)), tops.get(key)
+            if not n and not failed:
                 continue
-            top, low = got["top"].get((key, end_s)), got["low"].get((key, end_s))
-            start_s = max(self.q.start_s, end_s - _HOUR_S)
-            parts.append(
-                CardPart(*key, start_s, end_s, n, errors,
-                         None if top is None else round(top * scale),
-                         None if low is None else round(low * scale))
-            )  # fmt: skip
             self.seen.add(key)
+            most = None if top is None else round(top * scale)
+            parts.append(CardPart(*key, q.start_s, q.end_s, n, failed, most, None))
+        for (key, end_s), low in sorted(lows.items()):
+            if key in self.seen:
+                start_s = max(q.start_s, end_s - _HOUR_S)
+                parts.append(CardPart(*key, start_s, end_s, 0, 0, None, round(low * scale)))
         return parts
 
-    def _by_part(self, template: str) -> dict[tuple[tuple[str, int], int], float]:
-        """`template` (RANGE standing for each part's range) by (card, end of its part); of
-        several series of one card, the lowest where RANGE is under `min_`, else the highest."""
+    def _hourly_low(self) -> dict[tuple[tuple[str, int], int], float]:
+        """Each card's least free by (card, end of its hour): the window's hours counted back from
+        its end (a shorter first where the window is not whole hours), `min_over_time` of each
+        at step=1h, and one instant query for the first; of several series of a card, the least."""
         q = self.q
-        pick = min if template.startswith("min_") else max
+        free = self._metric(m.CARD_FREE, DCGM_FREE)
         full, first = divmod(q.end_s - q.start_s, _HOUR_S)
         out: dict[tuple[tuple[str, int], int], float] = {}
 
         def put(labels: Labels, end_s: int, value: float) -> None:
             key = _card(labels)
             if key is not None:
-                held = out.get((key, end_s))
-                out[(key, end_s)] = value if held is None else pick(held, value)
+                out[(key, end_s)] = min(value, out.get((key, end_s), value))
 
         if full:
-            expr = template.replace("RANGE", f"[{_HOUR_S * 1000 - 1}ms]")
+            expr = f"min_over_time({free}[{_HOUR_S * 1000 - 1}ms])"
             begin = q.start_s + first + _HOUR_S - 0.001
             for labels, points in self.client.range(expr, begin, q.end_s - 0.001, _HOUR_S):
                 for t, v in points:
                     put(labels, round(t + 0.001), v)
         if first:
-            expr = template.replace("RANGE", f"[{first * 1000 - 1}ms]")
+            expr = f"min_over_time({free}[{first * 1000 - 1}ms])"
             for labels, value in self.client.instant(expr, q.start_s + first - 0.001):
                 put(labels, q.start_s + first, value)
         return out

@@ -269,9 +269,12 @@ def test_one_history_from_the_ledger_and_from_prometheus(fleet: tuple[str, Path,
         moments = list(sql.moments("fl-00", start, end))
         rollups = sql.rollups("fl-00", start, end)
     assert len(moments) == 120 and moments[0].taken_at == start
+    # Prometheus keeps no command lines; a moment arrived when it was first scraped, at its
+    # snapshot's time in this fleet (the ledger, filled by append_rows, records no arrival).
     without_lines = [
         replace(
             moment,
+            arrived_at=moment.taken_at,
             cards=tuple(
                 replace(c, processes=tuple(replace(p, cmdline=None) for p in c.processes))
                 for c in moment.cards

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from inventory.history.figures import (
+    CardPart,
+    CardUsage,
     Holder,
     ReserveBreaches,
     SeatUsage,
     breaches_of,
+    card_usage,
     ranked_holders,
     seat_rows,
 )
@@ -58,4 +63,62 @@ def test_seat_rows_join_the_parts_and_sort_by_host_seat_card() -> None:
         SeatUsage("h1", 0, "b", 1, 5, 5, 5, 4, None),
         SeatUsage("h1", 1, "b", 2, 7, 8, 8, None, None),
         SeatUsage("h2", 0, "a", 3, 10, 12, 13, 9, 12),
+    ]
+
+
+class Cards:
+    """A source answering `card_usage`'s questions from literal parts and samples, recording them."""
+
+    def __init__(self, parts: list[CardPart], used: dict[tuple[str, int], list[int]]) -> None:
+        self.parts, self.used = parts, used
+        self.asked: list[object] = []
+
+    def card_parts(self) -> list[CardPart]:
+        return self.parts
+
+    def first_lowest_free(
+        self, wanted: Mapping[tuple[str, int], tuple[int, int, int]]
+    ) -> dict[tuple[str, int], int]:
+        self.asked.append(dict(wanted))
+        return {key: start + 60 for key, (start, _, _) in wanted.items()}
+
+    def used_at_ranks(
+        self, wanted: Mapping[tuple[str, int], tuple[int, Sequence[int]]]
+    ) -> dict[tuple[str, int], tuple[int, ...]]:
+        self.asked.append(dict(wanted))
+        return {
+            k: tuple(sorted(self.used[k])[r - 1] for r in ranks) for k, (_, ranks) in wanted.items()
+        }
+
+    def nvml_v1_cards(self) -> set[tuple[str, int]]:
+        return {("h", 1)}
+
+    def unexplained_max(self) -> dict[tuple[str, int], tuple[int | None, int | None]]:
+        return {("h", 0): (3 * GIB, 7200)}
+
+
+def test_card_figures_sum_counts_and_date_the_least_free_in_its_earliest_part() -> None:
+    # Card 0: counted over the window, its least free bounded per hour; 5 GiB is the least in
+    # hours 1 and 2, so it is dated in hour 1. Card 1: two parts both counting, one card in
+    # error only (card 2): no figure but its errors.
+    used = {("h", 0): [GIB * v for v in range(1, 21)], ("h", 1): [GIB, 2 * GIB, 4 * GIB]}
+    parts = [
+        CardPart("h", 0, 0, 10800, 20, 1, 20 * GIB, None),
+        CardPart("h", 0, 0, 3600, 0, 0, None, 9 * GIB),
+        CardPart("h", 0, 3600, 7200, 0, 0, None, 5 * GIB),
+        CardPart("h", 0, 7200, 10800, 0, 0, None, 5 * GIB),
+        CardPart("h", 1, 3600, 7200, 1, 0, 4 * GIB, 8 * GIB),
+        CardPart("h", 1, 0, 3600, 2, 0, 2 * GIB, 6 * GIB),
+        CardPart("h", 2, 0, 10800, 0, 4, None, None),
+    ]
+    source = Cards(parts, used)
+    assert card_usage(source) == [
+        # p50 of 20 is rank 10, p95 rank 19; card 1's p50 of 3 is rank 2, p95 rank 3.
+        CardUsage("h", 0, 20, 1, 10 * GIB, 19 * GIB, 20 * GIB, 5 * GIB, 3660, 3 * GIB, 7200, False),
+        CardUsage("h", 1, 3, 0, 2 * GIB, 4 * GIB, 4 * GIB, 6 * GIB, 60, 0, None, True),
+        CardUsage("h", 2, 0, 4, None, None, None, None, None, None, None, False),
+    ]
+    assert source.asked == [
+        {("h", 0): (3600, 7200, 5 * GIB), ("h", 1): (0, 3600, 6 * GIB)},
+        {("h", 0): (20, (10, 19)), ("h", 1): (3, (2, 3))},
     ]
