@@ -88,9 +88,13 @@ class WindowPlan:
         return self.settings.for_host(problem.snapshot(host).taken_at)
 
     def card_windows(self, problem: Problem) -> dict[tuple[str, int], CardWindow]:
-        """Each usable card's window for a seat nothing names (room now, at the percentile)."""
+        """Each usable card's window for a seat nothing names (room now, at the percentile), on
+        the hosts some planned seat may use (no other card is proposed on or tried)."""
+        wanted = {host for new in problem.seats for host in problem.eligible_hosts(new.name)}
         out: dict[tuple[str, int], CardWindow] = {}
         for snapshot in problem.snapshots:
+            if snapshot.host not in wanted:
+                continue
             rules = self.rules(problem, snapshot.host)
             found = open_windows_history(problem.catalogue, snapshot, self.history, rules)
             for window in (card for seat in found for card in seat.cards):
