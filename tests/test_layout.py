@@ -332,11 +332,23 @@ def _docstrings(tree: ast.AST) -> set[int]:
 
 
 def _kinds_in(node: ast.expr) -> list[str]:
-    """Engine kinds written as a literal, alone or inside a tuple, list or set literal."""
+    """Engine kinds written as a literal, alone or inside a tuple, list or set literal, as a
+    fallback (`kind or "vllm"`, `… if … else "vllm"`), or as a mapping's `kind` or `engine`."""
     if isinstance(node, ast.Constant) and node.value in ENGINE_KINDS:
         return [str(node.value)]
     if isinstance(node, ast.Tuple | ast.List | ast.Set):
         return [kind for element in node.elts for kind in _kinds_in(element)]
+    if isinstance(node, ast.BoolOp):
+        return [kind for value in node.values for kind in _kinds_in(value)]
+    if isinstance(node, ast.IfExp):
+        return [*_kinds_in(node.body), *_kinds_in(node.orelse)]
+    if isinstance(node, ast.Dict):
+        return [
+            kind
+            for key, value in zip(node.keys, node.values, strict=True)
+            if isinstance(key, ast.Constant) and key.value in ("kind", "engine")
+            for kind in _kinds_in(value)
+        ]
     return []
 
 
@@ -469,10 +481,12 @@ def engine_doors_outside(root: Path) -> list[str]:
                     values += [d for d in (*node.defaults, *node.kw_defaults) if d is not None]
                 elif isinstance(node, ast.Call):
                     values += node.args
+                elif isinstance(node, ast.Dict):
+                    values.append(node)  # `{"kind": "vllm"}` wherever it is written
                 for value in values:
                     for kind in _kinds_in(value):
                         found.append(f"{module}:{value.lineno}: names kind {kind!r}")
-    return sorted(found, key=lambda text: (text.split(":")[0], int(text.split(":")[1]), text))
+    return sorted(set(found), key=lambda t: (t.split(":")[0], int(t.split(":")[1]), t))
 
 
 def test_no_module_outside_the_engines_opens_an_engines_own_module() -> None:
@@ -496,7 +510,8 @@ def test_the_engine_door_scan_finds_what_it_forbids(tmp_path: Path) -> None:
         '    engine: str | None = "vllm"\n'
         'def f(kind="sglang", *, other="tgi"):\n'
         '    default = "ollama"\n'
-        '    return engine("trtllm"), {"kind": "llamacpp"}\n',
+        '    kind = service.engine or "tgi"\n'
+        '    return engine("trtllm"), {"kind": "llamacpp"}, {"name": "vllm"}\n',
         encoding="utf-8",
     )
     assert engine_doors_outside(tmp_path) == [
@@ -507,7 +522,10 @@ def test_the_engine_door_scan_finds_what_it_forbids(tmp_path: Path) -> None:
         "placement.check.bad:8: names kind 'sglang'",
         "placement.check.bad:8: names kind 'tgi'",
         "placement.check.bad:9: names kind 'ollama'",
-        "placement.check.bad:10: names kind 'trtllm'",
+        "placement.check.bad:10: names kind 'tgi'",
+        # A mapping's engine kind is a default too; another key's value is only a name.
+        "placement.check.bad:11: names kind 'llamacpp'",
+        "placement.check.bad:11: names kind 'trtllm'",
     ]
 
 

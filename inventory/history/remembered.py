@@ -50,18 +50,6 @@ class RememberedHistory:
             found = self._rollups[key] = self.history.rollups(host, start, end)
         return found
 
-    def remember(self, host: str, hour_s: int, moments: list[Moment]) -> None:
-        """The whole hour's moments of `host` (every card), read elsewhere (a fleet's reads)."""
-        self._hours[(host, hour_s)] = moments
-
-    def remember_times(
-        self, host: str, start: datetime, end: datetime, times: list[tuple[int, int | None]]
-    ) -> None:
-        self._times[(host, _s(start), _s(end))] = times
-
-    def remember_rollups(self, host: str, start: datetime, end: datetime, found: Rollups) -> None:
-        self._rollups[(host, _s(start), _s(end))] = found
-
     def moments(
         self, host: str, start: datetime, end: datetime, cards: Sequence[int] | None = None
     ) -> Iterator[Moment]:

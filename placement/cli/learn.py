@@ -164,27 +164,22 @@ def _config_per_token(seat: Any, folder: str | None) -> tuple[int, str] | None:
 
 def _refuse_impossible(profile: Any, log_total: Any, source: str, card_total: int | None) -> None:
     """Exit 2 when a figure is negative or past the card (the host's, else the log's own)."""
-    from placement.cli.learn_log import Checked, impossible
+    from placement.cli.learn_log import checked, refuse_impossible
 
     card, where = card_total, "the host's card_total"
     if card is None and log_total is not None:
         card, where = log_total.value, f"the card the log names (line {log_total.line_no})"
-    checked = [
-        Checked(name, figure.value, figure.line_no)
-        for name, figure in (
+    figures = checked(
+        (
             ("weights", profile.weights),
             ("non_kv", profile.non_kv),
             ("cuda_graphs", profile.cuda_graphs),
             ("KV cache", profile.kv),
             ("kv_bytes_per_token", profile.kv_bytes_per_token),
         )
-        if figure is not None
-    ]
-    why = impossible(checked, card, f"{where} ({format_bytes(card)})" if card else "")
-    if why is not None:
-        raise BadInputError(
-            f"{escaped(source)}: {why}: no vLLM start-up prints that; is this the seat's own log?"
-        )
+    )
+    where = f"{where} ({format_bytes(card)})" if card else ""
+    refuse_impossible(figures, card, where, source, "vLLM")
 
 
 def _figure(figure: Any) -> dict[str, Any] | None:

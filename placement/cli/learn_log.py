@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from placement.cli.notes_text import note_texts
@@ -102,56 +102,47 @@ def start_up_note(start: StartUp, title: str) -> str | None:
 # card's size (the largest cards today hold 288 GB).
 MAX_CARD_BYTES = 2**40
 
-
-@dataclass(frozen=True)
-class Checked:
-    """One figure `learn` would print, for `impossible`: its name, bytes and the line it came
-    from (0 where it was derived)."""
-
-    name: str
-    value: int
-    line_no: int
+# One figure `learn` would print: its name, bytes and the line it came from (0 where derived).
+Checked = tuple[str, int, int]
 
 
-def impossible(figures: Iterable[Checked], card_bytes: int | None, card: str) -> str | None:
-    """Why a figure could not have been printed by an engine that ran: negative, or past the
-    card's size (`card_bytes`, described by `card`; MAX_CARD_BYTES where none is known).
-    None when every figure is possible."""
+def refuse_impossible(
+    figures: Iterable[Checked], card_bytes: int | None, card: str, source: str, title: str
+) -> None:
+    """Exit 2 when a figure could not have been printed by an engine that ran: negative, or past
+    the card's size (`card_bytes`, described by `card`; MAX_CARD_BYTES where none is known)."""
     limit = card_bytes if card_bytes is not None else MAX_CARD_BYTES
     where = card if card_bytes is not None else f"any card ({format_bytes(MAX_CARD_BYTES)})"
-    for figure in figures:
-        at = f"line {figure.line_no}: " if figure.line_no else ""
-        if figure.value < 0:
-            return f"{at}{figure.name} is {figure.value:,} B, below zero"
-        if figure.value > limit:
-            return (
-                f"{at}{figure.name} is {figure.value:,} B ({format_bytes(figure.value)}), "
-                f"past {where}"
-            )
-    return None
+    for name, value, line_no in figures:
+        at = f"line {line_no}: " if line_no else ""
+        if 0 <= value <= limit:
+            continue
+        raise BadInputError(
+            f"{escaped(source)}: {at}{name} is {value:,} B"
+            + (", below zero" if value < 0 else f" ({format_bytes(value)}), past {where}")
+            + f": no {title} start-up prints that; is this the seat's own log?"
+        )
 
 
-def refuse_impossible(learned: Learned, source: str, title: str, card_total: int | None) -> None:
+def checked(named: Iterable[tuple[str, Any]]) -> list[Checked]:
+    """(name, bytes, line) of each figure given (a LogFigure or vLLM's Figure), None left out."""
+    return [(name, f.value, f.line_no) for name, f in named if f is not None]
+
+
+def refuse_learned(learned: Learned, source: str, title: str, card_total: int | None) -> None:
     """Exit 2 when a byte figure is negative or past the card (the host's card_total)."""
-    checked = [
-        Checked(name, figure.value, figure.line_no)
-        for name, figure in (
+    figures = checked(
+        (
             ("weights", learned.weights),
             ("non_kv", learned.non_kv),
             ("KV cache", learned.kv),
             ("kv_bytes_per_token", learned.per_token),
         )
-        if figure is not None
-    ]
+    )
     if learned.per_token is None and learned.kv_bytes_per_token is not None:
-        checked.append(Checked("kv_bytes_per_token", learned.kv_bytes_per_token, 0))
+        figures.append(("kv_bytes_per_token", learned.kv_bytes_per_token, 0))
     where = f"the host's card_total ({format_bytes(card_total)})" if card_total else ""
-    why = impossible(checked, card_total, where)
-    if why is not None:
-        raise BadInputError(
-            f"{escaped(source)}: {why}: no {title} start-up prints that; is this the seat's "
-            "own log?"
-        )
+    refuse_impossible(figures, card_total, where, source, title)
 
 
 def _value(figure: LogFigure | None) -> int | None:
@@ -263,7 +254,7 @@ def run_log(
         learned = replace(
             learned, per_token=LogFigure("kv_bytes_per_token", per_token[0], 0, per_token[1])
         )
-    refuse_impossible(learned, source, title, card_total)
+    refuse_learned(learned, source, title, card_total)
     if json_out:
         print(json.dumps(as_json(seat.name, learned, start), indent=2))
     else:
