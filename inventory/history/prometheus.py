@@ -165,7 +165,7 @@ class PrometheusHistory:
 
     def _moment_series(self, host: str, start_s: int, end_s: int) -> dict[str, Matrix]:
         """The samples of each of MOMENT_METRICS of `host` scraped in [start_s, end_s), by metric
-        (as `range.moment_series`, its host's queries found once)."""
+        (its host's queries found once)."""
         q = self._host_queries(host, start_s, end_s)
         if q is None:
             return {}

@@ -410,27 +410,6 @@ def host_queries(
     return _group_queries(base, [host], found[1], host_label)
 
 
-def moment_series(
-    client: PromClient, host: str, start_s: int, end_s: int, host_label: str | None = None
-) -> dict[str, Matrix]:
-    """The samples of each of MOMENT_METRICS of `host` scraped in [start_s, end_s), by metric
-    name; none where the host has no gpuplan series there."""
-    q = host_queries(client, host, start_s, end_s, host_label)
-    if q is None:
-        return {}
-    with ThreadPoolExecutor(max_workers=len(MOMENT_METRICS)) as pool:
-        # A card's figures from up to Prometheus's lookback before the window too: an instant
-        # query at its first moment would find them there.
-        wider = f"[{(end_s - start_s + LOOKBACK_S) * 1000 - 1}ms]"
-        asked = {
-            metric: pool.submit(
-                client.raw, f"{q.sel(metric)}{q.rng if metric in _EXACT else wider}", q.at
-            )
-            for metric in MOMENT_METRICS
-        }
-        return {metric: future.result() for metric, future in asked.items()}
-
-
 # --- loading ----------------------------------------------------------------------------
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from inventory.snapshot import Snapshot
+from inventory.snapshot import Snapshot, format_utc
 from placement.fit.week.model import Forecast
 from placement.fit.week.prune import rooms_now
 from placement.fit.week.stats import forecast
@@ -131,4 +131,4 @@ def hourly_window(
 
 
 def _utc(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return None if moment is None else format_utc(moment)
