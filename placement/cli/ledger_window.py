@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from placement.check.window import WindowOptions
     from placement.fit.week import CardWindow, SeatWindow
     from placement.fit.week.hourly import HourlyCard, HourlyWindow
+    from placement.fit.week.model import WindowWarning
     from seats.model import Catalogue
 
 
@@ -53,7 +54,12 @@ class HostRooms:
                 )
             },
             "cards": [card.to_json() for card in self.cards],
+            "warnings": [w.to_json() for w in self.unknowns()],
         }
+
+    def unknowns(self) -> list[WindowWarning]:
+        """What the history could not know of the host (`history_source.with_unknowns`)."""
+        return [w for w in self.window.warnings if w.kind == "command_lines"]
 
 
 def host_rooms(
@@ -67,6 +73,17 @@ def host_rooms(
         return rooms_of(catalogue, history, snapshots, options_of(args))
 
 
+def unknown_texts(rooms: Sequence[HostRooms | HourlyWindow]) -> list[str]:
+    """What each replayed host's history could not know, in `check`'s words."""
+    from placement.cli.window_text import warning_texts
+
+    out: list[str] = []
+    for host in rooms:
+        if isinstance(host, HostRooms) and host.unknowns():
+            out.extend(warning_texts(replace(host.window, warnings=tuple(host.unknowns()))))
+    return out
+
+
 def rooms_of(
     catalogue: Catalogue,
     history: object,
@@ -77,6 +94,7 @@ def rooms_of(
     without rollups is replayed moment by moment), but hosts whose raw moments start after the
     window's start, judged on their hourly rollups, all of them in one read."""
     from inventory.attribution import attribute
+    from placement.cli.history_source import with_unknowns
     from placement.fit.week import WindowRules
     from placement.fit.week.hourly import hourly_window
     from placement.fit.week.prune import open_windows_history, rooms_now
@@ -123,7 +141,8 @@ def rooms_of(
         windows_of = open_windows_history(catalogue, attributed, history, rules, needs=needs)
         cards = tuple(c for w in windows_of for c in w.cards)
         if windows_of:
-            found[snapshot.host] = HostRooms(snapshot.host, windows_of[0], cards)
+            window = with_unknowns(history, windows_of[0])
+            found[snapshot.host] = HostRooms(snapshot.host, window, cards)
     return [found[s.host] for s in snapshots if s.host in found]
 
 
