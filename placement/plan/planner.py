@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from inventory.snapshot import Snapshot, format_utc
 from placement.fit.card import CardKey, CardModel
 from placement.fit.consistency import check_snapshots
-from placement.fit.engines.note import Said, fact_json
+from placement.fit.engines.note import Note, Said, fact_json
 from placement.fit.kv import need_floored, seat_cuda_context, with_need_floors
 from placement.fit.verdict import Verdict
 from placement.fit.verify import (
@@ -24,7 +24,7 @@ from placement.plan.approved import approved_holds, approved_verdicts
 from placement.plan.bound import LevelBound, level_bounds
 from placement.plan.cards import PlanCardRow, card_rows
 from placement.plan.explain import SUMMARY_PLACES, ExplainClasses, explain_refusal, summarise
-from placement.plan.greedy import greedy_assignment, has_eligible_host
+from placement.plan.greedy import best_fit_levels, greedy_assignment, has_eligible_host
 from placement.plan.most import most_seats
 from placement.plan.problem import (
     Problem,
@@ -178,7 +178,7 @@ def plan(
     floored = with_need_floors(catalogue)
     catalogue = floored.catalogue
     warnings += floored.warnings
-    raised = [(o, need_floored(seat, seat_cuda_context(catalogue, seat))) for o, seat in adds]
+    raised = _floored_adds(catalogue, adds)
     warnings += [warning for _, (_, warning) in raised if warning]
     adds = [(origin, seat) for origin, (seat, _) in raised]
     every = new_seats(catalogue, adds)
@@ -263,6 +263,21 @@ def plan(
         bounds=bounds,
         windows=settled.windows if settled is not None else {},
     )
+
+
+def _floored_adds(
+    catalogue: Catalogue, adds: Sequence[tuple[str, Seat]]
+) -> list[tuple[str, tuple[Seat, Note | None]]]:
+    """Each added seat with its resident raised to its need floor (`need_floored`), and why."""
+    contexts: dict[str | None, int] = {}  # by the seat's host: a fleet's adds name few
+
+    def context(seat: Seat) -> int:
+        found = contexts.get(seat.host)
+        if found is None:
+            found = contexts[seat.host] = seat_cuda_context(catalogue, seat)
+        return found
+
+    return [(origin, need_floored(seat, context(seat))) for origin, seat in adds]
 
 
 @dataclass
@@ -413,18 +428,25 @@ def _most_greedy(
     problem: Problem, first: Assignment, weights: Mapping[str, float]
 ) -> tuple[Assignment, str]:
     """The best of first fit, best fit and the smallest-seats search (`placement.plan.most`)."""
-    fallback, named = _better_greedy(problem, first, weights)
-    most = most_seats(problem)
+    # One best-fit pass, kept level by level: the search reads the levels it would pack alike.
+    run = best_fit_levels(problem)
+    fallback, named = _better_greedy(problem, first, weights, run.placed)
+    most = most_seats(problem, run)
     if score(most, weights) > score(fallback, weights):
         return most, "the smallest-seats-first search's"
     return fallback, named
 
 
 def _better_greedy(
-    problem: Problem, first: Assignment, weights: Mapping[str, float]
+    problem: Problem,
+    first: Assignment,
+    weights: Mapping[str, float],
+    best: Assignment | None = None,
 ) -> tuple[Assignment, str]:
-    """The fallback placement: best-fit-decreasing where it places more, else first-fit's (`first`)."""
-    best = greedy_assignment(problem, fit="best")
+    """The fallback placement: best-fit-decreasing (`best`, else packed here) where it places
+    more, else first-fit's (`first`)."""
+    if best is None:
+        best = greedy_assignment(problem, fit="best")
     if score(best, weights) > score(first, weights):
         return best, "best-fit-decreasing"
     return first, "first-fit-decreasing"
