@@ -25,7 +25,6 @@ from inventory.history.figures import (
     chart_buckets,
     foreign_usage,
     seat_usage,
-    unexplained_cards,
 )
 from inventory.history.model import (
     CardHour,
@@ -233,13 +232,15 @@ class PrometheusHistory:
         running_seats: Sequence[tuple[str, str]],
         lookback_s: int,
         on_spans: Callable[[dict[str, HostSpan]], None] | None = None,
+        charts: bool = True,
     ) -> PrometheusWindow:
-        """The report's figures of `hosts` over [start_s, end_s) (see `range.load_window`)."""
+        """The report's figures of `hosts` over [start_s, end_s) (see `range.load_window`);
+        without `charts`, no chart bucket is asked."""
         answers = load_window(
             self.client, hosts, start_s, end_s, step_s=self.step_s, chart_step_s=chart_step_s,
             segment_s=segment_s, reserves=reserves, running_seats=running_seats,
             lookback_s=lookback_s, card_figures=card_usage, seat_figures=seat_usage,
-            unexplained_cards=unexplained_cards, host_label=self.host_label, on_spans=on_spans,
+            host_label=self.host_label, on_spans=on_spans, charts=charts,
         )  # fmt: skip
         return PrometheusWindow(answers)
 
