@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from inventory.snapshot import Snapshot, format_utc
@@ -119,14 +119,18 @@ class PlanResult:
 
 def _verdict_json(verdict: Verdict, explain: str) -> dict[str, Any]:
     """A seat's VERDICT; a long refusal cut to its summary unless `explain` is "all"."""
-    data = verdict.to_json()
     summary = summarise(verdict) if explain == "summary" and not verdict.passed else None
-    if summary is not None:
-        data["reasons"] = [reason.to_json() for reason in summary.reasons]
-        data["reason_counts"] = summary.counts
-        if len(verdict.nearest) > SUMMARY_PLACES:
-            data["nearest"] = [fact_json(n) for n in verdict.nearest[:SUMMARY_PLACES]]
-            data["nearest_count"] = len(verdict.nearest)
+    if summary is None:
+        return verdict.to_json()
+    # The summary's reasons only: a long refusal's others are not written out (explain.py).
+    data = Verdict(
+        **{f.name: getattr(verdict, f.name) for f in fields(Verdict) if f.name != "reasons"}
+    ).to_json()
+    data["reasons"] = [reason.to_json() for reason in summary.reasons]
+    data["reason_counts"] = summary.counts
+    if len(verdict.nearest) > SUMMARY_PLACES:
+        data["nearest"] = [fact_json(n) for n in verdict.nearest[:SUMMARY_PLACES]]
+        data["nearest_count"] = len(verdict.nearest)
     return data
 
 
