@@ -191,16 +191,27 @@ class PrometheusHistory:
             commands=tuple(sorted((*bounds.commands, *raw.commands), key=_command_order)),
         )
 
-    def hour_bounds(self, host: str, start: datetime, end: datetime) -> HourBounds:
+    def hour_bounds(
+        self, host: str, start: datetime, end: datetime, *, undated: bool = False
+    ) -> HourBounds:
         """The hours of [start, end) that Prometheus's hourly aggregates decide, as rollups, and
-        the hours they cannot decide (`raw_hours`: read them with `moments_in_hours`)."""
+        the hours they cannot decide (`raw_hours`: read them with `moments_in_hours`). With
+        `undated`, an hour whose only want is when its extremes fell is given, not dated."""
         start_s, end_s = _s(start), _s(end)
         if end_s <= start_s:
             return HourBounds((), (), ())
         found = host_hours(self.client, host, start_s, end_s, self.host_label)
         if found is None:
             return HourBounds((), (), ())
-        return decide_hours(found, start_s, end_s)
+        return decide_hours(found, start_s, end_s, undated=undated)
+
+    def bounds(self, host: str, start: datetime, end: datetime) -> Rollups:
+        """`host`'s hourly bounds of [start, end) from the aggregates alone, no raw read: each
+        hour `hour_bounds` decides, and each hour whose card free or group bytes moved (its
+        least and most known, not when: `dated` False); an hour neither is absent. What the
+        pruned replay reads first (`placement.fit.week.prune`); `rollups` dates every hour."""
+        found = self.hour_bounds(host, start, end, undated=True)
+        return Rollups(cards=found.cards, commands=found.commands)
 
     def moments_in_hours(
         self,
@@ -395,7 +406,9 @@ class HourBounds:
     raw_hours: tuple[datetime, ...]
 
 
-def decide_hours(found: HostHours, start_s: int, end_s: int) -> HourBounds:
+def decide_hours(
+    found: HostHours, start_s: int, end_s: int, *, undated: bool = False
+) -> HourBounds:
     """Each hour of [start_s, end_s) as rollups where its aggregates tell exactly what `hourly`
     of its moments would, else listed as raw.
 
@@ -405,7 +418,8 @@ def decide_hours(found: HostHours, start_s: int, end_s: int) -> HourBounds:
     are those of the hour before (an instant read at the hour's first moment sees those); and
     every seat's (or the unclaimed processes') bytes on a card are one series, present at every
     scrape. The earliest moment of an extreme is the hour's first when the series stayed level;
-    a series that moved within the hour needs its raw moments to say when.
+    a series that moved within the hour needs its raw moments to say when (with `undated`, its
+    rollup is given without that: `dated` False).
     """
     series = found.series
     stamps = _one(series.get(m.SNAPSHOT_TIMESTAMP, []))
@@ -418,7 +432,7 @@ def decide_hours(found: HostHours, start_s: int, end_s: int) -> HourBounds:
         n = stamps.count.get(hour, 0) if stamps else 0
         if n == 0 and not _spills_back(stamps, hour + HOUR_S) and not _spills_on(stamps, hour):
             continue  # no moment in this hour
-        decided = _decide(host, hour, n, stamps, found.changes, per_hour, start_s, end_s)
+        decided = _decide(host, hour, n, stamps, found.changes, per_hour, start_s, end_s, undated)
         if decided is None:
             raw.append(hour)
             continue
@@ -468,6 +482,7 @@ def _decide(
     per_hour: _PerHour,
     start_s: int,
     end_s: int,
+    undated: bool = False,
 ) -> tuple[list[CardHour], list[CommandHour]] | None:
     """One hour's rollups from its aggregates, None where they cannot tell (see `decide_hours`)."""
     if stamps is None or hour < start_s or hour + HOUR_S > end_s:
@@ -481,10 +496,10 @@ def _decide(
         return None  # a snapshot scraped twice
     now, before = per_hour.get(hour, {}), per_hour.get(hour - HOUR_S, {})
     first = _utc(round(low))
-    cards = _card_hours(host, hour, n, first, now, before)
+    cards = _card_hours(host, hour, n, first, now, before, undated)
     if cards is None:
         return None
-    commands = _command_hours(host, hour, n, first, now.get(m.PROCESS_USED, {}), cards)
+    commands = _command_hours(host, hour, n, first, now.get(m.PROCESS_USED, {}), cards, undated)
     return None if commands is None else (cards, commands)
 
 
@@ -495,6 +510,7 @@ def _card_hours(
     first: datetime,
     now: Mapping[str, Mapping[int, list[SeriesHours]]],
     before: Mapping[str, Mapping[int, list[SeriesHours]]],
+    undated: bool = False,
 ) -> list[CardHour] | None:
     """Each card's hour: read at every scrape, never in error, level free (its first moment is
     then the lowest's); None otherwise, or where the cards differ from the hour before's."""
@@ -513,10 +529,12 @@ def _card_hours(
         if read[0].count.get(hour) != n or left[0].count.get(hour) != n:
             return None
         lowest, highest = left[0].low[hour], left[0].high[hour]
-        if lowest != highest:
+        level = lowest == highest
+        if not level and not undated:
             return None  # when it was lowest needs its moments
         top = round(read[0].high[hour])
-        cards.append(CardHour(host, gpu, _utc(hour), n, 0, round(lowest), first, top))
+        at = first if level else None
+        cards.append(CardHour(host, gpu, _utc(hour), n, 0, round(lowest), at, top, dated=level))
     return cards
 
 
@@ -527,6 +545,7 @@ def _command_hours(
     first: datetime,
     processes: Mapping[int, list[SeriesHours]],
     cards: list[CardHour],
+    undated: bool = False,
 ) -> list[CommandHour] | None:
     """Each seat's (and the unclaimed processes') hour on a card: one series, at every scrape,
     level; None otherwise (several processes are summed per moment, which only moments tell)."""
@@ -543,12 +562,16 @@ def _command_hours(
             if len(members) != 1 or members[0].count.get(hour) != n:
                 return None
             one = members[0]
-            if one.low[hour] != one.high[hour]:
+            level = one.low[hour] == one.high[hour]
+            if not level and not undated:
                 return None
-            held = round(one.low[hour])
+            low, high = round(one.low[hour]), round(one.high[hour])
             commands.append(
-                CommandHour(host, gpu, _utc(hour), seat or None, None, n, held, first, held, first)
-            )
+                CommandHour(
+                    host, gpu, _utc(hour), seat or None, None, n, low, first, high, first,
+                    dated=level,
+                )
+            )  # fmt: skip
     return commands
 
 
