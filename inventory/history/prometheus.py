@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from inventory.history.figures import (
     CardBuckets,
@@ -33,7 +33,15 @@ from inventory.history.model import (
 )
 from inventory.history.rollup import hourly
 from inventory.prometheus import metrics as m
-from inventory.prometheus.hours import HOUR_S, HostHours, SeriesHours, host_hours
+from inventory.ledger.fleet_rooms import DAY_S, DailyRoom
+from inventory.prometheus.hours import (
+    HOUR_S,
+    HostHours,
+    SeriesHours,
+    host_hours,
+    recorded_hours,
+    recorded_offset,
+)
 from inventory.prometheus.range import (
     LOOKBACK_S,
     MOMENT_METRICS,
@@ -46,7 +54,7 @@ from inventory.prometheus.range import (
     host_queries,
     load_window,
 )
-from inventory.prometheus.reader import DCGM_FREE, Fleet, read_fleet
+from inventory.prometheus.reader import DCGM_FREE, HOST_LABELS, Fleet, host_of, read_fleet
 
 if TYPE_CHECKING:
     from inventory.prometheus.range import _Queries
@@ -80,6 +88,8 @@ class PrometheusHistory:
 
     # What the exporter's series never carry: the window says so rather than guess it.
     keeps_command_lines = False
+    # What keeps the rollups a fleet's window is judged on where raw samples no longer reach.
+    recorded_rollups = "hourly rollups recorded by Prometheus (gpuplan rules)"
 
     def __init__(self, client: PromClient, *, step_s: int = 60, host_label: str | None = None):
         self.client = client
@@ -212,6 +222,65 @@ class PrometheusHistory:
         pruned replay reads first (`placement.fit.week.prune`); `rollups` dates every hour."""
         found = self.hour_bounds(host, start, end, undated=True)
         return Rollups(cards=found.cards, commands=found.commands)
+
+    def raw_kept_in(self, start: datetime, end: datetime) -> dict[str, datetime]:
+        """host → its first raw snapshot up to `end`, for every host whose raw samples start an
+        hour or more after `start` while `gpuplan rules` kept rollups (`ledger --window` judges
+        those on the recorded rollups, as the ledger's compacted hosts on theirs); {} where no
+        rule recorded anything."""
+        end_s = _s(end)
+        if recorded_offset(self.client, end_s) is None:
+            return {}
+        labels = (self.host_label,) if self.host_label else (*HOST_LABELS, "instance")
+        span = f"[{(end_s - _s(start) + LOOKBACK_S) * 1000}ms]"
+        found = self.client.instant(
+            f"min by ({', '.join(labels)}) (min_over_time({m.SNAPSHOT_TIMESTAMP}{span}))", end_s
+        )
+        out: dict[str, datetime] = {}
+        for series, first in found:
+            host = host_of(series, self.host_label)
+            if host is not None and first >= _s(start) + HOUR_S:
+                seen = out.get(host)
+                out[host] = min(seen, _utc(int(first))) if seen else _utc(int(first))
+        return out
+
+    def daily_rooms(self, windows: Mapping[str, tuple[datetime, datetime]]) -> list[DailyRoom]:
+        """For every host of `windows` (host → (start, end)) at once, from the rollups `gpuplan
+        rules` recorded: per card and 24 h bucket ending at its end, the least free and the end
+        of the recorded hour holding it (the earliest of equals; `dated` False: the hour, not the
+        moment), the hours and the samples seen. Each hour is the rule's own window `[t − 1 h,
+        t]` of scrape times, t the same second past each clock hour, lying whole in [start, end]
+        and counted in the bucket holding t; two range queries."""
+        if not windows:
+            return []
+        first = min(_s(a) for a, _ in windows.values())
+        last = max(_s(b) for _, b in windows.values())
+        offset = recorded_offset(self.client, last)
+        if offset is None:
+            return []
+        found = recorded_hours(self.client, m.CARD_FREE, ("min", "count"), first, last, offset)
+        rows: dict[tuple[str, int, int], list[Any]] = {}
+        for labels, by_fn in found.series:
+            host, gpu = host_of(labels, self.host_label), labels.get("gpu", "")
+            if host is None or host not in windows or not gpu.isdigit():
+                continue
+            start_s, stop_s = (_s(x) for x in windows[host])
+            counts = by_fn.get("count", {})
+            for t, low in sorted(by_fn.get("min", {}).items()):
+                closed = round(t)
+                if closed - HOUR_S < start_s or closed > stop_s:
+                    continue
+                # A recorded hour is in the bucket of its end: its moments end there.
+                k = (stop_s - 1 - closed) // DAY_S
+                row = rows.setdefault((host, int(gpu), k), [None, None, 0, 0])
+                if row[0] is None or low < row[0]:
+                    row[0], row[1] = low, closed
+                row[2] += 1
+                row[3] += round(counts.get(t, 0))
+        return [
+            DailyRoom(host, card, k, round(r[0]), r[1], r[2], r[3], 0, dated=False)
+            for (host, card, k), r in sorted(rows.items())
+        ]
 
     def moments_in_hours(
         self,
