@@ -32,8 +32,8 @@ from inventory.history.model import (
     Rollups,
 )
 from inventory.history.rollup import hourly
-from inventory.prometheus import metrics as m
 from inventory.ledger.fleet_rooms import DAY_S, DailyRoom
+from inventory.prometheus import metrics as m
 from inventory.prometheus.hours import (
     HOUR_S,
     HostHours,

@@ -137,9 +137,7 @@ def hourly_window(
                 min_room_dated=least.dated,
             )
         )
-    return HourlyWindow(
-        snapshot.host, start, snapshot.taken_at, raw_since, tuple(cards), judged_on
-    )
+    return HourlyWindow(snapshot.host, start, snapshot.taken_at, raw_since, tuple(cards), judged_on)
 
 
 def _utc(moment: datetime | None) -> str | None:
