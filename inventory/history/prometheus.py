@@ -19,8 +19,11 @@ from inventory.history.figures import (
     ReserveBreaches,
     SeatUsage,
     Span,
+    breach_points,
     breaches_of,
     card_usage,
+    chart_buckets,
+    foreign_usage,
     seat_usage,
 )
 from inventory.history.model import (
@@ -309,13 +312,15 @@ class PrometheusHistory:
         running_seats: Sequence[tuple[str, str]],
         lookback_s: int,
         on_spans: Callable[[dict[str, HostSpan]], None] | None = None,
+        charts: bool = True,
     ) -> PrometheusWindow:
-        """The report's figures of `hosts` over [start_s, end_s) (see `range.load_window`)."""
+        """The report's figures of `hosts` over [start_s, end_s) (see `range.load_window`);
+        without `charts`, no chart bucket is asked."""
         answers = load_window(
             self.client, hosts, start_s, end_s, step_s=self.step_s, chart_step_s=chart_step_s,
             segment_s=segment_s, reserves=reserves, running_seats=running_seats,
             lookback_s=lookback_s, card_figures=card_usage, seat_figures=seat_usage,
-            host_label=self.host_label, on_spans=on_spans,
+            host_label=self.host_label, on_spans=on_spans, charts=charts,
         )  # fmt: skip
         return PrometheusWindow(answers)
 
@@ -352,17 +357,21 @@ class PrometheusWindow:
         return self.answers.seats
 
     def foreign_usage(self) -> list[ForeignUsage]:
-        return self.answers.foreign
+        return foreign_usage(self.answers.foreign, by_command_line=False)
 
     def reserve_breaches(
         self, host: str, card: int, own: Sequence[str], fixed_bytes: int | None
     ) -> ReserveBreaches:
-        points = self.answers.breaches.get((host, card, tuple(own)), [])
+        readings = self.answers.readings.get((host, card, tuple(own)), [])
         found = self.answers.holders
-        return breaches_of(points, lambda: ((n, b) for w, n, b in found if w == (host, card)), own)
+        return breaches_of(
+            breach_points(readings, fixed_bytes),
+            lambda: ((n, b) for w, n, b in found if w == (host, card)),
+            own,
+        )
 
     def chart_buckets(self, step_s: int) -> list[CardBuckets]:
-        return self.answers.buckets
+        return chart_buckets(self.answers.buckets)
 
     def window_hosts(self) -> set[str]:
         return set(self.hosts)

@@ -194,6 +194,9 @@ class _Cards:
         self.kth = np.full((self.fleet.depth, hosts), _NONE, np.int64)
         for at in range(hosts):
             self._widths(at)
+        # Hosts a seat was placed on since their k-th widths were last read (`_kth`): read
+        # again only when a seat asks by host, not after each one-card placement.
+        self.stale: set[int] = set()
 
     @property
     def host_names(self) -> list[str]:
@@ -206,7 +209,15 @@ class _Cards:
         twin.slots = dict(self.slots)
         twin.arrays = self.arrays.copy()
         twin.kth = self.kth.copy()
+        twin.stale = set(self.stale)
         return twin
+
+    def _kth(self) -> Ints:
+        """Per depth and host, its k-th widest card's width, the stale hosts read again."""
+        for at in self.stale:
+            self._widths(at)
+        self.stale.clear()
+        return self.kth
 
     def _widths(self, at: int) -> None:
         fleet = self.fleet
@@ -266,7 +277,9 @@ class _Cards:
         count = new.seat.card_count
         fleet = self.fleet
         have = np.bincount(fleet.host_of[fit], minlength=len(fleet.host_names))
-        hosts: Bools = (have >= count) & (self.kth[count - 1] >= self.problem.least_width(new.name))
+        hosts: Bools = (have >= count) & (
+            self._kth()[count - 1] >= self.problem.least_width(new.name)
+        )
         return hosts
 
     def host_cards(self, at: int, fit: Bools) -> Ints:
@@ -295,7 +308,7 @@ class _Cards:
                 gate_bound_bytes=gate,
             )
             self.arrays.read(i, model)
-        self._widths(at)
+        self.stale.add(at)
 
 
 def first_fit(problem: Problem, order: Sequence[NewSeat] | None = None) -> Assignment:
@@ -343,7 +356,7 @@ class _BestFit(_Cards):
         hosts = self.hosts_with(new, fit)
         if not hosts.any():
             return None
-        at = int(np.argmin(np.where(hosts, self.kth[new.seat.card_count - 1], UNBOUNDED)))
+        at = int(np.argmin(np.where(hosts, self._kth()[new.seat.card_count - 1], UNBOUNDED)))
         return at, self._tightest(new, fit, at)
 
     def at_home(self, new: NewSeat, fit: Bools, home: int) -> tuple[int, tuple[int, ...]] | None:
@@ -378,8 +391,11 @@ class BestFitPacking:
         twin.placed = dict(self.placed)
         return twin
 
-    def add(self, seats: Iterable[NewSeat]) -> int:
-        """Place each seat, in order, where best fit puts it; how many found no card."""
+    def add(self, seats: Iterable[NewSeat], *, all_or_none: bool = False) -> int:
+        """Place each seat, in order, where best fit puts it; how many found no card.
+
+        `all_or_none`: stop at the first seat that finds no card (1 is returned; the packing is
+        then part-way and only good to drop)."""
         cards, missed = self.cards, 0
         for new in seats:
             fit = cards.fitting(new)
@@ -392,11 +408,54 @@ class BestFitPacking:
                 best = cards.many_cards(new, fit)
             if best is None:
                 missed += 1
+                if all_or_none:
+                    return missed
                 continue
             at, chosen = best
             cards.place(new, at, chosen)
             self.placed[new.name] = (cards.host_names[at], chosen)
         return missed
+
+
+@dataclass(frozen=True)
+class BestFitLevel:
+    """One priority level of a best-fit-decreasing pass: the placement when it began, the
+    packing when it ended, and its seats that found no card."""
+
+    start: tuple[tuple[str, tuple[str, tuple[int, ...]]], ...]
+    end: BestFitPacking
+    seats: frozenset[str]
+    missed: frozenset[str]
+
+
+@dataclass(frozen=True)
+class BestFitRun:
+    """`best_fit` of the whole problem, kept level by level (`best_fit_levels`)."""
+
+    placed: Assignment
+    levels: dict[int, BestFitLevel]
+
+
+def best_fit_levels(problem: Problem) -> BestFitRun:
+    """`best_fit(problem)`, with each priority level's start and end kept: a search that packs
+    the same seats of a level in the same order from the same start (`placement.plan.most`)
+    reads the pass off it instead of packing again."""
+    packing = BestFitPacking(problem)
+    levels: dict[int, BestFitLevel] = {}
+    order = placing_order(problem)
+    for priority in dict.fromkeys(new.seat.priority for new in order):
+        level = [new for new in order if new.seat.priority == priority]
+        start = tuple(packing.placed.items())
+        before = len(packing.placed)
+        packing.add(level)
+        placed = set(list(packing.placed)[before:])
+        levels[priority] = BestFitLevel(
+            start,
+            packing.copy(),
+            frozenset(new.name for new in level),
+            frozenset(new.name for new in level if new.name not in placed),
+        )
+    return BestFitRun(dict(packing.placed), levels)
 
 
 def best_fit(problem: Problem, order: Sequence[NewSeat] | None = None) -> Assignment:
