@@ -575,7 +575,7 @@ def _submit_group(
             "charts": drawn,
             "cards": pool.submit(card_figures, PromCards(c, q, dcgm=True)),
         }  # fmt: skip
-    unexplained = pool.submit(_unexplained_cards, c, q, window.chart_s)
+    unexplained = pool.submit(_unexplained_cards, c, q, window.chart_s, first, last)
     cards = PromCards(c, q, unexplained_in=unexplained.result, span=(first, last))
     mine = [r for r in reserves if r.host in q.hosts]
     return False, {
@@ -1176,18 +1176,21 @@ def _buckets(
     return _bucket_sums(answers)
 
 
-def _unexplained_cards(client: PromClient, q: _Queries, step_s: int) -> set[tuple[str, int]]:
+def _unexplained_cards(
+    client: PromClient, q: _Queries, step_s: int, first_s: int, last_s: int
+) -> set[tuple[str, int]]:
     """The cards whose chart buckets (`_buckets`) hold unexplained memory: some bucket's mean used
     less its seats' mean bytes is half a byte or more (means of whole bytes differ by float
-    rounding where nothing is unexplained). Prometheus compares the buckets itself: a subquery at
-    the chart's step, each step's ranges a millisecond back, as a bucket's are read."""
-    width = f"[{step_s * 1000 - 1}ms] offset 1ms"
-    by = q.by("gpu")
-    used = f"sum by ({by}) (avg_over_time({q.sel(m.CARD_USED)}{width}))"
-    seats = f"sum by ({by}) (avg_over_time({q.sel(m.PROCESS_USED, _SEATED)}{width}))"
-    span = f"[{(q.end_s - q.start_s) * 1000 - 1}ms:{step_s}s]"
-    expr = f"max_over_time(({used} - ({seats} or 0 * {used})){span}) >= 0.5"
-    return {key for labels, _ in client.instant(expr, q.end_s) if (key := _card(labels))}
+    rounding where nothing is unexplained). Prometheus compares the buckets itself, in one range
+    query at the chart's step that answers only the buckets holding some: each card's used means
+    summed with its seats' processes' means negated (one aggregation, each series read once)."""
+    width = f"[{step_s * 1000 - 1}ms]"
+    used = f"avg_over_time({q.sel(m.CARD_USED)}{width})"
+    seats = f"avg_over_time({q.sel(m.PROCESS_USED, _SEATED)}{width})"
+    expr = f"sum by ({q.by('gpu')}) ({used} or -{seats}) >= 0.5"
+    start, end = _bucket_span(step_s, first_s, last_s)
+    found = client.range(expr, start, end, step_s)
+    return {key for labels, points in found if points and (key := _card(labels))}
 
 
 def _dcgm_buckets(
