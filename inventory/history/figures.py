@@ -6,22 +6,28 @@ same types); `CatalogueBound` cuts any source to the catalogue's hosts (DESIGN.m
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from inventory.attribution import shown_parent
 from inventory.ledger.report_queries import (
     CardBuckets,
     CardPart,
     CardUsage,
+    ChartSums,
     DecisionRow,
+    ForeignProcess,
     ForeignUsage,
     Holder,
     ReserveBreaches,
+    ReserveReading,
     SeatOf,
     SeatUsage,
     Span,
 )
+from inventory.snapshot import Process
 
 __all__ = [
     "CardBuckets",
@@ -29,16 +35,22 @@ __all__ = [
     "CardSource",
     "CardUsage",
     "CatalogueBound",
+    "ChartSums",
     "DecisionRow",
+    "ForeignProcess",
     "ForeignUsage",
     "Holder",
     "ReserveBreaches",
+    "ReserveReading",
     "SeatOf",
     "SeatUsage",
     "Span",
     "WindowFigures",
+    "breach_points",
     "breaches_of",
     "card_usage",
+    "chart_buckets",
+    "foreign_usage",
     "nearest_rank",
     "ranked_holders",
     "seat_rows",
@@ -129,8 +141,9 @@ class CardSource(Protocol):
         ...
 
     def unexplained_max(self) -> Mapping[tuple[str, int], tuple[int | None, int | None]]:
-        """Per card where the source knows it: the most memory no seat explained, first when
-        (None, None: the source cannot tell, as DCGM's figures)."""
+        """Per card where the source knows it: the most memory no seat explained (used − the
+        bytes of processes some seat claims), first when (None, None: the source cannot tell, as
+        DCGM's figures); a card left out reads 0."""
         ...
 
 
@@ -296,3 +309,94 @@ def ranked_holders(found: Iterable[tuple[str, int]], own: Collection[str]) -> tu
             best[name] = max(held, best.get(name, held))
     ranked = sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
     return tuple(Holder(name, held) for name, held in ranked)
+
+
+# --- reserves ----------------------------------------------------------------------------------
+
+
+def breach_points(
+    readings: Iterable[ReserveReading], fixed_bytes: int | None
+) -> list[tuple[int, int]]:
+    """(time, others' bytes) of the moments where processes other than the reserve's own seats
+    held more of its card than it leaves them, oldest first: `placement.fit.reserves`' rule.
+
+    others = used − own; a whole-card reserve (`fixed_bytes` None) leaves them nothing, a fixed
+    one max(0, total − driver reserve − fixed), which a moment without the card's total cannot
+    tell (it breaks nothing).
+    """
+    points: list[tuple[int, int]] = []
+    for r in readings:
+        others = r.used_bytes - r.own_bytes
+        if fixed_bytes is None:
+            allowed = 0
+        elif r.total_bytes is None:
+            continue
+        else:
+            allowed = max(0, r.total_bytes - (r.reserved_bytes or 0) - fixed_bytes)
+        if others > allowed:
+            points.append((r.at_s, others))
+    return sorted(points)
+
+
+# --- foreign processes -------------------------------------------------------------------------
+
+
+def foreign_usage(processes: Iterable[ForeignProcess], by_command_line: bool) -> list[ForeignUsage]:
+    """The report's foreign rows: processes grouped by host, card, command line and ancestors'
+    lines where the source keeps them (`by_command_line`), else by host and card; each row its
+    distinct pids, samples summed, first and last sight and most bytes, by host, card and first
+    sight. A bare process title is told apart, and shown, by its server's line."""
+    groups: dict[tuple[object, ...], list[ForeignProcess]] = defaultdict(list)
+    for p in processes:
+        key = (p.host, p.card, p.cmdline, p.parents) if by_command_line else (p.host, p.card)
+        groups[key].append(p)
+    rows: list[ForeignUsage] = []
+    for found in groups.values():
+        one = found[0]
+        cmdline = one.cmdline if by_command_line else None
+        parents = one.parents if by_command_line else ()
+        rows.append(
+            ForeignUsage(
+                host=one.host,
+                card=one.card,
+                cmdline=cmdline,
+                pids=len({p.pid for p in found}),
+                samples=sum(p.samples for p in found),
+                first_s=min(p.first_s for p in found),
+                last_s=max(p.last_s for p in found),
+                max_bytes=max(p.max_bytes for p in found),
+                parent=shown_parent(Process(pid=0, cmdline=cmdline, parents=parents))
+                if by_command_line
+                else None,
+            )
+        )
+    return sorted(
+        rows,
+        key=lambda f: (f.host, f.card, f.first_s, f.cmdline is not None, f.cmdline or ""),
+    )
+
+
+# --- charts ------------------------------------------------------------------------------------
+
+
+def chart_buckets(sums: Iterable[ChartSums]) -> list[CardBuckets]:
+    """The report's chart buckets of each card, by host and card: its sums, and the unexplained
+    per bucket, where the source gives no moment's, Σ used less its seats' sums (seat by seat, a
+    seat without the bucket counting 0.0), never below zero."""
+    rows: list[CardBuckets] = []
+    for s in sorted(sums, key=lambda s: (s.host, s.card)):
+        other = s.unexplained_bytes
+        if other is None:
+            other = _unexplained_of_sums(s.used_bytes, s.seat_bytes)
+        rows.append(CardBuckets(s.host, s.card, s.samples, other, s.seat_bytes, s.free_min_bytes))
+    return rows
+
+
+def _unexplained_of_sums(
+    used: Mapping[int, float], by_seat: Mapping[str, Mapping[int, float]]
+) -> dict[int, float]:
+    if not by_seat:
+        return {b: max(0.0, v) for b, v in used.items()}
+    layers = [[layer.get(b, 0.0) for b in used] for layer in by_seat.values()]
+    totals = map(sum, zip(*layers, strict=True))
+    return {b: max(0.0, v - t) for (b, v), t in zip(used.items(), totals, strict=True)}

@@ -236,23 +236,29 @@ class LedgerWindow:
         return seat_usage(_LedgerSeats(self.connection), first_s, last_s, segment_s)
 
     def foreign_usage(self) -> list[ForeignUsage]:
+        from inventory.history.figures import foreign_usage
         from inventory.ledger import report_queries as q
 
-        return q.foreign_usage(self.connection)
+        return foreign_usage(q.foreign_processes(self.connection), by_command_line=True)
 
     def reserve_breaches(
         self, host: str, card: int, own: Sequence[str], fixed_bytes: int | None
     ) -> ReserveBreaches:
-        from inventory.history.figures import breaches_of
+        from inventory.history.figures import breach_points, breaches_of
         from inventory.ledger import report_queries as q
 
-        points = q.breach_points(self.connection, host, card, own, fixed_bytes)
-        return breaches_of(points, lambda: q.holders_on(self.connection, host, card), own)
+        readings = q.reserve_readings(self.connection, host, card, own)
+        return breaches_of(
+            breach_points(readings, fixed_bytes),
+            lambda: q.holders_on(self.connection, host, card),
+            own,
+        )
 
     def chart_buckets(self, step_s: int) -> list[CardBuckets]:
+        from inventory.history.figures import chart_buckets
         from inventory.ledger import report_queries as q
 
-        return q.chart_buckets(self.connection, step_s)
+        return chart_buckets(q.chart_sums(self.connection, step_s))
 
     def window_hosts(self) -> set[str]:
         # Asked several times by one report: queried once and remembered.

@@ -13,14 +13,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from inventory.attribution import shown_parent
 from inventory.ledger.moments import CardRowValues as CardRowValues
 from inventory.ledger.moments import ProcessRowValues as ProcessRowValues
 from inventory.ledger.moments import moment_rows as moment_rows  # read by the history
 from inventory.ledger.moments import moment_times as moment_times
 from inventory.ledger.schema import has_column
 from inventory.ledger.writes import parents_from_text
-from inventory.snapshot import Process
 
 # The handle the report's readers take: the ledger's connection (temporary tables live on it,
 # so a read-only ledger serves the report too).
@@ -161,6 +159,50 @@ class CardBuckets:
     unexplained_bytes: Mapping[int, float]  # Σ max(0, unexplained) per bucket
     seat_bytes: Mapping[str, Mapping[int, float]]  # seat → Σ its bytes per bucket
     free_min_bytes: Mapping[int, float] = field(default_factory=dict)  # lowest free per bucket
+
+
+class ReserveReading(NamedTuple):
+    """A reserved card at one moment, as a source reads it: its used bytes, the bytes of the
+    reserve's own seats' processes there (0: none ran), its total and driver reserve (None where
+    not read)."""
+
+    at_s: int
+    used_bytes: int
+    own_bytes: int
+    total_bytes: int | None
+    reserved_bytes: int | None
+
+
+class ForeignProcess(NamedTuple):
+    """One process no seat claims, on one card over the window, as a source tells it apart: its
+    samples, first and last sight and most bytes. `cmdline` and `parents` (its ancestors' lines,
+    nearest first) are None and () where the source keeps no command lines (Prometheus)."""
+
+    host: str
+    card: int
+    pid: int | str
+    cmdline: str | None
+    parents: tuple[str, ...]
+    samples: int
+    first_s: int
+    last_s: int
+    max_bytes: int
+
+
+class ChartSums(NamedTuple):
+    """One card's chart buckets (bucket b covers [b·step, (b+1)·step)) as a source sums them:
+    samples, Σ used, Σ each seat's bytes and the lowest free per bucket. `unexplained_bytes` is
+    Σ max(0, used − its seats' bytes) over the bucket's moments where the source reads each
+    moment; None where it answers per bucket only (Prometheus: each bucket one sample of its
+    means), so the bucket's own sums decide it."""
+
+    host: str
+    card: int
+    samples: Mapping[int, int]
+    used_bytes: Mapping[int, float]
+    seat_bytes: Mapping[str, Mapping[int, float]]
+    free_min_bytes: Mapping[int, float]
+    unexplained_bytes: Mapping[int, float] | None = None
 
 
 # --- spans -------------------------------------------------------------------------------
@@ -509,61 +551,50 @@ def last_sighting(
     return int(row[0]) if row and row[0] is not None else None
 
 
-def foreign_usage(conn: Connection) -> list[ForeignUsage]:
-    """Unclaimed processes grouped by host, card, command line and ancestors' lines, by first
-    appearance; a bare process title is told apart, and shown, by its server's line."""
+def foreign_processes(conn: Connection) -> list[ForeignProcess]:
+    """Each unclaimed process by host, card, command line, ancestors' lines and pid: its samples,
+    first and last sight and most bytes."""
     rows = conn.execute(
-        "SELECT host, card_idx, cmdline, parents, COUNT(DISTINCT pid), COUNT(*), MIN(taken_at_s), "
+        "SELECT host, card_idx, pid, cmdline, parents, COUNT(*), MIN(taken_at_s), "
         "       MAX(taken_at_s), MAX(COALESCE(used_bytes, 0)) "
-        "FROM gp_foreign GROUP BY host, card_idx, cmdline, parents "
-        "ORDER BY host, card_idx, MIN(taken_at_s)"
+        "FROM gp_foreign GROUP BY host, card_idx, cmdline, parents, pid"
     ).fetchall()
     return [
-        ForeignUsage(
-            host=host,
-            card=int(idx),
-            cmdline=cmdline,
-            pids=int(pids),
-            samples=int(n),
-            first_s=int(first),
-            last_s=int(last),
-            max_bytes=int(top),
-            parent=shown_parent(
-                Process(pid=0, cmdline=cmdline, parents=parents_from_text(parents))
-            ),
+        ForeignProcess(
+            str(host),
+            int(idx),
+            int(pid),
+            cmdline,
+            parents_from_text(parents),
+            int(n),
+            int(first),
+            int(last),
+            int(top),
         )
-        for host, idx, cmdline, parents, pids, n, first, last, top in rows
+        for host, idx, pid, cmdline, parents, n, first, last, top in rows
     ]
 
 
 # --- reserves ----------------------------------------------------------------------------
 
 
-def breach_points(
-    conn: Connection, host: str, card: int, own: Sequence[str], fixed_bytes: int | None
-) -> list[tuple[int, int]]:
-    """(time, others' bytes) of the snapshots where processes other than the reserve's `own`
-    seats held too much of the card, oldest first.
-
-    Others may use what the reserve leaves of the card: cuda_total − fixed_bytes, where
-    cuda_total = total − reserved per reading; nothing at all for a whole-card reserve
-    (`fixed_bytes` None). Holding more than that in one snapshot is a breach.
-    """
+def reserve_readings(
+    conn: Connection, host: str, card: int, own: Sequence[str]
+) -> list[ReserveReading]:
+    """A reserved card at each readable snapshot of the window: used, the bytes of its `own`
+    seats' processes, total and driver reserve, oldest first."""
     marks = ",".join("?" for _ in own)
-    allowed = (
-        "0" if fixed_bytes is None else "MAX(0, g.total_bytes - COALESCE(g.reserved_bytes, 0) - ?)"
-    )
-    # Placeholders in the order they appear: the reserve's seats, the allowance, its card.
-    params: list[Any] = [*own, *([] if fixed_bytes is None else [fixed_bytes]), host, card]
     rows = conn.execute(
-        "SELECT taken_at_s, others FROM ("
-        "SELECT g.taken_at_s, g.snapshot_id, g.used_bytes - COALESCE((SELECT SUM(s.bytes) "
+        "SELECT g.taken_at_s, g.used_bytes, COALESCE((SELECT SUM(s.bytes) "
         "  FROM gp_seat s JOIN gp_key k ON k.kid = s.kid WHERE s.snapshot_id = g.snapshot_id "
-        f"  AND s.card_idx = g.idx AND k.seat IN ({marks})), 0) AS others, {allowed} AS allowed "
-        "FROM gp_card g WHERE g.host = ? AND g.idx = ?) WHERE others > allowed ORDER BY taken_at_s",
-        params,
+        f"  AND s.card_idx = g.idx AND k.seat IN ({marks})), 0), g.total_bytes, g.reserved_bytes "
+        "FROM gp_card g WHERE g.host = ? AND g.idx = ? ORDER BY g.taken_at_s",
+        [*own, host, card],
     )
-    return [(int(at), int(others)) for at, others in rows]
+    return [
+        ReserveReading(int(at), int(used), int(mine), total, reserved)
+        for at, used, mine, total, reserved in rows
+    ]
 
 
 def holders_on(conn: Connection, host: str, card: int) -> list[tuple[str, int]]:
@@ -618,17 +649,20 @@ def _json_list(text: str | None) -> list[Any]:
 # --- charts ------------------------------------------------------------------------------
 
 
-def chart_buckets(conn: Connection, step_s: int) -> list[CardBuckets]:
-    """Per card of the window, samples and bytes per `step_s`-second bucket, by host and card."""
+def chart_sums(conn: Connection, step_s: int) -> list[ChartSums]:
+    """Per card of the window, per `step_s`-second bucket: samples, Σ used, Σ max(0, unexplained)
+    of each snapshot, the lowest free, and Σ each seat's bytes."""
     samples: dict[tuple[str, int], dict[int, int]] = defaultdict(dict)
+    used: dict[tuple[str, int], dict[int, float]] = defaultdict(dict)
     other: dict[tuple[str, int], dict[int, float]] = defaultdict(dict)
     free: dict[tuple[str, int], dict[int, float]] = defaultdict(dict)
-    for host, idx, bucket, n, unexplained, low in conn.execute(
-        "SELECT host, idx, taken_at_s / ? AS b, COUNT(*), SUM(MAX(unexplained, 0)), MIN(free_bytes) "
-        "FROM gp_card GROUP BY b, host, idx",
+    for host, idx, bucket, n, total, unexplained, low in conn.execute(
+        "SELECT host, idx, taken_at_s / ? AS b, COUNT(*), SUM(used_bytes), "
+        "SUM(MAX(unexplained, 0)), MIN(free_bytes) FROM gp_card GROUP BY b, host, idx",
         (step_s,),
     ):
         samples[(host, idx)][int(bucket)] = int(n)
+        used[(host, idx)][int(bucket)] = float(total)
         other[(host, idx)][int(bucket)] = float(unexplained)
         if low is not None:
             free[(host, idx)][int(bucket)] = float(low)
@@ -636,12 +670,12 @@ def chart_buckets(conn: Connection, step_s: int) -> list[CardBuckets]:
         lambda: defaultdict(dict)
     )
     key_of = _keys(conn)
-    for kid, bucket, total in conn.execute(
+    for kid, bucket, held in conn.execute(
         "SELECT kid, taken_at_s / ? AS b, SUM(bytes) FROM gp_seat GROUP BY b, kid", (step_s,)
     ):
         host, idx, seat = key_of[int(kid)]
-        by_seat[(host, idx)][seat][int(bucket)] = float(total)
+        by_seat[(host, idx)][seat][int(bucket)] = float(held)
     return [
-        CardBuckets(key[0], key[1], samples[key], other[key], by_seat.get(key, {}), free[key])
-        for key in sorted(samples)
+        ChartSums(*key, samples[key], used[key], by_seat.get(key, {}), free[key], other[key])
+        for key in samples
     ]

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn, TypeVar
 
 from inventory.ledger.report_queries import (
-    CardBuckets,
     CardPart,
     CardUsage,
-    ForeignUsage,
+    ChartSums,
+    ForeignProcess,
+    ReserveReading,
     SeatUsage,
 )
 from inventory.prometheus import metrics as m
@@ -422,12 +423,12 @@ class WindowAnswers:
     hosts: dict[str, HostSpan]
     cards: list[CardUsage]
     seats: list[SeatUsage]
-    foreign: list[ForeignUsage]
-    # (time, others' bytes) of each step that broke a reserve, by (host, card, its own seats).
-    breaches: dict[tuple[str, int, tuple[str, ...]], list[tuple[int, int]]]
+    foreign: list[ForeignProcess]
+    # A reserved card at each step, by (host, card, the reserve's own seats).
+    readings: dict[tuple[str, int, tuple[str, ...]], list[ReserveReading]]
     # ((host, card), seat or pid, most bytes) of every process on a reserved card.
     holders: list[tuple[tuple[str, int], str, int]]
-    buckets: list[CardBuckets]
+    buckets: list[ChartSums]
     chart_step_s: int
     sightings: dict[tuple[str, str], int]
     dcgm_hosts: tuple[str, ...]
@@ -457,13 +458,15 @@ def load_window(
     seat_figures: SeatFigures,
     host_label: str | None = None,
     on_spans: Callable[[dict[str, HostSpan]], None] | None = None,
+    charts: bool = True,
 ) -> WindowAnswers:
     """Ask Prometheus for every aggregate of the window [start_s, end_s) over `hosts`.
 
     First which hosts have series, when, and which label names each (one round; hosts outside
     `hosts` are listed in `ignored`), then everything else at once, in parallel (the client's
     `in_flight` queries at a time), once per label that names hosts. `card_figures` and
-    `seat_figures` reduce each group's answers (`PromCards`, `PromSeats`) to rows.
+    `seat_figures` reduce each group's answers (`PromCards`, `PromSeats`) to rows. Without
+    `charts`, no chart bucket is asked (`buckets` is empty).
     `chart_step_s(span)` and `segment_s(first, last)` are the report's own choices, so both
     sources bucket and split the window alike. `on_spans` gets the hosts' spans as soon as they are known, before the rest
     is asked: the caller may work beside the queries.
@@ -487,10 +490,10 @@ def load_window(
             groups[(spans[host].metric == DCGM_FREE, found[host][1])].append(host)
         jobs = [
             _submit_group(pool, client, _group_queries(base, hosts_of, label, host_label), dcgm,
-                          window, reserves, card_figures, seat_figures)
+                          window, reserves, card_figures, seat_figures, charts)
             for (dcgm, label), hosts_of in sorted(groups.items())
         ]  # fmt: skip
-        parts = [_collect_group(client, job, window) for job in jobs]
+        parts = [_collect_group(job) for job in jobs]
         seats = sorted(
             [row for part in parts for row in part.seats], key=lambda r: (r.host, r.seat, r.card)
         )
@@ -507,15 +510,10 @@ def load_window(
             hosts=spans,
             cards=sorted([c for part in parts for c in part.cards], key=lambda c: (c.host, c.card)),
             seats=seats,
-            foreign=sorted(
-                [f for part in parts for f in part.foreign],
-                key=lambda f: (f.host, f.card, f.first_s),
-            ),
-            breaches={k: v for part in parts for k, v in part.breaches.items()},
+            foreign=[f for part in parts for f in part.foreign],
+            readings={k: v for part in parts for k, v in part.readings.items()},
             holders=[h for part in parts for h in part.holders],
-            buckets=sorted(
-                [b for part in parts for b in part.buckets], key=lambda b: (b.host, b.card)
-            ),
+            buckets=[b for part in parts for b in part.buckets],
             chart_step_s=window.chart_s,
             sightings=sightings,
             dcgm_hosts=tuple(sorted(h for h, s in spans.items() if s.metric == DCGM_FREE)),
@@ -541,10 +539,10 @@ class _Part:
 
     cards: list[CardUsage]
     seats: list[SeatUsage]
-    foreign: list[ForeignUsage]
-    breaches: dict[tuple[str, int, tuple[str, ...]], list[tuple[int, int]]]
+    foreign: list[ForeignProcess]
+    readings: dict[tuple[str, int, tuple[str, ...]], list[ReserveReading]]
     holders: list[tuple[tuple[str, int], str, int]]
-    buckets: list[CardBuckets]
+    buckets: list[ChartSums]
 
 
 def _group_queries(
@@ -564,42 +562,45 @@ def _submit_group(
     reserves: Sequence[ReserveSpec],
     card_figures: Callable[[PromCards], list[CardUsage]],
     seat_figures: SeatFigures,
-) -> tuple[_Queries, bool, dict[str, Any]]:
-    """Every query of one group, submitted to `pool`; `_collect_group` waits for them."""
+    charts: bool,
+) -> tuple[bool, dict[str, Any]]:
+    """Every query of one group, submitted to `pool`; `_collect_group` waits for them. The
+    cards to read the most unexplained of go first: the cards' figures wait for them."""
     c = _client_for(client, q.label)
     first, last = window.first_s, window.last_s
+    bucketed = _dcgm_buckets if dcgm else _buckets
+    drawn = pool.submit(bucketed, c, q, window.chart_s, first, last) if charts else None
     if dcgm:
-        return q, True, {
+        return True, {
+            "charts": drawn,
             "cards": pool.submit(card_figures, PromCards(c, q, dcgm=True)),
-            "charts": pool.submit(_dcgm_buckets, c, q, window.chart_s, first, last),
         }  # fmt: skip
+    unexplained = pool.submit(_unexplained_cards, c, q, window.chart_s, first, last)
+    cards = PromCards(c, q, unexplained_in=unexplained.result, span=(first, last))
     mine = [r for r in reserves if r.host in q.hosts]
-    return q, False, {
-        "cards": pool.submit(card_figures, PromCards(c, q)),
+    return False, {
+        "charts": drawn,
+        "cards": pool.submit(card_figures, cards),
         "seats": pool.submit(seat_figures, PromSeats(c, q), first, last, window.segment_s),
         "foreign": pool.submit(_foreign, c, q),
-        "charts": pool.submit(_buckets, c, q, window.chart_s, first, last),
         "holders": pool.submit(_holders, c, q, mine),
-        "breaches": {
-            (r.host, r.card, r.own): pool.submit(_breaches, c, q, r, first, last) for r in mine
+        "readings": {
+            (r.host, r.card, r.own): pool.submit(_reserve_readings, c, q, r, first, last)
+            for r in mine
         },
     }  # fmt: skip
 
 
-def _collect_group(
-    client: PromClient, job: tuple[_Queries, bool, dict[str, Any]], window: _Plan
-) -> _Part:
-    q, dcgm, futures = job
+def _collect_group(job: tuple[bool, dict[str, Any]]) -> _Part:
+    dcgm, futures = job
+    charts = [] if futures["charts"] is None else futures["charts"].result()
     if dcgm:
-        return _Part(futures["cards"].result(), [], [], {}, [], futures["charts"].result())
-    charts = futures["charts"].result()
-    c = _client_for(client, q.label)
-    unexplained = _unexplained(c, q, charts, window.first_s, window.last_s)
+        return _Part(futures["cards"].result(), [], [], {}, [], charts)
     return _Part(
-        cards=[_with_unexplained(row, unexplained) for row in futures["cards"].result()],
+        cards=futures["cards"].result(),
         seats=futures["seats"].result(),
         foreign=futures["foreign"].result(),
-        breaches={key: job.result() for key, job in futures["breaches"].items()},
+        readings={key: job.result() for key, job in futures["readings"].items()},
         holders=futures["holders"].result(),
         buckets=charts,
     )
@@ -673,39 +674,6 @@ def _by_identity(
             label = min(label, out[host][1], key=order.index)
         out[host] = (value, label)
     return out
-
-
-def _unexplained(
-    client: PromClient, q: _Queries, buckets: Sequence[CardBuckets], first_s: int, last_s: int
-) -> dict[tuple[str, int], tuple[int, int]]:
-    """Per card, the most memory no seat explained and when first, where the charts show some.
-
-    Read at every --step only on cards whose chart buckets hold unexplained memory: a step-wise
-    comparison over every card of a fleet costs Prometheus far more than the rest of the report.
-    """
-    # Half a byte: means of whole bytes differ by float rounding (1e-5 B) where nothing is unexplained.
-    wanted = [
-        (b.host, b.card) for b in buckets if any(v >= 0.5 for v in b.unexplained_bytes.values())
-    ]
-    out: dict[tuple[str, int], tuple[int, int]] = {}
-    for host in sorted({h for h, _ in wanted}):
-        gpus = sorted(str(c) for h, c in wanted if h == host)
-        expr = f"{q.unexplained(f'gpu=~{_regex(gpus)}', hosts=[host])} > 0"
-        for labels, points in client.range(expr, *_steps(q, first_s, last_s)):
-            key = _card(labels)
-            if key is not None and points:
-                at, top = max(points, key=lambda p: (p[1], -p[0]))
-                out[key] = (_int(top), _int(at))
-    return out
-
-
-def _with_unexplained(
-    row: CardUsage, found: Mapping[tuple[str, int], tuple[int, int]]
-) -> CardUsage:
-    hit = found.get((row.host, row.card))
-    if hit is None:
-        return row
-    return replace(row, unexplained_max_bytes=hit[0], unexplained_max_at_s=hit[1])
 
 
 def _by_card(vector: Vector) -> dict[tuple[str, int], float]:
@@ -798,6 +766,10 @@ class PromCards:
     client: PromClient
     q: _Queries
     dcgm: bool = False
+    # The cards whose most unexplained is read at every step (the others read 0), and the
+    # window's first and last sample.
+    unexplained_in: Callable[[], Collection[tuple[str, int]]] = frozenset
+    span: tuple[int, int] = (0, 0)
     seen: set[tuple[str, int]] = field(default_factory=set)
 
     @property
@@ -933,9 +905,23 @@ class PromCards:
         return {key for labels, v in found if v == 1 and (key := _card(labels)) is not None}
 
     def unexplained_max(self) -> dict[tuple[str, int], tuple[int | None, int | None]]:
-        """None for DCGM's cards (no processes); gpuplan's are filled from the charts
-        (`_unexplained`), 0 until then."""
-        return dict.fromkeys(self.seen, (None, None)) if self.dcgm else {}
+        """None for DCGM's cards (no processes); of gpuplan's, those of `unexplained_in`: used −
+        the seats' process bytes at every --step, its most and the first step holding it (a
+        step-wise comparison over every card of a fleet costs Prometheus far more than the rest
+        of the report)."""
+        if self.dcgm:
+            return dict.fromkeys(self.seen, (None, None))
+        wanted = self.unexplained_in()
+        out: dict[tuple[str, int], tuple[int | None, int | None]] = {}
+        for host in sorted({h for h, _ in wanted}):
+            gpus = sorted(str(c) for h, c in wanted if h == host)
+            expr = f"{self.q.unexplained(f'gpu=~{_regex(gpus)}', hosts=[host])} > 0"
+            for labels, points in self.client.range(expr, *_steps(self.q, *self.span)):
+                key = _card(labels)
+                if key is not None and points:
+                    at, top = max(points, key=lambda p: (p[1], -p[0]))
+                    out[key] = (_int(top), _int(at))
+        return out
 
 
 def _steps(q: _Queries, first_s: float, last_s: float) -> tuple[float, float, float]:
@@ -1076,8 +1062,9 @@ class PromSeats:
 SeatFigures = Callable[[PromSeats, int, int, int], list[SeatUsage]]
 
 
-def _foreign(client: PromClient, q: _Queries) -> list[ForeignUsage]:
-    """Processes no seat claims, per card: pids, samples, first and last sight, most bytes."""
+def _foreign(client: PromClient, q: _Queries) -> list[ForeignProcess]:
+    """Each process no seat claims (a pid on a card): samples, first and last sight, most bytes.
+    The exporter labels a process by pid and seat, not command line."""
     selector = q.sel(m.PROCESS_USED, f'seat="{m.FOREIGN}"')
     # The host's snapshot time at each step the process was seen.
     seen_at = f"({q.sel(m.SNAPSHOT_TIMESTAMP)} * on({q.label}) group_right() ({selector} > bool -1)){q.sub}"
@@ -1090,26 +1077,22 @@ def _foreign(client: PromClient, q: _Queries) -> list[ForeignUsage]:
         ],
         q.at,
     )
-    per_card: dict[tuple[str, int], list[list[float]]] = defaultdict(list)
     by_pid = [{_pid_key(labels): value for labels, value in a} for a in answers]
-    for key, n in by_pid[0].items():
-        if key is None or any(key not in part for part in by_pid[1:]):
-            continue
-        per_card[key[:2]].append([n, *(part[key] for part in by_pid[1:])])
-    rows = [
-        ForeignUsage(
-            host=host,
-            card=card,
-            cmdline=None,  # the exporter labels a process by pid and seat, not command line
-            pids=len(found),
-            samples=_int(sum(f[0] for f in found)),
-            first_s=_int(min(f[2] for f in found)),
-            last_s=_int(max(f[3] for f in found)),
-            max_bytes=_int(max(f[1] for f in found)),
+    return [
+        ForeignProcess(
+            key[0],
+            key[1],
+            key[2],
+            None,
+            (),
+            _int(n),
+            _int(by_pid[2][key]),
+            _int(by_pid[3][key]),
+            _int(by_pid[1][key]),
         )
-        for (host, card), found in per_card.items()
+        for key, n in by_pid[0].items()
+        if key is not None and all(key in part for part in by_pid[1:])
     ]
-    return sorted(rows, key=lambda f: (f.host, f.card, f.first_s))
 
 
 def _pid_key(labels: Labels) -> tuple[str, int, str] | None:
@@ -1117,38 +1100,38 @@ def _pid_key(labels: Labels) -> tuple[str, int, str] | None:
     return (*card, labels.get("pid", "")) if card is not None else None
 
 
-def breach_query(q: _Queries, reserve: ReserveSpec) -> str:
-    """PromQL of `placement.fit.reserves`' rule: others' bytes where they break the reserve.
-
-    others = the card's used − its own seats' process bytes; allowance = 0 for a whole card,
-    else clamp_min(total − driver reserve − fixed, 0).
-    """
+def reserve_queries(q: _Queries, reserve: ReserveSpec) -> dict[str, str]:
+    """PromQL of what `figures.breach_points` reads of a reserved card at each step: its used
+    bytes, its own seats' process bytes, and (for a fixed reserve) its total and driver reserve,
+    by field of `ReserveReading`."""
     card = f'{q.named([reserve.host])},gpu="{reserve.card}"'
     by = q.by("gpu")
-    used = f"sum by ({by}) ({m.CARD_USED}{{{card}}})"
-    own = (
-        f"sum by ({by}) ({m.PROCESS_USED}{{{card},seat=~{_regex(reserve.own)}}})"
-        if reserve.own
-        else None
-    )
-    others = f"({used} - ({own} or 0 * {used}))" if own else used
-    if reserve.fixed_bytes is None:
-        allowed = "0"
-    else:
-        total = f"sum by ({by}) ({m.CARD_TOTAL}{{{card}}})"
-        held = f"sum by ({by}) ({m.CARD_RESERVED}{{{card}}})"
-        allowed = f"clamp_min({total} - ({held} or 0 * {total}) - {reserve.fixed_bytes}, 0)"
-    return f"{others} > {allowed}"
+    exprs = {"used_bytes": f"sum by ({by}) ({m.CARD_USED}{{{card}}})"}
+    if reserve.own:
+        own = f"{m.PROCESS_USED}{{{card},seat=~{_regex(reserve.own)}}}"
+        exprs["own_bytes"] = f"sum by ({by}) ({own})"
+    if reserve.fixed_bytes is not None:
+        exprs["total_bytes"] = f"sum by ({by}) ({m.CARD_TOTAL}{{{card}}})"
+        exprs["reserved_bytes"] = f"sum by ({by}) ({m.CARD_RESERVED}{{{card}}})"
+    return exprs
 
 
-def _breaches(
+def _reserve_readings(
     client: PromClient, q: _Queries, reserve: ReserveSpec, first_s: int, last_s: int
-) -> list[tuple[int, int]]:
-    """(time, others' bytes) of the steps where others held more of the reserve's card than it
-    leaves them."""
+) -> list[ReserveReading]:
+    """The reserved card at each --step of [first_s, last_s] where its used was read."""
     steps = _steps(q, first_s, last_s)
-    answer = client.range(breach_query(q, reserve), *steps)
-    return sorted((_int(t), _int(v)) for _, series in answer for t, v in series)
+    exprs = reserve_queries(q, reserve)
+    found: dict[str, dict[int, int]] = {}
+    with ThreadPoolExecutor(max_workers=len(exprs)) as pool:
+        answers = pool.map(lambda expr: client.range(expr, *steps), exprs.values())
+        for name, answer in zip(exprs, answers, strict=True):
+            found[name] = {_int(t): _int(v) for _, series in answer for t, v in series}
+    own, total, held = (found.get(k, {}) for k in ("own_bytes", "total_bytes", "reserved_bytes"))
+    return [
+        ReserveReading(t, used, own.get(t, 0), total.get(t), held.get(t))
+        for t, used in sorted(found["used_bytes"].items())
+    ]
 
 
 def _holders(
@@ -1173,11 +1156,11 @@ def _holders(
 
 def _buckets(
     client: PromClient, q: _Queries, step_s: int, first_s: int, last_s: int
-) -> list[CardBuckets]:
-    """Per card and chart bucket: each seat's mean bytes, the unexplained mean, the lowest free.
+) -> list[ChartSums]:
+    """Per card and chart bucket: the mean used, each seat's mean bytes, the lowest free.
 
     Bucket b covers [b·step, (b+1)·step); it is evaluated at its last millisecond. Each bucket
-    counts as one sample holding the means, so the ledger's sums ÷ samples reads the same.
+    counts as one sample holding the means, so sums ÷ samples read the means.
     """
     width = f"[{step_s * 1000 - 1}ms]"
     start, end = _bucket_span(step_s, first_s, last_s)
@@ -1190,12 +1173,29 @@ def _buckets(
             key: pool.submit(_bucketed, client, e, start, end, step_s) for key, e in exprs.items()
         }
         answers = {key: future.result() for key, future in asked.items()}
-    return _bucket_rows(answers)
+    return _bucket_sums(answers)
+
+
+def _unexplained_cards(
+    client: PromClient, q: _Queries, step_s: int, first_s: int, last_s: int
+) -> set[tuple[str, int]]:
+    """The cards whose chart buckets (`_buckets`) hold unexplained memory: some bucket's mean used
+    less its seats' mean bytes is half a byte or more (means of whole bytes differ by float
+    rounding where nothing is unexplained). Prometheus compares the buckets itself, in one range
+    query at the chart's step that answers only the buckets holding some: each card's used means
+    summed with its seats' processes' means negated (one aggregation, each series read once)."""
+    width = f"[{step_s * 1000 - 1}ms]"
+    used = f"avg_over_time({q.sel(m.CARD_USED)}{width})"
+    seats = f"avg_over_time({q.sel(m.PROCESS_USED, _SEATED)}{width})"
+    expr = f"sum by ({q.by('gpu')}) ({used} or -{seats}) >= 0.5"
+    start, end = _bucket_span(step_s, first_s, last_s)
+    found = client.range(expr, start, end, step_s)
+    return {key for labels, points in found if points and (key := _card(labels))}
 
 
 def _dcgm_buckets(
     client: PromClient, q: _Queries, step_s: int, first_s: int, last_s: int
-) -> list[CardBuckets]:
+) -> list[ChartSums]:
     """The same buckets from DCGM's used and free memory (whole MiB; no seats)."""
     width = f"[{step_s * 1000 - 1}ms]"
     start, end = _bucket_span(step_s, first_s, last_s)
@@ -1203,7 +1203,7 @@ def _dcgm_buckets(
     for key, metric in (("used", DCGM_USED), ("free", DCGM_FREE)):
         expr = q.dcgm(f"{'avg' if key == 'used' else 'min'}_over_time(SEL{width})", metric)
         answers[key] = _bucketed(client, expr, start, end, step_s, scale=MIB)
-    return _bucket_rows(answers)
+    return _bucket_sums(answers)
 
 
 def _bucket_span(step_s: int, first_s: int, last_s: int) -> tuple[float, float]:
@@ -1230,7 +1230,8 @@ def _bucketed(
     return out
 
 
-def _bucket_rows(answers: dict[str, Bucketed]) -> list[CardBuckets]:
+def _bucket_sums(answers: dict[str, Bucketed]) -> list[ChartSums]:
+    """The answers by card (a card's series of used merged, its seats by name)."""
     used: dict[tuple[str, int], dict[int, float]] = defaultdict(dict)
     for labels, values in answers["used"]:
         key = _card(labels)
@@ -1246,33 +1247,10 @@ def _bucket_rows(answers: dict[str, Bucketed]) -> list[CardBuckets]:
         key = _card(labels)
         if key is not None:
             free[key] = values
-    rows: list[CardBuckets] = []
-    for key in sorted(used):
-        by_seat = seats.get(key, {})
-        other = _unexplained_means(used[key], by_seat)
-        rows.append(
-            CardBuckets(
-                key[0],
-                key[1],
-                dict.fromkeys(used[key], 1),
-                other,
-                by_seat,
-                free.get(key, {}),
-            )
-        )
-    return rows
-
-
-def _unexplained_means(
-    used: dict[int, float], by_seat: dict[str, dict[int, float]]
-) -> dict[int, float]:
-    """Per bucket, the card's mean less its seats' means summed (seat by seat, a seat without
-    the bucket counting 0.0), never below zero."""
-    if not by_seat:
-        return {b: max(0.0, v) for b, v in used.items()}
-    layers = [[layer.get(b, 0.0) for b in used] for layer in by_seat.values()]
-    sums = map(sum, zip(*layers, strict=True))
-    return {b: max(0.0, v - s) for (b, v), s in zip(used.items(), sums, strict=True)}
+    return [
+        ChartSums(*key, dict.fromkeys(means, 1), means, seats.get(key, {}), free.get(key, {}))
+        for key, means in used.items()
+    ]
 
 
 def _sightings(

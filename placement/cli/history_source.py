@@ -60,4 +60,6 @@ def with_unknowns(history: object, window: SeatWindow) -> SeatWindow:
     if getattr(history, "keeps_command_lines", True) or not window.rules.rebase:
         return window
     unknown = WindowWarning("command_lines", {"host": window.host.host})
+    if unknown in window.warnings:
+        return window
     return replace(window, warnings=(*window.warnings, unknown))

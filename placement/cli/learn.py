@@ -14,9 +14,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
-from placement.cli.learn_log import shown_line, start_up_json, start_up_note
+from placement.cli.learn_log import figure_source, start_up_json, start_up_note
 from placement.cli.names import did_you_mean, names
-from placement.cli.notes_text import note_texts
+from placement.cli.notes_text import note_text, note_texts
 from placement.cli.sources import add_catalogue_argument, load_catalogue_argument
 from placement.fit.engines.base import StartUp, StartUpMarks, last_start_up
 from seats.errors import BadInputError
@@ -140,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
             line_no=0,
             line=per_token[1],
             precision="from the model's config",
+            how=None,
         )
         profile = replace(profile, kv_bytes_per_token=from_config)
     _refuse_impossible(profile, log_total, source, card_total)
@@ -188,8 +189,8 @@ def _figure(figure: Any) -> dict[str, Any] | None:
     return {
         "value": figure.value,
         "line": figure.line_no or None,
-        "source": shown_line(figure.line, None),
-        "precision": figure.precision,
+        "source": figure_source(figure, None),
+        "precision": note_text(figure.precision),
     }
 
 
@@ -237,7 +238,7 @@ def _graphs_line(profile: Any) -> list[str]:
 
 
 def _source(figure: Any) -> str:
-    return f"line {figure.line_no}: {shown_line(figure.line)}"
+    return f"line {figure.line_no}: {figure_source(figure)}"
 
 
 def _as_text(seat: str, source: str, profile: Any) -> str:
@@ -257,8 +258,9 @@ def _as_text(seat: str, source: str, profile: Any) -> str:
     for name in ("weights", "non_kv", "cuda_graphs", "kv", "tokens", "max_model_len"):
         figure = getattr(profile, name)
         if figure is not None:
-            out.append(f"  {name}: {_source(figure)} ({figure.precision})")
+            out.append(f"  {name}: {_source(figure)} ({note_text(figure.precision)})")
     per_token = profile.kv_bytes_per_token
-    out.append(f"  kv_bytes_per_token: {shown_line(per_token.line, None)} ({per_token.precision})")
+    source, precision = figure_source(per_token, None), note_text(per_token.precision)
+    out.append(f"  kv_bytes_per_token: {source} ({precision})")
     out.extend(f"note: {note}" for note in note_texts(profile.notes))
     return "\n".join(out)

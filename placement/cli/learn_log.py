@@ -8,12 +8,12 @@ with the line that would give it. vLLM's log keeps its own reader (`--vllm-log`)
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from placement.cli.notes_text import note_texts
+from placement.cli.learn_text import shown_line
+from placement.cli.notes_text import note_text, note_texts
 from placement.fit.engines.base import Learned, LogFigure, StartUp
 from placement.fit.engines.registry import engine, engines
 from seats.errors import BadInputError
@@ -57,19 +57,9 @@ def learn_from_log(
     return learned
 
 
-# ANSI colour codes (SGR, `ESC [ … m`: vLLM colours its process prefixes): dropped from a shown
-# line, so they neither colour the terminal nor clutter it as escapes.
-_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def shown_line(line: str, width: int | None = 160) -> str:
-    """A log line as `learn` shows it: colour codes dropped, stripped, clipped to `width`
-    characters, and every other control character escaped (seats.names.escaped), so that no log
-    line can move the cursor, erase a line or print a line of its own."""
-    text = _COLOUR.sub("", line).strip()
-    if width is None or len(text) <= width:
-        return escaped(text)
-    return escaped(text[:width]) + "…"
+def figure_source(figure: Any, width: int | None = 160) -> str:
+    """Where a figure came from: the log line it was read from, or how it was worked out."""
+    return note_text(figure.how) if figure.how is not None else shown_line(figure.line, width)
 
 
 def start_up_json(start: StartUp) -> dict[str, Any]:
@@ -189,12 +179,9 @@ def as_text(seat: str, source: str, learned: Learned) -> str:
     for name, figure in named:
         if figure is None:
             continue
-        if figure.line_no:
-            out.append(
-                f"  {name}: {figure.value} (line {figure.line_no}: {shown_line(figure.line)})"
-            )
-        else:
-            out.append(f"  {name}: {figure.value} ({shown_line(figure.line)})")
+        # A figure worked out from lines says which lines in its words: not twice.
+        at = f"line {figure.line_no}: " if figure.line_no and figure.how is None else ""
+        out.append(f"  {name}: {figure.value} ({at}{figure_source(figure)})")
     if learned.kv_bytes_per_token is not None and learned.per_token is None:
         out.append(
             "  kv_bytes_per_token: KV bytes ÷ KV tokens, rounded down (at least the true figure)"
@@ -213,7 +200,7 @@ def as_json(seat: str, learned: Learned, start: StartUp | None = None) -> dict[s
         return {
             "value": value.value,
             "line": value.line_no or None,
-            "source": shown_line(value.line, None),
+            "source": figure_source(value, None),
         }
 
     return {

@@ -89,6 +89,10 @@ def run(args: argparse.Namespace) -> int:
         from placement.cli.ledger_window import host_rooms
 
         rooms = host_rooms(args, catalogue, cards.snapshots)
+        from placement.cli.ledger_window import unknown_texts
+
+        for text in unknown_texts(rooms):
+            print(f"warning: {text}", file=sys.stderr)
     if args.json:
         data = {**ledger_json(view), **cards.hosts_json()}
         if rooms is not None:

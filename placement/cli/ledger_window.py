@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from placement.check.window import WindowOptions
     from placement.fit.week import CardWindow, SeatWindow
     from placement.fit.week.hourly import HourlyCard, HourlyWindow
+    from placement.fit.week.model import WindowWarning
     from seats.model import Catalogue
 
 
@@ -53,7 +54,12 @@ class HostRooms:
                 )
             },
             "cards": [card.to_json() for card in self.cards],
+            "warnings": [w.to_json() for w in self.unknowns()],
         }
+
+    def unknowns(self) -> list[WindowWarning]:
+        """What the history could not know of the host (`history_source.with_unknowns`)."""
+        return [w for w in self.window.warnings if w.kind == "command_lines"]
 
 
 def host_rooms(
@@ -67,6 +73,17 @@ def host_rooms(
         return rooms_of(catalogue, history, snapshots, options_of(args))
 
 
+def unknown_texts(rooms: Sequence[HostRooms | HourlyWindow]) -> list[str]:
+    """What each replayed host's history could not know, in `check`'s words."""
+    from placement.cli.window_text import warning_texts
+
+    out: list[str] = []
+    for host in rooms:
+        if isinstance(host, HostRooms) and host.unknowns():
+            out.extend(warning_texts(replace(host.window, warnings=tuple(host.unknowns()))))
+    return out
+
+
 def rooms_of(
     catalogue: Catalogue,
     history: object,
@@ -77,17 +94,19 @@ def rooms_of(
     without rollups is replayed moment by moment), but hosts whose raw moments start after the
     window's start, judged on their hourly rollups, all of them in one read."""
     from inventory.attribution import attribute
+    from placement.cli.history_source import with_unknowns
     from placement.fit.week import WindowRules
     from placement.fit.week.hourly import hourly_window
     from placement.fit.week.prune import open_windows_history, rooms_now
 
-    kept_since = getattr(history, "raw_kept", None)
-    thinned = kept_since() if kept_since is not None else {}
+    thinned = _raw_kept(history, snapshots, options)
     hourly = {
         s.host: s
         for s in snapshots
         if s.host in thinned and thinned[s.host] > s.taken_at - options.length
     }
+    # Prometheus keeps the rollups in its recording rules' series (`gpuplan rules`).
+    judged_on = getattr(history, "recorded_rollups", "hourly rollups")
     found: dict[str, HostRooms | HourlyWindow] = {}
     if hourly:
         # Whole hours from the window's start on; hours before it held moments outside it.
@@ -105,6 +124,7 @@ def rooms_of(
                 rows.get(host, []),
                 snapshot.taken_at - options.length,
                 thinned[host],
+                judged_on,
             )
     for snapshot in snapshots:
         if snapshot.host in hourly:
@@ -123,8 +143,25 @@ def rooms_of(
         windows_of = open_windows_history(catalogue, attributed, history, rules, needs=needs)
         cards = tuple(c for w in windows_of for c in w.cards)
         if windows_of:
-            found[snapshot.host] = HostRooms(snapshot.host, windows_of[0], cards)
+            window = with_unknowns(history, windows_of[0])
+            found[snapshot.host] = HostRooms(snapshot.host, window, cards)
     return [found[s.host] for s in snapshots if s.host in found]
+
+
+def _raw_kept(
+    history: object, snapshots: Sequence[Snapshot], options: WindowOptions
+) -> Mapping[str, datetime]:
+    """host → from when its raw moments are kept, for hosts whose rollups outlive them: the
+    ledger's compacted hosts, or Prometheus's hosts whose raw samples start after the window's
+    start where its recording rules kept the rollups (asked over the widest window)."""
+    within = getattr(history, "raw_kept_in", None)
+    if within is not None:
+        if not snapshots:
+            return {}
+        start = min(s.taken_at for s in snapshots) - options.length
+        return within(start, max(s.taken_at for s in snapshots))  # type: ignore[no-any-return]
+    kept_since = getattr(history, "raw_kept", None)
+    return kept_since() if kept_since is not None else {}  # type: ignore[no-any-return]
 
 
 def _hour_up(moment: datetime) -> datetime:
@@ -217,8 +254,8 @@ def _hourly_block(host: HourlyWindow) -> str:
     headers = ["card", "room now", "window room", "least at", "days to full"]
     text = table(rows, headers, ["left", "right", "right", "left", "left"])
     line = (
-        f"{host.host} · window {_minute(host.start)} → {_minute(host.end)} · judged on hourly "
-        f"rollups (raw moments from {_minute(host.raw_since)}; seats as observed)"
+        f"{host.host} · window {_minute(host.start)} → {_minute(host.end)} · judged on "
+        f"{host.judged_on} (raw moments from {_minute(host.raw_since)}; seats as observed)"
     )
     return f"{line}\n{text}"
 
@@ -230,4 +267,7 @@ def _minute(moment: datetime) -> str:
 def _at(card: CardWindow | HourlyCard) -> str:
     if card.min_room_at is None:
         return "-"
-    return card.min_room_at.strftime("%Y-%m-%dT%H:%MZ")
+    if getattr(card, "min_room_dated", True):
+        return card.min_room_at.strftime("%Y-%m-%dT%H:%MZ")
+    # Recorded rollups keep the hour of the least (the rule's, to the second), not its moment.
+    return f"the hour to {card.min_room_at.strftime('%Y-%m-%dT%H:%M:%SZ')}"

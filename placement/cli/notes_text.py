@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from placement.cli.learn_text import LEARN_WRITERS
 from placement.cli.render import b
 from placement.fit.engines.note import Note, Said
 from seats.names import escaped
@@ -165,18 +166,6 @@ NOTE_WRITERS: dict[str, Callable[[Data], str]] = {
         else "vLLM of no known version (an image tag like `latest`) with neither "
         "gpu_memory_utilization nor kv_cache_memory"
     ),
-    "graphs_outside": lambda r: (
-        f"CUDA graphs took {b(r['graphs_bytes'])} beyond weights + non_kv + KV (line {r['line']}): "
-        "vLLM before 0.21 captures them after sizing the KV cache, outside its request; "
-        "cuda_graphs counts them in the seat's resident, not in its KV cache"
-    ),
-    "non_kv_below": lambda r: (
-        f"non_kv unknown: util {r['util']} × {r['total_bytes']:,} B is less than the log's "
-        "weights and KV cache together; is this the seat's own log?"
-    ),
-    "offloaded_none": lambda r: (
-        f"no {r['what']} on a CUDA card: 0 bytes there (offloaded 0 layers)"
-    ),
     "flag_twice": lambda r: f"{r['flag']} is given more than once; vLLM uses the last",
     # check's words around a note of fit
     "unseated_unbounded": lambda r: (
@@ -189,6 +178,12 @@ NOTE_WRITERS: dict[str, Callable[[Data], str]] = {
         f"{r['seat']} judged with a resident of {b(r['resident_bytes'])}: {note_text(r['why'])}"
     ),
     "no_cuda_context": _no_cuda_context,
+    # where a server's model name came from
+    "manifest": lambda r: f"Ollama's manifest {r['path']}",
+    "blob": lambda r: f"its model blob sha256-{r['digest']}…: no manifest of it could be read",
+    "model_argument": lambda r: f"its model argument ({r['usage']})",
+    # `learn`'s figure sources and its log readers' notes
+    **LEARN_WRITERS,
 }
 
 

@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     if window is not None:
         from placement.cli.plan_window import worded
 
-        result = worded(result)
+        result = worded(result, window.history)
     if args.ledger:
         _record(args.ledger, catalogue, result, adds, now)
     if args.json:

@@ -47,10 +47,14 @@ def window_plan(args: argparse.Namespace) -> Iterator[WindowPlan]:
         yield WindowPlan(settings, history)
 
 
-def worded(result: PlanResult) -> PlanResult:
-    """The result with each judged seat's window warnings in its verdict's, in words."""
+def worded(result: PlanResult, history: object = None) -> PlanResult:
+    """The result with each judged seat's window warnings in its verdict's, in words; what the
+    history cannot know (`history_source.with_unknowns`) said as `check` says it."""
+    from placement.cli.history_source import with_unknowns
     from placement.cli.window_text import warning_texts
 
+    windows = {seat: with_unknowns(history, w) for seat, w in result.windows.items()}
+    result = replace(result, windows=windows)
     verdicts = []
     for verdict in result.verdicts:
         window = result.windows.get(verdict.seat)

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from inventory.attribution import is_title, server_line
 from inventory.snapshot import Card, Process, Snapshot, format_utc
+from placement.cli.notes_text import note_text
 from placement.fit.engines.base import FlagError, HostFiles, ModelName, flag_value
 from placement.fit.engines.registry import recognise, worker_of
 from seats.model import Seat as SeatSpec
@@ -260,8 +261,8 @@ def _base(group: _Group, argv: list[str], files: HostFiles | None) -> _Name:
     if model is not None and _slug(model.name):
         return _Name(
             _slug(model.name),
-            f"from {comment_text(model.how)}",
-            None if model.stable else model.how,
+            f"from {comment_text(note_text(model.how))}",
+            None if model.stable else note_text(model.how),
         )
     name = base_name(argv)
     if name:

@@ -32,6 +32,7 @@ from inventory.attribution import (
     shown_parent,
 )
 from inventory.fake import FakeNvml, h200_idle_card
+from inventory.history.figures import foreign_usage
 from inventory.history.ledger import LedgerWindow
 from inventory.ledger import report_queries
 from inventory.ledger.store import MIGRATIONS, open_ledger
@@ -319,7 +320,10 @@ def test_the_report_attributes_an_engine_core_stored_without_a_seat(
         report_queries.prepare_window(conn, start, start + 60, _seat_matcher(fv_ml1))
         window = LedgerWindow(conn, report_queries.Span(start, start, 1))
         usage = {u.seat: u for u in window.seat_usage(start, start, 1)}
-        foreign = [f.cmdline for f in report_queries.foreign_usage(conn)]
+        foreign = [
+            f.cmdline
+            for f in foreign_usage(report_queries.foreign_processes(conn), by_command_line=True)
+        ]
     assert usage["vllm-voices"].max_bytes == 11_261_706_240
     assert ENGINE_CORE not in foreign
 
@@ -369,5 +373,9 @@ def test_the_report_lists_a_foreign_engine_core_with_its_servers_line(
         ledger.append(snapshot)
         conn = ledger.connection
         report_queries.prepare_window(conn, start, start + 60, _seat_matcher(fv_ml1))
-        (core,) = [f for f in report_queries.foreign_usage(conn) if f.cmdline == ENGINE_CORE]
+        (core,) = [
+            f
+            for f in foreign_usage(report_queries.foreign_processes(conn), by_command_line=True)
+            if f.cmdline == ENGINE_CORE
+        ]
     assert (core.card, core.max_bytes, core.parent) == (0, 11_261_706_240, stranger)

@@ -121,34 +121,34 @@ class ArgparseReader:
                 found.setdefault(table.canonical[matches[0]], []).append(table.release)
             elif matches:
                 ambiguous.append((table, matches))
-        where = self._where(tables, version)
         if len(found) == 1:
             return next(iter(found))
-        if found:
-            raise FlagError(
-                word,
-                f"ambiguous for {where}: it could match {', '.join(sorted(found))}",
-            )
-        if ambiguous:
-            matches = ambiguous[-1][1]
-            raise FlagError(
-                word,
-                f"ambiguous: {where} stops at start with "
-                f'"ambiguous option: {word} could match {", ".join(matches)}"',
-            )
+        releases = " and ".join(t.release for t in tables)
+        exact = (
+            version is not None
+            and len(tables) == 1
+            and release_key(tables[0].release) == release_key(version)
+        )
+        could = ", ".join(sorted(found) or (ambiguous[-1][1] if ambiguous else []))
+        # The message is its start, the engine and release the flags were read with, its end.
         raise FlagError(
             word,
-            f'no flag of {where}: it stops at start with "unrecognized arguments: {word}"',
+            (
+                f"{self.engine} {tables[0].release}"
+                if exact
+                else f"{self.engine} {version if version is not None else 'of no known version'} "
+                f"(read with the flags of {releases})"
+            ).join(
+                ("ambiguous for ", f": it could match {could}")
+                if found
+                else (
+                    "ambiguous: ",
+                    f' stops at start with "ambiguous option: {word} could match {could}"',
+                )
+                if ambiguous
+                else ("no flag of ", f': it stops at start with "unrecognized arguments: {word}"')
+            ),
         )
-
-    def _where(self, tables: Sequence[OptionTable], version: str | None) -> str:
-        """The engine and release as a message names them."""
-        releases = " and ".join(t.release for t in tables)
-        if version is None:
-            return f"{self.engine} of no known version (read with the flags of {releases})"
-        if len(tables) == 1 and release_key(tables[0].release) == release_key(version):
-            return f"{self.engine} {tables[0].release}"
-        return f"{self.engine} {version} (read with the flags of {releases})"
 
     def _is_string(self, word: str, version: str | None) -> bool:
         normal = self._normal(word)

@@ -97,12 +97,14 @@ class Refusal:
 
 @dataclass(frozen=True)
 class LogFigure:
-    """One figure read from a start-up log, with the line it came from (1-based)."""
+    """One figure read from a start-up log, with the line it came from (1-based); one worked out
+    from other figures says how in `how` (a note: the edge writes its words)."""
 
     name: str
     value: int
     line_no: int
     line: str
+    how: Note | None = None
 
 
 @dataclass(frozen=True)
@@ -176,10 +178,10 @@ class HostFiles(Protocol):
 @dataclass(frozen=True)
 class ModelName:
     """The model a server's command line serves, as its engine's own store names it: `how` says
-    where the name came from; `stable` is False where it stands in for a name not found."""
+    where the name came from (a note); `stable` is False where it stands in for a name not found."""
 
     name: str
-    how: str
+    how: Note
     stable: bool = True
 
 

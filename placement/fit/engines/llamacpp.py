@@ -58,6 +58,12 @@ _MODEL = re.compile(r"\b(CUDA\d+)(?: model)? buffer size =\s*([\d.]+) MiB")
 _KV = re.compile(r"\b(CUDA\d+) KV buffer size =\s*([\d.]+) MiB")
 _KV_SIZE = re.compile(r"llama_kv_cache\w*: size =\s*([\d.]+) MiB \(\s*(\d+) cells")
 _COMPUTE = re.compile(r"\b(CUDA\d+) compute buffer size =\s*([\d.]+) MiB")
+# The line each buffer's bytes on the first card come from, as the log prints it.
+_CUDA0_LINE = {
+    "model": "CUDA0 model buffer size = … MiB",
+    "kv": "CUDA0 KV buffer size = … MiB",
+    "compute": "CUDA0 compute buffer size = … MiB",
+}
 _N_CTX = re.compile(r"\bn_ctx\s*=\s*(\d+)")
 _N_CTX_SEQ = re.compile(r"\bn_ctx_(?:seq|per_seq)\s*=\s*(\d+)")
 _OFF = ("off", "false", "0", "no", "disabled")
@@ -247,7 +253,7 @@ def read_ggml_log(kind: str, lines: Sequence[str], first_line: int = 1) -> Learn
         first_line=first_line,
     )
     missing: list[str] = []
-    notes: list[Said] = ["buffer sizes are printed in MiB to 0.01: each figure is within 10 KiB"]
+    notes: list[Said] = [note("printed_mib")]
     layers_done = scan.group("offloaded", 1)
 
     def on_card(name: str, what: str) -> LogFigure | None:
@@ -257,7 +263,7 @@ def read_ggml_log(kind: str, lines: Sequence[str], first_line: int = 1) -> Learn
         if layers_done == "0" and name in ("model", "kv"):
             notes.append(note("offloaded_none", what=what))
             return scan.figure("offloaded", 0)
-        missing.append(f"CUDA0 {what} buffer size = … MiB")
+        missing.append(_CUDA0_LINE[name])
         return None
 
     weights, kv, compute = (

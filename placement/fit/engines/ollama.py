@@ -49,6 +49,7 @@ from placement.fit.engines.base import (
 )
 from placement.fit.engines.llamacpp import FIT_MARGIN_BYTES, read_ggml_log
 from placement.fit.engines.llamacpp import MARKS as GGML_MARKS
+from placement.fit.engines.note import note
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
 from seats.units import MiB
@@ -118,12 +119,9 @@ class Ollama(NoRequest):
         if files is not None:
             for relative in files.listing(manifests):
                 if _models_layer(files.read_text(f"{manifests}/{relative}"), digest):
-                    return ModelName(_pulled_name(relative), f"Ollama's manifest {relative}")
-        return ModelName(
-            f"ollama-{found['hex'][:12]}",
-            f"its model blob sha256-{found['hex'][:12]}…: no manifest of it could be read",
-            stable=False,
-        )
+                    return ModelName(_pulled_name(relative), note("manifest", path=relative))
+        short = found["hex"][:12]
+        return ModelName(f"ollama-{short}", note("blob", digest=short), stable=False)
 
     def read_flags(
         self,
@@ -285,7 +283,7 @@ def read_own_log(lines: Sequence[str], fallback: Learned, first_line: int = 1) -
         kv=kv or fallback.kv,
         non_kv=compute or fallback.non_kv,
         missing=tuple(missing),
-        notes=("Ollama prints sizes to 3 significant figures: each is within 0.5 %",),
+        notes=(note("printed_3_figures"),),
     )
 
 

@@ -61,6 +61,7 @@ from placement.fit.engines.base import (
     smallest_share,
     weights_of,
 )
+from placement.fit.engines.note import note
 from placement.fit.engines.sglang_options import RELEASES
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
@@ -352,9 +353,14 @@ class SGLang(NoRequest):
                     "kv_bytes_per_token",
                     upper // tokens.value,
                     scan.found["kv"][1],
-                    f"({' + '.join(f'{s} + 0.005' for s in sizes)}) GiB ÷ {tokens.value:,} "
-                    "tokens, rounded down: at least the true figure (lines "
-                    f"{scan.found['kv'][1]} and {tokens.line_no})",
+                    "",
+                    how=note(
+                        "sizes_up_over_tokens",
+                        sizes=tuple(sizes),
+                        up=str(_HALF_HUNDREDTH),
+                        tokens=tokens.value,
+                        lines=(scan.found["kv"][1], tokens.line_no),
+                    ),
                 )
         else:
             missing.append("KV Cache is allocated. … K size: … GB, V size: … GB")
@@ -371,7 +377,7 @@ class SGLang(NoRequest):
             max_model_len=length,
             per_token=per_token,
             missing=tuple(missing),
-            notes=("SGLang prints GB as 2**30 bytes to 0.01: weights and KV are ± 5 MiB",),
+            notes=(note("printed_gib"),),
         )
 
     @staticmethod

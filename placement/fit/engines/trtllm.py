@@ -58,6 +58,7 @@ from placement.fit.engines.base import (
     short_context,
     tokens_in,
 )
+from placement.fit.engines.note import note
 from seats.model import Engine as EngineSpec
 from seats.model import Seat
 
@@ -129,7 +130,7 @@ class TensorRTLLM(NoRequest):
             if rest[:1] == ["serve"]:
                 rest = rest[1:]
             if rest and not rest[0].startswith("-"):
-                return ModelName(rest[0], "its model argument (trtllm-serve MODEL)")
+                return ModelName(rest[0], note("model_argument", usage="trtllm-serve MODEL"))
         return None
 
     def read_flags(

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from placement.fit.engines.base import StartUpMarks, size_bytes, strip_prefix
-from placement.fit.engines.note import Said, note
+from placement.fit.engines.note import Note, Said, note
 from seats.errors import BadInputError
 from seats.names import escaped
 from seats.units import GiB
@@ -104,12 +104,15 @@ GRAPHS_IN_REQUEST = (0, 21)
 
 @dataclass(frozen=True)
 class Figure:
-    """One figure of a profile, with the log line it came from and how exact it is."""
+    """One figure of a profile, with the log line it came from and how exact it is: "exact",
+    the unit it was printed to ("0.01 GiB"), or a note. A figure worked out from others has no
+    line of its own: `how` says how (a note; the words are written at the edge)."""
 
     value: int
     line_no: int
     line: str
-    precision: str  # "exact", "0.01 GiB", "0.0001 GiB", or how it was derived
+    precision: Said
+    how: Note | None = None
 
 
 @dataclass
@@ -238,29 +241,28 @@ def _read_non_kv(out: LogFigures, number: int, line: str) -> None:
     if found is not None:
         peak, non_torch, graphs = (Decimal(found.group(i)) for i in (1, 2, 3))
         if out.version is None or out.version >= GRAPHS_IN_REQUEST:
-            out.non_kv = Figure(
-                int((peak + non_torch + graphs) * GiB), number, line, "3 figures of 0.01 GiB"
-            )
+            summed = int((peak + non_torch + graphs) * GiB)
+            out.non_kv = Figure(summed, number, line, note("summed", figures=3, unit="0.01 GiB"))
             return
-        out.non_kv = Figure(int((peak + non_torch) * GiB), number, line, "2 figures of 0.01 GiB")
-        out.graphs_split = _graphs_figure(
-            found.group(3), number, line, f"'{found.group(3)} GiB for CUDAGraph memory'"
-        )
+        summed = int((peak + non_torch) * GiB)
+        out.non_kv = Figure(summed, number, line, note("summed", figures=2, unit="0.01 GiB"))
+        out.graphs_split = _graphs_figure(found.group(3), number, line, split=True)
         return
     found = NON_KV_034.search(line)
     if found is not None and out.weights is not None:
         consumed, peak, graphs = (Decimal(found.group(i)) for i in (1, 2, 3))
         value = int((consumed + peak + graphs) * GiB) - out.weights.value
-        out.non_kv = Figure(value, number, line, "3 figures of 0.01 GiB, less the weights")
+        out.non_kv = Figure(
+            value, number, line, note("summed", figures=3, unit="0.01 GiB", less="weights")
+        )
 
 
-def _graphs_figure(text: str, number: int, line: str, quoted: str = "") -> Figure:
-    """A printed CUDA graph figure; a negative one (free memory grew while capturing) counts as 0."""
+def _graphs_figure(text: str, number: int, line: str, *, split: bool = False) -> Figure:
+    """A printed CUDA graph figure; a negative one (free memory grew while capturing) counts as 0.
+    `split`: printed in the line that splits the request (its words are quoted beside it)."""
     value = size_bytes(text, "GiB")
-    said = f", {quoted}" if quoted else ""
-    if value >= 0:
-        return Figure(value, number, line, _precision(text) + said)
-    return Figure(0, number, line, f"printed {text} GiB{said}: none counted")
+    said = note("graphs", printed=text, unit=_precision(text), split=split, counted=value >= 0)
+    return Figure(max(value, 0), number, line, said)
 
 
 def _read_graphs(out: LogFigures, number: int, line: str) -> None:
@@ -326,8 +328,14 @@ def learn_profile(
     per_token = Figure(
         kv.value // tokens.value,
         kv.line_no,
-        f"{kv.value:,} B ÷ {tokens.value:,} tokens (lines {kv.line_no} and {tokens.line_no})",
+        "",
         _per_token_precision(kv, tokens.value),
+        how=note(
+            "kv_over_tokens",
+            kv_bytes=kv.value,
+            tokens=tokens.value,
+            lines=(kv.line_no, tokens.line_no),
+        ),
     )
     non_kv = figures.non_kv or _non_kv_from_request(figures, declared_util, cuda_total, notes)
     version = ".".join(str(part) for part in figures.version) if figures.version else "unknown"
@@ -372,16 +380,13 @@ def _refuse_failed(figures: LogFigures, source: str) -> None:
 def _graphs_notes(graphs: Figure | None) -> list[Said]:
     """What `cuda_graphs` means before vLLM 0.21, or why it is unknown."""
     if graphs is None:
-        return [
-            "cuda_graphs unknown: the log prints no 'Graph capturing finished in … took X GiB' "
-            "line (0 if vLLM ran with --enforce-eager)"
-        ]
+        return [note("graphs_unknown")]
     if not graphs.value:
         return []
     return [note("graphs_outside", graphs_bytes=graphs.value, line=graphs.line_no)]
 
 
-def _per_token_precision(kv: Figure, tokens: int) -> str:
+def _per_token_precision(kv: Figure, tokens: int) -> Note:
     """How far floor(KV bytes / tokens) may be from the true bytes per token.
 
     With exact KV bytes it is an upper bound (tokens are whole blocks, so the KV bytes hold a part
@@ -390,13 +395,10 @@ def _per_token_precision(kv: Figure, tokens: int) -> str:
     Llama-3-8B's 131,072).
     """
     if kv.precision == "exact":
-        return "an upper bound: vLLM counts tokens in whole blocks"
+        return note("per_token_bound")
+    assert isinstance(kv.precision, str)  # a KV figure's precision is the unit it was printed to
     half_unit = Decimal(kv.precision.split()[0]) * GiB / 2
-    slack = math.ceil(half_unit / tokens)
-    return (
-        f"within {slack:,} B either way: the KV bytes are printed to {kv.precision} "
-        "(and vLLM counts tokens in whole blocks)"
-    )
+    return note("per_token_within", slack_bytes=math.ceil(half_unit / tokens), unit=kv.precision)
 
 
 def _non_kv_from_request(
@@ -408,20 +410,22 @@ def _non_kv_from_request(
     util = figures.util if figures.util is not None else declared
     total = figures.total.value if figures.total is not None else cuda_total
     if util is None or total is None:
-        notes.append(
-            "non_kv unknown: the log prints no 'Free memory on device (…) … Actual usage is …' "
-            "line; declare gpu_memory_utilization on the seat and card_total on its host"
-        )
+        notes.append(note("non_kv_unknown"))
         return None
     product = util * total
     requested = math.ceil(product)  # Decimal's // truncates toward zero: no -(-x // 1) here
-    where = "the log's" if figures.total is not None else "the host's card_total (NVML total)"
     if requested - weights.value - kv.value < 0:
         notes.append(note("non_kv_below", util=str(util), total_bytes=total))
         return None
     return Figure(
         requested - weights.value - kv.value,
         weights.line_no,
-        f"ceil({util} × {total:,} B, {where}) − weights − KV bytes",
-        "as exact as its terms",
+        "",
+        note("as_its_terms"),
+        how=note(
+            "request_less",
+            util=str(util),
+            total_bytes=total,
+            total_from="log" if figures.total is not None else "host",
+        ),
     )

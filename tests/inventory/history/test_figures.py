@@ -1,4 +1,5 @@
-"""The reductions both sources share: a reserve's breaches and holders, and each seat's row."""
+"""The reductions both sources share: a reserve's breaches and holders, each seat's row, the
+foreign processes' rows and the charts' unexplained memory."""
 
 from __future__ import annotations
 
@@ -7,11 +8,18 @@ from collections.abc import Mapping, Sequence
 from inventory.history.figures import (
     CardPart,
     CardUsage,
+    ChartSums,
+    ForeignProcess,
+    ForeignUsage,
     Holder,
     ReserveBreaches,
+    ReserveReading,
     SeatUsage,
+    breach_points,
     breaches_of,
     card_usage,
+    chart_buckets,
+    foreign_usage,
     ranked_holders,
     seat_rows,
 )
@@ -122,3 +130,68 @@ def test_card_figures_sum_counts_and_date_the_least_free_in_its_earliest_part() 
         {("h", 0): (3600, 7200, 5 * GIB), ("h", 1): (0, 3600, 6 * GIB)},
         {("h", 0): (20, (10, 19)), ("h", 1): (3, (2, 3))},
     ]
+
+
+def test_chart_unexplained_from_sums_subtracts_each_seat_in_turn() -> None:
+    used = {0: 10.0, 1: 1.0, 2: 5.0, 3: 1.0}
+    by_seat = {"a": {0: 4.0, 1: 0.1, 3: 2.0, 9: 7.0}, "b": {0: 1.5, 1: 0.2, 2: 5.0}}
+    ones = dict.fromkeys(used, 1)
+    (row,) = chart_buckets([ChartSums("h", 0, ones, used, by_seat, {0: 3.0})])
+    assert row.unexplained_bytes == {0: 4.5, 1: 1.0 - (0.1 + 0.2), 2: 0.0, 3: 0.0}
+    assert row.unexplained_bytes[1] == 1.0 - (0.1 + 0.2)  # summed in seat order, then taken off
+    assert (row.samples, row.seat_bytes, row.free_min_bytes) == (ones, by_seat, {0: 3.0})
+    (bare,) = chart_buckets([ChartSums("h", 1, {0: 1, 1: 1}, {0: 2.5, 1: -1.0}, {}, {})])
+    assert bare.unexplained_bytes == {0: 2.5, 1: 0.0}  # never below zero
+    # A source that reads each moment gives Σ max(0, unexplained) itself: it is kept as given.
+    moments = ChartSums("h", 2, {0: 2}, {0: 10.0}, {"a": {0: 10.0}}, {}, {0: 3.0})
+    assert chart_buckets([moments])[0].unexplained_bytes == {0: 3.0}
+    # By host and card.
+    rows = [
+        moments,
+        ChartSums("a", 0, ones, used, by_seat, {}),
+        ChartSums("h", 1, {0: 1}, {0: 0.4}, {}, {}),
+    ]
+    assert [(b.host, b.card) for b in chart_buckets(rows)] == [("a", 0), ("h", 1), ("h", 2)]
+
+
+def test_breach_points_apply_the_reserve_rule_to_each_reading() -> None:
+    readings = [
+        ReserveReading(180, 80 * GIB, 60 * GIB, 141 * GIB, GIB),  # others 20 GiB
+        ReserveReading(60, 79 * GIB, 60 * GIB, 141 * GIB, GIB),  # others 19 GiB
+        ReserveReading(120, 81 * GIB, 60 * GIB, 141 * GIB, None),  # v1: no driver reserve read
+        ReserveReading(240, 90 * GIB, 0, None, None),  # no total read: a fixed reserve can't tell
+    ]
+    # 120 GiB leaves others 141 − 1 − 120 = 20 GiB (21 GiB where no driver reserve was read).
+    assert breach_points(readings, 120 * GIB) == []
+    assert breach_points(readings, 121 * GIB) == [(120, 21 * GIB), (180, 20 * GIB)]
+    # A whole-card reserve leaves nothing: every reading with others on it breaks it, by time.
+    assert breach_points(readings, None) == [
+        (60, 19 * GIB),
+        (120, 21 * GIB),
+        (180, 20 * GIB),
+        (240, 90 * GIB),
+    ]
+    assert breach_points([ReserveReading(0, GIB, GIB, None, None)], None) == []
+
+
+def test_foreign_rows_group_by_command_line_where_kept_else_by_card() -> None:
+    found = [
+        ForeignProcess("h", 0, 7, "python a.py", (), 3, 300, 500, 2 * GIB),
+        ForeignProcess("h", 0, 8, "python a.py", (), 2, 100, 200, GIB),
+        ForeignProcess("h", 0, 8, "python b.py", (), 1, 100, 100, 4 * GIB),
+        ForeignProcess("h", 1, 9, None, (), 5, 50, 90, 3 * GIB),
+    ]
+    assert foreign_usage(found, by_command_line=True) == [
+        ForeignUsage("h", 0, "python a.py", 2, 5, 100, 500, 2 * GIB),
+        ForeignUsage("h", 0, "python b.py", 1, 1, 100, 100, 4 * GIB),
+        ForeignUsage("h", 1, None, 1, 5, 50, 90, 3 * GIB),
+    ]
+    # No command lines (Prometheus): one row per card, its pids counted once each.
+    assert foreign_usage(found, by_command_line=False) == [
+        ForeignUsage("h", 0, None, 2, 6, 100, 500, 4 * GIB),
+        ForeignUsage("h", 1, None, 1, 5, 50, 90, 3 * GIB),
+    ]
+    # A bare process title is shown with its server's line.
+    core = ForeignProcess("h", 0, 5, "VLLM::EngineCore", ("vllm serve m --port 1",), 1, 9, 9, GIB)
+    (row,) = foreign_usage([core], by_command_line=True)
+    assert row.parent == "vllm serve m --port 1"

@@ -6,7 +6,7 @@ import random
 from datetime import timedelta
 from pathlib import Path
 
-from inventory.history.figures import ReserveBreaches, breaches_of
+from inventory.history.figures import ReserveBreaches, breach_points, breaches_of, foreign_usage
 from inventory.history.ledger import LedgerHistory, LedgerWindow
 from inventory.ledger import report_queries as q
 from inventory.ledger.store import open_ledger
@@ -18,7 +18,7 @@ def reserve_breaches(
     conn: q.Connection, host: str, card: int, own: list[str] | tuple[str, ...], fixed: int | None
 ) -> ReserveBreaches:
     """The ledger's breaches of a reserve, as the report's ledger source reduces them."""
-    points = q.breach_points(conn, host, card, own, fixed)
+    points = breach_points(q.reserve_readings(conn, host, card, own), fixed)
     return breaches_of(points, lambda: q.holders_on(conn, host, card), own)
 
 
@@ -117,7 +117,7 @@ def test_seats_are_attributed_once_per_command_line_and_breaches_found(tmp_path:
         seats = {u.seat: u for u in window.seat_usage(start, start + 540, 60)}
         assert (seats["own"].samples, seats["own"].p95_bytes) == (10, 10 * GIB)
         assert seats["other"].max_bytes == 2 * GIB + 9
-        (foreign,) = q.foreign_usage(conn)
+        (foreign,) = foreign_usage(q.foreign_processes(conn), by_command_line=True)
         assert (foreign.cmdline, foreign.samples, foreign.max_bytes) == (
             "python notebook.py",
             2,

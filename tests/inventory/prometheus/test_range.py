@@ -96,18 +96,3 @@ def test_step_without_prometheus_exits_2(
     code = main(["report", "--step", "5m", "--catalogue", str(FV_ML1_CATALOGUE)])
     assert code == 2
     assert "--step goes with --prometheus" in capsys.readouterr().err
-
-
-def test_unexplained_means_subtract_each_seat_in_turn() -> None:
-    from inventory.prometheus.range import _unexplained_means
-
-    used = {0: 10.0, 1: 1.0, 2: 5.0, 3: 1.0}
-    by_seat = {"a": {0: 4.0, 1: 0.1, 3: 2.0, 9: 7.0}, "b": {0: 1.5, 1: 0.2, 2: 5.0}}
-    expected = {
-        b: max(0.0, v - sum(layer.get(b, 0.0) for layer in by_seat.values()))
-        for b, v in used.items()
-    }
-    assert _unexplained_means(used, by_seat) == expected
-    assert _unexplained_means(used, by_seat)[1] == 1.0 - (0.1 + 0.2)  # summed in seat order
-    assert _unexplained_means(used, by_seat)[3] == 0.0  # never below zero
-    assert _unexplained_means({0: 2.5, 1: -1.0}, {}) == {0: 2.5, 1: 0.0}

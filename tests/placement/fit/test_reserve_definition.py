@@ -1,10 +1,11 @@
 """One definition of "others on a reserve's card" and of "unexplained", four languages, one table.
 
-`placement.fit.reserves` (Python) is the definition. The same card readings go through the ledger's
-SQL (`report_queries.breach_points` and the window's `unexplained` column), the report's PromQL
-(`range.breach_query`) and the alert's PromQL (`alerts._reserve_broken`), the last two evaluated by
-Prometheus itself (`promtool test rules`) on the series the exporter writes for the same snapshot.
-Same inputs, same answers.
+`placement.fit.reserves` (Python) is the definition. The report applies it once, in
+`inventory.history.figures.breach_points`, to what either source reads of the card at each moment:
+the ledger's SQL (`report_queries.reserve_readings`, and the window's `unexplained` column) and the
+report's PromQL (`range.reserve_queries`); the alert's PromQL (`alerts._reserve_broken`) is its own.
+The PromQL is evaluated by Prometheus itself (`promtool test rules`) on the series the exporter
+writes for the same snapshot. Same inputs, same answers.
 """
 
 from __future__ import annotations
@@ -20,12 +21,12 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from inventory.history.figures import ReserveBreaches, breaches_of
+from inventory.history.figures import ReserveBreaches, ReserveReading, breach_points, breaches_of
 from inventory.ledger import report_queries as q
 from inventory.ledger.store import open_ledger
 from inventory.prometheus.exporter import write_textfile
 from inventory.prometheus.metrics import SnapshotCollector, registry_for
-from inventory.prometheus.range import ReserveSpec, _Queries, breach_query
+from inventory.prometheus.range import ReserveSpec, _Queries, reserve_queries
 from inventory.snapshot import Card, Process, Snapshot
 from placement.fit.capacity import unexplained_bytes
 from placement.fit.reserves import reserve_breach_bytes
@@ -41,7 +42,7 @@ def reserve_breaches(
     conn: q.Connection, host: str, card: int, own: list[str] | tuple[str, ...], fixed: int | None
 ) -> ReserveBreaches:
     """The ledger's breaches of a reserve, as the report's ledger source reduces them."""
-    points = q.breach_points(conn, host, card, own, fixed)
+    points = breach_points(q.reserve_readings(conn, host, card, own), fixed)
     return breaches_of(points, lambda: q.holders_on(conn, host, card), own)
 
 
@@ -165,7 +166,27 @@ def test_both_promql_forms_agree_as_prometheus_evaluates_them(tmp_path: Path) ->
             if breach is None
             else [{"labels": f'{{gpu="0", host="{host_of(i)}"}}', "value": breach}]
         )
+        card = case.card()
+        own = [p.used_bytes or 0 for p in card.processes if p.seat in OWN]
+        # The report: the rule applied to what its PromQL reads of the card at that step.
+        reading = ReserveReading(120, card.used_bytes or 0, sum(own), TOTAL, case.driver)
+        points = breach_points([reading], case.reserve)
+        assert (points[0][1] if points else None) == breach, case.name
+        read = {
+            "used_bytes": card.used_bytes,
+            "own_bytes": sum(own) if own else None,  # no series: 0 where none ran
+            "total_bytes": TOTAL,
+            "reserved_bytes": case.driver,
+        }
         spec = ReserveSpec(host_of(i), 0, OWN, case.reserve)
+        for name, expr in reserve_queries(window, spec).items():
+            value = read[name]
+            got = (
+                []
+                if value is None
+                else [{"labels": f'{{gpu="0", host="{host_of(i)}"}}', "value": value}]
+            )
+            tests.append({"expr": expr, "eval_time": "2m", "exp_samples": got})
         reserve = Reserve.model_validate(
             {
                 "name": "r",
@@ -176,8 +197,7 @@ def test_both_promql_forms_agree_as_prometheus_evaluates_them(tmp_path: Path) ->
             }
         )
         alert_expr, _ = _reserve_broken(reserve)
-        for expr in (breach_query(window, spec), alert_expr):
-            tests.append({"expr": expr, "eval_time": "2m", "exp_samples": want})
+        tests.append({"expr": alert_expr, "eval_time": "2m", "exp_samples": want})
     unit = {
         "rule_files": [],
         "evaluation_interval": "1m",

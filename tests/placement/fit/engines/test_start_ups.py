@@ -220,12 +220,21 @@ def test_sglang_per_token_kv_is_at_least_the_models(
     learned, _ = read("sglang", body(QWQ))
     assert learned.kv_bytes_per_token == 3_060_164_198 // 46_611 == 65_653
     assert 2 * int(Decimal("1.42") * GiB) // 46_611 == 65_422 < 64 * 2 * 128 * 2 * 2 == 65_536
-    assert (
-        learned.per_token is not None
-        and "(1.42 + 0.005 + 1.42 + 0.005) GiB" in learned.per_token.line
-    )
+    # How it was worked out is data: the printed sizes, the half hundredth, tokens and lines.
+    how = learned.per_token.how if learned.per_token is not None else None
+    assert how is not None and dict(how.facts) == {
+        "sizes": ("1.42", "1.42"),
+        "up": "0.005",
+        "tokens": 46_611,
+        "lines": (52, 52),
+    }
     code, out, _ = learn(tmp_path, capsys, "sglang", body(QWQ))
     assert code == 0 and "        kv_bytes_per_token: 65653\n" in out
+    # One line prints K, V and the tokens: its number is said once.
+    assert (
+        "  kv_bytes_per_token: 65653 ((1.42 + 0.005 + 1.42 + 0.005) GiB ÷ 46,611 tokens, rounded "
+        "down: at least the true figure (line 52))\n" in out
+    )
 
 
 def test_sglang_before_0_4_3_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
