@@ -139,6 +139,23 @@ def test_a_two_card_seat_off_the_grid_opens_two_cards() -> None:
     assert "odd" in best and len(best) == 19
 
 
+def test_a_card_gains_by_the_rare_pieces_it_holds() -> None:
+    # Eight cards of 174 units; six seats of 35 units above forty of 2 GiB. A card reaches 172
+    # only with four 35-unit seats on it; with one it holds 35 + 4 × 32 = 163, three more than
+    # 5 × 32. Six rare pieces gain 3 units each, not 12: 8 × 160 + 6 × 3 − 6 × 35 = 1,088 units,
+    # thirty-four 2 GiB seats, what first fit places (the plain bound: 8 × 172 − 210 = 1,166,
+    # thirty-six).
+    catalogue, snapshots = make_fleet({"a": [174 * 64 * MiB] * 4, "b": [174 * 64 * MiB] * 4})
+    seats = [seat(f"s{i:02d}", 2 * GiB) for i in range(40)]
+    seats += [seat(f"odd{i}", 35 * 64 * MiB, priority=1) for i in range(6)]
+    problem = build_problem(catalogue, snapshots, new_seats(catalogue, adds(*seats)))
+    top = [f"odd{i}" for i in range(6)]
+    assert [b.bound for b in bound_reference.level_bounds(problem, top)] == [6, 36]
+    assert [b.bound for b in level_bounds(problem, top)] == [6, 34]
+    greedy = greedy_assignment(problem)
+    assert sum(1 for name in greedy if name.startswith("s")) == 34
+
+
 def _mixed(rng: random.Random) -> tuple[Catalogue, list[Snapshot], list[Seat]]:
     """Two hosts of two cards; six seats of every kind: whole GiB or off the grid, one or two
     cards, gated or not, over two priorities."""
