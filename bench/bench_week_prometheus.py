@@ -230,8 +230,9 @@ def fleet_openmetrics(
 def _recorded(hosts: int, end: datetime) -> dict[int, list[str]]:
     """The samples the rules of `gpuplan rules` recorded of the week, one an hour at the rule's
     evaluation ending it (RULE_OFFSET_S past the hour), by 2-hour block: each card's least free
-    (`min_1h`) and each host's snapshots (`count_1h`: 60 moments an hour). The figures are bench_week.write_fleet's: each card's vLLM server wandering by the
-    hour, an Ollama load of 20 GiB on card 1 14:00–15:59 UTC."""
+    (`min_1h`) and each host's snapshots (`count_1h`: 60 moments an hour). The figures are
+    bench_week.write_fleet's: each card's vLLM server wandering by the hour, an Ollama load of
+    20 GiB on card 1 14:00–15:59 UTC."""
     total = weekfile.TOTAL - weekfile.RESERVED
     last = int(end.timestamp()) // 3600 * 3600 + RULE_OFFSET_S
     if last > end.timestamp():
