@@ -17,7 +17,8 @@ from typing import Any
 
 from placement.fit.card import CardKey, CardModel
 from placement.fit.engines.note import Note, Said
-from placement.fit.state import CardState
+from placement.fit.rules import error_reason
+from placement.fit.state import CardState, card_state
 from placement.fit.verdict import Reason, Verdict, facts, host_reason
 from placement.fit.verify import CardStates, Placement, judge, judge_each
 from placement.plan.problem import NewSeat, Problem
@@ -131,6 +132,8 @@ def explain_refusal(
         shared = classes.verdicts.get(key)
         if shared is None:
             stand_in = seat.model_copy(update={"name": _STAND_IN})
+            if not classes.verdicts and state_cache is not None:
+                _known_states(problem, stand_in, state_cache, classes.placed_models)
             shared = classes.verdicts[key] = _Class(
                 _explained(
                     problem,
@@ -151,6 +154,27 @@ def explain_refusal(
         # The verifier's own changes come first, as the nearest (they bind where it was put).
         nearest=tuple(dict.fromkeys((*failed.nearest, *alone.nearest))),
     )
+
+
+def _known_states(
+    problem: Problem,
+    seat: Seat,
+    states: CardStates,
+    models: Mapping[CardKey, CardModel] | None,
+) -> None:
+    """Each usable card's state as a seat nothing there names meets it beside the placements
+    (`models`: the cards with them placed), put in `states` as `judge` shares it: the first
+    class then judges one card per state, as the others do, not every card."""
+    if models is None:
+        return
+    for snapshot in problem.snapshots:
+        host = snapshot.host
+        for card in snapshot.cards:
+            key = (host, card.index, "plan")
+            model = models.get((host, card.index))
+            if key in states or model is None or error_reason(card, host) is not None:
+                continue
+            states[key] = card_state(seat, card, model)
 
 
 class _Class:

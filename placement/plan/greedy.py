@@ -103,6 +103,27 @@ class _Fleet:
         self._rows: dict[str, _Rows | None] = {}
         self._shapes: dict[Hashable, _Rows] = {}
         self._eligible: dict[str, bool] = {}
+        self._eligible_shapes: dict[tuple[int, int, int], bool] = {}
+        self._pairs: dict[int, int] = {}  # eligible pairs of a seat's rows, by id(rows)
+
+    def pairs_exceed(self, limit: int) -> bool:
+        """`Problem.pairs_exceed`: more than `limit` eligible (seat, card) pairs, each seat's
+        counted off its rows (a seat some card names, pair by pair)."""
+        count = 0
+        for new in self.problem.seats:
+            rows = self.rows(new)
+            if rows is None:
+                count += sum(
+                    1 for host, index in self.keys if self.problem.pair(new.name, host, index)
+                )
+            else:
+                found = self._pairs.get(id(rows))
+                if found is None:
+                    found = self._pairs[id(rows)] = int(rows.mask.sum())
+                count += found
+            if count > limit:
+                return True
+        return False
 
     def rows(self, new: NewSeat) -> _Rows | None:
         """The seat's rows; None when some card names the seat (it is asked card by card)."""
@@ -166,9 +187,13 @@ class _Fleet:
             if rows is None:
                 found = self.problem.has_eligible_host(name)
             else:
-                cards = rows.mask & (self.arrays.open >= new.seat.resident_bytes)
-                have = np.bincount(self.host_of[cards], minlength=len(self.host_names))
-                found = bool((have >= new.seat.card_count).any())
+                # Seats of one shape and resident share the answer.
+                key = (id(rows), new.seat.resident_bytes, new.seat.card_count)
+                found = self._eligible_shapes.get(key)
+                if found is None:
+                    cards = rows.mask & (self.arrays.open >= new.seat.resident_bytes)
+                    have = np.bincount(self.host_of[cards], minlength=len(self.host_names))
+                    found = self._eligible_shapes[key] = bool((have >= new.seat.card_count).any())
             self._eligible[name] = found
         return found
 
@@ -186,6 +211,12 @@ def fleet_of(problem: Problem) -> _Fleet:
     gone = _FLEETS.pop
     _FLEETS[key] = (weakref.ref(problem, lambda _: gone(key, None)), fleet)
     return fleet
+
+
+def pairs_exceed(problem: Problem, limit: int) -> bool:
+    """`problem.pairs_exceed(limit)`, counted off the fleet's rows where the pair table has them."""
+    fleet = fleet_of(problem)
+    return fleet.pairs_exceed(limit) if fleet.table is not None else problem.pairs_exceed(limit)
 
 
 def has_eligible_host(problem: Problem, new: NewSeat) -> bool:

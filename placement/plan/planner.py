@@ -24,7 +24,12 @@ from placement.plan.approved import approved_holds, approved_verdicts
 from placement.plan.bound import LevelBound, level_bounds
 from placement.plan.cards import PlanCardRow, card_rows
 from placement.plan.explain import SUMMARY_PLACES, ExplainClasses, explain_refusal, summarise
-from placement.plan.greedy import best_fit_levels, greedy_assignment, has_eligible_host
+from placement.plan.greedy import (
+    best_fit_levels,
+    greedy_assignment,
+    has_eligible_host,
+    pairs_exceed,
+)
 from placement.plan.most import most_seats
 from placement.plan.problem import (
     Problem,
@@ -311,7 +316,7 @@ def _assign(
     greedy_started = time.perf_counter()
     greedy = greedy_assignment(problem)
     timings["greedy"] = time.perf_counter() - greedy_started
-    if problem.pairs_exceed(SKIP_SOLVER_PAIRS) and score(greedy, weights) >= bound:
+    if pairs_exceed(problem, SKIP_SOLVER_PAIRS) and score(greedy, weights) >= bound:
         # Every placeable seat is placed: the seat count is proven optimal without the
         # solver, whose only gain here would be the tie-breaks.
         warnings.append(
@@ -326,7 +331,7 @@ def _assign(
     parts = split_by_host(problem)
     if parts is not None:
         return _assign_parts(parts, solver, time_limit, started, timings, warnings, bound)
-    if problem.pairs_exceed(SOLVER_MAX_PAIRS):
+    if pairs_exceed(problem, SOLVER_MAX_PAIRS):
         # Too large for the integer program to improve on within seconds (bench/bench_crowded.py):
         # the most seats best fit packs per level, its gap to the level bounds reported.
         assignment, named = _most_greedy(problem, greedy, weights)

@@ -104,3 +104,12 @@ def test_best_fit_walking_the_narrowest_cards_places_as_asking_every_card(
 
     monkeypatch.setattr(greedy, "_WALK", walk)
     assert greedy.best_fit(fresh()) == reference.best_fit(fresh())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_rows_count_the_eligible_pairs_the_pair_table_counts(seed: int) -> None:
+    problem = _problems(seed)()
+    pairs = len(problem.need)
+    for limit in (0, pairs - 1, pairs, pairs + 1):
+        assert greedy.pairs_exceed(problem, limit) == (pairs > limit)
+    assert greedy.pairs_exceed(_problems(seed)(), pairs - 1)
