@@ -374,7 +374,9 @@ def _fleet() -> str:
         "query at `step=1h` over every card, one over every host). From a ledger: bench_week's compacted fleet (the "
         f"same hours, written in {ledger_built_s:.0f} s). Whole processes, alternated run by run, "
         f"median of {FLEET_RUNS} after one warm-up each, median load {load:.1f} on 2 cores; "
-        f"the CPU of Prometheus answering apart. {len(recorded):,} hosts and {cards:,} cards were "
+        "from Prometheus with `--timeout 60` (a range query over every card may take it over the "
+        "default 10 s on a loaded machine); the CPU of Prometheus answering apart. "
+        f"{len(recorded):,} hosts and {cards:,} cards were "
         "judged on the recorded rollups.",
         "",
         "| `ledger --window 7d`, 1,024 × 8 | wall (median) | CPU of gpuplan (median) "
