@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
-from placement.cli.learn_log import figure_source, start_up_json, start_up_note
+from placement.cli.learn_log import figure_json, figure_source, start_up_json, start_up_note
 from placement.cli.names import did_you_mean, names
 from placement.cli.notes_text import note_text, note_texts
 from placement.cli.sources import add_catalogue_argument, load_catalogue_argument
@@ -184,14 +184,8 @@ def _refuse_impossible(profile: Any, log_total: Any, source: str, card_total: in
 
 
 def _figure(figure: Any) -> dict[str, Any] | None:
-    if figure is None:
-        return None
-    return {
-        "value": figure.value,
-        "line": figure.line_no or None,
-        "source": figure_source(figure, None),
-        "precision": note_text(figure.precision),
-    }
+    found = figure_json(figure)
+    return found and {**found, "precision": note_text(figure.precision)}
 
 
 def _as_json(seat: str, profile: Any, start: StartUp) -> dict[str, Any]:

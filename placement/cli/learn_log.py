@@ -62,6 +62,17 @@ def figure_source(figure: Any, width: int | None = 160) -> str:
     return note_text(figure.how) if figure.how is not None else shown_line(figure.line, width)
 
 
+def figure_json(figure: Any) -> dict[str, Any] | None:
+    """A figure's value, line (None where worked out) and source, as `--json` gives them."""
+    if figure is None:
+        return None
+    return {
+        "value": figure.value,
+        "line": figure.line_no or None,
+        "source": figure_source(figure, None),
+    }
+
+
 def start_up_json(start: StartUp) -> dict[str, Any]:
     """Which start-up of the log was read, for `--json`."""
     return {
@@ -194,15 +205,6 @@ def as_text(seat: str, source: str, learned: Learned) -> str:
 def as_json(seat: str, learned: Learned, start: StartUp | None = None) -> dict[str, Any]:
     """The same content with raw ints (log lines escaped, as in the text)."""
 
-    def figure(value: LogFigure | None) -> dict[str, Any] | None:
-        if value is None:
-            return None
-        return {
-            "value": value.value,
-            "line": value.line_no or None,
-            "source": figure_source(value, None),
-        }
-
     return {
         "schema": 1,
         "seat": seat,
@@ -210,12 +212,12 @@ def as_json(seat: str, learned: Learned, start: StartUp | None = None) -> dict[s
         **({"start_up": start_up_json(start)} if start is not None else {}),
         "profile": profile_values(learned),
         "sources": {
-            "weights": figure(learned.weights),
-            "non_kv": figure(learned.non_kv),
-            "kv": figure(learned.kv),
-            "kv_tokens": figure(learned.kv_tokens),
-            "kv_bytes_per_token": figure(learned.per_token),
-            "max_model_len": figure(learned.max_model_len),
+            "weights": figure_json(learned.weights),
+            "non_kv": figure_json(learned.non_kv),
+            "kv": figure_json(learned.kv),
+            "kv_tokens": figure_json(learned.kv_tokens),
+            "kv_bytes_per_token": figure_json(learned.per_token),
+            "max_model_len": figure_json(learned.max_model_len),
         },
         "missing": list(learned.missing),
         "notes": note_texts(learned.notes),
