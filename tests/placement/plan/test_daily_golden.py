@@ -127,6 +127,7 @@ def _compare(name: str, got: str) -> None:
     assert got == path.read_text()
 
 
+@pytest.mark.slow
 def test_plan_json_of_the_daily_fleet_is_unchanged(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
