@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from placement.cli.learn_text import shown_line
+from placement.cli.learn_text import profile_block, shown_line
 from placement.cli.notes_text import note_text, note_texts
 from placement.fit.engines.base import Learned, LogFigure, StartUp
 from placement.fit.engines.registry import engine, engines
@@ -163,21 +163,16 @@ def profile_values(learned: Learned) -> dict[str, int | None]:
 def as_text(seat: str, source: str, learned: Learned) -> str:
     """The block to paste, then each figure's source line, then what is missing."""
     values = profile_values(learned)
-
-    def line(key: str, value: int | None, *, size: bool) -> str:
-        if value is None:
-            return f"        {key}: unknown"
-        return f"        {key}: {value}" + (f"  # {format_bytes(value)}" if size else "")
-
-    out = [
-        f"# {seat}: from {engine(learned.kind).title}'s start-up log ({escaped(source)})",
-        "      profile:",
-        line("weights", values["weights_bytes"], size=True),
-        line("non_kv", values["non_kv_bytes"], size=True),
-        line("kv_bytes_per_token", values["kv_bytes_per_token"], size=False),
-        line("max_model_len", values["max_model_len"], size=False),
-        "sources:",
-    ]
+    out = profile_block(
+        f"{seat}: from {engine(learned.kind).title}'s start-up log ({escaped(source)})",
+        (
+            ("weights", values["weights_bytes"], True),
+            ("non_kv", values["non_kv_bytes"], True),
+            ("kv_bytes_per_token", values["kv_bytes_per_token"], False),
+            ("max_model_len", values["max_model_len"], False),
+        ),
+    )
+    out.append("sources:")
     named = (
         ("weights", learned.weights),
         ("non_kv", learned.non_kv),
