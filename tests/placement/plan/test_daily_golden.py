@@ -157,6 +157,7 @@ def test_plan_json_of_the_daily_fleet_is_unchanged(
     assert len(data["cards"]) == 512
 
 
+@pytest.mark.slow
 def test_plan_with_holds_of_the_daily_fleet_is_unchanged() -> None:
     catalogue, snapshots, adds = daily_fleet()
     result = plan(catalogue, _holds(snapshots), adds)

@@ -96,6 +96,7 @@ def test_the_window_plan_takes_the_only_card_that_holds_at_every_moment(
     assert "PLACED   stt → fv-ml1 card 0" in out
 
 
+@pytest.mark.slow
 def test_a_seat_only_card_1_may_take_is_refused_by_peak_and_passes_at_its_percentile(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, afternoon: Path
 ) -> None:
