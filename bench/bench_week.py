@@ -230,14 +230,15 @@ def fleet_catalogue(hosts: int, cards: int = 8) -> str:
     return "\n".join(lines) + "\n"
 
 
-def before_tree(folder: Path) -> Path | None:
-    """The tree of `BEFORE` (every `--window` of plan and ledger read every moment), extracted
-    under `folder`; None where git cannot give it (then only this tree is measured)."""
-    target = folder / "before"
+def before_tree(folder: Path, commit: str = BEFORE) -> Path | None:
+    """The tree of `commit` (by default BEFORE: every `--window` of plan and ledger read every
+    moment), extracted under `folder`; None where git cannot give it (then only this tree is
+    measured)."""
+    target = folder / f"before-{commit}"
     target.mkdir()
     try:
         archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", BEFORE],
+            ["git", "-C", str(ROOT), "archive", commit],
             capture_output=True,
             check=True,
             timeout=120,

@@ -55,7 +55,6 @@ __all__ = [
     "ranked_holders",
     "seat_rows",
     "seat_usage",
-    "unexplained_cards",
 ]
 
 
@@ -401,14 +400,3 @@ def _unexplained_of_sums(
     layers = [[layer.get(b, 0.0) for b in used] for layer in by_seat.values()]
     totals = map(sum, zip(*layers, strict=True))
     return {b: max(0.0, v - t) for (b, v), t in zip(used.items(), totals, strict=True)}
-
-
-def unexplained_cards(sums: Iterable[ChartSums]) -> set[tuple[str, int]]:
-    """The cards whose chart buckets hold unexplained memory (half a byte or more: means of whole
-    bytes differ by float rounding where nothing is unexplained): a source that reads the most
-    unexplained at every moment of a card only where some is (Prometheus) asks these."""
-    return {
-        (b.host, b.card)
-        for b in chart_buckets(sums)
-        if any(v >= 0.5 for v in b.unexplained_bytes.values())
-    }

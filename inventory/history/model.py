@@ -56,7 +56,8 @@ class CardHour:
     """One card over one UTC hour [hour, hour + 1 h): its readings' bounds.
 
     `samples` counts the readable readings, `error_samples` those in error; the lowest free and the
-    highest used are over the readable ones, `min_free_at` the earliest moment with that free.
+    highest used are over the readable ones, `min_free_at` the earliest moment with that free
+    (where `dated`).
     """
 
     host: str
@@ -67,6 +68,9 @@ class CardHour:
     min_free_bytes: int | None
     min_free_at: datetime | None
     max_used_bytes: int | None
+    # False where the source bounds the hour without dating its least free (Prometheus's
+    # aggregates of a card whose free moved): `min_free_at` is then None.
+    dated: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +92,10 @@ class CommandHour:
     min_at: datetime
     max_bytes: int
     max_at: datetime
+    # False where the source bounds the hour without dating its extremes (Prometheus's
+    # aggregates of a group whose bytes moved): `min_at` and `max_at` are then the hour's first
+    # moment, not the extremes'.
+    dated: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from inventory.history.figures import (
     CardBuckets,
@@ -25,7 +25,6 @@ from inventory.history.figures import (
     chart_buckets,
     foreign_usage,
     seat_usage,
-    unexplained_cards,
 )
 from inventory.history.model import (
     CardHour,
@@ -36,8 +35,16 @@ from inventory.history.model import (
     Rollups,
 )
 from inventory.history.rollup import hourly
+from inventory.ledger.fleet_rooms import DAY_S, DailyRoom
 from inventory.prometheus import metrics as m
-from inventory.prometheus.hours import HOUR_S, HostHours, SeriesHours, host_hours
+from inventory.prometheus.hours import (
+    HOUR_S,
+    HostHours,
+    SeriesHours,
+    host_hours,
+    recorded_hours,
+    recorded_offset,
+)
 from inventory.prometheus.range import (
     LOOKBACK_S,
     MOMENT_METRICS,
@@ -50,7 +57,7 @@ from inventory.prometheus.range import (
     host_queries,
     load_window,
 )
-from inventory.prometheus.reader import DCGM_FREE, Fleet, read_fleet
+from inventory.prometheus.reader import DCGM_FREE, HOST_LABELS, Fleet, host_of, read_fleet
 
 if TYPE_CHECKING:
     from inventory.prometheus.range import _Queries
@@ -84,6 +91,8 @@ class PrometheusHistory:
 
     # What the exporter's series never carry: the window says so rather than guess it.
     keeps_command_lines = False
+    # What keeps the rollups a fleet's window is judged on where raw samples no longer reach.
+    recorded_rollups = "hourly rollups recorded by Prometheus (gpuplan rules)"
 
     def __init__(self, client: PromClient, *, step_s: int = 60, host_label: str | None = None):
         self.client = client
@@ -195,16 +204,86 @@ class PrometheusHistory:
             commands=tuple(sorted((*bounds.commands, *raw.commands), key=_command_order)),
         )
 
-    def hour_bounds(self, host: str, start: datetime, end: datetime) -> HourBounds:
+    def hour_bounds(
+        self, host: str, start: datetime, end: datetime, *, undated: bool = False
+    ) -> HourBounds:
         """The hours of [start, end) that Prometheus's hourly aggregates decide, as rollups, and
-        the hours they cannot decide (`raw_hours`: read them with `moments_in_hours`)."""
+        the hours they cannot decide (`raw_hours`: read them with `moments_in_hours`). With
+        `undated`, an hour whose only want is when its extremes fell is given, not dated."""
         start_s, end_s = _s(start), _s(end)
         if end_s <= start_s:
             return HourBounds((), (), ())
         found = host_hours(self.client, host, start_s, end_s, self.host_label)
         if found is None:
             return HourBounds((), (), ())
-        return decide_hours(found, start_s, end_s)
+        return decide_hours(found, start_s, end_s, undated=undated)
+
+    def bounds(self, host: str, start: datetime, end: datetime) -> Rollups:
+        """`host`'s hourly bounds of [start, end) from the aggregates alone, no raw read: each
+        hour `hour_bounds` decides, and each hour whose card free or group bytes moved (its
+        least and most known, not when: `dated` False); an hour neither is absent. What the
+        pruned replay reads first (`placement.fit.week.prune`); `rollups` dates every hour."""
+        found = self.hour_bounds(host, start, end, undated=True)
+        return Rollups(cards=found.cards, commands=found.commands)
+
+    def raw_kept_in(self, start: datetime, end: datetime) -> dict[str, datetime]:
+        """host → its first raw snapshot up to `end`, for every host whose raw samples start an
+        hour or more after `start` while `gpuplan rules` kept rollups (`ledger --window` judges
+        those on the recorded rollups, as the ledger's compacted hosts on theirs); {} where no
+        rule recorded anything."""
+        end_s = _s(end)
+        if recorded_offset(self.client, end_s) is None:
+            return {}
+        labels = (self.host_label,) if self.host_label else (*HOST_LABELS, "instance")
+        span = f"[{(end_s - _s(start) + LOOKBACK_S) * 1000}ms]"
+        found = self.client.instant(
+            f"min by ({', '.join(labels)}) (min_over_time({m.SNAPSHOT_TIMESTAMP}{span}))", end_s
+        )
+        out: dict[str, datetime] = {}
+        for series, first in found:
+            host = host_of(series, self.host_label)
+            if host is not None and first >= _s(start) + HOUR_S:
+                seen = out.get(host)
+                out[host] = min(seen, _utc(int(first))) if seen else _utc(int(first))
+        return out
+
+    def daily_rooms(self, windows: Mapping[str, tuple[datetime, datetime]]) -> list[DailyRoom]:
+        """For every host of `windows` (host → (start, end)) at once, from the rollups `gpuplan
+        rules` recorded: per card and 24 h bucket ending at its end, the least free and the end
+        of the recorded hour holding it (the earliest of equals; `dated` False: the hour, not the
+        moment), the hours and the samples seen. Each hour is the rule's own window `[t − 1 h,
+        t]` of scrape times, t the same second past each clock hour, lying whole in [start, end]
+        and counted in the bucket holding t; two range queries."""
+        if not windows:
+            return []
+        first = min(_s(a) for a, _ in windows.values())
+        last = max(_s(b) for _, b in windows.values())
+        offset = recorded_offset(self.client, last)
+        if offset is None:
+            return []
+        found = recorded_hours(self.client, m.CARD_FREE, ("min", "count"), first, last, offset)
+        rows: dict[tuple[str, int, int], list[Any]] = {}
+        for labels, by_fn in found.series:
+            host, gpu = host_of(labels, self.host_label), labels.get("gpu", "")
+            if host is None or host not in windows or not gpu.isdigit():
+                continue
+            start_s, stop_s = (_s(x) for x in windows[host])
+            counts = by_fn.get("count", {})
+            for t, low in sorted(by_fn.get("min", {}).items()):
+                closed = round(t)
+                if closed - HOUR_S < start_s or closed > stop_s:
+                    continue
+                # A recorded hour is in the bucket of its end: its moments end there.
+                k = (stop_s - 1 - closed) // DAY_S
+                row = rows.setdefault((host, int(gpu), k), [None, None, 0, 0])
+                if row[0] is None or low < row[0]:
+                    row[0], row[1] = low, closed
+                row[2] += 1
+                row[3] += round(counts.get(t, 0))
+        return [
+            DailyRoom(host, card, k, round(r[0]), r[1], r[2], r[3], 0, dated=False)
+            for (host, card, k), r in sorted(rows.items())
+        ]
 
     def moments_in_hours(
         self,
@@ -233,13 +312,15 @@ class PrometheusHistory:
         running_seats: Sequence[tuple[str, str]],
         lookback_s: int,
         on_spans: Callable[[dict[str, HostSpan]], None] | None = None,
+        charts: bool = True,
     ) -> PrometheusWindow:
-        """The report's figures of `hosts` over [start_s, end_s) (see `range.load_window`)."""
+        """The report's figures of `hosts` over [start_s, end_s) (see `range.load_window`);
+        without `charts`, no chart bucket is asked."""
         answers = load_window(
             self.client, hosts, start_s, end_s, step_s=self.step_s, chart_step_s=chart_step_s,
             segment_s=segment_s, reserves=reserves, running_seats=running_seats,
             lookback_s=lookback_s, card_figures=card_usage, seat_figures=seat_usage,
-            unexplained_cards=unexplained_cards, host_label=self.host_label, on_spans=on_spans,
+            host_label=self.host_label, on_spans=on_spans, charts=charts,
         )  # fmt: skip
         return PrometheusWindow(answers)
 
@@ -403,7 +484,9 @@ class HourBounds:
     raw_hours: tuple[datetime, ...]
 
 
-def decide_hours(found: HostHours, start_s: int, end_s: int) -> HourBounds:
+def decide_hours(
+    found: HostHours, start_s: int, end_s: int, *, undated: bool = False
+) -> HourBounds:
     """Each hour of [start_s, end_s) as rollups where its aggregates tell exactly what `hourly`
     of its moments would, else listed as raw.
 
@@ -413,7 +496,8 @@ def decide_hours(found: HostHours, start_s: int, end_s: int) -> HourBounds:
     are those of the hour before (an instant read at the hour's first moment sees those); and
     every seat's (or the unclaimed processes') bytes on a card are one series, present at every
     scrape. The earliest moment of an extreme is the hour's first when the series stayed level;
-    a series that moved within the hour needs its raw moments to say when.
+    a series that moved within the hour needs its raw moments to say when (with `undated`, its
+    rollup is given without that: `dated` False).
     """
     series = found.series
     stamps = _one(series.get(m.SNAPSHOT_TIMESTAMP, []))
@@ -426,7 +510,7 @@ def decide_hours(found: HostHours, start_s: int, end_s: int) -> HourBounds:
         n = stamps.count.get(hour, 0) if stamps else 0
         if n == 0 and not _spills_back(stamps, hour + HOUR_S) and not _spills_on(stamps, hour):
             continue  # no moment in this hour
-        decided = _decide(host, hour, n, stamps, found.changes, per_hour, start_s, end_s)
+        decided = _decide(host, hour, n, stamps, found.changes, per_hour, start_s, end_s, undated)
         if decided is None:
             raw.append(hour)
             continue
@@ -476,6 +560,7 @@ def _decide(
     per_hour: _PerHour,
     start_s: int,
     end_s: int,
+    undated: bool = False,
 ) -> tuple[list[CardHour], list[CommandHour]] | None:
     """One hour's rollups from its aggregates, None where they cannot tell (see `decide_hours`)."""
     if stamps is None or hour < start_s or hour + HOUR_S > end_s:
@@ -489,10 +574,10 @@ def _decide(
         return None  # a snapshot scraped twice
     now, before = per_hour.get(hour, {}), per_hour.get(hour - HOUR_S, {})
     first = _utc(round(low))
-    cards = _card_hours(host, hour, n, first, now, before)
+    cards = _card_hours(host, hour, n, first, now, before, undated)
     if cards is None:
         return None
-    commands = _command_hours(host, hour, n, first, now.get(m.PROCESS_USED, {}), cards)
+    commands = _command_hours(host, hour, n, first, now.get(m.PROCESS_USED, {}), cards, undated)
     return None if commands is None else (cards, commands)
 
 
@@ -503,6 +588,7 @@ def _card_hours(
     first: datetime,
     now: Mapping[str, Mapping[int, list[SeriesHours]]],
     before: Mapping[str, Mapping[int, list[SeriesHours]]],
+    undated: bool = False,
 ) -> list[CardHour] | None:
     """Each card's hour: read at every scrape, never in error, level free (its first moment is
     then the lowest's); None otherwise, or where the cards differ from the hour before's."""
@@ -521,10 +607,12 @@ def _card_hours(
         if read[0].count.get(hour) != n or left[0].count.get(hour) != n:
             return None
         lowest, highest = left[0].low[hour], left[0].high[hour]
-        if lowest != highest:
+        level = lowest == highest
+        if not level and not undated:
             return None  # when it was lowest needs its moments
         top = round(read[0].high[hour])
-        cards.append(CardHour(host, gpu, _utc(hour), n, 0, round(lowest), first, top))
+        at = first if level else None
+        cards.append(CardHour(host, gpu, _utc(hour), n, 0, round(lowest), at, top, dated=level))
     return cards
 
 
@@ -535,6 +623,7 @@ def _command_hours(
     first: datetime,
     processes: Mapping[int, list[SeriesHours]],
     cards: list[CardHour],
+    undated: bool = False,
 ) -> list[CommandHour] | None:
     """Each seat's (and the unclaimed processes') hour on a card: one series, at every scrape,
     level; None otherwise (several processes are summed per moment, which only moments tell)."""
@@ -551,12 +640,16 @@ def _command_hours(
             if len(members) != 1 or members[0].count.get(hour) != n:
                 return None
             one = members[0]
-            if one.low[hour] != one.high[hour]:
+            level = one.low[hour] == one.high[hour]
+            if not level and not undated:
                 return None
-            held = round(one.low[hour])
+            low, high = round(one.low[hour]), round(one.high[hour])
             commands.append(
-                CommandHour(host, gpu, _utc(hour), seat or None, None, n, held, first, held, first)
-            )
+                CommandHour(
+                    host, gpu, _utc(hour), seat or None, None, n, low, first, high, first,
+                    dated=level,
+                )
+            )  # fmt: skip
     return commands
 
 

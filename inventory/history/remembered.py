@@ -27,6 +27,7 @@ class RememberedHistory:
         self.history = history
         self._times: dict[tuple[str, int, int], list[tuple[int, int | None]] | None] = {}
         self._rollups: dict[tuple[str, int, int], Rollups] = {}
+        self._bounds: dict[tuple[str, int, int], Rollups] = {}
         # (host, hour's first second) → every card's moments of that hour, oldest first.
         self._hours: dict[tuple[str, int], list[Moment]] = {}
 
@@ -48,6 +49,18 @@ class RememberedHistory:
         found = self._rollups.get(key)
         if found is None:
             found = self._rollups[key] = self.history.rollups(host, start, end)
+        return found
+
+    def bounds(self, host: str, start: datetime, end: datetime) -> Rollups:
+        """The wrapped history's undated bounds where it gives them (Prometheus), else its
+        rollups (`prune.replay_history` reads either first)."""
+        read = getattr(self.history, "bounds", None)
+        if read is None:
+            return self.rollups(host, start, end)
+        key = (host, _s(start), _s(end))
+        found = self._bounds.get(key)
+        if found is None:
+            found = self._bounds[key] = read(host, start, end)
         return found
 
     def moments(

@@ -32,6 +32,9 @@ class DailyRoom(NamedTuple):
     hours: int  # hours with a readable sample
     samples: int  # readable samples
     error_samples: int
+    # False where the source keeps only the hour of the least (Prometheus's recorded rollups):
+    # `min_free_at_s` is then the end of that hour (the rule's evaluation).
+    dated: bool = True
 
 
 def daily_rooms(

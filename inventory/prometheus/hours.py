@@ -70,9 +70,12 @@ def recording_rules() -> list[tuple[str, str]]:
     """(record, expr) of every rollup `host_hours` asks per hour, kept by Prometheus: each
     metric's `count`/`min`/`max_over_time` over the last hour, and the snapshot time's `changes`.
 
-    Evaluated every RULE_INTERVAL on the group's own offset, so a recorded sample at a clock hour's
-    end covers the hour before its evaluation, not the clock hour to the millisecond: for
-    dashboards and alerts. The history reads its hours exactly, with `host_hours`.
+    Evaluated every RULE_INTERVAL on the group's own offset, so a recorded sample covers the hour
+    before its evaluation (`[t − 1 h, t]`), not a clock hour: `recorded_hours` reads them as
+    windows of their own, each ending at the same second past an hour. A fleet's `ledger --window`
+    over hosts whose raw samples no longer reach the window's start reads them (one range query
+    per figure, every host at once); a host's own `--window` reads its clock hours exactly, with
+    `host_hours`.
     """
     rules = [
         (recorded_name(metric, fn), f"{fn}_over_time({metric}[1h])")
@@ -153,3 +156,63 @@ def host_hours(
 def _hour(evaluated_at: float) -> int:
     """The start of the hour an answer's point (evaluated at the hour's last millisecond) covers."""
     return round(evaluated_at + 0.001) - HOUR_S
+
+
+# --- reading the recorded rollups ----------------------------------------------------------------
+
+RULE_INTERVAL_S = 60
+
+
+@dataclass(frozen=True)
+class RecordedHours:
+    """Recorded rollups of one metric, every host at once: per series, its windows' figures by
+    the window's end `t` (unix seconds; the window is the rule's own, `[t − 1 h, t]`), for the
+    functions asked (`count`, `min`, `max`)."""
+
+    offset_s: float  # each window ends this many seconds past a clock hour
+    series: list[tuple[dict[str, str], dict[str, dict[float, float]]]]
+
+
+def recorded_offset(client: PromClient, end_s: float) -> float | None:
+    """How far past each minute the rules evaluate (the newest recorded sample's time, in the
+    two hours up to `end_s`, modulo RULE_INTERVAL_S); None where no rule recorded anything then
+    (`gpuplan rules` not loaded)."""
+    name = recorded_name(m.SNAPSHOT_TIMESTAMP, "count")
+    found = client.range(f"max(timestamp({name}))", end_s - 2 * HOUR_S, end_s, RULE_INTERVAL_S)
+    newest = max((v for _, points in found for _, v in points), default=None)
+    if newest is None:
+        return None
+    return round(newest % RULE_INTERVAL_S, 3)
+
+
+def recorded_hours(
+    client: PromClient,
+    metric: str,
+    fns: tuple[str, ...],
+    start_s: float,
+    end_s: float,
+    offset_s: float,
+) -> RecordedHours:
+    """The recorded `fns` of `metric` for every window ending `offset_s` past an hour whose
+    [t − 1 h, t] lies in [start_s, end_s], every series at once: one range query per function at
+    step=1h, each point read at the very second a rule recorded it."""
+    first = hour_start(start_s) + offset_s
+    if first - HOUR_S < start_s:
+        first += HOUR_S
+    last = hour_start(end_s) + offset_s
+    if last > end_s:
+        last -= HOUR_S
+    by_key: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], dict[str, dict[float, float]]]]
+    by_key = {}
+    if last < first:
+        return RecordedHours(offset_s, [])
+    names = [recorded_name(metric, fn) for fn in fns]
+    with ThreadPoolExecutor(max_workers=len(names)) as pool:
+        answers = list(pool.map(lambda n: client.range(n, first, last, float(HOUR_S)), names))
+    for fn, answer in zip(fns, answers, strict=True):
+        for labels, points in answer:
+            plain = {k: v for k, v in labels.items() if k != "__name__"}
+            key = tuple(sorted(plain.items()))
+            found = by_key.setdefault(key, (plain, {}))
+            found[1][fn] = dict(points)
+    return RecordedHours(offset_s, list(by_key.values()))

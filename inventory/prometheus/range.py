@@ -456,18 +456,17 @@ def load_window(
     lookback_s: int,
     card_figures: Callable[[PromCards], list[CardUsage]],
     seat_figures: SeatFigures,
-    unexplained_cards: Callable[[list[ChartSums]], Collection[tuple[str, int]]],
     host_label: str | None = None,
     on_spans: Callable[[dict[str, HostSpan]], None] | None = None,
+    charts: bool = True,
 ) -> WindowAnswers:
     """Ask Prometheus for every aggregate of the window [start_s, end_s) over `hosts`.
 
     First which hosts have series, when, and which label names each (one round; hosts outside
     `hosts` are listed in `ignored`), then everything else at once, in parallel (the client's
     `in_flight` queries at a time), once per label that names hosts. `card_figures` and
-    `seat_figures` reduce each group's answers (`PromCards`, `PromSeats`) to rows;
-    `unexplained_cards` names the cards whose charts show unexplained memory (only those are read
-    at every step for its most).
+    `seat_figures` reduce each group's answers (`PromCards`, `PromSeats`) to rows. Without
+    `charts`, no chart bucket is asked (`buckets` is empty).
     `chart_step_s(span)` and `segment_s(first, last)` are the report's own choices, so both
     sources bucket and split the window alike. `on_spans` gets the hosts' spans as soon as they are known, before the rest
     is asked: the caller may work beside the queries.
@@ -491,7 +490,7 @@ def load_window(
             groups[(spans[host].metric == DCGM_FREE, found[host][1])].append(host)
         jobs = [
             _submit_group(pool, client, _group_queries(base, hosts_of, label, host_label), dcgm,
-                          window, reserves, card_figures, seat_figures, unexplained_cards)
+                          window, reserves, card_figures, seat_figures, charts)
             for (dcgm, label), hosts_of in sorted(groups.items())
         ]  # fmt: skip
         parts = [_collect_group(job) for job in jobs]
@@ -563,23 +562,24 @@ def _submit_group(
     reserves: Sequence[ReserveSpec],
     card_figures: Callable[[PromCards], list[CardUsage]],
     seat_figures: SeatFigures,
-    unexplained_cards: Callable[[list[ChartSums]], Collection[tuple[str, int]]],
+    charts: bool,
 ) -> tuple[bool, dict[str, Any]]:
     """Every query of one group, submitted to `pool`; `_collect_group` waits for them. The
-    charts go first: the cards' most unexplained waits for them."""
+    cards to read the most unexplained of go first: the cards' figures wait for them."""
     c = _client_for(client, q.label)
     first, last = window.first_s, window.last_s
+    bucketed = _dcgm_buckets if dcgm else _buckets
+    drawn = pool.submit(bucketed, c, q, window.chart_s, first, last) if charts else None
     if dcgm:
         return True, {
-            "charts": pool.submit(_dcgm_buckets, c, q, window.chart_s, first, last),
+            "charts": drawn,
             "cards": pool.submit(card_figures, PromCards(c, q, dcgm=True)),
         }  # fmt: skip
-    charts = pool.submit(_buckets, c, q, window.chart_s, first, last)
-    cards = PromCards(c, q, unexplained_in=lambda: unexplained_cards(charts.result()),
-                      span=(first, last))  # fmt: skip
+    unexplained = pool.submit(_unexplained_cards, c, q, window.chart_s, first, last)
+    cards = PromCards(c, q, unexplained_in=unexplained.result, span=(first, last))
     mine = [r for r in reserves if r.host in q.hosts]
     return False, {
-        "charts": charts,
+        "charts": drawn,
         "cards": pool.submit(card_figures, cards),
         "seats": pool.submit(seat_figures, PromSeats(c, q), first, last, window.segment_s),
         "foreign": pool.submit(_foreign, c, q),
@@ -593,15 +593,16 @@ def _submit_group(
 
 def _collect_group(job: tuple[bool, dict[str, Any]]) -> _Part:
     dcgm, futures = job
+    charts = [] if futures["charts"] is None else futures["charts"].result()
     if dcgm:
-        return _Part(futures["cards"].result(), [], [], {}, [], futures["charts"].result())
+        return _Part(futures["cards"].result(), [], [], {}, [], charts)
     return _Part(
         cards=futures["cards"].result(),
         seats=futures["seats"].result(),
         foreign=futures["foreign"].result(),
         readings={key: job.result() for key, job in futures["readings"].items()},
         holders=futures["holders"].result(),
-        buckets=futures["charts"].result(),
+        buckets=charts,
     )
 
 
@@ -1173,6 +1174,23 @@ def _buckets(
         }
         answers = {key: future.result() for key, future in asked.items()}
     return _bucket_sums(answers)
+
+
+def _unexplained_cards(
+    client: PromClient, q: _Queries, step_s: int, first_s: int, last_s: int
+) -> set[tuple[str, int]]:
+    """The cards whose chart buckets (`_buckets`) hold unexplained memory: some bucket's mean used
+    less its seats' mean bytes is half a byte or more (means of whole bytes differ by float
+    rounding where nothing is unexplained). Prometheus compares the buckets itself, in one range
+    query at the chart's step that answers only the buckets holding some: each card's used means
+    summed with its seats' processes' means negated (one aggregation, each series read once)."""
+    width = f"[{step_s * 1000 - 1}ms]"
+    used = f"avg_over_time({q.sel(m.CARD_USED)}{width})"
+    seats = f"avg_over_time({q.sel(m.PROCESS_USED, _SEATED)}{width})"
+    expr = f"sum by ({q.by('gpu')}) ({used} or -{seats}) >= 0.5"
+    start, end = _bucket_span(step_s, first_s, last_s)
+    found = client.range(expr, start, end, step_s)
+    return {key for labels, points in found if points and (key := _card(labels))}
 
 
 def _dcgm_buckets(

@@ -99,13 +99,14 @@ def rooms_of(
     from placement.fit.week.hourly import hourly_window
     from placement.fit.week.prune import open_windows_history, rooms_now
 
-    kept_since = getattr(history, "raw_kept", None)
-    thinned = kept_since() if kept_since is not None else {}
+    thinned = _raw_kept(history, snapshots, options)
     hourly = {
         s.host: s
         for s in snapshots
         if s.host in thinned and thinned[s.host] > s.taken_at - options.length
     }
+    # Prometheus keeps the rollups in its recording rules' series (`gpuplan rules`).
+    judged_on = getattr(history, "recorded_rollups", "hourly rollups")
     found: dict[str, HostRooms | HourlyWindow] = {}
     if hourly:
         # Whole hours from the window's start on; hours before it held moments outside it.
@@ -123,6 +124,7 @@ def rooms_of(
                 rows.get(host, []),
                 snapshot.taken_at - options.length,
                 thinned[host],
+                judged_on,
             )
     for snapshot in snapshots:
         if snapshot.host in hourly:
@@ -144,6 +146,22 @@ def rooms_of(
             window = with_unknowns(history, windows_of[0])
             found[snapshot.host] = HostRooms(snapshot.host, window, cards)
     return [found[s.host] for s in snapshots if s.host in found]
+
+
+def _raw_kept(
+    history: object, snapshots: Sequence[Snapshot], options: WindowOptions
+) -> Mapping[str, datetime]:
+    """host → from when its raw moments are kept, for hosts whose rollups outlive them: the
+    ledger's compacted hosts, or Prometheus's hosts whose raw samples start after the window's
+    start where its recording rules kept the rollups (asked over the widest window)."""
+    within = getattr(history, "raw_kept_in", None)
+    if within is not None:
+        if not snapshots:
+            return {}
+        start = min(s.taken_at for s in snapshots) - options.length
+        return within(start, max(s.taken_at for s in snapshots))  # type: ignore[no-any-return]
+    kept_since = getattr(history, "raw_kept", None)
+    return kept_since() if kept_since is not None else {}  # type: ignore[no-any-return]
 
 
 def _hour_up(moment: datetime) -> datetime:
@@ -236,8 +254,8 @@ def _hourly_block(host: HourlyWindow) -> str:
     headers = ["card", "room now", "window room", "least at", "days to full"]
     text = table(rows, headers, ["left", "right", "right", "left", "left"])
     line = (
-        f"{host.host} · window {_minute(host.start)} → {_minute(host.end)} · judged on hourly "
-        f"rollups (raw moments from {_minute(host.raw_since)}; seats as observed)"
+        f"{host.host} · window {_minute(host.start)} → {_minute(host.end)} · judged on "
+        f"{host.judged_on} (raw moments from {_minute(host.raw_since)}; seats as observed)"
     )
     return f"{line}\n{text}"
 
@@ -249,4 +267,7 @@ def _minute(moment: datetime) -> str:
 def _at(card: CardWindow | HourlyCard) -> str:
     if card.min_room_at is None:
         return "-"
-    return card.min_room_at.strftime("%Y-%m-%dT%H:%MZ")
+    if getattr(card, "min_room_dated", True):
+        return card.min_room_at.strftime("%Y-%m-%dT%H:%MZ")
+    # Recorded rollups keep the hour of the least (the rule's, to the second), not its moment.
+    return f"the hour to {card.min_room_at.strftime('%Y-%m-%dT%H:%M:%SZ')}"

@@ -89,9 +89,9 @@ def card_table(rows: Sequence[PlanCardRow]) -> str:
     )
 
 
-def headline(verdict: Verdict) -> str:
-    """One phrase for a refusal, from the rules that bind."""
-    rules = {reason.rule for reason in verdict.reasons}
+def headline(verdict: Verdict, summary: Summary | None = None) -> str:
+    """One phrase for a refusal, from the rules that bind (a summary counts every one)."""
+    rules = set(summary.counts) if summary is not None else {r.rule for r in verdict.reasons}
     if not rules:
         return "refused"
     if rules <= {"room", "reserve", "exclusive"}:
@@ -144,7 +144,9 @@ def _verdict_lines(verdict: Verdict, multi_host: bool, explain: str = "all") -> 
         out.append(f"UNKNOWN  {verdict.seat}: cannot be judged")
         out.extend(f"  {reason_text(reason)}" for reason in verdict.reasons)
     else:
-        out.append(f"REFUSED  {verdict.seat} ({b(verdict.need_bytes)}): {headline(verdict)}")
+        out.append(
+            f"REFUSED  {verdict.seat} ({b(verdict.need_bytes)}): {headline(verdict, summary)}"
+        )
         reasons = summary.reasons if summary is not None else verdict.reasons
         out.extend(_reason_line(reason, multi_host) for reason in reasons)
         if summary is not None:

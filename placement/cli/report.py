@@ -218,6 +218,7 @@ def _prometheus_report(
         threshold=threshold,
         probe=verifier_probe,
         records=records,
+        charts=args.format != "json",  # JSON prints no chart
     )
     if os.environ.get("GPUPLAN_TIMINGS"):
         stats = answers.answers.stats

@@ -15,6 +15,7 @@ A seat in `named` is asked card by card (its own processes, reserves and holds c
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +27,17 @@ Bools = npt.NDArray[np.bool_]
 
 # No bound: above every byte figure a card can have (int64 holds 2⁶² with room to add a need).
 UNBOUNDED = 1 << 62
+
+
+@dataclass(frozen=True)
+class _Each:
+    """`CardArrays`' figures that placing changes, card by card, as Python lists."""
+
+    room: list[int]
+    load: list[int]
+    floor: list[int]
+    placed_any: list[bool]
+    placed_exclusive: list[bool]
 
 
 class CardArrays:
@@ -64,6 +76,8 @@ class CardArrays:
         self.width: Ints = np.zeros(count, np.int64)
         self.placed_any: Bools = np.zeros(count, bool)
         self.placed_exclusive: Bools = np.zeros(count, bool)
+        # The same figures as Python lists, for a placer that asks a few cards one by one.
+        self.each = _Each([0] * count, [0] * count, [0] * count, [False] * count, [False] * count)
         for i, model in enumerate(models):
             self.read(i, model)
 
@@ -73,17 +87,26 @@ class CardArrays:
         twin.__dict__.update(self.__dict__)
         for name in ("room", "load", "floor", "width", "placed_any", "placed_exclusive"):
             setattr(twin, name, getattr(self, name).copy())
+        each = self.each
+        twin.each = _Each(
+            list(each.room),
+            list(each.load),
+            list(each.floor),
+            list(each.placed_any),
+            list(each.placed_exclusive),
+        )
         return twin
 
     def read(self, i: int, model: CardModel) -> None:
         """Row `i` from `model` (the card with the seats placed on it so far)."""
-        self.room[i] = model.room_for(None) if model.ok else 0
-        self.load[i] = model.placed_bytes
+        each = self.each
+        self.room[i] = each.room[i] = model.room_for(None) if model.ok else 0
+        self.load[i] = each.load[i] = model.placed_bytes
         floor = model.gate_floor_bytes
-        self.floor[i] = UNBOUNDED if floor is None else floor
+        self.floor[i] = each.floor[i] = UNBOUNDED if floor is None else floor
         self.width[i] = model.width_bytes
-        self.placed_any[i] = bool(model.placed)
-        self.placed_exclusive[i] = bool(model.placed_exclusive)
+        self.placed_any[i] = each.placed_any[i] = bool(model.placed)
+        self.placed_exclusive[i] = each.placed_exclusive[i] = bool(model.placed_exclusive)
 
     def pair_mask(
         self,

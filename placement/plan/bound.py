@@ -14,13 +14,28 @@ of its room R_c: it loses ℓ_c = R_c − g_c. With X the cards holding gated pi
     Σ pieces ≤ Σ_c R_c − Σ_{c∈X} ℓ_c   and   Σ gated pieces ≤ Σ_{c∈X} g_c,
 
 and the least Σ_{c∈X} ℓ_c over such X is bounded below by its LP relaxation (cards by ℓ_c / g_c
-ascending, the last one split). Each step only loosens, so no placement places more seats of
-a level than its bound.
+ascending, the last one split).
+
+Rare sizes. Lowering a room to sums of sizes, each size any number of times, is weak when a few
+seats have sizes off the others' grid (a few 50-unit seats among whole GiB, 16 units, make almost
+every count of units a sum). With Q a set of rare sizes and N the pieces of them (a seat counted
+once per card it takes), a card holding k rare pieces holds at most C_c + γ_c(k): C_c its room
+lowered to sums of the other sizes, γ_c(k) what at most k rare pieces add to that (or to the
+gated room g'_c lowered likewise, where it holds gated pieces), and Σ_c k_c ≤ N, so
+
+    Σ pieces on cards of A_c ≥ t ≤ Σ_{A_c ≥ t} C_c + the N largest slopes of the γ_c there
+
+(A_c: the room lowered to sums of every size; the slopes of each γ_c's least concave majorant, the
+linear relaxation of sharing N pieces among the cards), and the gate term counts ℓ'_c = C_c − g'_c
+lost per card of X, which must still hold the gated pieces within Σ_{c∈X} g_c. Q = ∅ is the
+plain bound; a few Q (the sizes off a grid of 2, 4, …, 32 units) are tried and the least bound is
+kept. Each step only loosens, so no placement places more seats of a level than its bound.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+import math
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
@@ -85,30 +100,158 @@ def level_bounds(problem: Problem, placed: Iterable[str]) -> list[LevelBound]:
             ]
         )
         count = sum(1 for new in members if new.name in done)
-        sizes = {p[0] for level, _ in above for p in level.pieces} | {p[0] for p in pieces.pieces}
-        lowered = _lowered(rooms, sizes)
-        gate = _GateLoss.of(gate_free, lowered, sizes, widest_gate)
+        # Pieces per size (a seat once per card) of this level and those above.
+        counts: Counter[int] = Counter()
+        for size, cards, _ in (*(p for level, _ in above for p in level.pieces), *pieces.pieces):
+            counts[size] += cards
+        sizes = set(counts)
         thresholds = sorted(sizes | {0})
-        room_at = _room_at(lowered, thresholds)
         carried = {t: sum(level.least(t, n) for level, n in above) for t in thresholds}
         carried_gated = sum(level.least_gated(n) for level, n in above)
-        if any(carried[t] > room_at[t] for t in thresholds):
-            most = 0  # cannot happen for a placement that exists; said as no room
-        else:
+        whole = _Lowering.of(rooms, gate_free, sizes, widest_gate)
+        most = len(pieces)
+        for rare in _rare_sizes(counts, len(rooms)):
+            cut = (
+                whole.without(rooms, gate_free, sizes - rare, rare, widest_gate) if rare else whole
+            )
+            room_at = cut.room_at(thresholds, sum(counts[size] for size in rare))
+            if any(carried[t] > room_at[t] for t in thresholds):
+                most = 0  # cannot happen for a placement that exists; said as no room
+                break
             room = {t: room_at[t] - carried[t] for t in thresholds}
-            most = _most(pieces, thresholds, room, gate, carried_gated)
+            most = min(most, _most(pieces, thresholds, room, cut.gate(), carried_gated))
         out.append(LevelBound(priority, len(members), most, count))
         above.append((pieces, count))
     return out
 
 
-def _room_at(lowered: Ints, thresholds: Sequence[int]) -> dict[int, int]:
-    """Per threshold t, Σ of the rooms of t units or more."""
-    ordered = np.sort(lowered)
-    # after[i]: Σ ordered[i:]
-    after = np.concatenate((np.cumsum(ordered[::-1])[::-1], np.zeros(1, np.int64)))
-    starts = np.searchsorted(ordered, np.asarray(thresholds, np.int64), side="left")
-    return {t: int(after[i]) for t, i in zip(thresholds, starts.tolist(), strict=True)}
+# Rare sizes are those off a grid of this many units (whole GiB is 16): each grid is one try.
+_GRIDS = (2, 4, 8, 16, 32)
+
+
+def _rare_sizes(counts: Mapping[int, int], cards: int) -> list[frozenset[int]]:
+    """The sets Q of rare sizes to try: none (the plain bound) and, per grid, the sizes off it,
+    where they are some sizes but not all and fewer pieces than there are cards."""
+    sizes = {size for size in counts if size > 0}
+    out: list[frozenset[int]] = [frozenset()]
+    for grid in _GRIDS:
+        rare = frozenset(size for size in sizes if size % grid)
+        if rare and rare != sizes and rare not in out and sum(counts[s] for s in rare) < cards:
+            out.append(rare)
+    return out
+
+
+# A card's gain is worked out for up to this many rare pieces on it; more count as any number.
+_RARE_ON_A_CARD = 3
+
+
+@dataclass(frozen=True)
+class _Lowering:
+    """Per card, in units: its room lowered to sums of every size (A_c, which also says which
+    thresholds it counts at) and to sums of the sizes not rare (C_c); the gated room lowered
+    likewise (g_c, g'_c). C = A and g' = g where no size is rare.
+
+    `slopes[j, c]`: what card c gains with its (j + 1)-th rare piece, on the least concave
+    majorant of γ_c(k) = max(L_c(k) − C_c, G_c(k) − g'_c) (L_c(k), G_c(k): the room and the
+    gated room lowered to sums with at most k rare pieces; k past `_RARE_ON_A_CARD` is any
+    number, γ = max(A_c − C_c, g_c − g'_c)). The N largest slopes over cards bound what N rare
+    pieces gain, however they share the cards (the linear relaxation of that choice)."""
+
+    whole: Ints
+    common: Ints
+    gated: Ints | None = None
+    gated_common: Ints | None = None
+    slopes: npt.NDArray[np.float64] | None = None
+
+    @classmethod
+    def of(
+        cls, rooms: Ints, gate_free: Ints | None, sizes: Iterable[int], widest: int | None
+    ) -> _Lowering:
+        """Every size counted: the plain bound's rooms."""
+        lowered = _lowered(rooms, sizes)
+        gated = _gated_rooms(gate_free, lowered, sizes, widest)
+        return cls(lowered, lowered, gated, gated)
+
+    def without(
+        self,
+        rooms: Ints,
+        gate_free: Ints | None,
+        common: Iterable[int],
+        rare: Iterable[int],
+        widest: int | None,
+    ) -> _Lowering:
+        """The same cards with C_c and g'_c lowered to sums of `common` alone, and the slopes
+        of what `rare` pieces on a card gain there."""
+        common, rare = list(common), list(rare)
+        counted = _lowered_counted(rooms, common, rare, _RARE_ON_A_CARD)
+        lowered = counted[0]
+        gains = [k - lowered for k in counted] + [self.whole - lowered]
+        gated_common = None
+        if self.gated is not None and gate_free is not None and widest is not None:
+            gate_rooms = np.maximum(gate_free + widest, 0) // UNIT_BYTES
+            held = _lowered_counted(gate_rooms, common, rare, _RARE_ON_A_CARD)
+            gated = [np.minimum(k, h) for k, h in zip(counted, held, strict=True)]
+            gated_common = gated[0]
+            extra = [g - gated_common for g in gated] + [self.gated - gated_common]
+            gains = [np.maximum(a, b) for a, b in zip(gains, extra, strict=True)]
+        return _Lowering(self.whole, lowered, self.gated, gated_common, _slopes(gains))
+
+    def room_at(self, thresholds: Sequence[int], rare_pieces: int) -> dict[int, int]:
+        """Per threshold t, Σ C_c over cards of A_c ≥ t, plus what `rare_pieces` gain there at most."""
+        order = np.argsort(self.whole, kind="stable")
+        ordered = self.whole[order]
+        common = self.common[order]
+        # after[i]: Σ common[i:]
+        after = np.concatenate((np.cumsum(common[::-1])[::-1], np.zeros(1, np.int64)))
+        starts = np.searchsorted(ordered, np.asarray(thresholds, np.int64), side="left")
+        slopes = self.slopes[:, order] if self.slopes is not None else None
+        out: dict[int, int] = {}
+        for t, i in zip(thresholds, starts.tolist(), strict=True):
+            gain = 0
+            if slopes is not None and rare_pieces > 0:
+                # Whole units: what the cards hold is a whole number of them.
+                gain = math.floor(_largest_sum(slopes[:, i:].ravel(), rare_pieces) + 1e-9)
+            out[t] = int(after[i]) + gain
+        return out
+
+    def gate(self) -> _GateLoss:
+        """The gate term: ℓ'_c = C_c − g'_c lost on each card that holds gated pieces within g_c."""
+        if self.gated is None or self.gated_common is None:
+            return _GateLoss()
+        return _GateLoss.of(self.gated, self.common - self.gated_common)
+
+
+def _slopes(gains: Sequence[Ints]) -> npt.NDArray[np.float64]:
+    """Per card, the slopes of the least concave majorant of k ↦ gains[k] (gains[0] = 0),
+    made nondecreasing first: row j is the rise from k = j to j + 1."""
+    points = np.maximum.accumulate(np.array(gains, np.float64), axis=0)
+    last = len(points) - 1
+    hull = points.copy()
+    for i in range(last + 1):
+        for j in range(i + 2, last + 1):
+            for k in range(i + 1, j):
+                line = points[i] + (points[j] - points[i]) * (k - i) / (j - i)
+                hull[k] = np.maximum(hull[k], line)
+    return np.diff(hull, axis=0)
+
+
+def _largest_sum(values: npt.NDArray[np.float64], n: int) -> float:
+    """Σ of the `n` largest of `values` (all of them when there are fewer)."""
+    if n <= 0 or not len(values):
+        return 0.0
+    if n >= len(values):
+        return float(values.sum())
+    return float(np.partition(values, len(values) - n)[len(values) - n :].sum())
+
+
+def _gated_rooms(
+    gate_free: Ints | None, lowered: Ints, sizes: Iterable[int], widest: int | None
+) -> Ints | None:
+    """g_c: a card's room where it holds a gated piece, min(R_c, free − cuda_context − holds + E)
+    lowered to sums of `sizes` (`lowered` is R_c, `gate_free` in bytes); None without a gated seat."""
+    if widest is None or gate_free is None:
+        return None
+    return np.minimum(lowered, _lowered(np.maximum(gate_free + widest, 0) // UNIT_BYTES, sizes))
 
 
 _Piece = tuple[int, int, bool]  # (size in units, cards, gated)
@@ -194,20 +337,8 @@ class _GateLoss:
     cards: int = 0  # how many cards there are, those that hold nothing gated included
 
     @classmethod
-    def of(
-        cls,
-        gate_free: Ints | None,
-        lowered: Ints,
-        sizes: Iterable[int],
-        widest: int | None,
-    ) -> _GateLoss:
-        """ℓ_c and g_c of every card (`lowered[i]` is card i's room R_c, `gate_free[i]` its
-        free − cuda_context − holds in bytes); none without a gated seat."""
-        if widest is None or gate_free is None:
-            return cls()
-        gated_rooms = _lowered(np.maximum(gate_free + widest, 0) // UNIT_BYTES, sizes)
-        room = np.minimum(lowered, gated_rooms)
-        loss = lowered - room
+    def of(cls, room: Ints, loss: Ints) -> _GateLoss:
+        """From every card's g_c (`room`) and ℓ_c (`loss`), in units."""
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = np.where(room > 0, loss / np.where(room > 0, room, 1), np.inf)
         order = np.argsort(ratio, kind="stable")
@@ -255,19 +386,46 @@ def _lowered(rooms: Ints, sizes: Iterable[int]) -> Ints:
     Seats on a card add up to at most its room, and their sizes (rounded down) to such a sum.
     """
     top = int(rooms.max()) if len(rooms) else 0
-    reach = 1  # bit n: n units are a sum of sizes
     mask = (1 << (top + 1)) - 1
+    return _best(_closed(1, sizes, mask), rooms, top)
+
+
+def _lowered_counted(
+    rooms: Ints, common: Iterable[int], rare: Iterable[int], most: int
+) -> list[Ints]:
+    """Per k = 0 … `most`: each room lowered to the largest sum, within it, of `common` sizes
+    (each any number of times) and at most k pieces of `rare` ones."""
+    top = int(rooms.max()) if len(rooms) else 0
+    mask = (1 << (top + 1)) - 1
+    reach = _closed(1, common, mask)
+    out = [_best(reach, rooms, top)]
+    for _ in range(most):
+        grown = reach
+        for size in rare:
+            grown |= reach << size
+        reach = _closed(grown & mask, common, mask)
+        out.append(_best(reach, rooms, top))
+    return out
+
+
+def _closed(reach: int, sizes: Iterable[int], mask: int) -> int:
+    """The bit set `reach` (bit n: n units are a sum) with any number of each size added."""
     for size in sorted(s for s in set(sizes) if s > 0):
         while True:
             grown = (reach | (reach << size)) & mask
             if grown == reach:
                 break
             reach = grown
-    # best[n]: the largest sum within n units (0 is always one).
-    bits = bin(reach)[:1:-1].ljust(top + 1, "0")
+    return reach
+
+
+def _best(reach: int, rooms: Ints, top: int) -> Ints:
+    """Per room, the largest n ≤ it whose bit is set in `reach` (0 is always one)."""
+    bits = bin(reach)[:1:-1].ljust(top + 1, "0")[: top + 1]
     reached = np.frombuffer(bits.encode(), np.uint8) == ord("1")
     best = np.maximum.accumulate(np.where(reached, np.arange(top + 1), 0))
-    return best[rooms]
+    found: Ints = best[rooms]
+    return found
 
 
 def _gate_slacks(problem: Problem) -> dict[str, int]:

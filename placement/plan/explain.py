@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
+from typing import Any
 
 from placement.fit.card import CardKey, CardModel
 from placement.fit.engines.note import Note, Said
-from placement.fit.state import CardState
+from placement.fit.rules import error_reason
+from placement.fit.state import CardState, card_state
 from placement.fit.verdict import Reason, Verdict, facts, host_reason
 from placement.fit.verify import CardStates, Placement, judge, judge_each
 from placement.plan.problem import NewSeat, Problem
@@ -26,9 +28,13 @@ from seats.units import format_bytes
 
 @dataclass
 class _Explanation:
-    """What explaining one refused seat gathers, host by host."""
+    """What explaining one refused seat gathers, host by host.
 
-    reasons: list[Reason]
+    `reasons`: in order, a reason, or a refusing card whose reasons (but rule `host`) go there
+    (`_Card`): written out only when read (`_written`), since a summary shows a few.
+    """
+
+    reasons: list[Reason | _Card]
     nearest: list[tuple[int, Said]]
     warnings: list[Said]
     need: int
@@ -63,15 +69,12 @@ class ExplainClasses:
     the fleet names them (no reserve is for them, no process is theirs, the catalogue does
     not declare them): the verifier reads a seat's name only for those. Such a seat is
     explained once per class, under a stand-in name, and each seat of the class gets that
-    explanation with its own name put back. Every other seat is explained on its own.
+    explanation with its own name put back (`_Refusal`: its reasons when first read). Every
+    other seat is explained on its own.
     """
 
     named: frozenset[str]
-    verdicts: dict[str, Verdict] = field(default_factory=dict)
-    # Per class, the positions of its reasons that name the stand-in (the rest are shared),
-    # and of its nearest changes.
-    naming: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    naming_texts: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    verdicts: dict[str, _Class] = field(default_factory=dict)
     # Each card state's key (`_CardGroups`), worked out once for every class.
     state_keys: dict[int, Hashable] = field(default_factory=dict)
     # Every card's model with all the placements there placed, where the verifier has them
@@ -124,27 +127,24 @@ def explain_refusal(
     seat = new.seat
     key = classes.key(seat) if classes is not None else None
     if classes is None or key is None:
-        alone = _explain(problem, seat, placements, state_cache)
+        alone: Verdict = _explain(problem, seat, placements, state_cache)
     else:
         shared = classes.verdicts.get(key)
         if shared is None:
             stand_in = seat.model_copy(update={"name": _STAND_IN})
-            shared = classes.verdicts[key] = _explain(
-                problem,
-                stand_in,
-                placements,
-                state_cache,
-                keys=classes.state_keys,
-                placed_models=classes.placed_models,
+            if not classes.verdicts and state_cache is not None:
+                _known_states(problem, stand_in, state_cache, classes.placed_models)
+            shared = classes.verdicts[key] = _Class(
+                _explained(
+                    problem,
+                    stand_in,
+                    placements,
+                    state_cache,
+                    keys=classes.state_keys,
+                    placed_models=classes.placed_models,
+                )
             )
-            said = _SaidCache()
-            classes.naming[key] = tuple(
-                i for i, r in enumerate(shared.reasons) if _STAND_IN in said(r)
-            )
-            classes.naming_texts[key] = tuple(
-                i for i, text in enumerate(shared.nearest) if _STAND_IN in _fact_text(text)
-            )
-        alone = _renamed(shared, seat.name, classes.naming[key], classes.naming_texts[key])
+        alone = shared.refusal(seat.name)
     if failed is None:
         return alone
     return replace(
@@ -156,31 +156,168 @@ def explain_refusal(
     )
 
 
-def _renamed(
-    verdict: Verdict, name: str, naming: Sequence[int], naming_texts: Sequence[int]
-) -> Verdict:
-    """A class's explanation with the stand-in name replaced by the seat's own (`naming`: the
-    positions of the reasons that hold it; the others are the class's own objects;
-    `naming_texts`: the same of its nearest changes)."""
+def _known_states(
+    problem: Problem,
+    seat: Seat,
+    states: CardStates,
+    models: Mapping[CardKey, CardModel] | None,
+) -> None:
+    """Each usable card's state as a seat nothing there names meets it beside the placements
+    (`models`: the cards with them placed), put in `states` as `judge` shares it: the first
+    class then judges one card per state, as the others do, not every card."""
+    if models is None:
+        return
+    for snapshot in problem.snapshots:
+        host = snapshot.host
+        for card in snapshot.cards:
+            key = (host, card.index, "plan")
+            model = models.get((host, card.index))
+            if key in states or model is None or error_reason(card, host) is not None:
+                continue
+            states[key] = card_state(seat, card, model)
 
-    def put(said: Said) -> Said:
-        if isinstance(said, Note):
-            return said.renamed(_STAND_IN, name)
-        return said.replace(_STAND_IN, name)
 
-    reasons = list(verdict.reasons)
-    for i in naming:
-        reasons[i] = reasons[i].renamed(_STAND_IN, name)
-    nearest = list(verdict.nearest)
-    for i in naming_texts:
-        nearest[i] = put(nearest[i])
-    return replace(
-        verdict,
-        seat=name,
-        reasons=tuple(reasons),
-        warnings=tuple(map(put, verdict.warnings)),
-        nearest=tuple(nearest),
-    )
+class _Class:
+    """One class's explanation under the stand-in name, and each of its seats' own.
+
+    The stand-in's reasons are written out, and the positions of those that name it found,
+    only when some seat's reasons are read; a summary (`summarise`) is worked out once for the
+    class from its cards' judgements and only its few reasons renamed per seat.
+    """
+
+    def __init__(self, parts: tuple[Verdict, _Explanation]) -> None:
+        self.shell, self.out = parts
+        self._reasons: tuple[Reason, ...] | None = None
+        self._naming: tuple[int, ...] | None = None
+        self._summaries: dict[int, Summary | None] = {}
+        self._said = _SaidCache()
+        # The positions of the nearest changes that name the stand-in.
+        self.naming_texts = tuple(
+            i for i, text in enumerate(self.shell.nearest) if _STAND_IN in _fact_text(text)
+        )
+
+    def refusal(self, name: str) -> _Refusal:
+        """The class's explanation said of seat `name`."""
+        shell = self.shell
+        nearest = list(shell.nearest)
+        for i in self.naming_texts:
+            nearest[i] = _put_name(nearest[i], name)
+        return _Refusal.of(
+            self,
+            replace(
+                shell,
+                seat=name,
+                warnings=tuple(_put_name(w, name) for w in shell.warnings),
+                nearest=tuple(nearest),
+            ),
+        )
+
+    def reasons(self, name: str) -> tuple[Reason, ...]:
+        """Every reason, said of seat `name`."""
+        if self._reasons is None:
+            self._reasons = tuple(_written(self.out.reasons))
+            said = self._said
+            self._naming = tuple(i for i, r in enumerate(self._reasons) if _STAND_IN in said(r))
+        reasons = list(self._reasons)
+        for i in self._naming or ():
+            reasons[i] = reasons[i].renamed(_STAND_IN, name)
+        return tuple(reasons)
+
+    def summary(self, name: str, keep: int) -> Summary | None:
+        """`summarise` of seat `name`'s refusal, its places and counts worked out once."""
+        if keep not in self._summaries:
+            self._summaries[keep] = _summary(self.out.reasons, keep)
+        found = self._summaries[keep]
+        if found is None:
+            return None
+        said = self._said
+        return replace(
+            found,
+            reasons=tuple(
+                r.renamed(_STAND_IN, name) if _STAND_IN in said(r) else r for r in found.reasons
+            ),
+        )
+
+
+def _put_name(said: Said, name: str) -> Said:
+    """A text or note of the stand-in's, said of seat `name`."""
+    if isinstance(said, Note):
+        return said.renamed(_STAND_IN, name)
+    return said.replace(_STAND_IN, name)
+
+
+class _Reasons:
+    """A `_Refusal`'s reasons: written out by its class when first read, then kept."""
+
+    def __get__(self, refusal: _Refusal | None, owner: type | None = None) -> Any:
+        if refusal is None:
+            return ()
+        held = refusal.__dict__
+        found = held.get("reasons")
+        if found is None:
+            explained: _Class = held["_class"]
+            found = held["reasons"] = explained.reasons(refusal.seat)
+        return found
+
+    def __set__(self, refusal: _Refusal, reasons: tuple[Reason, ...]) -> None:
+        refusal.__dict__["reasons"] = reasons
+
+
+class _Refusal(Verdict):
+    """A class's refusal said of one of its seats, its reasons written out when first read.
+
+    Equal to the `Verdict` of the same figures (what `_explain` of the seat alone gives)."""
+
+    _class: _Class | None = None
+    reasons = _Reasons()  # type: ignore[assignment]
+
+    @classmethod
+    def of(cls, explained: _Class, verdict: Verdict) -> _Refusal:
+        twin = object.__new__(cls)
+        for name, value in verdict.__dict__.items():
+            if name != "reasons":
+                object.__setattr__(twin, name, value)
+        object.__setattr__(twin, "_class", explained)
+        return twin
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Verdict):
+            return NotImplemented
+        return all(
+            getattr(self, f.name) == getattr(other, f.name) for f in fields(Verdict) if f.compare
+        )
+
+    __hash__ = Verdict.__hash__
+
+    def summary(self, keep: int) -> Summary | None:
+        """`summarise(self, keep)`, from the class's cards without writing every reason out."""
+        explained: _Class | None = self.__dict__.get("_class")
+        if explained is None:
+            return summarise(self, keep, lazy=False)
+        return explained.summary(self.seat, keep)
+
+
+def _written(items: Sequence[Reason | _Card]) -> Iterator[Reason]:
+    """The reasons of an explanation in order: a card's own but rule `host` in its place."""
+    for item in items:
+        if isinstance(item, Reason):
+            yield item
+        else:
+            yield from (r for r in item.reasons if r.rule != "host")
+
+
+def _explained(
+    problem: Problem,
+    seat: Seat,
+    placements: Sequence[Placement],
+    state_cache: CardStates | None,
+    *,
+    keys: dict[int, Hashable] | None = None,
+    placed_models: Mapping[CardKey, CardModel] | None = None,
+) -> tuple[Verdict, _Explanation]:
+    """`_explain` of the seat, its reasons left as gathered (the verdict holds none)."""
+    out = _gathered(problem, seat, placements, state_cache, keys=keys, placed_models=placed_models)
+    return _verdict_of(seat, out, ()), out
 
 
 def _explain(
@@ -198,6 +335,20 @@ def _explain(
     of `state_cache`, and cards of one state are judged once (`_CardGroups`); `placed_models`:
     every card with the placements placed (ExplainClasses), where the stand-in's states are read.
     """
+    out = _gathered(problem, seat, placements, state_cache, keys=keys, placed_models=placed_models)
+    return _verdict_of(seat, out, tuple(_written(out.reasons)))
+
+
+def _gathered(
+    problem: Problem,
+    seat: Seat,
+    placements: Sequence[Placement],
+    state_cache: CardStates | None,
+    *,
+    keys: dict[int, Hashable] | None = None,
+    placed_models: Mapping[CardKey, CardModel] | None = None,
+) -> _Explanation:
+    """What `_explain` gathers of the seat, host by host (see there)."""
     out = _Explanation(reasons=[], nearest=[], warnings=[], need=seat.resident_bytes)
     groups = (
         _CardGroups(keys, placed_models) if keys is not None and state_cache is not None else None
@@ -216,12 +367,17 @@ def _explain(
         )
         _passing_reason(seat, host, passing, out)
     _fragmentation(problem, seat, out)
+    return out
+
+
+def _verdict_of(seat: Seat, out: _Explanation, reasons: tuple[Reason, ...]) -> Verdict:
+    """The refusal `out` gathered, with `reasons`."""
     return Verdict(
         verdict="refuse",
         seat=seat.name,
         host=seat.host,
         cards=(),
-        reasons=tuple(out.reasons),
+        reasons=reasons,
         flags=(),
         warnings=out.all_warnings(),
         nearest=tuple(
@@ -264,13 +420,16 @@ def _explain_host(
                 out.reasons.append(blocked)
             continue
         out.refused_with(verdict.warnings)
-        out.reasons.extend(r for r in verdict.reasons if r.rule != "host")
-        shorts = [r.short_bytes for r in verdict.reasons if r.short_bytes is not None]
+        # Its reasons as judged (the card's own host and index put in when written out): the
+        # rules and bytes read here are the same.
+        source = verdict.source
+        out.reasons.append(verdict)
+        shorts = [r.short_bytes for r in source if r.short_bytes is not None]
         texts = verdict.nearest
         if fleet:
             texts = tuple(_on_host(text, host) for text in texts)
         out.nearest.extend((min(shorts, default=1 << 62), text) for text in texts)
-        only = verdict.reasons[0] if len(verdict.reasons) == 1 else None
+        only = source[0] if len(source) == 1 else None
         if only is not None and only.rule == "room" and only.room_bytes is not None:
             out.fragment_room[host] += max(0, only.room_bytes)
     return passing
@@ -325,20 +484,61 @@ def _on_host(said: Said, host: str) -> Said:
     return re.sub(r"card (\d+)", rf"card {host}:\1", said)
 
 
-@dataclass(frozen=True)
 class _Card:
-    """What explaining reads of one card's judgement (`_explain_host`)."""
+    """What explaining reads of one card's judgement (`_explain_host`).
 
-    passed: bool
-    need_bytes: int | None
-    reasons: tuple[Reason, ...]
-    nearest: tuple[Said, ...]
-    warnings: tuple[Said, ...]
+    `source`: the judgement's reasons as judged; where the judgement is another card's of the
+    same state (`_CardGroups`), `host` and `index` are this card's, and `reasons` are the
+    source's said of it (`_moved`), worked out when first read.
+    """
+
+    __slots__ = (
+        "_reasons",
+        "host",
+        "index",
+        "nearest",
+        "need_bytes",
+        "passed",
+        "source",
+        "warnings",
+    )
+
+    def __init__(
+        self,
+        passed: bool,
+        need_bytes: int | None,
+        source: tuple[Reason, ...],
+        nearest: tuple[Said, ...],
+        warnings: tuple[Said, ...],
+        host: str | None = None,
+        index: int = 0,
+    ) -> None:
+        self.passed, self.need_bytes, self.source = passed, need_bytes, source
+        self.nearest, self.warnings = nearest, warnings
+        self.host, self.index = host, index
+        self._reasons: tuple[Reason, ...] | None = None if host is not None else source
 
     @classmethod
     def of(cls, verdict: Verdict) -> _Card:
         return cls(
             verdict.passed, verdict.need_bytes, verdict.reasons, verdict.nearest, verdict.warnings
+        )
+
+    @property
+    def reasons(self) -> tuple[Reason, ...]:
+        found = self._reasons
+        if found is None:
+            host, index = self.host or "", self.index
+            found = self._reasons = tuple(_moved(r, host, index) for r in self.source)
+        return found
+
+    def place(self, reason: Reason) -> tuple[str | None, int | None]:
+        """Where one of `source` binds once said of this card: (host, card), as `_moved` puts it."""
+        if self.host is None:
+            return reason.host, reason.card
+        return (
+            self.host if reason.host is not None else None,
+            self.index if reason.card is not None else None,
         )
 
 
@@ -376,15 +576,13 @@ class _CardGroups:
             return _Card.of(found)
         moving = found.cards != (index,)
         return _Card(
-            passed=found.passed,
-            need_bytes=found.need_bytes,
-            reasons=tuple(_moved(r, host, index) for r in found.reasons),
-            nearest=tuple(_renumbered(t, index) for t in found.nearest)
-            if moving
-            else found.nearest,
-            warnings=tuple(_renumbered(t, index) for t in found.warnings)
-            if moving
-            else found.warnings,
+            found.passed,
+            found.need_bytes,
+            found.reasons,
+            tuple(_renumbered(t, index) for t in found.nearest) if moving else found.nearest,
+            tuple(_renumbered(t, index) for t in found.warnings) if moving else found.warnings,
+            host,
+            index,
         )
 
     def put(self, states: CardStates, host: str, index: int, verdict: Verdict) -> None:
@@ -610,15 +808,19 @@ class Summary:
     places: int
 
 
-def summarise(verdict: Verdict, keep: int = SUMMARY_PLACES) -> Summary | None:
+def summarise(verdict: Verdict, keep: int = SUMMARY_PLACES, *, lazy: bool = True) -> Summary | None:
     """The `keep` tightest cards or hosts of a refusal; None when it names at most one more.
 
     A place is a card (or a host, for a reason on no card). Tightest: the fewest bytes short
     on the rule that binds most there; a place where a rule without bytes binds (exclusive,
     unbounded, error, host …) comes after every place that bytes would free. The reasons
     kept are the verdict's own, in its order; a seat's place where it fits alone but was
-    given away (room, no bytes short) counts as the tightest of all.
+    given away (room, no bytes short) counts as the tightest of all. A class's refusal
+    (`_Refusal`) is summarised from its cards' judgements, its reasons not all written out
+    (`lazy=False`: from its reasons, as any verdict).
     """
+    if lazy and isinstance(verdict, _Refusal):
+        return verdict.summary(keep)
     places: dict[tuple[str | None, int | None], list[Reason]] = defaultdict(list)
     for reason in verdict.reasons:
         places[(reason.host, reason.card)].append(reason)
@@ -636,6 +838,65 @@ def summarise(verdict: Verdict, keep: int = SUMMARY_PLACES) -> Summary | None:
         counts=dict(sorted(counts.items(), key=lambda item: -item[1])),
         places=len(places),
     )
+
+
+def _summary(items: Sequence[Reason | _Card], keep: int) -> Summary | None:
+    """`summarise` of the reasons `_written(items)` gives, reading each card's judgement as judged
+    (its rules and bytes are its card's) and writing out only the reasons of the places kept."""
+    places = _places(items)
+    if len(places) <= keep + 1:
+        return None
+    order = sorted(places, key=lambda place: (1, 0) if places[place][0] else (0, places[place][1]))
+    chosen = set(order[:keep])
+    counts: dict[str, int] = defaultdict(int)
+    for _, _, rules in places.values():
+        for rule in rules:
+            counts[rule] += 1
+    return Summary(
+        reasons=tuple(_kept(items, chosen)),
+        counts=dict(sorted(counts.items(), key=lambda item: -item[1])),
+        places=len(places),
+    )
+
+
+_Place = tuple[str | None, int | None]
+
+
+def _places(items: Sequence[Reason | _Card]) -> dict[_Place, list[Any]]:
+    """Per place (host, card), in order: whether a rule without bytes but `room` binds there,
+    the most bytes short, and its rules in order (`_tightness`' figures and the counts')."""
+    places: dict[_Place, list[Any]] = {}
+
+    def meet(place: _Place, reason: Reason) -> None:
+        found = places.get(place)
+        if found is None:
+            found = places[place] = [False, 0, {}]
+        short = reason.short_bytes
+        if short is None and reason.rule != "room":
+            found[0] = True
+        elif short is not None and short > found[1]:
+            found[1] = short
+        found[2][reason.rule] = None
+
+    for item in items:
+        if isinstance(item, Reason):
+            meet((item.host, item.card), item)
+            continue
+        for reason in item.source:
+            if reason.rule != "host":
+                meet(item.place(reason), reason)
+    return places
+
+
+def _kept(items: Sequence[Reason | _Card], chosen: set[_Place]) -> Iterator[Reason]:
+    """The reasons `_written(items)` gives on the places `chosen`, in order; a card's written out
+    only where one of them is its place."""
+    for item in items:
+        if isinstance(item, Reason):
+            if (item.host, item.card) in chosen:
+                yield item
+        elif any(item.place(r) in chosen for r in item.source if r.rule != "host"):
+            yield from (r for r in item.reasons if r.rule != "host" and (r.host, r.card) in chosen)
 
 
 def _tightness(reasons: Sequence[Reason]) -> tuple[int, int]:

@@ -9,6 +9,7 @@ by card for a seat some card names; the verifier re-checks the result like any p
 from __future__ import annotations
 
 import weakref
+from bisect import bisect_left, insort
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Self
@@ -42,6 +43,10 @@ class _Rows:
     mask: Bools
     need: Ints | np.int64
     bound: Ints
+    # The same as Python lists (`need`: an int where it is one figure), asked card by card.
+    mask_each: list[bool]
+    need_each: list[int] | int
+    bound_each: list[int]
 
     def pair(self, i: int) -> tuple[int, int | None]:
         """(need, gate bound or None) on card `i`: `Problem.pair`'s answer there."""
@@ -98,6 +103,27 @@ class _Fleet:
         self._rows: dict[str, _Rows | None] = {}
         self._shapes: dict[Hashable, _Rows] = {}
         self._eligible: dict[str, bool] = {}
+        self._eligible_shapes: dict[tuple[int, int, int], bool] = {}
+        self._pairs: dict[int, int] = {}  # eligible pairs of a seat's rows, by id(rows)
+
+    def pairs_exceed(self, limit: int) -> bool:
+        """`Problem.pairs_exceed`: more than `limit` eligible (seat, card) pairs, each seat's
+        counted off its rows (a seat some card names, pair by pair)."""
+        count = 0
+        for new in self.problem.seats:
+            rows = self.rows(new)
+            if rows is None:
+                count += sum(
+                    1 for host, index in self.keys if self.problem.pair(new.name, host, index)
+                )
+            else:
+                found = self._pairs.get(id(rows))
+                if found is None:
+                    found = self._pairs[id(rows)] = int(rows.mask.sum())
+                count += found
+            if count > limit:
+                return True
+        return False
 
     def rows(self, new: NewSeat) -> _Rows | None:
         """The seat's rows; None when some card names the seat (it is asked card by card)."""
@@ -140,7 +166,15 @@ class _Fleet:
         if seat.pinned_cards is not None:
             mask &= np.isin(self.index_of, np.array(seat.pinned_cards, np.int64))
         one = len(need) == 1
-        found = self._shapes[shape] = _Rows(mask, need[0] if one else need_row, bound)
+        need_of = need[0] if one else need_row
+        found = self._shapes[shape] = _Rows(
+            mask,
+            need_of,
+            bound,
+            mask.tolist(),
+            int(need[0]) if one else need_row.tolist(),
+            bound.tolist(),
+        )
         return found
 
     def has_eligible_host(self, new: NewSeat) -> bool:
@@ -153,9 +187,13 @@ class _Fleet:
             if rows is None:
                 found = self.problem.has_eligible_host(name)
             else:
-                cards = rows.mask & (self.arrays.open >= new.seat.resident_bytes)
-                have = np.bincount(self.host_of[cards], minlength=len(self.host_names))
-                found = bool((have >= new.seat.card_count).any())
+                # Seats of one shape and resident share the answer.
+                key = (id(rows), new.seat.resident_bytes, new.seat.card_count)
+                found = self._eligible_shapes.get(key)
+                if found is None:
+                    cards = rows.mask & (self.arrays.open >= new.seat.resident_bytes)
+                    have = np.bincount(self.host_of[cards], minlength=len(self.host_names))
+                    found = self._eligible_shapes[key] = bool((have >= new.seat.card_count).any())
             self._eligible[name] = found
         return found
 
@@ -173,6 +211,12 @@ def fleet_of(problem: Problem) -> _Fleet:
     gone = _FLEETS.pop
     _FLEETS[key] = (weakref.ref(problem, lambda _: gone(key, None)), fleet)
     return fleet
+
+
+def pairs_exceed(problem: Problem, limit: int) -> bool:
+    """`problem.pairs_exceed(limit)`, counted off the fleet's rows where the pair table has them."""
+    fleet = fleet_of(problem)
+    return fleet.pairs_exceed(limit) if fleet.table is not None else problem.pairs_exceed(limit)
 
 
 def has_eligible_host(problem: Problem, new: NewSeat) -> bool:
@@ -194,6 +238,9 @@ class _Cards:
         self.kth = np.full((self.fleet.depth, hosts), _NONE, np.int64)
         for at in range(hosts):
             self._widths(at)
+        # Hosts a seat was placed on since their k-th widths were last read (`_kth`): read
+        # again only when a seat asks by host, not after each one-card placement.
+        self.stale: set[int] = set()
 
     @property
     def host_names(self) -> list[str]:
@@ -206,7 +253,15 @@ class _Cards:
         twin.slots = dict(self.slots)
         twin.arrays = self.arrays.copy()
         twin.kth = self.kth.copy()
+        twin.stale = set(self.stale)
         return twin
+
+    def _kth(self) -> Ints:
+        """Per depth and host, its k-th widest card's width, the stale hosts read again."""
+        for at in self.stale:
+            self._widths(at)
+        self.stale.clear()
+        return self.kth
 
     def _widths(self, at: int) -> None:
         fleet = self.fleet
@@ -266,7 +321,9 @@ class _Cards:
         count = new.seat.card_count
         fleet = self.fleet
         have = np.bincount(fleet.host_of[fit], minlength=len(fleet.host_names))
-        hosts: Bools = (have >= count) & (self.kth[count - 1] >= self.problem.least_width(new.name))
+        hosts: Bools = (have >= count) & (
+            self._kth()[count - 1] >= self.problem.least_width(new.name)
+        )
         return hosts
 
     def host_cards(self, at: int, fit: Bools) -> Ints:
@@ -295,7 +352,7 @@ class _Cards:
                 gate_bound_bytes=gate,
             )
             self.arrays.read(i, model)
-        self._widths(at)
+        self.stale.add(at)
 
 
 def first_fit(problem: Problem, order: Sequence[NewSeat] | None = None) -> Assignment:
@@ -323,8 +380,64 @@ def first_fit(problem: Problem, order: Sequence[NewSeat] | None = None) -> Assig
     return out
 
 
+# Best fit walks this many cards, narrowest first, before it asks every card at once.
+_WALK = 32
+
+
 class _BestFit(_Cards):
-    """Best fit's choices over the rows: the narrowest card, or host, that takes the seat."""
+    """Best fit's choices over the rows: the narrowest card, or host, that takes the seat.
+
+    `narrow`: every card as (width, tie-break rank, row), narrowest first, kept in order as
+    seats are placed, so a one-card seat meets the narrowest cards wide enough first.
+    """
+
+    def __init__(self, problem: Problem, fleet: _Fleet | None = None) -> None:
+        super().__init__(problem, fleet)
+        rank = self.fleet.rank.tolist()
+        self.narrow = sorted(
+            (width, rank[i], i) for i, width in enumerate(self.arrays.width.tolist())
+        )
+
+    def copy(self) -> Self:
+        twin = super().copy()
+        twin.narrow = list(self.narrow)
+        return twin
+
+    def place(self, new: NewSeat, at: int, cards: tuple[int, ...]) -> None:
+        """`_Cards.place`, each card moved to its new width's place in `narrow`."""
+        fleet, width, narrow = self.fleet, self.arrays.width, self.narrow
+        host = fleet.host_names[at]
+        rows = [fleet.flat[(host, index)] for index in cards]
+        before = [(int(width[i]), int(fleet.rank[i]), i) for i in rows]
+        super().place(new, at, cards)
+        for old, i in zip(before, rows, strict=True):
+            del narrow[bisect_left(narrow, old)]
+            insort(narrow, (int(width[i]), old[1], i))
+
+    def narrowest(self, new: NewSeat) -> tuple[int, tuple[int, ...]] | None:
+        """`one_card(new, fitting(new))` for a seat the rows answer: the narrowest cards wide
+        enough asked one by one (`CardArrays.fits` of each), then every card at once."""
+        rows = self.fleet.rows(new)
+        if rows is None:
+            return self.one_card(new, self.fitting(new))
+        narrow = self.narrow
+        start = bisect_left(narrow, (self.problem.least_width(new.name),))
+        each = self.arrays.each
+        mask, bound, need = rows.mask_each, rows.bound_each, rows.need_each
+        room, load, floor = each.room, each.load, each.floor
+        blocked = each.placed_any if new.seat.exclusive else each.placed_exclusive
+        for width, _, i in narrow[start : start + _WALK]:
+            if width >= UNBOUNDED:
+                return None
+            if not mask[i] or blocked[i]:
+                continue
+            needed = need if isinstance(need, int) else need[i]
+            after = load[i] + needed
+            if needed <= room[i] and after <= floor[i] and after <= bound[i]:
+                return int(self.fleet.host_of[i]), (int(self.fleet.index_of[i]),)
+        if start + _WALK >= len(narrow):
+            return None
+        return self.one_card(new, self.fitting(new))
 
     def one_card(self, new: NewSeat, fit: Bools) -> tuple[int, tuple[int, ...]] | None:
         """The narrowest card wide enough that takes the seat (then host order, card index)."""
@@ -343,7 +456,7 @@ class _BestFit(_Cards):
         hosts = self.hosts_with(new, fit)
         if not hosts.any():
             return None
-        at = int(np.argmin(np.where(hosts, self.kth[new.seat.card_count - 1], UNBOUNDED)))
+        at = int(np.argmin(np.where(hosts, self._kth()[new.seat.card_count - 1], UNBOUNDED)))
         return at, self._tightest(new, fit, at)
 
     def at_home(self, new: NewSeat, fit: Bools, home: int) -> tuple[int, tuple[int, ...]] | None:
@@ -378,25 +491,70 @@ class BestFitPacking:
         twin.placed = dict(self.placed)
         return twin
 
-    def add(self, seats: Iterable[NewSeat]) -> int:
-        """Place each seat, in order, where best fit puts it; how many found no card."""
+    def add(self, seats: Iterable[NewSeat], *, all_or_none: bool = False) -> int:
+        """Place each seat, in order, where best fit puts it; how many found no card.
+
+        `all_or_none`: stop at the first seat that finds no card (1 is returned; the packing is
+        then part-way and only good to drop)."""
         cards, missed = self.cards, 0
         for new in seats:
-            fit = cards.fitting(new)
             home = cards.home(new)
             if home is not None:
-                best = cards.at_home(new, fit, home)
+                best = cards.at_home(new, cards.fitting(new), home)
             elif new.seat.card_count == 1:
-                best = cards.one_card(new, fit)
+                best = cards.narrowest(new)
             else:
-                best = cards.many_cards(new, fit)
+                best = cards.many_cards(new, cards.fitting(new))
             if best is None:
                 missed += 1
+                if all_or_none:
+                    return missed
                 continue
             at, chosen = best
             cards.place(new, at, chosen)
             self.placed[new.name] = (cards.host_names[at], chosen)
         return missed
+
+
+@dataclass(frozen=True)
+class BestFitLevel:
+    """One priority level of a best-fit-decreasing pass: the placement when it began, the
+    packing when it ended, and its seats that found no card."""
+
+    start: tuple[tuple[str, tuple[str, tuple[int, ...]]], ...]
+    end: BestFitPacking
+    seats: frozenset[str]
+    missed: frozenset[str]
+
+
+@dataclass(frozen=True)
+class BestFitRun:
+    """`best_fit` of the whole problem, kept level by level (`best_fit_levels`)."""
+
+    placed: Assignment
+    levels: dict[int, BestFitLevel]
+
+
+def best_fit_levels(problem: Problem) -> BestFitRun:
+    """`best_fit(problem)`, with each priority level's start and end kept: a search that packs
+    the same seats of a level in the same order from the same start (`placement.plan.most`)
+    reads the pass off it instead of packing again."""
+    packing = BestFitPacking(problem)
+    levels: dict[int, BestFitLevel] = {}
+    order = placing_order(problem)
+    for priority in dict.fromkeys(new.seat.priority for new in order):
+        level = [new for new in order if new.seat.priority == priority]
+        start = tuple(packing.placed.items())
+        before = len(packing.placed)
+        packing.add(level)
+        placed = set(list(packing.placed)[before:])
+        levels[priority] = BestFitLevel(
+            start,
+            packing.copy(),
+            frozenset(new.name for new in level),
+            frozenset(new.name for new in level if new.name not in placed),
+        )
+    return BestFitRun(dict(packing.placed), levels)
 
 
 def best_fit(problem: Problem, order: Sequence[NewSeat] | None = None) -> Assignment:

@@ -22,15 +22,26 @@ about log₂(bound − placed) of them. The verifier re-checks the result like a
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 from placement.plan.bound import level_bounds
-from placement.plan.greedy import BestFitPacking, has_eligible_host, placing_key
+from placement.plan.greedy import (
+    BestFitLevel,
+    BestFitPacking,
+    BestFitRun,
+    has_eligible_host,
+    placing_key,
+)
 from placement.plan.problem import NewSeat, Problem
 from placement.plan.verified import Assignment
 
 
-def most_seats(problem: Problem) -> Assignment:
-    """A placement that keeps, level by level, the most seats best-fit can pack (see module doc)."""
+def most_seats(problem: Problem, run: BestFitRun | None = None) -> Assignment:
+    """A placement that keeps, level by level, the most seats best-fit can pack (see module doc).
+
+    `run`: the problem's best-fit-decreasing pass (`best_fit_levels`); a level whose every seat
+    it packs from where the search stands is read off it, not packed again.
+    """
     levels = sorted({new.seat.priority for new in problem.seats}, reverse=True)
     # C packed in decreasing order: every attempt at a level starts from a fork of it.
     committed = BestFitPacking(problem)
@@ -44,13 +55,39 @@ def most_seats(problem: Problem) -> Assignment:
             key=_bytes_key,
         )
         if level:
-            committed = _level(problem, committed, level)
+            known = run.levels.get(priority) if run is not None else None
+            committed = _level(problem, committed, level, _whole(known, committed, level))
     return committed.placed
 
 
-def _level(problem: Problem, committed: BestFitPacking, level: Sequence[NewSeat]) -> BestFitPacking:
-    """C with as many of `level` (ascending bytes) as best fit packs: the packing after the level."""
-    every = _packed(committed, level)
+def _whole(
+    known: BestFitLevel | None, committed: BestFitPacking, level: Sequence[NewSeat]
+) -> BestFitPacking | Literal[False] | None:
+    """`_packed(committed, level)` read off best fit's pass where it packed the same seats in
+    the same order from the same placement; False where it did not (pack it).
+
+    Best fit's level holds the level's seats in `placing_key` order, as `_packed` packs them,
+    and also those with no eligible host: each of those finds no card and changes nothing
+    (were one placed, the pass is not the same and is not read).
+    """
+    if known is None or known.start != tuple(committed.placed.items()):
+        return False
+    names = {new.name for new in level}
+    if not names <= known.seats or not (known.seats - known.missed) <= names:
+        return False
+    return None if known.missed & names else known.end.copy()
+
+
+def _level(
+    problem: Problem,
+    committed: BestFitPacking,
+    level: Sequence[NewSeat],
+    whole: BestFitPacking | Literal[False] | None = False,
+) -> BestFitPacking:
+    """C with as many of `level` (ascending bytes) as best fit packs: the packing after the level.
+
+    `whole`: `_packed(committed, level)` where it is known already (False: not known)."""
+    every = _packed(committed, level) if whole is False else whole
     if every is not None:
         return every
     # Smallest first on top of C: a placement that exists, and the bisection's floor.
@@ -76,7 +113,7 @@ def _level(problem: Problem, committed: BestFitPacking, level: Sequence[NewSeat]
 def _packed(committed: BestFitPacking, seats: Sequence[NewSeat]) -> BestFitPacking | None:
     """C with `seats` added in decreasing order, or None when one of them found no card."""
     attempt = committed.copy()
-    return None if attempt.add(sorted(seats, key=placing_key)) else attempt
+    return None if attempt.add(sorted(seats, key=placing_key), all_or_none=True) else attempt
 
 
 def _count(packing: BestFitPacking, level: Sequence[NewSeat]) -> int:

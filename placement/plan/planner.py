@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from inventory.snapshot import Snapshot, format_utc
 from placement.fit.card import CardKey, CardModel
 from placement.fit.consistency import check_snapshots
-from placement.fit.engines.note import Said, fact_json
+from placement.fit.engines.note import Note, Said, fact_json
 from placement.fit.kv import need_floored, seat_cuda_context, with_need_floors
 from placement.fit.verdict import Verdict
 from placement.fit.verify import (
@@ -24,7 +24,12 @@ from placement.plan.approved import approved_holds, approved_verdicts
 from placement.plan.bound import LevelBound, level_bounds
 from placement.plan.cards import PlanCardRow, card_rows
 from placement.plan.explain import SUMMARY_PLACES, ExplainClasses, explain_refusal, summarise
-from placement.plan.greedy import greedy_assignment, has_eligible_host
+from placement.plan.greedy import (
+    best_fit_levels,
+    greedy_assignment,
+    has_eligible_host,
+    pairs_exceed,
+)
 from placement.plan.most import most_seats
 from placement.plan.problem import (
     Problem,
@@ -119,14 +124,18 @@ class PlanResult:
 
 def _verdict_json(verdict: Verdict, explain: str) -> dict[str, Any]:
     """A seat's VERDICT; a long refusal cut to its summary unless `explain` is "all"."""
-    data = verdict.to_json()
     summary = summarise(verdict) if explain == "summary" and not verdict.passed else None
-    if summary is not None:
-        data["reasons"] = [reason.to_json() for reason in summary.reasons]
-        data["reason_counts"] = summary.counts
-        if len(verdict.nearest) > SUMMARY_PLACES:
-            data["nearest"] = [fact_json(n) for n in verdict.nearest[:SUMMARY_PLACES]]
-            data["nearest_count"] = len(verdict.nearest)
+    if summary is None:
+        return verdict.to_json()
+    # The summary's reasons only: a long refusal's others are not written out (explain.py).
+    data = Verdict(
+        **{f.name: getattr(verdict, f.name) for f in fields(Verdict) if f.name != "reasons"}
+    ).to_json()
+    data["reasons"] = [reason.to_json() for reason in summary.reasons]
+    data["reason_counts"] = summary.counts
+    if len(verdict.nearest) > SUMMARY_PLACES:
+        data["nearest"] = [fact_json(n) for n in verdict.nearest[:SUMMARY_PLACES]]
+        data["nearest_count"] = len(verdict.nearest)
     return data
 
 
@@ -178,7 +187,7 @@ def plan(
     floored = with_need_floors(catalogue)
     catalogue = floored.catalogue
     warnings += floored.warnings
-    raised = [(o, need_floored(seat, seat_cuda_context(catalogue, seat))) for o, seat in adds]
+    raised = _floored_adds(catalogue, adds)
     warnings += [warning for _, (_, warning) in raised if warning]
     adds = [(origin, seat) for origin, (seat, _) in raised]
     every = new_seats(catalogue, adds)
@@ -265,6 +274,21 @@ def plan(
     )
 
 
+def _floored_adds(
+    catalogue: Catalogue, adds: Sequence[tuple[str, Seat]]
+) -> list[tuple[str, tuple[Seat, Note | None]]]:
+    """Each added seat with its resident raised to its need floor (`need_floored`), and why."""
+    contexts: dict[str | None, int] = {}  # by the seat's host: a fleet's adds name few
+
+    def context(seat: Seat) -> int:
+        found = contexts.get(seat.host)
+        if found is None:
+            found = contexts[seat.host] = seat_cuda_context(catalogue, seat)
+        return found
+
+    return [(origin, need_floored(seat, context(seat))) for origin, seat in adds]
+
+
 @dataclass
 class _Found:
     """A proposed assignment and how it was found (before the verifier)."""
@@ -292,7 +316,7 @@ def _assign(
     greedy_started = time.perf_counter()
     greedy = greedy_assignment(problem)
     timings["greedy"] = time.perf_counter() - greedy_started
-    if problem.pairs_exceed(SKIP_SOLVER_PAIRS) and score(greedy, weights) >= bound:
+    if pairs_exceed(problem, SKIP_SOLVER_PAIRS) and score(greedy, weights) >= bound:
         # Every placeable seat is placed: the seat count is proven optimal without the
         # solver, whose only gain here would be the tie-breaks.
         warnings.append(
@@ -307,7 +331,7 @@ def _assign(
     parts = split_by_host(problem)
     if parts is not None:
         return _assign_parts(parts, solver, time_limit, started, timings, warnings, bound)
-    if problem.pairs_exceed(SOLVER_MAX_PAIRS):
+    if pairs_exceed(problem, SOLVER_MAX_PAIRS):
         # Too large for the integer program to improve on within seconds (bench/bench_crowded.py):
         # the most seats best fit packs per level, its gap to the level bounds reported.
         assignment, named = _most_greedy(problem, greedy, weights)
@@ -413,18 +437,25 @@ def _most_greedy(
     problem: Problem, first: Assignment, weights: Mapping[str, float]
 ) -> tuple[Assignment, str]:
     """The best of first fit, best fit and the smallest-seats search (`placement.plan.most`)."""
-    fallback, named = _better_greedy(problem, first, weights)
-    most = most_seats(problem)
+    # One best-fit pass, kept level by level: the search reads the levels it would pack alike.
+    run = best_fit_levels(problem)
+    fallback, named = _better_greedy(problem, first, weights, run.placed)
+    most = most_seats(problem, run)
     if score(most, weights) > score(fallback, weights):
         return most, "the smallest-seats-first search's"
     return fallback, named
 
 
 def _better_greedy(
-    problem: Problem, first: Assignment, weights: Mapping[str, float]
+    problem: Problem,
+    first: Assignment,
+    weights: Mapping[str, float],
+    best: Assignment | None = None,
 ) -> tuple[Assignment, str]:
-    """The fallback placement: best-fit-decreasing where it places more, else first-fit's (`first`)."""
-    best = greedy_assignment(problem, fit="best")
+    """The fallback placement: best-fit-decreasing (`best`, else packed here) where it places
+    more, else first-fit's (`first`)."""
+    if best is None:
+        best = greedy_assignment(problem, fit="best")
     if score(best, weights) > score(first, weights):
         return best, "best-fit-decreasing"
     return first, "first-fit-decreasing"

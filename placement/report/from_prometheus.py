@@ -68,8 +68,10 @@ def build_prometheus_report(
     threshold: DriftThreshold,
     probe: Probe | None = None,
     records: LedgerRecords | None = None,
+    charts: bool = True,
 ) -> tuple[Report, PrometheusWindow]:
     """The report of the catalogue's hosts over `window`, and the window's answers (with timings).
+    Without `charts` (a format that prints none, as JSON) the charts' range queries are not asked.
 
     Hosts are named as `plan --prometheus` names them (DESIGN.md's labels, or the history's
     `host_label`), read at its `step_s`;
@@ -85,7 +87,7 @@ def build_prometheus_report(
     with ThreadPoolExecutor(max_workers=1) as side:
         early = _Early(side, history, catalogue, probe)
         try:
-            return _build(history, catalogue, window, early, now, threshold, records)
+            return _build(history, catalogue, window, early, now, threshold, records, charts)
         finally:
             early.stop.set()
 
@@ -224,10 +226,11 @@ def _build(
     now: datetime,
     threshold: DriftThreshold,
     records: LedgerRecords | None,
+    charts: bool = True,
 ) -> tuple[Report, PrometheusWindow]:
     hosts = sorted(catalogue.hosts)
     step_s = history.step_s
-    answers = _load(history, catalogue, window, early)
+    answers = _load(history, catalogue, window, early, charts)
     span = answers.span()
     if span is None:
         others = (
@@ -274,7 +277,7 @@ def _build(
 
 
 def _load(
-    history: PrometheusHistory, catalogue: Catalogue, window: Window, early: _Early
+    history: PrometheusHistory, catalogue: Catalogue, window: Window, early: _Early, charts: bool
 ) -> PrometheusWindow:
     """The window's figures of the catalogue's hosts; `early` starts once their spans are in."""
     return history.window(
@@ -299,6 +302,7 @@ def _load(
         ],
         lookback_s=LOOKBACK_DAYS * 86400,
         on_spans=early.start,
+        charts=charts,
     )
 
 

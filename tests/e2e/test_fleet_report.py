@@ -289,3 +289,43 @@ def test_one_history_from_the_ledger_and_from_prometheus(fleet: tuple[str, Path,
     # Card 7, held whole for flash-next, while fl-00-g6-b spilled 6 GiB onto it from 13:00.
     spill = [c for c in seen.commands if c.card == 7 and c.seat == "fl-00-g6-b"]
     assert [c.max_bytes for c in spill] == [6 * GIB, 6 * GIB]
+
+
+def test_a_report_without_charts_asks_none_and_reads_the_same_figures(
+    fleet: tuple[str, Path, Path],
+) -> None:
+    """JSON prints no chart: its report asks no chart bucket, and every figure it prints is the
+    one the charted report reads (the cards read for their most unexplained are chosen alike)."""
+    from dataclasses import replace
+    from datetime import timedelta
+
+    from inventory.history.prometheus import PromClient, PrometheusHistory
+    from placement.report.from_prometheus import build_prometheus_report
+    from placement.report.rows import parse_threshold, window_since
+    from seats.loader import load_catalogue
+
+    url, catalogue_path, _ = fleet
+    catalogue = load_catalogue(catalogue_path)
+    window = window_since(timedelta(days=3), int(NOW.timestamp()))
+    queries: dict[bool, int] = {}
+    reports = {}
+    for charts in (True, False):
+        client = PromClient(url)
+        reports[charts], _ = build_prometheus_report(
+            PrometheusHistory(client, step_s=60),
+            catalogue,
+            window,
+            now=NOW,
+            threshold=parse_threshold("5%,1GiB"),
+            charts=charts,
+        )
+        queries[charts] = client.stats.queries
+    plain, charted = reports[False], reports[True]
+    # The charts' three range queries (used, seats, free), once per label naming hosts: `host`,
+    # and `exported_host` for fl-02.
+    assert queries[True] - queries[False] == 3 * 2
+    assert plain.charts == () and len(charted.charts) == 5 * 8
+    assert replace(charted, charts=()) == plain
+    # fl-01 card 3 gained 1 GiB no seat explains on the last day: found without the charts too.
+    card = next(c for c in plain.cards if (c.host, c.card) == ("fl-01", 3))
+    assert card.unexplained_max_bytes == GIB

@@ -43,6 +43,8 @@ class DailyRoomRow(Protocol):
     def hours(self) -> int: ...
     @property
     def samples(self) -> int: ...
+    @property
+    def dated(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,9 @@ class HourlyCard:
     hours: int
     samples: int
     forecast: Forecast
+    # False where only the hour of the least is known (Prometheus's recorded rollups):
+    # `min_room_at` is then the end of that hour (the recording rule's evaluation).
+    min_room_dated: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -63,6 +68,7 @@ class HourlyCard:
             "room_now_bytes": self.room_now_bytes,
             "window_room_bytes": self.window_room_bytes,
             "min_room_at": _utc(self.min_room_at),
+            "min_room_dated": self.min_room_dated,
             "hours": self.hours,
             "samples": self.samples,
             "forecast": self.forecast.to_json(),
@@ -78,13 +84,15 @@ class HourlyWindow:
     end: datetime
     raw_since: datetime
     cards: tuple[HourlyCard, ...]
+    # What kept the rollups: the ledger's ("hourly rollups"), or Prometheus's recording rules.
+    judged_on: str = "hourly rollups"
 
     def to_json(self) -> dict[str, Any]:
         return {
             "start": _utc(self.start),
             "end": _utc(self.end),
             "seconds": int((self.end - self.start).total_seconds()),
-            "judged_on": "hourly rollups",
+            "judged_on": self.judged_on,
             "raw_since": _utc(self.raw_since),
             "cards": [card.to_json() for card in self.cards],
         }
@@ -96,6 +104,7 @@ def hourly_window(
     rows: Sequence[DailyRoomRow],
     start: datetime,
     raw_since: datetime,
+    judged_on: str = "hourly rollups",
 ) -> HourlyWindow:
     """`snapshot` (the window's end, attributed) and its host's buckets of rollups (`rows`)."""
     now = rooms_now(catalogue, snapshot)
@@ -125,9 +134,10 @@ def hourly_window(
                 hours=sum(r.hours for r in found),
                 samples=sum(r.samples for r in found),
                 forecast=forecast(points, max(0, room_now)),
+                min_room_dated=least.dated,
             )
         )
-    return HourlyWindow(snapshot.host, start, snapshot.taken_at, raw_since, tuple(cards))
+    return HourlyWindow(snapshot.host, start, snapshot.taken_at, raw_since, tuple(cards), judged_on)
 
 
 def _utc(moment: datetime | None) -> str | None:

@@ -25,6 +25,12 @@ columns as it judges every moment read: no short moment, restart or gate failure
 left unread; each minimum (the window's, a bucket's) is an exact hour's least at its moment, or in
 a raw hour; each group's most of an hour is where it was. So every count and figure equals the
 full replay's (tests/placement/week/test_prune.py holds it on random weeks).
+
+A source that bounds its hours without dating their extremes (Prometheus's hourly aggregates:
+`bounds`, rollups with `dated` False) is read the same way: an undated hour's least free stands
+at its first moment, a group's most there and its least after; the when of an extreme matters
+only where it is the window's least (`min_room_at`), so the first exact hour at that least is
+read raw when undated (step 3), and the test holds the same equality with such bounds.
 """
 
 from __future__ import annotations
@@ -128,7 +134,10 @@ def replay_history(
         raw = {h.start_s for h in hours} if cards else set()
         series = reader.series(catalogue, times, arrivals, raw, {})
         return _done(catalogue, snapshot, series, new, rules, stats, hours, raw, times)
-    rollups = source.rollups(host, _utc(hours[1].start_s), _utc(hours[-1].start_s))
+    # A source that bounds hours without dating their extremes (Prometheus's aggregates) gives
+    # those first; the hours that need the dates are then read raw (step 3).
+    read_rollups = getattr(source, "bounds", None) or source.rollups
+    rollups = read_rollups(host, _utc(hours[1].start_s), _utc(hours[-1].start_s))
     by_hour = _index(rollups, frozenset(cards))
     plan = _Plan(catalogue, host, times, hours, cards, by_hour, int(rules.end.timestamp()))
     plan.ranked = allowed_short(rules.percentile, len(times)) + 1 if rules.percentile < 100 else 0
@@ -254,13 +263,18 @@ def _fill(
     n = hour.hi - hour.lo
     low = rollup.min_free_bytes or 0
     column.free[hour.lo : hour.hi] = [low + 1] * n
-    column.free[at[_s(rollup.min_free_at)]] = low
+    # An undated least stands at the hour's first moment: the hour is read raw wherever when
+    # it fell could tell (step 3).
+    column.free[at[_s(rollup.min_free_at)] if rollup.dated else hour.lo] = low
     for group in groups:
         key = builder.key_of(group.seat, group.cmdline)
         held = column.held.get(key)
         if held is None:
             held = column.held[key] = [0] * len(column.free)
-        low_at, high_at = at[_s(group.min_at)], at[_s(group.max_at)]
+        if group.dated:
+            low_at, high_at = at[_s(group.min_at)], at[_s(group.max_at)]
+        else:  # present at every moment (`whole_hour`): its most first, its least after
+            high_at, low_at = hour.lo, min(hour.lo + 1, hour.hi - 1)
         if group.samples >= n:
             held[hour.lo : hour.hi] = [group.min_bytes] * n
         else:
@@ -353,13 +367,20 @@ class _Plan:
         return raw
 
     def whole_hour(self, hour: Hour, rollup: CardHour, groups: Sequence[CommandHour]) -> bool:
-        """Every moment of the hour read on the card, and each extreme at one of them."""
+        """Every moment of the hour read on the card, and each extreme at one of them (or
+        undated: a group's then present at every moment)."""
+        n = hour.hi - hour.lo
         return (
             not rollup.error_samples
-            and rollup.samples == hour.hi - hour.lo
+            and rollup.samples == n
             and rollup.min_free_bytes is not None
-            and self.inside(rollup.min_free_at, hour)
-            and all(self.inside(g.min_at, hour) and self.inside(g.max_at, hour) for g in groups)
+            and (not rollup.dated or self.inside(rollup.min_free_at, hour))
+            and all(
+                (self.inside(g.min_at, hour) and self.inside(g.max_at, hour))
+                if g.dated
+                else g.samples == n
+                for g in groups
+            )
         )
 
     def same_seats(
@@ -458,7 +479,9 @@ class _Plan:
         """Step 3: hours with varying bounds whose least room may be the window's or its
         bucket's least (known from the exact hours). Below p100 also every hour that may hold
         one of the `ranked` least rooms (the room at the percentile is the last of them): each
-        exact hour's least is a moment's room, so the `ranked`-th smallest of those bounds them."""
+        exact hour's least is a moment's room, so the `ranked`-th smallest of those bounds them.
+        The first exact hour at the least of them is read where its least is undated (its moment
+        may be the window's `min_room_at`, the earliest of equals)."""
         raw: set[int] = set()
         for _, (room_off, _, _, _) in per_seat:
             least: float = INFINITY
@@ -472,6 +495,7 @@ class _Plan:
                     least = min(least, value)
                     k = self.bucket(self.times[hour.lo])
                     bucket_least[k] = min(bucket_least.get(k, INFINITY), value)
+            first_least = False
             ranked: float = -INFINITY
             if self.ranked:
                 ranked = INFINITY if len(exact) < self.ranked else sorted(exact)[self.ranked - 1]
@@ -480,6 +504,11 @@ class _Plan:
                 if low <= ranked:
                     raw.add(hour.start_s)
                 if bounds.exact:
+                    # The first exact hour at the least may hold the window's least (`min_room_at`,
+                    # the earliest of equals): undated, its moment is read.
+                    if low == least and not rollup.dated and not first_least:
+                        raw.add(hour.start_s)
+                    first_least = first_least or low == least
                     continue
                 k = self.bucket(self.times[hour.lo])
                 if low <= least or low <= bucket_least.get(k, INFINITY):

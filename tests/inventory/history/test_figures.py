@@ -22,7 +22,6 @@ from inventory.history.figures import (
     foreign_usage,
     ranked_holders,
     seat_rows,
-    unexplained_cards,
 )
 
 GIB = 2**30
@@ -146,14 +145,13 @@ def test_chart_unexplained_from_sums_subtracts_each_seat_in_turn() -> None:
     # A source that reads each moment gives Σ max(0, unexplained) itself: it is kept as given.
     moments = ChartSums("h", 2, {0: 2}, {0: 10.0}, {"a": {0: 10.0}}, {}, {0: 3.0})
     assert chart_buckets([moments])[0].unexplained_bytes == {0: 3.0}
-    # By host and card; only cards with half a byte unexplained somewhere are asked for its most.
+    # By host and card.
     rows = [
         moments,
         ChartSums("a", 0, ones, used, by_seat, {}),
         ChartSums("h", 1, {0: 1}, {0: 0.4}, {}, {}),
     ]
     assert [(b.host, b.card) for b in chart_buckets(rows)] == [("a", 0), ("h", 1), ("h", 2)]
-    assert unexplained_cards(rows) == {("a", 0), ("h", 2)}
 
 
 def test_breach_points_apply_the_reserve_rule_to_each_reading() -> None:

@@ -157,3 +157,27 @@ def test_raw_moments_of_chosen_hours(prometheus: str) -> None:
     notebook = [m for m in found if any(p.pid == 900 for c in m.cards for p in c.processes)]
     assert len(notebook) == 20
     assert list(history.moments_in_hours("nobody", [hour(1)])) == []
+
+
+def test_bounds_give_hours_whose_bytes_moved_undated_and_read_nothing_raw(
+    prometheus: str,
+) -> None:
+    history = PrometheusHistory(PromClient(prometheus))
+    history.moments = None  # type: ignore[assignment,method-assign]  # no raw read may happen
+    bounds = history.bounds("rh-1", START, END)
+    # Hour 2 (seat b grew) joins the level hours; a notebook's 20 minutes (hour 3), seat a's
+    # second process (hour 4) and an error (hour 5) are not bounds of every moment.
+    assert sorted({c.hour for c in bounds.cards}) == [hour(1), hour(2), hour(6), hour(7)]
+    free0 = TOTAL - RESERVED - 14 * GIB
+    grown = [c for c in bounds.cards if c.hour == hour(2)]
+    assert grown == [
+        CardHour("rh-1", 0, hour(2), 60, 0, free0 - GIB, None, 15 * GIB, dated=False),
+        CardHour("rh-1", 1, hour(2), 60, 0, TOTAL - RESERVED - 20 * GIB, hour(2), 20 * GIB),
+    ]
+    (b,) = [c for c in bounds.commands if c.hour == hour(2) and c.seat == "b"]
+    assert b == CommandHour(
+        "rh-1", 0, hour(2), "b", None, 60, 4 * GIB, hour(2), 5 * GIB, hour(2), dated=False
+    )
+    # The level hours are the dated rollups `hour_bounds` gives.
+    level = history.hour_bounds("rh-1", START, END)
+    assert [c for c in bounds.cards if c.hour != hour(2)] == list(level.cards)

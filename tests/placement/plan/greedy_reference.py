@@ -278,8 +278,11 @@ class BestFitPacking:
         twin.placed = dict(self.placed)
         return twin
 
-    def add(self, seats: Iterable[NewSeat]) -> int:
-        """Place each seat, in order, where best fit puts it; how many found no card."""
+    def add(self, seats: Iterable[NewSeat], *, all_or_none: bool = False) -> int:
+        """Place each seat, in order, where best fit puts it; how many found no card.
+
+        `all_or_none` is taken and ignored: the search drops a packing with any seat missed
+        whether the pass stopped there or went on."""
         cards, missed = self.cards, 0
         for new in seats:
             home = cards.home(new)

@@ -7,7 +7,10 @@ The goldens under tests/placement/golden/plan_crowded_16x8.* were written by the
 `bench.bench_plan.synthetic_fleet(16, 8, 75, 500, seed=35)` (dozens of refused seats) with what
 an explanation must not skip: reserves (idle, in use, the whole card), a running seat that is
 down, a process no catalogue seat explains, a card in error, a seat pinned to a host, an
-exclusive one, one larger than any card, and two ledger holds (one gated).
+exclusive one, one larger than any card, and two ledger holds (one gated). One figure was
+written again since: the priority-0 bound, 254 → 252, when the level bound learned that a few
+seats off the others' size grid open only a few cards, by the pieces each holds
+(placement.plan.bound); the seats, cards and words are those of 805a1be.
 """
 
 from __future__ import annotations

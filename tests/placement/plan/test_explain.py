@@ -6,7 +6,7 @@ import pytest
 
 from placement.cli.reasons_text import reason_text
 from placement.fit.verdict import Reason, Verdict
-from placement.fit.verify import CardStates
+from placement.fit.verify import CardStates, Placement
 from placement.plan.explain import ExplainClasses, explain_refusal, summarise
 from placement.plan.greedy import greedy_assignment
 from placement.plan.problem import build_problem, new_seats
@@ -103,3 +103,36 @@ def test_a_refusal_keeps_no_util_chosen_for_a_card_that_refused_the_seat() -> No
     assert not verdict.passed
     assert {r.rule for r in verdict.reasons} == {"room"}
     assert not any("is the largest that passes" in w for w in verdict.warnings), verdict.warnings
+
+
+def test_a_class_refusal_is_summarised_without_writing_its_reasons_out() -> None:
+    """A refusal shared by a class keeps its reasons unwritten until read: its summary, read off
+    the cards' judgements, is the one its written reasons give, and reading them gives the
+    reasons of the seat explained alone."""
+    from bench.bench_plan import synthetic_fleet
+    from placement.fit.kv import with_need_floors
+    from placement.plan.planner import _floored_adds, plan
+
+    catalogue, snapshots, fleet_adds = synthetic_fleet(16, 8, 75, 500)
+    result = plan(catalogue, snapshots, fleet_adds)
+    refused = [v for v in result.verdicts if not v.passed]
+    lazy = [v for v in refused if "reasons" not in v.__dict__]
+    summaries = [summarise(v) for v in lazy]
+    # Summarising wrote nothing out.
+    assert all("reasons" not in v.__dict__ for v in lazy)
+    assert summaries == [summarise(v, lazy=False) for v in lazy]
+    assert (len(refused), len(lazy), sum(s is not None for s in summaries)) == LAZY_COUNTS
+    assert all("reasons" in v.__dict__ for v in lazy)
+    # The problem as the planner built it: residents raised to their need floors.
+    floored = with_need_floors(catalogue).catalogue
+    raised = [(origin, seat) for origin, (seat, _) in _floored_adds(floored, fleet_adds)]
+    problem = build_problem(floored, snapshots, new_seats(floored, raised))
+    placed = [v for v in result.verdicts if v.passed]
+    placements = [Placement(problem.seat(v.seat).seat, v.host, v.cards) for v in placed]
+    for verdict in lazy[:3]:
+        alone = explain_refusal(problem, problem.seat(verdict.seat), placements)
+        assert verdict == alone and alone == verdict
+        assert verdict.reasons == alone.reasons
+
+
+LAZY_COUNTS = (22, 22, 22)

@@ -90,3 +90,27 @@ def test_the_smallest_seats_search_places_as_before_on_a_crowded_fleet(
     before = most_seats(build_problem(catalogue, snapshots, new_seats(catalogue, adds)))
     assert got == before
     assert len(got) > len(greedy.first_fit(problem))
+
+
+@pytest.mark.parametrize("walk", [0, 1, 4, 10_000])
+def test_best_fit_walking_the_narrowest_cards_places_as_asking_every_card(
+    walk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The cards asked one by one before every card at once (none, a few, all of them): the
+    # same placement as the card-by-card placer, on a fleet whose seats walk past many cards.
+    catalogue, snapshots, adds = synthetic_fleet(16, 8, 75, 500)
+
+    def fresh():  # type: ignore[no-untyped-def]
+        return build_problem(catalogue, snapshots, new_seats(catalogue, adds))
+
+    monkeypatch.setattr(greedy, "_WALK", walk)
+    assert greedy.best_fit(fresh()) == reference.best_fit(fresh())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_rows_count_the_eligible_pairs_the_pair_table_counts(seed: int) -> None:
+    problem = _problems(seed)()
+    pairs = len(problem.need)
+    for limit in (0, pairs - 1, pairs, pairs + 1):
+        assert greedy.pairs_exceed(problem, limit) == (pairs > limit)
+    assert greedy.pairs_exceed(_problems(seed)(), pairs - 1)

@@ -133,3 +133,44 @@ def test_a_seat_free_to_go_anywhere_keeps_the_fleet_one_problem() -> None:
         (["h0"], ["a"]),
         (["h1"], ["b"]),
     ]
+
+
+@pytest.mark.parametrize("size", [(8, 8, 40, 300), (16, 8, 75, 500)])
+def test_the_search_reads_best_fits_levels_and_places_the_same(
+    size: tuple[int, int, int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bench.bench_plan import synthetic_fleet
+    from placement.plan import greedy, most
+
+    catalogue, snapshots, fleet_adds = synthetic_fleet(*size)
+    problem = build_problem(catalogue, snapshots, new_seats(catalogue, fleet_adds))
+    run = greedy.best_fit_levels(problem)
+    # The pass kept level by level is best fit's own.
+    assert run.placed == best_fit(problem)
+    packed: list[int] = []
+    real_add = greedy.BestFitPacking.add
+
+    def counted(self: greedy.BestFitPacking, seats: object, **kwargs: bool) -> int:
+        packed.append(1)
+        return real_add(self, seats, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(greedy.BestFitPacking, "add", counted)
+    alone = most.most_seats(problem)
+    packs_alone = len(packed)
+    packed.clear()
+    read = most.most_seats(problem, run)
+    # The same seats on the same cards, with the levels best fit packed whole not packed again.
+    assert read == alone
+    assert len(read) > len(run.placed)
+    # Best fit's levels are read down to the first it leaves eligible seats out of, that one
+    # included (its whole pack fails there); below it the search's placement is its own.
+    read_levels = 0
+    for priority in sorted(run.levels, reverse=True):
+        read_levels += 1
+        level = run.levels[priority]
+        if any(greedy.has_eligible_host(problem, problem.seat(n)) for n in level.missed):
+            break
+    assert (packs_alone - len(packed), read_levels) == (READ_LEVELS[size], READ_LEVELS[size])
+
+
+READ_LEVELS = {(8, 8, 40, 300): 3, (16, 8, 75, 500): 3}

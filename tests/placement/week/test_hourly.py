@@ -84,7 +84,7 @@ def test_every_hosts_buckets_in_one_query_equal_each_hosts_rollups(
     with open_ledger(ledger, readonly=True) as opened:
         history = LedgerHistory(opened.connection)
         found = history.daily_rooms({h: (start, stop) for h in HOSTS})
-        by_host: list[tuple[str, int, int, int | None, int | None, int, int, int]] = []
+        by_host: list[tuple[str, int, int, int | None, int | None, int, int, int, bool]] = []
         for host in HOSTS:
             least: dict[tuple[int, int], tuple[int, int]] = {}
             seen: dict[tuple[int, int], list[int]] = {}
@@ -101,7 +101,7 @@ def test_every_hosts_buckets_in_one_query_equal_each_hosts_rollups(
                 least[key] = min(least.get(key, value), value)
             for (card, k), (hours, samples, errors) in sorted(seen.items()):
                 free, at = least[(card, k)]
-                by_host.append((host, card, k, free, at, hours, samples, errors))
+                by_host.append((host, card, k, free, at, hours, samples, errors, True))
     assert [tuple(r) for r in found] == by_host
     assert len(found) == 3 * 2 * 7
     # h3's card 1 on the first day: the 30 GiB Ollama at 14:00 its least, 24 hours, 144 moments.

@@ -4,6 +4,7 @@ whole `window` block, on random weeks (seeded) and on every scenario of test_sce
 from __future__ import annotations
 
 import random
+from dataclasses import replace as dc_replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 
 from inventory.attribution import attribute
 from inventory.history.ledger import LedgerHistory
+from inventory.history.model import Rollups
 from inventory.ledger.store import open_ledger
 from placement.fit.engines import requested_bytes
 from placement.fit.week import NewSeat, WindowRules, replay
@@ -118,21 +120,42 @@ def catalogue(tmp_path: Path) -> Catalogue:
     return load_catalogue(str(path))
 
 
+class Undated(LedgerHistory):
+    """The ledger's history as Prometheus's aggregates bound it (`PrometheusHistory.bounds`):
+    no card hour says when its least free fell, nor a group present at every moment whose bytes
+    moved when its extremes fell."""
+
+    def bounds(self, host: str, start: datetime, end: datetime) -> Rollups:
+        found = self.rollups(host, start, end)
+        moments = {(c.hour, c.card): c.samples for c in found.cards}
+        return Rollups(
+            cards=tuple(dc_replace(c, min_free_at=None, dated=False) for c in found.cards),
+            commands=tuple(
+                dc_replace(g, min_at=g.hour, max_at=g.hour, dated=False)
+                if g.min_bytes != g.max_bytes and g.samples == moments[(g.hour, g.card)]
+                else g
+                for g in found.commands
+            ),
+        )
+
+
 def both(
     path: Path,
     catalogue: Catalogue,
     seats: list[NewSeat],
     open_every_card: bool = False,
+    undated: bool = False,
     **rules: Any,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Pruned]:
     """The window blocks of the full replay and of the pruned one, and what the latter read;
-    `open_every_card`: `open_windows` (ledger --window's) instead of `seats`."""
+    `open_every_card`: `open_windows` (ledger --window's) instead of `seats`; `undated`: the
+    pruned replay reads bounds that do not date their extremes first (Prometheus's)."""
     with open_ledger(path, readonly=True) as ledger:
         newest = ledger.latest("h1")
         assert newest is not None
         end = newest.taken_at
         window = WindowRules(start=end - timedelta(days=7), end=end, **rules)
-        history = LedgerHistory(ledger.connection)
+        history = (Undated if undated else LedgerHistory)(ledger.connection)
         snapshot = attribute(newest, catalogue)
         every = history.moments("h1", window.start, end + timedelta(seconds=1))
         if open_every_card:
@@ -169,32 +192,34 @@ DEPLOYS = [
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("undated", [False, True], ids=["dated", "undated"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_the_pruned_replay_equals_the_full_one_on_random_weeks(
-    tmp_path: Path, catalogue: Catalogue, seed: int
+    tmp_path: Path, catalogue: Catalogue, seed: int, undated: bool
 ) -> None:
     path = write_week(tmp_path / "ledger.sqlite", iter(random_week(seed)))
     read = 0
     for seats, rules in DEPLOYS:
-        full, pruned, stats = both(path, catalogue, seats, **rules)
+        full, pruned, stats = both(path, catalogue, seats, undated=undated, **rules)
         assert pruned == full, (seed, seats, rules)
         assert stats.hours == DAYS * 24
         read += stats.raw_moments
-    full, pruned, _ = both(path, catalogue, [], open_every_card=True)
+    full, pruned, _ = both(path, catalogue, [], open_every_card=True, undated=undated)
     assert pruned == full and len(full) == 3
     # The rollups decided most hours: fewer than half the moments were read raw.
     assert read < len(DEPLOYS) * DAYS * 24 * 12 / 2
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("undated", [False, True], ids=["dated", "undated"])
 @pytest.mark.parametrize("scenario", test_scenarios.SCENARIOS, ids=lambda s: s.name)
 def test_the_pruned_replay_equals_the_full_one_on_every_scenario(
-    tmp_path: Path, scenario: test_scenarios.Scenario
+    tmp_path: Path, scenario: test_scenarios.Scenario, undated: bool
 ) -> None:
     path = tmp_path / "catalogue.yaml"
     path.write_text(test_scenarios.CATALOGUE)
     catalogue = load_catalogue(str(path))
     week = moments("h1", scenario.cards, days=scenario.days, skip=scenario.skip)
     ledger = write_week(tmp_path / "ledger.sqlite", week)
-    full, pruned, _ = both(ledger, catalogue, [scenario.seat], **scenario.rules)
+    full, pruned, _ = both(ledger, catalogue, [scenario.seat], undated=undated, **scenario.rules)
     assert pruned == full
