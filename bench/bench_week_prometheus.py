@@ -196,6 +196,9 @@ RULE_OFFSET_S = 37.5
 # The newest snapshot is scraped every minute for this long after it was taken, so that the
 # runs, minutes later, still read it as Prometheus's instant queries do (within 5 minutes).
 RESCRAPED_MIN = 30
+# A range query over every card of the fleet may take Prometheus longer than the default 10 s
+# on a loaded machine.
+WAIT = ("--timeout", "60")
 
 
 def fleet_openmetrics(
@@ -227,9 +230,9 @@ def fleet_openmetrics(
 def _recorded(hosts: int, end: datetime) -> dict[int, list[str]]:
     """The samples the rules of `gpuplan rules` recorded of the week, one an hour at the rule's
     evaluation ending it (RULE_OFFSET_S past the hour), by 2-hour block: each card's least free
-    (`min_1h`) and samples (`count_1h`) and each host's snapshots (`count_1h`), 60 moments an
-    hour. The figures are bench_week.write_fleet's: each card's vLLM server wandering by the
-    hour, an Ollama load of 20 GiB on card 1 14:00–15:59 UTC."""
+    (`min_1h`) and each host's snapshots (`count_1h`: 60 moments an hour). The figures are
+    bench_week.write_fleet's: each card's vLLM server wandering by the hour, an Ollama load of
+    20 GiB on card 1 14:00–15:59 UTC."""
     total = weekfile.TOTAL - weekfile.RESERVED
     last = int(end.timestamp()) // 3600 * 3600 + RULE_OFFSET_S
     if last > end.timestamp():
@@ -242,12 +245,10 @@ def _recorded(hosts: int, end: datetime) -> dict[int, list[str]]:
             start = int(t) - int(t) % promweek.BLOCK_S
             blocks.setdefault(start, []).append(f"{name}{{{labels}}} {value:.0f} {t:.3f}")
 
-    free_min, free_count = recorded_name(m.CARD_FREE, "min"), recorded_name(m.CARD_FREE, "count")
+    free_min = recorded_name(m.CARD_FREE, "min")
     cards = [(h, card) for h in range(hosts) for card in range(FLEET_CARDS)]
     for h, card in cards:  # each family's series together
         add(free_min, _card_labels(h, card), _free(total, ends, card, h))
-    for h, card in cards:
-        add(free_count, _card_labels(h, card), [60] * len(ends))
     stamps = recorded_name(m.SNAPSHOT_TIMESTAMP, "count")
     for h in range(hosts):
         add(stamps, f'host="fleet-{h:04d}"', [60] * len(ends))
@@ -342,8 +343,8 @@ def _fleet() -> str:
             pid = processes.started[-1].pid
             window = ["ledger", "--catalogue", str(catalogue), "--window", "7d"]
             argvs = {
-                "`--prometheus`, `--json`": [*window, "--prometheus", url, "--json"],
-                "`--prometheus` (text)": [*window, "--prometheus", url],
+                "`--prometheus`, `--json`": [*window, "--prometheus", url, *WAIT, "--json"],
+                "`--prometheus` (text)": [*window, "--prometheus", url, *WAIT],
                 "`--ledger`, `--json`": [*window, "--ledger", str(ledger), "--json"],
             }
             warm = {name: _ledger_fleet(argv)[3] for name, argv in argvs.items()}
@@ -364,16 +365,18 @@ def _fleet() -> str:
     lines = [
         f"A fleet of {hosts:,} hosts × {FLEET_CARDS} cards: `ledger --window 7d` judged on hourly "
         "rollups, every host at once. From Prometheus: it holds what the recording rules of "
-        "`gpuplan rules` kept of the week (each card's `gpuplan:card_free_bytes:min_1h` and "
-        "`count_1h`, each host's `gpuplan:snapshot_timestamp_seconds:count_1h`, one sample an "
+        "`gpuplan rules` kept of the week that it reads (each card's "
+        "`gpuplan:card_free_bytes:min_1h`, each host's `gpuplan:snapshot_timestamp_seconds:count_1h`, one sample an "
         "hour at the rule's evaluation) and each host's newest snapshot, scraped every minute "
         f"({samples:,} samples, written as OpenMetrics and backfilled with promtool in "
         f"{backfill_s:.0f} s); its raw samples start after the window's start, so each host is "
-        "judged on the rules' hours (`PrometheusHistory.raw_kept_in`, `daily_rooms`: two range "
-        "queries at `step=1h` over every host). From a ledger: bench_week's compacted fleet (the "
+        "judged on the rules' hours (`PrometheusHistory.raw_kept_in`, `daily_rooms`: one range "
+        "query at `step=1h` over every card, one over every host). From a ledger: bench_week's compacted fleet (the "
         f"same hours, written in {ledger_built_s:.0f} s). Whole processes, alternated run by run, "
         f"median of {FLEET_RUNS} after one warm-up each, median load {load:.1f} on 2 cores; "
-        f"the CPU of Prometheus answering apart. {len(recorded):,} hosts and {cards:,} cards were "
+        "from Prometheus with `--timeout 60` (a range query over every card may take it over the "
+        "default 10 s on a loaded machine); the CPU of Prometheus answering apart. "
+        f"{len(recorded):,} hosts and {cards:,} cards were "
         "judged on the recorded rollups.",
         "",
         "| `ledger --window 7d`, 1,024 × 8 | wall (median) | CPU of gpuplan (median) "

@@ -12,8 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-DEFAULT_HOLD_S = 30 * 60
-
 
 @dataclass(frozen=True)
 class Hold:

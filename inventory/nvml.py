@@ -179,15 +179,19 @@ class PynvmlSource:
         except nvml.NVMLError as exc:
             raise NvmlCardError(index, call, nvml_error_name(exc)) from exc
 
-    def driver_version(self) -> str:
-        """The kernel driver's version, e.g. `580.159.04`."""
+    def _system(self, call: str) -> Any:
+        """A call about the whole machine; NvmlUnavailableError naming it where it fails."""
         nvml = self._module
         try:
-            return _text(nvml.nvmlSystemGetDriverVersion())
+            return getattr(nvml, call)()
         except nvml.NVMLError as exc:
             raise NvmlUnavailableError(
-                f"no NVML: nvmlSystemGetDriverVersion failed with {nvml_error_name(exc)}"
+                f"no NVML: {call} failed with {nvml_error_name(exc)}"
             ) from exc
+
+    def driver_version(self) -> str:
+        """The kernel driver's version, e.g. `580.159.04`."""
+        return _text(self._system("nvmlSystemGetDriverVersion"))
 
     def nvml_version(self) -> str | None:
         """The NVML library's version, e.g. `13.580.159.04`, or None when it will not say."""
@@ -199,13 +203,7 @@ class PynvmlSource:
 
     def card_count(self) -> int:
         """How many cards NVML sees."""
-        nvml = self._module
-        try:
-            return int(nvml.nvmlDeviceGetCount())
-        except nvml.NVMLError as exc:
-            raise NvmlUnavailableError(
-                f"no NVML: nvmlDeviceGetCount failed with {nvml_error_name(exc)}"
-            ) from exc
+        return int(self._system("nvmlDeviceGetCount"))
 
     def read_cards(self) -> list[RawCard]:
         """Every card; a card whose reading fails comes back as `RawCard.failed` (the rest intact)."""

@@ -24,20 +24,17 @@ def check_rules(catalogue: Catalogue, path: str) -> None:
 
 def _names_unique(catalogue: Catalogue, path: str) -> None:
     seen: dict[str, str] = {}
-    for i, seat in enumerate(catalogue.seats):
-        loc = f"seats[{i}].name"
-        if seat.name in seen:
-            raise CatalogueError(
-                path, loc, f"name {seat.name!r} is already used by {seen[seat.name]}"
-            )
-        seen[seat.name] = f"seats[{i}]"
-    for i, reserve in enumerate(catalogue.reserves):
-        loc = f"reserves[{i}].name"
-        if reserve.name in seen:
-            raise CatalogueError(
-                path, loc, f"name {reserve.name!r} is already used by {seen[reserve.name]}"
-            )
-        seen[reserve.name] = f"reserves[{i}]"
+    names = {
+        "seats": [seat.name for seat in catalogue.seats],
+        "reserves": [reserve.name for reserve in catalogue.reserves],
+    }
+    for key, listed in names.items():
+        for i, name in enumerate(listed):
+            if name in seen:
+                raise CatalogueError(
+                    path, f"{key}[{i}].name", f"name {name!r} is already used by {seen[name]}"
+                )
+            seen[name] = f"{key}[{i}]"
 
 
 def _seats_on_hosts(catalogue: Catalogue, path: str) -> None:

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import typing
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from placement.fit.verdict import Rule
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -71,6 +74,39 @@ def test_the_readme_runs_one_example_of_each_job_and_stays_short() -> None:
     assert "make plan" in text and "make test" in text
     assert "gpuplan calibrate" in text
     assert len(text.split()) <= README_WORDS, len(text.split())
+
+
+def test_the_docs_index_lists_every_page() -> None:
+    index = (ROOT / "docs" / "README.md").read_text(encoding="utf-8")
+    pages = {page.name for page in (ROOT / "docs").glob("*.md")} - {"README.md"}
+    assert len(pages) >= 10
+    assert {page for page in pages if f"]({page})" not in index} == set()
+
+
+def test_how_it_works_names_every_rule_and_counts_holds_in_held() -> None:
+    text = (ROOT / "docs" / "how-it-works.md").read_text(encoding="utf-8")
+    rules = typing.get_args(Rule)
+    assert len(rules) == 14
+    assert [rule for rule in rules if f"`{rule}`" not in text] == []
+    held = next(item for item in text.split("\n- ") if item.startswith("`held(c, s)`"))
+    assert "active hold" in held
+
+
+def test_the_development_layout_names_every_package_and_module_it_lists() -> None:
+    text = (ROOT / "docs" / "development.md").read_text(encoding="utf-8")
+    layout = text.partition("## Layout")[2].partition("## Lint")[0]
+    packages = sorted(
+        path.parent.relative_to(ROOT)
+        for top in ("seats", "inventory", "placement")
+        for path in (ROOT / top).glob("**/__init__.py")
+    )
+    assert len(packages) == 15
+    assert [str(p) for p in packages if f"{p.name}/" not in layout] == []
+    # Every module beside inventory's and placement's subpackages, and every sentence writer.
+    modules = [*(ROOT / "inventory").glob("*.py"), *(ROOT / "placement").glob("*.py")]
+    modules += (ROOT / "placement" / "cli").glob("*_text.py")
+    listed = [m.name for m in modules if not m.name.startswith("__")]
+    assert [name for name in listed if name not in layout] == []
 
 
 def test_the_tour_runs_one_example_of_every_command() -> None:

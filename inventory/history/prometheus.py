@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from inventory.history.figures import (
     CardBuckets,
@@ -209,7 +209,7 @@ class PrometheusHistory:
     ) -> HourBounds:
         """The hours of [start, end) that Prometheus's hourly aggregates decide, as rollups, and
         the hours they cannot decide (`raw_hours`: read them with `moments_in_hours`). With
-        `undated`, an hour whose only want is when its extremes fell is given, not dated."""
+        `undated`, an hour that lacks only when its extremes fell is given without it."""
         start_s, end_s = _s(start), _s(end)
         if end_s <= start_s:
             return HourBounds((), (), ())
@@ -235,9 +235,12 @@ class PrometheusHistory:
         if recorded_offset(self.client, end_s) is None:
             return {}
         labels = (self.host_label,) if self.host_label else (*HOST_LABELS, "instance")
-        span = f"[{(end_s - _s(start) + LOOKBACK_S) * 1000}ms]"
+        # Asked MAX_SKEW_S after the end: a snapshot is scraped after it was taken, and its
+        # value (when it was taken) is what is compared, so later scrapes change no least.
+        span = f"[{(end_s - _s(start) + LOOKBACK_S + MAX_SKEW_S) * 1000}ms]"
         found = self.client.instant(
-            f"min by ({', '.join(labels)}) (min_over_time({m.SNAPSHOT_TIMESTAMP}{span}))", end_s
+            f"min by ({', '.join(labels)}) (min_over_time({m.SNAPSHOT_TIMESTAMP}{span}))",
+            end_s + MAX_SKEW_S,
         )
         out: dict[str, datetime] = {}
         for series, first in found:
@@ -251,9 +254,10 @@ class PrometheusHistory:
         """For every host of `windows` (host → (start, end)) at once, from the rollups `gpuplan
         rules` recorded: per card and 24 h bucket ending at its end, the least free and the end
         of the recorded hour holding it (the earliest of equals; `dated` False: the hour, not the
-        moment), the hours and the samples seen. Each hour is the rule's own window `[t − 1 h,
-        t]` of scrape times, t the same second past each clock hour, lying whole in [start, end]
-        and counted in the bucket holding t; two range queries."""
+        moment), the hours seen and the host's snapshots in them (its samples: a card in error
+        at a snapshot is not told apart). Each hour is the rule's own window `[t − 1 h, t]` of
+        scrape times, t the same second past each clock hour, lying whole in [start, end] and
+        counted in the bucket holding t; two range queries."""
         if not windows:
             return []
         first = min(_s(a) for a, _ in windows.values())
@@ -261,29 +265,24 @@ class PrometheusHistory:
         offset = recorded_offset(self.client, last)
         if offset is None:
             return []
-        found = recorded_hours(self.client, m.CARD_FREE, ("min", "count"), first, last, offset)
-        rows: dict[tuple[str, int, int], list[Any]] = {}
-        for labels, by_fn in found.series:
+        ask = [(m.CARD_FREE, "min"), (m.SNAPSHOT_TIMESTAMP, "count")]
+        with ThreadPoolExecutor(max_workers=len(ask)) as pool:
+            free, stamps = pool.map(
+                lambda a: recorded_hours(self.client, a[0], (a[1],), first, last, offset), ask
+            )
+        snapshots: dict[str, dict[float, float]] = {}
+        for labels, by_fn in stamps.series:
+            host = host_of(labels, self.host_label)
+            if host is not None:
+                snapshots.setdefault(host, {}).update(by_fn.get("count", []))
+        out: list[DailyRoom] = []
+        for labels, by_fn in free.series:
             host, gpu = host_of(labels, self.host_label), labels.get("gpu", "")
             if host is None or host not in windows or not gpu.isdigit():
                 continue
-            start_s, stop_s = (_s(x) for x in windows[host])
-            counts = by_fn.get("count", {})
-            for t, low in sorted(by_fn.get("min", {}).items()):
-                closed = round(t)
-                if closed - HOUR_S < start_s or closed > stop_s:
-                    continue
-                # A recorded hour is in the bucket of its end: its moments end there.
-                k = (stop_s - 1 - closed) // DAY_S
-                row = rows.setdefault((host, int(gpu), k), [None, None, 0, 0])
-                if row[0] is None or low < row[0]:
-                    row[0], row[1] = low, closed
-                row[2] += 1
-                row[3] += round(counts.get(t, 0))
-        return [
-            DailyRoom(host, card, k, round(r[0]), r[1], r[2], r[3], 0, dated=False)
-            for (host, card, k), r in sorted(rows.items())
-        ]
+            out += _daily(host, int(gpu), by_fn.get("min", []), snapshots.get(host, {}), windows)
+        out.sort(key=lambda r: (r.host, r.card, r.day))
+        return out
 
     def moments_in_hours(
         self,
@@ -663,6 +662,36 @@ def _card_order(c: CardHour) -> tuple[datetime, str, int]:
 
 def _command_order(c: CommandHour) -> tuple[datetime, str, int, str, str]:
     return (c.hour, c.host, c.card, c.seat or "", c.cmdline or "")
+
+
+def _daily(
+    host: str,
+    card: int,
+    lows: Sequence[tuple[float, float]],
+    counts: Mapping[float, float],
+    windows: Mapping[str, tuple[datetime, datetime]],
+) -> list[DailyRoom]:
+    """One card's recorded hours (end, least free; in time order) as `DailyRoom`s of its host's
+    window (`PrometheusHistory.daily_rooms`)."""
+    start_s, stop_s = (_s(x) for x in windows[host])
+    # bucket k → [least, the end of its first hour at that least, hours, samples]
+    rows: dict[int, list[float]] = {}
+    for t, low in lows:
+        if t - HOUR_S < start_s or t > stop_s:
+            continue
+        k = int((stop_s - 1 - t) // DAY_S)
+        row = rows.get(k)
+        if row is None:
+            rows[k] = [low, t, 1, counts.get(t, 0)]
+            continue
+        if low < row[0]:
+            row[0], row[1] = low, t
+        row[2] += 1
+        row[3] += counts.get(t, 0)
+    return [
+        DailyRoom(host, card, k, round(r[0]), round(r[1]), int(r[2]), round(r[3]), 0, dated=False)
+        for k, r in rows.items()
+    ]
 
 
 def _runs(hours: list[int]) -> Iterator[tuple[int, int]]:

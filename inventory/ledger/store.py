@@ -289,10 +289,6 @@ class Ledger:
         found = rollups.raw_since(self.connection, host)
         return None if found is None else datetime.fromtimestamp(found, UTC)
 
-    def meta(self, key: str) -> str | None:
-        """One `meta` entry, None when it is not set."""
-        return queries.meta_value(self.connection, key)
-
     def digest(self) -> str:
         """sha256 over the snapshot, card, process and decision rows in a fixed order."""
         return queries.ledger_digest(self.connection)

@@ -165,12 +165,12 @@ RULE_INTERVAL_S = 60
 
 @dataclass(frozen=True)
 class RecordedHours:
-    """Recorded rollups of one metric, every host at once: per series, its windows' figures by
-    the window's end `t` (unix seconds; the window is the rule's own, `[t − 1 h, t]`), for the
-    functions asked (`count`, `min`, `max`)."""
+    """Recorded rollups of one metric, every host at once: per series and function asked
+    (`count`, `min`, `max`), its windows' (end `t` in unix seconds, value) in time order; each
+    window is the rule's own, `[t − 1 h, t]`, t `offset_s` past a clock hour."""
 
-    offset_s: float  # each window ends this many seconds past a clock hour
-    series: list[tuple[dict[str, str], dict[str, dict[float, float]]]]
+    offset_s: float
+    series: list[tuple[dict[str, str], dict[str, list[tuple[float, float]]]]]
 
 
 def recorded_offset(client: PromClient, end_s: float) -> float | None:
@@ -202,8 +202,8 @@ def recorded_hours(
     last = hour_start(end_s) + offset_s
     if last > end_s:
         last -= HOUR_S
-    by_key: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], dict[str, dict[float, float]]]]
-    by_key = {}
+    Found = tuple[dict[str, str], dict[str, list[tuple[float, float]]]]
+    by_key: dict[tuple[tuple[str, str], ...], Found] = {}
     if last < first:
         return RecordedHours(offset_s, [])
     names = [recorded_name(metric, fn) for fn in fns]
@@ -214,5 +214,5 @@ def recorded_hours(
             plain = {k: v for k, v in labels.items() if k != "__name__"}
             key = tuple(sorted(plain.items()))
             found = by_key.setdefault(key, (plain, {}))
-            found[1][fn] = dict(points)
+            found[1][fn] = points
     return RecordedHours(offset_s, list(by_key.values()))

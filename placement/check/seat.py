@@ -93,11 +93,6 @@ class CheckResult:
         return data
 
 
-def worst_exit(results: Sequence[CheckResult]) -> Exit:
-    """The exit of several checks: the highest code (3 cannot decide > 1 refuse > 0 pass)."""
-    return max((result.exit_code for result in results), default=Exit.OK)
-
-
 def did_you_mean(word: str, names: Sequence[str]) -> str:
     """`; did you mean vllm-voices?` for a misspelt name, from difflib's close matches; else ""."""
     import difflib  # only when a name is misspelt: `check` in a deploy script does not pay for it

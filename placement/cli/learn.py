@@ -14,7 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
-from placement.cli.learn_log import figure_source, start_up_json, start_up_note
+from placement.cli.learn_log import figure_json, figure_source, start_up_json, start_up_note
+from placement.cli.learn_text import profile_block
 from placement.cli.names import did_you_mean, names
 from placement.cli.notes_text import note_text, note_texts
 from placement.cli.sources import add_catalogue_argument, load_catalogue_argument
@@ -184,14 +185,8 @@ def _refuse_impossible(profile: Any, log_total: Any, source: str, card_total: in
 
 
 def _figure(figure: Any) -> dict[str, Any] | None:
-    if figure is None:
-        return None
-    return {
-        "value": figure.value,
-        "line": figure.line_no or None,
-        "source": figure_source(figure, None),
-        "precision": note_text(figure.precision),
-    }
+    found = figure_json(figure)
+    return found and {**found, "precision": note_text(figure.precision)}
 
 
 def _as_json(seat: str, profile: Any, start: StartUp) -> dict[str, Any]:
@@ -227,34 +222,27 @@ def _graphs_bytes(profile: Any) -> int | None:
     return profile.cuda_graphs.value if profile.cuda_graphs else None
 
 
-def _graphs_line(profile: Any) -> list[str]:
-    """`cuda_graphs:` for vLLM before 0.21, which captures them outside its request."""
-    if not profile.graphs_outside_request:
-        return []
-    graphs = profile.cuda_graphs
-    if graphs is None:
-        return ["        cuda_graphs: unknown"]
-    return [f"        cuda_graphs: {graphs.value}  # {format_bytes(graphs.value)}"]
-
-
 def _source(figure: Any) -> str:
     return f"line {figure.line_no}: {figure_source(figure)}"
 
 
 def _as_text(seat: str, source: str, profile: Any) -> str:
     """The block to paste, then each figure's source line and precision."""
-    non_kv = profile.non_kv.value if profile.non_kv else "unknown"
-    out = [
-        f"# {seat}: from vLLM {profile.version}'s start-up log ({escaped(source)})",
-        "      profile:",
-        f"        weights: {profile.weights.value}  # {format_bytes(profile.weights.value)}",
-        f"        non_kv: {non_kv}"
-        + (f"  # {format_bytes(profile.non_kv.value)}" if profile.non_kv else ""),
-        *_graphs_line(profile),
-        f"        kv_bytes_per_token: {profile.kv_bytes_per_token.value}",
-        f"        max_model_len: {profile.max_model_len.value}",
-        "sources:",
-    ]
+    # vLLM before 0.21 captures its CUDA graphs outside its request: they are a figure of their own.
+    graphs = (
+        (("cuda_graphs", _graphs_bytes(profile), True),) if profile.graphs_outside_request else ()
+    )
+    out = profile_block(
+        f"{seat}: from vLLM {profile.version}'s start-up log ({escaped(source)})",
+        (
+            ("weights", profile.weights.value, True),
+            ("non_kv", profile.non_kv.value if profile.non_kv else None, True),
+            *graphs,
+            ("kv_bytes_per_token", profile.kv_bytes_per_token.value, False),
+            ("max_model_len", profile.max_model_len.value, False),
+        ),
+    )
+    out.append("sources:")
     for name in ("weights", "non_kv", "cuda_graphs", "kv", "tokens", "max_model_len"):
         figure = getattr(profile, name)
         if figure is not None:

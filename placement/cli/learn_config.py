@@ -18,10 +18,10 @@ from placement.check.hf_model import (
     kv_bytes_per_token,
     safetensors_bytes,
 )
+from placement.cli.learn_text import profile_block
 from placement.cli.notes_text import note_texts
 from seats.errors import BadInputError
 from seats.model import Seat
-from seats.units import format_bytes
 
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 
@@ -130,15 +130,16 @@ def _as_text(
     weights: Weights | None,
 ) -> str:
     """The block to paste, then how each figure was counted."""
-    out = [
-        f"# {seat}: from {folder} (tensor parallel {tp}, the seat's card count)",
-        "      profile:",
-        f"        weights: {weights.per_card_bytes}  # {format_bytes(weights.per_card_bytes)}"
-        if weights
-        else "        weights: unknown",
-        "        non_kv: unknown",
-        f"        kv_bytes_per_token: {per_token.value}",
-        f"        max_model_len: {length[0]}",
+    out = profile_block(
+        f"{seat}: from {folder} (tensor parallel {tp}, the seat's card count)",
+        (
+            ("weights", weights.per_card_bytes if weights else None, True),
+            ("non_kv", None, True),
+            ("kv_bytes_per_token", per_token.value, False),
+            ("max_model_len", length[0], False),
+        ),
+    )
+    out += [
         "sources:",
         f"  kv_bytes_per_token: {per_token.formula}",
         f"  max_model_len: config.json {length[1]} (vLLM's default without --max-model-len)",

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from placement.cli.learn_text import shown_line
+from placement.cli.learn_text import profile_block, shown_line
 from placement.cli.notes_text import note_text, note_texts
 from placement.fit.engines.base import Learned, LogFigure, StartUp
 from placement.fit.engines.registry import engine, engines
@@ -60,6 +60,17 @@ def learn_from_log(
 def figure_source(figure: Any, width: int | None = 160) -> str:
     """Where a figure came from: the log line it was read from, or how it was worked out."""
     return note_text(figure.how) if figure.how is not None else shown_line(figure.line, width)
+
+
+def figure_json(figure: Any) -> dict[str, Any] | None:
+    """A figure's value, line (None where worked out) and source, as `--json` gives them."""
+    if figure is None:
+        return None
+    return {
+        "value": figure.value,
+        "line": figure.line_no or None,
+        "source": figure_source(figure, None),
+    }
 
 
 def start_up_json(start: StartUp) -> dict[str, Any]:
@@ -152,21 +163,16 @@ def profile_values(learned: Learned) -> dict[str, int | None]:
 def as_text(seat: str, source: str, learned: Learned) -> str:
     """The block to paste, then each figure's source line, then what is missing."""
     values = profile_values(learned)
-
-    def line(key: str, value: int | None, *, size: bool) -> str:
-        if value is None:
-            return f"        {key}: unknown"
-        return f"        {key}: {value}" + (f"  # {format_bytes(value)}" if size else "")
-
-    out = [
-        f"# {seat}: from {engine(learned.kind).title}'s start-up log ({escaped(source)})",
-        "      profile:",
-        line("weights", values["weights_bytes"], size=True),
-        line("non_kv", values["non_kv_bytes"], size=True),
-        line("kv_bytes_per_token", values["kv_bytes_per_token"], size=False),
-        line("max_model_len", values["max_model_len"], size=False),
-        "sources:",
-    ]
+    out = profile_block(
+        f"{seat}: from {engine(learned.kind).title}'s start-up log ({escaped(source)})",
+        (
+            ("weights", values["weights_bytes"], True),
+            ("non_kv", values["non_kv_bytes"], True),
+            ("kv_bytes_per_token", values["kv_bytes_per_token"], False),
+            ("max_model_len", values["max_model_len"], False),
+        ),
+    )
+    out.append("sources:")
     named = (
         ("weights", learned.weights),
         ("non_kv", learned.non_kv),
@@ -194,15 +200,6 @@ def as_text(seat: str, source: str, learned: Learned) -> str:
 def as_json(seat: str, learned: Learned, start: StartUp | None = None) -> dict[str, Any]:
     """The same content with raw ints (log lines escaped, as in the text)."""
 
-    def figure(value: LogFigure | None) -> dict[str, Any] | None:
-        if value is None:
-            return None
-        return {
-            "value": value.value,
-            "line": value.line_no or None,
-            "source": figure_source(value, None),
-        }
-
     return {
         "schema": 1,
         "seat": seat,
@@ -210,12 +207,12 @@ def as_json(seat: str, learned: Learned, start: StartUp | None = None) -> dict[s
         **({"start_up": start_up_json(start)} if start is not None else {}),
         "profile": profile_values(learned),
         "sources": {
-            "weights": figure(learned.weights),
-            "non_kv": figure(learned.non_kv),
-            "kv": figure(learned.kv),
-            "kv_tokens": figure(learned.kv_tokens),
-            "kv_bytes_per_token": figure(learned.per_token),
-            "max_model_len": figure(learned.max_model_len),
+            "weights": figure_json(learned.weights),
+            "non_kv": figure_json(learned.non_kv),
+            "kv": figure_json(learned.kv),
+            "kv_tokens": figure_json(learned.kv_tokens),
+            "kv_bytes_per_token": figure_json(learned.per_token),
+            "max_model_len": figure_json(learned.max_model_len),
         },
         "missing": list(learned.missing),
         "notes": note_texts(learned.notes),

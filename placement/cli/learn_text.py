@@ -7,7 +7,7 @@ A log line is shown as the engine printed it (`shown_line`); everything else her
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from placement.cli.render import b
@@ -28,6 +28,18 @@ def shown_line(line: str, width: int | None = 160) -> str:
     if width is None or len(text) <= width:
         return escaped(text)
     return escaped(text[:width]) + "…"
+
+
+def profile_block(header: str, figures: Sequence[tuple[str, int | None, bool]]) -> list[str]:
+    """`# header`, `profile:` and a line a figure to paste under the seat's `engine:`: its
+    number, with its size beside it where it is bytes, or `unknown`."""
+    out = [f"# {header}", "      profile:"]
+    for key, value, size in figures:
+        shown = "unknown" if value is None else str(value)
+        out.append(
+            f"        {key}: {shown}" + (f"  # {b(value)}" if size and value is not None else "")
+        )
+    return out
 
 
 def _graphs(r: Data) -> str:

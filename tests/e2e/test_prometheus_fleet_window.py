@@ -30,7 +30,8 @@ from placement.cli import main as cli
 from seats.loader import load_catalogue
 from tests.e2e.harness import Processes, free_port, install_prometheus, start_prometheus_on
 from tests.e2e.promweek import backfill
-from tests.placement.week.builders import CUDA_TOTAL, GIB, START
+from tests.e2e.test_prometheus_window import as_prometheus_keeps
+from tests.placement.week.builders import CUDA_TOTAL, GIB, START, write_week
 from tests.placement.week.test_hourly import CATALOGUE, END, HOSTS, week_of
 
 pytestmark = pytest.mark.slow
@@ -44,6 +45,7 @@ LAST_HOUR = END - timedelta(minutes=50)  # 23:00, the last hour's first snapshot
 @dataclass(frozen=True)
 class Servers:
     catalogue: Path
+    ledger: Path
     raw: str
     recorded: str
     rollups: str
@@ -64,6 +66,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     catalogue.write_text(CATALOGUE)
     loaded = load_catalogue(catalogue)
     week = [m for n in range(len(HOSTS)) for m in week_of(n)]
+    ledger = write_week(folder / "ledger.sqlite", iter(week))
     raw = backfill(week, loaded, folder / "raw", promtool, scraped_s=_scraped_s)
     last = [m for m in week if m.taken_at >= LAST_HOUR]
     recent = backfill(last, loaded, folder / "recent", promtool, scraped_s=_scraped_s)
@@ -88,7 +91,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
         rolled = _merged(folder / "rollups", recent, kept)
         recorded_url = start_prometheus_on(processes, binary, both, folder / "recorded-server")
         rollups_url = start_prometheus_on(processes, binary, rolled, folder / "rollups-server")
-        yield Servers(catalogue, raw_url, recorded_url, rollups_url)
+        yield Servers(catalogue, ledger, raw_url, recorded_url, rollups_url)
     finally:
         processes.stop_all()
 
@@ -105,7 +108,8 @@ def _merged(target: Path, *sources: Path) -> Path:
 
 @pytest.fixture(autouse=True)
 def _now(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("placement.cli.ledger.utc_now", lambda: NOW)
+    for module in ("check", "ledger"):
+        monkeypatch.setattr(f"placement.cli.{module}.utc_now", lambda: NOW)
 
 
 def _ledger_window(
@@ -184,6 +188,23 @@ def test_recorded_rollups_beside_every_raw_scrape_change_no_replayed_window(
 ) -> None:
     # Raw scrapes reach the window's start: each host is replayed, the rules' series unread.
     assert _windows(capsys, servers, servers.recorded) == _windows(capsys, servers, servers.raw)
+
+
+def test_a_check_window_reads_the_same_week_beside_recorded_rollups(
+    capsys: pytest.CaptureFixture[str], servers: Servers
+) -> None:
+    # A redeploy of h2's speech seat, judged over the week from the ledger and from the
+    # Prometheus that holds the rules' series beside every scrape: the same block.
+    blocks = []
+    for where in (["--ledger", str(servers.ledger)], ["--prometheus", servers.recorded]):
+        argv = ["check", "stt-h2", "--catalogue", str(servers.catalogue), *where, "--no-hold"]
+        code = cli.main([*argv, "--window", "7d", "--json"])
+        captured = capsys.readouterr()
+        assert code == 0, captured.err
+        blocks.append(json.loads(captured.out)["window"])
+    from_ledger, from_prometheus = blocks
+    assert from_ledger["moments"] == 1008
+    assert from_prometheus == as_prometheus_keeps(from_ledger, host="h2")
 
 
 def test_the_room_now_is_the_newest_snapshots(

@@ -286,6 +286,7 @@ def test_any_json_data_is_a_snapshot_or_a_snapshot_error(data: object) -> None:
         assert str(exc).startswith("fuzz.json")
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(st.text(max_size=120))
 def test_any_text_is_a_snapshot_or_a_snapshot_error(text: str) -> None:

@@ -366,6 +366,7 @@ def test_billion_laughs_fails_fast_with_the_alias_message(tmp_path: Path) -> Non
     assert caught.value.path == str(path)
 
 
+@pytest.mark.slow
 def test_billion_laughs_does_not_eat_memory(tmp_path: Path) -> None:
     # Run the load under a 2 GiB address-space cap: expanding the aliases would need
     # tens of GiB, so a loader that expands first dies with MemoryError here.
@@ -704,6 +705,7 @@ def test_any_data_is_a_catalogue_or_a_catalogue_error(data: object) -> None:
         assert str(exc).startswith("fuzz.yaml")
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.text(max_size=200))
 def test_any_text_is_a_catalogue_or_a_catalogue_error(text: str) -> None:

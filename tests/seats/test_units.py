@@ -153,6 +153,7 @@ _ANYTHING = st.recursive(
 )
 
 
+@pytest.mark.slow
 @given(_ANYTHING)
 def test_no_input_raises_anything_but_byte_size_error(value: Any) -> None:
     try:

@@ -504,7 +504,10 @@ class NoRequest(ByCommand):
     parser: WholeNames | None = None
 
     def parallel_sizes(
-        self, argv: Sequence[str], env: Mapping[str, str] | None = None
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        version: str | None = None,
     ) -> list[tuple[int, str]]:
         """Each parallel size given, with how it was written (`--tp_size 2`)."""
         if self.parser is None:
@@ -525,7 +528,7 @@ class NoRequest(ByCommand):
     ) -> int | None:
         """The product of its parallel sizes (`parallel_flags`), each 1 where not given."""
         cards = 1
-        for size, _ in self.parallel_sizes(argv, env):
+        for size, _ in self.parallel_sizes(argv, env, version):
             cards *= size
         return cards
 
@@ -536,7 +539,7 @@ class NoRequest(ByCommand):
         version: str | None = None,
     ) -> str | None:
         """Its parallel flags as written, joined by ×."""
-        return " × ".join(text for _, text in self.parallel_sizes(argv, env)) or None
+        return " × ".join(text for _, text in self.parallel_sizes(argv, env, version)) or None
 
     def request_rule(self, spec: EngineSpec, *, propose: bool) -> GateRule:
         """None: it starts on no request gpuplan sizes."""

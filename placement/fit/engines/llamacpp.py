@@ -52,7 +52,6 @@ from seats.model import Seat
 from seats.units import MiB
 
 FIT_MARGIN_BYTES = 1024 * MiB
-MIN_CTX = 4096
 _OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 _MODEL = re.compile(r"\b(CUDA\d+)(?: model)? buffer size =\s*([\d.]+) MiB")
 _KV = re.compile(r"\b(CUDA\d+) KV buffer size =\s*([\d.]+) MiB")

@@ -158,32 +158,17 @@ class SGLang(NoRequest):
     # the version, then the CUDA build; `latest`, `dev` and `nightly-dev-…` name none.
     version_tag = re.compile(r"v?(?P<version>\d+\.\d+\.\d+(?:\.post\d+|rc\d+)?)(?:-.*)?")
 
-    def cards_of(
+    def parallel_sizes(
         self,
         argv: Sequence[str],
         env: Mapping[str, str] | None = None,
         version: str | None = None,
-    ) -> int:
-        """tp × pp cards, times dp data-parallel replicas (server_args.py: --tensor-parallel-size,
-        --pipeline-parallel-size, --data-parallel-size, 1 each by default: one card with none of
-        them, whatever its container sees); with --enable-dp-attention the dp ranks share the tp
-        cards (SGLang's DeepSeek recipe: `--tp 8 --dp 8 --enable-dp-attention` on 8 cards)."""
-        cards = 1
-        for size, _ in self.sizes(argv, version):
-            cards *= size
-        return cards
-
-    def cards_flag(
-        self,
-        argv: Sequence[str],
-        env: Mapping[str, str] | None = None,
-        version: str | None = None,
-    ) -> str | None:
-        """Its parallel flags as written (`--tp 2 × --dp 2`)."""
-        return " × ".join(text for _, text in self.sizes(argv, version)) or None
-
-    def sizes(self, argv: Sequence[str], version: str | None = None) -> list[tuple[int, str]]:
-        """Each parallel size given, as written; dp only without --enable-dp-attention."""
+    ) -> list[tuple[int, str]]:
+        """Each parallel size given, as written (`--tp 2`): tp × pp cards, times dp data-parallel
+        replicas (server_args.py: --tensor-parallel-size, --pipeline-parallel-size,
+        --data-parallel-size, 1 each by default: one card with none of them, whatever its
+        container sees); with --enable-dp-attention the dp ranks share the tp cards (SGLang's
+        DeepSeek recipe: `--tp 8 --dp 8 --enable-dp-attention` on 8 cards), so dp is left out."""
         values, dp_attention = read_values(argv, version)
         flags = _PARALLEL[:2] if dp_attention else _PARALLEL
         sizes: list[tuple[int, str]] = []

@@ -126,7 +126,6 @@ class LogFigures:
     kv: Figure | None = None
     tokens: Figure | None = None
     util: Decimal | None = None
-    util_line: Figure | None = None
     total: Figure | None = None
     non_kv: Figure | None = None
     # CUDA graphs (inside non_kv from 0.21): the line that splits the request, else the largest
@@ -207,7 +206,6 @@ def _read_line(out: LogFigures, number: int, line: str) -> None:
     found = _first(UTIL, line)
     if found is not None and out.util is None:
         out.util = Decimal(found.group(1))
-        out.util_line = Figure(0, number, line, "exact")
     found = TOTAL.search(line)
     if found is not None and out.total is None:
         out.total = Figure(

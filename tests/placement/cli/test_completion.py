@@ -62,6 +62,7 @@ def complete(script: Path, line: list[str], env: dict[str, str] | None = None) -
     return [word for word in done.stdout.splitlines() if word]
 
 
+@pytest.mark.slow
 def test_the_bash_script_parses(bash_script: Path) -> None:
     done = subprocess.run(["bash", "-n", str(bash_script)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -130,6 +130,7 @@ def test_an_error_path_exits_2_or_3_in_one_line_and_debug_keeps_the_code(
     capsys.readouterr()
 
 
+@pytest.mark.slow
 def test_no_command_shows_the_help_and_exits_2() -> None:
     done = _run([], ROOT)
     assert done.returncode == 2 and done.stderr.startswith("usage: gpuplan")

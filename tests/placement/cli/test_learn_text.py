@@ -15,20 +15,9 @@ from placement.cli import main as cli
 from placement.cli.notes_text import note_text
 from placement.fit.engines.note import Note
 from placement.fit.engines.vllm_log import learn_profile, read_log
+from tests.placement.fit.engines.test_vllm_log import V0_11, catalogue
 
-V0_11 = Path(__file__).resolve().parents[1] / "data" / "vllm-logs" / "v0.11.0-mistral-7b-gptq.log"
 CARD_TOTAL = 160 * 2**30  # 171,798,691,840 B
-CATALOGUE = """\
-hosts:
-  spark: {cards: 1, card_total: 160 GiB}
-seats:
-  - name: chat
-    host: spark
-    gpus: [0]
-    resident: 110 GiB
-    state: running
-    engine: {kind: vllm, version: "0.11.0", gpu_memory_utilization: 0.9}
-"""
 
 
 def test_a_worked_out_figure_is_data_until_the_edge() -> None:
@@ -65,9 +54,8 @@ def test_a_worked_out_figure_is_data_until_the_edge() -> None:
 def test_learn_writes_each_source_once_in_text_and_json(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "catalogue.yaml"
-    path.write_text(CATALOGUE, encoding="utf-8")
-    argv = ["learn", "chat", "--vllm-log", str(V0_11), "--catalogue", str(path)]
+    path = catalogue(tmp_path, ", card_total: 160 GiB", ", gpu_memory_utilization: 0.9")
+    argv = ["learn", "chat", "--vllm-log", str(V0_11), "--catalogue", path]
     assert cli.main(argv) == 0
     text = capsys.readouterr().out
     assert cli.main([*argv, "--json"]) == 0

@@ -107,6 +107,7 @@ def test_an_unknown_option_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert "unrecognized arguments: --colour" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_python_dash_m_placement_is_gpuplan() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "placement", "schema", "--help"],
@@ -118,6 +119,7 @@ def test_python_dash_m_placement_is_gpuplan() -> None:
     assert done.stdout.startswith("usage: gpuplan schema")
 
 
+@pytest.mark.slow
 def test_the_gpuplan_process_freezes_its_start_up_objects_and_collects_after() -> None:
     # What the command imported is frozen (skipped by every later collection); the collector
     # is on again for what the command makes.

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from placement.cli.notes_text import NOTE_WRITERS, note_text, note_texts
 from placement.cli.reasons_text import worded_json
 from placement.fit.engines.note import Note, note
@@ -29,6 +31,7 @@ def _said_in_code() -> set[str]:
     return found
 
 
+@pytest.mark.slow
 def test_every_note_has_its_words_and_every_writer_a_note() -> None:
     said = _said_in_code()
     assert {"free", "kv_fixes", "nvml_v1", "below_floor"} <= said  # the scan sees the tree

@@ -133,6 +133,7 @@ def test_bad_input_exits_2(
     assert message in err
 
 
+@pytest.mark.slow
 def test_installed_command_runs(tmp_path: Path) -> None:
     done = subprocess.run(
         [

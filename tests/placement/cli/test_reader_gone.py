@@ -68,12 +68,14 @@ def test_the_exit_code_is_the_verdicts_when_the_reader_left(
     assert "Traceback" not in err and "BrokenPipe" not in err
 
 
+@pytest.mark.slow
 def test_a_refusal_with_stderr_in_the_same_closed_pipe_still_exits_1() -> None:
     # `gpuplan check … 2>&1 | head -1`: the warnings on stderr meet the closed pipe first.
     code, _ = _exit_with_reader_gone(REFUSED_CHECK, stderr_too=True)
     assert code == 1
 
 
+@pytest.mark.slow
 def test_a_refused_seat_is_not_deployed_by_a_pipefail_pipeline(tmp_path: Path) -> None:
     deployed = tmp_path / "deployed"
     gpuplan = shlex.join(_gpuplan(REFUSED_CHECK))

@@ -50,6 +50,7 @@ def test_l2_refuses_an_item_over_capacity() -> None:
     capacity=st.integers(min_value=5, max_value=40),
     data=st.data(),
 )
+@pytest.mark.slow
 def test_bounds_never_exceed_the_optimum(capacity: int, data: st.DataObject) -> None:
     sizes = data.draw(
         st.lists(st.integers(min_value=1, max_value=capacity), min_size=0, max_size=8)

@@ -53,6 +53,7 @@ def test_is_valid_packing_catches_each_fault() -> None:
     assert not is_valid_packing([[0, 1]], sizes, 12, ["g", "g"])  # group twice
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(capacity=st.integers(min_value=4, max_value=30), data=st.data())
 def test_greedy_packings_are_valid_and_within_the_ffd_guarantee(

@@ -127,6 +127,7 @@ def _compare(name: str, got: str) -> None:
     assert got == path.read_text()
 
 
+@pytest.mark.slow
 def test_plan_json_of_the_daily_fleet_is_unchanged(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -156,6 +157,7 @@ def test_plan_json_of_the_daily_fleet_is_unchanged(
     assert len(data["cards"]) == 512
 
 
+@pytest.mark.slow
 def test_plan_with_holds_of_the_daily_fleet_is_unchanged() -> None:
     catalogue, snapshots, adds = daily_fleet()
     result = plan(catalogue, _holds(snapshots), adds)

@@ -514,6 +514,7 @@ def test_a_snapshot_check_still_numbers_seats_as_the_file_does() -> None:
         check_snapshots(catalogue, [snapshot("a", SMALL, [0, 0]), skipped], ["a.json", "b.json"])
 
 
+@pytest.mark.slow
 def test_a_roomy_fleet_is_placed_asking_few_pairs_per_seat() -> None:
     # 60 hosts × 4 empty H200 cards; 240 seats of 20–60 GiB, some naming their host. Placing
     # them and bounding the seat count must not work out every seat × card pair (57,600):

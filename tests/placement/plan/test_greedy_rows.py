@@ -74,6 +74,7 @@ def test_the_rows_say_which_seats_have_an_eligible_host_as_the_problem_does(seed
     assert got == [problem.has_eligible_host(new.name) for new in problem.seats]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [(8, 8, 40, 300)])
 def test_the_smallest_seats_search_places_as_before_on_a_crowded_fleet(
     size: tuple[int, int, int, int], monkeypatch: pytest.MonkeyPatch

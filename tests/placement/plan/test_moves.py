@@ -224,6 +224,7 @@ def test_moved_seats_are_always_restarted() -> None:
     assert {"a", "b", "big", "small"} <= declared
 
 
+@pytest.mark.slow
 def test_search_is_bounded_and_says_so() -> None:
     # 64 small seats on 8 cards: thousands of two-move sets free 1.5 GiB on a card, but the
     # exclusive seat needs an empty card, so none helps and the search meets its time limit.
@@ -269,6 +270,7 @@ def test_cli_moves_json(capsys: pytest.CaptureFixture[str], tmp_path: Any) -> No
     assert "--max-moves must be at least 1" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_cli_fv_ml1_6gib_no_move_helps(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(
         [

@@ -92,6 +92,7 @@ def run(capsys: pytest.CaptureFixture[str], seed: tuple[Path, Path], *argv: str)
     return code, capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_copy_of_voices_fits_card_0_but_leaves_gen_small_unable_to_restart(
     capsys: pytest.CaptureFixture[str], seed: tuple[Path, Path]
 ) -> None:

@@ -74,6 +74,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     return catalogue, ledger, thinned
 
 
+@pytest.mark.slow
 def test_every_hosts_buckets_in_one_query_equal_each_hosts_rollups(
     fleet: tuple[Path, Path, Path],
 ) -> None:

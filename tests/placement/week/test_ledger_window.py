@@ -59,6 +59,7 @@ def ledger(
     return code, capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_ledger_window_json_per_card(
     capsys: pytest.CaptureFixture[str], week: tuple[Path, Path]
 ) -> None:

@@ -62,6 +62,7 @@ def plan(
 STT = "  - {name: stt, host: fv-ml1, gpus: 1, resident: 12 GiB}\n"
 
 
+@pytest.mark.slow
 def test_the_window_plan_takes_the_only_card_that_holds_at_every_moment(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, afternoon: Path
 ) -> None:
@@ -95,6 +96,7 @@ def test_the_window_plan_takes_the_only_card_that_holds_at_every_moment(
     assert "PLACED   stt → fv-ml1 card 0" in out
 
 
+@pytest.mark.slow
 def test_a_seat_only_card_1_may_take_is_refused_by_peak_and_passes_at_its_percentile(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, afternoon: Path
 ) -> None:
@@ -148,6 +150,7 @@ def three(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_week(folder / "ledger.sqlite", moments("h3", cards))  # type: ignore[list-item]
 
 
+@pytest.mark.slow
 def test_a_tensor_parallel_seat_goes_where_its_cards_are_short_at_the_same_hours(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, three: Path
 ) -> None:

@@ -216,6 +216,7 @@ SCENARIOS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
 def test_scenario(tmp_path: Path, scenario: Scenario) -> None:
     catalogue_path = tmp_path / "catalogue.yaml"
