@@ -18,6 +18,7 @@ from placement.plan.problem import NewSeat, Problem, build_problem, new_seats
 from seats.model import Catalogue, Seat
 from seats.units import GiB, MiB
 from tests.placement.plan import bound_reference
+from tests.placement.plan.test_bound import _gated
 from tests.placement.plan.test_model import adds, make_fleet, seat
 
 Where = tuple[str, tuple[int, ...]]
@@ -95,17 +96,6 @@ def _verified(
     """The oracle's placement passes the verifier, seat by seat."""
     placements = [Placement(s, *where[s.name]) for s in seats if s.name in where]
     assert all(v.passed for v in verify_placement(catalogue, snapshots, placements))
-
-
-def _gated(name: str, resident: int, util: float, **extra: object) -> Seat:
-    """A vLLM seat with a declared util and a pinned KV cache: its gate asks util × total."""
-    engine = {
-        "kind": "vllm",
-        "version": "0.11.0",
-        "gpu_memory_utilization": util,
-        "kv_cache_memory": GiB,
-    }
-    return seat(name, resident, engine=engine, **extra)
 
 
 def test_a_few_seats_off_the_grid_do_not_open_every_card() -> None:
