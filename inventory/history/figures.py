@@ -229,8 +229,11 @@ class SeatSource(Protocol):
     """What `seat_usage` asks a source of the seats' bytes on each card (a seat's processes on a
     card summed at each moment); each answers natively. None of these is an aggregate."""
 
-    def seat_counts(self, parts: Sequence[Part]) -> list[dict[SeatKey, tuple[int, int]]]:
-        """Per part: each (host, card, seat) seen there → (its samples, its most bytes)."""
+    def seat_counts(
+        self, parts: Sequence[Part]
+    ) -> Sequence[Mapping[SeatKey, tuple[int, int | None]]]:
+        """Per part: each (host, card, seat) seen there → (its samples, its most bytes); only
+        the whole window's most is read, so a source may leave a part's out (None)."""
         ...
 
     def seat_at_ranks(
@@ -255,7 +258,7 @@ def seat_usage(source: SeatSource, first_s: int, last_s: int, segment_s: int) ->
     whole, firsts, lasts = source.seat_at_ranks(asks)
     stats: dict[SeatKey, tuple[int, int, int, int]] = {}
     for key, (n, top) in counts[0].items():
-        if len(found := whole.get(key, ())) == 2:
+        if top is not None and len(found := whole.get(key, ())) == 2:
             stats[key] = (n, found[0], found[1], top)
     return seat_rows(
         stats, {k: v[0] for k, v in firsts.items()}, {k: v[0] for k, v in lasts.items()}

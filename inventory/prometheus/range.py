@@ -970,6 +970,12 @@ def _summed(
     return ranged
 
 
+def _top(tops: Mapping[ProcKey, float] | None, key: ProcKey) -> int | None:
+    """A process key's most bytes, None where not asked (or not answered)."""
+    found = None if tops is None else tops.get(key)
+    return None if found is None else round(found)
+
+
 def _proc_key(labels: Labels) -> tuple[str, int, str, str] | None:
     key = _seat_key(labels)
     return (*key, labels.get("pid", "")) if key is not None else None
@@ -998,43 +1004,42 @@ class PromSeats:
         width = (part[1] - part[0]) * 1000 - 1
         return part[1] - 0.001, f"[{width}ms]", f"[{width}ms:{self.q.step_s}s]"
 
-    def seat_counts(self, parts: Sequence[Part]) -> list[dict[SeatKey, tuple[int, int]]]:
+    def seat_counts(self, parts: Sequence[Part]) -> list[dict[SeatKey, tuple[int, int | None]]]:
         with ThreadPoolExecutor(max_workers=len(parts) or 1) as pool:
             return list(pool.map(self._counts, parts))
 
-    def _counts(self, part: Part) -> dict[SeatKey, tuple[int, int]]:
+    def _counts(self, part: Part) -> dict[SeatKey, tuple[int, int | None]]:
+        """Each seat's samples in `part`, and its most bytes where `part` is the window (a
+        part's most is not read: `seat_usage` reads none)."""
         at, width, sub = self._range(part)
         raw = self.q.sel(m.PROCESS_USED, _SEATED)
-        counts, tops = self._two(f"{raw}{width}", at)
+        counts, tops = self._two(f"{raw}{width}", at, part is None)
         by_seat: dict[SeatKey, list[ProcKey]] = defaultdict(list)
         for key in counts:
             by_seat[key[:3]].append(key)
         single = {seat: keys[0] for seat, keys in by_seat.items() if len(keys) == 1}
-        out = {
-            seat: (round(counts[key]), round(tops[key]))
-            for seat, key in single.items()
-            if key in tops
-        }
+        out = {seat: (round(counts[key]), _top(tops, key)) for seat, key in single.items()}
         several = {seat for seat, keys in by_seat.items() if len(keys) > 1}
         if several:
             summed = _summed(self.q, sub, {seat[2] for seat in several})(None)
-            counts, tops = self._two(summed, at)
+            counts, tops = self._two(summed, at, part is None)
             for key, n in counts.items():
-                if key[:3] in several and key in tops:
-                    out[key[:3]] = (round(n), round(tops[key]))
+                if key[:3] in several:
+                    out[key[:3]] = (round(n), _top(tops, key))
         self.single[part] = single
         self.several[part] = several
         return out
 
-    def _two(self, ranged: str, at: float) -> tuple[dict[ProcKey, float], dict[ProcKey, float]]:
-        """`count_over_time` and `max_over_time` of `ranged`, by process key."""
-        counted, top = self.client.instants(
-            [f"count_over_time({ranged})", f"max_over_time({ranged})"], at
-        )
-        return (
-            _known({_proc_key(labels): v for labels, v in counted}),
-            _known({_proc_key(labels): v for labels, v in top}),
-        )
+    def _two(
+        self, ranged: str, at: float, most: bool
+    ) -> tuple[dict[ProcKey, float], dict[ProcKey, float] | None]:
+        """`count_over_time` of `ranged` by process key, and with `most` its `max_over_time`."""
+        exprs = [f"count_over_time({ranged})", *([f"max_over_time({ranged})"] if most else [])]
+        answers = [
+            _known({_proc_key(labels): v for labels, v in answer})
+            for answer in self.client.instants(exprs, at)
+        ]
+        return answers[0], answers[1] if most else None
 
     def seat_at_ranks(
         self, asks: Sequence[tuple[Part, Mapping[SeatKey, tuple[int, Sequence[int]]]]]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -381,8 +381,8 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON data: `"schema": 1` and raw byte ints."""
-        data = asdict(replace(self, charts=()))  # the charts' series are not JSON, and large
-        data.pop("charts")
+        # The charts' series are not JSON, and large.
+        data = {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "charts"}
         data["window"] = {
             "start": format_utc(self.window.start),
             "end": format_utc(self.window.end),
@@ -404,6 +404,25 @@ class Report:
         if self.source == "ledger":
             data.pop("source")  # schema 1 as it was: a ledger report has no "source" key
         return {"schema": 1, **data}
+
+
+def _plain(value: Any) -> Any:
+    """`dataclasses.asdict` of a report's value without its deep copies (its leaves are
+    immutable): dataclasses as dicts of their fields, tuples and lists of them element-wise."""
+    kind = type(value)
+    if kind is tuple or kind is list:
+        return kind(_plain(v) for v in value)
+    if is_dataclass(value):
+        names = _FIELDS.get(kind)
+        if names is None:
+            names = _FIELDS[kind] = tuple(f.name for f in fields(value))
+        return {name: _plain(getattr(value, name)) for name in names}
+    if kind is dict:
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def hold_rows(holds: Sequence[Any]) -> tuple[HoldRow, ...]:
