@@ -103,6 +103,7 @@ class PrometheusHistory:
         # snapshot taken in a window however late or early its scrapes came.
         self._queries: dict[str, _Queries] = {}
         self._skew: dict[str, tuple[int, int]] = {}
+        self._pool: ThreadPoolExecutor | None = None
 
     @property
     def shown(self) -> str:
@@ -121,7 +122,9 @@ class PrometheusHistory:
         early, late = self._skew.get(host, (0, 0))
         # A second wider each side: a range selector's left end is closed in Prometheus 2,
         # open in 3; the snapshot times, not the scrape times, choose the moments.
-        series = self._moment_series(host, start_s + min(0, early) - 1, end_s + max(0, late) + 1)
+        series = self._moment_series(
+            host, start_s + min(0, early) - 1, end_s + max(0, late) + 1, cards
+        )
         if not series:
             return
         read = {metric: _Samples(answer) for metric, answer in series.items()}
@@ -176,9 +179,11 @@ class PrometheusHistory:
                 self._queries[host] = found
         return found
 
-    def _moment_series(self, host: str, start_s: int, end_s: int) -> dict[str, Matrix]:
+    def _moment_series(
+        self, host: str, start_s: int, end_s: int, cards: Sequence[int] | None = None
+    ) -> dict[str, Matrix]:
         """The samples of each of MOMENT_METRICS of `host` scraped in [start_s, end_s), by metric
-        (its host's queries found once)."""
+        (its host's queries found once); with `cards`, the card series of those cards only."""
         q = self._host_queries(host, start_s, end_s)
         if q is None:
             return {}
@@ -186,11 +191,15 @@ class PrometheusHistory:
         # A card's figures from up to Prometheus's lookback before the window too: an instant
         # query at its first moment would find them there.
         wider = f"[{(end_s - start_s + LOOKBACK_S) * 1000 - 1}ms]"
+        only = "" if cards is None else f'gpu=~"{"|".join(str(c) for c in sorted(set(cards)))}"'
         exprs = [
-            f"{q.sel(metric)}{q.rng if metric in _EXACT else wider}" for metric in MOMENT_METRICS
+            f"{q.sel(metric, '' if metric == m.SNAPSHOT_TIMESTAMP else only)}"
+            f"{q.rng if metric in _EXACT else wider}"
+            for metric in MOMENT_METRICS
         ]
-        with ThreadPoolExecutor(max_workers=len(exprs)) as pool:
-            answers = list(pool.map(lambda expr: self.client.raw(expr, q.at), exprs))
+        if self._pool is None:  # one pool for every read: a window may read many runs of hours
+            self._pool = ThreadPoolExecutor(max_workers=len(MOMENT_METRICS))
+        answers = list(self._pool.map(lambda expr: self.client.raw(expr, q.at), exprs))
         return dict(zip(MOMENT_METRICS, answers, strict=True))
 
     def rollups(self, host: str, start: datetime, end: datetime) -> Rollups:
@@ -205,25 +214,35 @@ class PrometheusHistory:
         )
 
     def hour_bounds(
-        self, host: str, start: datetime, end: datetime, *, undated: bool = False
+        self,
+        host: str,
+        start: datetime,
+        end: datetime,
+        *,
+        undated: bool = False,
+        cards: Sequence[int] | None = None,
     ) -> HourBounds:
         """The hours of [start, end) that Prometheus's hourly aggregates decide, as rollups, and
         the hours they cannot decide (`raw_hours`: read them with `moments_in_hours`). With
-        `undated`, an hour that lacks only when its extremes fell is given without it."""
+        `undated`, an hour that lacks only when its extremes fell is given without it; with
+        `cards`, of those cards only."""
         start_s, end_s = _s(start), _s(end)
         if end_s <= start_s:
             return HourBounds((), (), ())
-        found = host_hours(self.client, host, start_s, end_s, self.host_label)
+        found = host_hours(self.client, host, start_s, end_s, self.host_label, cards)
         if found is None:
             return HourBounds((), (), ())
         return decide_hours(found, start_s, end_s, undated=undated)
 
-    def bounds(self, host: str, start: datetime, end: datetime) -> Rollups:
+    def bounds(
+        self, host: str, start: datetime, end: datetime, cards: Sequence[int] | None = None
+    ) -> Rollups:
         """`host`'s hourly bounds of [start, end) from the aggregates alone, no raw read: each
         hour `hour_bounds` decides, and each hour whose card free or group bytes moved (its
-        least and most known, not when: `dated` False); an hour neither is absent. What the
-        pruned replay reads first (`placement.fit.week.prune`); `rollups` dates every hour."""
-        found = self.hour_bounds(host, start, end, undated=True)
+        least and most known, not when: `dated` False); an hour neither is absent; with `cards`,
+        of those cards only. What the pruned replay reads first (`placement.fit.week.prune`);
+        `rollups` dates every hour."""
+        found = self.hour_bounds(host, start, end, undated=True, cards=cards)
         return Rollups(cards=found.cards, commands=found.commands)
 
     def raw_kept_in(self, start: datetime, end: datetime) -> dict[str, datetime]:

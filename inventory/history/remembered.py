@@ -51,9 +51,12 @@ class RememberedHistory:
             found = self._rollups[key] = self.history.rollups(host, start, end)
         return found
 
-    def bounds(self, host: str, start: datetime, end: datetime) -> Rollups:
+    def bounds(
+        self, host: str, start: datetime, end: datetime, cards: Sequence[int] | None = None
+    ) -> Rollups:
         """The wrapped history's undated bounds where it gives them (Prometheus), else its
-        rollups (`prune.replay_history` reads either first)."""
+        rollups (`prune.replay_history` reads either first); of every card, whichever `cards`
+        a replay asks for (the next may ask for others)."""
         read = getattr(self.history, "bounds", None)
         if read is None:
             return self.rollups(host, start, end)

@@ -9,7 +9,7 @@ millisecond, so every sample falls in exactly one hour.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -110,17 +110,27 @@ def hour_start(seconds: float) -> int:
 
 
 def host_hours(
-    client: PromClient, host: str, start_s: int, end_s: int, host_label: str | None = None
+    client: PromClient,
+    host: str,
+    start_s: int,
+    end_s: int,
+    host_label: str | None = None,
+    cards: Sequence[int] | None = None,
 ) -> HostHours | None:
     """`host`'s series per clock hour touching [start_s, end_s), and the hour before (whose cards
-    an instant read at the first moment may still see); None when it has no gpuplan series."""
+    an instant read at the first moment may still see); None when it has no gpuplan series. With
+    `cards`, the card series of those cards only."""
     first = hour_start(start_s) - HOUR_S
     end = hour_start(end_s - 1) + HOUR_S
     q = host_queries(client, host, first, end, host_label)
     if q is None:
         return None
+    only = "" if cards is None else f'gpu=~"{"|".join(str(c) for c in sorted(set(cards)))}"'
     exprs = {
-        (metric, fn): f"{fn}_over_time({q.sel(metric)}{_RANGE})"
+        (metric, fn): (
+            f"{fn}_over_time({q.sel(metric, '' if metric == m.SNAPSHOT_TIMESTAMP else only)}"
+            f"{_RANGE})"
+        )
         for metric, fns in _ASKED.items()
         for fn in fns
     }

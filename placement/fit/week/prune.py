@@ -136,8 +136,12 @@ def replay_history(
         return _done(catalogue, snapshot, series, new, rules, stats, hours, raw, times)
     # A source that bounds hours without dating their extremes (Prometheus's aggregates) gives
     # those first; the hours that need the dates are then read raw (step 3).
-    read_rollups = getattr(source, "bounds", None) or source.rollups
-    rollups = read_rollups(host, _utc(hours[1].start_s), _utc(hours[-1].start_s))
+    first_s, last_s = _utc(hours[1].start_s), _utc(hours[-1].start_s)
+    read_bounds = getattr(source, "bounds", None)
+    if read_bounds is not None:  # of the judged cards only: the others are never read
+        rollups = read_bounds(host, first_s, last_s, cards)
+    else:
+        rollups = source.rollups(host, first_s, last_s)
     by_hour = _index(rollups, frozenset(cards))
     plan = _Plan(catalogue, host, times, hours, cards, by_hour, int(rules.end.timestamp()))
     plan.ranked = allowed_short(rules.percentile, len(times)) + 1 if rules.percentile < 100 else 0

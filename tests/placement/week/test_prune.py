@@ -4,6 +4,7 @@ whole `window` block, on random weeks (seeded) and on every scenario of test_sce
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import replace as dc_replace
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -123,18 +124,24 @@ def catalogue(tmp_path: Path) -> Catalogue:
 class Undated(LedgerHistory):
     """The ledger's history as Prometheus's aggregates bound it (`PrometheusHistory.bounds`):
     no card hour says when its least free fell, nor a group present at every moment whose bytes
-    moved when its extremes fell."""
+    moved when its extremes fell; of the cards asked for only."""
 
-    def bounds(self, host: str, start: datetime, end: datetime) -> Rollups:
+    def bounds(
+        self, host: str, start: datetime, end: datetime, cards: Sequence[int] | None = None
+    ) -> Rollups:
         found = self.rollups(host, start, end)
         moments = {(c.hour, c.card): c.samples for c in found.cards}
+        kept = range(64) if cards is None else cards
         return Rollups(
-            cards=tuple(dc_replace(c, min_free_at=None, dated=False) for c in found.cards),
+            cards=tuple(
+                dc_replace(c, min_free_at=None, dated=False) for c in found.cards if c.card in kept
+            ),
             commands=tuple(
                 dc_replace(g, min_at=g.hour, max_at=g.hour, dated=False)
                 if g.min_bytes != g.max_bytes and g.samples == moments[(g.hour, g.card)]
                 else g
                 for g in found.commands
+                if g.card in kept
             ),
         )
 
