@@ -46,6 +46,8 @@ class _Explanation:
 
     def refused_with(self, warnings: Sequence[Said]) -> None:
         """Keep, of a refusing card's warnings, those every refusing card gave."""
+        if self.refusing is not None and not self.refusing:
+            return  # none left to keep (a crowded fleet's usual case)
         if self.refusing is None:
             self.refusing = list(warnings)
         else:
@@ -76,7 +78,7 @@ class ExplainClasses:
     named: frozenset[str]
     verdicts: dict[str, _Class] = field(default_factory=dict)
     # Each card state's key (`_CardGroups`), worked out once for every class.
-    state_keys: dict[int, Hashable] = field(default_factory=dict)
+    state_keys: _StateKeys = field(default_factory=lambda: _StateKeys())
     # Every card's model with all the placements there placed, where the verifier has them
     # (`verified_verdicts`): a stand-in meets each card as that model says.
     placed_models: Mapping[CardKey, CardModel] | None = None
@@ -312,7 +314,7 @@ def _explained(
     placements: Sequence[Placement],
     state_cache: CardStates | None,
     *,
-    keys: dict[int, Hashable] | None = None,
+    keys: _StateKeys | None = None,
     placed_models: Mapping[CardKey, CardModel] | None = None,
 ) -> tuple[Verdict, _Explanation]:
     """`_explain` of the seat, its reasons left as gathered (the verdict holds none)."""
@@ -326,7 +328,7 @@ def _explain(
     placements: Sequence[Placement],
     state_cache: CardStates | None,
     *,
-    keys: dict[int, Hashable] | None = None,
+    keys: _StateKeys | None = None,
     placed_models: Mapping[CardKey, CardModel] | None = None,
 ) -> Verdict:
     """The explanation of one seat on every card of every host it may use.
@@ -345,7 +347,7 @@ def _gathered(
     placements: Sequence[Placement],
     state_cache: CardStates | None,
     *,
-    keys: dict[int, Hashable] | None = None,
+    keys: _StateKeys | None = None,
     placed_models: Mapping[CardKey, CardModel] | None = None,
 ) -> _Explanation:
     """What `_explain` gathers of the seat, host by host (see there)."""
@@ -408,30 +410,31 @@ def _explain_host(
     passing: list[int] = []
     cards = [c.index for c in snapshot.cards if pinned is None or c.index in pinned]
     found = _judged_cards(problem, one_card, host, cards, here, state_cache, groups)
-    for index in cards:
-        verdict = found[index]
-        out.need = max(out.need, verdict.need_bytes or 0)
-        if verdict.passed:
-            out.warnings.extend(verdict.warnings)
+    for card in found:
+        judged = card.judged
+        if judged.need_bytes > out.need:
+            out.need = judged.need_bytes
+        if judged.passed:
+            index = card.index
+            out.warnings.extend(judged.warnings)
             blocked = _blocked_by(problem, Placement(seat, host, (index,)), here)
             if blocked is None:
                 passing.append(index)
             else:
                 out.reasons.append(blocked)
             continue
-        out.refused_with(verdict.warnings)
+        out.refused_with(judged.warnings)
         # Its reasons as judged (the card's own host and index put in when written out): the
         # rules and bytes read here are the same.
-        source = verdict.source
-        out.reasons.append(verdict)
-        shorts = [r.short_bytes for r in source if r.short_bytes is not None]
-        texts = verdict.nearest
-        if fleet:
-            texts = tuple(_on_host(text, host) for text in texts)
-        out.nearest.extend((min(shorts, default=1 << 62), text) for text in texts)
-        only = source[0] if len(source) == 1 else None
-        if only is not None and only.rule == "room" and only.room_bytes is not None:
-            out.fragment_room[host] += max(0, only.room_bytes)
+        out.reasons.append(card)
+        texts = judged.nearest
+        if texts:
+            if fleet:
+                texts = tuple(_on_host(text, host) for text in texts)
+            short = judged.short
+            out.nearest.extend((short, text) for text in texts)
+        if judged.room is not None:
+            out.fragment_room[host] += judged.room
     return passing
 
 
@@ -443,35 +446,43 @@ def _judged_cards(
     here: Sequence[Placement],
     state_cache: CardStates | None,
     groups: _CardGroups | None,
-) -> dict[int, _Card]:
-    """The one-card `seat` judged on each of `cards` of `host`, beside the placements `here`.
+) -> list[_Card]:
+    """The one-card `seat` judged on each of `cards` of `host`, beside the placements `here`
+    (in the order of `cards`).
 
     Cards of a state judged already for this class take that judgement (each key names its
     card's index, so no card of this host is another's group); the rest are judged together.
     """
-    found: dict[int, _Card] = {}
+    found: list[_Card | None] = [None] * len(cards)
+    judging: list[int] = []
     if groups is not None and state_cache is not None:
-        for index in cards:
+        for i, index in enumerate(cards):
             shared = groups.get(state_cache, host, index)
-            if shared is not None:
-                found[index] = shared
-    judging = [index for index in cards if index not in found]
-    placed = groups.placed_models if groups is not None else None
-    judged = judge_each(
-        [problem.card_catalogue(host, index) for index in judging],
-        problem.snapshot(host),
-        seat,
-        judging,
-        # The verifier's models have the placements placed already.
-        others=here if placed is None else (),
-        state_cache=state_cache,
-        models=problem.models if placed is None else placed,
-    )
-    for index, verdict in zip(judging, judged, strict=True):
-        found[index] = _Card.of(verdict)
-        if groups is not None and state_cache is not None:
-            groups.put(state_cache, host, index, verdict)
-    return found
+            if shared is None:
+                judging.append(i)
+            else:
+                found[i] = shared
+    else:
+        judging = list(range(len(cards)))
+    if judging:
+        placed = groups.placed_models if groups is not None else None
+        indices = [cards[i] for i in judging]
+        judged = judge_each(
+            [problem.card_catalogue(host, index) for index in indices],
+            problem.snapshot(host),
+            seat,
+            indices,
+            # The verifier's models have the placements placed already.
+            others=here if placed is None else (),
+            state_cache=state_cache,
+            models=problem.models if placed is None else placed,
+        )
+        for i, index, verdict in zip(judging, indices, judged, strict=True):
+            one = _Judged(verdict)
+            found[i] = _Card(one, index=index)
+            if groups is not None and state_cache is not None:
+                groups.put(state_cache, host, index, one)
+    return found  # type: ignore[return-value]
 
 
 @lru_cache(maxsize=65536)
@@ -484,45 +495,63 @@ def _on_host(said: Said, host: str) -> Said:
     return re.sub(r"card (\d+)", rf"card {host}:\1", said)
 
 
-class _Card:
-    """What explaining reads of one card's judgement (`_explain_host`).
-
-    `source`: the judgement's reasons as judged; where the judgement is another card's of the
-    same state (`_CardGroups`), `host` and `index` are this card's, and `reasons` are the
-    source's said of it (`_moved`), worked out when first read.
-    """
+class _Judged:
+    """What explaining reads of one card's judgement, said of one card index (`_CardGroups`
+    shares it between the cards of one state): the reasons as judged (`source`), the nearest
+    changes and warnings said of the index, the fewest bytes short (the nearest changes' order),
+    and the room of a card refused for room alone (fragmentation), else None."""
 
     __slots__ = (
-        "_reasons",
+        "cards",
         "host",
-        "index",
         "nearest",
         "need_bytes",
         "passed",
+        "room",
+        "short",
         "source",
+        "verdict",
         "warnings",
     )
 
-    def __init__(
-        self,
-        passed: bool,
-        need_bytes: int | None,
-        source: tuple[Reason, ...],
-        nearest: tuple[Said, ...],
-        warnings: tuple[Said, ...],
-        host: str | None = None,
-        index: int = 0,
-    ) -> None:
-        self.passed, self.need_bytes, self.source = passed, need_bytes, source
-        self.nearest, self.warnings = nearest, warnings
-        self.host, self.index = host, index
-        self._reasons: tuple[Reason, ...] | None = None if host is not None else source
-
-    @classmethod
-    def of(cls, verdict: Verdict) -> _Card:
-        return cls(
-            verdict.passed, verdict.need_bytes, verdict.reasons, verdict.nearest, verdict.warnings
+    def __init__(self, verdict: Verdict) -> None:
+        source = verdict.reasons
+        self.passed, self.need_bytes, self.source = verdict.passed, verdict.need_bytes or 0, source
+        self.nearest, self.warnings = verdict.nearest, verdict.warnings
+        self.host, self.cards = verdict.host, verdict.cards
+        shorts = [r.short_bytes for r in source if r.short_bytes is not None]
+        self.short = min(shorts) if shorts else 1 << 62
+        only = source[0] if len(source) == 1 else None
+        self.room = (
+            max(0, only.room_bytes)
+            if only is not None and only.rule == "room" and only.room_bytes is not None
+            else None
         )
+        self.verdict = verdict
+
+    def on_card(self, index: int) -> _Judged:
+        """The same judgement said of card `index` (its texts renumbered)."""
+        twin = object.__new__(_Judged)
+        for name in _Judged.__slots__:
+            setattr(twin, name, getattr(self, name))
+        twin.nearest = tuple(_renumbered(t, index) for t in self.nearest)
+        twin.warnings = tuple(_renumbered(t, index) for t in self.warnings)
+        return twin
+
+
+class _Card:
+    """One card's judgement in an explanation (`_explain_host`): `judged`, on card `index`.
+
+    `source`: the judgement's reasons as judged; where the judgement is another card's of the
+    same state (`_CardGroups`), `host` is this card's, and `reasons` are the source's said of
+    this host and card (`_moved`), worked out when first read; `host` None: its own.
+    """
+
+    __slots__ = ("_reasons", "host", "index", "judged", "source")
+
+    def __init__(self, judged: _Judged, host: str | None = None, index: int = 0) -> None:
+        self.judged, self.source, self.host, self.index = judged, judged.source, host, index
+        self._reasons: tuple[Reason, ...] | None = None if host is not None else judged.source
 
     @property
     def reasons(self) -> tuple[Reason, ...]:
@@ -542,6 +571,16 @@ class _Card:
         )
 
 
+@dataclass
+class _StateKeys:
+    """Each card state's key (`_state_key`), by the state's id and by its card: worked out once
+    for every class explained beside one placement (the stand-in meets each card alike)."""
+
+    by_state: dict[int, int] = field(default_factory=dict)
+    by_card: dict[tuple[str, int], int] = field(default_factory=dict)
+    numbers: dict[Hashable, int] = field(default_factory=dict)  # each key's number
+
+
 class _CardGroups:
     """One stand-in seat's judgements, shared by the cards whose states match.
 
@@ -552,56 +591,62 @@ class _CardGroups:
     there are any (part of the key), and the host only in the reasons' `host` fields, which are
     set anew. On a card of another index it is reused only where the index appears nowhere but
     in the reasons' and figures' `card` fields and as "card N" in its texts, all set anew.
-    `keys`: each state's key, by state, shared by every class explained beside one placement.
+    `keys`: each state's key, shared by every class explained beside one placement.
     """
 
     def __init__(
-        self, keys: dict[int, Hashable], placed_models: Mapping[CardKey, CardModel] | None = None
+        self, keys: _StateKeys, placed_models: Mapping[CardKey, CardModel] | None = None
     ) -> None:
         self.placed_models = placed_models
-        self._judged: dict[tuple[Hashable, int], Verdict | None] = {}  # by (key, index)
-        self._moved: dict[Hashable, Verdict] = {}  # by key: one that may move to another index
+        self._judged: dict[tuple[int, int], _Judged | None] = {}  # by (key, index)
+        self._moved: dict[int, _Judged] = {}  # by key: one that may move to another index
+        # What a card of (key, index) reads, once found: said of that index.
+        self._found: dict[tuple[int, int], _Judged] = {}
         self._keys = keys
 
     def get(self, states: CardStates, host: str, index: int) -> _Card | None:
         key = self._key(states, host, index)
         if key is None:
             return None
-        found = self._judged.get((key, index))
-        if found is None:
-            found = self._moved.get(key)
-        if found is None:
-            return None
-        if found.host == host and found.cards == (index,):
-            return _Card.of(found)
-        moving = found.cards != (index,)
-        return _Card(
-            found.passed,
-            found.need_bytes,
-            found.reasons,
-            tuple(_renumbered(t, index) for t in found.nearest) if moving else found.nearest,
-            tuple(_renumbered(t, index) for t in found.warnings) if moving else found.warnings,
-            host,
-            index,
-        )
+        judged = self._found.get((key, index))
+        if judged is None:
+            found = self._judged.get((key, index))
+            if found is None:
+                found = self._moved.get(key)
+            if found is None:
+                return None
+            judged = found if found.cards == (index,) else found.on_card(index)
+            self._found[(key, index)] = judged
+        if judged.host == host and judged.cards == (index,):
+            return _Card(judged, index=index)  # the card judged itself: its own reasons
+        return _Card(judged, host, index)
 
-    def put(self, states: CardStates, host: str, index: int, verdict: Verdict) -> None:
+    def put(self, states: CardStates, host: str, index: int, judged: _Judged) -> None:
         key = self._key(states, host, index)
         if key is None or (key, index) in self._judged:
             return
         state = states[(host, index, "plan")]
+        verdict = judged.verdict
         poolable = _poolable(verdict, state)
-        self._judged[(key, index)] = verdict if poolable else None
+        self._judged[(key, index)] = judged if poolable else None
         if poolable and key not in self._moved and _movable(verdict, index):
-            self._moved[key] = verdict
+            self._moved[key] = judged
 
-    def _key(self, states: CardStates, host: str, index: int) -> Hashable | None:
+    def _key(self, states: CardStates, host: str, index: int) -> int | None:
+        keys = self._keys
+        key = keys.by_card.get((host, index))
+        if key is not None:
+            return key
         state = states.get((host, index, "plan"))
         if state is None:
             return None
-        key = self._keys.get(id(state))
+        key = keys.by_state.get(id(state))
         if key is None:
-            key = self._keys[id(state)] = _state_key(state)
+            # Each key is a long tuple: named by a small number, hashed once.
+            key = keys.by_state[id(state)] = keys.numbers.setdefault(
+                _state_key(state), len(keys.numbers)
+            )
+        keys.by_card[(host, index)] = key
         return key
 
 
