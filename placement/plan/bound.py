@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 
@@ -66,40 +66,84 @@ class LevelBound:
 
 
 def level_bounds(problem: Problem, placed: Iterable[str]) -> list[LevelBound]:
-    """Per priority level, highest first: the relaxation's most seats, beside `placed`'s count.
+    """Per priority level, highest first: the relaxation's most seats, beside `placed`'s count
+    (`each_level_bound`)."""
+    return list(each_level_bound(problem, placed))
+
+
+def each_level_bound(problem: Problem, placed: Iterable[str]) -> Iterator[LevelBound]:
+    """Per priority level, highest first: the relaxation's most seats, beside `placed`'s count;
+    a level is worked out when it is reached.
 
     Strict priority: a placement places at least `placed`'s count at each higher level, so
     the relaxation of level L carries that many seats of each level above it (the cheapest
-    at every size threshold).
+    at every size threshold). A level's bound depends on those counts alone: it is worked out
+    once per problem and counts above (`_Cards.bounds`).
     """
     done = set(placed)
-    own = _most_own(problem)
-    ok = [slot for slot in problem.cards if slot.ok]
-    # Per card (the readable ones, in order): its room and what gates leave, in bytes.
-    open_bytes = np.fromiter((slot.open_bytes for slot in ok), np.int64, len(ok))
-    rooms = np.maximum(open_bytes, 0) // UNIT_BYTES
-    slack = _gate_slacks(problem)
-    widest_gate = max((e for e in slack.values() if e <= 0), default=None)
-    gate_free = (
-        np.fromiter((slot.gate_free_bytes() for slot in ok), np.int64, len(ok))
-        if widest_gate is not None
-        else None
-    )
-    levels: dict[int, list[NewSeat]] = defaultdict(list)
-    for new in problem.seats:
-        levels[new.seat.priority].append(new)
+    cards = _Cards.of(problem)
     above: list[tuple[_Pieces, int]] = []  # each higher level's pieces and its count
-    out: list[LevelBound] = []
-    for priority in sorted(levels, reverse=True):
-        members = levels[priority]
-        pieces = _Pieces(
-            [
-                (_size(new, own), new.seat.card_count, slack.get(new.name, 1) <= 0)
-                for new in members
-                if has_eligible_host(problem, new)
-            ]
-        )
+    for priority, members, pieces in cards.levels:
         count = sum(1 for new in members if new.name in done)
+        key = (priority, tuple(n for _, n in above))
+        most = cards.bounds.get(key)
+        if most is None:
+            most = cards.bounds[key] = cards.most(pieces, above)
+        yield LevelBound(priority, len(members), most, count)
+        above.append((pieces, count))
+
+
+@dataclass
+class _Cards:
+    """What the bound reads of a problem, worked out once (`Problem.memo`): the readable cards'
+    rooms in units, the gate's figures, each level's seats and pieces, and the bounds found."""
+
+    rooms: Ints
+    gate_free: Ints | None
+    widest_gate: int | None
+    levels: list[tuple[int, list[NewSeat], _Pieces]]
+    bounds: dict[tuple[int, tuple[int, ...]], int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, problem: Problem) -> _Cards:
+        found = problem.memo.get("level_bounds")
+        if isinstance(found, _Cards):
+            return found
+        own = _most_own(problem)
+        ok = [slot for slot in problem.cards if slot.ok]
+        # Per card (the readable ones, in order): its room and what gates leave, in bytes.
+        open_bytes = np.fromiter((slot.open_bytes for slot in ok), np.int64, len(ok))
+        slack = _gate_slacks(problem)
+        widest_gate = max((e for e in slack.values() if e <= 0), default=None)
+        gate_free = (
+            np.fromiter((slot.gate_free_bytes() for slot in ok), np.int64, len(ok))
+            if widest_gate is not None
+            else None
+        )
+        levels: dict[int, list[NewSeat]] = defaultdict(list)
+        for new in problem.seats:
+            levels[new.seat.priority].append(new)
+        pieces = [
+            (
+                priority,
+                levels[priority],
+                _Pieces(
+                    [
+                        (_size(new, own), new.seat.card_count, slack.get(new.name, 1) <= 0)
+                        for new in levels[priority]
+                        if has_eligible_host(problem, new)
+                    ]
+                ),
+            )
+            for priority in sorted(levels, reverse=True)
+        ]
+        cards = cls(np.maximum(open_bytes, 0) // UNIT_BYTES, gate_free, widest_gate, pieces)
+        problem.memo["level_bounds"] = cards
+        return cards
+
+    def most(self, pieces: _Pieces, above: Sequence[tuple[_Pieces, int]]) -> int:
+        """The most of a level's `pieces` beside `above`'s counts of each higher level."""
+        rooms, gate_free, widest_gate = self.rooms, self.gate_free, self.widest_gate
         # Pieces per size (a seat once per card) of this level and those above.
         counts: Counter[int] = Counter()
         for size, cards, _ in (*(p for level, _ in above for p in level.pieces), *pieces.pieces):
@@ -116,13 +160,10 @@ def level_bounds(problem: Problem, placed: Iterable[str]) -> list[LevelBound]:
             )
             room_at = cut.room_at(thresholds, sum(counts[size] for size in rare))
             if any(carried[t] > room_at[t] for t in thresholds):
-                most = 0  # cannot happen for a placement that exists; said as no room
-                break
+                return 0  # cannot happen for a placement that exists; said as no room
             room = {t: room_at[t] - carried[t] for t in thresholds}
             most = min(most, _most(pieces, thresholds, room, cut.gate(), carried_gated))
-        out.append(LevelBound(priority, len(members), most, count))
-        above.append((pieces, count))
-    return out
+        return most
 
 
 # Rare sizes are those off a grid of this many units (whole GiB is 16): each grid is one try.

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from placement.plan.bound import level_bounds
+from placement.plan.bound import each_level_bound
 from placement.plan.greedy import (
     BestFitLevel,
     BestFitPacking,
@@ -122,7 +122,7 @@ def _count(packing: BestFitPacking, level: Sequence[NewSeat]) -> int:
 
 def _level_bound(problem: Problem, committed: BestFitPacking, priority: int) -> int:
     """The most seats of level `priority` any placement keeping C's counts could place."""
-    for level in level_bounds(problem, committed.placed):
+    for level in each_level_bound(problem, committed.placed):
         if level.priority == priority:
             return level.bound
     return 0

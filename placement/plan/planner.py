@@ -172,7 +172,8 @@ def plan(
     them is `unknown` (placement.plan.unusable).
     `window`: `plan --window` (placement.plan.window): the solver places on each card's
     window room, and a placement the replay refuses is not kept (the seat's next is tried).
-    `timings` in the result: build, solve, verify, explain (seconds).
+    `timings` in the result (seconds): problem, eligible, greedy, search (crowded fleets), build
+    and solve (the integer program), verify, explain, bound, cards.
     """
     timings: dict[str, float] = {}
     started = time.perf_counter()
@@ -249,18 +250,21 @@ def plan(
         from placement.plan.unusable import with_unknowns
 
         verdicts = with_unknowns(catalogue, [n.seat for n in every], verdicts, unusable)
+    cards_started = time.perf_counter()
+    cards = tuple(
+        moved_rows
+        or card_rows(
+            catalogue,
+            problem.snapshots,
+            placements,
+            card_views=problem.card_catalogues,
+            models=problem.models,
+        )
+    )
+    timings["cards"] = time.perf_counter() - cards_started
     return PlanResult(
         verdicts=tuple(verdicts),
-        cards=tuple(
-            moved_rows
-            or card_rows(
-                catalogue,
-                problem.snapshots,
-                placements,
-                card_views=problem.card_catalogues,
-                models=problem.models,
-            )
-        ),
+        cards=cards,
         solver=solver,
         status=found.status,
         gap=gap,
@@ -309,8 +313,10 @@ def _assign(
 ) -> _Found:
     """Greedy first; the integer program unless greedy provably places every placeable seat."""
     weights = priority_weights(problem.seats)
+    eligible_started = time.perf_counter()
     # No placement places a seat that has no eligible card: the primary objective's bound.
     bound = score((n.name for n in problem.seats if has_eligible_host(problem, n)), weights)
+    timings["eligible"] = time.perf_counter() - eligible_started
     # The model may stop at its time limit: start it from the greedy placement (cheap
     # arithmetic), and keep whichever places more.
     greedy_started = time.perf_counter()
@@ -334,7 +340,9 @@ def _assign(
     if pairs_exceed(problem, SOLVER_MAX_PAIRS):
         # Too large for the integer program to improve on within seconds (bench/bench_crowded.py):
         # the most seats best fit packs per level, its gap to the level bounds reported.
+        search_started = time.perf_counter()
         assignment, named = _most_greedy(problem, greedy, weights)
+        timings["search"] = time.perf_counter() - search_started
         warnings.append(
             f"more than {SOLVER_MAX_PAIRS:,} eligible seat-card pairs: the integer program is not "
             f"run; the placement is {named}, its gap to the upper bound per priority shown"

@@ -91,6 +91,11 @@ class Problem:
         return self.host_views or host_views(self.catalogue)
 
     @cached_property
+    def memo(self) -> dict[str, Any]:
+        """What a planner works out once per problem and reads again, under its own key."""
+        return {}
+
+    @cached_property
     def models(self) -> dict[CardKey, CardModel]:
         """Every card's model by (host, index): what the verifier judges on."""
         if isinstance(self.need, PairTable) and self.need.hosts is self.hosts:
