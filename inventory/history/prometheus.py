@@ -42,6 +42,7 @@ from inventory.prometheus.hours import (
     HostHours,
     SeriesHours,
     host_hours,
+    hour_start,
     recorded_hours,
     recorded_offset,
 )
@@ -183,7 +184,9 @@ class PrometheusHistory:
         self, host: str, start_s: int, end_s: int, cards: Sequence[int] | None = None
     ) -> dict[str, Matrix]:
         """The samples of each of MOMENT_METRICS of `host` scraped in [start_s, end_s), by metric
-        (its host's queries found once); with `cards`, the card series of those cards only."""
+        (its host's queries found once); with `cards`, the card series of those cards only. Two
+        queries, each of several metrics (`__name__=~`): the series read at each scrape exactly,
+        and the card figures."""
         q = self._host_queries(host, start_s, end_s)
         if q is None:
             return {}
@@ -191,16 +194,23 @@ class PrometheusHistory:
         # A card's figures from up to Prometheus's lookback before the window too: an instant
         # query at its first moment would find them there.
         wider = f"[{(end_s - start_s + LOOKBACK_S) * 1000 - 1}ms]"
-        only = "" if cards is None else f'gpu=~"{"|".join(str(c) for c in sorted(set(cards)))}"'
-        exprs = [
-            f"{q.sel(metric, '' if metric == m.SNAPSHOT_TIMESTAMP else only)}"
-            f"{q.rng if metric in _EXACT else wider}"
-            for metric in MOMENT_METRICS
-        ]
+        exact = _names(x for x in MOMENT_METRICS if x in _EXACT)
+        figures = _names(x for x in MOMENT_METRICS if x not in _EXACT)
+        if cards is not None:
+            gpus = "|".join(str(c) for c in sorted(set(cards)))
+            # The snapshot time has no card: its empty gpu label matches the trailing `|`.
+            exact += f',gpu=~"{gpus}|"'
+            figures += f',gpu=~"{gpus}"'
+        exprs = [f"{q.sel('', exact)}{q.rng}", f"{q.sel('', figures)}{wider}"]
         if self._pool is None:  # one pool for every read: a window may read many runs of hours
-            self._pool = ThreadPoolExecutor(max_workers=len(MOMENT_METRICS))
-        answers = list(self._pool.map(lambda expr: self.client.raw(expr, q.at), exprs))
-        return dict(zip(MOMENT_METRICS, answers, strict=True))
+            self._pool = ThreadPoolExecutor(max_workers=len(exprs))
+        out: dict[str, Matrix] = {metric: [] for metric in MOMENT_METRICS}
+        for answer in self._pool.map(lambda expr: self.client.raw(expr, q.at), exprs):
+            for labels, points in answer:
+                found = out.get(labels.get("__name__", ""))
+                if found is not None:
+                    found.append((labels, points))
+        return out
 
     def rollups(self, host: str, start: datetime, end: datetime) -> Rollups:
         """`host`'s hourly rollups of [start, end): `hourly` of its moments, answered from
@@ -229,7 +239,9 @@ class PrometheusHistory:
         start_s, end_s = _s(start), _s(end)
         if end_s <= start_s:
             return HourBounds((), (), ())
-        found = host_hours(self.client, host, start_s, end_s, self.host_label, cards)
+        first, end_hour = hour_start(start_s) - HOUR_S, hour_start(end_s - 1) + HOUR_S
+        q = self._host_queries(host, first, end_hour)
+        found = host_hours(self.client, host, start_s, end_s, self.host_label, cards, q)
         if found is None:
             return HourBounds((), (), ())
         return decide_hours(found, start_s, end_s, undated=undated)
@@ -437,6 +449,11 @@ class _Samples:
             if i >= 0 and scraped_ms - times[i] < _LOOKBACK_MS:
                 out.append((labels, values[i], times[i]))
         return out
+
+
+def _names(metrics: Iterable[str]) -> str:
+    """A matcher of the series of any of `metrics`."""
+    return f'__name__=~"{"|".join(metrics)}"'
 
 
 def _first_scrapes(stamps: _Samples) -> Iterator[tuple[int, int]]:

@@ -12,9 +12,13 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from inventory.prometheus import metrics as m
 from inventory.prometheus.range import PromClient, host_queries
+
+if TYPE_CHECKING:
+    from inventory.prometheus.range import _Queries
 
 HOUR_S = 3600
 _RANGE = f"[{HOUR_S * 1000 - 1}ms]"
@@ -116,13 +120,14 @@ def host_hours(
     end_s: int,
     host_label: str | None = None,
     cards: Sequence[int] | None = None,
+    queries: _Queries | None = None,
 ) -> HostHours | None:
     """`host`'s series per clock hour touching [start_s, end_s), and the hour before (whose cards
     an instant read at the first moment may still see); None when it has no gpuplan series. With
-    `cards`, the card series of those cards only."""
+    `cards`, the card series of those cards only; with `queries`, the host's as already found."""
     first = hour_start(start_s) - HOUR_S
     end = hour_start(end_s - 1) + HOUR_S
-    q = host_queries(client, host, first, end, host_label)
+    q = queries or host_queries(client, host, first, end, host_label)
     if q is None:
         return None
     only = "" if cards is None else f'gpu=~"{"|".join(str(c) for c in sorted(set(cards)))}"'

@@ -4,6 +4,7 @@ Prometheus's answers (a stub opener here; tests/e2e/test_fleet_report.py asks a 
 from __future__ import annotations
 
 import json
+import re
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import replace
@@ -184,10 +185,13 @@ class Stub:
         self.asked.append(promql)
         if "start" in query:
             return answer("matrix", self.hourly(promql, query))
-        if not promql.startswith("gpuplan_"):
+        if not promql.startswith(("gpuplan_", "{")):
             return answer("vector", self.instant(promql))
-        # A range selector asked at the window's last millisecond: every sample in the window.
+        # A range selector asked at the window's last millisecond: every sample in the window,
+        # of one metric or of those its `__name__=~` names, of the cards its `gpu=~` names.
         metric, rest = promql.split("{", 1)
+        names = re.search(r'__name__=~"([^"]*)"', rest)
+        gpus = re.search(r'gpu=~"([^"]*)"', rest)
         width_ms = int(rest.rsplit("[", 1)[1].removesuffix("ms]"))
         end = float(query["time"][0])
         result = [
@@ -195,7 +199,9 @@ class Stub:
                 "metric": labels,
                 "values": [[t, repr(v)] for t, v in points if end - width_ms / 1000 < t <= end],
             }
-            for labels, points in self.series(metric)
+            for one in (names.group(1).split("|") if names else [metric])
+            for labels, points in self.series(one)
+            if gpus is None or re.fullmatch(gpus.group(1), labels.get("gpu", ""))
         ]
         return answer("matrix", [r for r in result if r["values"]])
 
@@ -251,8 +257,9 @@ def test_prometheus_yields_the_same_moments_less_the_command_lines() -> None:
         replace(expected_moment(minute, cmdlines=False), arrived_at=at(minute))
         for minute in range(4)
     ]
-    # The host's span (6 instant queries), then one read of each series' samples.
-    assert len(stub.asked) == 6 + 7
+    # The host's span (6 instant queries), then two reads of the series' samples: those read
+    # at each scrape exactly, and the cards' figures.
+    assert len(stub.asked) == 6 + 2
     assert all("query_range" not in q for q in stub.asked)
     assert list(history.moments("nobody", T0, at(4))) == []
 
