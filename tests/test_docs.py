@@ -120,6 +120,7 @@ def test_sh_blocks_parse_with_the_real_parser_and_name_real_make_targets() -> No
     assert docs.parse_problems() == []
 
 
+@pytest.mark.slow
 def test_links_headings_and_repository_paths_exist() -> None:
     assert docs.link_problems() == []
 

@@ -69,6 +69,7 @@ def test_it_answers_metrics_and_nothing_else(exporter: Exporter) -> None:
     assert _get(exporter.server_port, "/metrics", "HEAD") == (200, b"")
 
 
+@pytest.mark.slow
 def test_a_half_sent_request_is_dropped_after_the_read_timeout(exporter: Exporter) -> None:
     with socket.create_connection(("127.0.0.1", exporter.server_port), timeout=5) as sock:
         sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: slow\r\n")  # the blank line never comes

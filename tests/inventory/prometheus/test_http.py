@@ -11,6 +11,7 @@ and stops on its own within seconds.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import socket
 import threading
@@ -68,6 +69,9 @@ class RawServer:
 
     def close(self) -> None:
         self.stop.set()
+        # Shutting the listener down wakes a waiting accept now, not at its 0.2 s timeout.
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
         self.thread.join(timeout=2)
         self.sock.close()
 

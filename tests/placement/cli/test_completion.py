@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
 import subprocess
@@ -21,15 +23,11 @@ CATALOGUE = str(ROOT / "seats/catalogue/fv-ml1.yaml")
 def bash_script(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The generated bash script, and a `gpuplan` on PATH beside it that runs this tree."""
     where = tmp_path_factory.mktemp("completion")
-    done = subprocess.run(
-        [sys.executable, "-m", "placement", "completion", "bash"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    script = io.StringIO()
+    with contextlib.redirect_stdout(script):
+        assert main(["completion", "bash"]) == 0
     path = where / "gpuplan.bash"
-    path.write_text(done.stdout)
+    path.write_text(script.getvalue())
     program = where / "bin" / "gpuplan"
     program.parent.mkdir()
     program.write_text(f'#!/bin/sh\nexec {sys.executable} -m placement "$@"\n')

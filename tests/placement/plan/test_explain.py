@@ -105,6 +105,7 @@ def test_a_refusal_keeps_no_util_chosen_for_a_card_that_refused_the_seat() -> No
     assert not any("is the largest that passes" in w for w in verdict.warnings), verdict.warnings
 
 
+@pytest.mark.slow
 def test_a_class_refusal_is_summarised_without_writing_its_reasons_out() -> None:
     """A refusal shared by a class keeps its reasons unwritten until read: its summary, read off
     the cards' judgements, is the one its written reasons give, and reading them gives the

@@ -178,6 +178,7 @@ services:
 """
 
 
+@pytest.mark.slow
 def test_a_compose_deploy_is_judged_over_the_window_too(
     capsys: pytest.CaptureFixture[str], seed: tuple[Path, Path], tmp_path: Path
 ) -> None:

@@ -121,6 +121,7 @@ def _window(catalogue: Path, ledger: Path, capsys: pytest.CaptureFixture[str]) -
 KEYS = ("card", "room_now_bytes", "window_room_bytes", "min_room_at", "forecast")
 
 
+@pytest.mark.slow
 def test_a_fleet_on_its_rollups_shows_the_replays_figures_where_seats_are_warm(
     fleet: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
