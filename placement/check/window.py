@@ -10,17 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
-from decimal import Decimal
+from datetime import datetime
 from typing import Any, Protocol
 
 from placement.check.seat import CheckResult
-from placement.fit.week import NewSeat, SeatWindow, WindowRules
+from placement.fit.week import SeatWindow
 from placement.fit.week.prune import replay_history
+from placement.fit.week.windowed import WindowOptions, combined, judged_seat
 from seats.model import Catalogue
-
-# The most a window may reach back (DESIGN.md "The week").
-MAX_WINDOW = timedelta(days=31)
 
 
 class History(Protocol):
@@ -31,52 +28,11 @@ class History(Protocol):
 
 
 @dataclass(frozen=True)
-class WindowOptions:
-    """The `--window` family of flags, as read."""
-
-    length: timedelta
-    percentile: Decimal = Decimal(100)
-    min_history: timedelta = timedelta(hours=24)
-    min_coverage: Decimal = Decimal("0.9")
-    horizon_days: Decimal | None = None
-    restart_safe: bool = False
-    rebase: bool = True
-
-
-@dataclass(frozen=True)
 class WindowedResult:
     """One check's result with its verdict judged over the window, and the window's figures."""
 
     result: CheckResult
     window: SeatWindow
-
-
-def new_seat(result: CheckResult) -> NewSeat:
-    """The seat as the end's check judged it: its need, its gate request per card."""
-    verdict = result.verdict
-    return NewSeat(
-        name=verdict.seat,
-        cards=tuple(verdict.cards),
-        need_bytes=verdict.need_bytes or 0,
-        requested_bytes={f.card: f.requested_bytes for f in verdict.figures if f.requested_bytes},
-        resident_bytes=result.seat.resident_bytes,
-        exclusive=result.seat.exclusive,
-    )
-
-
-def window_rules(options: WindowOptions, result: CheckResult) -> WindowRules:
-    """The window that ends at the snapshot the check judged on."""
-    end = result.snapshot.taken_at
-    return WindowRules(
-        start=end - options.length,
-        end=end,
-        percentile=options.percentile,
-        min_history_s=int(options.min_history.total_seconds()),
-        min_coverage=options.min_coverage,
-        horizon_days=options.horizon_days,
-        restart_safe=options.restart_safe,
-        rebase=options.rebase,
-    )
 
 
 def judge_window(
@@ -95,29 +51,18 @@ def judge_window(
         judged = [r for r in mine if r.verdict.cards and r.verdict.need_bytes is not None]
         if not judged:
             continue
-        rules = window_rules(options, judged[0])
-        seats = [new_seat(r) for r in judged]
+        rules = options.rules(judged[0].snapshot.taken_at)
+        seats = [judged_seat(r.seat, r.verdict) for r in judged]
         # The rollups first, raw moments only for the hours they cannot decide (a history
         # without rollups: every moment of [start, end]).
         replayed = replay_history(catalogue, judged[0].snapshot, history, seats, rules)
         for result, seat_window in zip(judged, replayed, strict=True):
             windows[id(result)] = seat_window
     return [
-        WindowedResult(combined(result, windows[id(result)]), windows[id(result)])
+        WindowedResult(
+            replace(result, verdict=combined(result.verdict, windows[id(result)])),
+            windows[id(result)],
+        )
         for result in results
         if id(result) in windows
     ]
-
-
-def combined(result: CheckResult, window: SeatWindow) -> CheckResult:
-    """The end's verdict with the window's reasons: refuse if either refuses; else unknown if
-    either is; else pass."""
-    verdict = result.verdict
-    kind = verdict.verdict
-    if kind != "refuse":
-        if window.status == "refuse":
-            kind = "refuse"
-        elif window.status == "unknown":
-            kind = "unknown"
-    reasons = (*verdict.reasons, *window.reasons)
-    return replace(result, verdict=replace(verdict, verdict=kind, reasons=reasons))

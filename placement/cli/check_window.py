@@ -17,10 +17,12 @@ from seats.errors import BadInputError
 
 if TYPE_CHECKING:
     from inventory.snapshot import Snapshot
-    from placement.check.window import WindowedResult, WindowOptions
+    from placement.check.window import WindowedResult
     from placement.cli.sources import Cards
+    from placement.fit.week.windowed import WindowOptions
     from seats.model import Catalogue
 
+# The most a window may reach back (DESIGN.md "The week").
 MAX_WINDOW = timedelta(days=31)
 # placement.cli.check's CheckOutcome (not imported: that module imports this one).
 Outcome = Any
@@ -130,7 +132,7 @@ def validate_window(args: argparse.Namespace) -> None:
 
 
 def options_of(args: argparse.Namespace) -> WindowOptions:
-    from placement.check.window import WindowOptions
+    from placement.fit.week.windowed import WindowOptions
 
     return WindowOptions(
         length=args.window,

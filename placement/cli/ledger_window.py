@@ -20,10 +20,10 @@ from placement.cli.window_text import hours_text, squeezer_text, window_line
 
 if TYPE_CHECKING:
     from inventory.snapshot import Snapshot
-    from placement.check.window import WindowOptions
     from placement.fit.week import CardWindow, SeatWindow
     from placement.fit.week.hourly import HourlyCard, HourlyWindow
     from placement.fit.week.model import WindowWarning
+    from placement.fit.week.windowed import WindowOptions
     from seats.model import Catalogue
 
 

@@ -31,20 +31,10 @@ def validate_plan_window(args: argparse.Namespace) -> None:
 def window_plan(args: argparse.Namespace) -> Iterator[WindowPlan]:
     """The window's settings and the ledger's history (rollups first), open while planning."""
     from placement.cli.window_history import window_history
-    from placement.plan.window import WindowPlan, WindowSettings
+    from placement.plan.window import WindowPlan
 
-    options = options_of(args)
-    settings = WindowSettings(
-        length=options.length,
-        percentile=options.percentile,
-        min_history_s=int(options.min_history.total_seconds()),
-        min_coverage=options.min_coverage,
-        horizon_days=options.horizon_days,
-        restart_safe=options.restart_safe,
-        rebase=options.rebase,
-    )
     with window_history(args) as history:
-        yield WindowPlan(settings, history)
+        yield WindowPlan(options_of(args), history)
 
 
 def worded(result: PlanResult, history: object = None) -> PlanResult:

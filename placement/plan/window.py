@@ -13,51 +13,19 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
-from decimal import Decimal
+from dataclasses import dataclass, field
 from typing import Any
 
 from placement.fit.verdict import Verdict
 from placement.fit.verify import Placement, verify_placement
-from placement.fit.week import (
-    CardWindow,
-    NewSeat,
-    SeatWindow,
-    WindowRules,
-    window_model,
-)
+from placement.fit.week import CardWindow, SeatWindow, WindowRules, window_model
 from placement.fit.week.prune import open_windows_history, replay_history
+from placement.fit.week.windowed import WindowOptions, combined, judged_seat
 from placement.plan.problem import NewSeat as PlanSeat
 from placement.plan.problem import Problem, build_problem
 
 # Placements tried per seat after the solver's (each one a verification and a replay).
 MAX_TRIES = 24
-
-
-@dataclass(frozen=True)
-class WindowSettings:
-    """The `--window` family as the planner takes it; each host's window ends at its snapshot."""
-
-    length: timedelta
-    percentile: Decimal = Decimal(100)
-    min_history_s: int = 86_400
-    min_coverage: Decimal = Decimal("0.9")
-    horizon_days: Decimal | None = None
-    restart_safe: bool = False
-    rebase: bool = True
-
-    def for_host(self, end: datetime) -> WindowRules:
-        return WindowRules(
-            start=end - self.length,
-            end=end,
-            percentile=self.percentile,
-            min_history_s=self.min_history_s,
-            min_coverage=self.min_coverage,
-            horizon_days=self.horizon_days,
-            restart_safe=self.restart_safe,
-            rebase=self.rebase,
-        )
 
 
 @dataclass
@@ -81,11 +49,11 @@ class WindowPlan:
     """What `plan --window` adds to `plan`: the history each host's window is read from (the
     command opens it; `inventory.history`, rollups first where it keeps them) and the settings."""
 
-    settings: WindowSettings
+    settings: WindowOptions
     history: Any  # inventory.history: moments, rollups (and moment_times where it keeps them)
 
     def rules(self, problem: Problem, host: str) -> WindowRules:
-        return self.settings.for_host(problem.snapshot(host).taken_at)
+        return self.settings.rules(problem.snapshot(host).taken_at)
 
     def card_windows(self, problem: Problem) -> dict[tuple[str, int], CardWindow]:
         """Each usable card's window for a seat nothing names (room now, at the percentile), on
@@ -192,7 +160,7 @@ class WindowPlan:
             by_host.setdefault(placement.host, []).append((placement, verdict))
         out: dict[str, SeatWindow] = {}
         for host, pairs in by_host.items():
-            seats = [_new_seat(p, v) for p, v in pairs]
+            seats = [judged_seat(p.seat, v) for p, v in pairs]
             found = replay_history(
                 problem.catalogue,
                 problem.snapshot(host),
@@ -208,18 +176,6 @@ def _refused(placements: Sequence[Placement], windows: Mapping[str, SeatWindow])
     return [
         p for p in placements if p.seat.name in windows and windows[p.seat.name].status == "refuse"
     ]
-
-
-def _new_seat(placement: Placement, verdict: Verdict) -> NewSeat:
-    """The seat as the end's verifier judged it: its need, its gate request per card."""
-    return NewSeat(
-        name=placement.seat.name,
-        cards=tuple(verdict.cards),
-        need_bytes=verdict.need_bytes or 0,
-        requested_bytes={f.card: f.requested_bytes for f in verdict.figures if f.requested_bytes},
-        resident_bytes=placement.seat.resident_bytes,
-        exclusive=placement.seat.exclusive,
-    )
 
 
 def _candidates(
@@ -249,15 +205,3 @@ def _room(window: CardWindow | None) -> int:
     if window is None or window.percentile_room_bytes is None:
         return 0
     return window.percentile_room_bytes
-
-
-def combined(verdict: Verdict, window: SeatWindow) -> Verdict:
-    """The end's verdict with the window's reasons: refuse if either refuses; else unknown if
-    either is; else pass."""
-    kind = verdict.verdict
-    if kind != "refuse":
-        if window.status == "refuse":
-            kind = "refuse"
-        elif window.status == "unknown":
-            kind = "unknown"
-    return replace(verdict, verdict=kind, reasons=(*verdict.reasons, *window.reasons))
