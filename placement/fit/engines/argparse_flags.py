@@ -21,6 +21,25 @@ from functools import cached_property
 
 from placement.fit.engines.base import FlagError
 
+
+def changed(base: str, change: str) -> str:
+    """A release's option strings written as its change from `base`: `drop WORD …` takes actions
+    out, `after WORD NEW …` puts NEW actions after WORD (`^`: first), in `base`'s order."""
+    words = base.split()
+    ops: list[list[str]] = []
+    for token in change.split():
+        if token in ("drop", "after"):
+            ops.append([token])
+        else:
+            ops[-1].append(token)
+    for _, *rest in (op for op in ops if op[0] == "drop"):
+        words = [w for w in words if w not in rest]
+    for _, at, *new in (op for op in ops if op[0] == "after"):
+        i = 0 if at == "^" else words.index(at) + 1
+        words[i:i] = new
+    return " ".join(words)
+
+
 _NEGATIVE = re.compile(r"^-\d+$|^-\d*\.\d+$")  # argparse's _negative_number_matcher
 _RELEASE = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.?post(\d+))?")
 

@@ -7,6 +7,8 @@ with the releases either side of it; an unknown one with every release.
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from placement.fit.engines.argparse_flags import release_key
@@ -159,3 +161,24 @@ def test_an_option_string_with_its_value_after_equals() -> None:
         ("--max-model-len", "--max-model-len", None, 2),
         ("--compilation-config", "--compilation-config", None, 4),
     ]
+
+
+# Every vLLM release's table, action by action in its order (the order argparse names the
+# matches of an ambiguous prefix in), as it was while each release was written out whole.
+VLLM_TABLES = {
+    "0.10.2": (177, "13f99f886ae19844"),
+    "0.11.0": (180, "1d8aa89ab663900c"),
+    "0.33.0": (321, "9d6cfa7edc9544a6"),
+    "0.34.0": (328, "a88b2f3b0abdbc19"),
+}
+
+
+def test_every_vllm_release_reads_the_table_it_had_written_out_whole() -> None:
+    tables = {
+        t.release: (
+            len(t.actions),
+            hashlib.sha256("\n".join("|".join(a) for a in t.actions).encode()).hexdigest()[:16],
+        )
+        for t in VLLM.tables
+    }
+    assert tables == VLLM_TABLES
