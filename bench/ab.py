@@ -25,6 +25,7 @@ import os
 import statistics
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,7 @@ DAILY_FLEETS = [((1_024, 8, 4_800, 200), 1.0), ((4_096, 8, 19_200, 20), 2.0)]
 
 HOLDS = """
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from bench import bench_holds
@@ -108,47 +110,33 @@ def _cpu_of(argv: list[str], tree: Path) -> float:
     )
 
 
-def _printed(code: str, tree: Path) -> tuple[float, int]:
-    """(figure, count) a snippet prints, run in `tree`."""
+def _stdout(
+    code: str, tree: Path, args: Sequence[object] = (), timeout: float | None = None
+) -> str:
+    """What a snippet prints, run in `tree` with `args` as its arguments."""
     done = subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, "-c", code, *map(str, args)],
         cwd=tree,
         env={**os.environ, "PYTHONPATH": str(tree)},
         capture_output=True,
         text=True,
         check=True,
+        timeout=timeout,
     )
-    figure, count = done.stdout.split()[-2:]
+    return done.stdout
+
+
+def _printed(code: str, tree: Path) -> tuple[float, int]:
+    """(figure, count) a snippet prints, run in `tree`."""
+    figure, count = _stdout(code, tree).split()[-2:]
     return float(figure), int(count)
 
 
-def _daily(size: tuple[int, int, int, int], tree: Path) -> list[float]:
-    """[wall s, CPU s, peak bytes, seats placed] of one plan() of a daily fleet, run in `tree`."""
-    done = subprocess.run(
-        [sys.executable, "-c", DAILY, *map(str, size)],
-        cwd=tree,
-        env={**os.environ, "PYTHONPATH": str(tree)},
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=600,
-    )
-    return [float(x) for x in json.loads(done.stdout.strip().splitlines()[-1])]
-
-
-def _crowded_run(size: tuple[int, int, int, int], tree: Path) -> list[Any]:
-    """[wall s, CPU s, peak bytes, placed, [[priority, placed, bound]…], timings] of one plan()."""
-    done = subprocess.run(
-        [sys.executable, "-c", CROWDED_FLEET, *map(str, size)],
-        cwd=tree,
-        env={**os.environ, "PYTHONPATH": str(tree)},
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=900,
-    )
-    found: list[Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return found
+def _last_json(code: str, size: Sequence[int], tree: Path, timeout: float) -> Any:
+    """The JSON of the last line a fleet's snippet prints, run in `tree` for `size`: the daily
+    fleet's [wall s, CPU s, peak bytes, seats placed]; the crowded one's also [[priority, placed,
+    bound]…] and its timings."""
+    return json.loads(_stdout(code, tree, size, timeout).strip().splitlines()[-1])
 
 
 def crowded(trees: dict[str, Path], runs: int, big: bool) -> list[str]:
@@ -166,7 +154,7 @@ def crowded(trees: dict[str, Path], runs: int, big: bool) -> list[str]:
         got: dict[str, list[list[Any]]] = {"this": [], "other": []}
         for _ in range(count):
             for name, tree in trees.items():
-                got[name].append(_crowded_run(size, tree))
+                got[name].append(_last_json(CROWDED_FLEET, size, tree, 900))
         this, other = (
             [statistics.median(run[k] for run in got[name]) for k in range(3)]
             for name in ("this", "other")
@@ -192,7 +180,9 @@ def daily(trees: dict[str, Path], runs: int) -> list[str]:
     for _ in range(runs):
         for i, (size, _target) in enumerate(DAILY_FLEETS):
             for name, tree in trees.items():
-                got.setdefault((i, name), []).append(_daily(size, tree))
+                got.setdefault((i, name), []).append(
+                    [float(x) for x in _last_json(DAILY, size, tree, 600)]
+                )
     lines = [
         f"| fleet (medians of {runs}, alternated) | this wall | other wall | this / other "
         "| target | met | this CPU | other CPU | this peak | other peak | placed (this, other) |",
