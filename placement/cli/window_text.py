@@ -5,12 +5,14 @@ and `trend` (from their reasons' data), and the window's warnings.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from placement.cli.render import b
 from placement.fit.engines.registry import engine as engine_named
-from placement.fit.week import SeatWindow, WindowWarning
 from seats.names import escaped
+
+if TYPE_CHECKING:  # the window's model is imported by --window alone
+    from placement.fit.week import SeatWindow, WindowWarning
 
 Data = Mapping[str, Any]
 

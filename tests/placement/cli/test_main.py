@@ -186,16 +186,18 @@ def test_version_is_read_only_when_asked(capsys: pytest.CaptureFixture[str]) -> 
 
 @pytest.mark.slow
 def test_plan_on_fv_ml1_imports_no_solver() -> None:
-    # First-fit's placement is the only one there: pulp (and highspy) are never imported.
+    # First-fit's placement is the only one there: pulp (and highspy) are never imported, and
+    # without --window neither is the window's model.
     code = (
         "import sys\n"
         "from placement.cli.main import main\n"
         "code = main(['plan', '--catalogue', 'seats/catalogue/fv-ml1.yaml',\n"
         "    '--snapshot', 'seats/catalogue/fv-ml1.snapshot.json', '--json'])\n"
-        "print(code, 'pulp' in sys.modules, 'highspy' in sys.modules, file=sys.stderr)\n"
+        "print(code, 'pulp' in sys.modules, 'highspy' in sys.modules,\n"
+        "    'placement.fit.week' in sys.modules, file=sys.stderr)\n"
     )
     done = _python(code)
-    assert done.stderr.split()[-3:] == ["0", "False", "False"], done.stderr
+    assert done.stderr.split()[-4:] == ["0", "False", "False", "False"], done.stderr
     assert '"optimal": true' in done.stdout
 
 
