@@ -74,7 +74,7 @@ class Approval:
         found = writes.existing_snapshot(self._cursor, snapshot)
         if found is not None:
             return found
-        return writes.insert_snapshot(self._cursor, snapshot, self._path)
+        return writes.insert_snapshot(self._cursor, snapshot)
 
     def hold(self, holds: Sequence[Hold]) -> list[int]:
         """Record holds, each replacing its seat's open hold; return their ids."""
@@ -111,7 +111,7 @@ class Ledger:
             found = writes.existing_snapshot(cursor, snapshot)
             if found is not None:
                 return found, False
-            return writes.insert_snapshot(cursor, snapshot, self.path, arrived_at), True
+            return writes.insert_snapshot(cursor, snapshot, arrived_at), True
 
     def import_rows(self, readings: Sequence[SnapshotValues]) -> int:
         """Store a batch of snapshots (an imported file's, a thousand at a time) in one
@@ -126,7 +126,7 @@ class Ledger:
         with self._transaction() as cursor:
             for snapshot in snapshots:
                 if writes.existing_snapshot(cursor, snapshot) is None:
-                    writes.insert_snapshot(cursor, snapshot, self.path)
+                    writes.insert_snapshot(cursor, snapshot)
                     stored += 1
         return stored
 

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from inventory.ledger.rollups import HourRollups
-from inventory.ledger.schema import BUSY_TIMEOUT_MS, LedgerError, operational
+from inventory.ledger.schema import BUSY_TIMEOUT_MS, operational
 from inventory.snapshot import Snapshot, format_utc
 
 DECISION_KINDS = ("plan", "check")
@@ -74,72 +74,18 @@ def existing_snapshot(cursor: sqlite3.Cursor, snapshot: Snapshot) -> int | None:
 
 
 def insert_snapshot(
-    cursor: sqlite3.Cursor, snapshot: Snapshot, path: str, arrived_at: datetime | None = None
+    cursor: sqlite3.Cursor, snapshot: Snapshot, arrived_at: datetime | None = None
 ) -> int:
-    """Insert one snapshot with its cards and processes, and fold it into the hourly rollups;
-    return its new id. `arrived_at`: when it reached the ledger, for a live reading (None for
-    an imported file)."""
-    taken_s = seconds(snapshot.taken_at)
-    cursor.execute(
-        "INSERT INTO snapshots(host, taken_at_s, taken_at, driver, nvml_version, arrived_at_s)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
-        (
-            snapshot.host,
-            taken_s,
-            format_utc(snapshot.taken_at),
-            snapshot.driver,
-            snapshot.nvml_version,
-            None if arrived_at is None else seconds(arrived_at),
-        ),
-    )
-    snapshot_id = cursor.lastrowid
-    if snapshot_id is None:  # pragma: no cover - sqlite3 always sets it after an INSERT
-        raise LedgerError(path, "SQLite returned no id for the new snapshot")
-    insert_cards(cursor, snapshot_id, snapshot)
-    insert_processes(cursor, snapshot_id, snapshot)
-    rollups = HourRollups.empty()
-    rollups.add(
-        snapshot.host,
-        taken_s,
-        ((c.index, c.used_bytes, c.free_bytes, c.error) for c in snapshot.cards),
-        ((c.index, p.used_bytes, p.cmdline, p.seat) for c in snapshot.cards for p in c.processes),
-    )
-    rollups.write(cursor)
-    return snapshot_id
+    """Insert one snapshot with its cards and processes, and fold it into the hourly rollups
+    (`insert_bulk` of its rows); return its new id. `arrived_at`: when it reached the ledger,
+    for a live reading (None for an imported file)."""
+    insert_bulk(cursor, [values_of(snapshot, arrived_at)])
+    return int(cursor.execute("SELECT MAX(id) FROM snapshots").fetchone()[0])
 
 
-def insert_cards(cursor: sqlite3.Cursor, snapshot_id: int, snapshot: Snapshot) -> None:
-    """The snapshot's card rows."""
-    cursor.executemany(
-        _CARD_INSERT,
-        [
-            (
-                snapshot_id,
-                c.index,
-                c.uuid,
-                c.name,
-                c.total_bytes,
-                c.reserved_bytes,
-                c.used_bytes,
-                c.free_bytes,
-                c.utilization_percent,
-                c.error,
-            )
-            for c in snapshot.cards
-        ],
-    )
-
-
-def insert_processes(cursor: sqlite3.Cursor, snapshot_id: int, snapshot: Snapshot) -> None:
-    """The snapshot's process rows."""
-    cursor.executemany(
-        _PROCESS_INSERT,
-        [
-            (snapshot_id, c.index, p.pid, p.used_bytes, p.cmdline, p.seat, parents_text(p.parents))
-            for c in snapshot.cards
-            for p in c.processes
-        ],
-    )
+def insert_processes(cursor: sqlite3.Cursor, rows: list[tuple[object, ...]]) -> None:
+    """Process rows, each led by its snapshot's id (the last of a snapshot's inserts)."""
+    cursor.executemany(_PROCESS_INSERT, rows)
 
 
 _CARD_INSERT = (
@@ -236,9 +182,10 @@ class SnapshotValues(NamedTuple):
     nvml_version: str | None
     cards: Sequence[CardValues]
     processes: Sequence[ProcessValues]
+    arrived_at: datetime | None = None  # a live reading's arrival; None: generated or imported
 
 
-def values_of(snapshot: Snapshot) -> SnapshotValues:
+def values_of(snapshot: Snapshot, arrived_at: datetime | None = None) -> SnapshotValues:
     """A validated snapshot as the plain rows `insert_bulk` takes."""
     return SnapshotValues(
         snapshot.host,
@@ -264,12 +211,13 @@ def values_of(snapshot: Snapshot) -> SnapshotValues:
             for c in snapshot.cards
             for p in c.processes
         ],
+        arrived_at,
     )
 
 
 def insert_bulk(cursor: sqlite3.Cursor, readings: Iterable[SnapshotValues]) -> int:
     """Insert many snapshots as plain rows into a ledger that holds none of their (host, second),
-    and fold them into the hourly rollups (no arrival time: generated or imported).
+    and fold them into the hourly rollups.
 
     Three `executemany` calls in all, and one upsert per rollup row: building a pydantic
     snapshot per minute of a generated week would cost more than the whole insert. Returns how
@@ -286,8 +234,17 @@ def insert_bulk(cursor: sqlite3.Cursor, readings: Iterable[SnapshotValues]) -> i
         next_id += 1
         moment = reading.taken_at
         taken_s = seconds(moment)
+        arrived = None if reading.arrived_at is None else seconds(reading.arrived_at)
         snapshot_rows.append(
-            (sid, reading.host, taken_s, format_utc(moment), reading.driver, reading.nvml_version)
+            (
+                sid,
+                reading.host,
+                taken_s,
+                format_utc(moment),
+                reading.driver,
+                reading.nvml_version,
+                arrived,
+            )
         )
         card_rows += [(sid, *card) for card in reading.cards]
         process_rows += [(sid, *process) for process in reading.processes]
@@ -298,12 +255,12 @@ def insert_bulk(cursor: sqlite3.Cursor, readings: Iterable[SnapshotValues]) -> i
             ((p.card_idx, p.used_bytes, p.cmdline, p.seat) for p in reading.processes),
         )
     cursor.executemany(
-        "INSERT INTO snapshots(id, host, taken_at_s, taken_at, driver, nvml_version)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO snapshots(id, host, taken_at_s, taken_at, driver, nvml_version, arrived_at_s)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
         snapshot_rows,
     )
     cursor.executemany(_CARD_INSERT, card_rows)
-    cursor.executemany(_PROCESS_INSERT, process_rows)
+    insert_processes(cursor, process_rows)
     rollups.write(cursor)
     return next_id - first
 
