@@ -247,6 +247,16 @@ def format_utc(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def utc(seconds: int) -> datetime:
+    """Unix seconds as an aware UTC time."""
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def unix_s(moment: datetime) -> int:
+    """An aware time as whole unix seconds."""
+    return int(moment.timestamp())
+
+
 def parse_snapshot(data: Any, source: str) -> Snapshot:
     """Validate plain JSON data as a snapshot, or raise `SnapshotError` naming the field."""
     if not isinstance(data, dict):

@@ -26,6 +26,7 @@ from inventory.ledger import fleet_rooms as fleet
 from inventory.ledger import moments as raw
 from inventory.ledger import rollups as stored
 from inventory.ledger.moments import Connection
+from inventory.snapshot import unix_s
 
 if TYPE_CHECKING:
     from inventory.history.figures import (
@@ -62,15 +63,15 @@ class LedgerHistory:
 
     def hosts(self, start: datetime, end: datetime) -> list[str]:
         """The hosts with a moment in [start, end), sorted."""
-        return [host for host, _ in self.newest_per_host(_s(start), _s(end))]
+        return [host for host, _ in self.newest_per_host(unix_s(start), unix_s(end))]
 
     def moments(
         self, host: str, start: datetime, end: datetime, cards: Sequence[int] | None = None
     ) -> Iterator[Moment]:
         """`host`'s snapshots taken in [start, end), oldest first; with `cards`, each moment
         holds only those cards (a moment where none of them was stored is left out)."""
-        rows, processes = raw.moment_rows(self.connection, host, _s(start), _s(end), cards)
-        arrived = stored.arrivals(self.connection, host, _s(start), _s(end))
+        rows, processes = raw.moment_rows(self.connection, host, unix_s(start), unix_s(end), cards)
+        arrived = stored.arrivals(self.connection, host, unix_s(start), unix_s(end))
         by_card: dict[tuple[int, int], list[ProcessReading]] = {}
         for taken_s, idx, pid, used, cmdline, seat in processes:
             by_card.setdefault((taken_s, idx), []).append(ProcessReading(pid, used, cmdline, seat))
@@ -101,7 +102,7 @@ class LedgerHistory:
         where the ledger keeps no rollups (a read-only one from before them): read the moments."""
         if not stored.has_rollups(self.connection):
             return None
-        return raw.moment_times(self.connection, host, _s(start), _s(end))
+        return raw.moment_times(self.connection, host, unix_s(start), unix_s(end))
 
     def rollups(self, host: str, start: datetime, end: datetime) -> Rollups:
         """`host`'s hourly rollups of [start, end): the stored ones of the whole hours inside it,
@@ -109,7 +110,7 @@ class LedgerHistory:
         `compact` removed is answered by its whole hour's stored rollup (see `raw_since`)."""
         if not stored.has_rollups(self.connection):  # a read-only ledger from before rollups
             return hourly(self.moments(host, start, end))
-        start_s, end_s = _s(start), _s(end)
+        start_s, end_s = unix_s(start), unix_s(end)
         if start_s >= end_s:
             return Rollups((), ())
         raw = stored.raw_since(self.connection, host)
@@ -153,7 +154,7 @@ class LedgerHistory:
         """Every card's least free per 24 h bucket ending at `end`, from the stored hourly
         rollups of [start, end) (whole hours), for every host at once: a fleet's window room and
         the trend's daily minima where its seats count as observed."""
-        return stored.daily_least(self.connection, _s(start), _s(end))
+        return stored.daily_least(self.connection, unix_s(start), unix_s(end))
 
     def daily_rooms(
         self, windows: Mapping[str, tuple[datetime, datetime]]
@@ -162,7 +163,8 @@ class LedgerHistory:
         starting in [start, end), by 24 h bucket ending at its end (least free and when, hours
         and samples seen): a fleet's window judged on its hourly rollups, in one query."""
         return fleet.daily_rooms(
-            self.connection, [(host, _s(a), _s(b)) for host, (a, b) in sorted(windows.items())]
+            self.connection,
+            [(host, unix_s(a), unix_s(b)) for host, (a, b) in sorted(windows.items())],
         )
 
     def raw_kept(self) -> dict[str, datetime]:
@@ -319,10 +321,6 @@ class _LedgerSeats:
         self, asks: Sequence[tuple[Part, Mapping[SeatKey, tuple[int, Sequence[int]]]]]
     ) -> list[dict[SeatKey, tuple[int, ...]]]:
         return self.q.seat_at_ranks(self.connection, asks)
-
-
-def _s(moment: datetime) -> int:
-    return int(moment.timestamp())
 
 
 def _at(seconds: int | None) -> datetime | None:

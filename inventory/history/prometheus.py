@@ -59,6 +59,7 @@ from inventory.prometheus.range import (
     load_window,
 )
 from inventory.prometheus.reader import DCGM_FREE, HOST_LABELS, Fleet, host_of, read_fleet
+from inventory.snapshot import unix_s, utc
 
 if TYPE_CHECKING:
     from inventory.prometheus.range import _Queries
@@ -117,7 +118,7 @@ class PrometheusHistory:
         """`host`'s snapshots taken in [start, end), oldest first, each arrived when Prometheus
         first scraped it; with `cards`, each moment holds only those cards (a moment where none
         of them was read is left out)."""
-        start_s, end_s = _s(start), _s(end)
+        start_s, end_s = unix_s(start), unix_s(end)
         if end_s <= start_s:
             return
         early, late = self._skew.get(host, (0, 0))
@@ -151,7 +152,7 @@ class PrometheusHistory:
         time order: the snapshot time's own series (its value is when the exporter read the
         cards, its sample's time when Prometheus scraped them), read once, no card's. A snapshot
         scraped more than MAX_SKEW_S away from its time at the window's edges is not found."""
-        start_s, end_s = _s(start), _s(end)
+        start_s, end_s = unix_s(start), unix_s(end)
         if end_s <= start_s:
             return []
         low, high = start_s - MAX_SKEW_S, end_s + MAX_SKEW_S
@@ -236,7 +237,7 @@ class PrometheusHistory:
         the hours they cannot decide (`raw_hours`: read them with `moments_in_hours`). With
         `undated`, an hour that lacks only when its extremes fell is given without it; with
         `cards`, of those cards only."""
-        start_s, end_s = _s(start), _s(end)
+        start_s, end_s = unix_s(start), unix_s(end)
         if end_s <= start_s:
             return HourBounds((), (), ())
         first, end_hour = hour_start(start_s) - HOUR_S, hour_start(end_s - 1) + HOUR_S
@@ -262,13 +263,13 @@ class PrometheusHistory:
         hour or more after `start` while `gpuplan rules` kept rollups (`ledger --window` judges
         those on the recorded rollups, as the ledger's compacted hosts on theirs); {} where no
         rule recorded anything."""
-        end_s = _s(end)
+        end_s = unix_s(end)
         if recorded_offset(self.client, end_s) is None:
             return {}
         labels = (self.host_label,) if self.host_label else (*HOST_LABELS, "instance")
         # Asked MAX_SKEW_S after the end: a snapshot is scraped after it was taken, and its
         # value (when it was taken) is what is compared, so later scrapes change no least.
-        span = f"[{(end_s - _s(start) + LOOKBACK_S + MAX_SKEW_S) * 1000}ms]"
+        span = f"[{(end_s - unix_s(start) + LOOKBACK_S + MAX_SKEW_S) * 1000}ms]"
         found = self.client.instant(
             f"min by ({', '.join(labels)}) (min_over_time({m.SNAPSHOT_TIMESTAMP}{span}))",
             end_s + MAX_SKEW_S,
@@ -276,9 +277,9 @@ class PrometheusHistory:
         out: dict[str, datetime] = {}
         for series, first in found:
             host = host_of(series, self.host_label)
-            if host is not None and first >= _s(start) + HOUR_S:
+            if host is not None and first >= unix_s(start) + HOUR_S:
                 seen = out.get(host)
-                out[host] = min(seen, _utc(int(first))) if seen else _utc(int(first))
+                out[host] = min(seen, utc(int(first))) if seen else utc(int(first))
         return out
 
     def daily_rooms(self, windows: Mapping[str, tuple[datetime, datetime]]) -> list[DailyRoom]:
@@ -291,8 +292,8 @@ class PrometheusHistory:
         counted in the bucket holding t; two range queries."""
         if not windows:
             return []
-        first = min(_s(a) for a, _ in windows.values())
-        last = max(_s(b) for _, b in windows.values())
+        first = min(unix_s(a) for a, _ in windows.values())
+        last = max(unix_s(b) for _, b in windows.values())
         offset = recorded_offset(self.client, last)
         if offset is None:
             return []
@@ -324,11 +325,11 @@ class PrometheusHistory:
     ) -> Iterator[Moment]:
         """`host`'s moments scraped in the given UTC hours (cut to [start, end) when given),
         oldest first: one raw read per run of consecutive hours."""
-        for first, stop in _runs(sorted({_s(h) for h in hours})):
-            low = first if start is None else max(first, _s(start))
-            high = stop if end is None else min(stop, _s(end))
+        for first, stop in _runs(sorted({unix_s(h) for h in hours})):
+            low = first if start is None else max(first, unix_s(start))
+            high = stop if end is None else min(stop, unix_s(end))
             if low < high:
-                yield from self.moments(host, _utc(low), _utc(high))
+                yield from self.moments(host, utc(low), utc(high))
 
     def window(
         self,
@@ -551,7 +552,7 @@ def decide_hours(
             continue
         cards.extend(decided[0])
         commands.extend(decided[1])
-    return HourBounds(tuple(cards), tuple(commands), tuple(_utc(h) for h in raw))
+    return HourBounds(tuple(cards), tuple(commands), tuple(utc(h) for h in raw))
 
 
 # Per hour: metric → card index → its series with a sample in that hour.
@@ -608,7 +609,7 @@ def _decide(
     if changes.get(hour, 0) + 1 != n or (nxt is not None and nxt <= high):
         return None  # a snapshot scraped twice
     now, before = per_hour.get(hour, {}), per_hour.get(hour - HOUR_S, {})
-    first = _utc(round(low))
+    first = utc(round(low))
     cards = _card_hours(host, hour, n, first, now, before, undated)
     if cards is None:
         return None
@@ -647,7 +648,7 @@ def _card_hours(
             return None  # when it was lowest needs its moments
         top = round(read[0].high[hour])
         at = first if level else None
-        cards.append(CardHour(host, gpu, _utc(hour), n, 0, round(lowest), at, top, dated=level))
+        cards.append(CardHour(host, gpu, utc(hour), n, 0, round(lowest), at, top, dated=level))
     return cards
 
 
@@ -681,7 +682,7 @@ def _command_hours(
             low, high = round(one.low[hour]), round(one.high[hour])
             commands.append(
                 CommandHour(
-                    host, gpu, _utc(hour), seat or None, None, n, low, first, high, first,
+                    host, gpu, utc(hour), seat or None, None, n, low, first, high, first,
                     dated=level,
                 )
             )  # fmt: skip
@@ -709,7 +710,7 @@ def _daily(
 ) -> list[DailyRoom]:
     """One card's recorded hours (end, least free; in time order) as `DailyRoom`s of its host's
     window (`PrometheusHistory.daily_rooms`)."""
-    start_s, stop_s = (_s(x) for x in windows[host])
+    start_s, stop_s = (unix_s(x) for x in windows[host])
     # bucket k → [least, the end of its first hour at that least, hours, samples]
     rows: dict[int, list[float]] = {}
     for t, low in lows:
@@ -741,13 +742,5 @@ def _runs(hours: list[int]) -> Iterator[tuple[int, int]]:
         i = j + 1
 
 
-def _utc(seconds: int) -> datetime:
-    return datetime.fromtimestamp(seconds, UTC)
-
-
 def _bytes(found: tuple[dict[str, str], float] | None) -> int | None:
     return None if found is None else round(found[1])
-
-
-def _s(moment: datetime) -> int:
-    return int(moment.timestamp())

@@ -12,12 +12,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from inventory.history.model import Moment, Rollups
+from inventory.snapshot import unix_s
 
 HOUR_S = 3600
-
-
-def _s(moment: datetime) -> int:
-    return int(moment.timestamp())
 
 
 class RememberedHistory:
@@ -38,14 +35,14 @@ class RememberedHistory:
     def moment_times(
         self, host: str, start: datetime, end: datetime
     ) -> list[tuple[int, int | None]] | None:
-        key = (host, _s(start), _s(end))
+        key = (host, unix_s(start), unix_s(end))
         if key not in self._times:
             read = getattr(self.history, "moment_times", None)
             self._times[key] = None if read is None else read(host, start, end)
         return self._times[key]
 
     def rollups(self, host: str, start: datetime, end: datetime) -> Rollups:
-        key = (host, _s(start), _s(end))
+        key = (host, unix_s(start), unix_s(end))
         found = self._rollups.get(key)
         if found is None:
             found = self._rollups[key] = self.history.rollups(host, start, end)
@@ -60,7 +57,7 @@ class RememberedHistory:
         read = getattr(self.history, "bounds", None)
         if read is None:
             return self.rollups(host, start, end)
-        key = (host, _s(start), _s(end))
+        key = (host, unix_s(start), unix_s(end))
         found = self._bounds.get(key)
         if found is None:
             found = self._bounds[key] = read(host, start, end)
@@ -70,7 +67,7 @@ class RememberedHistory:
         self, host: str, start: datetime, end: datetime, cards: Sequence[int] | None = None
     ) -> Iterator[Moment]:
         """`History.moments`: those of [start, end), read by whole hours (every card) once."""
-        start_s, end_s = _s(start), _s(end)
+        start_s, end_s = unix_s(start), unix_s(end)
         first = start_s - start_s % HOUR_S
         wanted = list(range(first, end_s, HOUR_S))
         missing = [h for h in wanted if (host, h) not in self._hours]
@@ -79,7 +76,7 @@ class RememberedHistory:
         only = None if cards is None else frozenset(cards)
         for hour in wanted:
             for moment in self._hours[(host, hour)]:
-                taken = _s(moment.taken_at)
+                taken = unix_s(moment.taken_at)
                 if taken < start_s or taken >= end_s:
                     continue
                 if only is None:
@@ -102,6 +99,6 @@ class RememberedHistory:
                 low = datetime.fromtimestamp(run[0], UTC)
                 high = datetime.fromtimestamp(run[-1] + HOUR_S, UTC)
                 for moment in self.history.moments(host, low, high):
-                    t = _s(moment.taken_at)
+                    t = unix_s(moment.taken_at)
                     self._hours[(host, t - t % HOUR_S)].append(moment)
             run = [] if hour is None else [hour]

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
 from inventory.holds import Hold
 from inventory.ledger.schema import has_column
+from inventory.snapshot import utc
 
 ENDINGS = ("seen", "expired", "released", "replaced")
 
@@ -42,10 +42,6 @@ def _columns(connection: sqlite3.Connection | sqlite3.Cursor) -> str:
     return _COLUMNS.format(requested=requested)
 
 
-def _moment(seconds: int) -> datetime:
-    return datetime.fromtimestamp(seconds, UTC)
-
-
 def _holds(
     connection: sqlite3.Connection | sqlite3.Cursor, sql: str, params: tuple[object, ...]
 ) -> list[Hold]:
@@ -57,8 +53,8 @@ def _holds(
             cards=tuple(int(c) for c in cards.split(",")) if cards else (),
             need_bytes=need,
             requested_bytes=requested,
-            created_at=_moment(created),
-            expires_at=_moment(expires),
+            created_at=utc(created),
+            expires_at=utc(expires),
             user=user,
             decision_id=decision,
         )

@@ -15,7 +15,7 @@ from typing import Any
 from inventory.attribution import attribute, host_seats, match_lines
 from inventory.history.figures import CardBuckets, CatalogueBound, SeatOf, SeatUsage, WindowFigures
 from inventory.history.ledger import LedgerHistory
-from inventory.snapshot import Card, Snapshot, format_utc
+from inventory.snapshot import Card, Snapshot, format_utc, utc
 from placement.fit.capacity import (
     absent_seats,
     held_parts,
@@ -51,7 +51,6 @@ from placement.report.rows import (
     SeatRow,
     UnusableHost,
     Window,
-    utc,
 )
 from placement.report.text import code_span, short
 from placement.report.week import build_week

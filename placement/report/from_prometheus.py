@@ -23,7 +23,7 @@ from inventory.history.prometheus import (
     PrometheusWindow,
     ReserveSpec,
 )
-from inventory.snapshot import Snapshot, format_utc
+from inventory.snapshot import Snapshot, format_utc, utc
 from placement.report.figures import (
     Probe,
     Provenance,
@@ -39,7 +39,6 @@ from placement.report.rows import (
     Report,
     UnusableHost,
     Window,
-    utc,
 )
 from seats.errors import CannotDecideError
 from seats.model import Catalogue

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from inventory.history.figures import DecisionRow
-from inventory.snapshot import format_utc
+from inventory.snapshot import format_utc, utc
 from placement.report.thresholds import DRIFT_BYTES, DRIFT_PERCENT
 from placement.report.week import Week
 from seats.errors import BadInputError
@@ -104,11 +104,6 @@ def _age_label(seconds: int) -> str:
     if seconds % 3600 == 0:
         return f"{seconds // 3600} h"
     return f"{seconds // 60} min"
-
-
-def utc(seconds: int) -> datetime:
-    """Unix seconds as an aware UTC time."""
-    return datetime.fromtimestamp(seconds, UTC)
 
 
 # --- the drift threshold ----------------------------------------------------------------

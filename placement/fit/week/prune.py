@@ -39,11 +39,11 @@ import bisect
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from inventory.history.model import CardHour, CommandHour, Moment, Rollups
-from inventory.snapshot import Snapshot
+from inventory.snapshot import Snapshot, utc
 from placement.fit.card import CardModel, card_model
 from placement.fit.week.model import DAY_S, HOUR_S, NewSeat, SeatWindow, WindowRules
 from placement.fit.week.replay import (
@@ -98,10 +98,6 @@ class Pruned:
     raw_moments: int = 0
 
 
-def _utc(seconds: int) -> datetime:
-    return datetime.fromtimestamp(seconds, UTC)
-
-
 def replay_history(
     catalogue: Catalogue,
     snapshot: Snapshot,
@@ -136,7 +132,7 @@ def replay_history(
         return _done(catalogue, snapshot, series, new, rules, stats, hours, raw, times)
     # A source that bounds hours without dating their extremes (Prometheus's aggregates) gives
     # those first; the hours that need the dates are then read raw (step 3).
-    first_s, last_s = _utc(hours[1].start_s), _utc(hours[-1].start_s)
+    first_s, last_s = utc(hours[1].start_s), utc(hours[-1].start_s)
     read_bounds = getattr(source, "bounds", None)
     if read_bounds is not None:  # of the judged cards only: the others are never read
         rollups = read_bounds(host, first_s, last_s, cards)
@@ -222,8 +218,8 @@ class _Reader:
         ]
         for _, run in itertools.groupby(enumerate(wanted), key=lambda p: p[1] - p[0] * HOUR_S):
             starts = [s for _, s in run]
-            low = max(self.start, _utc(starts[0]))
-            high = min(self.stop, _utc(starts[-1] + HOUR_S))
+            low = max(self.start, utc(starts[0]))
+            high = min(self.stop, utc(starts[-1] + HOUR_S))
             for s in starts:
                 self.moments[s] = []
             for moment in self.source.moments(self.host, low, high, self.cards):

@@ -28,12 +28,11 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 from inventory.history.model import Moment
-from inventory.snapshot import Snapshot
+from inventory.snapshot import Snapshot, utc
 from placement.fit.card import CardModel, card_model
 from placement.fit.engines import gate_rule, requested_bytes
 from placement.fit.engines.base import EngineCard
@@ -75,10 +74,6 @@ TREND_WARN_DAYS = 7
 NO_HOURS = (0,) * 24
 
 
-def _utc(seconds: int) -> datetime:
-    return datetime.fromtimestamp(seconds, UTC)
-
-
 # --- the host's moments: spacing, gaps, history, clocks ------------------------------------
 
 
@@ -86,7 +81,7 @@ def host_window(series: Series, rules: WindowRules) -> HostWindow:
     """Spacing, gaps, history and clock skew of the host's moments."""
     times = series.times
     interval = median_spacing(times)
-    gaps = [Gap(_utc(a), _utc(b), b - a) for a, b in gaps_of(times, interval)]
+    gaps = [Gap(utc(a), utc(b), b - a) for a, b in gaps_of(times, interval)]
     unseen = sum(g.seconds - interval for g in gaps)
     history = times[-1] - times[0] + interval if times else 0
     hours_seen = {(t // HOUR_S) % 24 for t in times}
@@ -219,11 +214,11 @@ def _warm_or_cold(
         need = engine_named(seat.engine.kind).need_bytes(
             seat, EngineCard(model.cuda_total, model.free_bytes, model.cuda_context_bytes)
         )
-        colds.append(Cold(seat.name, index, _utc(times[since]), seen, need))
+        colds.append(Cold(seat.name, index, utc(times[since]), seen, need))
         return [max(b, need) for b in held]
     if len(changes) > 1 and rules.rebase:
         peak = max(held[since:])
-        rebased.append(Rebased(seat.name, index, _utc(times[since]), peak))
+        rebased.append(Rebased(seat.name, index, utc(times[since]), peak))
         return [peak if i < since and b > 0 else b for i, b in enumerate(held)]
     return list(held)
 
@@ -370,7 +365,7 @@ def _risk(
     by_hour, days = _days_by_hour(short, times)
     of_days = len({t // DAY_S for t, r in zip(times, reads, strict=True) if r is not None})
     return RestartRisk(
-        seat, card, new, engine, requested, len(short), already, _utc(times[worst_i]),
+        seat, card, new, engine, requested, len(short), already, utc(times[worst_i]),
         worst_short, by_hour, days, of_days,
     )  # fmt: skip
 
@@ -531,7 +526,7 @@ def _judge_seat(
     worst_at = worst_card = None
     worst_short = 0
     if union.worst is not None:
-        worst_short, worst_at = union.worst[0], _utc(times[-union.worst[1]])
+        worst_short, worst_at = union.worst[0], utc(times[-union.worst[1]])
         worst_card = -union.worst[2]
     passing = pass_percentile(len(union.short), union.seen)
     reasons: list[Reason] = []
@@ -839,7 +834,7 @@ def _card_window(
         card=card.index,
         room_now_bytes=judged.room_now,
         window_room_bytes=None if least is None else least[0],
-        min_room_at=None if least is None else _utc(times[least[1]]),
+        min_room_at=None if least is None else utc(times[least[1]]),
         seen_moments=len(seen),
         unseen_moments=len(times) - len(seen),
         short_moments=len(short),
