@@ -6,7 +6,7 @@ Times are UTC `datetime`s; hours are UTC hours 0–23; a `by_hour` is 24 counts.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, Literal
@@ -18,6 +18,20 @@ Status = Literal["pass", "refuse", "unknown"]
 
 DAY_S = 86_400
 HOUR_S = 3_600
+
+
+class FieldsJson:
+    """`to_json` of a dataclass whose JSON is its fields by name, in order: times as UTC text,
+    tuples as lists."""
+
+    def to_json(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+        for key, value in data.items():
+            if isinstance(value, datetime):
+                data[key] = _utc(value)
+            elif isinstance(value, tuple):
+                data[key] = list(value)
+        return data
 
 
 @dataclass(frozen=True)
@@ -60,15 +74,12 @@ class WindowRules:
 
 
 @dataclass(frozen=True)
-class Gap:
+class Gap(FieldsJson):
     """Two consecutive moments further apart than max(5 min, 3 × interval)."""
 
     after: datetime  # the moment before the gap
     before: datetime  # the moment after it
     seconds: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"after": _utc(self.after), "before": _utc(self.before), "seconds": self.seconds}
 
 
 @dataclass(frozen=True)
@@ -96,7 +107,7 @@ class HostWindow:
 
 
 @dataclass(frozen=True)
-class Squeezer:
+class Squeezer(FieldsJson):
     """A seat or foreign command line that held more at the worst moment than it holds now.
 
     `by_hour[h]`: on how many UTC days it held more than now at some moment of hour h; `days`
@@ -117,19 +128,6 @@ class Squeezer:
     @property
     def excess_bytes(self) -> int:
         return self.then_bytes - self.now_bytes
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "seat": self.seat,
-            "engine": self.engine,
-            "behaviour": self.behaviour,
-            "then_bytes": self.then_bytes,
-            "now_bytes": self.now_bytes,
-            "by_hour": list(self.by_hour),
-            "days": self.days,
-            "of_days": self.of_days,
-        }
 
 
 @dataclass(frozen=True)
@@ -198,7 +196,7 @@ class CardWindow:
 
 
 @dataclass(frozen=True)
-class RestartRisk:
+class RestartRisk(FieldsJson):
     """A request-gated seat whose own gate would fail on a restart at some moments, the new
     seats placed: the seat judged itself (`new`), or a running neighbour on its cards.
 
@@ -218,22 +216,6 @@ class RestartRisk:
     by_hour: tuple[int, ...]
     days: int
     of_days: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "seat": self.seat,
-            "card": self.card,
-            "new": self.new,
-            "engine": self.engine,
-            "requested_bytes": self.requested_bytes,
-            "short_moments": self.short_moments,
-            "already_short": self.already_short,
-            "worst_at": _utc(self.worst_at),
-            "short_bytes": self.short_bytes,
-            "by_hour": list(self.by_hour),
-            "days": self.days,
-            "of_days": self.of_days,
-        }
 
 
 @dataclass(frozen=True)
@@ -258,7 +240,7 @@ class Cold:
 
 
 @dataclass(frozen=True)
-class Rebased:
+class Rebased(FieldsJson):
     """A seat whose command line changed in the window: before `changed_at` it counts at its
     peak since (`peak_bytes`)."""
 
@@ -266,14 +248,6 @@ class Rebased:
     card: int
     changed_at: datetime
     peak_bytes: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "seat": self.seat,
-            "card": self.card,
-            "changed_at": _utc(self.changed_at),
-            "peak_bytes": self.peak_bytes,
-        }
 
 
 @dataclass(frozen=True)
