@@ -150,12 +150,6 @@ class LedgerHistory:
             ),
         )  # fmt: skip
 
-    def daily_least(self, start: datetime, end: datetime) -> list[stored.DailyLeast]:
-        """Every card's least free per 24 h bucket ending at `end`, from the stored hourly
-        rollups of [start, end) (whole hours), for every host at once: a fleet's window room and
-        the trend's daily minima where its seats count as observed."""
-        return stored.daily_least(self.connection, unix_s(start), unix_s(end))
-
     def daily_rooms(
         self, windows: Mapping[str, tuple[datetime, datetime]]
     ) -> list[fleet.DailyRoom]:

@@ -226,34 +226,6 @@ def command_hours(
     ]
 
 
-class DailyLeast(NamedTuple):
-    """One card's least free over one 24 h bucket of whole hours (k days before the end)."""
-
-    host: str
-    card: int
-    day: int  # k: the bucket [end − (k + 1) days, end − k days), by each hour's first second
-    min_free_bytes: int
-    min_free_at_s: int
-
-
-def daily_least(connection: sqlite3.Connection, start_s: int, end_s: int) -> list[DailyLeast]:
-    """Every host's cards' least free per 24 h bucket ending at `end_s`, over the stored hours
-    starting in [start_s, end_s) (the earliest moment of equals), by host, card and bucket: a
-    fleet's window room and daily minima from its rollups, in one query."""
-    return [
-        DailyLeast._make(row)
-        for row in connection.execute(
-            "SELECT host, card_idx, k, min_free_bytes, min_free_at_s FROM ("
-            " SELECT host, card_idx, (? - 1 - hour_s) / 86400 AS k, min_free_bytes,"
-            " min_free_at_s, ROW_NUMBER() OVER (PARTITION BY host, card_idx,"
-            " (? - 1 - hour_s) / 86400 ORDER BY min_free_bytes, min_free_at_s) AS r"
-            " FROM card_hours WHERE hour_s >= ? AND hour_s < ? AND min_free_bytes IS NOT NULL)"
-            " WHERE r = 1 ORDER BY host, card_idx, k",
-            (end_s, end_s, start_s, end_s),
-        )
-    ]
-
-
 def raw_since(connection: sqlite3.Connection, host: str) -> int | None:
     """The first second of `host`'s raw moments after a `compact` (older ones are rollups only);
     None when none of its moments was ever removed."""
