@@ -335,7 +335,7 @@ def check_consistency(snapshot: Snapshot, source: str, now: datetime) -> list[st
         raise SnapshotError(
             source,
             "taken_at",
-            f"{format_utc(snapshot.taken_at)} is {_minutes(ahead)} in the future (now "
+            f"{format_utc(snapshot.taken_at)} is {age_text(ahead)} in the future (now "
             f"{format_utc(now)}); a clock that runs ahead would make this snapshot the newest "
             "and hide the real ones, so it decides nothing (more than 5 min of skew)",
         )
@@ -451,13 +451,16 @@ def _card_figures(card: Card, position: int, host: str, source: str) -> None:
         )
 
 
-def _minutes(span: timedelta) -> str:
-    seconds = int(span.total_seconds())
+def age_text(age: timedelta) -> str:
+    """An age in its largest unit: `1.5 d`, `2.0 h`, `7 min`, `42 s`."""
+    seconds = int(age.total_seconds())
     if seconds >= 86400:
         return f"{seconds / 86400:.1f} d"
     if seconds >= 3600:
         return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 60:.0f} min"
+    if seconds >= 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds} s"
 
 
 def with_holds(snapshots: Sequence[Snapshot], holds: Sequence[Hold]) -> list[Snapshot]:

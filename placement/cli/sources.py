@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from inventory.snapshot import Snapshot, check_consistency, load_snapshot
+from inventory.snapshot import Snapshot, age_text, check_consistency, load_snapshot
 from seats.errors import BadInputError, CannotDecideError
 from seats.loader import load_catalogue
 from seats.model import Catalogue, Seat
@@ -214,20 +214,9 @@ def check_age(snapshot: Snapshot, now: datetime, max_age: timedelta | None, orig
     age = now - snapshot.taken_at
     if age > max_age:
         raise CannotDecideError(
-            f"snapshot of {snapshot.host} from {origin} is {_age_text(age)} old "
-            f"(taken {snapshot.taken_at:%Y-%m-%dT%H:%M:%SZ}), older than --max-age {_age_text(max_age)}"
+            f"snapshot of {snapshot.host} from {origin} is {age_text(age)} old "
+            f"(taken {snapshot.taken_at:%Y-%m-%dT%H:%M:%SZ}), older than --max-age {age_text(max_age)}"
         )
-
-
-def _age_text(age: timedelta) -> str:
-    seconds = int(age.total_seconds())
-    if seconds >= 86400:
-        return f"{seconds / 86400:.1f} d"
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h"
-    if seconds >= 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds} s"
 
 
 def utc_now() -> datetime:
@@ -482,14 +471,14 @@ def _warn_old(old: list[tuple[str, Snapshot]], now: datetime) -> None:
     if len(old) == 1:
         path, snapshot = old[0]
         print(
-            f"warning: snapshot {path} is {_age_text(now - snapshot.taken_at)} old; deciding on it anyway "
+            f"warning: snapshot {path} is {age_text(now - snapshot.taken_at)} old; deciding on it anyway "
             "(pass --max-age to refuse)",
             file=sys.stderr,
         )
     elif old:
-        hosts = ", ".join(f"{s.host} ({_age_text(now - s.taken_at)})" for _, s in old)
+        hosts = ", ".join(f"{s.host} ({age_text(now - s.taken_at)})" for _, s in old)
         print(
-            f"warning: {len(old)} snapshots older than {_age_text(DEFAULT_MAX_AGE)}: {hosts}; "
+            f"warning: {len(old)} snapshots older than {age_text(DEFAULT_MAX_AGE)}: {hosts}; "
             "deciding on them anyway (pass --max-age to refuse)",
             file=sys.stderr,
         )
