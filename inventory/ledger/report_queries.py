@@ -72,8 +72,8 @@ class CardPart(NamedTuple):
     """One card over one part [start_s, end_s) of the window: its readable samples, those in
     error, the most used and the least free (None where nothing was read, or the part does not
     bound it). A card's counts sum over its parts, so each sample counts in one part only; its
-    extremes are over parts covering the window (a source may count over the window and bound
-    the least free per hour, which dates it cheaply)."""
+    extremes are over parts covering the window (a source may count over the window and give
+    the least free in a part of the hour first holding it, which dates it cheaply)."""
 
     host: str
     card: int

@@ -782,15 +782,16 @@ class PromCards:
 
     def card_parts(self) -> list[CardPart]:
         """Per card, its samples, errors and most used over the window (one part), and its least
-        free per hour (parts counting no sample): a week's counts as hourly points would cost
-        the CLI seconds of parsing, and only the least free needs its hour."""
+        free with the hour that first held it (a part counting no sample): a week's counts as
+        hourly points would cost the CLI seconds of parsing, and only the least free needs its
+        hour."""
         q = self.q
         used = self._metric(m.CARD_USED, DCGM_USED)
         exprs = [f"count_over_time({used}{q.rng})", f"max_over_time({used}{q.rng})"]
         if not self.dcgm:
             exprs.append(f"sum by ({q.by('gpu')}) (sum_over_time({q.sel(m.CARD_ERROR)}{q.rng}))")
         with ThreadPoolExecutor(max_workers=1) as side:
-            hourly = side.submit(self._hourly_low)
+            hourly = side.submit(self._least_free_hour)
             answers = [_by_card(answer) for answer in self.client.instants(exprs, q.at)]
             lows = hourly.result()
         counts, tops, errors = (*answers[:2], answers[2] if len(answers) > 2 else {})
@@ -803,36 +804,41 @@ class PromCards:
             self.seen.add(key)
             most = None if top is None else round(top * scale)
             parts.append(CardPart(*key, q.start_s, q.end_s, n, failed, most, None))
-        for (key, end_s), low in sorted(lows.items()):
+        for key, (low, end_s) in sorted(lows.items()):
             if key in self.seen:
                 start_s = max(q.start_s, end_s - _HOUR_S)
-                parts.append(CardPart(*key, start_s, end_s, 0, 0, None, round(low * scale)))
+                parts.append(CardPart(*key, start_s, end_s, 0, 0, None, low))
         return parts
 
-    def _hourly_low(self) -> dict[tuple[tuple[str, int], int], float]:
-        """Each card's least free by (card, end of its hour): the window's hours counted back from
-        its end (a shorter first where the window is not whole hours), `min_over_time` of each
-        at step=1h, and one instant query for the first; of several series of a card, the least."""
+    def _least_free_hour(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """Each card's least free bytes and the end of the first hour holding it: the window's hours
+        counted back from its end (a shorter first where the window is not whole hours),
+        `min_over_time` of each at step=1h, and one instant query for the first; of several
+        series of a card, the least (the earliest hour of equals)."""
         q = self.q
         free = self._metric(m.CARD_FREE, DCGM_FREE)
         full, first = divmod(q.end_s - q.start_s, _HOUR_S)
-        out: dict[tuple[tuple[str, int], int], float] = {}
+        out: dict[tuple[str, int], tuple[int, int]] = {}
+        scale = self.scale
 
-        def put(labels: Labels, end_s: int, value: float) -> None:
-            key = _card(labels)
-            if key is not None:
-                out[(key, end_s)] = min(value, out.get((key, end_s), value))
+        def put(key: tuple[str, int], points: Iterable[tuple[int, int]]) -> None:
+            low = min(points, default=None)
+            if low is not None:
+                out[key] = min(low, out.get(key, low))
 
         if full:
             expr = f"min_over_time({free}[{_HOUR_S * 1000 - 1}ms])"
             begin = q.start_s + first + _HOUR_S - 0.001
             for labels, points in self.client.range(expr, begin, q.end_s - 0.001, _HOUR_S):
-                for t, v in points:
-                    put(labels, round(t + 0.001), v)
+                key = _card(labels)
+                if key is not None:
+                    put(key, ((round(v * scale), round(t + 0.001)) for t, v in points))
         if first:
             expr = f"min_over_time({free}[{first * 1000 - 1}ms])"
             for labels, value in self.client.instant(expr, q.start_s + first - 0.001):
-                put(labels, q.start_s + first, value)
+                key = _card(labels)
+                if key is not None:
+                    put(key, [(round(value * scale), q.start_s + first)])
         return out
 
     def first_lowest_free(
@@ -1069,20 +1075,24 @@ SeatFigures = Callable[[PromSeats, int, int, int], list[SeatUsage]]
 
 def _foreign(client: PromClient, q: _Queries) -> list[ForeignProcess]:
     """Each process no seat claims (a pid on a card): samples, first and last sight, most bytes.
-    The exporter labels a process by pid and seat, not command line."""
+    The exporter labels a process by pid and seat, not command line. First and last sight are
+    asked of the hosts some such process was seen on only: the join with the snapshot time at
+    every step costs Prometheus as many series as it has hosts."""
     selector = q.sel(m.PROCESS_USED, f'seat="{m.FOREIGN}"')
-    # The host's snapshot time at each step the process was seen.
-    seen_at = f"({q.sel(m.SNAPSHOT_TIMESTAMP)} * on({q.label}) group_right() ({selector} > bool -1)){q.sub}"
-    answers = client.instants(
-        [
-            f"count_over_time({selector}{q.rng})",
-            f"max_over_time({selector}{q.rng})",
-            f"min_over_time({seen_at})",
-            f"max_over_time({seen_at})",
-        ],
-        q.at,
+    counts, tops = client.instants(
+        [f"count_over_time({selector}{q.rng})", f"max_over_time({selector}{q.rng})"], q.at
     )
-    by_pid = [{_pid_key(labels): value for labels, value in a} for a in answers]
+    hosts = sorted({_host(labels) for labels, _ in counts})
+    if not hosts:
+        return []
+    on = replace(q, hosts=tuple(hosts))
+    # The host's snapshot time at each step the process was seen.
+    seen = on.sel(m.PROCESS_USED, f'seat="{m.FOREIGN}"')
+    seen_at = (
+        f"({on.sel(m.SNAPSHOT_TIMESTAMP)} * on({q.label}) group_right() ({seen} > bool -1)){q.sub}"
+    )
+    sights = client.instants([f"min_over_time({seen_at})", f"max_over_time({seen_at})"], q.at)
+    by_pid = [{_pid_key(labels): value for labels, value in a} for a in (counts, tops, *sights)]
     return [
         ForeignProcess(
             key[0],
