@@ -13,13 +13,14 @@ from typing import Any
 
 from tabulate import tabulate
 
+from placement.report.advice import signed
 from placement.report.rows import LOOKBACK_DAYS, ChartSeries, HoldRow, Report
 from placement.report.text import alt_text, code_span, name, short
 from placement.report.week import LEVELS as LEVEL_CELLS
 from placement.report.week import SHORT as SHORT_CELL
 from placement.report.week import UNSEEN as UNSEEN_CELL
 from placement.report.week import hour_ranges
-from seats.units import format_bytes
+from seats.units import format_bytes as _b
 
 # --- blocks -----------------------------------------------------------------------------
 
@@ -63,16 +64,6 @@ class Chart:
 
 
 Block = Heading | Para | Table | Bullets | Chart
-
-
-def _b(n: int | None) -> str:
-    return format_bytes(n)
-
-
-def _signed(n: int | None) -> str:
-    if n is None:
-        return "-"
-    return ("+" if n > 0 else "") + format_bytes(n)
 
 
 def _at(text: str | None) -> str:
@@ -352,10 +343,10 @@ def _seats(report: Report) -> list[Block]:
                 _b(s.p50_bytes),
                 _b(s.p95_bytes),
                 _b(s.max_bytes),
-                _signed(s.drift_bytes),
+                signed(s.drift_bytes),
                 f"{s.drift_percent:+.2f}%" if s.drift_percent is not None else "-",
                 "DRIFT" if s.flagged else "",
-                f"{_signed(s.growth_bytes)}" + (" GREW" if s.grew else ""),
+                f"{signed(s.growth_bytes)}" + (" GREW" if s.grew else ""),
                 f"{s.samples:,}",
             )
         )
@@ -539,7 +530,7 @@ def _week(report: Report) -> list[Block]:
                     _b(t.peak_bytes),
                     _at(t.peak_at),
                     t.recurrence,
-                    _signed(t.growth_bytes_per_day) if t.growth_bytes_per_day is not None else "-",
+                    signed(t.growth_bytes_per_day) if t.growth_bytes_per_day is not None else "-",
                 )
                 for t in week.tenants
             ),
@@ -627,7 +618,7 @@ def _reason_text(reason: dict[str, Any]) -> str:
     for key, label in (("need_bytes", "need"), ("room_bytes", "room"), ("short_bytes", "short")):
         value = reason.get(key)
         if isinstance(value, int):
-            parts.append(f"{label} {format_bytes(value)}")
+            parts.append(f"{label} {_b(value)}")
     return " ".join(parts)
 
 
@@ -739,7 +730,7 @@ def _loras(report: Report) -> list[Block]:
                     _b(lo.weights_bytes) if lo.weights_bytes is not None else "not given",
                     _b(lo.merged_bytes) if lo.merged_bytes is not None else "-",
                     _b(lo.carrier_bytes),
-                    _signed(lo.saved_bytes),
+                    signed(lo.saved_bytes),
                 )
                 for lo in report.loras
             ),
