@@ -16,15 +16,6 @@ if TYPE_CHECKING:
     from placement.fit.week import SeatWindow
 
 
-def history_origin(source: SourceOptions) -> str:
-    """The history as messages name it: the ledger's path, or the server without credentials."""
-    if source.prometheus:
-        from inventory.prometheus.reader import public_url
-
-        return f"Prometheus at {public_url(source.prometheus)}"
-    return f"ledger {source.ledger}"
-
-
 @contextmanager
 def open_history(source: SourceOptions) -> Iterator[History]:
     """The history of `source`: Prometheus's when --prometheus is given (a --ledger beside it
