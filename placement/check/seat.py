@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -76,20 +76,7 @@ class CheckResult:
             "host": self.snapshot.host,
             "taken_at": format_utc(self.snapshot.taken_at),
         }
-        data["card_figures"] = [
-            {
-                "card": f.card,
-                "free_bytes": f.free_bytes,
-                "held_bytes": f.held_bytes,
-                "margin_bytes": f.margin_bytes,
-                "others_bytes": f.others_bytes,
-                "need_bytes": f.need_bytes,
-                "room_bytes": f.room_bytes,
-                "gate_free_bytes": f.gate_free_bytes,
-                "requested_bytes": f.requested_bytes,
-            }
-            for f in self.verdict.figures
-        ]
+        data["card_figures"] = [asdict(f) for f in self.verdict.figures]
         return data
 
 

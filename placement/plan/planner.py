@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from inventory.snapshot import Snapshot, format_utc
@@ -102,16 +102,7 @@ class PlanResult:
             "moves": list(self.moves),
             "moves_note": self.moves_note,
             "warnings": [fact_json(w) for w in self.warnings],
-            "bounds": [
-                {
-                    "priority": level.priority,
-                    "seats": level.seats,
-                    "bound": level.bound,
-                    "placed": level.placed,
-                    "gap": level.gap,
-                }
-                for level in self.bounds
-            ],
+            "bounds": [{**asdict(level), "gap": level.gap} for level in self.bounds],
         }
 
     def _seat_json(self, verdict: Verdict, explain: str) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -307,17 +307,7 @@ def ledger_json(view: LedgerView) -> dict[str, Any]:
                     }
                     for seat in host.seats
                 ],
-                "foreign": [
-                    {
-                        "card": p.card,
-                        "pid": p.pid,
-                        "used_bytes": p.used_bytes,
-                        "cmdline": p.cmdline,
-                        "engine": p.engine,
-                        "parent": p.parent,
-                    }
-                    for p in host.foreign
-                ],
+                "foreign": [asdict(p) for p in host.foreign],
                 "warnings": [fact_json(w) for w in host.warnings],
             }
             for host in view.hosts
