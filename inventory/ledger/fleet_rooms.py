@@ -12,8 +12,6 @@ import sqlite3
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from inventory.ledger.schema import has_table
-
 DAY_S = 86_400
 # The least free and its second are folded into one integer so that SQLite's MIN keeps the
 # earliest of equals: free << AT_BITS | (second − the window's first second). A window is at
@@ -73,6 +71,9 @@ def daily_rooms(
 
 def raw_kept(connection: sqlite3.Connection) -> dict[str, int]:
     """host → the first second of its raw moments, for every host `compact` ever thinned."""
-    if not has_table(connection, "raw_kept"):
+    found = connection.execute(
+        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'raw_kept'"
+    ).fetchone()[0]
+    if not found:
         return {}
     return {str(h): int(s) for h, s in connection.execute("SELECT host, since_s FROM raw_kept")}

@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Sequence
 
 from inventory.holds import Hold
-from inventory.ledger.schema import has_column, has_table
+from inventory.ledger.schema import has_column
 from inventory.snapshot import utc
 
 ENDINGS = ("seen", "expired", "released", "replaced")
@@ -64,9 +64,17 @@ def _holds(
     ]
 
 
+def _has_holds(connection: sqlite3.Connection | sqlite3.Cursor) -> bool:
+    # A ledger of an older schema opened read-only has no holds table, and so no holds.
+    row = connection.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'holds'"
+    ).fetchone()
+    return row is not None
+
+
 def active(connection: sqlite3.Connection | sqlite3.Cursor, now_s: int) -> list[Hold]:
     """Holds active at `now_s`, oldest first."""
-    if not has_table(connection, "holds"):
+    if not _has_holds(connection):
         return []
     return _holds(
         connection,
@@ -81,7 +89,7 @@ def expired_unseen(
     connection: sqlite3.Connection | sqlite3.Cursor, since_s: int, until_s: int, now_s: int
 ) -> list[Hold]:
     """Holds made in [since_s, until_s) that expired by `now_s` without their seat ever being seen."""
-    if not has_table(connection, "holds"):
+    if not _has_holds(connection):
         return []
     return _holds(
         connection,

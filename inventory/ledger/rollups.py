@@ -16,8 +16,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from inventory.ledger.schema import has_column, has_table
-
 HOUR_S = 3600
 # Raw rows are read back (a migration, a re-mask, a compaction's check) this many snapshots at a time.
 CHUNK_SNAPSHOTS = 5000
@@ -192,7 +190,10 @@ ON CONFLICT(host, hour_s, card_idx, seat, cmdline) DO UPDATE SET
 
 def has_rollups(connection: sqlite3.Connection) -> bool:
     """True when the ledger keeps rollups (schema 7 on; a read-only older one does not)."""
-    return has_table(connection, "card_hours")
+    row = connection.execute(
+        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'card_hours'"
+    ).fetchone()
+    return bool(row[0])
 
 
 def card_hours(
@@ -228,7 +229,7 @@ def command_hours(
 def raw_since(connection: sqlite3.Connection, host: str) -> int | None:
     """The first second of `host`'s raw moments after a `compact` (older ones are rollups only);
     None when none of its moments was ever removed."""
-    if not has_table(connection, "raw_kept"):
+    if not _has_table(connection, "raw_kept"):
         return None
     row = connection.execute("SELECT since_s FROM raw_kept WHERE host = ?", (host,)).fetchone()
     return None if row is None else int(row[0])
@@ -236,7 +237,7 @@ def raw_since(connection: sqlite3.Connection, host: str) -> int | None:
 
 def arrivals(connection: sqlite3.Connection, host: str, start_s: int, end_s: int) -> dict[int, int]:
     """taken_at_s → arrived_at_s of `host`'s snapshots in [start_s, end_s) that recorded one."""
-    if not has_column(connection, "snapshots", "arrived_at_s"):
+    if not _has_column(connection, "snapshots", "arrived_at_s"):
         return {}
     return {
         int(taken): int(arrived)
@@ -246,6 +247,17 @@ def arrivals(connection: sqlite3.Connection, host: str, start_s: int, end_s: int
             (host, start_s, end_s),
         )
     }
+
+
+def _has_table(connection: sqlite3.Connection, name: str) -> bool:
+    row = connection.execute(
+        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+    ).fetchone()
+    return bool(row[0])
+
+
+def _has_column(connection: sqlite3.Connection, table: str, column: str) -> bool:
+    return any(row[1] == column for row in connection.execute(f"PRAGMA table_info({table})"))
 
 
 # --- building from the raw rows ------------------------------------------------------------
@@ -493,7 +505,7 @@ def raw_spans(connection: sqlite3.Connection) -> list[RawSpan]:
     """Every host's raw moments, by host."""
     kept = (
         dict(connection.execute("SELECT host, since_s FROM raw_kept").fetchall())
-        if has_table(connection, "raw_kept")
+        if _has_table(connection, "raw_kept")
         else {}
     )
     return [

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
+from inventory.ledger import rollups
 from inventory.secrets import mask_cmdline
 from seats.errors import CannotDecideError
 
@@ -118,8 +119,6 @@ def _mask_stored_lines(connection: sqlite3.Connection) -> str | None:
 def _build_rollups(connection: sqlite3.Connection) -> str | None:
     """Build the hourly rollups of every stored snapshot (a ledger from before them), saying how
     far it got on stderr every few thousand snapshots."""
-    from inventory.ledger import rollups
-
     path = connection.execute("PRAGMA database_list").fetchone()[2] or "(memory)"
     return rollups.build(connection, rollups.stderr_progress(f"ledger {path}: schema 8: "))
 
@@ -195,14 +194,6 @@ def has_column(connection: sqlite3.Connection | sqlite3.Cursor, table: str, colu
     """True when `table` has `column`: a ledger opened read-only is read at the version it was
     written at, which may be before the migration that added it."""
     return any(row[1] == column for row in connection.execute(f"PRAGMA table_info({table})"))
-
-
-def has_table(connection: sqlite3.Connection | sqlite3.Cursor, name: str) -> bool:
-    """True when the ledger has table `name` (one opened read-only may be of an older schema)."""
-    found = connection.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
-    )
-    return found.fetchone() is not None
 
 
 def operational(
@@ -442,10 +433,8 @@ def remask(connection: sqlite3.Connection, path: Path, busy_ms: int = BUSY_TIMEO
         note = None
         if row is None or row[0] != MASKING_REVISION:
             note = _mask_stored_lines(connection)
-            if note and has_table(connection, "card_hours"):
-                from inventory.ledger.rollups import rebuild_commands
-
-                rebuild_commands(connection, mask_cmdline)
+            if note and rollups.has_rollups(connection):
+                rollups.rebuild_commands(connection, mask_cmdline)
             connection.execute(
                 "INSERT OR REPLACE INTO meta(key, value) VALUES ('masking', ?)",
                 (MASKING_REVISION,),
