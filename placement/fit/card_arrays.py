@@ -38,6 +38,9 @@ class _Each:
     floor: list[int]
     placed_any: list[bool]
     placed_exclusive: list[bool]
+    # min(room, floor − load): the most need the card takes now, whoever asks (a seat of need
+    # n fits only where n ≤ room and load + n ≤ floor).
+    headroom: list[int]
 
 
 class CardArrays:
@@ -77,7 +80,9 @@ class CardArrays:
         self.placed_any: Bools = np.zeros(count, bool)
         self.placed_exclusive: Bools = np.zeros(count, bool)
         # The same figures as Python lists, for a placer that asks a few cards one by one.
-        self.each = _Each([0] * count, [0] * count, [0] * count, [False] * count, [False] * count)
+        self.each = _Each(
+            [0] * count, [0] * count, [0] * count, [False] * count, [False] * count, [0] * count
+        )
         for i, model in enumerate(models):
             self.read(i, model)
 
@@ -94,6 +99,7 @@ class CardArrays:
             list(each.floor),
             list(each.placed_any),
             list(each.placed_exclusive),
+            list(each.headroom),
         )
         return twin
 
@@ -107,6 +113,7 @@ class CardArrays:
         self.width[i] = model.width_bytes
         self.placed_any[i] = each.placed_any[i] = bool(model.placed)
         self.placed_exclusive[i] = each.placed_exclusive[i] = bool(model.placed_exclusive)
+        each.headroom[i] = min(each.room[i], each.floor[i] - each.load[i])
 
     def pair_mask(
         self,

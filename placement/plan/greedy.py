@@ -9,7 +9,7 @@ by card for a seat some card names; the verifier re-checks the result like any p
 from __future__ import annotations
 
 import weakref
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Self
@@ -47,6 +47,7 @@ class _Rows:
     mask_each: list[bool]
     need_each: list[int] | int
     bound_each: list[int]
+    need_least: int  # its least need over every card: no card with less headroom takes it
 
     def pair(self, i: int) -> tuple[int, int | None]:
         """(need, gate bound or None) on card `i`: `Problem.pair`'s answer there."""
@@ -174,6 +175,7 @@ class _Fleet:
             mask.tolist(),
             int(need[0]) if one else need_row.tolist(),
             bound.tolist(),
+            int(need.min()) if len(need) else 0,
         )
         return found
 
@@ -380,27 +382,92 @@ def first_fit(problem: Problem, order: Sequence[NewSeat] | None = None) -> Assig
     return out
 
 
-# Best fit walks this many cards, narrowest first, before it asks every card at once.
-_WALK = 32
+# Best fit asks at most this many cards one by one, narrowest first, before it asks every card
+# at once.
+_WALK = 256
+# Cards per block of `_Narrow` (a block is split past twice this).
+_BLOCK = 32
+
+
+class _Narrow:
+    """Every card as (width, tie-break rank, row), narrowest first, kept in order as seats are
+    placed, in blocks of about `_BLOCK`: a one-card seat meets the narrowest cards wide enough
+    first, and passes over a whole block whose cards cannot take it.
+
+    `tops[b]` is at least the largest headroom h = min(room, floor − load) of block b's cards
+    (`CardArrays.headroom`). A card takes a seat of need n only where n ≤ room and
+    load + n ≤ floor, i.e. n ≤ h: a block whose `tops` is below the seat's least need holds
+    no card that takes it, and skipping it changes no answer.
+    """
+
+    __slots__ = ("blocks", "firsts", "tops")
+
+    def __init__(self, entries: list[tuple[int, int, int]], headroom: list[int]) -> None:
+        self.blocks = [entries[k : k + _BLOCK] for k in range(0, len(entries), _BLOCK)]
+        self.firsts = [block[0] for block in self.blocks]
+        self.tops = [max([headroom[i] for _, _, i in block]) for block in self.blocks]
+
+    def copy(self) -> _Narrow:
+        twin = object.__new__(_Narrow)
+        twin.blocks = [list(block) for block in self.blocks]
+        twin.firsts = list(self.firsts)
+        twin.tops = list(self.tops)
+        return twin
+
+    def start(self, key: tuple[int, ...]) -> tuple[int, int]:
+        """(block, position in it) of the first entry at or after `key`."""
+        b = max(0, bisect_right(self.firsts, key) - 1)
+        return b, bisect_left(self.blocks[b], key) if self.blocks else 0
+
+    def move(
+        self, old: tuple[int, int, int], new: tuple[int, int, int], was: int, headroom: list[int]
+    ) -> None:
+        """Entry `old` (its card's headroom was `was`) replaced by `new`, `headroom` read again."""
+        blocks, firsts, tops = self.blocks, self.firsts, self.tops
+        b = bisect_right(firsts, old) - 1
+        block = blocks[b]
+        del block[bisect_left(block, old)]
+        if not block:
+            del blocks[b], firsts[b], tops[b]
+        else:
+            firsts[b] = block[0]
+            if was >= tops[b]:  # it may have been the block's largest
+                tops[b] = max([headroom[i] for _, _, i in block])
+        if not blocks:
+            blocks.append([new])
+            firsts.append(new)
+            tops.append(headroom[new[2]])
+            return
+        b = max(0, bisect_right(firsts, new) - 1)
+        block = blocks[b]
+        insort(block, new)
+        firsts[b] = block[0]
+        if headroom[new[2]] > tops[b]:
+            tops[b] = headroom[new[2]]
+        if len(block) > 2 * _BLOCK:
+            half = len(block) // 2
+            blocks[b : b + 1] = [block[:half], block[half:]]
+            firsts[b : b + 1] = [block[0], block[half]]
+            tops[b : b + 1] = [max([headroom[i] for _, _, i in part]) for part in blocks[b : b + 2]]
 
 
 class _BestFit(_Cards):
     """Best fit's choices over the rows: the narrowest card, or host, that takes the seat.
 
-    `narrow`: every card as (width, tie-break rank, row), narrowest first, kept in order as
-    seats are placed, so a one-card seat meets the narrowest cards wide enough first.
+    `narrow`: every card by width, narrowest first (`_Narrow`).
     """
 
     def __init__(self, problem: Problem, fleet: _Fleet | None = None) -> None:
         super().__init__(problem, fleet)
         rank = self.fleet.rank.tolist()
-        self.narrow = sorted(
-            (width, rank[i], i) for i, width in enumerate(self.arrays.width.tolist())
+        self.narrow = _Narrow(
+            sorted((width, rank[i], i) for i, width in enumerate(self.arrays.width.tolist())),
+            self.arrays.each.headroom,
         )
 
     def copy(self) -> Self:
         twin = super().copy()
-        twin.narrow = list(self.narrow)
+        twin.narrow = self.narrow.copy()
         return twin
 
     def place(self, new: NewSeat, at: int, cards: tuple[int, ...]) -> None:
@@ -408,36 +475,48 @@ class _BestFit(_Cards):
         fleet, width, narrow = self.fleet, self.arrays.width, self.narrow
         host = fleet.host_names[at]
         rows = [fleet.flat[(host, index)] for index in cards]
+        headroom = self.arrays.each.headroom
         before = [(int(width[i]), int(fleet.rank[i]), i) for i in rows]
+        was = [headroom[i] for i in rows]
         super().place(new, at, cards)
-        for old, i in zip(before, rows, strict=True):
-            del narrow[bisect_left(narrow, old)]
-            insort(narrow, (int(width[i]), old[1], i))
+        for old, had, i in zip(before, was, rows, strict=True):
+            narrow.move(old, (int(width[i]), old[1], i), had, headroom)
 
     def narrowest(self, new: NewSeat) -> tuple[int, tuple[int, ...]] | None:
         """`one_card(new, fitting(new))` for a seat the rows answer: the narrowest cards wide
-        enough asked one by one (`CardArrays.fits` of each), then every card at once."""
+        enough asked one by one (`CardArrays.fits` of each), blocks that take none passed over,
+        then, past `_WALK` cards asked, every card at once."""
         rows = self.fleet.rows(new)
         if rows is None:
             return self.one_card(new, self.fitting(new))
         narrow = self.narrow
-        start = bisect_left(narrow, (self.problem.least_width(new.name),))
+        blocks, tops = narrow.blocks, narrow.tops
+        first, start = narrow.start((self.problem.least_width(new.name),))
         each = self.arrays.each
-        mask, bound, need = rows.mask_each, rows.bound_each, rows.need_each
+        mask, bound, need, least = rows.mask_each, rows.bound_each, rows.need_each, rows.need_least
         room, load, floor = each.room, each.load, each.floor
         blocked = each.placed_any if new.seat.exclusive else each.placed_exclusive
-        for width, _, i in narrow[start : start + _WALK]:
-            if width >= UNBOUNDED:
-                return None
-            if not mask[i] or blocked[i]:
+        asked = 0
+        for b in range(first, len(blocks)):
+            if tops[b] < least:
+                start = 0
                 continue
-            needed = need if isinstance(need, int) else need[i]
-            after = load[i] + needed
-            if needed <= room[i] and after <= floor[i] and after <= bound[i]:
-                return int(self.fleet.host_of[i]), (int(self.fleet.index_of[i]),)
-        if start + _WALK >= len(narrow):
-            return None
-        return self.one_card(new, self.fitting(new))
+            block = blocks[b]
+            for k in range(start, len(block)):
+                width, _, i = block[k]
+                if width >= UNBOUNDED:
+                    return None
+                if asked == _WALK:
+                    return self.one_card(new, self.fitting(new))
+                asked += 1
+                if not mask[i] or blocked[i]:
+                    continue
+                needed = need if isinstance(need, int) else need[i]
+                after = load[i] + needed
+                if needed <= room[i] and after <= floor[i] and after <= bound[i]:
+                    return int(self.fleet.host_of[i]), (int(self.fleet.index_of[i]),)
+            start = 0
+        return None
 
     def one_card(self, new: NewSeat, fit: Bools) -> tuple[int, tuple[int, ...]] | None:
         """The narrowest card wide enough that takes the seat (then host order, card index)."""

@@ -63,10 +63,11 @@ def most_seats(problem: Problem, run: BestFitRun | None = None) -> Assignment:
 def _whole(
     known: BestFitLevel | None, committed: BestFitPacking, level: Sequence[NewSeat]
 ) -> BestFitPacking | Literal[False] | None:
-    """`_packed(committed, level)` read off best fit's pass where it packed the same seats in
-    the same order from the same placement; False where it did not (pack it).
+    """C with all of `level` packed in decreasing order (None: one found no card), read off best
+    fit's pass where it packed the same seats in the same order from the same placement; False
+    where it did not (pack it).
 
-    Best fit's level holds the level's seats in `placing_key` order, as `_packed` packs them,
+    Best fit's level holds the level's seats in `placing_key` order, as `_level` packs them,
     and also those with no eligible host: each of those finds no card and changes nothing
     (were one placed, the pass is not the same and is not read).
     """
@@ -86,21 +87,37 @@ def _level(
 ) -> BestFitPacking:
     """C with as many of `level` (ascending bytes) as best fit packs: the packing after the level.
 
-    `whole`: `_packed(committed, level)` where it is known already (False: not known)."""
-    every = _packed(committed, level) if whole is False else whole
+    `whole`: `packed(len(level))` where it is known already (False: not known)."""
+    # The level in decreasing order, sorted once: S_K's decreasing order is that order with the
+    # seats past the K-th smallest left out.
+    decreasing = sorted(level, key=placing_key)
+    position = {new.name: k for k, new in enumerate(level)}
+
+    def packed(count: int) -> BestFitPacking | None:
+        """C with S_count (the `count` smallest) added in decreasing order, or None when one of
+        them found no card."""
+        attempt = committed.copy()
+        seats = (
+            decreasing
+            if count >= len(level)
+            else [new for new in decreasing if position[new.name] < count]
+        )
+        return None if attempt.add(seats, all_or_none=True) else attempt
+
+    every = packed(len(level)) if whole is False else whole
     if every is not None:
         return every
     # Smallest first on top of C: a placement that exists, and the bisection's floor.
     floor = committed.copy()
     floor.add(level)
     low = _count(floor, level)
-    best = _packed(committed, level[:low])
+    best = packed(low)
     if best is None:
         low, best = 0, committed
     high = min(len(level) - 1, _level_bound(problem, committed, level[0].seat.priority))
     while low < high:
         middle = (low + high + 1) // 2
-        attempt = _packed(committed, level[:middle])
+        attempt = packed(middle)
         if attempt is not None:
             low, best = middle, attempt
         else:
@@ -108,12 +125,6 @@ def _level(
     topped = best.copy()
     topped.add(level[low:])
     return max((floor, topped), key=lambda packing: _count(packing, level))
-
-
-def _packed(committed: BestFitPacking, seats: Sequence[NewSeat]) -> BestFitPacking | None:
-    """C with `seats` added in decreasing order, or None when one of them found no card."""
-    attempt = committed.copy()
-    return None if attempt.add(sorted(seats, key=placing_key), all_or_none=True) else attempt
 
 
 def _count(packing: BestFitPacking, level: Sequence[NewSeat]) -> int:

@@ -92,19 +92,46 @@ def test_the_smallest_seats_search_places_as_before_on_a_crowded_fleet(
     assert len(got) > len(greedy.first_fit(problem))
 
 
-@pytest.mark.parametrize("walk", [0, 1, 4, 10_000])
+@pytest.mark.parametrize(("walk", "block"), [(0, 32), (1, 1), (4, 2), (256, 3), (10_000, 64)])
 def test_best_fit_walking_the_narrowest_cards_places_as_asking_every_card(
-    walk: int, monkeypatch: pytest.MonkeyPatch
+    walk: int, block: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The cards asked one by one before every card at once (none, a few, all of them): the
-    # same placement as the card-by-card placer, on a fleet whose seats walk past many cards.
+    # The cards asked one by one before every card at once (none, a few, all of them), in
+    # blocks of a few cards or many: the same placement as the card-by-card placer, on a fleet
+    # whose seats walk past many cards.
     catalogue, snapshots, adds = synthetic_fleet(16, 8, 75, 500)
 
     def fresh():  # type: ignore[no-untyped-def]
         return build_problem(catalogue, snapshots, new_seats(catalogue, adds))
 
     monkeypatch.setattr(greedy, "_WALK", walk)
+    monkeypatch.setattr(greedy, "_BLOCK", block)
     assert greedy.best_fit(fresh()) == reference.best_fit(fresh())
+
+
+@pytest.mark.parametrize("block", [1, 3, 32])
+def test_each_block_of_narrow_cards_keeps_at_least_its_cards_largest_headroom(
+    block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The blocks a one-card seat passes over: in width order, none empty, and each block's top
+    # at or above every headroom in it, after seats are placed on the cards.
+    monkeypatch.setattr(greedy, "_BLOCK", block)
+    catalogue, snapshots, adds = synthetic_fleet(16, 8, 75, 500)
+    problem = build_problem(catalogue, snapshots, new_seats(catalogue, adds))
+    packing = greedy.BestFitPacking(problem)
+    assert packing.add(greedy.placing_order(problem)) > 0  # crowded: some seats find no card
+    narrow, each = packing.cards.narrow, packing.cards.arrays.each
+    entries = [entry for part in narrow.blocks for entry in part]
+    assert entries == sorted(entries) and len(entries) == len(problem.cards)
+    assert all(part for part in narrow.blocks)
+    assert narrow.firsts == [part[0] for part in narrow.blocks]
+    width = packing.cards.arrays.width
+    assert all(w == width[i] for w, _, i in entries)
+    for top, part in zip(narrow.tops, narrow.blocks, strict=True):
+        assert top >= max(each.headroom[i] for _, _, i in part)
+        assert all(
+            each.headroom[i] == min(each.room[i], each.floor[i] - each.load[i]) for _, _, i in part
+        )
 
 
 @pytest.mark.parametrize("seed", range(6))
