@@ -41,6 +41,7 @@ class _Each:
     # min(room, floor − load): the most need the card takes now, whoever asks (a seat of need
     # n fits only where n ≤ room and load + n ≤ floor).
     headroom: list[int]
+    width: list[int]
 
 
 class CardArrays:
@@ -81,7 +82,13 @@ class CardArrays:
         self.placed_exclusive: Bools = np.zeros(count, bool)
         # The same figures as Python lists, for a placer that asks a few cards one by one.
         self.each = _Each(
-            [0] * count, [0] * count, [0] * count, [False] * count, [False] * count, [0] * count
+            [0] * count,
+            [0] * count,
+            [0] * count,
+            [False] * count,
+            [False] * count,
+            [0] * count,
+            [0] * count,
         )
         for i, model in enumerate(models):
             self.read(i, model)
@@ -100,6 +107,7 @@ class CardArrays:
             list(each.placed_any),
             list(each.placed_exclusive),
             list(each.headroom),
+            list(each.width),
         )
         return twin
 
@@ -110,7 +118,7 @@ class CardArrays:
         self.load[i] = each.load[i] = model.placed_bytes
         floor = model.gate_floor_bytes
         self.floor[i] = each.floor[i] = UNBOUNDED if floor is None else floor
-        self.width[i] = model.width_bytes
+        self.width[i] = each.width[i] = model.width_bytes
         self.placed_any[i] = each.placed_any[i] = bool(model.placed)
         self.placed_exclusive[i] = each.placed_exclusive[i] = bool(model.placed_exclusive)
         each.headroom[i] = min(each.room[i], each.floor[i] - each.load[i])

@@ -357,36 +357,105 @@ class _Cards:
         self.stale.add(at)
 
 
+# Best fit asks at most this many cards one by one, narrowest first, before it asks every card
+# at once.
+_WALK = 256
+# Cards per block of `_FirstFit` and of `_Narrow` (whose block is split past twice this).
+_BLOCK = 32
+
+
+class _FirstFit(_Cards):
+    """First fit's choice of one card over the rows: the first card, in host order, that takes
+    the seat on a host wide enough, its cards asked in blocks of `_BLOCK` rows and the blocks in
+    groups of `_BLOCK`. `tops[b]` is the largest headroom min(room, floor − load) of block b's
+    cards and `group_tops[g]` the largest of group g's blocks: a card takes a seat of need n only
+    where n ≤ its headroom, so a block or group whose top is below the seat's least need holds
+    no card that takes it, and passing it over changes no answer."""
+
+    def __init__(self, problem: Problem, fleet: _Fleet | None = None) -> None:
+        super().__init__(problem, fleet)
+        headroom = self.arrays.each.headroom
+        self.tops = [max(headroom[k : k + _BLOCK]) for k in range(0, len(headroom), _BLOCK)]
+        self.group_tops = [max(self.tops[g : g + _BLOCK]) for g in range(0, len(self.tops), _BLOCK)]
+        self.ok = self.fleet.arrays.ok.tolist()
+
+    def copy(self) -> Self:
+        twin = super().copy()
+        twin.tops, twin.group_tops, twin.ok = list(self.tops), list(self.group_tops), self.ok
+        return twin
+
+    def place(self, new: NewSeat, at: int, cards: tuple[int, ...]) -> None:
+        """`_Cards.place`, the tops of each placed card's block and group read again."""
+        super().place(new, at, cards)
+        headroom, host, tops = self.arrays.each.headroom, self.fleet.host_names[at], self.tops
+        for index in cards:
+            b = self.fleet.flat[(host, index)] // _BLOCK
+            tops[b] = max(headroom[b * _BLOCK : (b + 1) * _BLOCK])
+            g = b // _BLOCK
+            self.group_tops[g] = max(tops[g * _BLOCK : (g + 1) * _BLOCK])
+
+    def first_card(self, new: NewSeat, rows: _Rows) -> tuple[int, tuple[int, ...]] | None:
+        """For a one-card seat the rows answer and that names no host, what `fitting`,
+        `hosts_with` and the first host's first fitting card choose: the first card in host
+        order that takes it (`CardArrays.fits` of each) on a host whose widest usable card is at
+        least its least width."""
+        least = self.problem.least_width(new.name)
+        each, fleet, ok, tops = self.arrays.each, self.fleet, self.ok, self.tops
+        mask, bound, need = rows.mask_each, rows.bound_each, rows.need_each
+        room, load, floor, width = each.room, each.load, each.floor, each.width
+        blocked = each.placed_any if new.seat.exclusive else each.placed_exclusive
+        cards, least_need, blocks = len(room), rows.need_least, len(tops)
+        for g, group_top in enumerate(self.group_tops):
+            if group_top < least_need:
+                continue
+            for b in range(g * _BLOCK, min(blocks, (g + 1) * _BLOCK)):
+                if tops[b] < least_need:
+                    continue
+                for i in range(b * _BLOCK, min(cards, (b + 1) * _BLOCK)):
+                    if not mask[i] or blocked[i]:
+                        continue
+                    needed = need if isinstance(need, int) else need[i]
+                    after = load[i] + needed
+                    if needed <= room[i] and after <= floor[i] and after <= bound[i]:
+                        at = int(fleet.host_of[i])
+                        start, stop = int(fleet.start[at]), int(fleet.stop[at])
+                        widest = max((width[j] for j in range(start, stop) if ok[j]), default=_NONE)
+                        if widest >= least:
+                            return at, (int(fleet.index_of[i]),)
+        return None
+
+
 def first_fit(problem: Problem, order: Sequence[NewSeat] | None = None) -> Assignment:
     """First-fit-decreasing: hosts in their order, the first cards that take the seat.
 
     `order`: the seats to try, in this order (default: all, in `placing_order`).
     """
-    cards = _Cards(problem)
+    cards = _FirstFit(problem)
     out: Assignment = {}
     for new in placing_order(problem) if order is None else order:
-        fit = cards.fitting(new)
-        hosts = cards.hosts_with(new, fit)
         home = cards.home(new)
-        if home is not None:
-            # A seat that names its host has no eligible card anywhere else: that host alone.
-            at = home if home >= 0 and hosts[home] else None
+        rows = cards.fleet.rows(new) if new.seat.card_count == 1 and home is None else None
+        if rows is not None:
+            best = cards.first_card(new, rows)
+            if best is None:
+                continue
+            at, chosen = best
         else:
-            at = int(np.argmax(hosts)) if hosts.any() else None
-        if at is None:
-            continue
-        found = cards.host_cards(at, fit)[: new.seat.card_count]
-        chosen = tuple(sorted(int(cards.fleet.index_of[i]) for i in found))
+            fit = cards.fitting(new)
+            hosts = cards.hosts_with(new, fit)
+            if home is not None:
+                # A seat that names its host has no eligible card anywhere else: that host alone.
+                found_at = home if home >= 0 and hosts[home] else None
+            else:
+                found_at = int(np.argmax(hosts)) if hosts.any() else None
+            if found_at is None:
+                continue
+            at = found_at
+            found = cards.host_cards(at, fit)[: new.seat.card_count]
+            chosen = tuple(sorted(int(cards.fleet.index_of[i]) for i in found))
         cards.place(new, at, chosen)
         out[new.name] = (cards.host_names[at], chosen)
     return out
-
-
-# Best fit asks at most this many cards one by one, narrowest first, before it asks every card
-# at once.
-_WALK = 256
-# Cards per block of `_Narrow` (a block is split past twice this).
-_BLOCK = 32
 
 
 class _Narrow:

@@ -98,7 +98,7 @@ def test_best_fit_walking_the_narrowest_cards_places_as_asking_every_card(
 ) -> None:
     # The cards asked one by one before every card at once (none, a few, all of them), in
     # blocks of a few cards or many: the same placement as the card-by-card placer, on a fleet
-    # whose seats walk past many cards.
+    # whose seats walk past many cards; first fit's blocks likewise.
     catalogue, snapshots, adds = synthetic_fleet(16, 8, 75, 500)
 
     def fresh():  # type: ignore[no-untyped-def]
@@ -107,6 +107,7 @@ def test_best_fit_walking_the_narrowest_cards_places_as_asking_every_card(
     monkeypatch.setattr(greedy, "_WALK", walk)
     monkeypatch.setattr(greedy, "_BLOCK", block)
     assert greedy.best_fit(fresh()) == reference.best_fit(fresh())
+    assert greedy.first_fit(fresh()) == reference.first_fit(fresh())
 
 
 @pytest.mark.parametrize("block", [1, 3, 32])
