@@ -9,7 +9,7 @@ by card for a seat some card names; the verifier re-checks the result like any p
 from __future__ import annotations
 
 import weakref
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_left, bisect_right
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Self
@@ -51,9 +51,9 @@ class _Rows:
 
     def pair(self, i: int) -> tuple[int, int | None]:
         """(need, gate bound or None) on card `i`: `Problem.pair`'s answer there."""
-        need = self.need[i] if isinstance(self.need, np.ndarray) else self.need
-        bound = int(self.bound[i])
-        return int(need), None if bound == UNBOUNDED else bound
+        need = self.need_each if isinstance(self.need_each, int) else self.need_each[i]
+        bound = self.bound_each[i]
+        return need, None if bound == UNBOUNDED else bound
 
 
 class _Fleet:
@@ -469,17 +469,20 @@ class _Narrow:
     no card that takes it, and skipping it changes no answer.
     """
 
-    __slots__ = ("blocks", "firsts", "tops")
+    __slots__ = ("blocks", "firsts", "rows", "tops")
 
     def __init__(self, entries: list[tuple[int, int, int]], headroom: list[int]) -> None:
         self.blocks = [entries[k : k + _BLOCK] for k in range(0, len(entries), _BLOCK)]
         self.firsts = [block[0] for block in self.blocks]
-        self.tops = [max([headroom[i] for _, _, i in block]) for block in self.blocks]
+        # Each block's rows (the entries' last figure), for its top.
+        self.rows = [[i for _, _, i in block] for block in self.blocks]
+        self.tops = [max(map(headroom.__getitem__, rows)) for rows in self.rows]
 
     def copy(self) -> _Narrow:
         twin = object.__new__(_Narrow)
         twin.blocks = [list(block) for block in self.blocks]
         twin.firsts = list(self.firsts)
+        twin.rows = [list(rows) for rows in self.rows]
         twin.tops = list(self.tops)
         return twin
 
@@ -492,32 +495,39 @@ class _Narrow:
         self, old: tuple[int, int, int], new: tuple[int, int, int], was: int, headroom: list[int]
     ) -> None:
         """Entry `old` (its card's headroom was `was`) replaced by `new`, `headroom` read again."""
-        blocks, firsts, tops = self.blocks, self.firsts, self.tops
+        blocks, firsts, tops, rows = self.blocks, self.firsts, self.tops, self.rows
         b = bisect_right(firsts, old) - 1
         block = blocks[b]
-        del block[bisect_left(block, old)]
+        k = bisect_left(block, old)
+        del block[k], rows[b][k]
         if not block:
-            del blocks[b], firsts[b], tops[b]
+            del blocks[b], firsts[b], tops[b], rows[b]
         else:
             firsts[b] = block[0]
             if was >= tops[b]:  # it may have been the block's largest
-                tops[b] = max([headroom[i] for _, _, i in block])
+                tops[b] = max(map(headroom.__getitem__, rows[b]))
+        i = new[2]
         if not blocks:
             blocks.append([new])
             firsts.append(new)
-            tops.append(headroom[new[2]])
+            rows.append([i])
+            tops.append(headroom[i])
             return
         b = max(0, bisect_right(firsts, new) - 1)
         block = blocks[b]
-        insort(block, new)
+        k = bisect_left(block, new)
+        block.insert(k, new)
+        rows[b].insert(k, i)
         firsts[b] = block[0]
-        if headroom[new[2]] > tops[b]:
-            tops[b] = headroom[new[2]]
+        if headroom[i] > tops[b]:
+            tops[b] = headroom[i]
         if len(block) > 2 * _BLOCK:
             half = len(block) // 2
+            parts = [rows[b][:half], rows[b][half:]]
             blocks[b : b + 1] = [block[:half], block[half:]]
             firsts[b : b + 1] = [block[0], block[half]]
-            tops[b : b + 1] = [max([headroom[i] for _, _, i in part]) for part in blocks[b : b + 2]]
+            rows[b : b + 1] = parts
+            tops[b : b + 1] = [max(map(headroom.__getitem__, part)) for part in parts]
 
 
 class _BestFit(_Cards):
@@ -528,7 +538,7 @@ class _BestFit(_Cards):
 
     def __init__(self, problem: Problem, fleet: _Fleet | None = None) -> None:
         super().__init__(problem, fleet)
-        rank = self.fleet.rank.tolist()
+        self.rank = rank = self.fleet.rank.tolist()
         self.narrow = _Narrow(
             sorted((width, rank[i], i) for i, width in enumerate(self.arrays.width.tolist())),
             self.arrays.each.headroom,
@@ -536,20 +546,19 @@ class _BestFit(_Cards):
 
     def copy(self) -> Self:
         twin = super().copy()
-        twin.narrow = self.narrow.copy()
+        twin.narrow, twin.rank = self.narrow.copy(), self.rank
         return twin
 
     def place(self, new: NewSeat, at: int, cards: tuple[int, ...]) -> None:
         """`_Cards.place`, each card moved to its new width's place in `narrow`."""
-        fleet, width, narrow = self.fleet, self.arrays.width, self.narrow
+        fleet, narrow, each, rank = self.fleet, self.narrow, self.arrays.each, self.rank
         host = fleet.host_names[at]
         rows = [fleet.flat[(host, index)] for index in cards]
-        headroom = self.arrays.each.headroom
-        before = [(int(width[i]), int(fleet.rank[i]), i) for i in rows]
-        was = [headroom[i] for i in rows]
+        width, headroom = each.width, each.headroom
+        before = [((width[i], rank[i], i), headroom[i]) for i in rows]
         super().place(new, at, cards)
-        for old, had, i in zip(before, was, rows, strict=True):
-            narrow.move(old, (int(width[i]), old[1], i), had, headroom)
+        for (old, had), i in zip(before, rows, strict=True):
+            narrow.move(old, (width[i], old[1], i), had, headroom)
 
     def narrowest(self, new: NewSeat) -> tuple[int, tuple[int, ...]] | None:
         """`one_card(new, fitting(new))` for a seat the rows answer: the narrowest cards wide
