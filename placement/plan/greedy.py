@@ -56,6 +56,20 @@ class _Rows:
         return need, None if bound == UNBOUNDED else bound
 
 
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """What placing one seat reads, looked up once per seat of a problem (`_Fleet.step`)."""
+
+    new: NewSeat
+    name: str
+    count: int  # cards it takes
+    home: int | None  # `_Cards.home`: where the host it names stands; None: it names none
+    rows: _Rows | None  # `_Fleet.rows`
+    least_width: int  # `Problem.least_width`
+    resident_bytes: int
+    exclusive: bool
+
+
 class _Fleet:
     """What placing never changes: the cards in host order, and each seat's pairs as rows.
 
@@ -106,6 +120,28 @@ class _Fleet:
         self._eligible: dict[str, bool] = {}
         self._eligible_shapes: dict[tuple[int, int, int], bool] = {}
         self._pairs: dict[int, int] = {}  # eligible pairs of a seat's rows, by id(rows)
+        # Rows and cards as Python lists, for placers that read one card at a time.
+        self.host_each: list[int] = self.host_of.tolist()
+        self.index_each: list[int] = self.index_of.tolist()
+        self.steps: dict[int, _Step] = {}  # by id(new): `step`
+
+    def step(self, new: NewSeat) -> _Step:
+        """The seat's `_Step`, kept by the seat's identity."""
+        found = self.steps.get(id(new))
+        if found is None or found.new is not new:
+            seat = new.seat
+            home = None if seat.host is None else self.position.get(seat.host, -1)
+            found = self.steps[id(new)] = _Step(
+                new,
+                seat.name,
+                seat.card_count,
+                home,
+                self.rows(new),
+                self.problem.least_width(seat.name),
+                seat.resident_bytes,
+                seat.exclusive,
+            )
+        return found
 
     def pairs_exceed(self, limit: int) -> bool:
         """`Problem.pairs_exceed`: more than `limit` eligible (seat, card) pairs, each seat's
@@ -356,6 +392,24 @@ class _Cards:
             self.arrays.read(i, model)
         self.stale.add(at)
 
+    def place_row(self, step: _Step, i: int) -> None:
+        """`place` of a one-card seat the rows answer (`step.rows`) on row `i`."""
+        fleet, rows = self.fleet, step.rows
+        assert rows is not None
+        at = fleet.host_each[i]
+        key = (fleet.host_names[at], fleet.index_each[i])
+        need = rows.need_each if isinstance(rows.need_each, int) else rows.need_each[i]
+        bound = rows.bound_each[i]
+        self.slots[key] = model = self.slots[key].with_seat(
+            step.name,
+            need,
+            resident_bytes=step.resident_bytes,
+            exclusive=step.exclusive,
+            gate_bound_bytes=None if bound == UNBOUNDED else bound,
+        )
+        self.arrays.read(i, model)
+        self.stale.add(at)
+
 
 # Best fit asks at most this many cards one by one, narrowest first, before it asks every card
 # at once.
@@ -560,20 +614,29 @@ class _BestFit(_Cards):
         for (old, had), i in zip(before, rows, strict=True):
             narrow.move(old, (width[i], old[1], i), had, headroom)
 
-    def narrowest(self, new: NewSeat) -> tuple[int, tuple[int, ...]] | None:
-        """`one_card(new, fitting(new))` for a seat the rows answer: the narrowest cards wide
-        enough asked one by one (`CardArrays.fits` of each), blocks that take none passed over,
-        then, past `_WALK` cards asked, every card at once."""
-        rows = self.fleet.rows(new)
-        if rows is None:
-            return self.one_card(new, self.fitting(new))
+    def place_row(self, step: _Step, i: int) -> None:
+        """`_Cards.place_row`, the card moved to its new width's place in `narrow`."""
+        each = self.arrays.each
+        old, had = (each.width[i], self.rank[i], i), each.headroom[i]
+        super().place_row(step, i)
+        self.narrow.move(old, (each.width[i], old[1], i), had, each.headroom)
+
+    def narrowest(self, step: _Step) -> int | None:
+        """The row of `one_card(new, fitting(new))` for a one-card seat the rows answer
+        (`step.rows`): the narrowest cards wide enough asked one by one (`CardArrays.fits` of
+        each), blocks that take none passed over, then, past `_WALK` cards asked, every card at
+        once; None where no card takes it."""
+        rows = step.rows
+        assert rows is not None
         narrow = self.narrow
         blocks, tops = narrow.blocks, narrow.tops
-        first, start = narrow.start((self.problem.least_width(new.name),))
+        first, start = narrow.start((step.least_width,))
         each = self.arrays.each
         mask, bound, need, least = rows.mask_each, rows.bound_each, rows.need_each, rows.need_least
         room, load, floor = each.room, each.load, each.floor
-        blocked = each.placed_any if new.seat.exclusive else each.placed_exclusive
+        blocked = each.placed_any if step.exclusive else each.placed_exclusive
+        # One need on every card (one size class), or a need per card.
+        one, needs = (need, []) if isinstance(need, int) else (-1, need)
         asked = 0
         for b in range(first, len(blocks)):
             if tops[b] < least:
@@ -585,14 +648,19 @@ class _BestFit(_Cards):
                 if width >= UNBOUNDED:
                     return None
                 if asked == _WALK:
-                    return self.one_card(new, self.fitting(new))
+                    found = self.one_card(step.new, self.fitting(step.new))
+                    return (
+                        None
+                        if found is None
+                        else self.fleet.flat[(self.fleet.host_names[found[0]], found[1][0])]
+                    )
                 asked += 1
                 if not mask[i] or blocked[i]:
                     continue
-                needed = need if isinstance(need, int) else need[i]
+                needed = one if one >= 0 else needs[i]
                 after = load[i] + needed
                 if needed <= room[i] and after <= floor[i] and after <= bound[i]:
-                    return int(self.fleet.host_of[i]), (int(self.fleet.index_of[i]),)
+                    return i
             start = 0
         return None
 
@@ -653,13 +721,27 @@ class BestFitPacking:
 
         `all_or_none`: stop at the first seat that finds no card (1 is returned; the packing is
         then part-way and only good to drop)."""
-        cards, missed = self.cards, 0
+        cards, missed, placed = self.cards, 0, self.placed
+        fleet = cards.fleet
+        steps, hosts = fleet.steps, fleet.host_names
         for new in seats:
-            home = cards.home(new)
-            if home is not None:
-                best = cards.at_home(new, cards.fitting(new), home)
-            elif new.seat.card_count == 1:
-                best = cards.narrowest(new)
+            step = steps.get(id(new))
+            if step is None or step.new is not new:
+                step = fleet.step(new)
+            if step.count == 1 and step.home is None and step.rows is not None:
+                i = cards.narrowest(step)
+                if i is None:
+                    missed += 1
+                    if all_or_none:
+                        return missed
+                    continue
+                cards.place_row(step, i)
+                placed[step.name] = (hosts[fleet.host_each[i]], (fleet.index_each[i],))
+                continue
+            if step.home is not None:
+                best = cards.at_home(new, cards.fitting(new), step.home)
+            elif step.count == 1:
+                best = cards.one_card(new, cards.fitting(new))
             else:
                 best = cards.many_cards(new, cards.fitting(new))
             if best is None:
@@ -669,7 +751,7 @@ class BestFitPacking:
                 continue
             at, chosen = best
             cards.place(new, at, chosen)
-            self.placed[new.name] = (cards.host_names[at], chosen)
+            placed[step.name] = (hosts[at], chosen)
         return missed
 
 
