@@ -9,7 +9,7 @@ by card for a seat some card names; the verifier re-checks the result like any p
 from __future__ import annotations
 
 import weakref
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Self
@@ -597,11 +597,67 @@ class _BestFit(_Cards):
             sorted((width, rank[i], i) for i, width in enumerate(self.arrays.width.tolist())),
             self.arrays.each.headroom,
         )
+        # Per k ≥ 2, each host's k-th widest usable width and the hosts as (that width, host),
+        # narrowest first; `moved`: hosts placed on since they were last read (`_wide`).
+        self.kth_each = [row.tolist() for row in self.kth[1:]]
+        self.wide = [sorted((w, at) for at, w in enumerate(row)) for row in self.kth_each]
+        self.moved: set[int] = set()
+        self.ok = self.fleet.arrays.ok.tolist()
 
     def copy(self) -> Self:
         twin = super().copy()
-        twin.narrow, twin.rank = self.narrow.copy(), self.rank
+        twin.narrow, twin.rank, twin.ok = self.narrow.copy(), self.rank, self.ok
+        twin.kth_each = [list(row) for row in self.kth_each]
+        twin.wide = [list(row) for row in self.wide]
+        twin.moved = set(self.moved)
         return twin
+
+    def _wide(self, depth: int) -> list[tuple[int, int]]:
+        """The hosts by their `depth`-th widest usable width, narrowest first (then host
+        order), the hosts placed on read again."""
+        fleet, width, ok = self.fleet, self.arrays.each.width, self.ok
+        for at in self.moved:
+            start, stop = int(fleet.start[at]), int(fleet.stop[at])
+            widths = sorted((width[j] for j in range(start, stop) if ok[j]), reverse=True)
+            for k, (row, wide) in enumerate(zip(self.kth_each, self.wide, strict=True), start=1):
+                now = widths[k] if k < len(widths) else _NONE
+                if now != row[at]:
+                    del wide[bisect_left(wide, (row[at], at))]
+                    insort(wide, (now, at))
+                    row[at] = now
+        self.moved.clear()
+        return self.wide[depth - 2]
+
+    def many_rows(self, step: _Step) -> tuple[int, tuple[int, ...]] | Literal[False] | None:
+        """`many_cards(new, fitting(new))` for a multi-card seat the rows answer (`step.rows`):
+        the hosts by their k-th widest width from the seat's least width, each host's cards
+        asked one by one (`CardArrays.fits` of each), the first with k that take it; False past
+        `_WALK` cards asked (ask every card at once)."""
+        rows = step.rows
+        assert rows is not None
+        fleet, each, count = self.fleet, self.arrays.each, step.count
+        wide = self._wide(count)
+        mask, bound, need = rows.mask_each, rows.bound_each, rows.need_each
+        room, load, floor = each.room, each.load, each.floor
+        blocked = each.placed_any if step.exclusive else each.placed_exclusive
+        one, needs = (need, []) if isinstance(need, int) else (-1, need)
+        index_each = fleet.index_each
+        asked = 0
+        for width, at in wide[bisect_left(wide, (step.least_width,)) :]:
+            if width >= UNBOUNDED or asked >= _WALK:
+                return False
+            taking: list[tuple[int, int]] = []
+            for i in range(int(fleet.start[at]), int(fleet.stop[at])):
+                asked += 1
+                if not mask[i] or blocked[i]:
+                    continue
+                needed = one if one >= 0 else needs[i]
+                after = load[i] + needed
+                if needed <= room[i] and after <= floor[i] and after <= bound[i]:
+                    taking.append((room[i] - needed, index_each[i]))
+            if len(taking) >= count:
+                return at, tuple(sorted(index for _, index in sorted(taking)[:count]))
+        return None
 
     def place(self, new: NewSeat, at: int, cards: tuple[int, ...]) -> None:
         """`_Cards.place`, each card moved to its new width's place in `narrow`."""
@@ -611,6 +667,7 @@ class _BestFit(_Cards):
         width, headroom = each.width, each.headroom
         before = [((width[i], rank[i], i), headroom[i]) for i in rows]
         super().place(new, at, cards)
+        self.moved.add(at)
         for (old, had), i in zip(before, rows, strict=True):
             narrow.move(old, (width[i], old[1], i), had, headroom)
 
@@ -619,6 +676,7 @@ class _BestFit(_Cards):
         each = self.arrays.each
         old, had = (each.width[i], self.rank[i], i), each.headroom[i]
         super().place_row(step, i)
+        self.moved.add(self.fleet.host_each[i])
         self.narrow.move(old, (each.width[i], old[1], i), had, each.headroom)
 
     def narrowest(self, step: _Step) -> int | None:
@@ -743,7 +801,8 @@ class BestFitPacking:
             elif step.count == 1:
                 best = cards.one_card(new, cards.fitting(new))
             else:
-                best = cards.many_cards(new, cards.fitting(new))
+                walked = False if step.rows is None else cards.many_rows(step)
+                best = cards.many_cards(new, cards.fitting(new)) if walked is False else walked
             if best is None:
                 missed += 1
                 if all_or_none:
