@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from placement.fit.engines import (
@@ -99,16 +99,7 @@ class PackResult:
             "greedy_cards": self.greedy_cards,
             "seconds": round(self.seconds, 4),
             "notes": [fact_json(n) for n in self.notes],
-            "cards": [
-                {
-                    "card": c.card,
-                    "seats": list(c.seats),
-                    "used_bytes": c.used_bytes,
-                    "free_bytes": c.free_bytes,
-                    "whole": c.whole,
-                }
-                for c in self.cards
-            ],
+            "cards": [{**asdict(c), "seats": list(c.seats)} for c in self.cards],
         }
 
 
