@@ -448,17 +448,20 @@ class _FirstFit(_Cards):
             g = b // _BLOCK
             self.group_tops[g] = max(tops[g * _BLOCK : (g + 1) * _BLOCK])
 
-    def first_card(self, new: NewSeat, rows: _Rows) -> tuple[int, tuple[int, ...]] | None:
-        """For a one-card seat the rows answer and that names no host, what `fitting`,
-        `hosts_with` and the first host's first fitting card choose: the first card in host
-        order that takes it (`CardArrays.fits` of each) on a host whose widest usable card is at
-        least its least width."""
-        least = self.problem.least_width(new.name)
-        each, fleet, ok, tops = self.arrays.each, self.fleet, self.ok, self.tops
+    def first_cards(self, step: _Step) -> tuple[int, tuple[int, ...]] | None:
+        """For a seat the rows answer (`step.rows`) that names no host, what `fitting`,
+        `hosts_with` and the first host's first fitting cards choose: the first host, in host
+        order, with as many cards that take it (`CardArrays.fits` of each) as the seat takes
+        and whose k-th widest usable card is at least its least width; its first such cards."""
+        rows = step.rows
+        assert rows is not None
+        each, tops, host_each = self.arrays.each, self.tops, self.fleet.host_each
         mask, bound, need = rows.mask_each, rows.bound_each, rows.need_each
-        room, load, floor, width = each.room, each.load, each.floor, each.width
-        blocked = each.placed_any if new.seat.exclusive else each.placed_exclusive
+        room, load, floor = each.room, each.load, each.floor
+        blocked = each.placed_any if step.exclusive else each.placed_exclusive
+        one, needs = (need, []) if isinstance(need, int) else (-1, need)
         cards, least_need, blocks = len(room), rows.need_least, len(tops)
+        asked = -1  # the host last asked: its later cards answer as it did
         for g, group_top in enumerate(self.group_tops):
             if group_top < least_need:
                 continue
@@ -468,15 +471,39 @@ class _FirstFit(_Cards):
                 for i in range(b * _BLOCK, min(cards, (b + 1) * _BLOCK)):
                     if not mask[i] or blocked[i]:
                         continue
-                    needed = need if isinstance(need, int) else need[i]
+                    needed = one if one >= 0 else needs[i]
                     after = load[i] + needed
-                    if needed <= room[i] and after <= floor[i] and after <= bound[i]:
-                        at = int(fleet.host_of[i])
-                        start, stop = int(fleet.start[at]), int(fleet.stop[at])
-                        widest = max((width[j] for j in range(start, stop) if ok[j]), default=_NONE)
-                        if widest >= least:
-                            return at, (int(fleet.index_of[i]),)
+                    fits = needed <= room[i] and after <= floor[i] and after <= bound[i]
+                    if fits and host_each[i] != asked:
+                        asked = host_each[i]
+                        chosen = self._host_cards_from(step, i)
+                        if chosen is not None:
+                            return asked, chosen
         return None
+
+    def _host_cards_from(self, step: _Step, first: int) -> tuple[int, ...] | None:
+        """On the host of row `first` (its first card that takes the seat), the seat's first
+        `step.count` cards that take it, where it has that many and its k-th widest usable card
+        is at least the seat's least width (`hosts_with`); else None."""
+        fleet, each, ok, rows = self.fleet, self.arrays.each, self.ok, step.rows
+        assert rows is not None
+        at, count = fleet.host_each[first], step.count
+        start, stop = int(fleet.start[at]), int(fleet.stop[at])
+        widths = sorted((each.width[j] for j in range(start, stop) if ok[j]), reverse=True)
+        if (widths[count - 1] if count <= len(widths) else _NONE) < step.least_width:
+            return None
+        taking = [fleet.index_each[first]]
+        blocked = each.placed_any if step.exclusive else each.placed_exclusive
+        for j in range(first + 1, stop):
+            if len(taking) == count:
+                break
+            if not rows.mask_each[j] or blocked[j]:
+                continue
+            needed = rows.need_each if isinstance(rows.need_each, int) else rows.need_each[j]
+            after = each.load[j] + needed
+            if needed <= each.room[j] and after <= each.floor[j] and after <= rows.bound_each[j]:
+                taking.append(fleet.index_each[j])
+        return tuple(sorted(taking)) if len(taking) == count else None
 
 
 def first_fit(problem: Problem, order: Sequence[NewSeat] | None = None) -> Assignment:
@@ -487,10 +514,10 @@ def first_fit(problem: Problem, order: Sequence[NewSeat] | None = None) -> Assig
     cards = _FirstFit(problem)
     out: Assignment = {}
     for new in placing_order(problem) if order is None else order:
-        home = cards.home(new)
-        rows = cards.fleet.rows(new) if new.seat.card_count == 1 and home is None else None
-        if rows is not None:
-            best = cards.first_card(new, rows)
+        step = cards.fleet.step(new)
+        home = step.home
+        if home is None and step.rows is not None:
+            best = cards.first_cards(step)
             if best is None:
                 continue
             at, chosen = best
