@@ -2,8 +2,11 @@
 
 Seats go in priority, then size, descending. Both place seats on copies of the cards' one model
 (`CardModel.with_seat`) and ask it whether a seat may go there now (room, gate bounds,
-exclusive): every card at once through the models' rows (`placement.fit.card_arrays`), or card
-by card for a seat some card names; the verifier re-checks the result like any proposal.
+exclusive) through the models' rows (`placement.fit.card_arrays`): card by card in the order
+the placer prefers (host order; narrowest first), passing over blocks of cards whose largest
+headroom min(room, floor − load) is below the seat's least need (no card there takes it), and
+every card at once where a walk runs long; a seat some card names is asked card by card on the
+models. The verifier re-checks the result like any proposal.
 """
 
 from __future__ import annotations
