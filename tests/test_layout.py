@@ -575,7 +575,30 @@ def formulas_outside_fit(root: Path) -> list[str]:
                     and node.func.id in FIT_FORMULAS
                 ):
                     found.append(f"{module}:{node.lineno}: calls {node.func.id}")
+                elif isinstance(node, ast.Compare):
+                    found += [
+                        f"{module}:{node.lineno}: compares a card's {name}"
+                        for name in _row_figures(node)
+                    ]
     return sorted(found, key=lambda text: (text.split(":")[0], int(text.split(":")[1]), text))
+
+
+# A card row's figures that only `CardArrays.fits` and `takes` compare a need against (load + need
+# ≤ floor): a walk outside placement/fit/ that compares them has copied the rule.
+ROW_FIGURES = frozenset({"load", "floor"})
+
+
+def _row_figures(node: ast.Compare) -> list[str]:
+    """The ROW_FIGURES read by index (`floor[i]`, `each.load[i]`) in a comparison."""
+    names = []
+    for side in (node.left, *node.comparators):
+        for part in ast.walk(side):
+            if isinstance(part, ast.Subscript):
+                value = part.value
+                name = value.id if isinstance(value, ast.Name) else getattr(value, "attr", None)
+                if name in ROW_FIGURES:
+                    names.append(name)
+    return names
 
 
 def test_no_module_outside_fit_works_out_room_or_gate() -> None:
@@ -591,7 +614,9 @@ def test_the_formula_scan_finds_what_it_forbids(tmp_path: Path) -> None:
         "import placement.fit.room\n"
         "def f(slot, need):\n"
         "    left = room_bytes(free_bytes=1, held_bytes=0, margin_bytes=0)\n"
-        "    return slot.room_bytes + fits_room(need, left) + slot.room_for(None)\n",
+        "    return slot.room_bytes + fits_room(need, left) + slot.room_for(None)\n"
+        "def walk(each, i, need):\n"
+        "    return need <= each.room[i] and each.load[i] + need <= each.floor[i]\n",
         encoding="utf-8",
     )
     (tmp_path / "placement" / "fit").mkdir(parents=True)
@@ -606,6 +631,8 @@ def test_the_formula_scan_finds_what_it_forbids(tmp_path: Path) -> None:
         "placement.plan.bad:3: imports placement.fit.room",
         "placement.plan.bad:5: calls room_bytes",
         "placement.plan.bad:6: calls fits_room",
+        "placement.plan.bad:8: compares a card's floor",
+        "placement.plan.bad:8: compares a card's load",
     ]
 
 

@@ -43,6 +43,13 @@ class _Each:
     headroom: list[int]
     width: list[int]
 
+    def takes(self, i: int, need_bytes: int, bound_bytes: int) -> bool:
+        """`CardArrays.fits` of row `i` alone, for a placer that walks the rows one by one:
+        need ≤ room and load + need ≤ min(floor, bound). The pair mask and `exclusive_refuses`
+        (`placed_any`/`placed_exclusive`) are read by the walk before it asks."""
+        after = self.load[i] + need_bytes
+        return need_bytes <= self.room[i] and after <= self.floor[i] and after <= bound_bytes
+
 
 class CardArrays:
     """Rows over `models` (in their order): the figures no placed seat changes, and the ones a

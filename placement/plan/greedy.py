@@ -460,7 +460,7 @@ class _FirstFit(_Cards):
         assert rows is not None
         each, tops, host_each = self.arrays.each, self.tops, self.fleet.host_each
         mask, bound, need = rows.mask_each, rows.bound_each, rows.need_each
-        room, load, floor = each.room, each.load, each.floor
+        room = each.room
         blocked = each.placed_any if step.exclusive else each.placed_exclusive
         one, needs = (need, []) if isinstance(need, int) else (-1, need)
         cards, least_need, blocks = len(room), rows.need_least, len(tops)
@@ -474,9 +474,7 @@ class _FirstFit(_Cards):
                 for i in range(b * _BLOCK, min(cards, (b + 1) * _BLOCK)):
                     if not mask[i] or blocked[i]:
                         continue
-                    needed = one if one >= 0 else needs[i]
-                    after = load[i] + needed
-                    fits = needed <= room[i] and after <= floor[i] and after <= bound[i]
+                    fits = each.takes(i, one if one >= 0 else needs[i], bound[i])
                     if fits and host_each[i] != asked:
                         asked = host_each[i]
                         chosen = self._host_cards_from(step, i)
@@ -503,8 +501,7 @@ class _FirstFit(_Cards):
             if not rows.mask_each[j] or blocked[j]:
                 continue
             needed = rows.need_each if isinstance(rows.need_each, int) else rows.need_each[j]
-            after = each.load[j] + needed
-            if needed <= each.room[j] and after <= each.floor[j] and after <= rows.bound_each[j]:
+            if each.takes(j, needed, rows.bound_each[j]):
                 taking.append(fleet.index_each[j])
         return tuple(sorted(taking)) if len(taking) == count else None
 
@@ -668,7 +665,7 @@ class _BestFit(_Cards):
         fleet, each, count = self.fleet, self.arrays.each, step.count
         wide = self._wide(count)
         mask, bound, need = rows.mask_each, rows.bound_each, rows.need_each
-        room, load, floor = each.room, each.load, each.floor
+        room = each.room
         blocked = each.placed_any if step.exclusive else each.placed_exclusive
         one, needs = (need, []) if isinstance(need, int) else (-1, need)
         index_each = fleet.index_each
@@ -682,8 +679,7 @@ class _BestFit(_Cards):
                 if not mask[i] or blocked[i]:
                     continue
                 needed = one if one >= 0 else needs[i]
-                after = load[i] + needed
-                if needed <= room[i] and after <= floor[i] and after <= bound[i]:
+                if each.takes(i, needed, bound[i]):
                     taking.append((room[i] - needed, index_each[i]))
             if len(taking) >= count:
                 return at, tuple(sorted(index for _, index in sorted(taking)[:count]))
@@ -721,7 +717,6 @@ class _BestFit(_Cards):
         first, start = narrow.start((step.least_width,))
         each = self.arrays.each
         mask, bound, need, least = rows.mask_each, rows.bound_each, rows.need_each, rows.need_least
-        room, load, floor = each.room, each.load, each.floor
         blocked = each.placed_any if step.exclusive else each.placed_exclusive
         # One need on every card (one size class), or a need per card.
         one, needs = (need, []) if isinstance(need, int) else (-1, need)
@@ -745,9 +740,7 @@ class _BestFit(_Cards):
                 asked += 1
                 if not mask[i] or blocked[i]:
                     continue
-                needed = one if one >= 0 else needs[i]
-                after = load[i] + needed
-                if needed <= room[i] and after <= floor[i] and after <= bound[i]:
+                if each.takes(i, one if one >= 0 else needs[i], bound[i]):
                     return i
             start = 0
         return None
