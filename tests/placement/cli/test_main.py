@@ -201,6 +201,23 @@ def test_plan_on_fv_ml1_imports_no_solver() -> None:
     assert '"optimal": true' in done.stdout
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="threads counted in /proc")
+def test_plan_starts_no_blas_threads() -> None:
+    # numpy's OpenBLAS would start a thread per core at import (about 0.1 s of CPU on 2 cores,
+    # more on more): the plan's process keeps its one thread.
+    code = (
+        "import os, sys\n"
+        "os.environ.pop('OPENBLAS_NUM_THREADS', None)\n"
+        "from placement.cli.main import main\n"
+        "code = main(['plan', '--catalogue', 'seats/catalogue/fv-ml1.yaml',\n"
+        "    '--snapshot', 'seats/catalogue/fv-ml1.snapshot.json', '--json'])\n"
+        "print(code, 'numpy' in sys.modules, len(os.listdir('/proc/self/task')), file=sys.stderr)\n"
+    )
+    done = _python(code)
+    assert done.stderr.split()[-3:] == ["0", "True", "1"], done.stderr
+
+
 FV_ML1 = [
     "--catalogue",
     "seats/catalogue/fv-ml1.yaml",
