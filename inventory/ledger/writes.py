@@ -84,7 +84,8 @@ def insert_snapshot(
 
 
 def insert_processes(cursor: sqlite3.Cursor, rows: list[tuple[object, ...]]) -> None:
-    """Process rows, each led by its snapshot's id (the last of a snapshot's inserts)."""
+    """Process rows, each led by its snapshot's id (after the snapshot and card rows, before the
+    rollups)."""
     cursor.executemany(_PROCESS_INSERT, rows)
 
 
