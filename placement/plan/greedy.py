@@ -52,11 +52,14 @@ class _Rows:
     bound_each: list[int]
     need_least: int  # its least need over every card: no card with less headroom takes it
 
+    def need_at(self, i: int) -> int:
+        """The seat's need in bytes on card `i`."""
+        return self.need_each if isinstance(self.need_each, int) else self.need_each[i]
+
     def pair(self, i: int) -> tuple[int, int | None]:
         """(need, gate bound or None) on card `i`: `Problem.pair`'s answer there."""
-        need = self.need_each if isinstance(self.need_each, int) else self.need_each[i]
         bound = self.bound_each[i]
-        return need, None if bound == UNBOUNDED else bound
+        return self.need_at(i), None if bound == UNBOUNDED else bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +129,7 @@ class _Fleet:
         # Rows and cards as Python lists, for placers that read one card at a time.
         self.host_each: list[int] = self.host_of.tolist()
         self.index_each: list[int] = self.index_of.tolist()
+        self.ok_each: list[bool] = self.arrays.ok.tolist()
         self.steps: dict[int, _Step] = {}  # by id(new): `step`
 
     def step(self, new: NewSeat) -> _Step:
@@ -314,10 +318,6 @@ class _Cards:
         row[: len(top)] = top
         self.kth[:, at] = row
 
-    def home(self, new: NewSeat) -> int | None:
-        """Where the host `new` names stands (-1: no snapshot of it); None when it names none."""
-        return self.fleet.position.get(new.seat.host, -1) if new.seat.host is not None else None
-
     def room_left(self, name: str, host: str, index: int) -> int | None:
         """Bytes of room left on card `index` of `host` if `name` goes there now; None if it cannot."""
         slot = self.slots[(host, index)]
@@ -401,17 +401,22 @@ class _Cards:
         assert rows is not None
         at = fleet.host_each[i]
         key = (fleet.host_names[at], fleet.index_each[i])
-        need = rows.need_each if isinstance(rows.need_each, int) else rows.need_each[i]
-        bound = rows.bound_each[i]
+        need, bound = rows.pair(i)
         self.slots[key] = model = self.slots[key].with_seat(
             step.name,
             need,
             resident_bytes=step.resident_bytes,
             exclusive=step.exclusive,
-            gate_bound_bytes=None if bound == UNBOUNDED else bound,
+            gate_bound_bytes=bound,
         )
         self.arrays.read(i, model)
         self.stale.add(at)
+
+    def host_widths(self, at: int) -> list[int]:
+        """Host `at`'s usable cards' widths, widest first (`kth`'s row, read one card at a time)."""
+        fleet, width, ok = self.fleet, self.arrays.each.width, self.fleet.ok_each
+        start, stop = int(fleet.start[at]), int(fleet.stop[at])
+        return sorted((width[j] for j in range(start, stop) if ok[j]), reverse=True)
 
 
 # Best fit asks at most this many cards one by one, narrowest first, before it asks every card
@@ -434,11 +439,10 @@ class _FirstFit(_Cards):
         headroom = self.arrays.each.headroom
         self.tops = [max(headroom[k : k + _BLOCK]) for k in range(0, len(headroom), _BLOCK)]
         self.group_tops = [max(self.tops[g : g + _BLOCK]) for g in range(0, len(self.tops), _BLOCK)]
-        self.ok = self.fleet.arrays.ok.tolist()
 
     def copy(self) -> Self:
         twin = super().copy()
-        twin.tops, twin.group_tops, twin.ok = list(self.tops), list(self.group_tops), self.ok
+        twin.tops, twin.group_tops = list(self.tops), list(self.group_tops)
         return twin
 
     def place(self, new: NewSeat, at: int, cards: tuple[int, ...]) -> None:
@@ -486,22 +490,20 @@ class _FirstFit(_Cards):
         """On the host of row `first` (its first card that takes the seat), the seat's first
         `step.count` cards that take it, where it has that many and its k-th widest usable card
         is at least the seat's least width (`hosts_with`); else None."""
-        fleet, each, ok, rows = self.fleet, self.arrays.each, self.ok, step.rows
+        fleet, each, rows = self.fleet, self.arrays.each, step.rows
         assert rows is not None
         at, count = fleet.host_each[first], step.count
-        start, stop = int(fleet.start[at]), int(fleet.stop[at])
-        widths = sorted((each.width[j] for j in range(start, stop) if ok[j]), reverse=True)
+        widths = self.host_widths(at)
         if (widths[count - 1] if count <= len(widths) else _NONE) < step.least_width:
             return None
         taking = [fleet.index_each[first]]
         blocked = each.placed_any if step.exclusive else each.placed_exclusive
-        for j in range(first + 1, stop):
+        for j in range(first + 1, int(fleet.stop[at])):
             if len(taking) == count:
                 break
             if not rows.mask_each[j] or blocked[j]:
                 continue
-            needed = rows.need_each if isinstance(rows.need_each, int) else rows.need_each[j]
-            if each.takes(j, needed, rows.bound_each[j]):
+            if each.takes(j, rows.need_at(j), rows.bound_each[j]):
                 taking.append(fleet.index_each[j])
         return tuple(sorted(taking)) if len(taking) == count else None
 
@@ -629,11 +631,10 @@ class _BestFit(_Cards):
         self.kth_each = [row.tolist() for row in self.kth[1:]]
         self.wide = [sorted((w, at) for at, w in enumerate(row)) for row in self.kth_each]
         self.moved: set[int] = set()
-        self.ok = self.fleet.arrays.ok.tolist()
 
     def copy(self) -> Self:
         twin = super().copy()
-        twin.narrow, twin.rank, twin.ok = self.narrow.copy(), self.rank, self.ok
+        twin.narrow, twin.rank = self.narrow.copy(), self.rank
         twin.kth_each = [list(row) for row in self.kth_each]
         twin.wide = [list(row) for row in self.wide]
         twin.moved = set(self.moved)
@@ -642,10 +643,8 @@ class _BestFit(_Cards):
     def _wide(self, depth: int) -> list[tuple[int, int]]:
         """The hosts by their `depth`-th widest usable width, narrowest first (then host
         order), the hosts placed on read again."""
-        fleet, width, ok = self.fleet, self.arrays.each.width, self.ok
         for at in self.moved:
-            start, stop = int(fleet.start[at]), int(fleet.stop[at])
-            widths = sorted((width[j] for j in range(start, stop) if ok[j]), reverse=True)
+            widths = self.host_widths(at)
             for k, (row, wide) in enumerate(zip(self.kth_each, self.wide, strict=True), start=1):
                 now = widths[k] if k < len(widths) else _NONE
                 if now != row[at]:
@@ -804,11 +803,9 @@ class BestFitPacking:
         then part-way and only good to drop)."""
         cards, missed, placed = self.cards, 0, self.placed
         fleet = cards.fleet
-        steps, hosts = fleet.steps, fleet.host_names
+        hosts = fleet.host_names
         for new in seats:
-            step = steps.get(id(new))
-            if step is None or step.new is not new:
-                step = fleet.step(new)
+            step = fleet.step(new)
             if step.count == 1 and step.home is None and step.rows is not None:
                 i = cards.narrowest(step)
                 if i is None:
