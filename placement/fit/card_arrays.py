@@ -45,10 +45,10 @@ class _Each:
 
     def takes(self, i: int, need_bytes: int, bound_bytes: int) -> bool:
         """`CardArrays.fits` of row `i` alone, for a placer that walks the rows one by one:
-        need ≤ room and load + need ≤ min(floor, bound). The pair mask and `exclusive_refuses`
-        (`placed_any`/`placed_exclusive`) are read by the walk before it asks."""
-        after = self.load[i] + need_bytes
-        return need_bytes <= self.room[i] and after <= self.floor[i] and after <= bound_bytes
+        need ≤ room and load + need ≤ min(floor, bound), i.e. need ≤ headroom and load + need ≤
+        bound. The pair mask and `exclusive_refuses` (`placed_any`/`placed_exclusive`) are read
+        by the walk before it asks."""
+        return need_bytes <= self.headroom[i] and self.load[i] + need_bytes <= bound_bytes
 
 
 class CardArrays:

@@ -16,7 +16,8 @@ K, never report one it did not pack). A last pass then tries the level's other s
 first, in what is left, and the placed ones join C.
 
 Each pack is one best-fit pass, O(seats · (log cards + the blocks and cards it walks)); a level
-needs about log₂(bound − placed) of them, and its seats are sorted once for all of them. The verifier re-checks the result like any proposal.
+needs about log₂(bound − placed) of them, and its seats are sorted once for all of them. The
+verifier re-checks the result like any proposal.
 """
 
 from __future__ import annotations
