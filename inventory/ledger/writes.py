@@ -79,8 +79,7 @@ def insert_snapshot(
     """Insert one snapshot with its cards and processes, and fold it into the hourly rollups
     (`insert_bulk` of its rows); return its new id. `arrived_at`: when it reached the ledger,
     for a live reading (None for an imported file)."""
-    insert_bulk(cursor, [values_of(snapshot, arrived_at)])
-    return int(cursor.execute("SELECT MAX(id) FROM snapshots").fetchone()[0])
+    return _insert_rows(cursor, [values_of(snapshot, arrived_at)]).start
 
 
 def insert_processes(cursor: sqlite3.Cursor, rows: list[tuple[object, ...]]) -> None:
@@ -224,6 +223,11 @@ def insert_bulk(cursor: sqlite3.Cursor, readings: Iterable[SnapshotValues]) -> i
     snapshot per minute of a generated week would cost more than the whole insert. Returns how
     many snapshots went in.
     """
+    return len(_insert_rows(cursor, readings))
+
+
+def _insert_rows(cursor: sqlite3.Cursor, readings: Iterable[SnapshotValues]) -> range:
+    """`insert_bulk`'s inserts; the ids the snapshots were given, in order."""
     next_id = int(cursor.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM snapshots").fetchone()[0])
     first = next_id
     snapshot_rows: list[tuple[object, ...]] = []
@@ -263,7 +267,7 @@ def insert_bulk(cursor: sqlite3.Cursor, readings: Iterable[SnapshotValues]) -> i
     cursor.executemany(_CARD_INSERT, card_rows)
     insert_processes(cursor, process_rows)
     rollups.write(cursor)
-    return next_id - first
+    return range(first, next_id)
 
 
 def insert_new(cursor: sqlite3.Cursor, readings: Sequence[SnapshotValues]) -> int:
