@@ -126,6 +126,7 @@ def test_each_block_of_narrow_cards_keeps_at_least_its_cards_largest_headroom(
     assert entries == sorted(entries) and len(entries) == len(problem.cards)
     assert all(part for part in narrow.blocks)
     assert narrow.firsts == [part[0] for part in narrow.blocks]
+    assert narrow.rows == [[i for _, _, i in part] for part in narrow.blocks]
     width = packing.cards.arrays.width
     assert all(w == width[i] for w, _, i in entries)
     for top, part in zip(narrow.tops, narrow.blocks, strict=True):
