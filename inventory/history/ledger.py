@@ -8,7 +8,7 @@ imports only the moments' and the rollups'.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import lru_cache
 from itertools import groupby
 from typing import TYPE_CHECKING
@@ -26,7 +26,7 @@ from inventory.ledger import fleet_rooms as fleet
 from inventory.ledger import moments as raw
 from inventory.ledger import rollups as stored
 from inventory.ledger.moments import Connection
-from inventory.snapshot import unix_s
+from inventory.snapshot import unix_s, utc
 
 if TYPE_CHECKING:
     from inventory.history.figures import (
@@ -46,11 +46,9 @@ if TYPE_CHECKING:
 __all__ = ["Connection", "LedgerHistory", "LedgerWindow"]
 
 
-@lru_cache(maxsize=1 << 16)
-def _utc(seconds: int) -> datetime:
-    """A stored second as a UTC datetime; the same few thousand (a week's hours and minutes)
-    come back for every card and host of a fleet, each made once."""
-    return datetime.fromtimestamp(seconds, UTC)
+# A stored second as a UTC datetime (`utc`); the same few thousand (a week's hours and minutes)
+# come back for every card and host of a fleet, each made once.
+_utc = lru_cache(maxsize=1 << 16)(utc)
 
 
 class LedgerHistory:
