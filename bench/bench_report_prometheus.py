@@ -55,6 +55,42 @@ def _tsdb(week: object, work: Path, promtool: str) -> tuple[Path, float]:
     return data, took
 
 
+def _recorded(week: object, data: Path, work: Path, binary: str, promtool: str) -> float:
+    """Evaluate the rules of `gpuplan rules` over the week's scrapes into `data`, as a running
+    Prometheus records them (promtool, every hour); once per TSDB (a marker beside it). The
+    seconds it took."""
+    from inventory.prometheus.hours import render_recording_rules
+    from tests.e2e.fleetweek import FleetWeek
+    from tests.e2e.harness import Processes, start_prometheus_on
+
+    assert isinstance(week, FleetWeek)
+    done = data.parent / "recorded"
+    if done.exists():
+        return float(done.read_text().split()[0])
+    rules, out = work / "rules.yml", work / "recorded-blocks"
+    rules.write_text(render_recording_rules())
+    started = time.perf_counter()
+    processes = Processes()
+    try:
+        url = start_prometheus_on(processes, binary, data, work / "rules-server")
+        end_s = week.start_s + week.minutes * 60 + 7200
+        subprocess.run(
+            [
+                promtool, "tsdb", "create-blocks-from", "rules", "-q", f"--url={url}",
+                f"--start={week.start_s}", f"--end={end_s}", f"--output-dir={out}", str(rules),
+            ],
+            check=True, capture_output=True, timeout=3600,
+        )  # fmt: skip
+    finally:
+        processes.stop_all()
+    for block in out.iterdir():
+        if (block / "meta.json").exists():
+            shutil.move(block, data / block.name)
+    took = time.perf_counter() - started
+    done.write_text(f"{took:.0f} s\n")
+    return took
+
+
 def _prometheus_cpu_s(pid: int) -> float:
     """User + system CPU seconds of a process so far, from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -94,6 +130,7 @@ def measure() -> list[str]:
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
         data, backfill_s = _tsdb(week, work, promtool)
+        recorded_s = _recorded(week, data, work, binary, promtool)
         catalogue = work / "fleet.yaml"
         catalogue.write_text(yaml.safe_dump(week.catalogue()))
         processes = Processes()
@@ -111,6 +148,11 @@ def measure() -> list[str]:
         finally:
             processes.stop_all()
     lines = _section(runs["after"], backfill_s, week)
+    lines += [
+        "",
+        f"The rules of `gpuplan rules` evaluated every hour over the week (promtool tsdb "
+        f"create-blocks-from rules): {recorded_s:.0f} s.",
+    ]
     if before:
         lines += ["", *_comparison(runs, Path(before))]
     return lines

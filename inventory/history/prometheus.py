@@ -43,8 +43,6 @@ from inventory.prometheus.hours import (
     SeriesHours,
     host_hours,
     hour_start,
-    recorded_hours,
-    recorded_offset,
 )
 from inventory.prometheus.range import (
     LOOKBACK_S,
@@ -59,6 +57,13 @@ from inventory.prometheus.range import (
     load_window,
 )
 from inventory.prometheus.reader import DCGM_FREE, HOST_LABELS, Fleet, host_of, read_fleet
+from inventory.prometheus.tiles import (
+    RULE_DELAY_S,
+    newest_evaluation_ms,
+    recorded_hours,
+    recorded_name,
+    tiling,
+)
 from inventory.snapshot import unix_s, utc
 
 if TYPE_CHECKING:
@@ -82,6 +87,8 @@ SNAPSHOT_TIMESTAMP = m.SNAPSHOT_TIMESTAMP
 _EXACT = (m.SNAPSHOT_TIMESTAMP, m.PROCESS_USED)
 # How far a scrape may lie from its snapshot's time and still be found at a window's edge.
 MAX_SKEW_S = 3600
+# The rule whose recorded hours tell whether `gpuplan rules` runs, and on which offset.
+_RECORDED_STAMPS = recorded_name(m.SNAPSHOT_TIMESTAMP, "count")
 
 
 class PrometheusHistory:
@@ -264,7 +271,7 @@ class PrometheusHistory:
         those on the recorded rollups, as the ledger's compacted hosts on theirs); {} where no
         rule recorded anything."""
         end_s = unix_s(end)
-        if recorded_offset(self.client, end_s) is None:
+        if newest_evaluation_ms(self.client, _RECORDED_STAMPS, end_s + RULE_DELAY_S) is None:
             return {}
         labels = (self.host_label,) if self.host_label else (*HOST_LABELS, "instance")
         # Asked MAX_SKEW_S after the end: a snapshot is scraped after it was taken, and its
@@ -287,32 +294,33 @@ class PrometheusHistory:
         rules` recorded: per card and 24 h bucket ending at its end, the least free and the end
         of the recorded hour holding it (the earliest of equals; `dated` False: the hour, not the
         moment), the hours seen and the host's snapshots in them (its samples: a card in error
-        at a snapshot is not told apart). Each hour is the rule's own window `[t − 1 h, t]` of
-        scrape times, t the same second past each clock hour, lying whole in [start, end] and
-        counted in the bucket holding t; two range queries."""
+        at a snapshot is not told apart). Each hour is the rule's own (`inventory.prometheus.
+        tiles`: scrape times (e − 1 h, e], e the same millisecond past each clock hour), counted
+        in the bucket holding e when e lies in (start, end): the first may begin up to an hour
+        before the window, so a least there is counted (never missed); two range queries."""
         if not windows:
             return []
         first = min(unix_s(a) for a, _ in windows.values())
         last = max(unix_s(b) for _, b in windows.values())
-        offset = recorded_offset(self.client, last)
-        if offset is None:
+        newest = newest_evaluation_ms(self.client, _RECORDED_STAMPS, last + RULE_DELAY_S)
+        found = None if newest is None else tiling(first - HOUR_S, last, newest)
+        if found is None:
             return []
-        ask = [(m.CARD_FREE, "min"), (m.SNAPSHOT_TIMESTAMP, "count")]
+        ask = [recorded_name(m.CARD_FREE, "min"), _RECORDED_STAMPS]
         with ThreadPoolExecutor(max_workers=len(ask)) as pool:
-            free, stamps = pool.map(
-                lambda a: recorded_hours(self.client, a[0], (a[1],), first, last, offset), ask
-            )
+            free, stamps = pool.map(lambda name: recorded_hours(self.client, found, name), ask)
         snapshots: dict[str, dict[float, float]] = {}
-        for labels, by_fn in stamps.series:
+        for labels, points in stamps:
             host = host_of(labels, self.host_label)
             if host is not None:
-                snapshots.setdefault(host, {}).update(by_fn.get("count", []))
+                snapshots.setdefault(host, {}).update((e / 1000, v) for e, v in points)
         out: list[DailyRoom] = []
-        for labels, by_fn in free.series:
+        for labels, points in free:
             host, gpu = host_of(labels, self.host_label), labels.get("gpu", "")
             if host is None or host not in windows or not gpu.isdigit():
                 continue
-            out += _daily(host, int(gpu), by_fn.get("min", []), snapshots.get(host, {}), windows)
+            lows = [(e / 1000, v) for e, v in points]
+            out += _daily(host, int(gpu), lows, snapshots.get(host, {}), windows)
         out.sort(key=lambda r: (r.host, r.card, r.day))
         return out
 
@@ -714,7 +722,7 @@ def _daily(
     # bucket k → [least, the end of its first hour at that least, hours, samples]
     rows: dict[int, list[float]] = {}
     for t, low in lows:
-        if t - HOUR_S < start_s or t > stop_s:
+        if t <= start_s or t > stop_s:
             continue
         k = int((stop_s - 1 - t) // DAY_S)
         row = rows.get(k)

@@ -41,6 +41,17 @@ from inventory.prometheus.reader import (
     successful_answer,
     urlopen_json,
 )
+from inventory.prometheus.tiles import (
+    HOUR_MS,
+    RULE_DELAY_S,
+    Tiling,
+    check,
+    combined,
+    newest_evaluation_ms,
+    recorded_name,
+    tiling,
+    window_parts,
+)
 from seats.errors import CannotDecideError
 
 __all__ = [
@@ -411,6 +422,31 @@ def host_queries(
     return _group_queries(base, [host], found[1], host_label)
 
 
+# What the report reads from the recorded hours of `gpuplan rules` where they cover its window.
+_TILED = (
+    (m.CARD_USED, "count"),
+    (m.CARD_USED, "max"),
+    (m.CARD_FREE, "min"),
+    (m.PROCESS_USED, "count"),
+    (m.PROCESS_USED, "max"),
+)
+
+
+def recorded_tiling(client: PromClient, start_s: int, end_s: int) -> Tiling | None:
+    """The recorded hours of [start_s, end_s) (`inventory.prometheus.tiles`) when every rollup the
+    report reads (`_TILED`) was recorded at each of them and nowhere between; else None, and the
+    window is read raw."""
+    stamps = recorded_name(m.SNAPSHOT_TIMESTAMP, "count")
+    newest = newest_evaluation_ms(client, stamps, end_s + RULE_DELAY_S)
+    found = None if newest is None else tiling(start_s, end_s, newest)
+    if found is None:
+        return None
+    with ThreadPoolExecutor(max_workers=len(_TILED)) as pool:
+        names = [recorded_name(metric, fn) for metric, fn in _TILED]
+        whole = all(pool.map(lambda name: check(client, found, name), names))
+    return found if whole else None
+
+
 # --- loading ----------------------------------------------------------------------------
 
 
@@ -436,6 +472,8 @@ class WindowAnswers:
     wall_s: float
     # Hosts with series in the window that are not the catalogue's (DESIGN.md "Fleets").
     ignored: tuple[str, ...] = ()
+    # The recorded hours (`gpuplan rules`) the counts and extremes were read from, if any.
+    tiles: Tiling | None = None
 
 
 def _int(value: float) -> int:
@@ -475,6 +513,7 @@ def load_window(
     started = time.perf_counter()
     base = _Queries((), start_s, end_s, step_s)
     with ThreadPoolExecutor(max_workers=_JOBS) as pool:
+        recorded = pool.submit(recorded_tiling, client, start_s, end_s)
         found = _host_spans(client, base, pool, host_label)
         spans = {h: f for h, (f, _) in found.items() if h in hosts}
         ignored = tuple(sorted(set(found) - set(hosts)))
@@ -490,7 +529,7 @@ def load_window(
             groups[(spans[host].metric == DCGM_FREE, found[host][1])].append(host)
         jobs = [
             _submit_group(pool, client, _group_queries(base, hosts_of, label, host_label), dcgm,
-                          window, reserves, card_figures, seat_figures, charts)
+                          window, reserves, card_figures, seat_figures, charts, recorded.result)
             for (dcgm, label), hosts_of in sorted(groups.items())
         ]  # fmt: skip
         parts = [_collect_group(job) for job in jobs]
@@ -520,6 +559,7 @@ def load_window(
             stats=client.stats,
             wall_s=time.perf_counter() - started,
             ignored=ignored,
+            tiles=recorded.result(),
         )
 
 
@@ -563,6 +603,7 @@ def _submit_group(
     card_figures: Callable[[PromCards], list[CardUsage]],
     seat_figures: SeatFigures,
     charts: bool,
+    tiles: Callable[[], Tiling | None] = lambda: None,
 ) -> tuple[bool, dict[str, Any]]:
     """Every query of one group, submitted to `pool`; `_collect_group` waits for them. The
     cards to read the most unexplained of go first: the cards' figures wait for them."""
@@ -576,12 +617,12 @@ def _submit_group(
             "cards": pool.submit(card_figures, PromCards(c, q, dcgm=True)),
         }  # fmt: skip
     unexplained = pool.submit(_unexplained_cards, c, q, window.chart_s, first, last)
-    cards = PromCards(c, q, unexplained_in=unexplained.result, span=(first, last))
+    cards = PromCards(c, q, unexplained_in=unexplained.result, span=(first, last), tiles=tiles)
     mine = [r for r in reserves if r.host in q.hosts]
     return False, {
         "charts": drawn,
         "cards": pool.submit(card_figures, cards),
-        "seats": pool.submit(seat_figures, PromSeats(c, q), first, last, window.segment_s),
+        "seats": pool.submit(seat_figures, PromSeats(c, q, tiles), first, last, window.segment_s),
         "foreign": pool.submit(_foreign, c, q),
         "holders": pool.submit(_holders, c, q, mine),
         "readings": {
@@ -771,6 +812,8 @@ class PromCards:
     unexplained_in: Callable[[], Collection[tuple[str, int]]] = frozenset
     span: tuple[int, int] = (0, 0)
     seen: set[tuple[str, int]] = field(default_factory=set)
+    # The window's recorded hours, where its counts and extremes are read from them.
+    tiles: Callable[[], Tiling | None] = lambda: None
 
     @property
     def scale(self) -> float:
@@ -787,12 +830,21 @@ class PromCards:
         hour."""
         q = self.q
         used = self._metric(m.CARD_USED, DCGM_USED)
+        tiles = None if self.dcgm else self.tiles()
         exprs = [f"count_over_time({used}{q.rng})", f"max_over_time({used}{q.rng})"]
+        if tiles is not None:
+            exprs = []
         if not self.dcgm:
             exprs.append(f"sum by ({q.by('gpu')}) (sum_over_time({q.sel(m.CARD_ERROR)}{q.rng}))")
-        with ThreadPoolExecutor(max_workers=1) as side:
-            hourly = side.submit(self._least_free_hour)
+        with ThreadPoolExecutor(max_workers=3) as side:
+            hourly = side.submit(self._least_free_hour, tiles)
+            figures = [
+                side.submit(self._tiled, tiles, m.CARD_USED, fn)
+                for fn in ("count", "max")
+                if tiles is not None
+            ]
             answers = [_by_card(answer) for answer in self.client.instants(exprs, q.at)]
+            answers = [_by_card(f.result()) for f in figures] + answers
             lows = hourly.result()
         counts, tops, errors = (*answers[:2], answers[2] if len(answers) > 2 else {})
         scale = self.scale
@@ -804,42 +856,77 @@ class PromCards:
             self.seen.add(key)
             most = None if top is None else round(top * scale)
             parts.append(CardPart(*key, q.start_s, q.end_s, n, failed, most, None))
-        for key, (low, end_s) in sorted(lows.items()):
+        for key, (low, end_s, start_s) in sorted(lows.items()):
             if key in self.seen:
-                start_s = max(q.start_s, end_s - _HOUR_S)
                 parts.append(CardPart(*key, start_s, end_s, 0, 0, None, low))
         return parts
 
-    def _least_free_hour(self) -> dict[tuple[str, int], tuple[int, int]]:
-        """Each card's least free bytes and the end of the first hour holding it: the window's hours
-        counted back from its end (a shorter first where the window is not whole hours),
-        `min_over_time` of each at step=1h, and one instant query for the first; of several
-        series of a card, the least (the earliest hour of equals)."""
-        q = self.q
-        free = self._metric(m.CARD_FREE, DCGM_FREE)
-        full, first = divmod(q.end_s - q.start_s, _HOUR_S)
-        out: dict[tuple[str, int], tuple[int, int]] = {}
+    def _tiled(self, tiles: Tiling, metric: str, fn: str) -> Vector:
+        """`fn` of each series of `metric` over the window, from its recorded hours and raw edges."""
+        parts = window_parts(
+            self.client, tiles, self.q.sel(metric), self.q.sel(recorded_name(metric, fn)), fn
+        )
+        return combined(parts, fn)
+
+    def _least_free_hour(self, tiles: Tiling | None) -> dict[tuple[str, int], tuple[int, int, int]]:
+        """Each card's least free bytes, and the end and start of the first hour holding it (unix
+        seconds, the end exclusive); of several series of a card, the least (the earliest hour of
+        equals). The hours are the window's counted back from its end (a shorter first where the
+        window is not whole hours), `min_over_time` of each at step=1h and one instant query for
+        the first; with `tiles`, the recorded hours and the raw edges, each to the second
+        around it."""
+        out: dict[tuple[str, int], tuple[int, int, int]] = {}
         scale = self.scale
 
-        def put(key: tuple[str, int], points: Iterable[tuple[int, int]]) -> None:
-            low = min(points, default=None)
-            if low is not None:
-                out[key] = min(low, out.get(key, low))
+        def put(answer: Matrix, part: Callable[[float], tuple[int, int]]) -> None:
+            for labels, points in answer:
+                key = _card(labels)
+                low = min(((round(v * scale), *part(t)) for t, v in points), default=None)
+                if key is not None and low is not None:
+                    out[key] = min(low, out.get(key, low))
 
-        if full:
-            expr = f"min_over_time({free}[{_HOUR_S * 1000 - 1}ms])"
-            begin = q.start_s + first + _HOUR_S - 0.001
-            for labels, points in self.client.range(expr, begin, q.end_s - 0.001, _HOUR_S):
-                key = _card(labels)
-                if key is not None:
-                    put(key, ((round(v * scale), round(t + 0.001)) for t, v in points))
-        if first:
-            expr = f"min_over_time({free}[{first * 1000 - 1}ms])"
-            for labels, value in self.client.instant(expr, q.start_s + first - 0.001):
-                key = _card(labels)
-                if key is not None:
-                    put(key, [(round(value * scale), q.start_s + first)])
+        for answer, part in self._free_hours(tiles):
+            put(answer, part)
         return out
+
+    def _free_hours(
+        self, tiles: Tiling | None
+    ) -> list[tuple[Matrix, Callable[[float], tuple[int, int]]]]:
+        """The least free of each hour (range answers), and how a point's time gives its hour's
+        (end, start) in seconds."""
+        q = self.q
+        free = self._metric(m.CARD_FREE, DCGM_FREE)
+        asks: list[tuple[str, float, float, Callable[[float], tuple[int, int]]]] = []
+        if tiles is not None:
+            # A recorded hour (e − 1 h, e] is (end, start) = (e + 1 ms up, e − 1 h down).
+            def recorded(t: float) -> tuple[int, int]:
+                e = round(t * 1000) - RULE_DELAY_S * 1000
+                return -(-(e + 1) // 1000), (e - HOUR_MS) // 1000
+
+            asks.append((
+                q.sel(recorded_name(m.CARD_FREE, "min")),
+                tiles.evaluated_s(tiles.first_ms), tiles.evaluated_s(tiles.last_ms), recorded,
+            ))  # fmt: skip
+            for a, b in (tiles.head, tiles.tail):
+                edge = (-(-(b + 1) // 1000), a // 1000)
+                asks.append((f"min_over_time({free}[{b - a}ms])", b / 1000, b / 1000,
+                             _fixed(edge)))  # fmt: skip
+        else:
+            full, first = divmod(q.end_s - q.start_s, _HOUR_S)
+            if full:
+                asks.append((
+                    f"min_over_time({free}[{_HOUR_S * 1000 - 1}ms])",
+                    q.start_s + first + _HOUR_S - 0.001, q.end_s - 0.001,
+                    lambda t: (round(t + 0.001), max(q.start_s, round(t + 0.001) - _HOUR_S)),
+                ))  # fmt: skip
+            if first:
+                edge = (q.start_s + first, q.start_s)
+                asks.append((f"min_over_time({free}[{first * 1000 - 1}ms])",
+                             q.start_s + first - 0.001, q.start_s + first - 0.001,
+                             _fixed(edge)))  # fmt: skip
+        with ThreadPoolExecutor(max_workers=len(asks) or 1) as pool:
+            answers = [pool.submit(self.client.range, e, a, b, _HOUR_S) for e, a, b, _ in asks]
+            return [(f.result(), ask[3]) for f, ask in zip(answers, asks, strict=True)]
 
     def first_lowest_free(
         self, wanted: Mapping[tuple[str, int], tuple[int, int, int]]
@@ -930,6 +1017,11 @@ class PromCards:
         return out
 
 
+def _fixed(hour: tuple[int, int]) -> Callable[[float], tuple[int, int]]:
+    """The (end, start) of a one-point answer's hour, whatever its time."""
+    return lambda _: hour
+
+
 def _steps(q: _Queries, first_s: float, last_s: float) -> tuple[float, float, float]:
     """(start, end, step) of a range query at --step over [first_s, last_s], inside the window."""
     step = q.step_s
@@ -1000,6 +1092,8 @@ class PromSeats:
 
     client: PromClient
     q: _Queries
+    # The window's recorded hours, where its counts and most are read from them.
+    tiles: Callable[[], Tiling | None] = lambda: None
     single: dict[Part, dict[SeatKey, ProcKey]] = field(default_factory=dict)
     several: dict[Part, set[SeatKey]] = field(default_factory=dict)
 
@@ -1019,7 +1113,11 @@ class PromSeats:
         part's most is not read: `seat_usage` reads none)."""
         at, width, sub = self._range(part)
         raw = self.q.sel(m.PROCESS_USED, _SEATED)
-        counts, tops = self._two(f"{raw}{width}", at, part is None)
+        tiles = self.tiles() if part is None else None
+        if tiles is None:
+            counts, tops = self._two(f"{raw}{width}", at, part is None)
+        else:
+            counts, tops = self._tiled(tiles)
         by_seat: dict[SeatKey, list[ProcKey]] = defaultdict(list)
         for key in counts:
             by_seat[key[:3]].append(key)
@@ -1046,6 +1144,20 @@ class PromSeats:
             for answer in self.client.instants(exprs, at)
         ]
         return answers[0], answers[1] if most else None
+
+    def _tiled(self, tiles: Tiling) -> tuple[dict[ProcKey, float], dict[ProcKey, float]]:
+        """The window's count and most of each seated process, from its recorded hours."""
+        q = self.q
+        metric = m.PROCESS_USED
+
+        def figure(fn: str) -> dict[ProcKey, float]:
+            recorded = q.sel(recorded_name(metric, fn), _SEATED)
+            parts = window_parts(self.client, tiles, q.sel(metric, _SEATED), recorded, fn)
+            return _known({_proc_key(labels): v for labels, v in combined(parts, fn)})
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            counts, tops = pool.map(figure, ("count", "max"))
+        return counts, tops
 
     def seat_at_ranks(
         self, asks: Sequence[tuple[Part, Mapping[SeatKey, tuple[int, Sequence[int]]]]]

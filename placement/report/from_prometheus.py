@@ -23,6 +23,7 @@ from inventory.history.prometheus import (
     PrometheusWindow,
     ReserveSpec,
 )
+from inventory.prometheus.tiles import Tiling
 from inventory.snapshot import Snapshot, format_utc, utc
 from placement.report.figures import (
     Probe,
@@ -250,6 +251,7 @@ def _build(
         *fleet_notes,
         f"times of extremes and broken reserves are to the query step ({step_s} s); "
         f"'samples' count the {step_s} s steps with a reading",
+        *_recorded_notes(answers.answers.tiles),
     )
     provenance = Provenance(
         name=history.shown,
@@ -335,6 +337,18 @@ def _latest(
                 notes.append(text)
                 unreadable.setdefault(p.host, UnusableHost(p.host, p.kind, text))
     return [found[h] for h in sorted(found)], notes, tuple(unreadable.values())
+
+
+def _recorded_notes(tiles: Tiling | None) -> list[str]:
+    """Where the counts and extremes came from the hourly rollups `gpuplan rules` recorded."""
+    if tiles is None:
+        return []
+    (_, head_end), (tail_start, _) = tiles.head, tiles.tail
+    return [
+        f"samples, most used and least free of each card and seat read from {tiles.hours} hours "
+        "recorded by `gpuplan rules`, and raw samples before "
+        f"{format_utc(utc(head_end // 1000 + 1))} and after {format_utc(utc(tail_start // 1000))}"
+    ]
 
 
 def _moment(span: HostSpan, last_s: int) -> int:

@@ -42,6 +42,17 @@ WINDOW = ("--since", "3d", "--until", "2026-09-10T00:00:00Z")
 NOW = datetime(2026, 9, 10, tzinfo=UTC)
 
 
+def write_catalogue(work: Path) -> Path:
+    """The week's catalogue without fl-04 (ignored) and with fl-99 (no series), in `work`."""
+    data = WEEK.catalogue()
+    data["hosts"].pop("fl-04")
+    data["seats"] = [s for s in data["seats"] if s["host"] != "fl-04"]
+    data["hosts"]["fl-99"] = {"cards": 8, "margin": "1 GiB"}
+    catalogue = work / "fleet.yaml"
+    catalogue.write_text(yaml.safe_dump(data))
+    return catalogue
+
+
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, Path]]:
     """(Prometheus URL, catalogue, SQLite ledger) of the same week."""
@@ -51,12 +62,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path,
         pytest.skip("Debian's prometheus (with promtool) is not installed; .ci/run installs it")
     work = tmp_path_factory.mktemp("fleetweek")
     week = WEEK
-    data = week.catalogue()
-    data["hosts"].pop("fl-04")
-    data["seats"] = [s for s in data["seats"] if s["host"] != "fl-04"]
-    data["hosts"]["fl-99"] = {"cards": 8, "margin": "1 GiB"}
-    catalogue = work / "fleet.yaml"
-    catalogue.write_text(yaml.safe_dump(data))
+    catalogue = write_catalogue(work)
     data = backfill(week, work, promtool)
     ledger = work / "ledger.sqlite"
     with open_ledger(ledger) as store:

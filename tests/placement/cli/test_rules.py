@@ -31,15 +31,18 @@ def test_rules_prints_one_group_of_every_rollup(capsys: pytest.CaptureFixture[st
     assert main(["rules"]) == 0
     data = yaml.safe_load(capsys.readouterr().out)
     (group,) = data["groups"]
-    assert (group["name"], group["interval"]) == ("gpuplan-rollups", "1m")
+    assert (group["name"], group["interval"]) == ("gpuplan-rollups", "1h")
     records = {r["record"]: r["expr"] for r in group["rules"]}
     assert len(records) == len(recording_rules()) == 13
-    assert records["gpuplan:card_free_bytes:min_1h"] == "min_over_time(gpuplan_card_free_bytes[1h])"
+    # Each the hour that ended 5 minutes before, less a millisecond: evaluations tile time.
+    assert records["gpuplan:card_free_bytes:min_1h"] == (
+        "min_over_time(gpuplan_card_free_bytes[3599999ms] offset 5m)"
+    )
     assert records["gpuplan:process_used_bytes:max_1h"] == (
-        "max_over_time(gpuplan_process_used_bytes[1h])"
+        "max_over_time(gpuplan_process_used_bytes[3599999ms] offset 5m)"
     )
     assert records["gpuplan:snapshot_timestamp_seconds:changes_1h"] == (
-        "changes(gpuplan_snapshot_timestamp_seconds[1h])"
+        "changes(gpuplan_snapshot_timestamp_seconds[3599999ms] offset 5m)"
     )
 
 
@@ -76,7 +79,9 @@ def test_promtool_checks_the_rules_and_records_an_afternoon_dip(
                 "interval": "1m",
                 "input_series": [{"series": f"gpuplan_card_free_bytes{{{card}}}", "values": free}],
                 "promql_expr_test": [
-                    # The hour before 80 min holds the dip; the hour before 140 min does not.
+                    # Evaluated every hour, each over the hour ending 5 min before: the one
+                    # recorded at 120 min ([55 min, 115 min]) holds the dip, those at 60 and
+                    # 180 min do not.
                     {
                         "expr": "gpuplan:card_free_bytes:min_1h",
                         "eval_time": at,
@@ -84,7 +89,7 @@ def test_promtool_checks_the_rules_and_records_an_afternoon_dip(
                             {"labels": f"gpuplan:card_free_bytes:min_1h{{{card}}}", "value": v}
                         ],
                     }
-                    for at, v in (("80m", 80 * GIB), ("140m", 100 * GIB))
+                    for at, v in (("60m", 100 * GIB), ("120m", 80 * GIB), ("180m", 100 * GIB))
                 ],
             }
         ],

@@ -1,0 +1,167 @@
+"""Reading the hourly rollups `gpuplan rules` records: a window cut into recorded hours and raw
+edges, and each figure of the window as the sum (or extreme) of its parts.
+
+A rule evaluated at t (every hour, the group's own offset past it) records the hour of scrapes
+[t − RULE_DELAY − 1 h + 1 ms, t − RULE_DELAY]: consecutive evaluations tile time exactly. A window
+[start, end) is read as
+
+    head  [start, e₁ − 1 h]              raw samples
+    hours (e_k − 1 h, e_k], k = 1 … n   recorded, e_k = e₁ + (k − 1) h
+    tail  (e_n, end)                     raw samples
+
+so a series' count over the window is count(head) + Σ_k count_k + count(tail), its most and
+least the extremes of the same parts: equal to the raw figure whenever the rule ran at every e_k
+and recorded nothing else there (`Tiling.check`); otherwise the caller reads raw.
+All times here are integer milliseconds, as Prometheus stores them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Protocol
+
+HOUR_MS = 3_600_000
+HOUR_S = 3600
+# Each rule reads the hour that ended this long before its evaluation: every scrape of it is
+# stored by then (a scrape is stamped when it starts, stored when it ends).
+RULE_DELAY_S = 300
+RULE_RANGE = f"[{HOUR_MS - 1}ms] offset {RULE_DELAY_S // 60}m"
+# Raw edges at least this long, so each is a range Prometheus accepts.
+_EDGE_MS = 1000
+
+Labels = Mapping[str, str]
+Vector = list[tuple[Labels, float]]
+Matrix = list[tuple[Labels, list[tuple[float, float]]]]
+# How a function's recorded hours combine into the window's figure.
+_COMBINED = {"count": "sum", "max": "max", "min": "min"}
+_PICK: dict[str, Callable[[list[float]], float]] = {
+    "count": lambda v: sum(v),
+    "max": lambda v: max(v),
+    "min": lambda v: min(v),
+}
+
+
+class Client(Protocol):
+    def instant(self, promql: str, at_s: float) -> Vector: ...
+
+    def range(self, promql: str, start_s: float, end_s: float, step_s: float) -> Matrix: ...
+
+
+def recorded_name(metric: str, fn: str) -> str:
+    """The series a rule records `fn`_over_time of `metric` over an hour in:
+    `gpuplan:<metric without gpuplan_>:<fn>_1h` (Prometheus's level:metric:operations)."""
+    return f"gpuplan:{metric.removeprefix('gpuplan_')}:{fn}_1h"
+
+
+def newest_evaluation_ms(client: Client, name: str, until_s: float) -> int | None:
+    """The newest evaluation of the rule recording `name` in the two hours up to `until_s`
+    (its sample's own time), None where it recorded nothing then (`gpuplan rules` not loaded)."""
+    found = client.range(f"max(timestamp({name}))", until_s - 2 * HOUR_S, until_s, 60)
+    newest = max((v for _, points in found for _, v in points), default=None)
+    return None if newest is None else round(newest * 1000)
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """A window [start_ms, end_ms) as a raw head, recorded hours ending first_ms … last_ms (one
+    hour apart, n ≥ 1) and a raw tail; each edge lasts at least a second."""
+
+    start_ms: int
+    end_ms: int
+    first_ms: int
+    last_ms: int
+
+    @property
+    def hours(self) -> int:
+        return (self.last_ms - self.first_ms) // HOUR_MS + 1
+
+    @property
+    def head(self) -> tuple[int, int]:
+        """[a, b] of the raw head, both ends included."""
+        return self.start_ms, self.first_ms - HOUR_MS
+
+    @property
+    def tail(self) -> tuple[int, int]:
+        """[a, b] of the raw tail, both ends included."""
+        return self.last_ms + 1, self.end_ms - 1
+
+    def evaluated_s(self, end_ms: int) -> float:
+        """When the rule recorded the hour ending `end_ms`."""
+        return (end_ms + RULE_DELAY_S * 1000) / 1000
+
+    @property
+    def recorded_width(self) -> str:
+        """A range from the first hour's evaluation to the last's (a millisecond at least)."""
+        return f"[{max(self.last_ms - self.first_ms, 1)}ms]"
+
+
+def tiling(start_s: int, end_s: int, newest_ms: int) -> Tiling | None:
+    """The recorded hours inside [start_s, end_s) of a rule whose newest evaluation is
+    `newest_ms` (every evaluation is a whole number of hours from it), leaving raw edges of a
+    second or more; None where no whole hour fits."""
+    start_ms, end_ms = start_s * 1000, end_s * 1000
+    offset_ms = (newest_ms - RULE_DELAY_S * 1000) % HOUR_MS  # each hour's end, past the hour
+    first = start_ms - start_ms % HOUR_MS + offset_ms
+    while first - HOUR_MS - start_ms < _EDGE_MS:
+        first += HOUR_MS
+    last = min(end_ms - _EDGE_MS, newest_ms - RULE_DELAY_S * 1000)
+    last -= (last - first) % HOUR_MS
+    if last < first:
+        return None
+    return Tiling(start_ms, end_ms, first, last)
+
+
+def check(client: Client, t: Tiling, selector: str) -> bool:
+    """Whether the recorded series of `selector` (a recorded name and matchers) hold a sample at
+    every hour's evaluation and none between: the rule ran at each, and on this offset only
+    (an offset moved by a renamed rule file would count some hours twice)."""
+    first_s, last_s = t.evaluated_s(t.first_ms), t.evaluated_s(t.last_ms)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        every = pool.submit(
+            client.instant, f"sum(count_over_time({selector}{t.recorded_width}))", last_s
+        )
+        on_time = pool.submit(
+            client.range, f"count(timestamp({selector}) == time())", first_s, last_s, HOUR_S
+        )
+        total = sum(v for _, v in every.result())
+        points = [p for _, found in on_time.result() for p in found]
+    return len(points) == t.hours and round(sum(v for _, v in points)) == round(total)
+
+
+def window_parts(client: Client, t: Tiling, raw: str, recorded: str, fn: str) -> list[Vector]:
+    """`fn` (count, max or min) of the series of `raw` (a selector) over the head, the recorded
+    hours (`recorded`: the rule's series of the same matchers) and the tail: three answers whose
+    per-series sum (count) or extreme is `fn` over the whole window."""
+    (h0, h1), (t0, t1) = t.head, t.tail
+    asks = [
+        (f"{fn}_over_time({raw}[{h1 - h0}ms])", h1 / 1000),
+        (f"{_COMBINED[fn]}_over_time({recorded}{t.recorded_width})", t.evaluated_s(t.last_ms)),
+        (f"{fn}_over_time({raw}[{t1 - t0}ms])", t1 / 1000),
+    ]
+    with ThreadPoolExecutor(max_workers=len(asks)) as pool:
+        return list(pool.map(lambda ask: client.instant(*ask), asks))
+
+
+def combined(parts: Sequence[Vector], fn: str) -> Vector:
+    """The per-series figure of `window_parts`' answers: one (labels, value) per label set."""
+    pick = _PICK[fn]
+    found: dict[tuple[tuple[str, str], ...], tuple[Labels, list[float]]] = {}
+    for answer in parts:
+        for labels, value in answer:
+            key = tuple(sorted((k, v) for k, v in labels.items() if k != "__name__"))
+            found.setdefault(key, (labels, []))[1].append(value)
+    return [(labels, pick(values)) for labels, values in found.values()]
+
+
+def recorded_hours(
+    client: Client, t: Tiling, recorded: str
+) -> list[tuple[Labels, list[tuple[int, float]]]]:
+    """Each recorded hour of the series of `recorded` (a selector): (the hour's end in ms, the
+    value), read at the very millisecond the rule recorded it."""
+    answer = client.range(recorded, t.evaluated_s(t.first_ms), t.evaluated_s(t.last_ms), HOUR_S)
+    delay_ms = RULE_DELAY_S * 1000
+    return [
+        (labels, [(round(s * 1000) - delay_ms, v) for s, v in points]) for labels, points in answer
+    ]

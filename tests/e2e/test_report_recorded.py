@@ -1,0 +1,123 @@
+"""End to end: `report --prometheus` reads its counts and extremes from the hourly rollups that
+`gpuplan rules` records, where they cover the window, with the figures of the raw samples.
+
+tests/e2e/test_fleet_report.py's three days of 6 hosts × 8 cards (a leak, a spill breaking a
+reserve, unexplained memory, a foreign notebook, a host stopping on day 3, one host named by
+`exported_host`) are backfilled with promtool; promtool then evaluates the rules of `gpuplan rules`
+every hour over those scrapes (`tsdb create-blocks-from rules`, as a running Prometheus would have
+recorded them). Three servers: `raw` the scrapes alone, `recorded` the scrapes and every rule
+evaluation, `late` the scrapes and the rules from day 2 on (rules loaded late: some hours of the
+window have none).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from inventory.prometheus.hours import render_recording_rules
+from placement.cli.main import main
+from tests.e2e.fleetweek import DAY, backfill
+from tests.e2e.harness import Processes, install_prometheus, start_prometheus_on
+from tests.e2e.test_fleet_report import WEEK, WINDOW, write_catalogue
+from tests.e2e.test_prometheus_fleet_window import _merged
+
+pytestmark = pytest.mark.slow
+
+RECORDED_NOTE = "read from"
+
+
+@dataclass(frozen=True)
+class Servers:
+    catalogue: Path
+    raw: str
+    recorded: str
+    late: str
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    binary = install_prometheus()
+    promtool = shutil.which("promtool")
+    if binary is None or promtool is None:
+        pytest.skip("Debian's prometheus (with promtool) is not installed; .ci/run installs it")
+    work = tmp_path_factory.mktemp("recorded")
+    catalogue = write_catalogue(work)
+    raw = backfill(WEEK, work, promtool)
+    rules = work / "rules.yml"
+    rules.write_text(render_recording_rules())
+    processes = Processes()
+    try:
+        raw_url = start_prometheus_on(processes, binary, raw, work / "raw-server")
+        start_s, end_s = WEEK.start_s, WEEK.start_s + WEEK.minutes * 60
+        whole = _rules(promtool, raw_url, rules, work / "whole", start_s, end_s + 7200)
+        late = _rules(promtool, raw_url, rules, work / "late", start_s + DAY * 60, end_s + 7200)
+        recorded_url = start_prometheus_on(
+            processes, binary, _merged(work / "recorded", raw, whole), work / "recorded-server"
+        )
+        late_url = start_prometheus_on(
+            processes, binary, _merged(work / "late-data", raw, late), work / "late-server"
+        )
+        yield Servers(catalogue, raw_url, recorded_url, late_url)
+    finally:
+        processes.stop_all()
+
+
+def _rules(promtool: str, url: str, rules: Path, out: Path, start_s: int, end_s: int) -> Path:
+    """The blocks of the rules evaluated over [start_s, end_s] against `url`'s scrapes."""
+    subprocess.run(
+        [
+            promtool, "tsdb", "create-blocks-from", "rules", "-q", f"--url={url}",
+            f"--start={start_s}", f"--end={end_s}", f"--output-dir={out}", str(rules),
+        ],
+        check=True, capture_output=True, timeout=600,
+    )  # fmt: skip
+    return out
+
+
+def _report(capsys: pytest.CaptureFixture[str], servers: Servers, url: str) -> dict[str, Any]:
+    argv = ["report", *WINDOW, "--json", "--prometheus", url, "--catalogue", str(servers.catalogue)]
+    code = main(argv)
+    out = capsys.readouterr().out
+    assert code == 0
+    # The three servers differ in their address, which the report names.
+    data: dict[str, Any] = json.loads(out.replace(url, "PROMETHEUS"))
+    return data
+
+
+def _without_recorded_note(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    notes = data.pop("notes")
+    return data, [n for n in notes if "recorded by `gpuplan rules`" in n]
+
+
+def test_the_report_from_recorded_hours_is_the_report_from_raw_samples(
+    capsys: pytest.CaptureFixture[str], servers: Servers
+) -> None:
+    raw, raw_notes = _without_recorded_note(_report(capsys, servers, servers.raw))
+    recorded, notes = _without_recorded_note(_report(capsys, servers, servers.recorded))
+    assert raw_notes == []
+    # 72 hours less the two cut by the raw edges: the rules' hours end off the clock hour.
+    (note,) = notes
+    assert "from 71 hours recorded by `gpuplan rules`" in note or (
+        "from 70 hours recorded by `gpuplan rules`" in note
+    ), note
+    assert recorded == raw
+    # The figures the rules answered are there, not empty.
+    assert {c["host"] for c in recorded["cards"]} >= {"fl-00", "fl-01", "fl-05"}
+    assert all(s["samples"] > 0 and s["max_bytes"] > 0 for s in recorded["seats"])
+
+
+def test_hours_the_rules_did_not_record_are_read_raw(
+    capsys: pytest.CaptureFixture[str], servers: Servers
+) -> None:
+    raw, _ = _without_recorded_note(_report(capsys, servers, servers.raw))
+    late, notes = _without_recorded_note(_report(capsys, servers, servers.late))
+    assert notes == []
+    assert late == raw
