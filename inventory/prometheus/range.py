@@ -441,9 +441,8 @@ def recorded_tiling(client: PromClient, start_s: int, end_s: int) -> Tiling | No
     found = None if newest is None else tiling(start_s, end_s, newest)
     if found is None:
         return None
-    with ThreadPoolExecutor(max_workers=len(_TILED)) as pool:
-        names = [recorded_name(metric, fn) for metric, fn in _TILED]
-        whole = all(pool.map(lambda name: check(client, found, name), names))
+    names = [recorded_name(metric, fn) for metric, fn in _TILED]
+    whole = check(client, found, stamps, names)
     return found if whole else None
 
 

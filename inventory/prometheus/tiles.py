@@ -17,6 +17,8 @@ All times here are integer milliseconds, as Prometheus stores them.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -113,21 +115,39 @@ def tiling(start_s: int, end_s: int, newest_ms: int) -> Tiling | None:
     return Tiling(start_ms, end_ms, first, last)
 
 
-def check(client: Client, t: Tiling, selector: str) -> bool:
-    """Whether the recorded series of `selector` (a recorded name and matchers) hold a sample at
-    every hour's evaluation and none between: the rule ran at each, and on this offset only
-    (an offset moved by a renamed rule file would count some hours twice)."""
+def check(client: Client, t: Tiling, heartbeat: str, names: Sequence[str]) -> bool:
+    """Whether the rules recorded each hour of `t`, and only then: the group's `heartbeat` rule
+    (one series a host) has a sample at every hour's evaluation, every one of its samples in the
+    hours' span is at one (none a millisecond to 5 minutes before: an offset moved by a renamed
+    rule file would count some scrapes twice), and each rule of `names` recorded every hour on
+    the host the heartbeat saw most (a rule fails alone when its query does)."""
     first_s, last_s = t.evaluated_s(t.first_ms), t.evaluated_s(t.last_ms)
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        every = pool.submit(
-            client.instant, f"sum(count_over_time({selector}{t.recorded_width}))", last_s
+    width = t.recorded_width
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        total = pool.submit(client.instant, f"sum(count_over_time({heartbeat}{width}))", last_s)
+        most = pool.submit(client.instant, f"topk(1, count_over_time({heartbeat}{width}))", last_s)
+        on = pool.submit(client.range, f"count({heartbeat})", first_s, last_s, HOUR_S)
+        off = pool.submit(
+            client.range, f"count({heartbeat})", first_s - 0.001, last_s - 0.001, HOUR_S
         )
-        on_time = pool.submit(
-            client.range, f"count(timestamp({selector}) == time())", first_s, last_s, HOUR_S
+        points = [v for _, found in on.result() for _, v in found]
+        whole = (
+            len(points) == t.hours
+            and round(sum(points)) == round(sum(v for _, v in total.result()))
+            and not any(found for _, found in off.result())
         )
-        total = sum(v for _, v in every.result())
-        points = [p for _, found in on_time.result() for p in found]
-    return len(points) == t.hours and round(sum(v for _, v in points)) == round(total)
+        if not whole or not most.result():
+            return False
+    labels = most.result()[0][0]
+    matchers = ",".join(
+        f"{k}={json.dumps(v)}" for k, v in sorted(labels.items()) if k != "__name__"
+    )
+    pattern = "|".join(re.escape(n) for n in names)
+    per_rule = client.range(
+        f'count by (__name__) ({{__name__=~"{pattern}",{matchers}}})', first_s, last_s, HOUR_S
+    )
+    hours = {series.get("__name__"): len(found) for series, found in per_rule}
+    return all(hours.get(n) == t.hours for n in names)
 
 
 def window_parts(client: Client, t: Tiling, raw: str, recorded: str, fn: str) -> list[Vector]:
