@@ -19,6 +19,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import NamedTuple
 
@@ -145,6 +147,7 @@ def measure() -> list[str]:
                     wall, rss, ours, err = _report_once(url, catalogue, tree)
                     spent = _prometheus_cpu_s(server) - cpu_before
                     runs[name].append(Run(wall, rss, spent, ours, err))
+            profile = _profile(url, catalogue, server)
         finally:
             processes.stop_all()
     lines = _section(runs["after"], backfill_s, week)
@@ -155,7 +158,68 @@ def measure() -> list[str]:
     ]
     if before:
         lines += ["", *_comparison(runs, Path(before))]
-    return lines
+    return [*lines, "", *profile]
+
+
+# What each query of the report asks, by the first pattern its PromQL matches.
+_KINDS = (
+    (r"quantile_over_time\(.*\[604799999ms\]", "percentiles over the week (`quantile_over_time`)"),
+    (r"quantile_over_time", "medians of the first and last days"),
+    (r"avg_over_time\(.* or -avg_over_time", "cards holding unexplained memory (half-hour means)"),
+    (r"gpuplan:", "recorded hours: counts, most, least free, and their check"),
+    (r"card_error|nvml_memory_version", "errors and NVML version"),
+    (r"\[86399999ms\]", "counts of the first and last days"),
+    (r"(count|max|min)_over_time\(gpuplan_(card|process)_\w+\{[^}]*\}\[\d{1,7}ms\]", "raw edges"),
+    (r"\[604799999ms\]\)", "whole-window counts and extremes, read raw"),
+    (r"", "the rest (spans, each host's now, first step at the least free, reserves, foreign)"),
+)
+
+
+def _profile(url: str, catalogue: Path, server: int, runs: int = 3) -> list[str]:
+    """Where Prometheus's CPU goes: each query of one report of this tree, asked again alone
+    (the least of `runs`), summed by what it asks."""
+    import contextlib
+    import io
+
+    from inventory.prometheus import range as promrange
+    from placement.cli.main import main
+
+    asked: list[str] = []
+    fetch = promrange.fetch
+
+    def logged(base: str, query_url: str, *args: object, **kwargs: object) -> bytes:
+        asked.append(query_url)
+        return fetch(base, query_url, *args, **kwargs)  # type: ignore[arg-type]
+
+    promrange.fetch = logged  # type: ignore[assignment]
+    try:
+        argv = ["report", "--prometheus", url, "--catalogue", str(catalogue), "--week", "2026-W37"]
+        with contextlib.redirect_stdout(io.StringIO()):
+            main([*argv, "--json", "--timeout", "600"])
+    finally:
+        promrange.fetch = fetch  # type: ignore[assignment]
+    by_kind: dict[str, list[float]] = {}
+    for query_url in asked:
+        spent = []
+        for _ in range(runs):
+            before = _prometheus_cpu_s(server)
+            with urllib.request.urlopen(query_url, timeout=600) as answer:
+                answer.read()
+            spent.append(_prometheus_cpu_s(server) - before)
+        text = urllib.parse.unquote_plus(query_url)
+        kind = next(k for pattern, k in _KINDS if re.search(pattern, text))
+        by_kind.setdefault(kind, []).append(min(spent))
+    total = sum(sum(v) for v in by_kind.values())
+    rows = [
+        f"Where Prometheus's CPU goes: each of the report's {len(asked)} queries asked again alone "
+        f"(the least of {runs}), {total:.2f} s in all:",
+        "",
+        "| what the report asks | queries | Prometheus CPU |",
+        "| --- | ---: | ---: |",
+    ]
+    for kind, spent in sorted(by_kind.items(), key=lambda kv: -sum(kv[1])):
+        rows.append(f"| {kind} | {len(spent)} | {sum(spent):.2f} s |")
+    return rows
 
 
 def _comparison(runs: dict[str, list[Run]], before: Path) -> list[str]:
