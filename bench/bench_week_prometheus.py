@@ -34,7 +34,7 @@ from bench.bench_week import (
     write_fleet,
 )
 from inventory.prometheus import metrics as m
-from inventory.prometheus.hours import recorded_name
+from inventory.prometheus.tiles import RULE_DELAY_S, recorded_name
 from inventory.snapshot import Snapshot
 from seats.model import Catalogue
 from tests.e2e import promweek
@@ -191,7 +191,8 @@ def _one_host() -> str:
 FLEET_RUNS = 3
 FLEET_CARDS = 8
 FLEET_HOURS = 7 * 24
-# Where the rules' group evaluates within each minute (Prometheus derives it from the group).
+# Where the hours the rules' group records end, past each clock hour (Prometheus derives the
+# group's offset from the group and its file).
 RULE_OFFSET_S = 37.5
 # The newest snapshot is scraped every minute for this long after it was taken, so that the
 # runs, minutes later, still read it as Prometheus's instant queries do (within 5 minutes).
@@ -229,7 +230,8 @@ def fleet_openmetrics(
 
 def _recorded(hosts: int, end: datetime) -> dict[int, list[str]]:
     """The samples the rules of `gpuplan rules` recorded of the week, one an hour at the rule's
-    evaluation ending it (RULE_OFFSET_S past the hour), by 2-hour block: each card's least free
+    evaluation RULE_DELAY_S after the hour it covers ends (RULE_OFFSET_S past a clock hour), by
+    2-hour block: each card's least free
     (`min_1h`) and each host's snapshots (`count_1h`: 60 moments an hour). The figures are
     bench_week.write_fleet's: each card's vLLM server wandering by the hour, an Ollama load of
     20 GiB on card 1 14:00–15:59 UTC."""
@@ -241,7 +243,8 @@ def _recorded(hosts: int, end: datetime) -> dict[int, list[str]]:
     blocks: dict[int, list[str]] = {}
 
     def add(name: str, labels: str, values: list[float]) -> None:
-        for t, value in zip(ends, values, strict=True):
+        for hour_end, value in zip(ends, values, strict=True):
+            t = hour_end + RULE_DELAY_S
             start = int(t) - int(t) % promweek.BLOCK_S
             blocks.setdefault(start, []).append(f"{name}{{{labels}}} {value:.0f} {t:.3f}")
 

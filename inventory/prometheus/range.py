@@ -838,7 +838,7 @@ class PromCards:
         with ThreadPoolExecutor(max_workers=3) as side:
             hourly = side.submit(self._least_free_hour, tiles)
             figures = [
-                side.submit(self._tiled, tiles, m.CARD_USED, fn)
+                side.submit(_tiled, self.client, q, tiles, m.CARD_USED, fn)
                 for fn in ("count", "max")
                 if tiles is not None
             ]
@@ -859,13 +859,6 @@ class PromCards:
             if key in self.seen:
                 parts.append(CardPart(*key, start_s, end_s, 0, 0, None, low))
         return parts
-
-    def _tiled(self, tiles: Tiling, metric: str, fn: str) -> Vector:
-        """`fn` of each series of `metric` over the window, from its recorded hours and raw edges."""
-        parts = window_parts(
-            self.client, tiles, self.q.sel(metric), self.q.sel(recorded_name(metric, fn)), fn
-        )
-        return combined(parts, fn)
 
     def _least_free_hour(self, tiles: Tiling | None) -> dict[tuple[str, int], tuple[int, int, int]]:
         """Each card's least free bytes, and the end and start of the first hour holding it (unix
@@ -1016,6 +1009,15 @@ class PromCards:
         return out
 
 
+def _tiled(
+    client: PromClient, q: _Queries, tiles: Tiling, metric: str, fn: str, extra: str = ""
+) -> Vector:
+    """`fn` of each series of `metric` (and `extra` matchers) over the window, from its recorded
+    hours and raw edges (`tiles.window_parts`)."""
+    recorded = q.sel(recorded_name(metric, fn), extra)
+    return combined(window_parts(client, tiles, q.sel(metric, extra), recorded, fn), fn)
+
+
 def _fixed(hour: tuple[int, int]) -> Callable[[float], tuple[int, int]]:
     """The (end, start) of a one-point answer's hour, whatever its time."""
     return lambda _: hour
@@ -1116,7 +1118,7 @@ class PromSeats:
         if tiles is None:
             counts, tops = self._two(f"{raw}{width}", at, part is None)
         else:
-            counts, tops = self._tiled(tiles)
+            counts, tops = self._recorded_counts(tiles)
         by_seat: dict[SeatKey, list[ProcKey]] = defaultdict(list)
         for key in counts:
             by_seat[key[:3]].append(key)
@@ -1144,15 +1146,12 @@ class PromSeats:
         ]
         return answers[0], answers[1] if most else None
 
-    def _tiled(self, tiles: Tiling) -> tuple[dict[ProcKey, float], dict[ProcKey, float]]:
+    def _recorded_counts(self, tiles: Tiling) -> tuple[dict[ProcKey, float], dict[ProcKey, float]]:
         """The window's count and most of each seated process, from its recorded hours."""
-        q = self.q
-        metric = m.PROCESS_USED
 
         def figure(fn: str) -> dict[ProcKey, float]:
-            recorded = q.sel(recorded_name(metric, fn), _SEATED)
-            parts = window_parts(self.client, tiles, q.sel(metric, _SEATED), recorded, fn)
-            return _known({_proc_key(labels): v for labels, v in combined(parts, fn)})
+            found = _tiled(self.client, self.q, tiles, m.PROCESS_USED, fn, _SEATED)
+            return _known({_proc_key(labels): v for labels, v in found})
 
         with ThreadPoolExecutor(max_workers=2) as pool:
             counts, tops = pool.map(figure, ("count", "max"))
