@@ -61,13 +61,18 @@ _ASKED = {
 
 # --- the recording rules that keep these rollups (`gpuplan rules`) ----------------------------
 
+# What the report reads of each hour besides (`inventory.prometheus.range`): the samples in
+# error, and whether any reading was NVML v1's.
+REPORTED = {m.CARD_ERROR: ("sum",), m.CARD_MEMORY_VERSION: ("min",)}
+
 RULE_GROUP = "gpuplan-rollups"
 RULE_INTERVAL = "1h"
 
 
 def recording_rules() -> list[tuple[str, str]]:
     """(record, expr) of every rollup `host_hours` asks per hour, kept by Prometheus: each
-    metric's `count`/`min`/`max_over_time` over an hour, and the snapshot time's `changes`.
+    metric's `count`/`min`/`max_over_time` over an hour, the snapshot time's `changes`, and the
+    report's own (`REPORTED`).
 
     Evaluated every hour on the group's own offset, each over the hour that ended RULE_DELAY_S
     before (`[3599999ms] offset 5m`): a sample evaluated at t covers the scrapes of
@@ -79,7 +84,7 @@ def recording_rules() -> list[tuple[str, str]]:
     """
     rules = [
         (recorded_name(metric, fn), f"{fn}_over_time({metric}{RULE_RANGE})")
-        for metric, fns in _ASKED.items()
+        for metric, fns in (*_ASKED.items(), *REPORTED.items())
         for fn in fns
     ]
     ts = m.SNAPSHOT_TIMESTAMP

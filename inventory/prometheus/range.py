@@ -429,6 +429,8 @@ _TILED = (
     (m.CARD_FREE, "min"),
     (m.PROCESS_USED, "count"),
     (m.PROCESS_USED, "max"),
+    (m.CARD_ERROR, "sum"),
+    (m.CARD_MEMORY_VERSION, "min"),
 )
 
 
@@ -716,6 +718,16 @@ def _by_identity(
     return out
 
 
+def _summed_by_card(vector: Vector) -> dict[tuple[str, int], float]:
+    """An instant answer summed by card (`sum by (host, gpu)`)."""
+    out: dict[tuple[str, int], float] = defaultdict(float)
+    for labels, value in vector:
+        key = _card(labels)
+        if key is not None:
+            out[key] += value
+    return dict(out)
+
+
 def _by_card(vector: Vector) -> dict[tuple[str, int], float]:
     """An instant answer by card (of several series of one card, the last)."""
     out: dict[tuple[str, int], float] = {}
@@ -831,19 +843,17 @@ class PromCards:
         used = self._metric(m.CARD_USED, DCGM_USED)
         tiles = None if self.dcgm else self.tiles()
         exprs = [f"count_over_time({used}{q.rng})", f"max_over_time({used}{q.rng})"]
-        if tiles is not None:
-            exprs = []
         if not self.dcgm:
             exprs.append(f"sum by ({q.by('gpu')}) (sum_over_time({q.sel(m.CARD_ERROR)}{q.rng}))")
-        with ThreadPoolExecutor(max_workers=3) as side:
+        with ThreadPoolExecutor(max_workers=4) as side:
             hourly = side.submit(self._least_free_hour, tiles)
-            figures = [
-                side.submit(_tiled, self.client, q, tiles, m.CARD_USED, fn)
-                for fn in ("count", "max")
-                if tiles is not None
-            ]
-            answers = [_by_card(answer) for answer in self.client.instants(exprs, q.at)]
-            answers = [_by_card(f.result()) for f in figures] + answers
+            if tiles is None:
+                answers = [_by_card(answer) for answer in self.client.instants(exprs, q.at)]
+            else:
+                asked = [(m.CARD_USED, "count"), (m.CARD_USED, "max"), (m.CARD_ERROR, "sum")]
+                figures = [side.submit(_tiled, self.client, q, tiles, *a) for a in asked]
+                answers = [_by_card(f.result()) for f in figures[:2]]
+                answers.append(_summed_by_card(figures[2].result()))
             lows = hourly.result()
         counts, tops, errors = (*answers[:2], answers[2] if len(answers) > 2 else {})
         scale = self.scale
@@ -986,7 +996,11 @@ class PromCards:
         if self.dcgm:
             return set()
         version = self.q.sel(m.CARD_MEMORY_VERSION)
-        found = self.client.instant(f"min_over_time({version}{self.q.rng})", self.q.at)
+        tiles = self.tiles()
+        if tiles is None:
+            found = self.client.instant(f"min_over_time({version}{self.q.rng})", self.q.at)
+        else:
+            found = _tiled(self.client, self.q, tiles, m.CARD_MEMORY_VERSION, "min")
         return {key for labels, v in found if v == 1 and (key := _card(labels)) is not None}
 
     def unexplained_max(self) -> dict[tuple[str, int], tuple[int | None, int | None]]:
@@ -1114,11 +1128,13 @@ class PromSeats:
         part's most is not read: `seat_usage` reads none)."""
         at, width, sub = self._range(part)
         raw = self.q.sel(m.PROCESS_USED, _SEATED)
-        tiles = self.tiles() if part is None else None
+        tiles = self.tiles()
+        if tiles is not None and part is not None:
+            tiles = tiles.within(*part)
         if tiles is None:
             counts, tops = self._two(f"{raw}{width}", at, part is None)
         else:
-            counts, tops = self._recorded_counts(tiles)
+            counts, tops = self._recorded_counts(tiles, most=part is None)
         by_seat: dict[SeatKey, list[ProcKey]] = defaultdict(list)
         for key in counts:
             by_seat[key[:3]].append(key)
@@ -1146,16 +1162,20 @@ class PromSeats:
         ]
         return answers[0], answers[1] if most else None
 
-    def _recorded_counts(self, tiles: Tiling) -> tuple[dict[ProcKey, float], dict[ProcKey, float]]:
-        """The window's count and most of each seated process, from its recorded hours."""
+    def _recorded_counts(
+        self, tiles: Tiling, most: bool
+    ) -> tuple[dict[ProcKey, float], dict[ProcKey, float] | None]:
+        """The count (and with `most` the most) of each seated process over `tiles`' span, from
+        its recorded hours."""
 
         def figure(fn: str) -> dict[ProcKey, float]:
             found = _tiled(self.client, self.q, tiles, m.PROCESS_USED, fn, _SEATED)
             return _known({_proc_key(labels): v for labels, v in found})
 
         with ThreadPoolExecutor(max_workers=2) as pool:
-            counts, tops = pool.map(figure, ("count", "max"))
-        return counts, tops
+            counts = pool.submit(figure, "count")
+            tops = pool.submit(figure, "max") if most else None
+            return counts.result(), None if tops is None else tops.result()
 
     def seat_at_ranks(
         self, asks: Sequence[tuple[Part, Mapping[SeatKey, tuple[int, Sequence[int]]]]]

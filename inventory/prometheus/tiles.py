@@ -37,9 +37,10 @@ Labels = Mapping[str, str]
 Vector = list[tuple[Labels, float]]
 Matrix = list[tuple[Labels, list[tuple[float, float]]]]
 # How a function's recorded hours combine into the window's figure.
-_COMBINED = {"count": "sum", "max": "max", "min": "min"}
+_COMBINED = {"count": "sum", "sum": "sum", "max": "max", "min": "min"}
 _PICK: dict[str, Callable[[list[float]], float]] = {
     "count": lambda v: sum(v),
+    "sum": lambda v: sum(v),
     "max": lambda v: max(v),
     "min": lambda v: min(v),
 }
@@ -92,6 +93,11 @@ class Tiling:
     def evaluated_s(self, end_ms: int) -> float:
         """When the rule recorded the hour ending `end_ms`."""
         return (end_ms + RULE_DELAY_S * 1000) / 1000
+
+    def within(self, start_s: int, end_s: int) -> Tiling | None:
+        """The recorded hours of these (checked) inside [start_s, end_s), with their raw edges."""
+        found = tiling(start_s, end_s, self.last_ms + RULE_DELAY_S * 1000)
+        return found if found is not None and found.first_ms >= self.first_ms else None
 
     @property
     def recorded_width(self) -> str:
@@ -151,7 +157,7 @@ def check(client: Client, t: Tiling, heartbeat: str, names: Sequence[str]) -> bo
 
 
 def window_parts(client: Client, t: Tiling, raw: str, recorded: str, fn: str) -> list[Vector]:
-    """`fn` (count, max or min) of the series of `raw` (a selector) over the head, the recorded
+    """`fn` (count, sum, max or min) of the series of `raw` (a selector) over the head, the recorded
     hours (`recorded`: the rule's series of the same matchers) and the tail: three answers whose
     per-series sum (count) or extreme is `fn` over the whole window."""
     (h0, h1), (t0, t1) = t.head, t.tail

@@ -24,7 +24,7 @@ import pytest
 
 from inventory.prometheus.hours import render_recording_rules
 from placement.cli.main import main
-from tests.e2e.fleetweek import DAY, backfill
+from tests.e2e.fleetweek import DAY, _promtool, backfill
 from tests.e2e.harness import Processes, install_prometheus, start_prometheus_on
 from tests.e2e.test_fleet_report import WEEK, WINDOW, write_catalogue
 from tests.e2e.test_prometheus_fleet_window import _merged
@@ -51,6 +51,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     work = tmp_path_factory.mktemp("recorded")
     catalogue = write_catalogue(work)
     raw = backfill(WEEK, work, promtool)
+    _promtool(promtool, _faults(work / "faults.om"), raw)
     rules = work / "rules.yml"
     rules.write_text(render_recording_rules())
     processes = Processes()
@@ -68,6 +69,29 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
         yield Servers(catalogue, raw_url, recorded_url, late_url)
     finally:
         processes.stop_all()
+
+
+# Day 2 on fl-01: card 5 in error for three hours (a second error series, one a minute), card 6
+# read once an hour by an old driver (NVML v1) for a day.
+ERROR_MINUTES = range(DAY + 600, DAY + 780)
+V1_MINUTES = range(DAY, 2 * DAY, 60)
+
+
+def _faults(text: Path) -> Path:
+    """OpenMetrics of the faults above, beside the week's own series (30 s after its minutes)."""
+    lines = ["# TYPE gpuplan_card_error gauge"]
+    error = 'host="fl-01",gpu="5",uuid="GPU-1-5",error="ecc"'
+    lines += [
+        f"gpuplan_card_error{{{error}}} 1 {WEEK.start_s + t * 60 + 30}" for t in ERROR_MINUTES
+    ]
+    lines.append("# TYPE gpuplan_card_nvml_memory_version gauge")
+    old = 'host="fl-01",gpu="6",uuid="GPU-1-6",driver="old"'
+    lines += [
+        f"gpuplan_card_nvml_memory_version{{{old}}} 1 {WEEK.start_s + t * 60 + 30}"
+        for t in V1_MINUTES
+    ]
+    text.write_text("\n".join([*lines, "# EOF", ""]))
+    return text
 
 
 def _rules(promtool: str, url: str, rules: Path, out: Path, start_s: int, end_s: int) -> Path:
@@ -112,6 +136,9 @@ def test_the_report_from_recorded_hours_is_the_report_from_raw_samples(
     # The figures the rules answered are there, not empty.
     assert {c["host"] for c in recorded["cards"]} >= {"fl-00", "fl-01", "fl-05"}
     assert all(s["samples"] > 0 and s["max_bytes"] > 0 for s in recorded["seats"])
+    cards = {(c["host"], c["card"]): c for c in recorded["cards"]}
+    assert cards[("fl-01", 5)]["error_samples"] == len(ERROR_MINUTES)
+    assert [k for k, c in cards.items() if c["nvml_v1"]] == [("fl-01", 6)]
 
 
 def test_hours_the_rules_did_not_record_are_read_raw(

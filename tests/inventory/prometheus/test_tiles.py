@@ -4,6 +4,7 @@ second or more, and no hour the rules have not yet recorded."""
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -51,7 +52,7 @@ def test_every_millisecond_of_the_window_is_in_one_part(seed: int) -> None:
         return
     parts = _parts(t)
     assert parts[0][0] == start_s * 1000 and parts[-1][1] == end_s * 1000 - 1
-    for (_, last), (first, _) in zip(parts, parts[1:], strict=False):
+    for (_, last), (first, _) in itertools.pairwise(parts):
         assert first == last + 1
     assert t.head[1] - t.head[0] >= 1000 and t.tail[1] - t.tail[0] >= 998
     # On the rules' offset, and none after the newest evaluation.

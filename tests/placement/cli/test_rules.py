@@ -33,7 +33,7 @@ def test_rules_prints_one_group_of_every_rollup(capsys: pytest.CaptureFixture[st
     (group,) = data["groups"]
     assert (group["name"], group["interval"]) == ("gpuplan-rollups", "1h")
     records = {r["record"]: r["expr"] for r in group["rules"]}
-    assert len(records) == len(recording_rules()) == 13
+    assert len(records) == len(recording_rules()) == 15
     # Each the hour that ended 5 minutes before, less a millisecond: evaluations tile time.
     assert records["gpuplan:card_free_bytes:min_1h"] == (
         "min_over_time(gpuplan_card_free_bytes[3599999ms] offset 5m)"
@@ -44,6 +44,13 @@ def test_rules_prints_one_group_of_every_rollup(capsys: pytest.CaptureFixture[st
     assert records["gpuplan:snapshot_timestamp_seconds:changes_1h"] == (
         "changes(gpuplan_snapshot_timestamp_seconds[3599999ms] offset 5m)"
     )
+    # The report's own: samples in error, and any reading of NVML v1.
+    assert records["gpuplan:card_error:sum_1h"] == (
+        "sum_over_time(gpuplan_card_error[3599999ms] offset 5m)"
+    )
+    assert records["gpuplan:card_nvml_memory_version:min_1h"] == (
+        "min_over_time(gpuplan_card_nvml_memory_version[3599999ms] offset 5m)"
+    )
 
 
 def test_rules_out_writes_the_file_and_refuses_a_directory(
@@ -51,7 +58,7 @@ def test_rules_out_writes_the_file_and_refuses_a_directory(
 ) -> None:
     target = tmp_path / "gpuplan-rollups.yml"
     assert main(["rules", "--out", str(target)]) == 0
-    assert "wrote 13 rules to" in capsys.readouterr().err
+    assert "wrote 15 rules to" in capsys.readouterr().err
     assert yaml.safe_load(target.read_text())["groups"][0]["name"] == "gpuplan-rollups"
     assert main(["rules", "--out", str(tmp_path)]) == 2
     assert "is a directory" in capsys.readouterr().err
@@ -67,7 +74,7 @@ def test_promtool_checks_the_rules_and_records_an_afternoon_dip(
     capsys.readouterr()
     checked = promtool("check", "rules", rules)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "SUCCESS: 13 rules found" in checked.stdout
+    assert "SUCCESS: 15 rules found" in checked.stdout
     # One card, 100 GiB free every minute but for minutes 70 … 74, when a 20 GiB model loads.
     free = f"{100 * GIB}x69 {80 * GIB}x4 {100 * GIB}x59"
     card = 'host="fv-ml1",gpu="1"'
