@@ -46,11 +46,10 @@ from inventory.prometheus.tiles import (
     RULE_DELAY_S,
     Tiling,
     check,
-    combined,
     newest_evaluation_ms,
     recorded_name,
     tiling,
-    window_parts,
+    window_figure,
 )
 from seats.errors import CannotDecideError
 
@@ -1027,9 +1026,9 @@ def _tiled(
     client: PromClient, q: _Queries, tiles: Tiling, metric: str, fn: str, extra: str = ""
 ) -> Vector:
     """`fn` of each series of `metric` (and `extra` matchers) over the window, from its recorded
-    hours and raw edges (`tiles.window_parts`)."""
+    hours and raw edges (`tiles.window_figure`)."""
     recorded = q.sel(recorded_name(metric, fn), extra)
-    return combined(window_parts(client, tiles, q.sel(metric, extra), recorded, fn), fn)
+    return window_figure(client, tiles, q.sel(metric, extra), recorded, fn)
 
 
 def _fixed(hour: tuple[int, int]) -> Callable[[float], tuple[int, int]]:

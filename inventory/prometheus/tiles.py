@@ -11,7 +11,7 @@ A rule evaluated at t (every hour, the group's own offset past it) records the h
 
 so a series' count over the window is count(head) + Σ_k count_k + count(tail), its most and
 least the extremes of the same parts: equal to the raw figure whenever the rule ran at every e_k
-and recorded nothing else there (`Tiling.check`); otherwise the caller reads raw.
+and recorded nothing else there (`check`); otherwise the caller reads raw.
 All times here are integer milliseconds, as Prometheus stores them.
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
@@ -38,12 +38,8 @@ Vector = list[tuple[Labels, float]]
 Matrix = list[tuple[Labels, list[tuple[float, float]]]]
 # How a function's recorded hours combine into the window's figure.
 _COMBINED = {"count": "sum", "sum": "sum", "max": "max", "min": "min"}
-_PICK: dict[str, Callable[[list[float]], float]] = {
-    "count": lambda v: sum(v),
-    "sum": lambda v: sum(v),
-    "max": lambda v: max(v),
-    "min": lambda v: min(v),
-}
+# The label telling a window's parts apart while Prometheus combines them.
+_PART = "gpuplan_window_part"
 
 
 class Client(Protocol):
@@ -156,29 +152,22 @@ def check(client: Client, t: Tiling, heartbeat: str, names: Sequence[str]) -> bo
     return all(hours.get(n) == t.hours for n in names)
 
 
-def window_parts(client: Client, t: Tiling, raw: str, recorded: str, fn: str) -> list[Vector]:
-    """`fn` (count, sum, max or min) of the series of `raw` (a selector) over the head, the recorded
-    hours (`recorded`: the rule's series of the same matchers) and the tail: three answers whose
-    per-series sum (count) or extreme is `fn` over the whole window."""
+def window_figure(client: Client, t: Tiling, raw: str, recorded: str, fn: str) -> Vector:
+    """`fn` (count, sum, max or min) of each series of `raw` (a selector) over the window: its
+    head, its recorded hours (`recorded`: the rule's series of the same matchers) and its tail,
+    each pinned to its own time with `@`, tagged apart and combined by Prometheus (a sum for
+    counts and sums, else the extreme) in one query."""
     (h0, h1), (t0, t1) = t.head, t.tail
-    asks = [
-        (f"{fn}_over_time({raw}[{h1 - h0}ms])", h1 / 1000),
-        (f"{_COMBINED[fn]}_over_time({recorded}{t.recorded_width})", t.evaluated_s(t.last_ms)),
-        (f"{fn}_over_time({raw}[{t1 - t0}ms])", t1 / 1000),
+    last = t.evaluated_s(t.last_ms)
+    parts = [
+        f"{fn}_over_time({raw}[{h1 - h0}ms] @ {h1 / 1000:.3f})",
+        f"{_COMBINED[fn]}_over_time({recorded}{t.recorded_width} @ {last:.3f})",
+        f"{fn}_over_time({raw}[{t1 - t0}ms] @ {t1 / 1000:.3f})",
     ]
-    with ThreadPoolExecutor(max_workers=len(asks)) as pool:
-        return list(pool.map(lambda ask: client.instant(*ask), asks))
-
-
-def combined(parts: Sequence[Vector], fn: str) -> Vector:
-    """The per-series figure of `window_parts`' answers: one (labels, value) per label set."""
-    pick = _PICK[fn]
-    found: dict[tuple[tuple[str, str], ...], tuple[Labels, list[float]]] = {}
-    for answer in parts:
-        for labels, value in answer:
-            key = tuple(sorted((k, v) for k, v in labels.items() if k != "__name__"))
-            found.setdefault(key, (labels, []))[1].append(value)
-    return [(labels, pick(values)) for labels, values in found.values()]
+    tagged = " or ".join(
+        f'label_replace({part}, "{_PART}", "{i}", "", "")' for i, part in enumerate(parts)
+    )
+    return client.instant(f"{_COMBINED[fn]} without ({_PART}) ({tagged})", last)
 
 
 def recorded_hours(
