@@ -435,15 +435,18 @@ _TILED = (
 
 def recorded_tiling(client: PromClient, start_s: int, end_s: int) -> Tiling | None:
     """The recorded hours of [start_s, end_s) (`inventory.prometheus.tiles`) when every rollup the
-    report reads (`_TILED`) was recorded at each of them and nowhere between; else None, and the
-    window is read raw."""
+    report reads (`_TILED`) was recorded at each of them and nowhere between, and Prometheus
+    takes the `@` modifier; else None, and the window is read raw."""
     stamps = recorded_name(m.SNAPSHOT_TIMESTAMP, "count")
     newest = newest_evaluation_ms(client, stamps, end_s + RULE_DELAY_S)
     found = None if newest is None else tiling(start_s, end_s, newest)
     if found is None:
         return None
     names = [recorded_name(metric, fn) for metric, fn in _TILED]
-    whole = check(client, found, stamps, names)
+    try:
+        whole = check(client, found, stamps, names)
+    except CannotDecideError:  # a query the raw reading does not need was refused
+        return None
     return found if whole else None
 
 

@@ -126,7 +126,11 @@ def check(client: Client, t: Tiling, heartbeat: str, names: Sequence[str]) -> bo
     first_s, last_s = t.evaluated_s(t.first_ms), t.evaluated_s(t.last_ms)
     width = t.recorded_width
     with ThreadPoolExecutor(max_workers=4) as pool:
-        total = pool.submit(client.instant, f"sum(count_over_time({heartbeat}{width}))", last_s)
+        # Pinned with `@` as `window_figure` is: a Prometheus without it (before 2.33) refuses
+        # here, and the caller reads raw.
+        total = pool.submit(
+            client.instant, f"sum(count_over_time({heartbeat}{width} @ {last_s:.3f}))", last_s
+        )
         most = pool.submit(client.instant, f"topk(1, count_over_time({heartbeat}{width}))", last_s)
         on = pool.submit(client.range, f"count({heartbeat})", first_s, last_s, HOUR_S)
         off = pool.submit(

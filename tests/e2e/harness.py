@@ -30,6 +30,16 @@ def prometheus_binary() -> str | None:
     )
 
 
+def prometheus_and_promtool() -> tuple[str, str]:
+    """(prometheus, promtool), installed when missing and allowed; the test is skipped without."""
+    import pytest
+
+    binary, promtool = install_prometheus(), shutil.which("promtool")
+    if binary is None or promtool is None:
+        pytest.skip("Debian's prometheus (with promtool) is not installed; .ci/run installs it")
+    return binary, promtool
+
+
 def install_prometheus() -> str | None:
     """Install Debian's prometheus when missing and allowed (root with apt-get); its path or None."""
     found = prometheus_binary()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,7 +23,7 @@ import yaml
 from inventory.ledger.store import open_ledger
 from placement.cli.main import main
 from tests.e2e.fleetweek import DAY, GIB, MIB, FleetWeek, backfill
-from tests.e2e.harness import Processes, install_prometheus, start_prometheus_on
+from tests.e2e.harness import Processes, prometheus_and_promtool, start_prometheus_on
 
 pytestmark = pytest.mark.slow
 
@@ -56,10 +55,7 @@ def write_catalogue(work: Path) -> Path:
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, Path]]:
     """(Prometheus URL, catalogue, SQLite ledger) of the same week."""
-    binary = install_prometheus()
-    promtool = shutil.which("promtool")
-    if binary is None or promtool is None:
-        pytest.skip("Debian's prometheus (with promtool) is not installed; .ci/run installs it")
+    binary, promtool = prometheus_and_promtool()
     work = tmp_path_factory.mktemp("fleetweek")
     week = WEEK
     catalogue = write_catalogue(work)

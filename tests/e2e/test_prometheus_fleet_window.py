@@ -28,7 +28,7 @@ from inventory.prometheus.hours import render_recording_rules
 from inventory.snapshot import Snapshot
 from placement.cli import main as cli
 from seats.loader import load_catalogue
-from tests.e2e.harness import Processes, free_port, install_prometheus, start_prometheus_on
+from tests.e2e.harness import Processes, free_port, prometheus_and_promtool, start_prometheus_on
 from tests.e2e.promweek import backfill
 from tests.e2e.test_prometheus_window import as_prometheus_keeps
 from tests.placement.week.builders import CUDA_TOTAL, GIB, START, write_week
@@ -57,10 +57,7 @@ def _scraped_s(snapshot: Snapshot) -> float:
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
-    binary = install_prometheus()
-    promtool = shutil.which("promtool")
-    if binary is None or promtool is None:
-        pytest.skip("Debian's prometheus (with promtool) is not installed; .ci/run installs it")
+    binary, promtool = prometheus_and_promtool()
     folder = tmp_path_factory.mktemp("promfleet")
     catalogue = folder / "fleet.yaml"
     catalogue.write_text(CATALOGUE)

@@ -8,7 +8,6 @@ The week is the seed's host (tests/placement/week/test_check_window.py): `cyberp
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -21,7 +20,7 @@ from inventory.ledger.store import open_ledger
 from inventory.snapshot import Snapshot
 from placement.cli import main as cli
 from seats.loader import load_catalogue
-from tests.e2e.harness import Processes, free_port, install_prometheus, start_prometheus_on
+from tests.e2e.harness import Processes, free_port, prometheus_and_promtool, start_prometheus_on
 from tests.e2e.promweek import backfill
 from tests.placement.week.builders import between, moments, write_week
 from tests.placement.week.test_check_window import COMPOSE, CYBERPREV, GEN_SMALL, OLLAMA, SEED
@@ -61,10 +60,7 @@ def _card1(at: datetime) -> list[Any]:
 
 @pytest.fixture(scope="module")
 def week(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Week]:
-    binary = install_prometheus()
-    promtool = shutil.which("promtool")
-    if binary is None or promtool is None:
-        pytest.skip("Debian's prometheus (with promtool) is not installed; .ci/run installs it")
+    binary, promtool = prometheus_and_promtool()
     folder = tmp_path_factory.mktemp("promweek")
     catalogue = folder / "fv-ml1.yaml"
     catalogue.write_text(CATALOGUE)

@@ -12,8 +12,9 @@ window have none).
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
-import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ import pytest
 from inventory.prometheus.hours import render_recording_rules
 from placement.cli.main import main
 from tests.e2e.fleetweek import DAY, _promtool, backfill
-from tests.e2e.harness import Processes, install_prometheus, start_prometheus_on
+from tests.e2e.harness import Processes, prometheus_and_promtool, start_prometheus_on
 from tests.e2e.test_fleet_report import WEEK, WINDOW, write_catalogue
 from tests.e2e.test_prometheus_fleet_window import _merged
 
@@ -44,10 +45,7 @@ class Servers:
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
-    binary = install_prometheus()
-    promtool = shutil.which("promtool")
-    if binary is None or promtool is None:
-        pytest.skip("Debian's prometheus (with promtool) is not installed; .ci/run installs it")
+    binary, promtool = prometheus_and_promtool()
     work = tmp_path_factory.mktemp("recorded")
     catalogue = write_catalogue(work)
     raw = backfill(WEEK, work, promtool)
@@ -106,33 +104,34 @@ def _rules(promtool: str, url: str, rules: Path, out: Path, start_s: int, end_s:
     return out
 
 
-def _report(capsys: pytest.CaptureFixture[str], servers: Servers, url: str) -> dict[str, Any]:
+def _report(servers: Servers, url: str) -> tuple[dict[str, Any], list[str]]:
+    """The report's JSON from `url` without its notes, and the notes naming the rules' hours."""
     argv = ["report", *WINDOW, "--json", "--prometheus", url, "--catalogue", str(servers.catalogue)]
-    code = main(argv)
-    out = capsys.readouterr().out
-    assert code == 0
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert main(argv) == 0
     # The three servers differ in their address, which the report names.
-    data: dict[str, Any] = json.loads(out.replace(url, "PROMETHEUS"))
-    return data
-
-
-def _without_recorded_note(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    data: dict[str, Any] = json.loads(out.getvalue().replace(url, "PROMETHEUS"))
     notes = data.pop("notes")
     return data, [n for n in notes if "recorded by `gpuplan rules`" in n]
 
 
+@pytest.fixture(scope="module")
+def from_raw(servers: Servers) -> dict[str, Any]:
+    data, notes = _report(servers, servers.raw)
+    assert notes == []
+    return data
+
+
 def test_the_report_from_recorded_hours_is_the_report_from_raw_samples(
-    capsys: pytest.CaptureFixture[str], servers: Servers
+    servers: Servers, from_raw: dict[str, Any]
 ) -> None:
-    raw, raw_notes = _without_recorded_note(_report(capsys, servers, servers.raw))
-    recorded, notes = _without_recorded_note(_report(capsys, servers, servers.recorded))
-    assert raw_notes == []
+    recorded, notes = _report(servers, servers.recorded)
     # 72 hours less the two cut by the raw edges: the rules' hours end off the clock hour.
     (note,) = notes
     assert "from 71 hours recorded by `gpuplan rules`" in note or (
         "from 70 hours recorded by `gpuplan rules`" in note
     ), note
-    assert recorded == raw
+    assert recorded == from_raw
     # The figures the rules answered are there, not empty.
     assert {c["host"] for c in recorded["cards"]} >= {"fl-00", "fl-01", "fl-05"}
     assert all(s["samples"] > 0 and s["max_bytes"] > 0 for s in recorded["seats"])
@@ -142,9 +141,8 @@ def test_the_report_from_recorded_hours_is_the_report_from_raw_samples(
 
 
 def test_hours_the_rules_did_not_record_are_read_raw(
-    capsys: pytest.CaptureFixture[str], servers: Servers
+    servers: Servers, from_raw: dict[str, Any]
 ) -> None:
-    raw, _ = _without_recorded_note(_report(capsys, servers, servers.raw))
-    late, notes = _without_recorded_note(_report(capsys, servers, servers.late))
+    late, notes = _report(servers, servers.late)
     assert notes == []
-    assert late == raw
+    assert late == from_raw

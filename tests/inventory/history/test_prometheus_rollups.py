@@ -9,7 +9,6 @@ processes in hour 4; card 1 is in error for five minutes of hour 5. Hours 1, 6 a
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -19,7 +18,7 @@ import pytest
 from inventory.history.model import CardHour, CommandHour
 from inventory.history.prometheus import PromClient, PrometheusHistory
 from inventory.history.rollup import hourly
-from tests.e2e.harness import Processes, install_prometheus, start_prometheus_on
+from tests.e2e.harness import Processes, prometheus_and_promtool, start_prometheus_on
 
 pytestmark = pytest.mark.slow
 
@@ -87,10 +86,7 @@ def openmetrics() -> str:
 
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    binary = install_prometheus()
-    promtool = shutil.which("promtool")
-    if binary is None or promtool is None:
-        pytest.skip("Debian's prometheus (with promtool) is not installed; .ci/run installs it")
+    binary, promtool = prometheus_and_promtool()
     work = tmp_path_factory.mktemp("rollups")
     text = work / "hours.om"
     text.write_text(openmetrics())

@@ -9,7 +9,9 @@ import random
 
 import pytest
 
+from inventory.prometheus.range import recorded_tiling
 from inventory.prometheus.tiles import HOUR_MS, RULE_DELAY_S, Tiling, tiling
+from seats.errors import CannotDecideError
 
 DELAY_MS = RULE_DELAY_S * 1000
 WEEK_S = 7 * 86400
@@ -64,3 +66,30 @@ def test_every_millisecond_of_the_window_is_in_one_part(seed: int) -> None:
 
 def test_a_window_shorter_than_an_hour_and_two_seconds_has_no_recorded_hour() -> None:
     assert tiling(START_S, START_S + 3600, START_S * 1000 + 10 * HOUR_MS) is None
+
+
+class _NoAtModifier:
+    """A Prometheus before 2.33: it has the rules' series but refuses the `@` modifier."""
+
+    def __init__(self, newest_s: float) -> None:
+        self.newest_s = newest_s
+        self.asked: list[str] = []
+
+    def instant(self, promql: str, at_s: float) -> list[tuple[dict[str, str], float]]:
+        self.asked.append(promql)
+        if " @ " in promql:
+            raise CannotDecideError(f"Prometheus refused {promql}: parse error: unexpected <@>")
+        return [({"host": "fv-ml1"}, 167.0)]
+
+    def range(
+        self, promql: str, start_s: float, end_s: float, step_s: float
+    ) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
+        self.asked.append(promql)
+        return [({}, [(end_s, self.newest_s)])]
+
+
+def test_a_prometheus_refusing_the_at_modifier_is_read_raw() -> None:
+    newest_s = START_S + WEEK_S - 3600 + 2016.334
+    client = _NoAtModifier(newest_s)
+    assert recorded_tiling(client, START_S, START_S + WEEK_S) is None  # type: ignore[arg-type]
+    assert any(" @ " in q for q in client.asked)
