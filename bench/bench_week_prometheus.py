@@ -34,7 +34,7 @@ from bench.bench_week import (
     write_fleet,
 )
 from inventory.prometheus import metrics as m
-from inventory.prometheus.tiles import RULE_DELAY_S, recorded_name
+from inventory.prometheus.tiles import HEARTBEAT, RULE_DELAY_S, recorded_name
 from inventory.snapshot import Snapshot
 from seats.model import Catalogue
 from tests.e2e import promweek
@@ -252,9 +252,8 @@ def _recorded(hosts: int, end: datetime) -> dict[int, list[str]]:
     cards = [(h, card) for h in range(hosts) for card in range(FLEET_CARDS)]
     for h, card in cards:  # each family's series together
         add(free_min, _card_labels(h, card), _free(total, ends, card, h))
-    stamps = recorded_name(m.SNAPSHOT_TIMESTAMP, "count")
     for h in range(hosts):
-        add(stamps, f'host="fleet-{h:04d}"', [60] * len(ends))
+        add(HEARTBEAT, f'host="fleet-{h:04d}"', [60] * len(ends))
     return blocks
 
 

@@ -58,6 +58,7 @@ from inventory.prometheus.range import (
 )
 from inventory.prometheus.reader import DCGM_FREE, HOST_LABELS, Fleet, host_of, read_fleet
 from inventory.prometheus.tiles import (
+    HEARTBEAT,
     RULE_DELAY_S,
     newest_evaluation_ms,
     recorded_hours,
@@ -87,8 +88,6 @@ SNAPSHOT_TIMESTAMP = m.SNAPSHOT_TIMESTAMP
 _EXACT = (m.SNAPSHOT_TIMESTAMP, m.PROCESS_USED)
 # How far a scrape may lie from its snapshot's time and still be found at a window's edge.
 MAX_SKEW_S = 3600
-# The rule whose recorded hours tell whether `gpuplan rules` runs, and on which offset.
-_RECORDED_STAMPS = recorded_name(m.SNAPSHOT_TIMESTAMP, "count")
 
 
 class PrometheusHistory:
@@ -271,7 +270,7 @@ class PrometheusHistory:
         those on the recorded rollups, as the ledger's compacted hosts on theirs); {} where no
         rule recorded anything."""
         end_s = unix_s(end)
-        if newest_evaluation_ms(self.client, _RECORDED_STAMPS, end_s + RULE_DELAY_S) is None:
+        if newest_evaluation_ms(self.client, HEARTBEAT, end_s + RULE_DELAY_S) is None:
             return {}
         labels = (self.host_label,) if self.host_label else (*HOST_LABELS, "instance")
         # Asked MAX_SKEW_S after the end: a snapshot is scraped after it was taken, and its
@@ -302,11 +301,11 @@ class PrometheusHistory:
             return []
         first = min(unix_s(a) for a, _ in windows.values())
         last = max(unix_s(b) for _, b in windows.values())
-        newest = newest_evaluation_ms(self.client, _RECORDED_STAMPS, last + RULE_DELAY_S)
+        newest = newest_evaluation_ms(self.client, HEARTBEAT, last + RULE_DELAY_S)
         found = None if newest is None else tiling(first - HOUR_S, last, newest)
         if found is None:
             return []
-        ask = [recorded_name(m.CARD_FREE, "min"), _RECORDED_STAMPS]
+        ask = [recorded_name(m.CARD_FREE, "min"), HEARTBEAT]
         with ThreadPoolExecutor(max_workers=len(ask)) as pool:
             free, stamps = pool.map(lambda name: recorded_hours(self.client, found, name), ask)
         snapshots: dict[str, dict[float, float]] = {}

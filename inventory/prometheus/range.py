@@ -42,6 +42,7 @@ from inventory.prometheus.reader import (
     urlopen_json,
 )
 from inventory.prometheus.tiles import (
+    HEARTBEAT,
     HOUR_MS,
     RULE_DELAY_S,
     Tiling,
@@ -437,14 +438,13 @@ def recorded_tiling(client: PromClient, start_s: int, end_s: int) -> Tiling | No
     """The recorded hours of [start_s, end_s) (`inventory.prometheus.tiles`) when every rollup the
     report reads (`_TILED`) was recorded at each of them and nowhere between, and Prometheus
     takes the `@` modifier; else None, and the window is read raw."""
-    stamps = recorded_name(m.SNAPSHOT_TIMESTAMP, "count")
-    newest = newest_evaluation_ms(client, stamps, end_s + RULE_DELAY_S)
+    newest = newest_evaluation_ms(client, HEARTBEAT, end_s + RULE_DELAY_S)
     found = None if newest is None else tiling(start_s, end_s, newest)
     if found is None:
         return None
     names = [recorded_name(metric, fn) for metric, fn in _TILED]
     try:
-        whole = check(client, found, stamps, names)
+        whole = check(client, found, HEARTBEAT, names)
     except CannotDecideError:  # a query the raw reading does not need was refused
         return None
     return found if whole else None

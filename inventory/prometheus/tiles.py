@@ -24,6 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
+from inventory.prometheus import metrics as m
+
 HOUR_MS = 3_600_000
 HOUR_S = 3600
 # Each rule reads the hour that ended this long before its evaluation: every scrape of it is
@@ -52,6 +54,10 @@ def recorded_name(metric: str, fn: str) -> str:
     """The series a rule records `fn`_over_time of `metric` over an hour in:
     `gpuplan:<metric without gpuplan_>:<fn>_1h` (Prometheus's level:metric:operations)."""
     return f"gpuplan:{metric.removeprefix('gpuplan_')}:{fn}_1h"
+
+
+# The rule whose hours tell whether `gpuplan rules` runs, and on which offset: one series a host.
+HEARTBEAT = recorded_name(m.SNAPSHOT_TIMESTAMP, "count")
 
 
 def newest_evaluation_ms(client: Client, name: str, until_s: float) -> int | None:
