@@ -48,6 +48,7 @@ from inventory.prometheus.tiles import (
     Tiling,
     check,
     newest_evaluation_ms,
+    recorded_hours,
     recorded_name,
     tiling,
     window_figure,
@@ -844,12 +845,13 @@ class PromCards:
         q = self.q
         used = self._metric(m.CARD_USED, DCGM_USED)
         tiles = None if self.dcgm else self.tiles()
-        exprs = [f"count_over_time({used}{q.rng})", f"max_over_time({used}{q.rng})"]
-        if not self.dcgm:
-            exprs.append(f"sum by ({q.by('gpu')}) (sum_over_time({q.sel(m.CARD_ERROR)}{q.rng}))")
         with ThreadPoolExecutor(max_workers=4) as side:
             hourly = side.submit(self._least_free_hour, tiles)
             if tiles is None:
+                exprs = [f"count_over_time({used}{q.rng})", f"max_over_time({used}{q.rng})"]
+                if not self.dcgm:
+                    in_error = f"sum_over_time({q.sel(m.CARD_ERROR)}{q.rng})"
+                    exprs.append(f"sum by ({q.by('gpu')}) ({in_error})")
                 answers = [_by_card(answer) for answer in self.client.instants(exprs, q.at)]
             else:
                 asked = [(m.CARD_USED, "count"), (m.CARD_USED, "max"), (m.CARD_ERROR, "sum")]
@@ -900,37 +902,38 @@ class PromCards:
         (end, start) in seconds."""
         q = self.q
         free = self._metric(m.CARD_FREE, DCGM_FREE)
-        asks: list[tuple[str, float, float, Callable[[float], tuple[int, int]]]] = []
-        if tiles is not None:
-            # A recorded hour (e − 1 h, e] is (end, start) = (e + 1 ms up, e − 1 h down).
-            def recorded(t: float) -> tuple[int, int]:
-                e = round(t * 1000) - RULE_DELAY_S * 1000
-                return -(-(e + 1) // 1000), (e - HOUR_MS) // 1000
+        Ask = tuple[Callable[[], Matrix], Callable[[float], tuple[int, int]]]
+        asks: list[Ask] = []
 
+        def raw(expr: str, first_s: float, last_s: float) -> Callable[[], Matrix]:
+            return lambda: self.client.range(expr, first_s, last_s, _HOUR_S)
+
+        if tiles is not None:
+            recorded = q.sel(recorded_name(m.CARD_FREE, "min"))
+            # A recorded hour (e − 1 h, e], its points at e (ms), is (e + 1 ms up, e − 1 h down).
             asks.append((
-                q.sel(recorded_name(m.CARD_FREE, "min")),
-                tiles.evaluated_s(tiles.first_ms), tiles.evaluated_s(tiles.last_ms), recorded,
+                lambda: recorded_hours(self.client, tiles, recorded),
+                lambda e: (-(-(round(e) + 1) // 1000), (round(e) - HOUR_MS) // 1000),
             ))  # fmt: skip
             for a, b in (tiles.head, tiles.tail):
-                edge = (-(-(b + 1) // 1000), a // 1000)
-                asks.append((f"min_over_time({free}[{b - a}ms])", b / 1000, b / 1000,
-                             _fixed(edge)))  # fmt: skip
+                at = b / 1000
+                asks.append((raw(f"min_over_time({free}[{b - a}ms])", at, at),
+                             _fixed((-(-(b + 1) // 1000), a // 1000))))  # fmt: skip
         else:
             full, first = divmod(q.end_s - q.start_s, _HOUR_S)
             if full:
                 asks.append((
-                    f"min_over_time({free}[{_HOUR_S * 1000 - 1}ms])",
-                    q.start_s + first + _HOUR_S - 0.001, q.end_s - 0.001,
+                    raw(f"min_over_time({free}[{_HOUR_S * 1000 - 1}ms])",
+                        q.start_s + first + _HOUR_S - 0.001, q.end_s - 0.001),
                     lambda t: (round(t + 0.001), max(q.start_s, round(t + 0.001) - _HOUR_S)),
                 ))  # fmt: skip
             if first:
-                edge = (q.start_s + first, q.start_s)
-                asks.append((f"min_over_time({free}[{first * 1000 - 1}ms])",
-                             q.start_s + first - 0.001, q.start_s + first - 0.001,
-                             _fixed(edge)))  # fmt: skip
+                at = q.start_s + first - 0.001
+                asks.append((raw(f"min_over_time({free}[{first * 1000 - 1}ms])", at, at),
+                             _fixed((q.start_s + first, q.start_s))))  # fmt: skip
         with ThreadPoolExecutor(max_workers=len(asks) or 1) as pool:
-            answers = [pool.submit(self.client.range, e, a, b, _HOUR_S) for e, a, b, _ in asks]
-            return [(f.result(), ask[3]) for f, ask in zip(answers, asks, strict=True)]
+            answers = [pool.submit(read) for read, _ in asks]
+            return [(f.result(), part) for f, (_, part) in zip(answers, asks, strict=True)]
 
     def first_lowest_free(
         self, wanted: Mapping[tuple[str, int], tuple[int, int, int]]

@@ -180,11 +180,9 @@ def window_figure(client: Client, t: Tiling, raw: str, recorded: str, fn: str) -
     return client.instant(f"{_COMBINED[fn]} without ({_PART}) ({tagged})", last)
 
 
-def recorded_hours(
-    client: Client, t: Tiling, recorded: str
-) -> list[tuple[Labels, list[tuple[int, float]]]]:
-    """Each recorded hour of the series of `recorded` (a selector): (the hour's end in ms, the
-    value), read at the very millisecond the rule recorded it."""
+def recorded_hours(client: Client, t: Tiling, recorded: str) -> Matrix:
+    """Each recorded hour of the series of `recorded` (a selector): (the hour's end, a whole
+    number of ms, and the value), read at the very millisecond the rule recorded it."""
     answer = client.range(recorded, t.evaluated_s(t.first_ms), t.evaluated_s(t.last_ms), HOUR_S)
     delay_ms = RULE_DELAY_S * 1000
     return [
