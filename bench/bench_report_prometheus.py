@@ -63,7 +63,7 @@ def _recorded(week: object, data: Path, work: Path, binary: str, promtool: str) 
     seconds it took."""
     from inventory.prometheus.hours import render_recording_rules
     from tests.e2e.fleetweek import FleetWeek
-    from tests.e2e.harness import Processes, start_prometheus_on
+    from tests.e2e.harness import Processes, rule_blocks, start_prometheus_on
 
     assert isinstance(week, FleetWeek)
     done = data.parent / "recorded"
@@ -76,13 +76,7 @@ def _recorded(week: object, data: Path, work: Path, binary: str, promtool: str) 
     try:
         url = start_prometheus_on(processes, binary, data, work / "rules-server")
         end_s = week.start_s + week.minutes * 60 + 7200
-        subprocess.run(
-            [
-                promtool, "tsdb", "create-blocks-from", "rules", "-q", f"--url={url}",
-                f"--start={week.start_s}", f"--end={end_s}", f"--output-dir={out}", str(rules),
-            ],
-            check=True, capture_output=True, timeout=3600,
-        )  # fmt: skip
+        rule_blocks(promtool, url, rules, out, week.start_s, end_s, timeout=3600)
     finally:
         processes.stop_all()
     for block in out.iterdir():

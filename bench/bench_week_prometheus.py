@@ -38,6 +38,7 @@ from inventory.prometheus.tiles import HEARTBEAT, RULE_DELAY_S, recorded_name
 from inventory.snapshot import Snapshot
 from seats.model import Catalogue
 from tests.e2e import promweek
+from tests.e2e.harness import openmetrics_blocks
 
 GIB = 2**30
 
@@ -325,15 +326,8 @@ def _fleet() -> str:
         files, samples = fleet_openmetrics(folder, hosts, end, loaded)
         data = folder / "data"
 
-        def create(path: Path) -> None:
-            subprocess.run(
-                [promtool, "tsdb", "create-blocks-from", "openmetrics", "-q", str(path), str(data)],
-                check=True, capture_output=True, timeout=1200,
-            )  # fmt: skip
-            path.unlink()
-
         for path in files:
-            create(path)
+            openmetrics_blocks(promtool, path, data)
         backfill_s = time.perf_counter() - began
         ledger = folder / "fleet.sqlite"
         began = time.perf_counter()

@@ -10,7 +10,6 @@ series stop at noon on day 5. Shared with bench/.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from inventory.ledger.writes import CardValues, ProcessValues, SnapshotValues
+from tests.e2e.harness import openmetrics_blocks
 
 MIB = 2**20
 GIB = 2**30
@@ -286,7 +286,7 @@ def backfill(week: FleetWeek, workdir: Path, promtool: str, *, parallel: int = 6
     data.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         runs = [
-            pool.submit(_promtool, promtool, text, data)
+            pool.submit(openmetrics_blocks, promtool, text, data)
             for t0 in range(0, week.minutes, BLOCK)
             if (text := _block_file(week, workdir, range(t0, t0 + BLOCK))) is not None
         ]
@@ -303,13 +303,3 @@ def _block_file(week: FleetWeek, workdir: Path, minutes: range) -> Path | None:
         text.unlink()
         return None
     return text
-
-
-def _promtool(promtool: str, text: Path, data: Path) -> None:
-    subprocess.run(
-        [promtool, "tsdb", "create-blocks-from", "openmetrics", "-q", str(text), str(data)],
-        check=True,
-        capture_output=True,
-        timeout=1800,
-    )
-    text.unlink()

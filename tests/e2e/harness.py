@@ -229,3 +229,42 @@ def start_prometheus_on(
     if max_samples is not None:
         flags.append(f"--query.max-samples={max_samples}")
     return _serve(processes, binary, workdir, flags, 60)
+
+
+# --- TSDB blocks with promtool ------------------------------------------------------------------
+
+
+def openmetrics_blocks(promtool: str, text: Path, data: Path) -> None:
+    """The samples of an OpenMetrics file written as blocks into `data` (the file then removed)."""
+    subprocess.run(
+        [promtool, "tsdb", "create-blocks-from", "openmetrics", "-q", str(text), str(data)],
+        check=True,
+        capture_output=True,
+        timeout=1800,
+    )
+    text.unlink()
+
+
+def rule_blocks(
+    promtool: str, url: str, rules: Path, out: Path, start_s: int, end_s: int, timeout: int = 600
+) -> Path:
+    """The blocks (in `out`) of the rule file evaluated over [start_s, end_s] against the
+    Prometheus at `url`, at each group's interval and offset, as a running server records them."""
+    subprocess.run(
+        [
+            promtool, "tsdb", "create-blocks-from", "rules", "-q", f"--url={url}",
+            f"--start={start_s}", f"--end={end_s}", f"--output-dir={out}", str(rules),
+        ],
+        check=True, capture_output=True, timeout=timeout,
+    )  # fmt: skip
+    return out
+
+
+def merged_tsdb(target: Path, *sources: Path) -> Path:
+    """A TSDB directory holding the blocks of each source (copied)."""
+    target.mkdir()
+    for source in sources:
+        for block in source.iterdir():
+            if block.is_dir() and (block / "meta.json").exists():
+                shutil.copytree(block, target / block.name)
+    return target

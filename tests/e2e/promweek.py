@@ -9,7 +9,6 @@ snapshots stored in a ledger are then the same week from the other source. Share
 from __future__ import annotations
 
 import math
-import subprocess
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,6 +17,7 @@ from inventory.attribution import attribute
 from inventory.prometheus.metrics import Reading, snapshot_families
 from inventory.snapshot import Snapshot
 from seats.model import Catalogue
+from tests.e2e.harness import openmetrics_blocks
 
 BLOCK_S = 2 * 3600  # promtool's block length: one input file per block reads each sample once
 
@@ -77,15 +77,6 @@ def backfill(
         path.write_text(text)
         texts.append(path)
 
-    def create(path: Path) -> None:
-        subprocess.run(
-            [promtool, "tsdb", "create-blocks-from", "openmetrics", "-q", str(path), str(data)],
-            check=True,
-            capture_output=True,
-            timeout=600,
-        )
-        path.unlink()
-
     with ThreadPoolExecutor(max_workers=parallel) as pool:
-        list(pool.map(create, texts))
+        list(pool.map(lambda path: openmetrics_blocks(promtool, path, data), texts))
     return data

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -28,7 +26,14 @@ from inventory.prometheus.hours import render_recording_rules
 from inventory.snapshot import Snapshot
 from placement.cli import main as cli
 from seats.loader import load_catalogue
-from tests.e2e.harness import Processes, free_port, prometheus_and_promtool, start_prometheus_on
+from tests.e2e.harness import (
+    Processes,
+    free_port,
+    merged_tsdb,
+    prometheus_and_promtool,
+    rule_blocks,
+    start_prometheus_on,
+)
 from tests.e2e.promweek import backfill
 from tests.e2e.test_prometheus_window import as_prometheus_keeps
 from tests.placement.week.builders import CUDA_TOTAL, GIB, START, write_week
@@ -73,34 +78,15 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     try:
         raw_url = start_prometheus_on(processes, binary, raw, folder / "raw-server")
         kept = folder / "recorded-blocks"
-        subprocess.run(
-            [
-                promtool, "tsdb", "create-blocks-from", "rules", "-q", f"--url={raw_url}",
-                f"--start={int(START.timestamp())}",
-                f"--end={int((END + timedelta(hours=1)).timestamp())}",
-                "--eval-interval=60s", f"--output-dir={kept}", str(rules),
-            ],
-            check=True,
-            capture_output=True,
-            timeout=600,
-        )  # fmt: skip
-        both = _merged(folder / "recorded", raw, kept)
-        rolled = _merged(folder / "rollups", recent, kept)
+        start_s, end_s = int(START.timestamp()), int((END + timedelta(hours=1)).timestamp())
+        rule_blocks(promtool, raw_url, rules, kept, start_s, end_s)
+        both = merged_tsdb(folder / "recorded", raw, kept)
+        rolled = merged_tsdb(folder / "rollups", recent, kept)
         recorded_url = start_prometheus_on(processes, binary, both, folder / "recorded-server")
         rollups_url = start_prometheus_on(processes, binary, rolled, folder / "rollups-server")
         yield Servers(catalogue, ledger, raw_url, recorded_url, rollups_url)
     finally:
         processes.stop_all()
-
-
-def _merged(target: Path, *sources: Path) -> Path:
-    """A TSDB directory holding the blocks of each source (copied)."""
-    target.mkdir()
-    for source in sources:
-        for block in source.iterdir():
-            if block.is_dir() and (block / "meta.json").exists():
-                shutil.copytree(block, target / block.name)
-    return target
 
 
 @pytest.fixture(autouse=True)

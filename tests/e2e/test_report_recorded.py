@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +24,16 @@ import pytest
 
 from inventory.prometheus.hours import render_recording_rules
 from placement.cli.main import main
-from tests.e2e.fleetweek import DAY, _promtool, backfill
-from tests.e2e.harness import Processes, prometheus_and_promtool, start_prometheus_on
+from tests.e2e.fleetweek import DAY, backfill
+from tests.e2e.harness import (
+    Processes,
+    merged_tsdb,
+    openmetrics_blocks,
+    prometheus_and_promtool,
+    rule_blocks,
+    start_prometheus_on,
+)
 from tests.e2e.test_fleet_report import WEEK, WINDOW, write_catalogue
-from tests.e2e.test_prometheus_fleet_window import _merged
 
 pytestmark = pytest.mark.slow
 
@@ -49,20 +54,22 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     work = tmp_path_factory.mktemp("recorded")
     catalogue = write_catalogue(work)
     raw = backfill(WEEK, work, promtool)
-    _promtool(promtool, _faults(work / "faults.om"), raw)
+    openmetrics_blocks(promtool, _faults(work / "faults.om"), raw)
     rules = work / "rules.yml"
     rules.write_text(render_recording_rules())
     processes = Processes()
     try:
         raw_url = start_prometheus_on(processes, binary, raw, work / "raw-server")
         start_s, end_s = WEEK.start_s, WEEK.start_s + WEEK.minutes * 60
-        whole = _rules(promtool, raw_url, rules, work / "whole", start_s, end_s + 7200)
-        late = _rules(promtool, raw_url, rules, work / "late", start_s + DAY * 60, end_s + 7200)
+        whole = rule_blocks(promtool, raw_url, rules, work / "whole", start_s, end_s + 7200)
+        late = rule_blocks(
+            promtool, raw_url, rules, work / "late", start_s + DAY * 60, end_s + 7200
+        )
         recorded_url = start_prometheus_on(
-            processes, binary, _merged(work / "recorded", raw, whole), work / "recorded-server"
+            processes, binary, merged_tsdb(work / "recorded", raw, whole), work / "recorded-server"
         )
         late_url = start_prometheus_on(
-            processes, binary, _merged(work / "late-data", raw, late), work / "late-server"
+            processes, binary, merged_tsdb(work / "late-data", raw, late), work / "late-server"
         )
         yield Servers(catalogue, raw_url, recorded_url, late_url)
     finally:
@@ -90,18 +97,6 @@ def _faults(text: Path) -> Path:
     ]
     text.write_text("\n".join([*lines, "# EOF", ""]))
     return text
-
-
-def _rules(promtool: str, url: str, rules: Path, out: Path, start_s: int, end_s: int) -> Path:
-    """The blocks of the rules evaluated over [start_s, end_s] against `url`'s scrapes."""
-    subprocess.run(
-        [
-            promtool, "tsdb", "create-blocks-from", "rules", "-q", f"--url={url}",
-            f"--start={start_s}", f"--end={end_s}", f"--output-dir={out}", str(rules),
-        ],
-        check=True, capture_output=True, timeout=600,
-    )  # fmt: skip
-    return out
 
 
 def _report(servers: Servers, url: str) -> tuple[dict[str, Any], list[str]]:

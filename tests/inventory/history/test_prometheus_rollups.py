@@ -9,7 +9,6 @@ processes in hour 4; card 1 is in error for five minutes of hour 5. Hours 1, 6 a
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -18,7 +17,12 @@ import pytest
 from inventory.history.model import CardHour, CommandHour
 from inventory.history.prometheus import PromClient, PrometheusHistory
 from inventory.history.rollup import hourly
-from tests.e2e.harness import Processes, prometheus_and_promtool, start_prometheus_on
+from tests.e2e.harness import (
+    Processes,
+    openmetrics_blocks,
+    prometheus_and_promtool,
+    start_prometheus_on,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -91,12 +95,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     text = work / "hours.om"
     text.write_text(openmetrics())
     data = work / "data"
-    subprocess.run(
-        [promtool, "tsdb", "create-blocks-from", "openmetrics", "-q", str(text), str(data)],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+    openmetrics_blocks(promtool, text, data)
     processes = Processes()
     try:
         yield start_prometheus_on(processes, binary, data, work / "prometheus")
