@@ -10,7 +10,7 @@ import random
 import pytest
 
 from inventory.prometheus.range import recorded_tiling
-from inventory.prometheus.tiles import HOUR_MS, RULE_DELAY_S, Tiling, tiling
+from inventory.prometheus.tiles import HOUR_MS, RULE_DELAY_S, Tiling, check, tiling
 from seats.errors import CannotDecideError
 
 DELAY_MS = RULE_DELAY_S * 1000
@@ -93,3 +93,72 @@ def test_a_prometheus_refusing_the_at_modifier_is_read_raw() -> None:
     client = _NoAtModifier(newest_s)
     assert recorded_tiling(client, START_S, START_S + WEEK_S) is None  # type: ignore[arg-type]
     assert any(" @ " in q for q in client.asked)
+
+
+def test_a_part_of_the_window_is_cut_on_the_same_hours() -> None:
+    newest_ms = (START_S + WEEK_S) * 1000 - HOUR_MS + 2_016_334
+    week = tiling(START_S, START_S + WEEK_S, newest_ms)
+    assert week is not None
+    day = week.within(START_S + 86400, START_S + 2 * 86400)
+    assert day is not None
+    assert (day.first_ms - week.first_ms) % HOUR_MS == 0 and day.first_ms > week.first_ms
+    assert day.last_ms <= week.last_ms and day.hours == 23
+    # A part reaching past the hours recorded has none after the window's last.
+    late = week.within(START_S + WEEK_S - 3 * 3600, START_S + WEEK_S)
+    assert late is not None and late.last_ms == week.last_ms
+
+
+class _Recorded:
+    """Prometheus's answers to `check`'s queries about a week of hours: the heartbeat's samples
+    at each hour's evaluation (`on`), any a millisecond to 5 minutes before one (`off`), and each
+    rule's hours on the host seen most."""
+
+    def __init__(self, t: Tiling, names: list[str]) -> None:
+        self.first_s = t.evaluated_s(t.first_ms)
+        self.on = dict.fromkeys(range(t.hours), 3.0)  # 3 hosts
+        self.off: set[int] = set()
+        self.unseen = 0  # samples no hour's evaluation sees
+        self.hours = dict.fromkeys(names, t.hours)
+
+    def instant(self, promql: str, at_s: float) -> list[tuple[dict[str, str], float]]:
+        if promql.startswith("sum("):
+            return [({}, sum(self.on.values()) + self.unseen)]
+        return [({"host": "fv-ml1"}, float(len(self.on)))]  # topk(1, …)
+
+    def range(
+        self, promql: str, start_s: float, end_s: float, step_s: float
+    ) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
+        if promql.startswith("count by (__name__)"):
+            return [({"__name__": n}, [(0.0, 1.0)] * k) for n, k in self.hours.items()]
+        if start_s == self.first_s:
+            return [({}, [(self.first_s + k * 3600, v) for k, v in sorted(self.on.items())])]
+        return (
+            [({}, [(self.first_s + k * 3600, 1.0) for k in sorted(self.off)])] if self.off else []
+        )
+
+
+@pytest.mark.parametrize(
+    ("fault", "whole"),
+    [
+        ("none", True),
+        ("an hour the rules did not run", False),
+        ("an early sample in its hour's place", False),
+        ("a sample beside its hour's", False),
+        ("a rule that failed an hour", False),
+    ],
+)
+def test_the_check_takes_only_hours_recorded_once_each(fault: str, whole: bool) -> None:
+    newest_ms = (START_S + WEEK_S) * 1000 - HOUR_MS + 2_016_334
+    t = tiling(START_S, START_S + WEEK_S, newest_ms)
+    assert t is not None
+    names = ["gpuplan:card_used_bytes:count_1h", "gpuplan:card_used_bytes:max_1h"]
+    client = _Recorded(t, names)
+    if fault == "an hour the rules did not run":
+        del client.on[40]
+    elif fault == "an early sample in its hour's place":  # a renamed rule file: 2 min earlier
+        client.off.add(40)
+    elif fault == "a sample beside its hour's":  # shadowed by the hour's own, or long before
+        client.unseen += 1
+    elif fault == "a rule that failed an hour":
+        client.hours[names[1]] -= 1
+    assert check(client, t, "gpuplan:snapshot_timestamp_seconds:count_1h", names) is whole
