@@ -69,7 +69,7 @@ class _Step:
     new: NewSeat
     name: str
     count: int  # cards it takes
-    home: int | None  # `_Cards.home`: where the host it names stands; None: it names none
+    home: int | None  # the position of the host it names (-1: not in the fleet); None: names none
     rows: _Rows | None  # `_Fleet.rows`
     least_width: int  # `Problem.least_width`
     resident_bytes: int
